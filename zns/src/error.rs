@@ -1,0 +1,127 @@
+//! The one error type of the zoned-device layer.
+//!
+//! Command errors mirror the NVMe ZNS status codes a real drive returns (so the engine
+//! handles emulated and real drives alike) and carry the zone and LBA they concern.
+//! Errors about drive files carry the path. Nothing read from a drive file may panic:
+//! every decode failure is one of these variants.
+
+use std::path::PathBuf;
+
+use crate::zone::{ZoneAction, ZoneState};
+
+/// Result alias of the zoned-device layer.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every failure of the zoned-device layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid geometry: {reason}")]
+    InvalidGeometry { reason: String },
+
+    #[error("zone {zone}: write at LBA {lba} is not at the write pointer (LBA {write_pointer})")]
+    ZoneInvalidWrite {
+        zone: u32,
+        lba: u64,
+        write_pointer: u64,
+    },
+
+    #[error("zone {zone} is full")]
+    ZoneIsFull { zone: u32 },
+
+    #[error("zone {zone}: {blocks} blocks at LBA {lba} cross the zone's capacity or boundary")]
+    ZoneBoundary { zone: u32, lba: u64, blocks: u64 },
+
+    #[error("zone {zone} is read-only")]
+    ZoneReadOnly { zone: u32 },
+
+    #[error("zone {zone} is offline")]
+    ZoneOffline { zone: u32 },
+
+    #[error("zone {zone}: too many open zones (limit {limit})")]
+    TooManyOpenZones { zone: u32, limit: u32 },
+
+    #[error("zone {zone}: too many active zones (limit {limit})")]
+    TooManyActiveZones { zone: u32, limit: u32 },
+
+    #[error("zone {zone}: cannot {action:?} a zone in state {state:?}")]
+    InvalidZoneStateTransition {
+        zone: u32,
+        state: ZoneState,
+        action: ZoneAction,
+    },
+
+    #[error("LBA {lba} is not the start of a zone")]
+    NotZoneStart { lba: u64 },
+
+    #[error("zone append of {blocks} blocks exceeds the drive's limit of {limit} blocks")]
+    AppendTooLarge { blocks: u64, limit: u32 },
+
+    #[error("transfer of {blocks} blocks exceeds the drive's limit of {limit} blocks")]
+    TransferTooLarge { blocks: u64, limit: u32 },
+
+    #[error("{blocks} blocks at LBA {lba} lie outside the namespace ({total_blocks} blocks)")]
+    LbaOutOfRange {
+        lba: u64,
+        blocks: u64,
+        total_blocks: u64,
+    },
+
+    #[error("{what} buffer is {got} bytes, expected {expected}")]
+    BufferSize {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
+
+    #[error("malformed zone report: {reason}")]
+    BadZoneReport { reason: String },
+
+    #[error("unrecovered read error at LBA {lba}")]
+    MediaError { lba: u64 },
+
+    #[error("the drive has failed")]
+    DeviceFailed,
+
+    #[error("zone {zone}: a Zone Write is already in flight; a zone takes one at a time")]
+    ZoneWriteInFlight { zone: u32 },
+
+    #[error("{context} ({}): {source}", path.display())]
+    Io {
+        path: PathBuf,
+        context: &'static str,
+        source: std::io::Error,
+    },
+
+    #[error("{}: {reason}", path.display())]
+    BadDriveFile { path: PathBuf, reason: String },
+
+    #[error("{}: not a zapraid emulated drive file (magic {found:?})", path.display())]
+    NotAnEmulatedDrive { path: PathBuf, found: [u8; 8] },
+
+    #[error("{}: drive file format version {found}, this build reads version {supported}", path.display())]
+    UnsupportedVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+
+    #[error("{}: drive is in use by another process", path.display())]
+    DriveInUse { path: PathBuf },
+
+    #[error("{}: {reason}", path.display())]
+    BadDirectory { path: PathBuf, reason: String },
+}
+
+impl Error {
+    /// True for errors the emulator returns because of a command the host got wrong,
+    /// as opposed to a drive or media failure.
+    pub fn is_host_error(&self) -> bool {
+        !matches!(
+            self,
+            Error::MediaError { .. }
+                | Error::DeviceFailed
+                | Error::Io { .. }
+                | Error::ZoneOffline { .. }
+        )
+    }
+}

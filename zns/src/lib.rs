@@ -1,0 +1,24 @@
+//! The zoned-device layer of zapraid.
+//!
+//! It owns the zone model (`zone`), device geometry (`geometry`), the submission/completion
+//! device interface every backend implements (`device`), the emulated ZNS drive over memory
+//! or file media (`emulator`, `media`, `drive_file`), its virtual-time performance model
+//! (`timing`, `calibrate`), and the conformance suite any backend must pass (`conformance`).
+
+pub mod calibrate;
+pub mod conformance;
+pub mod device;
+pub mod drive_file;
+pub mod emulator;
+pub mod error;
+pub mod geometry;
+mod media;
+pub mod timing;
+pub mod zone;
+
+pub use device::{execute, report_all_zones, Command, Completion, Done, Tag, ZonedDevice};
+pub use emulator::{DriveStats, EmulatedDrive, PowerCutReport};
+pub use error::{Error, Result};
+pub use geometry::Geometry;
+pub use timing::TimingParams;
+pub use zone::{ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};

@@ -1,0 +1,396 @@
+//! Where an emulated drive keeps its blocks, per-block metadata and zone records: in
+//! memory (sparse, allocated on first write) or in a drive file (see `drive_file`).
+//!
+//! Media address blocks by physical index `zone * zone_capacity + offset`; only written
+//! blocks are ever read back (the emulator returns zeros above the write pointer), so a
+//! reset need not erase anything on file media.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use zerocopy::IntoBytes;
+
+use crate::drive_file::{
+    DecodeError, FileLayout, Superblock, ZoneRecord, SUPERBLOCK_REGION_BYTES, ZONE_RECORD_BYTES,
+};
+use crate::error::{Error, Result};
+use crate::geometry::Geometry;
+use crate::zone::ZoneState;
+
+/// Persistent zone state as media store it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StoredZone {
+    pub state: ZoneState,
+    pub written_blocks: u64,
+}
+
+pub(crate) trait Media: Send {
+    /// Reads whole blocks at physical index `index`; `metadata` may be empty.
+    fn read(&mut self, index: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<()>;
+    /// Writes whole blocks; an empty `metadata` stores zeroed metadata.
+    fn write(&mut self, index: u64, data: &[u8], metadata: &[u8]) -> Result<()>;
+    /// Persists one zone's state.
+    fn store_zone(&mut self, zone: u32, stored: StoredZone) -> Result<()>;
+    /// Forgets the contents of a zone (reset).
+    fn discard_zone(&mut self, zone: u32) -> Result<()>;
+    /// Flips one bit of a stored block, behind the emulator's back (silent corruption).
+    fn flip_bit(&mut self, index: u64, bit: u64) -> Result<()>;
+}
+
+/// Blocks per allocation unit of memory media.
+const MEMORY_CHUNK_BLOCKS: u64 = 256;
+
+/// Sparse in-memory media.
+pub(crate) struct MemoryMedia {
+    block_bytes: usize,
+    metadata_bytes: usize,
+    zone_capacity_blocks: u64,
+    chunks: HashMap<u64, (Box<[u8]>, Box<[u8]>)>,
+}
+
+impl MemoryMedia {
+    pub(crate) fn new(geometry: &Geometry) -> Self {
+        MemoryMedia {
+            block_bytes: geometry.block_size_bytes as usize,
+            metadata_bytes: geometry.metadata_bytes_per_block as usize,
+            zone_capacity_blocks: geometry.zone_capacity_blocks,
+            chunks: HashMap::new(),
+        }
+    }
+
+    fn chunk(&mut self, index: u64) -> (&mut [u8], &mut [u8], usize) {
+        let (block_bytes, metadata_bytes) = (self.block_bytes, self.metadata_bytes);
+        let (data, meta) = self
+            .chunks
+            .entry(index / MEMORY_CHUNK_BLOCKS)
+            .or_insert_with(|| {
+                (
+                    vec![0; block_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
+                    vec![0; metadata_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
+                )
+            });
+        (data, meta, (index % MEMORY_CHUNK_BLOCKS) as usize)
+    }
+}
+
+impl Media for MemoryMedia {
+    fn read(&mut self, index: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<()> {
+        let (bb, mb) = (self.block_bytes, self.metadata_bytes);
+        for (i, block) in data.chunks_exact_mut(bb).enumerate() {
+            let (chunk_data, chunk_meta, at) = self.chunk(index + i as u64);
+            block.copy_from_slice(&chunk_data[at * bb..(at + 1) * bb]);
+            if !metadata.is_empty() {
+                metadata[i * mb..(i + 1) * mb].copy_from_slice(&chunk_meta[at * mb..(at + 1) * mb]);
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, index: u64, data: &[u8], metadata: &[u8]) -> Result<()> {
+        let (bb, mb) = (self.block_bytes, self.metadata_bytes);
+        for (i, block) in data.chunks_exact(bb).enumerate() {
+            let (chunk_data, chunk_meta, at) = self.chunk(index + i as u64);
+            chunk_data[at * bb..(at + 1) * bb].copy_from_slice(block);
+            let meta = &mut chunk_meta[at * mb..(at + 1) * mb];
+            if metadata.is_empty() {
+                meta.fill(0);
+            } else {
+                meta.copy_from_slice(&metadata[i * mb..(i + 1) * mb]);
+            }
+        }
+        Ok(())
+    }
+
+    fn store_zone(&mut self, _zone: u32, _stored: StoredZone) -> Result<()> {
+        Ok(())
+    }
+
+    fn discard_zone(&mut self, zone: u32) -> Result<()> {
+        let first = u64::from(zone) * self.zone_capacity_blocks;
+        let last = first + self.zone_capacity_blocks;
+        // Only chunks wholly inside the zone can go; shared edge chunks just get stale
+        // blocks, which are never read above the write pointer.
+        for chunk in first.div_ceil(MEMORY_CHUNK_BLOCKS)..last / MEMORY_CHUNK_BLOCKS {
+            self.chunks.remove(&chunk);
+        }
+        Ok(())
+    }
+
+    fn flip_bit(&mut self, index: u64, bit: u64) -> Result<()> {
+        let bb = self.block_bytes;
+        let (data, _, at) = self.chunk(index);
+        let bit = (bit % (bb as u64 * 8)) as usize;
+        data[at * bb + bit / 8] ^= 1 << (bit % 8);
+        Ok(())
+    }
+}
+
+/// Media in a drive file, locked for exclusive use while open.
+pub(crate) struct FileMedia {
+    path: PathBuf,
+    file: File,
+    layout: FileLayout,
+    block_bytes: u64,
+    metadata_bytes: u64,
+    update_sequence: Vec<u64>,
+    zero_metadata: Vec<u8>,
+}
+
+/// What opening a drive file yields.
+pub(crate) struct OpenedFile {
+    pub media: FileMedia,
+    pub geometry: Geometry,
+    pub zones: Vec<StoredZone>,
+    pub landing_seed: u64,
+    pub drive_uuid: [u8; 16],
+}
+
+fn io_error<'a>(
+    path: &'a Path,
+    context: &'static str,
+) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        context,
+        source,
+    }
+}
+
+fn lock(file: &File, path: &Path) -> Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => Err(Error::DriveInUse {
+            path: path.to_path_buf(),
+        }),
+        Err(TryLockError::Error(source)) => Err(Error::Io {
+            path: path.to_path_buf(),
+            context: "locking drive file",
+            source,
+        }),
+    }
+}
+
+impl FileMedia {
+    /// Creates a new drive file (which must not exist) with every zone empty.
+    pub(crate) fn create(
+        path: &Path,
+        geometry: &Geometry,
+        drive_uuid: [u8; 16],
+        landing_seed: u64,
+    ) -> Result<Self> {
+        geometry.validate()?;
+        let layout = FileLayout::new(geometry).ok_or_else(|| Error::InvalidGeometry {
+            reason: "drive file would exceed 64-bit offsets".into(),
+        })?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io_error(path, "creating drive file"))?;
+        lock(&file, path)?;
+        file.set_len(layout.file_bytes)
+            .map_err(io_error(path, "sizing drive file"))?;
+        let mut table = Vec::with_capacity(geometry.zone_count as usize * ZONE_RECORD_BYTES);
+        for _ in 0..geometry.zone_count {
+            table.extend_from_slice(ZoneRecord::new(ZoneState::Empty, 0, 0).as_bytes());
+        }
+        file.write_all_at(&table, layout.zone_table_offset)
+            .map_err(io_error(path, "writing zone table"))?;
+        // The superblock goes last: a file without one is never taken for a drive.
+        let sb = Superblock::new(geometry, drive_uuid, landing_seed);
+        file.write_all_at(sb.as_bytes(), 0)
+            .map_err(io_error(path, "writing superblock"))?;
+        file.sync_all()
+            .map_err(io_error(path, "syncing drive file"))?;
+        Ok(Self::from_parts(
+            path,
+            file,
+            layout,
+            geometry,
+            vec![0; geometry.zone_count as usize],
+        ))
+    }
+
+    fn from_parts(
+        path: &Path,
+        file: File,
+        layout: FileLayout,
+        geometry: &Geometry,
+        update_sequence: Vec<u64>,
+    ) -> Self {
+        FileMedia {
+            path: path.to_path_buf(),
+            file,
+            layout,
+            block_bytes: u64::from(geometry.block_size_bytes),
+            metadata_bytes: u64::from(geometry.metadata_bytes_per_block),
+            update_sequence,
+            zero_metadata: Vec::new(),
+        }
+    }
+
+    /// Opens an existing drive file, checking every structure in it.
+    pub(crate) fn open(path: &Path) -> Result<OpenedFile> {
+        let bad = |reason: String| Error::BadDriveFile {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(io_error(path, "opening drive file"))?;
+        lock(&file, path)?;
+        let file_len = file
+            .metadata()
+            .map_err(io_error(path, "reading drive file size"))?
+            .len();
+        let mut region = vec![0u8; SUPERBLOCK_REGION_BYTES as usize];
+        let got =
+            read_prefix(&file, &mut region, 0).map_err(io_error(path, "reading superblock"))?;
+        let sb = match Superblock::decode(&region[..got]) {
+            Ok(sb) => sb,
+            Err(DecodeError::Magic(found)) => {
+                return Err(Error::NotAnEmulatedDrive {
+                    path: path.to_path_buf(),
+                    found,
+                })
+            }
+            Err(DecodeError::Short { .. }) => {
+                let mut found = [0u8; 8];
+                let n = got.min(8);
+                found[..n].copy_from_slice(&region[..n]);
+                return Err(Error::NotAnEmulatedDrive {
+                    path: path.to_path_buf(),
+                    found,
+                });
+            }
+            Err(DecodeError::Version(found)) => {
+                return Err(Error::UnsupportedVersion {
+                    path: path.to_path_buf(),
+                    found,
+                    supported: crate::drive_file::DRIVE_FORMAT_VERSION,
+                })
+            }
+            Err(other) => return Err(bad(format!("superblock: {other:?}"))),
+        };
+        let geometry = sb.geometry();
+        geometry
+            .validate()
+            .map_err(|e| bad(format!("superblock geometry: {e}")))?;
+        let layout = FileLayout::new(&geometry)
+            .ok_or_else(|| bad("geometry overflows file offsets".into()))?;
+        if file_len < layout.file_bytes {
+            return Err(bad(format!(
+                "file is {file_len} bytes, the geometry needs {}",
+                layout.file_bytes
+            )));
+        }
+        let mut table = vec![0u8; geometry.zone_count as usize * ZONE_RECORD_BYTES];
+        file.read_exact_at(&mut table, layout.zone_table_offset)
+            .map_err(io_error(path, "reading zone table"))?;
+        let mut zones = Vec::with_capacity(geometry.zone_count as usize);
+        let mut sequences = Vec::with_capacity(geometry.zone_count as usize);
+        for (zone, bytes) in table.chunks_exact(ZONE_RECORD_BYTES).enumerate() {
+            let (state, written_blocks, sequence) =
+                ZoneRecord::decode(bytes, geometry.zone_capacity_blocks)
+                    .map_err(|e| bad(format!("zone {zone} record: {e:?}")))?;
+            zones.push(StoredZone {
+                state,
+                written_blocks,
+            });
+            sequences.push(sequence);
+        }
+        Ok(OpenedFile {
+            media: Self::from_parts(path, file, layout, &geometry, sequences),
+            geometry,
+            zones,
+            landing_seed: sb.landing_seed.get(),
+            drive_uuid: sb.drive_uuid,
+        })
+    }
+
+    fn data_offset(&self, index: u64) -> u64 {
+        self.layout.data_offset + index * self.block_bytes
+    }
+
+    fn metadata_offset(&self, index: u64) -> u64 {
+        self.layout.metadata_offset + index * self.metadata_bytes
+    }
+}
+
+/// Reads as much of `buf` as the file holds at `offset`.
+fn read_prefix(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], offset + got as u64)? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    Ok(got)
+}
+
+impl Media for FileMedia {
+    fn read(&mut self, index: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<()> {
+        self.file
+            .read_exact_at(data, self.data_offset(index))
+            .map_err(io_error(&self.path, "reading data"))?;
+        if !metadata.is_empty() {
+            self.file
+                .read_exact_at(metadata, self.metadata_offset(index))
+                .map_err(io_error(&self.path, "reading metadata"))?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, index: u64, data: &[u8], metadata: &[u8]) -> Result<()> {
+        self.file
+            .write_all_at(data, self.data_offset(index))
+            .map_err(io_error(&self.path, "writing data"))?;
+        if self.metadata_bytes > 0 {
+            let blocks = data.len() as u64 / self.block_bytes;
+            let meta = if metadata.is_empty() {
+                self.zero_metadata
+                    .resize((blocks * self.metadata_bytes) as usize, 0);
+                &self.zero_metadata[..]
+            } else {
+                metadata
+            };
+            self.file
+                .write_all_at(meta, self.metadata_offset(index))
+                .map_err(io_error(&self.path, "writing metadata"))?;
+        }
+        Ok(())
+    }
+
+    fn store_zone(&mut self, zone: u32, stored: StoredZone) -> Result<()> {
+        let sequence = &mut self.update_sequence[zone as usize];
+        *sequence += 1;
+        let record = ZoneRecord::new(stored.state, stored.written_blocks, *sequence);
+        let offset = self.layout.zone_table_offset + u64::from(zone) * ZONE_RECORD_BYTES as u64;
+        self.file
+            .write_all_at(record.as_bytes(), offset)
+            .map_err(io_error(&self.path, "writing zone record"))
+    }
+
+    fn discard_zone(&mut self, _zone: u32) -> Result<()> {
+        Ok(())
+    }
+
+    fn flip_bit(&mut self, index: u64, bit: u64) -> Result<()> {
+        let bit = bit % (self.block_bytes * 8);
+        let offset = self.data_offset(index) + bit / 8;
+        let mut byte = [0u8; 1];
+        self.file
+            .read_exact_at(&mut byte, offset)
+            .map_err(io_error(&self.path, "reading data"))?;
+        byte[0] ^= 1 << (bit % 8);
+        self.file
+            .write_all_at(&byte, offset)
+            .map_err(io_error(&self.path, "writing data"))
+    }
+}
