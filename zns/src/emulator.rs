@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::device::{Command, Completion, Done, Tag, ZonedDevice};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
-use crate::media::{FileMedia, Media, MemoryMedia, StoredZone};
+use crate::media::{DiscardMedia, FileMedia, Media, MemoryMedia, StoredZone};
 use crate::timing::{TimedOp, Timing, TimingParams};
 use crate::zone::{ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};
 
@@ -128,6 +128,26 @@ impl EmulatedDrive {
         Ok(Self::build(
             geometry,
             media,
+            zones,
+            seed,
+            uuid_from_seed(seed),
+        ))
+    }
+
+    /// A drive that keeps zone state but discards data (reads return zeros): for
+    /// timing-only experiments where the data itself does not matter.
+    pub fn discarding(geometry: Geometry, seed: u64) -> Result<Self> {
+        geometry.validate()?;
+        let zones = vec![
+            StoredZone {
+                state: ZoneState::Empty,
+                written_blocks: 0
+            };
+            geometry.zone_count as usize
+        ];
+        Ok(Self::build(
+            geometry,
+            Box::new(DiscardMedia),
             zones,
             seed,
             uuid_from_seed(seed),

@@ -127,6 +127,35 @@ impl Media for MemoryMedia {
     }
 }
 
+/// Media that keep zone state but drop data: reads of written blocks return zeros.
+/// For timing-only experiments (calibration, paper-scale benchmarks), where copying
+/// terabytes would cost more than the model.
+pub(crate) struct DiscardMedia;
+
+impl Media for DiscardMedia {
+    fn read(&mut self, _index: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<()> {
+        data.fill(0);
+        metadata.fill(0);
+        Ok(())
+    }
+
+    fn write(&mut self, _index: u64, _data: &[u8], _metadata: &[u8]) -> Result<()> {
+        Ok(())
+    }
+
+    fn store_zone(&mut self, _zone: u32, _stored: StoredZone) -> Result<()> {
+        Ok(())
+    }
+
+    fn discard_zone(&mut self, _zone: u32) -> Result<()> {
+        Ok(())
+    }
+
+    fn flip_bit(&mut self, _index: u64, _bit: u64) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Media in a drive file, locked for exclusive use while open.
 pub(crate) struct FileMedia {
     path: PathBuf,
