@@ -1,1 +1,48 @@
-fn main() {}
+//! `zapraid`: the command line of the zapraid RAID engine for ZNS SSDs.
+
+mod emu;
+mod size;
+
+use clap::{Parser, Subcommand};
+
+/// zapraid: a log-structured RAID engine for Zoned Namespace (ZNS) SSDs, after the
+/// ZapRAID paper (Li et al.).
+///
+/// Status: the zoned-device layer is built (emulated ZNS drives, their timing model and
+/// the conformance suite). The RAID engine, real NVMe drives and the ublk block device
+/// are not built yet; commands for them will appear here when they are.
+#[derive(Parser)]
+#[command(name = "zapraid", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Subcommand)]
+enum Top {
+    /// Emulated ZNS drives: create them, inspect them, calibrate their timing model,
+    /// check them against the conformance suite.
+    #[command(subcommand)]
+    Emu(emu::EmuCommand),
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Top::Emu(command) => emu::run(command),
+    };
+    if let Err(error) = result {
+        // A closed pipe (`zapraid emu info | head`) is the reader's choice, not a failure.
+        let broken_pipe = error
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+        if !broken_pipe {
+            eprintln!("zapraid: error: {error:#}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -527,6 +527,12 @@ impl EmulatedDrive {
     /// Zone Write (`lba` given) or Zone Append (`lba` None) into `zone`.
     fn write(&mut self, zone: u32, lba: Option<u64>, data: &[u8], metadata: &[u8]) -> Result<Done> {
         let blocks = self.check_buffers(data, metadata, false)?;
+        if blocks > u64::from(self.geometry.max_transfer_blocks) {
+            return Err(Error::TransferTooLarge {
+                blocks,
+                limit: self.geometry.max_transfer_blocks,
+            });
+        }
         let stored = self.zones[zone as usize];
         match stored.state {
             ZoneState::Full => return Err(Error::ZoneIsFull { zone }),

@@ -95,7 +95,7 @@ pub enum Error {
     #[error("{}: {reason}", path.display())]
     BadDriveFile { path: PathBuf, reason: String },
 
-    #[error("{}: not a zapraid emulated drive file (magic {found:?})", path.display())]
+    #[error("{}: not a zapraid emulated drive file (it starts with \"{}\", not \"ZRAIDEMU\")", path.display(), found.escape_ascii())]
     NotAnEmulatedDrive { path: PathBuf, found: [u8; 8] },
 
     #[error("{}: drive file format version {found}, this build reads version {supported}", path.display())]
