@@ -132,7 +132,7 @@ fn qemu_geometry() -> Geometry {
 }
 
 fn blocks_of(what: &str, bytes: u64, block: u64) -> Result<u64> {
-    if bytes == 0 || bytes % block != 0 {
+    if bytes == 0 || !bytes.is_multiple_of(block) {
         bail!("{what} of {bytes} bytes is not a whole, non-zero number of {block}-byte blocks");
     }
     Ok(bytes / block)

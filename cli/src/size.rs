@@ -37,7 +37,7 @@ pub fn format_bytes(bytes: u64) -> String {
     for (unit, shift) in UNITS {
         let scale = 1u64 << shift;
         if bytes >= scale {
-            return if bytes % scale == 0 {
+            return if bytes.is_multiple_of(scale) {
                 format!("{} {unit}", bytes / scale)
             } else {
                 format!("{:.1} {unit}", bytes as f64 / scale as f64)

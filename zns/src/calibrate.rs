@@ -80,18 +80,31 @@ pub fn paper_figure(kind: WriteKind, request_bytes: u32, open_zones: u32) -> Opt
     })
 }
 
-/// Measures one point: `open_zones` zones each keeping `queue_depth` requests of
+/// One closed-loop workload: `open_zones` zones each keeping `queue_depth` requests of
 /// `request_bytes` in flight until `requests` have completed.
+#[derive(Clone, Copy, Debug)]
+pub struct Workload {
+    pub kind: WriteKind,
+    pub request_bytes: u32,
+    pub open_zones: u32,
+    pub queue_depth: u32,
+    pub requests: u64,
+}
+
+/// Measures the MiB/s of `workload` on a drive of `geometry` modelled by `params`.
 pub fn measure(
     params: &TimingParams,
     geometry: Geometry,
-    kind: WriteKind,
-    request_bytes: u32,
-    open_zones: u32,
-    queue_depth: u32,
-    requests: u64,
+    workload: Workload,
     seed: u64,
 ) -> Result<f64> {
+    let Workload {
+        kind,
+        request_bytes,
+        open_zones,
+        queue_depth,
+        requests,
+    } = workload;
     let block = u64::from(geometry.block_size_bytes);
     let request_blocks = u64::from(request_bytes) / block;
     let total_blocks = requests * request_blocks;
@@ -192,16 +205,14 @@ pub fn figure2(
         for request_bytes in REQUEST_SIZES_BYTES {
             for open_zones in 1..=MAX_OPEN_ZONES {
                 let queue_depth = kind.paper_queue_depth();
-                let mib_per_s = measure(
-                    params,
-                    geometry,
+                let workload = Workload {
                     kind,
                     request_bytes,
                     open_zones,
                     queue_depth,
-                    REQUESTS_PER_POINT,
-                    seed,
-                )?;
+                    requests: REQUESTS_PER_POINT,
+                };
+                let mib_per_s = measure(params, geometry, workload, seed)?;
                 let point = Point {
                     kind,
                     request_bytes,
@@ -268,8 +279,15 @@ mod tests {
     fn measurement_is_deterministic() {
         let p = TimingParams::zn540();
         let g = Geometry::zn540();
-        let a = measure(&p, g, WriteKind::ZoneAppend, 4096, 3, 4, 2000, 9).unwrap();
-        let b = measure(&p, g, WriteKind::ZoneAppend, 4096, 3, 4, 2000, 9).unwrap();
+        let w = Workload {
+            kind: WriteKind::ZoneAppend,
+            request_bytes: 4096,
+            open_zones: 3,
+            queue_depth: 4,
+            requests: 2000,
+        };
+        let a = measure(&p, g, w, 9).unwrap();
+        let b = measure(&p, g, w, 9).unwrap();
         assert_eq!(a, b);
     }
 }

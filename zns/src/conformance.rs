@@ -88,6 +88,9 @@ impl fmt::Display for Report {
     }
 }
 
+/// Checks one block read back after a crash: `(lba, data, metadata)`, Err says why not.
+pub type BlockVerifier<'a> = dyn FnMut(u64, &[u8], &[u8]) -> Result<(), String> + 'a;
+
 /// Why a check did not pass.
 enum Check {
     Fail(String),
@@ -846,7 +849,7 @@ fn zone_checks<'s, D: ZonedDevice + ?Sized>() -> [(&'static str, ZoneCheck<'s, D
 /// `verify(lba, data, metadata)`, and the block at each write pointer reads as zeros.
 pub fn check_after_crash<D: ZonedDevice + ?Sized>(
     device: &mut D,
-    verify: &mut dyn FnMut(u64, &[u8], &[u8]) -> Result<(), String>,
+    verify: &mut BlockVerifier<'_>,
 ) -> Report {
     let geometry = device.geometry();
     let mut report = Report::default();
@@ -914,7 +917,7 @@ pub fn check_after_crash<D: ZonedDevice + ?Sized>(
 /// Runs `check_after_crash`, then the whole suite (is the drive still fully usable?).
 pub fn check_after_crash_then_run<D: ZonedDevice + ?Sized>(
     device: &mut D,
-    verify: &mut dyn FnMut(u64, &[u8], &[u8]) -> Result<(), String>,
+    verify: &mut BlockVerifier<'_>,
 ) -> Report {
     let mut report = check_after_crash(device, verify);
     report.merge(run(device));

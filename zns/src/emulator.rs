@@ -316,7 +316,7 @@ impl EmulatedDrive {
                     let torn = match &mut pending.command {
                         Command::Write { data, metadata, .. }
                         | Command::Append { data, metadata, .. }
-                            if data.len() > block && data.len() % block == 0 =>
+                            if data.len() > block && data.len().is_multiple_of(block) =>
                         {
                             let blocks = data.len() / block;
                             let keep = self.rng.random_range(1..blocks);
@@ -464,7 +464,7 @@ impl EmulatedDrive {
 
     fn check_buffers(&self, data: &[u8], metadata: &[u8], metadata_required: bool) -> Result<u64> {
         let block = self.geometry.block_size_bytes as usize;
-        if data.is_empty() || data.len() % block != 0 {
+        if data.is_empty() || !data.len().is_multiple_of(block) {
             let expected = data.len().div_ceil(block).max(1) * block;
             return Err(Error::BufferSize {
                 what: "data",

@@ -47,7 +47,13 @@ pub(crate) struct MemoryMedia {
     block_bytes: usize,
     metadata_bytes: usize,
     zone_capacity_blocks: u64,
-    chunks: HashMap<u64, (Box<[u8]>, Box<[u8]>)>,
+    chunks: HashMap<u64, Chunk>,
+}
+
+/// Blocks and metadata of one allocation unit.
+struct Chunk {
+    data: Box<[u8]>,
+    metadata: Box<[u8]>,
 }
 
 impl MemoryMedia {
@@ -62,16 +68,18 @@ impl MemoryMedia {
 
     fn chunk(&mut self, index: u64) -> (&mut [u8], &mut [u8], usize) {
         let (block_bytes, metadata_bytes) = (self.block_bytes, self.metadata_bytes);
-        let (data, meta) = self
+        let chunk = self
             .chunks
             .entry(index / MEMORY_CHUNK_BLOCKS)
-            .or_insert_with(|| {
-                (
-                    vec![0; block_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
-                    vec![0; metadata_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
-                )
+            .or_insert_with(|| Chunk {
+                data: vec![0; block_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
+                metadata: vec![0; metadata_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
             });
-        (data, meta, (index % MEMORY_CHUNK_BLOCKS) as usize)
+        (
+            &mut chunk.data,
+            &mut chunk.metadata,
+            (index % MEMORY_CHUNK_BLOCKS) as usize,
+        )
     }
 }
 

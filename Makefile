@@ -1,0 +1,32 @@
+# zapraid: `make demo` runs the main job on emulated drives; `make test` runs every check.
+# Both install what they need first (scripts/install-deps.sh).
+
+CARGO ?= cargo
+
+.PHONY: all deps demo test fmt lint unit bench clean
+
+all: test
+
+deps:
+	./scripts/install-deps.sh
+
+demo: deps
+	$(CARGO) build --release --locked -p zapraid-cli
+	./scripts/demo.sh
+
+test: deps fmt lint unit
+
+fmt:
+	$(CARGO) fmt --all -- --check
+
+lint:
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+unit:
+	./scripts/run-tests.sh
+
+bench: deps
+	$(CARGO) bench --locked
+
+clean:
+	$(CARGO) clean
