@@ -13,7 +13,7 @@ section "Create four emulated ZNS drives (QEMU-like geometry, sparse files)"
 section "Inspect them"
 "$ZAPRAID" emu info "$DEMO_DIR/drives/drive0.zns"
 section "Device conformance suite on drive 0 (what real NVMe drives must pass too)"
-"$ZAPRAID" emu conformance "$DEMO_DIR/drives/drive0.zns" --erase
+"$ZAPRAID" device conformance "$DEMO_DIR/drives/drive0.zns" --erase
 section "Timing model vs the ZapRAID paper (Figure 2, WD ZN540)"
 "$ZAPRAID" emu calibrate
 section "Not built yet"

@@ -10,9 +10,10 @@ set -euo pipefail
 
 MIN_RUST_MINOR=89
 
-# Debian packages the build needs: a C compiler and make for crates that build C code,
-# pkg-config for the system libraries later crates link.
-BUILD_PACKAGES=(gcc make pkg-config)
+# Debian packages the build needs: a C compiler and make for crates that build C code;
+# libnvme-dev, the kernel's NVMe ioctl header (linux-libc-dev) and libclang-dev for the
+# bindgen-generated NVMe bindings (crates/nvme-sys).
+BUILD_PACKAGES=(gcc make pkg-config libnvme-dev libclang-dev linux-libc-dev)
 
 die() { echo "install-deps: $*" >&2; exit 1; }
 

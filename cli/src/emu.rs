@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use zapraid_zns::calibrate::{self, Point, WriteKind, MAX_OPEN_ZONES, REQUEST_SIZES_BYTES};
-use zapraid_zns::{conformance, EmulatedDrive, Geometry, TimingParams, ZoneState, ZonedDevice};
+use zapraid_zns::{EmulatedDrive, Geometry, TimingParams, ZonedDevice};
 
 use crate::size::{format_bytes, parse_bytes};
 
@@ -39,15 +39,6 @@ pub enum EmuCommand {
         /// Seed of the emulator's random landing order and jitter.
         #[arg(long, default_value_t = 1)]
         seed: u64,
-    },
-    /// Run the device conformance suite on drive files. Erases every zone of them.
-    Conformance {
-        /// A directory of drive files, or drive files.
-        #[arg(required = true)]
-        paths: Vec<PathBuf>,
-        /// Confirm that the drives' contents may be erased.
-        #[arg(long)]
-        erase: bool,
     },
 }
 
@@ -107,7 +98,6 @@ pub fn run(command: EmuCommand) -> Result<()> {
         EmuCommand::Create(args) => create(args),
         EmuCommand::Info { paths, all_zones } => info(&paths, all_zones),
         EmuCommand::Calibrate { seed } => calibrate_cmd(seed),
-        EmuCommand::Conformance { paths, erase } => conformance_cmd(&paths, erase),
     }
 }
 
@@ -265,66 +255,9 @@ fn info(paths: &[PathBuf], all_zones: bool) -> Result<()> {
     let mut out = std::io::stdout().lock();
     for path in drive_files(paths)? {
         let drive = EmulatedDrive::open_file(&path)?;
-        let g = drive.geometry();
-        let block = u64::from(g.block_size_bytes);
-        let zones = drive.zones();
-        let count = |s: ZoneState| zones.iter().filter(|z| z.state == s).count();
-        let limit = |l: Option<u32>| l.map_or("none".to_string(), |v| v.to_string());
         writeln!(out, "{}", path.display())?;
         writeln!(out, "  uuid            {}", hex(&drive.drive_uuid()))?;
-        writeln!(
-            out,
-            "  geometry        {} zones x {} (capacity {}), {} B blocks, {} B metadata/block",
-            g.zone_count,
-            format_bytes(g.zone_size_blocks * block),
-            format_bytes(g.zone_capacity_blocks * block),
-            g.block_size_bytes,
-            g.metadata_bytes_per_block
-        )?;
-        writeln!(
-            out,
-            "  limits          open {}, active {}, append {}, transfer {}",
-            limit(g.max_open_zones),
-            limit(g.max_active_zones),
-            format_bytes(u64::from(g.zone_append_max_blocks) * block),
-            format_bytes(u64::from(g.max_transfer_blocks) * block)
-        )?;
-        let written: u64 = zones
-            .iter()
-            .map(|z| z.written_blocks().min(z.capacity_blocks))
-            .sum();
-        writeln!(
-            out,
-            "  zones           {} empty, {} open, {} closed, {} full, {} read-only, {} offline; {} written",
-            count(ZoneState::Empty),
-            count(ZoneState::ImplicitlyOpen) + count(ZoneState::ExplicitlyOpen),
-            count(ZoneState::Closed),
-            count(ZoneState::Full),
-            count(ZoneState::ReadOnly),
-            count(ZoneState::Offline),
-            format_bytes(written * block)
-        )?;
-        let shown: Vec<_> = zones
-            .iter()
-            .filter(|z| all_zones || z.state != ZoneState::Empty)
-            .collect();
-        if !shown.is_empty() {
-            writeln!(
-                out,
-                "  {:>6}  {:<9}  {:>14}  {:>14}",
-                "zone", "state", "start LBA", "write pointer"
-            )?;
-            for z in shown {
-                writeln!(
-                    out,
-                    "  {:>6}  {:<9}  {:>14}  {:>14}",
-                    z.zone,
-                    z.state.name(),
-                    z.start_lba,
-                    z.write_pointer
-                )?;
-            }
-        }
+        crate::device::print_info(&mut out, &drive.geometry(), &drive.zones(), all_zones)?;
     }
     Ok(())
 }
@@ -473,25 +406,4 @@ fn render_calibration(points: &[Point]) -> String {
         append_peaks[1]
     );
     out
-}
-
-fn conformance_cmd(paths: &[PathBuf], erase: bool) -> Result<()> {
-    let files = drive_files(paths)?;
-    if !erase {
-        bail!(
-            "the conformance suite erases every zone of {} drive(s); add --erase to confirm",
-            files.len()
-        );
-    }
-    let mut failed = 0;
-    for path in files {
-        let mut drive = EmulatedDrive::open_file(&path)?;
-        let report = conformance::run(&mut drive);
-        println!("{}:\n{report}", path.display());
-        failed += usize::from(!report.passed());
-    }
-    if failed > 0 {
-        bail!("{failed} drive(s) failed the conformance suite");
-    }
-    Ok(())
 }

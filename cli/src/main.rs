@@ -1,5 +1,6 @@
 //! `zapraid`: the command line of the zapraid RAID engine for ZNS SSDs.
 
+mod device;
 mod emu;
 mod size;
 
@@ -8,9 +9,10 @@ use clap::{Parser, Subcommand};
 /// zapraid: a log-structured RAID engine for Zoned Namespace (ZNS) SSDs, after the
 /// ZapRAID paper (Li et al.).
 ///
-/// Status: the zoned-device layer is built (emulated ZNS drives, their timing model and
-/// the conformance suite). The RAID engine, real NVMe drives and the ublk block device
-/// are not built yet; commands for them will appear here when they are.
+/// Status: the zoned-device layer is built (emulated ZNS drives, their timing model, real
+/// NVMe ZNS drives through io_uring passthrough, the conformance suite). The RAID engine
+/// and the ublk block device are not built yet; commands for them will appear here when
+/// they are.
 #[derive(Parser)]
 #[command(name = "zapraid", version, propagate_version = true)]
 struct Cli {
@@ -20,10 +22,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Top {
-    /// Emulated ZNS drives: create them, inspect them, calibrate their timing model,
-    /// check them against the conformance suite.
+    /// Emulated ZNS drives: create them, inspect them, calibrate their timing model.
     #[command(subcommand)]
     Emu(emu::EmuCommand),
+    /// One zoned device, real (/dev/ngXnY, NVMe passthrough) or emulated (a drive file):
+    /// info, the conformance suite, zone reset, a write benchmark.
+    #[command(subcommand)]
+    Device(device::DeviceCommand),
 }
 
 fn main() {
@@ -34,6 +39,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Top::Emu(command) => emu::run(command),
+        Top::Device(command) => device::run(command),
     };
     if let Err(error) = result {
         // A closed pipe (`zapraid emu info | head`) is the reader's choice, not a failure.

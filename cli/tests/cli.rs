@@ -57,10 +57,10 @@ fn create_info_and_conformance() {
         text(&out)
     );
     // The suite only runs when erasing is confirmed, then passes.
-    let out = zapraid(&["emu", "conformance", d]);
+    let out = zapraid(&["device", "conformance", d]);
     assert!(!out.status.success() && text(&out).1.contains("--erase"));
     let drive = format!("{d}/drive1.zns");
-    let out = zapraid(&["emu", "conformance", &drive, "--erase"]);
+    let out = zapraid(&["device", "conformance", &drive, "--erase"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("0 failed"), "{stdout}");

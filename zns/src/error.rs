@@ -79,6 +79,12 @@ pub enum Error {
     #[error("unrecovered read error at LBA {lba}")]
     MediaError { lba: u64 },
 
+    #[error("NVMe command {opcode:#04x} at LBA {lba} failed with status {status:#06x} ({})", crate::nvme::status_name(*status))]
+    NvmeStatus { opcode: u8, lba: u64, status: u16 },
+
+    #[error("{}: {reason}", path.display())]
+    UnsupportedDevice { path: PathBuf, reason: String },
+
     #[error("the drive has failed")]
     DeviceFailed,
 

@@ -3,7 +3,8 @@
 //! It owns the zone model (`zone`), device geometry (`geometry`), the submission/completion
 //! device interface every backend implements (`device`), the emulated ZNS drive over memory
 //! or file media (`emulator`, `media`, `drive_file`), its virtual-time performance model
-//! (`timing`, `calibrate`), and the conformance suite any backend must pass (`conformance`).
+//! (`timing`, `calibrate`), real NVMe ZNS drives through io_uring passthrough (`nvme`), and
+//! the conformance suite any backend must pass (`conformance`).
 
 pub mod calibrate;
 pub mod conformance;
@@ -13,6 +14,7 @@ pub mod emulator;
 pub mod error;
 pub mod geometry;
 mod media;
+pub mod nvme;
 pub mod timing;
 pub mod zone;
 
@@ -20,5 +22,6 @@ pub use device::{execute, report_all_zones, Command, Completion, Done, Tag, Zone
 pub use emulator::{DriveStats, EmulatedDrive, PowerCutReport};
 pub use error::{Error, Result};
 pub use geometry::Geometry;
+pub use nvme::NvmeDrive;
 pub use timing::TimingParams;
 pub use zone::{ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};

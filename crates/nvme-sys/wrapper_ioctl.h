@@ -1,0 +1,1 @@
+#include <linux/nvme_ioctl.h>

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds the guest's initramfs: static busybox, the kernel modules for NVMe (and ublk and
+# ext4 for later scenarios), fio and e2fsprogs, the given binaries with every shared
+# library they need, the scenarios, and an /init that runs the scenario named on the
+# kernel command line and reports its exit status on the console.
+#
+#   femu/build-initramfs.sh OUTPUT BINARY...
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=$1; shift
+kernel="$here/.cache/kernel"
+kver=$(ls "$kernel/lib/modules")
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+
+mkdir -p "$root"/{bin,sbin,dev,proc,sys,tmp,mnt,lib/modules,usr/bin,scenarios,etc}
+cp /bin/busybox "$root/bin/busybox"
+for applet in $("$root/bin/busybox" --list); do
+    [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+done
+
+# Modules in load order (dependencies first).
+MODULES=(
+    drivers/nvme/common/nvme-keyring drivers/nvme/common/nvme-auth
+    drivers/nvme/host/nvme-core drivers/nvme/host/nvme
+    drivers/block/ublk_drv
+    lib/crc16 crypto/crc32c_generic lib/libcrc32c fs/mbcache fs/jbd2/jbd2 fs/ext4/ext4
+)
+: > "$root/lib/modules/load-order"
+for m in "${MODULES[@]}"; do
+    src="$kernel/lib/modules/$kver/kernel/$m.ko.xz"
+    [ -f "$src" ] || continue   # built into this kernel, or not needed by it
+    name=$(basename "$m").ko
+    xz -dc "$src" > "$root/lib/modules/$name"
+    echo "$name" >> "$root/lib/modules/load-order"
+done
+
+# Binaries and the shared libraries they load, at the same paths as on the host.
+copy_with_libs() {
+    local bin=$1 dest=$2
+    cp "$bin" "$root$dest"
+    ldd "$bin" 2>/dev/null | grep -oE '/[^ ]+' | while read -r lib; do
+        [ -e "$root$lib" ] && continue
+        mkdir -p "$root$(dirname "$lib")"
+        cp -L "$lib" "$root$lib"
+    done
+}
+for bin in "$@"; do
+    copy_with_libs "$bin" "/usr/bin/$(basename "$bin")"
+done
+for tool in fio mke2fs fsck.ext4 e2fsck md5sum; do
+    path=$(command -v "$tool" || true)
+    [ -n "$path" ] && [ ! -L "$root/bin/$tool" -o "$tool" = md5sum ] && copy_with_libs "$path" "/usr/bin/$tool"
+done
+# fio's engines are built in; it wants to find its own name only.
+cp "$here"/scenarios/*.sh "$root/scenarios/"
+chmod +x "$root"/scenarios/*.sh
+
+cat > "$root/init" <<'INIT'
+#!/bin/sh
+export PATH=/usr/bin:/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+for m in $(cat /lib/modules/load-order); do insmod /lib/modules/$m 2>/dev/null; done
+scenario=$(sed -n 's/.*zapraid.scenario=\([^ ]*\).*/\1/p' /proc/cmdline)
+args=$(sed -n 's/.*zapraid.args=\([^ ]*\).*/\1/p' /proc/cmdline | tr ',' ' ')
+# Wait for the NVMe namespaces to appear.
+i=0
+while [ $i -lt 100 ] && ! ls /dev/ng*n1 >/dev/null 2>&1; do sleep 0.1; i=$((i + 1)); done
+echo "ZAPRAID-E2E-BEGIN $scenario"
+if [ -x "/scenarios/$scenario.sh" ]; then
+    /scenarios/$scenario.sh $args
+    rc=$?
+else
+    echo "no scenario '$scenario'"
+    rc=127
+fi
+echo "ZAPRAID-E2E-EXIT $rc"
+poweroff -f
+INIT
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$out"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Boots the guest (QEMU under TCG) with N emulated NVMe ZNS drives and runs one scenario
+# in it; prints the guest's console and exits with the scenario's exit status.
+#
+#   femu/run.sh [--drives N] [--metadata BYTES] [--zone-size 64M] [--zone-capacity 62M]
+#               [--drive-size 2G] [--max-open 14] [--max-active 14] [--zasl 5]
+#               [--timeout SECONDS] INITRAMFS SCENARIO [ARG...]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+drives=4 metadata=64 zone_size=64M zone_capacity=62M drive_size=2G max_open=14 max_active=14 zasl=5 timeout=900
+while [ $# -gt 0 ]; do
+    case $1 in
+        --drives) drives=$2; shift 2 ;;
+        --metadata) metadata=$2; shift 2 ;;
+        --zone-size) zone_size=$2; shift 2 ;;
+        --zone-capacity) zone_capacity=$2; shift 2 ;;
+        --drive-size) drive_size=$2; shift 2 ;;
+        --max-open) max_open=$2; shift 2 ;;
+        --max-active) max_active=$2; shift 2 ;;
+        --zasl) zasl=$2; shift 2 ;;
+        --timeout) timeout=$2; shift 2 ;;
+        *) break ;;
+    esac
+done
+initramfs=$1 scenario=$2; shift 2
+args=$(IFS=,; echo "$*")
+kernel=$(ls "$here"/.cache/kernel/boot/vmlinuz-* | head -1)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+qemu_args=()
+for ((i = 0; i < drives; i++)); do
+    truncate -s "$drive_size" "$work/d$i.img"
+    qemu_args+=(
+        -drive "file=$work/d$i.img,id=z$i,format=raw,if=none"
+        -device "nvme,id=nvme$i,serial=zns$i,zoned.zasl=$zasl"
+        -device "nvme-ns,drive=z$i,bus=nvme$i,nsid=1,logical_block_size=4096,physical_block_size=4096,zoned=true,zoned.zone_size=$zone_size,zoned.zone_capacity=$zone_capacity,zoned.max_open=$max_open,zoned.max_active=$max_active,ms=$metadata"
+    )
+done
+log="$work/console.log"
+echo "femu: booting with $drives ZNS drive(s) (metadata $metadata B/block), scenario '$scenario' $*" >&2
+set +e
+timeout "$timeout" qemu-system-x86_64 -machine q35 -cpu max -m 2G -smp 2 \
+    -kernel "$kernel" -initrd "$initramfs" \
+    -append "console=ttyS0 quiet panic=-1 zapraid.scenario=$scenario zapraid.args=$args" \
+    -nographic -no-reboot "${qemu_args[@]}" < /dev/null 2>&1 | tee "$log"
+qemu_status=${PIPESTATUS[0]}
+set -e
+rc=$(sed -n 's/.*ZAPRAID-E2E-EXIT \([0-9]*\).*/\1/p' "$log" | tail -1)
+if [ -z "$rc" ]; then
+    echo "femu: the guest ended without a scenario result (qemu status $qemu_status)" >&2
+    exit 1
+fi
+exit "$rc"

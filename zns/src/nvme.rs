@@ -1,0 +1,1062 @@
+//! NVMe ZNS drives through io_uring passthrough (`IORING_OP_URING_CMD` on `/dev/ngXnY`).
+//!
+//! The geometry comes from identify data read with libnvme (namespace and controller,
+//! NVM and ZNS command sets) and a zone report. The data path, including zone management
+//! send and receive, runs on an io_uring with 128-byte SQEs (the 72-byte
+//! `struct nvme_uring_cmd` sits in the SQE's command area) and 32-byte CQEs (Zone
+//! Append's LBA comes back in the first extra u64). Submissions are queued in the ring
+//! and handed to the kernel in one syscall per `reap`/`wait`.
+//!
+//! Everything the drive returns is untrusted: zone reports are checked, status codes map
+//! to typed errors, and nothing here panics on what a drive says.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use nvme_sys::ioctl::{nvme_uring_cmd, NVME_URING_CMD_IO};
+use nvme_sys::libnvme;
+
+use crate::device::{Command, Completion, Done, Tag, ZonedDevice};
+use crate::error::{Error, Result};
+use crate::geometry::Geometry;
+use crate::zone::{ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};
+
+/// NVMe I/O opcodes used here (NVM and ZNS command sets).
+pub mod opcodes {
+    pub const WRITE: u8 = 0x01;
+    pub const READ: u8 = 0x02;
+    pub const ZONE_MANAGEMENT_SEND: u8 = 0x79;
+    pub const ZONE_MANAGEMENT_RECEIVE: u8 = 0x7a;
+    pub const ZONE_APPEND: u8 = 0x7d;
+}
+
+/// Zone Management Send actions (cdw13 bits 0..7) and the select-all flag (bit 8).
+const ZSA_CLOSE: u32 = 0x1;
+const ZSA_FINISH: u32 = 0x2;
+const ZSA_OPEN: u32 = 0x3;
+const ZSA_RESET: u32 = 0x4;
+const ZSA_SELECT_ALL: u32 = 1 << 8;
+/// Zone Management Receive: report zones, all states, partial report (cdw13 bit 16).
+const ZRA_REPORT_PARTIAL: u32 = 1 << 16;
+/// Bytes of a zone report header and of each zone descriptor.
+pub const ZONE_REPORT_HEADER_BYTES: usize = 64;
+pub const ZONE_DESCRIPTOR_BYTES: usize = 64;
+/// Zone type "sequential write required", the only one a ZNS namespace has.
+const ZONE_TYPE_SEQUENTIAL_WRITE_REQUIRED: u8 = 0x2;
+/// Identify data is one 4 KiB page.
+const IDENTIFY_BYTES: usize = 4096;
+/// The controller's minimum memory page size, the unit of MDTS and ZASL. It lives in the
+/// CAP register, which passthrough cannot read; every ZNS drive known uses 4 KiB.
+const MEMORY_PAGE_BYTES: u64 = 4096;
+/// MOR/MAR value meaning "no limit".
+const NO_RESOURCE_LIMIT: u32 = u32::MAX;
+/// Entries of the submission queue (and commands worth keeping in flight).
+const RING_ENTRIES: u32 = 256;
+/// flbas bit 4: metadata transferred at the end of each block instead of separately.
+const FLBAS_EXTENDED_METADATA: u8 = 1 << 4;
+
+/// Status code type and code of an NVMe completion status as the kernel returns it in
+/// `cqe.res` (bits 0..7 code, 8..10 type; DNR and more bits above are ignored).
+fn split_status(status: u16) -> (u8, u8) {
+    (((status >> 8) & 0x7) as u8, (status & 0xff) as u8)
+}
+
+/// A readable name of an NVMe status, for error messages.
+pub fn status_name(status: u16) -> &'static str {
+    match split_status(status) {
+        (0, 0x02) => "invalid field in command",
+        (0, 0x04) => "data transfer error",
+        (0, 0x06) => "internal error",
+        (0, 0x0b) => "invalid namespace or format",
+        (0, 0x80) => "LBA out of range",
+        (0, 0x81) => "capacity exceeded",
+        (0, 0x82) => "namespace not ready",
+        (1, 0xb8) => "zone boundary error",
+        (1, 0xb9) => "zone is full",
+        (1, 0xba) => "zone is read only",
+        (1, 0xbb) => "zone is offline",
+        (1, 0xbc) => "zone invalid write",
+        (1, 0xbd) => "too many active zones",
+        (1, 0xbe) => "too many open zones",
+        (1, 0xbf) => "invalid zone state transition",
+        (2, 0x80) => "write fault",
+        (2, 0x81) => "unrecovered read error",
+        (2, 0x86) => "access denied",
+        _ => "unknown status",
+    }
+}
+
+/// What a failed command was about, for the typed error.
+#[derive(Clone, Copy, Debug)]
+pub struct CommandContext {
+    pub opcode: u8,
+    pub lba: u64,
+    pub blocks: u64,
+    pub zone: u32,
+    pub zone_state: Option<ZoneState>,
+    pub action: Option<ZoneAction>,
+    pub append_limit: u32,
+    /// Whether `lba` starts a zone (zone management at any other LBA is an invalid field).
+    pub lba_is_zone_start: bool,
+}
+
+/// Maps an NVMe status to the error the emulator would return for the same mistake.
+pub fn status_to_error(status: u16, ctx: &CommandContext) -> Error {
+    let CommandContext {
+        opcode,
+        lba,
+        blocks,
+        zone,
+        ..
+    } = *ctx;
+    match split_status(status) {
+        (1, 0xb8) => Error::ZoneBoundary { zone, lba, blocks },
+        (1, 0xb9) => Error::ZoneIsFull { zone },
+        (1, 0xba) => Error::ZoneReadOnly { zone },
+        (1, 0xbb) => Error::ZoneOffline { zone },
+        (1, 0xbc) => Error::ZoneInvalidWrite {
+            zone,
+            lba,
+            write_pointer: u64::MAX,
+        },
+        (1, 0xbd) => Error::TooManyActiveZones { zone, limit: 0 },
+        (1, 0xbe) => Error::TooManyOpenZones { zone, limit: 0 },
+        (1, 0xbf) => Error::InvalidZoneStateTransition {
+            zone,
+            state: ctx.zone_state.unwrap_or(ZoneState::Empty),
+            action: ctx.action.unwrap_or(ZoneAction::Open),
+        },
+        (0, 0x80) => Error::LbaOutOfRange {
+            lba,
+            blocks,
+            total_blocks: 0,
+        },
+        // An append over ZASL is refused as an invalid field.
+        (0, 0x02) if opcode == opcodes::ZONE_APPEND && blocks > u64::from(ctx.append_limit) => {
+            Error::AppendTooLarge {
+                blocks,
+                limit: ctx.append_limit,
+            }
+        }
+        (0, 0x02) if opcode == opcodes::ZONE_MANAGEMENT_SEND && !ctx.lba_is_zone_start => {
+            Error::NotZoneStart { lba }
+        }
+        (2, 0x81) => Error::MediaError { lba },
+        _ => Error::NvmeStatus {
+            opcode,
+            lba,
+            status,
+        },
+    }
+}
+
+/// Builds the 80-byte command area of a passthrough SQE.
+pub fn encode(cmd: &nvme_uring_cmd) -> [u8; 80] {
+    let mut area = [0u8; 80];
+    let size = std::mem::size_of::<nvme_uring_cmd>();
+    // SAFETY: nvme_uring_cmd is plain old data of `size` (72) bytes, copied into an array
+    // of 80 bytes.
+    let bytes =
+        unsafe { std::slice::from_raw_parts((cmd as *const nvme_uring_cmd).cast::<u8>(), size) };
+    area[..size].copy_from_slice(bytes);
+    area
+}
+
+fn lba_words(lba: u64) -> (u32, u32) {
+    (lba as u32, (lba >> 32) as u32)
+}
+
+/// A passthrough command for the data path: `blocks` blocks at `lba` (for an append,
+/// the zone start), with data and metadata buffers.
+pub fn data_command(
+    opcode: u8,
+    nsid: u32,
+    lba: u64,
+    blocks: u64,
+    data: &mut [u8],
+    metadata: &mut [u8],
+) -> nvme_uring_cmd {
+    debug_assert!(blocks >= 1);
+    let (cdw10, cdw11) = lba_words(lba);
+    nvme_uring_cmd {
+        opcode,
+        nsid,
+        addr: data.as_mut_ptr() as u64,
+        data_len: data.len() as u32,
+        metadata: if metadata.is_empty() {
+            0
+        } else {
+            metadata.as_mut_ptr() as u64
+        },
+        metadata_len: metadata.len() as u32,
+        cdw10,
+        cdw11,
+        cdw12: (blocks - 1) as u32,
+        ..Default::default()
+    }
+}
+
+/// A Zone Management Send command.
+pub fn zone_send_command(nsid: u32, action: ZoneAction, target: ZoneTarget) -> nvme_uring_cmd {
+    let (start_lba, all) = match target {
+        ZoneTarget::Zone { start_lba } => (start_lba, 0),
+        ZoneTarget::All => (0, ZSA_SELECT_ALL),
+    };
+    let code = match action {
+        ZoneAction::Close => ZSA_CLOSE,
+        ZoneAction::Finish => ZSA_FINISH,
+        ZoneAction::Open => ZSA_OPEN,
+        ZoneAction::Reset => ZSA_RESET,
+    };
+    let (cdw10, cdw11) = lba_words(start_lba);
+    nvme_uring_cmd {
+        opcode: opcodes::ZONE_MANAGEMENT_SEND,
+        nsid,
+        cdw10,
+        cdw11,
+        cdw13: code | all,
+        ..Default::default()
+    }
+}
+
+/// A Zone Management Receive (report zones) into `buffer`.
+pub fn zone_report_command(nsid: u32, start_lba: u64, buffer: &mut [u8]) -> nvme_uring_cmd {
+    let (cdw10, cdw11) = lba_words(start_lba);
+    nvme_uring_cmd {
+        opcode: opcodes::ZONE_MANAGEMENT_RECEIVE,
+        nsid,
+        addr: buffer.as_mut_ptr() as u64,
+        data_len: buffer.len() as u32,
+        cdw10,
+        cdw11,
+        cdw12: (buffer.len() / 4 - 1) as u32,
+        cdw13: ZRA_REPORT_PARTIAL,
+        ..Default::default()
+    }
+}
+
+fn le64(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Parses a zone report for a drive of `geometry` (zone capacity may still be unknown:
+/// pass 0 to accept any capacity up to the zone size).
+pub fn parse_zone_report(buffer: &[u8], geometry: &Geometry) -> Result<Vec<ZoneDescriptor>> {
+    let bad = |reason: String| Error::BadZoneReport { reason };
+    if buffer.len() < ZONE_REPORT_HEADER_BYTES {
+        return Err(bad(format!(
+            "{} bytes, shorter than the header",
+            buffer.len()
+        )));
+    }
+    let reported = le64(buffer, 0);
+    let room = ((buffer.len() - ZONE_REPORT_HEADER_BYTES) / ZONE_DESCRIPTOR_BYTES) as u64;
+    if reported > room {
+        return Err(bad(format!("claims {reported} zones in room for {room}")));
+    }
+    let mut zones = Vec::with_capacity(reported as usize);
+    for i in 0..reported as usize {
+        let d = &buffer[ZONE_REPORT_HEADER_BYTES + i * ZONE_DESCRIPTOR_BYTES..]
+            [..ZONE_DESCRIPTOR_BYTES];
+        let zone_type = d[0] & 0xf;
+        if zone_type != ZONE_TYPE_SEQUENTIAL_WRITE_REQUIRED {
+            return Err(bad(format!(
+                "descriptor {i}: zone type {zone_type:#x} is not sequential-write-required"
+            )));
+        }
+        let state = ZoneState::from_nvme(d[1] >> 4).ok_or_else(|| {
+            bad(format!(
+                "descriptor {i}: reserved zone state {:#x}",
+                d[1] >> 4
+            ))
+        })?;
+        let capacity_blocks = le64(d, 8);
+        let start_lba = le64(d, 16);
+        let write_pointer = le64(d, 24);
+        if start_lba % geometry.zone_size_blocks != 0 {
+            return Err(bad(format!(
+                "descriptor {i}: zone start {start_lba} is not zone aligned"
+            )));
+        }
+        let zone = geometry.zone_of(start_lba).ok_or_else(|| {
+            bad(format!(
+                "descriptor {i}: zone start {start_lba} is past the namespace"
+            ))
+        })?;
+        if capacity_blocks == 0 || capacity_blocks > geometry.zone_size_blocks {
+            return Err(bad(format!(
+                "zone {zone}: capacity {capacity_blocks} blocks"
+            )));
+        }
+        // Write pointers of full, read-only and offline zones are not meaningful.
+        let write_pointer = match state {
+            ZoneState::Full => start_lba + capacity_blocks,
+            ZoneState::Offline => start_lba,
+            ZoneState::ReadOnly => write_pointer.clamp(start_lba, start_lba + capacity_blocks),
+            _ if write_pointer < start_lba || write_pointer > start_lba + capacity_blocks => {
+                return Err(bad(format!(
+                    "zone {zone}: write pointer {write_pointer} outside the zone"
+                )));
+            }
+            _ => write_pointer,
+        };
+        zones.push(ZoneDescriptor {
+            zone,
+            state,
+            start_lba,
+            capacity_blocks,
+            write_pointer,
+        });
+    }
+    Ok(zones)
+}
+
+/// One command owned by the kernel until its completion.
+struct Flight {
+    tag: Tag,
+    command: Command,
+    /// Scratch metadata when the caller gave none but the format has some.
+    scratch_metadata: Vec<u8>,
+    report: Vec<u8>,
+    context: CommandContext,
+}
+
+/// An NVMe ZNS namespace reached through io_uring passthrough.
+pub struct NvmeDrive {
+    path: PathBuf,
+    file: File,
+    nsid: u32,
+    geometry: Geometry,
+    ring: IoUring<squeue::Entry128, cqueue::Entry32>,
+    flights: HashMap<u64, Flight>,
+    backlog: VecDeque<(Tag, Command)>,
+    ready: VecDeque<Completion>,
+    next_id: u64,
+}
+
+fn identify(
+    file: &File,
+    path: &Path,
+    cns: libnvme::nvme_identify_cns,
+    csi: libnvme::nvme_csi,
+    nsid: u32,
+) -> Result<Vec<u8>> {
+    let mut data = vec![0u8; IDENTIFY_BYTES];
+    let mut args = libnvme::nvme_identify_args {
+        result: std::ptr::null_mut(),
+        data: data.as_mut_ptr().cast(),
+        args_size: std::mem::size_of::<libnvme::nvme_identify_args>() as i32,
+        fd: file.as_raw_fd(),
+        timeout: 0,
+        cns,
+        csi,
+        nsid,
+        cntid: 0,
+        cns_specific_id: 0,
+        uuidx: 0,
+    };
+    // SAFETY: args points at a live 4 KiB buffer for the whole synchronous call.
+    let rc = unsafe { libnvme::nvme_identify(&mut args) };
+    match rc {
+        0 => Ok(data),
+        rc if rc < 0 => Err(Error::Io {
+            path: path.to_path_buf(),
+            context: "NVMe identify",
+            source: std::io::Error::last_os_error(),
+        }),
+        status => Err(Error::UnsupportedDevice {
+            path: path.to_path_buf(),
+            reason: format!(
+                "identify (CNS {cns:?}, CSI {csi:?}) failed with NVMe status {status:#x}"
+            ),
+        }),
+    }
+}
+
+/// Reads a plain-old-data identify structure out of its 4 KiB page.
+fn read_struct<T: Copy>(page: &[u8]) -> T {
+    assert!(page.len() >= std::mem::size_of::<T>());
+    // SAFETY: the identify structures are integer-only C structs no bigger than the page,
+    // so any bytes are a valid value; read_unaligned copes with the Vec's alignment.
+    unsafe { std::ptr::read_unaligned(page.as_ptr().cast::<T>()) }
+}
+
+/// The kernel's own limit on one request to the namespace (`max_hw_sectors_kb`), if sysfs
+/// tells it for the block device behind `/dev/ngXnY`.
+fn kernel_max_transfer_bytes(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?.strip_prefix("ng")?;
+    let sysfs = format!("/sys/block/nvme{name}/queue/max_hw_sectors_kb");
+    let kib: u64 = std::fs::read_to_string(sysfs).ok()?.trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+impl NvmeDrive {
+    /// Opens a ZNS namespace's generic character device (`/dev/ngXnY`) and reads its
+    /// geometry from the drive.
+    pub fn open(path: &Path) -> Result<Self> {
+        let unsupported = |reason: String| Error::UnsupportedDevice {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                context: "opening NVMe device",
+                source,
+            })?;
+        let mut nsid = 0u32;
+        // SAFETY: plain ioctl on an open descriptor writing one u32.
+        if unsafe { libnvme::nvme_get_nsid(file.as_raw_fd(), &mut nsid) } < 0 {
+            return Err(unsupported(format!(
+                "not an NVMe namespace device ({}); use /dev/ngXnY",
+                std::io::Error::last_os_error()
+            )));
+        }
+        use libnvme::nvme_csi::{NVME_CSI_NVM, NVME_CSI_ZNS};
+        use libnvme::nvme_identify_cns::*;
+        let id_ns: libnvme::nvme_id_ns = read_struct(&identify(
+            &file,
+            path,
+            NVME_IDENTIFY_CNS_NS,
+            NVME_CSI_NVM,
+            nsid,
+        )?);
+        let id_ctrl: libnvme::nvme_id_ctrl = read_struct(&identify(
+            &file,
+            path,
+            NVME_IDENTIFY_CNS_CTRL,
+            NVME_CSI_NVM,
+            0,
+        )?);
+        let zns_ns: libnvme::nvme_zns_id_ns = read_struct(
+            &identify(&file, path, NVME_IDENTIFY_CNS_CSI_NS, NVME_CSI_ZNS, nsid)
+                .map_err(|e| unsupported(format!("not a zoned (ZNS) namespace: {e}")))?,
+        );
+        let zns_ctrl: libnvme::nvme_zns_id_ctrl = read_struct(&identify(
+            &file,
+            path,
+            NVME_IDENTIFY_CNS_CSI_CTRL,
+            NVME_CSI_ZNS,
+            0,
+        )?);
+
+        // flbas: format index in bits 0..3, high bits in 5..6 when more than 16 formats.
+        let format = usize::from(id_ns.flbas & 0xf) | (usize::from((id_ns.flbas >> 5) & 0x3) << 4);
+        if format > usize::from(id_ns.nlbaf) || format >= id_ns.lbaf.len() {
+            return Err(unsupported(format!(
+                "LBA format index {format} past the {} formats",
+                id_ns.nlbaf + 1
+            )));
+        }
+        if id_ns.flbas & FLBAS_EXTENDED_METADATA != 0 {
+            return Err(unsupported(
+                "metadata is interleaved with data (extended LBA); zapraid needs a separate metadata buffer".into(),
+            ));
+        }
+        let lbaf = id_ns.lbaf[format];
+        let ds = u32::from(lbaf.ds);
+        if !(9..=16).contains(&ds) {
+            return Err(unsupported(format!("LBA data size 2^{ds} bytes")));
+        }
+        let block_size_bytes = 1u32 << ds;
+        let zone_size_blocks = u64::from_le(zns_ns.lbafe[format].zsze);
+        let namespace_blocks = u64::from_le(id_ns.nsze);
+        if zone_size_blocks == 0 || namespace_blocks < zone_size_blocks {
+            return Err(unsupported(format!(
+                "zone size {zone_size_blocks} blocks, namespace {namespace_blocks}"
+            )));
+        }
+        let limit = |raw: u32| {
+            let raw = u32::from_le(raw);
+            (raw != NO_RESOURCE_LIMIT).then(|| raw + 1)
+        };
+        let pages_to_blocks = |log2_pages: u8| {
+            let bytes = MEMORY_PAGE_BYTES << u32::from(log2_pages).min(20);
+            (bytes / u64::from(block_size_bytes)).max(1)
+        };
+        let kernel_blocks =
+            kernel_max_transfer_bytes(path).map(|b| (b / u64::from(block_size_bytes)).max(1));
+        let mdts_blocks = (id_ctrl.mdts != 0).then(|| pages_to_blocks(id_ctrl.mdts));
+        const FALLBACK_TRANSFER_BYTES: u64 = 128 * 1024;
+        let max_transfer_blocks = match (mdts_blocks, kernel_blocks) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => FALLBACK_TRANSFER_BYTES / u64::from(block_size_bytes),
+        };
+        let append_blocks = if zns_ctrl.zasl == 0 {
+            max_transfer_blocks
+        } else {
+            pages_to_blocks(zns_ctrl.zasl).min(max_transfer_blocks)
+        };
+        let mut geometry = Geometry {
+            block_size_bytes,
+            metadata_bytes_per_block: u32::from(u16::from_le(lbaf.ms)),
+            zone_size_blocks,
+            // Capacity comes from the zone report below; the zone size bounds it.
+            zone_capacity_blocks: zone_size_blocks,
+            zone_count: u32::try_from(namespace_blocks / zone_size_blocks)
+                .map_err(|_| unsupported("more than 2^32 zones".into()))?,
+            max_open_zones: limit(zns_ns.mor),
+            max_active_zones: limit(zns_ns.mar),
+            zone_append_max_blocks: u32::try_from(append_blocks).unwrap_or(u32::MAX),
+            max_transfer_blocks: u32::try_from(max_transfer_blocks).unwrap_or(u32::MAX),
+        };
+        let ring = IoUring::<squeue::Entry128, cqueue::Entry32>::builder()
+            .build(RING_ENTRIES)
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                context: "setting up io_uring (SQE128/CQE32)",
+                source,
+            })?;
+        let mut drive = NvmeDrive {
+            path: path.to_path_buf(),
+            file,
+            nsid,
+            geometry,
+            ring,
+            flights: HashMap::new(),
+            backlog: VecDeque::new(),
+            ready: VecDeque::new(),
+            next_id: 0,
+        };
+        let zone0 = crate::device::execute(
+            &mut drive,
+            Command::ReportZones {
+                start_lba: 0,
+                max_zones: 1,
+            },
+        );
+        match zone0.result? {
+            Done::Zones(zones) if zones.len() == 1 => {
+                geometry.zone_capacity_blocks = zones[0].capacity_blocks
+            }
+            other => return Err(unsupported(format!("report of zone 0 returned {other:?}"))),
+        }
+        geometry
+            .validate()
+            .map_err(|e| unsupported(format!("drive geometry: {e}")))?;
+        drive.geometry = geometry;
+        Ok(drive)
+    }
+
+    /// The device path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn context(&self, opcode: u8, lba: u64, blocks: u64) -> CommandContext {
+        CommandContext {
+            opcode,
+            lba,
+            blocks,
+            zone: self.geometry.zone_of(lba).unwrap_or(u32::MAX),
+            zone_state: None,
+            action: None,
+            append_limit: self.geometry.zone_append_max_blocks,
+            lba_is_zone_start: lba.is_multiple_of(self.geometry.zone_size_blocks),
+        }
+    }
+
+    fn fail_now(&mut self, tag: Tag, command: Command, error: Error) {
+        let (data, metadata) = match command {
+            Command::Read { data, metadata, .. }
+            | Command::Write { data, metadata, .. }
+            | Command::Append { data, metadata, .. } => (data, metadata),
+            _ => (Vec::new(), Vec::new()),
+        };
+        self.ready.push_back(Completion {
+            tag,
+            result: Err(error),
+            data,
+            metadata,
+        });
+    }
+
+    /// Checks buffers the kernel would otherwise reject less clearly.
+    fn check_buffers(&self, data: &[u8], metadata: &[u8]) -> Result<u64> {
+        let block = self.geometry.block_size_bytes as usize;
+        if data.is_empty() || !data.len().is_multiple_of(block) {
+            let expected = data.len().div_ceil(block).max(1) * block;
+            return Err(Error::BufferSize {
+                what: "data",
+                expected,
+                got: data.len(),
+            });
+        }
+        let blocks = (data.len() / block) as u64;
+        let want = self.geometry.metadata_bytes(blocks);
+        if !metadata.is_empty() && metadata.len() != want {
+            return Err(Error::BufferSize {
+                what: "metadata",
+                expected: want,
+                got: metadata.len(),
+            });
+        }
+        Ok(blocks)
+    }
+
+    /// Moves a command into the ring, or back into the backlog if the ring is full.
+    fn start(&mut self, tag: Tag, mut command: Command) {
+        if self.ring.submission().is_full() {
+            self.backlog.push_back((tag, command));
+            return;
+        }
+        let nsid = self.nsid;
+        let meta_per_block = self.geometry.metadata_bytes_per_block as usize;
+        let mut flight_meta = Vec::new();
+        let mut report = Vec::new();
+        let opcode = if matches!(command, Command::Read { .. }) {
+            opcodes::READ
+        } else {
+            opcodes::WRITE
+        };
+        let (cmd, context) = match &mut command {
+            Command::Read {
+                lba,
+                data,
+                metadata,
+            }
+            | Command::Write {
+                lba,
+                data,
+                metadata,
+            } => {
+                let blocks = match self.check_buffers(data, metadata) {
+                    Ok(blocks) => blocks,
+                    Err(e) => return self.fail_now(tag, command, e),
+                };
+                let meta: &mut [u8] = if metadata.is_empty() && meta_per_block > 0 {
+                    flight_meta = vec![0; blocks as usize * meta_per_block];
+                    &mut flight_meta
+                } else {
+                    metadata
+                };
+                (
+                    data_command(opcode, nsid, *lba, blocks, data, meta),
+                    self.context(opcode, *lba, blocks),
+                )
+            }
+            Command::Append {
+                zone_start_lba,
+                data,
+                metadata,
+            } => {
+                let blocks = match self.check_buffers(data, metadata) {
+                    Ok(blocks) => blocks,
+                    Err(e) => return self.fail_now(tag, command, e),
+                };
+                let zslba = *zone_start_lba;
+                let meta: &mut [u8] = if metadata.is_empty() && meta_per_block > 0 {
+                    flight_meta = vec![0; blocks as usize * meta_per_block];
+                    &mut flight_meta
+                } else {
+                    metadata
+                };
+                let cmd = data_command(opcodes::ZONE_APPEND, nsid, zslba, blocks, data, meta);
+                (cmd, self.context(opcodes::ZONE_APPEND, zslba, blocks))
+            }
+            Command::ManageZone { action, target } => {
+                let lba = match target {
+                    ZoneTarget::Zone { start_lba } => *start_lba,
+                    ZoneTarget::All => 0,
+                };
+                let mut context = self.context(opcodes::ZONE_MANAGEMENT_SEND, lba, 0);
+                context.action = Some(*action);
+                (zone_send_command(nsid, *action, *target), context)
+            }
+            Command::ReportZones {
+                start_lba,
+                max_zones,
+            } => {
+                let zones = (*max_zones).clamp(1, self.geometry.zone_count) as usize;
+                report = vec![0u8; ZONE_REPORT_HEADER_BYTES + zones * ZONE_DESCRIPTOR_BYTES];
+                let cmd = zone_report_command(nsid, *start_lba, &mut report);
+                (
+                    cmd,
+                    self.context(opcodes::ZONE_MANAGEMENT_RECEIVE, *start_lba, 0),
+                )
+            }
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let entry = opcode::UringCmd80::new(types::Fd(self.file.as_raw_fd()), NVME_URING_CMD_IO)
+            .cmd(encode(&cmd))
+            .build()
+            .user_data(id);
+        // SAFETY: every buffer the command points at is owned by the Flight stored under
+        // `id` (Vec heap memory does not move when the Vec does) and stays alive until
+        // its completion is reaped; the queue had room (checked above).
+        unsafe {
+            self.ring
+                .submission()
+                .push(&entry)
+                .expect("submission queue has room");
+        }
+        self.flights.insert(
+            id,
+            Flight {
+                tag,
+                command,
+                scratch_metadata: flight_meta,
+                report,
+                context,
+            },
+        );
+    }
+
+    fn drain_completions(&mut self) {
+        let cqes: Vec<(u64, i32, u64)> = self
+            .ring
+            .completion()
+            .map(|cqe| (cqe.user_data(), cqe.result(), cqe.big_cqe()[0]))
+            .collect();
+        for (id, res, result_qword) in cqes {
+            let Some(flight) = self.flights.remove(&id) else {
+                tracing::error!(drive = %self.path.display(), id, "completion for no command in flight");
+                continue;
+            };
+            drop(flight.scratch_metadata);
+            let outcome = if res < 0 {
+                Err(Error::Io {
+                    path: self.path.clone(),
+                    context: "NVMe passthrough",
+                    source: std::io::Error::from_raw_os_error(-res),
+                })
+            } else if res > 0 {
+                Err(status_to_error(res as u16, &flight.context))
+            } else {
+                Ok(())
+            };
+            let ctx = flight.context;
+            let (result, data, metadata) = match flight.command {
+                Command::Read { data, metadata, .. } => {
+                    (outcome.map(|()| Done::Read), data, metadata)
+                }
+                Command::Write {
+                    lba,
+                    data,
+                    metadata,
+                } => (
+                    outcome.map(|()| Done::Written {
+                        lba,
+                        blocks: ctx.blocks,
+                    }),
+                    data,
+                    metadata,
+                ),
+                Command::Append { data, metadata, .. } => {
+                    let result = outcome.and_then(|()| {
+                        let lba = result_qword;
+                        let zone_start = ctx.lba;
+                        if lba < zone_start
+                            || lba + ctx.blocks > zone_start + self.geometry.zone_size_blocks
+                        {
+                            return Err(Error::BadZoneReport {
+                                reason: format!(
+                                    "append to zone at {zone_start} reported landing at LBA {lba}"
+                                ),
+                            });
+                        }
+                        Ok(Done::Written {
+                            lba,
+                            blocks: ctx.blocks,
+                        })
+                    });
+                    (result, data, metadata)
+                }
+                Command::ManageZone { .. } => {
+                    (outcome.map(|()| Done::ZoneManaged), Vec::new(), Vec::new())
+                }
+                Command::ReportZones { .. } => {
+                    let result = outcome.and_then(|()| {
+                        parse_zone_report(&flight.report, &self.geometry).map(Done::Zones)
+                    });
+                    (result, Vec::new(), Vec::new())
+                }
+            };
+            self.ready.push_back(Completion {
+                tag: flight.tag,
+                result,
+                data,
+                metadata,
+            });
+        }
+        while !self.backlog.is_empty() && !self.ring.submission().is_full() {
+            let (tag, command) = self.backlog.pop_front().expect("backlog not empty");
+            self.start(tag, command);
+        }
+    }
+
+    fn kick(&mut self, wait_for: usize) {
+        if let Err(e) = self.ring.submit_and_wait(wait_for) {
+            if e.raw_os_error() != Some(libc::EINTR) && e.raw_os_error() != Some(libc::EBUSY) {
+                tracing::error!(drive = %self.path.display(), error = %e, "io_uring submit failed");
+            }
+        }
+    }
+}
+
+impl ZonedDevice for NvmeDrive {
+    fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    fn queue_depth(&self) -> usize {
+        RING_ENTRIES as usize
+    }
+
+    fn submit(&mut self, tag: Tag, command: Command) {
+        if self.backlog.is_empty() {
+            self.start(tag, command);
+        } else {
+            self.backlog.push_back((tag, command));
+        }
+    }
+
+    fn reap(&mut self, out: &mut Vec<Completion>) -> usize {
+        if !self.flights.is_empty() {
+            self.kick(0);
+            self.drain_completions();
+        }
+        let n = self.ready.len();
+        out.extend(self.ready.drain(..));
+        n
+    }
+
+    fn wait(&mut self, out: &mut Vec<Completion>) -> usize {
+        while self.ready.is_empty() && !self.flights.is_empty() {
+            self.kick(1);
+            self.drain_completions();
+        }
+        self.reap(out)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.flights.len() + self.backlog.len() + self.ready.len()
+    }
+}
+
+impl Drop for NvmeDrive {
+    fn drop(&mut self) {
+        // The kernel may still write into buffers of commands in flight: wait them out.
+        while !self.flights.is_empty() {
+            self.kick(1);
+            self.drain_completions();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn geometry() -> Geometry {
+        Geometry::small(8, 1024, 1000)
+    }
+
+    fn descriptor(zone_type: u8, state: u8, cap: u64, start: u64, wp: u64) -> [u8; 64] {
+        let mut d = [0u8; 64];
+        d[0] = zone_type;
+        d[1] = state << 4;
+        d[8..16].copy_from_slice(&cap.to_le_bytes());
+        d[16..24].copy_from_slice(&start.to_le_bytes());
+        d[24..32].copy_from_slice(&wp.to_le_bytes());
+        d
+    }
+
+    fn report(descs: &[[u8; 64]]) -> Vec<u8> {
+        let mut buf = vec![0u8; 64];
+        buf[..8].copy_from_slice(&(descs.len() as u64).to_le_bytes());
+        for d in descs {
+            buf.extend_from_slice(d);
+        }
+        buf
+    }
+
+    #[test]
+    fn parses_a_zone_report() {
+        let buf = report(&[
+            descriptor(2, 1, 1000, 0, 0),
+            descriptor(2, 2, 1000, 1024, 1030),
+            descriptor(2, 0xe, 1000, 2048, 0),
+        ]);
+        let zones = parse_zone_report(&buf, &geometry()).unwrap();
+        assert_eq!(
+            zones[1],
+            ZoneDescriptor {
+                zone: 1,
+                state: ZoneState::ImplicitlyOpen,
+                start_lba: 1024,
+                capacity_blocks: 1000,
+                write_pointer: 1030
+            }
+        );
+        assert_eq!(
+            zones[2].write_pointer,
+            2048 + 1000,
+            "full zones report their end"
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_reports() {
+        let g = geometry();
+        for buf in [
+            vec![0u8; 10],
+            report(&[descriptor(1, 1, 1000, 0, 0)]),
+            report(&[descriptor(2, 5, 1000, 0, 0)]),
+            report(&[descriptor(2, 1, 2000, 0, 0)]),
+            report(&[descriptor(2, 2, 1000, 3, 3)]),
+            report(&[descriptor(2, 2, 1000, 0, 1001)]),
+            report(&[descriptor(2, 2, 1000, 1 << 40, 1 << 40)]),
+            {
+                let mut b = report(&[descriptor(2, 1, 1000, 0, 0)]);
+                b[0] = 9;
+                b
+            },
+        ] {
+            assert!(
+                parse_zone_report(&buf, &g).is_err(),
+                "accepted {:?}",
+                &buf[..buf.len().min(80)]
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn zone_report_parsing_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = parse_zone_report(&bytes, &geometry());
+        }
+    }
+
+    #[test]
+    fn encodes_commands_as_the_kernel_expects() {
+        let mut data = vec![0u8; 8192];
+        let mut meta = vec![0u8; 128];
+        let cmd = data_command(
+            opcodes::ZONE_APPEND,
+            1,
+            0x1_0000_2000,
+            2,
+            &mut data,
+            &mut meta,
+        );
+        let area = encode(&cmd);
+        assert_eq!(area[0], 0x7d);
+        assert_eq!(
+            u32::from_le_bytes(area[4..8].try_into().unwrap()),
+            1,
+            "nsid"
+        );
+        assert_eq!(
+            u32::from_le_bytes(area[40..44].try_into().unwrap()),
+            0x2000,
+            "cdw10: LBA low"
+        );
+        assert_eq!(
+            u32::from_le_bytes(area[44..48].try_into().unwrap()),
+            1,
+            "cdw11: LBA high"
+        );
+        assert_eq!(
+            u32::from_le_bytes(area[48..52].try_into().unwrap()),
+            1,
+            "cdw12: blocks - 1"
+        );
+        assert_eq!(
+            u32::from_le_bytes(area[32..36].try_into().unwrap()),
+            128,
+            "metadata_len"
+        );
+        assert_eq!(
+            u32::from_le_bytes(area[36..40].try_into().unwrap()),
+            8192,
+            "data_len"
+        );
+        let reset_all = encode(&zone_send_command(1, ZoneAction::Reset, ZoneTarget::All));
+        assert_eq!(reset_all[0], 0x79);
+        assert_eq!(
+            u32::from_le_bytes(reset_all[52..56].try_into().unwrap()),
+            0x104,
+            "cdw13: reset, select all"
+        );
+        let mut buf = vec![0u8; 64 + 64 * 4];
+        let report = encode(&zone_report_command(1, 0, &mut buf));
+        assert_eq!(
+            u32::from_le_bytes(report[48..52].try_into().unwrap()),
+            (320 / 4 - 1) as u32,
+            "cdw12: dwords - 1"
+        );
+    }
+
+    #[test]
+    fn maps_zns_statuses_to_typed_errors() {
+        let ctx = CommandContext {
+            opcode: opcodes::WRITE,
+            lba: 5,
+            blocks: 1,
+            zone: 0,
+            zone_state: None,
+            action: None,
+            append_limit: 32,
+            lba_is_zone_start: false,
+        };
+        assert!(matches!(
+            status_to_error(0x41bc, &ctx),
+            Error::ZoneInvalidWrite { lba: 5, .. }
+        ));
+        assert!(matches!(
+            status_to_error(0x01b9, &ctx),
+            Error::ZoneIsFull { .. }
+        ));
+        assert!(matches!(
+            status_to_error(0x01b8, &ctx),
+            Error::ZoneBoundary { .. }
+        ));
+        assert!(matches!(
+            status_to_error(0x01be, &ctx),
+            Error::TooManyOpenZones { .. }
+        ));
+        assert!(matches!(
+            status_to_error(0x01bd, &ctx),
+            Error::TooManyActiveZones { .. }
+        ));
+        assert!(matches!(
+            status_to_error(0x0281, &ctx),
+            Error::MediaError { lba: 5 }
+        ));
+        let append = CommandContext {
+            opcode: opcodes::ZONE_APPEND,
+            blocks: 33,
+            ..ctx
+        };
+        assert!(matches!(
+            status_to_error(0x4002, &append),
+            Error::AppendTooLarge {
+                blocks: 33,
+                limit: 32
+            }
+        ));
+        assert!(matches!(
+            status_to_error(0x0002, &ctx),
+            Error::NvmeStatus { status: 2, .. }
+        ));
+        let send = CommandContext {
+            opcode: opcodes::ZONE_MANAGEMENT_SEND,
+            lba: 1,
+            ..ctx
+        };
+        assert!(matches!(
+            status_to_error(0x4002, &send),
+            Error::NotZoneStart { lba: 1 }
+        ));
+    }
+}
