@@ -276,7 +276,7 @@ pub fn parse_zone_report(buffer: &[u8], geometry: &Geometry) -> Result<Vec<ZoneD
         let capacity_blocks = le64(d, 8);
         let start_lba = le64(d, 16);
         let write_pointer = le64(d, 24);
-        if start_lba % geometry.zone_size_blocks != 0 {
+        if !start_lba.is_multiple_of(geometry.zone_size_blocks) {
             return Err(bad(format!(
                 "descriptor {i}: zone start {start_lba} is not zone aligned"
             )));
