@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: all deps demo test fmt lint unit bench clean
+.PHONY: all deps demo test fmt lint unit e2e bench clean
 
 all: test
 
@@ -24,6 +24,10 @@ lint:
 
 unit:
 	./scripts/run-tests.sh
+
+# Real NVMe ZNS drives (QEMU's emulation) and, later, ublk: in a QEMU guest (femu/).
+e2e:
+	./femu/e2e.sh
 
 bench: deps
 	$(CARGO) bench --locked

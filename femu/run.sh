@@ -43,12 +43,16 @@ set +e
 timeout "$timeout" qemu-system-x86_64 -machine q35 -cpu max -m 2G -smp 2 \
     -kernel "$kernel" -initrd "$initramfs" \
     -append "console=ttyS0 quiet panic=-1 zapraid.scenario=$scenario zapraid.args=$args" \
-    -nographic -no-reboot "${qemu_args[@]}" < /dev/null 2>&1 | tee "$log"
-qemu_status=${PIPESTATUS[0]}
+    -nographic -no-reboot "${qemu_args[@]}" < /dev/null > "$log" 2>&1
+qemu_status=$?
 set -e
 rc=$(sed -n 's/.*ZAPRAID-E2E-EXIT \([0-9]*\).*/\1/p' "$log" | tail -1)
 if [ -z "$rc" ]; then
+    # No result: show the whole console (firmware and kernel messages) to tell why.
+    tr -d '\r' < "$log"
     echo "femu: the guest ended without a scenario result (qemu status $qemu_status)" >&2
     exit 1
 fi
+# The scenario's own output, without firmware noise and the boot's terminal escapes.
+tr -d '\r' < "$log" | sed -n 's/.*\(ZAPRAID-E2E-BEGIN\)/\1/; /ZAPRAID-E2E-BEGIN/,/ZAPRAID-E2E-EXIT/p' 
 exit "$rc"

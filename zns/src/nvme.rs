@@ -10,7 +10,7 @@
 //! Everything the drive returns is untrusted: zone reports are checked, status codes map
 //! to typed errors, and nothing here panics on what a drive says.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -331,10 +331,14 @@ pub struct NvmeDrive {
     nsid: u32,
     geometry: Geometry,
     ring: IoUring<squeue::Entry128, cqueue::Entry32>,
-    flights: HashMap<u64, Flight>,
+    /// Commands in the kernel's hands, indexed by their SQE's user data.
+    flights: Vec<Option<Flight>>,
+    free_slots: Vec<usize>,
+    in_kernel: usize,
     backlog: VecDeque<(Tag, Command)>,
     ready: VecDeque<Completion>,
-    next_id: u64,
+    /// Reused between drains: (user data, result, first big-CQE word).
+    cqes: Vec<(u64, i32, u64)>,
 }
 
 fn identify(
@@ -520,10 +524,12 @@ impl NvmeDrive {
             nsid,
             geometry,
             ring,
-            flights: HashMap::new(),
+            flights: Vec::new(),
+            free_slots: Vec::new(),
+            in_kernel: 0,
             backlog: VecDeque::new(),
             ready: VecDeque::new(),
-            next_id: 0,
+            cqes: Vec::with_capacity(RING_ENTRIES as usize),
         };
         let zone0 = crate::device::execute(
             &mut drive,
@@ -683,8 +689,11 @@ impl NvmeDrive {
                 )
             }
         };
-        let id = self.next_id;
-        self.next_id += 1;
+        let slot = self.free_slots.pop().unwrap_or_else(|| {
+            self.flights.push(None);
+            self.flights.len() - 1
+        });
+        let id = slot as u64;
         let entry = opcode::UringCmd80::new(types::Fd(self.file.as_raw_fd()), NVME_URING_CMD_IO)
             .cmd(encode(&cmd))
             .build()
@@ -698,29 +707,30 @@ impl NvmeDrive {
                 .push(&entry)
                 .expect("submission queue has room");
         }
-        self.flights.insert(
-            id,
-            Flight {
-                tag,
-                command,
-                scratch_metadata: flight_meta,
-                report,
-                context,
-            },
-        );
+        self.flights[slot] = Some(Flight {
+            tag,
+            command,
+            scratch_metadata: flight_meta,
+            report,
+            context,
+        });
+        self.in_kernel += 1;
     }
 
     fn drain_completions(&mut self) {
-        let cqes: Vec<(u64, i32, u64)> = self
-            .ring
-            .completion()
-            .map(|cqe| (cqe.user_data(), cqe.result(), cqe.big_cqe()[0]))
-            .collect();
-        for (id, res, result_qword) in cqes {
-            let Some(flight) = self.flights.remove(&id) else {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        cqes.extend(
+            self.ring
+                .completion()
+                .map(|cqe| (cqe.user_data(), cqe.result(), cqe.big_cqe()[0])),
+        );
+        for (id, res, result_qword) in cqes.drain(..) {
+            let Some(flight) = self.flights.get_mut(id as usize).and_then(Option::take) else {
                 tracing::error!(drive = %self.path.display(), id, "completion for no command in flight");
                 continue;
             };
+            self.free_slots.push(id as usize);
+            self.in_kernel -= 1;
             drop(flight.scratch_metadata);
             let outcome = if res < 0 {
                 Err(Error::Io {
@@ -787,6 +797,7 @@ impl NvmeDrive {
                 metadata,
             });
         }
+        self.cqes = cqes;
         while !self.backlog.is_empty() && !self.ring.submission().is_full() {
             let (tag, command) = self.backlog.pop_front().expect("backlog not empty");
             self.start(tag, command);
@@ -820,7 +831,7 @@ impl ZonedDevice for NvmeDrive {
     }
 
     fn reap(&mut self, out: &mut Vec<Completion>) -> usize {
-        if !self.flights.is_empty() {
+        if self.in_kernel > 0 {
             self.kick(0);
             self.drain_completions();
         }
@@ -830,7 +841,7 @@ impl ZonedDevice for NvmeDrive {
     }
 
     fn wait(&mut self, out: &mut Vec<Completion>) -> usize {
-        while self.ready.is_empty() && !self.flights.is_empty() {
+        while self.ready.is_empty() && self.in_kernel > 0 {
             self.kick(1);
             self.drain_completions();
         }
@@ -838,14 +849,14 @@ impl ZonedDevice for NvmeDrive {
     }
 
     fn in_flight(&self) -> usize {
-        self.flights.len() + self.backlog.len() + self.ready.len()
+        self.in_kernel + self.backlog.len() + self.ready.len()
     }
 }
 
 impl Drop for NvmeDrive {
     fn drop(&mut self) {
         // The kernel may still write into buffers of commands in flight: wait them out.
-        while !self.flights.is_empty() {
+        while self.in_kernel > 0 {
             self.kick(1);
             self.drain_completions();
         }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `make e2e`: every scenario in the QEMU guest with emulated NVMe ZNS drives. Installs
+# what it needs (femu/setup.sh), builds the release binaries and the initramfs, runs the
+# scenarios, and closes with a count of passed and failed scenarios.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+./femu/setup.sh
+cargo build --release --locked -p zapraid-cli
+mkdir -p target/femu
+initramfs=target/femu/initramfs.gz
+./femu/build-initramfs.sh "$initramfs" target/release/zapraid
+
+passed=0 failed=0 failures=()
+scenario() {
+    local name=$1; shift
+    echo "=== e2e: $name"
+    if ./femu/run.sh "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        failures+=("$name")
+    fi
+}
+scenario "conformance, 2 drives, 64 B metadata" --drives 2 --metadata 64 "$initramfs" conformance
+scenario "conformance, 16 B metadata" --drives 1 --metadata 16 "$initramfs" conformance
+scenario "conformance, no metadata" --drives 1 --metadata 0 "$initramfs" conformance
+scenario "conformance, small zone limits" --drives 1 --max-open 4 --max-active 6 --zone-capacity 48M "$initramfs" conformance
+scenario "device benchmark vs fio" --drives 1 --metadata 0 --timeout 900 "$initramfs" bench
+[ "$failed" -eq 0 ] || printf 'failed: %s\n' "${failures[@]}"
+echo "e2e: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
