@@ -17,4 +17,5 @@ section "Device conformance suite on drive 0 (what real NVMe drives must pass to
 section "Timing model vs the ZapRAID paper (Figure 2, WD ZN540)"
 "$ZAPRAID" emu calibrate
 section "Not built yet"
-echo "The RAID engine, real NVMe drives and the ublk block device are the next milestones (see README)."
+echo "The RAID engine and the ublk block device are the next milestones (see README)."
+echo "Real NVMe ZNS drives work through io_uring passthrough: make e2e proves it in a QEMU guest."
