@@ -2,8 +2,12 @@
 //! (group-based layout, write path, compact stripe table, L2P table, degraded reads,
 //! garbage collection, recovery).
 //!
-//! Not built yet: this crate holds no engine code so far, and nothing in zapraid claims
-//! otherwise. It exists so the workspace has its final shape; see the README's status
-//! section for what is built.
+//! Built so far: the parity codes (`parity`). The layout, on-disk formats, stripe tables
+//! and the state machine itself are being built; see the README's status section.
 
+pub mod error;
+pub mod parity;
+
+pub use error::{Error, Result};
+pub use parity::ParityCodec;
 pub use zapraid_zns as zns;

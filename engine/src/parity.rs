@@ -1,0 +1,214 @@
+//! Parity codes behind one interface: none (RAID-0), XOR (m = 1), mirroring (k = 1) and
+//! Reed-Solomon over GF(2^8) (m >= 2), via reed-solomon-erasure.
+//!
+//! A stripe is k data chunks and m parity chunks of equal length. `encode` computes the
+//! parity chunks; `reconstruct` fills in up to m missing chunks of any kind, and refuses
+//! (never guesses) when more are missing.
+
+use reed_solomon_erasure::galois_8::ReedSolomon;
+
+use crate::error::{Error, Result};
+
+/// Most data chunks per stripe.
+pub const MAX_DATA_CHUNKS: usize = 32;
+/// Most parity chunks per stripe.
+pub const MAX_PARITY_CHUNKS: usize = 4;
+
+enum Code {
+    None,
+    Xor,
+    Mirror,
+    ReedSolomon(ReedSolomon),
+}
+
+/// An erasure code with k data and m parity chunks per stripe.
+pub struct ParityCodec {
+    k: usize,
+    m: usize,
+    code: Code,
+}
+
+impl ParityCodec {
+    pub fn new(k: usize, m: usize) -> Result<Self> {
+        if k == 0 || k > MAX_DATA_CHUNKS || m > MAX_PARITY_CHUNKS {
+            return Err(Error::InvalidConfig {
+                reason: format!(
+                    "{k}+{m}: need 1 <= k <= {MAX_DATA_CHUNKS} and m <= {MAX_PARITY_CHUNKS}"
+                ),
+            });
+        }
+        let code = match (k, m) {
+            (_, 0) => Code::None,
+            // XOR of one chunk is a copy, so k = 1, m = 1 is a mirror either way.
+            (_, 1) => Code::Xor,
+            (1, _) => Code::Mirror,
+            _ => Code::ReedSolomon(ReedSolomon::new(k, m).map_err(|e| Error::InvalidConfig {
+                reason: format!("Reed-Solomon {k}+{m}: {e:?}"),
+            })?),
+        };
+        Ok(ParityCodec { k, m, code })
+    }
+
+    pub fn data_chunks(&self) -> usize {
+        self.k
+    }
+
+    pub fn parity_chunks(&self) -> usize {
+        self.m
+    }
+
+    /// Computes the m parity chunks of the k data chunks.
+    pub fn encode(&self, data: &[&[u8]], parity: &mut [&mut [u8]]) {
+        assert_eq!(data.len(), self.k, "k data chunks");
+        assert_eq!(parity.len(), self.m, "m parity chunks");
+        let len = data[0].len();
+        assert!(data.iter().all(|d| d.len() == len) && parity.iter().all(|p| p.len() == len));
+        match &self.code {
+            Code::None => {}
+            Code::Xor => {
+                let p = &mut parity[0];
+                p.copy_from_slice(data[0]);
+                for d in &data[1..] {
+                    xor_into(p, d);
+                }
+            }
+            Code::Mirror => parity.iter_mut().for_each(|p| p.copy_from_slice(data[0])),
+            Code::ReedSolomon(rs) => rs
+                .encode_sep(data, parity)
+                .expect("shard counts and lengths checked above"),
+        }
+    }
+
+    /// Fills in the missing (`None`) chunks of a stripe of k + m chunks, data first.
+    pub fn reconstruct(&self, chunks: &mut [Option<Vec<u8>>]) -> Result<()> {
+        let total = self.k + self.m;
+        assert_eq!(chunks.len(), total, "k + m chunks");
+        let lost = chunks.iter().filter(|c| c.is_none()).count();
+        if lost == 0 {
+            return Ok(());
+        }
+        if lost > self.m {
+            return Err(Error::TooManyErasures {
+                lost,
+                total,
+                tolerated: self.m,
+            });
+        }
+        let len = chunks
+            .iter()
+            .flatten()
+            .next()
+            .map(Vec::len)
+            .expect("at least k chunks present");
+        match &self.code {
+            Code::None => unreachable!("m = 0 tolerates no loss"),
+            Code::Xor => {
+                let mut sum = vec![0u8; len];
+                chunks.iter().flatten().for_each(|c| xor_into(&mut sum, c));
+                let missing = chunks.iter_mut().find(|c| c.is_none()).expect("one lost");
+                *missing = Some(sum);
+            }
+            Code::Mirror => {
+                let copy = chunks
+                    .iter()
+                    .flatten()
+                    .next()
+                    .expect("one survivor")
+                    .clone();
+                chunks
+                    .iter_mut()
+                    .filter(|c| c.is_none())
+                    .for_each(|c| *c = Some(copy.clone()));
+            }
+            Code::ReedSolomon(rs) => rs.reconstruct(chunks).map_err(|e| Error::InvalidConfig {
+                reason: format!("Reed-Solomon reconstruction: {e:?}"),
+            })?,
+        }
+        Ok(())
+    }
+}
+
+fn xor_into(acc: &mut [u8], other: &[u8]) {
+    acc.iter_mut().zip(other).for_each(|(a, b)| *a ^= b);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stripe(k: usize, m: usize, len: usize, seed: u64) -> Vec<Vec<u8>> {
+        let codec = ParityCodec::new(k, m).unwrap();
+        let mut state = seed | 1;
+        let data: Vec<Vec<u8>> = (0..k)
+            .map(|_| {
+                (0..len)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        state as u8
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut parity = vec![vec![0u8; len]; m];
+        let refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
+        let mut prefs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
+        codec.encode(&refs, &mut prefs);
+        data.into_iter().chain(parity).collect()
+    }
+
+    /// Every erasure pattern of up to m chunks decodes, for every k <= 8, m <= 4; m + 1
+    /// losses are refused.
+    #[test]
+    fn every_erasure_pattern_decodes() {
+        for k in 1..=8 {
+            for m in 0..=4 {
+                let codec = ParityCodec::new(k, m).unwrap();
+                let n = k + m;
+                let full = stripe(k, m, 48, (k * 10 + m) as u64);
+                for pattern in 0u32..(1 << n) {
+                    let lost = pattern.count_ones() as usize;
+                    let mut chunks: Vec<Option<Vec<u8>>> = full
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            if pattern & (1 << i) != 0 {
+                                None
+                            } else {
+                                Some(c.clone())
+                            }
+                        })
+                        .collect();
+                    let result = codec.reconstruct(&mut chunks);
+                    if lost <= m {
+                        result.unwrap_or_else(|e| panic!("{k}+{m} pattern {pattern:b}: {e}"));
+                        let got: Vec<Vec<u8>> = chunks.into_iter().map(Option::unwrap).collect();
+                        assert_eq!(got, full, "{k}+{m} pattern {pattern:b} decoded wrong");
+                    } else {
+                        assert!(
+                            matches!(result, Err(Error::TooManyErasures { .. })),
+                            "{k}+{m} pattern {pattern:b} with {lost} lost was not refused"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn xor_and_mirror_are_what_they_say() {
+        let s = stripe(3, 1, 16, 5);
+        let xor: Vec<u8> = (0..16).map(|i| s[0][i] ^ s[1][i] ^ s[2][i]).collect();
+        assert_eq!(s[3], xor);
+        let s = stripe(1, 3, 16, 6);
+        assert!(s[1..].iter().all(|c| *c == s[0]));
+    }
+
+    #[test]
+    fn rejects_unsupported_shapes() {
+        assert!(ParityCodec::new(0, 1).is_err());
+        assert!(ParityCodec::new(4, 5).is_err());
+        assert!(ParityCodec::new(33, 1).is_err());
+    }
+}
