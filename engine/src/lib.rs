@@ -6,6 +6,7 @@
 //! and the state machine itself are being built; see the README's status section.
 
 pub mod error;
+pub mod format;
 pub mod parity;
 
 pub use error::{Error, Result};

@@ -1,0 +1,431 @@
+//! On-disk structures of a zapraid array, byte by byte in docs/FORMAT.md: the segment
+//! header (first chunk of each zone of a segment), footer blocks (LBA, timestamp and
+//! stripe ID of every data-region block, written when a segment is sealed) and the
+//! per-block metadata in each block's out-of-band area.
+//!
+//! All little-endian, fixed-size, with a magic, a format version and a CRC32C. Decoding
+//! is total: any bytes give a value or a typed reason, never a panic.
+
+use zerocopy::little_endian::{U16, U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// Version of every structure in this module.
+pub const FORMAT_VERSION: u32 = 1;
+/// Most drives in an array (k + m), bounded by the header's zone table.
+pub const MAX_DRIVES: usize = 36;
+
+pub const SEGMENT_HEADER_MAGIC: [u8; 8] = *b"ZRAIDSEG";
+pub const FOOTER_MAGIC: [u8; 8] = *b"ZRAIDFTR";
+pub const BLOCK_METADATA_MAGIC: u16 = 0x525a; // "ZR"
+
+/// Why a structure did not decode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    Short { needed: usize, got: usize },
+    Magic,
+    Version(u32),
+    Checksum { stored: u32, computed: u32 },
+    Field(String),
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Short { needed, got } => write!(f, "{got} bytes, needs {needed}"),
+            DecodeError::Magic => write!(f, "bad magic"),
+            DecodeError::Version(v) => {
+                write!(f, "format version {v}, this build reads {FORMAT_VERSION}")
+            }
+            DecodeError::Checksum { stored, computed } => {
+                write!(
+                    f,
+                    "checksum {stored:#010x} does not match contents ({computed:#010x})"
+                )
+            }
+            DecodeError::Field(what) => write!(f, "{what}"),
+        }
+    }
+}
+
+fn read<T: FromBytes + KnownLayout + Immutable>(bytes: &[u8]) -> Result<T, DecodeError> {
+    let size = std::mem::size_of::<T>();
+    match bytes.get(..size) {
+        Some(prefix) => T::read_from_bytes(prefix).map_err(|_| DecodeError::Short {
+            needed: size,
+            got: bytes.len(),
+        }),
+        None => Err(DecodeError::Short {
+            needed: size,
+            got: bytes.len(),
+        }),
+    }
+}
+
+fn check_crc(covered: &[u8], stored: u32) -> Result<(), DecodeError> {
+    let computed = crc32c::crc32c(covered);
+    if computed == stored {
+        Ok(())
+    } else {
+        Err(DecodeError::Checksum { stored, computed })
+    }
+}
+
+/// The header written as the first chunk of every zone of a segment.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct SegmentHeader {
+    pub magic: [u8; 8],
+    pub version: U32,
+    pub header_bytes: U32,
+    pub array_uuid: [u8; 16],
+    pub segment_sequence: U64,
+    pub drive_index: U32,
+    pub drive_count: U32,
+    pub data_chunks: U32,
+    pub parity_chunks: U32,
+    pub level: u8,
+    pub mode: u8,
+    pub reserved0: U16,
+    pub chunk_blocks: U32,
+    pub group_size: U32,
+    pub block_size_bytes: U32,
+    pub stripes: U64,
+    pub created_timestamp: U64,
+    /// Zone of each drive of the segment (entries past drive_count are 0).
+    pub zones: [U32; MAX_DRIVES],
+    pub reserved1: U32,
+    pub crc32c: U32,
+}
+
+pub const SEGMENT_HEADER_BYTES: usize = 240;
+const _: () = assert!(std::mem::size_of::<SegmentHeader>() == SEGMENT_HEADER_BYTES);
+
+impl SegmentHeader {
+    /// Seals the header: sets the CRC over everything before it.
+    pub fn seal(mut self) -> Self {
+        self.magic = SEGMENT_HEADER_MAGIC;
+        self.version = FORMAT_VERSION.into();
+        self.header_bytes = (SEGMENT_HEADER_BYTES as u32).into();
+        self.crc32c = crc32c::crc32c(&self.as_bytes()[..SEGMENT_HEADER_BYTES - 4]).into();
+        self
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let h: SegmentHeader = read(bytes)?;
+        if h.magic != SEGMENT_HEADER_MAGIC {
+            return Err(DecodeError::Magic);
+        }
+        if h.version.get() != FORMAT_VERSION {
+            return Err(DecodeError::Version(h.version.get()));
+        }
+        check_crc(&h.as_bytes()[..SEGMENT_HEADER_BYTES - 4], h.crc32c.get())?;
+        let drives = h.drive_count.get() as usize;
+        if h.header_bytes.get() as usize != SEGMENT_HEADER_BYTES
+            || drives == 0
+            || drives > MAX_DRIVES
+            || h.drive_index.get() as usize >= drives
+            || (h.data_chunks.get() + h.parity_chunks.get()) as usize != drives
+            || h.chunk_blocks.get() == 0
+            || h.group_size.get() == 0
+        {
+            return Err(DecodeError::Field(format!(
+                "inconsistent shape: drive {} of {drives}, {}+{}, chunk {} blocks, group {}",
+                h.drive_index.get(),
+                h.data_chunks.get(),
+                h.parity_chunks.get(),
+                h.chunk_blocks.get(),
+                h.group_size.get()
+            )));
+        }
+        Ok(h)
+    }
+}
+
+/// Header of each footer block; entries follow, the block's CRC32C is in its last 4 bytes.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct FooterBlockHeader {
+    pub magic: [u8; 8],
+    pub version: U32,
+    pub drive_index: U32,
+    pub segment_sequence: U64,
+    /// Index (in the drive's data region) of the first block this footer block describes.
+    pub first_block: U32,
+    pub entries: U32,
+}
+
+pub const FOOTER_BLOCK_HEADER_BYTES: usize = 32;
+const _: () = assert!(std::mem::size_of::<FooterBlockHeader>() == FOOTER_BLOCK_HEADER_BYTES);
+
+/// What a footer records of one data-region block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct FooterEntry {
+    /// Logical block address; `NO_LBA` for parity and padding blocks.
+    pub lba: U64,
+    pub timestamp: U64,
+    pub stripe_id: U32,
+    pub reserved: U32,
+}
+
+pub const FOOTER_ENTRY_BYTES: usize = 24;
+const _: () = assert!(std::mem::size_of::<FooterEntry>() == FOOTER_ENTRY_BYTES);
+const FOOTER_CRC_BYTES: usize = 4;
+/// LBA of blocks that hold no user data (parity, padding).
+pub const NO_LBA: u64 = u64::MAX;
+
+/// Footer entries that fit in one block of `block_size_bytes`.
+pub fn footer_entries_per_block(block_size_bytes: u32) -> usize {
+    (block_size_bytes as usize - FOOTER_BLOCK_HEADER_BYTES - FOOTER_CRC_BYTES) / FOOTER_ENTRY_BYTES
+}
+
+/// Encodes one footer block.
+pub fn encode_footer_block(header: FooterBlockHeader, entries: &[FooterEntry], block: &mut [u8]) {
+    assert!(entries.len() <= footer_entries_per_block(block.len() as u32));
+    block.fill(0);
+    let header = FooterBlockHeader {
+        magic: FOOTER_MAGIC,
+        version: FORMAT_VERSION.into(),
+        entries: (entries.len() as u32).into(),
+        ..header
+    };
+    block[..FOOTER_BLOCK_HEADER_BYTES].copy_from_slice(header.as_bytes());
+    for (i, e) in entries.iter().enumerate() {
+        let at = FOOTER_BLOCK_HEADER_BYTES + i * FOOTER_ENTRY_BYTES;
+        block[at..at + FOOTER_ENTRY_BYTES].copy_from_slice(e.as_bytes());
+    }
+    let end = block.len() - FOOTER_CRC_BYTES;
+    let crc = crc32c::crc32c(&block[..end]);
+    block[end..].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Decodes one footer block.
+pub fn decode_footer_block(
+    block: &[u8],
+) -> Result<(FooterBlockHeader, Vec<FooterEntry>), DecodeError> {
+    if block.len() < FOOTER_BLOCK_HEADER_BYTES + FOOTER_CRC_BYTES {
+        return Err(DecodeError::Short {
+            needed: FOOTER_BLOCK_HEADER_BYTES + FOOTER_CRC_BYTES,
+            got: block.len(),
+        });
+    }
+    let header: FooterBlockHeader = read(block)?;
+    if header.magic != FOOTER_MAGIC {
+        return Err(DecodeError::Magic);
+    }
+    if header.version.get() != FORMAT_VERSION {
+        return Err(DecodeError::Version(header.version.get()));
+    }
+    let end = block.len() - FOOTER_CRC_BYTES;
+    let stored = u32::from_le_bytes(block[end..].try_into().expect("4 bytes"));
+    check_crc(&block[..end], stored)?;
+    let entries = header.entries.get() as usize;
+    if entries > footer_entries_per_block(block.len() as u32) {
+        return Err(DecodeError::Field(format!(
+            "{entries} entries do not fit in a block"
+        )));
+    }
+    let list = (0..entries)
+        .map(|i| read(&block[FOOTER_BLOCK_HEADER_BYTES + i * FOOTER_ENTRY_BYTES..]))
+        .collect::<Result<Vec<FooterEntry>, _>>()?;
+    Ok((header, list))
+}
+
+/// What a block holds, as its metadata says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum BlockKind {
+    Data = 1,
+    Parity = 2,
+    Padding = 3,
+    Header = 4,
+    Footer = 5,
+}
+
+impl BlockKind {
+    fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => BlockKind::Data,
+            2 => BlockKind::Parity,
+            3 => BlockKind::Padding,
+            4 => BlockKind::Header,
+            5 => BlockKind::Footer,
+            _ => return None,
+        })
+    }
+}
+
+/// Per-block metadata in the out-of-band area. For parity blocks, `lba` and `timestamp`
+/// hold the parity of the data blocks' fields at the same offset of the stripe, so a lost
+/// data block's LBA and timestamp are rebuilt with its data; `stripe_id` is replicated.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct BlockMetadata {
+    pub lba: U64,
+    pub timestamp: U64,
+    pub stripe_id: U32,
+    /// Low 32 bits of the segment sequence: tells a stale block from a current one.
+    pub segment_sequence_low: U32,
+    pub magic: U16,
+    pub version: u8,
+    pub kind: u8,
+    /// CRC32C of the block's data followed by bytes 0..28 of this structure.
+    pub crc32c: U32,
+}
+
+/// Bytes of per-block metadata the engine needs from a drive.
+pub const BLOCK_METADATA_BYTES: usize = 32;
+const _: () = assert!(std::mem::size_of::<BlockMetadata>() == BLOCK_METADATA_BYTES);
+const BLOCK_METADATA_CRC_OFFSET: usize = 28;
+
+impl BlockMetadata {
+    pub fn new(
+        lba: u64,
+        timestamp: u64,
+        stripe_id: u32,
+        segment_sequence: u64,
+        kind: BlockKind,
+    ) -> Self {
+        BlockMetadata {
+            lba: lba.into(),
+            timestamp: timestamp.into(),
+            stripe_id: stripe_id.into(),
+            segment_sequence_low: (segment_sequence as u32).into(),
+            magic: BLOCK_METADATA_MAGIC.into(),
+            version: FORMAT_VERSION as u8,
+            kind: kind as u8,
+            crc32c: 0.into(),
+        }
+    }
+
+    fn checksum(&self, data: &[u8]) -> u32 {
+        let partial = crc32c::crc32c(data);
+        crc32c::crc32c_append(partial, &self.as_bytes()[..BLOCK_METADATA_CRC_OFFSET])
+    }
+
+    /// Writes the metadata of `data` into `out` (the block's OOB area, >= 32 bytes).
+    pub fn encode(mut self, data: &[u8], out: &mut [u8]) {
+        self.crc32c = self.checksum(data).into();
+        out.fill(0);
+        out[..BLOCK_METADATA_BYTES].copy_from_slice(self.as_bytes());
+    }
+
+    /// Decodes the metadata of a block and checks it against the block's data: a torn,
+    /// stale-format or corrupted block fails here.
+    pub fn decode(data: &[u8], oob: &[u8]) -> Result<(Self, BlockKind), DecodeError> {
+        let m: BlockMetadata = read(oob)?;
+        if m.magic.get() != BLOCK_METADATA_MAGIC {
+            return Err(DecodeError::Magic);
+        }
+        if u32::from(m.version) != FORMAT_VERSION {
+            return Err(DecodeError::Version(u32::from(m.version)));
+        }
+        let stored = m.crc32c.get();
+        let computed = m.checksum(data);
+        if stored != computed {
+            return Err(DecodeError::Checksum { stored, computed });
+        }
+        let kind = BlockKind::from_u8(m.kind)
+            .ok_or_else(|| DecodeError::Field(format!("block kind {}", m.kind)))?;
+        Ok((m, kind))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn header() -> SegmentHeader {
+        let mut zones = [U32::new(0); MAX_DRIVES];
+        for (i, z) in zones.iter_mut().take(4).enumerate() {
+            *z = (10 + i as u32).into();
+        }
+        SegmentHeader {
+            magic: [0; 8],
+            version: 0.into(),
+            header_bytes: 0.into(),
+            array_uuid: [9; 16],
+            segment_sequence: 77.into(),
+            drive_index: 2.into(),
+            drive_count: 4.into(),
+            data_chunks: 3.into(),
+            parity_chunks: 1.into(),
+            level: 5,
+            mode: 0,
+            reserved0: 0.into(),
+            chunk_blocks: 1.into(),
+            group_size: 256.into(),
+            block_size_bytes: 4096.into(),
+            stripes: 1000.into(),
+            created_timestamp: 5.into(),
+            zones,
+            reserved1: 0.into(),
+            crc32c: 0.into(),
+        }
+        .seal()
+    }
+
+    fn flips_detected(bytes: &[u8], decode: impl Fn(&[u8]) -> bool) {
+        for bit in 0..bytes.len() * 8 {
+            let mut b = bytes.to_vec();
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert!(!decode(&b), "bit {bit} flip went undetected");
+        }
+    }
+
+    #[test]
+    fn segment_header_round_trips_and_every_bit_flip_is_detected() {
+        let h = header();
+        let decoded = SegmentHeader::decode(h.as_bytes()).unwrap();
+        assert_eq!(decoded.zones[3].get(), 13);
+        flips_detected(h.as_bytes(), |b| SegmentHeader::decode(b).is_ok());
+    }
+
+    #[test]
+    fn footer_block_round_trips_and_every_bit_flip_is_detected() {
+        let entries: Vec<FooterEntry> = (0..5)
+            .map(|i| FooterEntry {
+                lba: (100 + i).into(),
+                timestamp: i.into(),
+                stripe_id: (i as u32).into(),
+                reserved: 0.into(),
+            })
+            .collect();
+        let mut block = vec![0u8; 512];
+        let header = FooterBlockHeader {
+            magic: [0; 8],
+            version: 0.into(),
+            drive_index: 1.into(),
+            segment_sequence: 3.into(),
+            first_block: 40.into(),
+            entries: 0.into(),
+        };
+        encode_footer_block(header, &entries, &mut block);
+        let (h, got) = decode_footer_block(&block).unwrap();
+        assert_eq!((h.first_block.get(), got), (40, entries));
+        flips_detected(&block, |b| decode_footer_block(b).is_ok());
+    }
+
+    #[test]
+    fn block_metadata_detects_every_bit_flip_of_data_or_metadata() {
+        let data: Vec<u8> = (0..512u32).map(|i| (i * 7) as u8).collect();
+        let mut oob = vec![0u8; 64];
+        BlockMetadata::new(42, 7, 3, 9, BlockKind::Data).encode(&data, &mut oob);
+        let (m, kind) = BlockMetadata::decode(&data, &oob).unwrap();
+        assert_eq!((m.lba.get(), kind), (42, BlockKind::Data));
+        flips_detected(&oob[..BLOCK_METADATA_BYTES], |o| {
+            BlockMetadata::decode(&data, o).is_ok()
+        });
+        flips_detected(&data, |d| BlockMetadata::decode(d, &oob).is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let _ = SegmentHeader::decode(&bytes);
+            let _ = decode_footer_block(&bytes);
+            let _ = BlockMetadata::decode(&bytes, &bytes);
+        }
+    }
+}
