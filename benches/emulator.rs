@@ -3,9 +3,7 @@
 //! how fast simulations and emulated arrays can run; criterion prints the figures.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use zapraid::zns::{
-    Command, EmulatedDrive, Geometry, TimingParams, ZoneAction, ZoneTarget, ZonedDevice,
-};
+use zapraid::zns::{Command, EmulatedDrive, Geometry, TimingParams, ZoneAction, ZoneTarget, ZonedDevice};
 
 const BATCH: u64 = 64;
 
@@ -18,11 +16,7 @@ fn run_batch(drive: &mut EmulatedDrive, append: bool, next_lba: &mut u64) {
     for tag in 0..BATCH {
         let data = vec![0x5a; g.block_size_bytes as usize];
         let command = if append {
-            Command::Append {
-                zone_start_lba: 0,
-                data,
-                metadata: Vec::new(),
-            }
+            Command::Append { zone_start_lba: 0, data, metadata: Vec::new() }
         } else {
             // Zone Writes go one per zone: spread the batch over zones.
             let zone = (tag % u64::from(g.zone_count)) as u32;
@@ -30,11 +24,7 @@ fn run_batch(drive: &mut EmulatedDrive, append: bool, next_lba: &mut u64) {
             if zone + 1 == g.zone_count {
                 *next_lba += 1;
             }
-            Command::Write {
-                lba,
-                data,
-                metadata: Vec::new(),
-            }
+            Command::Write { lba, data, metadata: Vec::new() }
         };
         drive.submit(tag, command);
         if !append && (tag + 1) % u64::from(g.zone_count) == 0 {
@@ -73,13 +63,7 @@ fn emulator(c: &mut Criterion) {
                 || (fresh(timing), 0u64),
                 |(drive, next_lba)| {
                     run_batch(drive, append, next_lba);
-                    drive.submit(
-                        0,
-                        Command::ManageZone {
-                            action: ZoneAction::Reset,
-                            target: ZoneTarget::All,
-                        },
-                    );
+                    drive.submit(0, Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::All });
                     let mut out = Vec::new();
                     drive.wait(&mut out);
                 },

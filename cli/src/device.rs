@@ -11,8 +11,8 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use zapraid_zns::calibrate::{closed_loop, Workload, WriteKind};
 use zapraid_zns::{
-    conformance, execute, report_all_zones, Command, EmulatedDrive, Geometry, NvmeDrive,
-    ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget, ZonedDevice,
+    conformance, execute, report_all_zones, Command, EmulatedDrive, Geometry, NvmeDrive, ZoneAction, ZoneDescriptor,
+    ZoneState, ZoneTarget, ZonedDevice,
 };
 
 use crate::size::{format_bytes, parse_bytes};
@@ -64,17 +64,13 @@ pub enum DeviceCommand {
 
 /// Opens a real NVMe device (a character device) or an emulated drive file.
 pub fn open_device(path: &Path) -> Result<Box<dyn ZonedDevice>> {
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("{} does not exist", path.display()))?;
+    let meta = std::fs::metadata(path).with_context(|| format!("{} does not exist", path.display()))?;
     if meta.file_type().is_char_device() {
         Ok(Box::new(NvmeDrive::open(path)?))
     } else if meta.is_file() {
         Ok(Box::new(EmulatedDrive::open_file(path)?))
     } else {
-        bail!(
-            "{} is neither an NVMe namespace (/dev/ngXnY) nor an emulated drive file",
-            path.display()
-        )
+        bail!("{} is neither an NVMe namespace (/dev/ngXnY) nor an emulated drive file", path.display())
     }
 }
 
@@ -93,11 +89,7 @@ pub fn run(command: DeviceCommand) -> Result<()> {
             }
             run_conformance(&devices)
         }
-        DeviceCommand::Reset {
-            device,
-            zone,
-            erase,
-        } => {
+        DeviceCommand::Reset { device, zone, erase } => {
             if !erase {
                 bail!("resetting zones erases their data; add --erase to confirm");
             }
@@ -107,27 +99,13 @@ pub fn run(command: DeviceCommand) -> Result<()> {
                 Some(z) if z >= geometry.zone_count => {
                     bail!("zone {z} does not exist ({} zones)", geometry.zone_count)
                 }
-                Some(z) => ZoneTarget::Zone {
-                    start_lba: geometry.zone_start_lba(z),
-                },
+                Some(z) => ZoneTarget::Zone { start_lba: geometry.zone_start_lba(z) },
                 None => ZoneTarget::All,
             };
-            execute(
-                &mut *dev,
-                Command::ManageZone {
-                    action: ZoneAction::Reset,
-                    target,
-                },
-            )
-            .result?;
+            execute(&mut *dev, Command::ManageZone { action: ZoneAction::Reset, target }).result?;
             Ok(())
         }
-        DeviceCommand::Bench {
-            device,
-            request,
-            size,
-            erase,
-        } => {
+        DeviceCommand::Bench { device, request, size, erase } => {
             if !erase {
                 bail!("the benchmark writes over the device; add --erase to confirm");
             }
@@ -152,12 +130,7 @@ pub fn run_conformance(devices: &[PathBuf]) -> Result<()> {
 }
 
 /// Prints geometry, limits and zones.
-pub fn print_info(
-    out: &mut impl Write,
-    g: &Geometry,
-    zones: &[ZoneDescriptor],
-    all_zones: bool,
-) -> Result<()> {
+pub fn print_info(out: &mut impl Write, g: &Geometry, zones: &[ZoneDescriptor], all_zones: bool) -> Result<()> {
     let block = u64::from(g.block_size_bytes);
     let count = |s: ZoneState| zones.iter().filter(|z| z.state == s).count();
     let limit = |l: Option<u32>| l.map_or("none".to_string(), |v| v.to_string());
@@ -178,10 +151,7 @@ pub fn print_info(
         format_bytes(u64::from(g.zone_append_max_blocks) * block),
         format_bytes(u64::from(g.max_transfer_blocks) * block)
     )?;
-    let written: u64 = zones
-        .iter()
-        .map(|z| z.written_blocks().min(z.capacity_blocks))
-        .sum();
+    let written: u64 = zones.iter().map(|z| z.written_blocks().min(z.capacity_blocks)).sum();
     writeln!(
         out,
         "  zones           {} empty, {} open, {} closed, {} full, {} read-only, {} offline; {} written",
@@ -193,25 +163,11 @@ pub fn print_info(
         count(ZoneState::Offline),
         format_bytes(written * block)
     )?;
-    let shown: Vec<_> = zones
-        .iter()
-        .filter(|z| all_zones || z.state != ZoneState::Empty)
-        .collect();
+    let shown: Vec<_> = zones.iter().filter(|z| all_zones || z.state != ZoneState::Empty).collect();
     if !shown.is_empty() {
-        writeln!(
-            out,
-            "  {:>6}  {:<9}  {:>14}  {:>14}",
-            "zone", "state", "start LBA", "write pointer"
-        )?;
+        writeln!(out, "  {:>6}  {:<9}  {:>14}  {:>14}", "zone", "state", "start LBA", "write pointer")?;
         for z in shown {
-            writeln!(
-                out,
-                "  {:>6}  {:<9}  {:>14}  {:>14}",
-                z.zone,
-                z.state.name(),
-                z.start_lba,
-                z.write_pointer
-            )?;
+            writeln!(out, "  {:>6}  {:<9}  {:>14}  {:>14}", z.zone, z.state.name(), z.start_lba, z.write_pointer)?;
         }
     }
     Ok(())
@@ -238,40 +194,13 @@ fn bench(path: &Path, request_bytes: u64, size: u64) -> Result<()> {
         format_bytes(requests * request_bytes),
         format_bytes(request_bytes)
     );
-    for (kind, queue_depth) in [
-        (WriteKind::ZoneWrite, 1),
-        (WriteKind::ZoneAppend, 4),
-        (WriteKind::ZoneAppend, 8),
-    ] {
-        execute(
-            &mut *dev,
-            Command::ManageZone {
-                action: ZoneAction::Reset,
-                target: ZoneTarget::All,
-            },
-        )
-        .result?;
-        let workload = Workload {
-            kind,
-            request_bytes: request_bytes as u32,
-            open_zones: 1,
-            queue_depth,
-            requests,
-        };
+    for (kind, queue_depth) in [(WriteKind::ZoneWrite, 1), (WriteKind::ZoneAppend, 4), (WriteKind::ZoneAppend, 8)] {
+        execute(&mut *dev, Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::All }).result?;
+        let workload = Workload { kind, request_bytes: request_bytes as u32, open_zones: 1, queue_depth, requests };
         let mib_per_s = closed_loop(&mut *dev, workload, &clock)?;
         let iops = mib_per_s * 1024.0 * 1024.0 / request_bytes as f64;
-        println!(
-            "zapraid {:<11} QD {queue_depth}: {mib_per_s:>9.1} MiB/s {iops:>10.0} IOPS",
-            kind.name()
-        );
+        println!("zapraid {:<11} QD {queue_depth}: {mib_per_s:>9.1} MiB/s {iops:>10.0} IOPS", kind.name());
     }
-    execute(
-        &mut *dev,
-        Command::ManageZone {
-            action: ZoneAction::Reset,
-            target: ZoneTarget::All,
-        },
-    )
-    .result?;
+    execute(&mut *dev, Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::All }).result?;
     Ok(())
 }

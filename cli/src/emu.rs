@@ -135,15 +135,9 @@ fn geometry_from(args: &CreateArgs) -> Result<Geometry> {
     };
     let old_block = u64::from(g.block_size_bytes);
     let zone_size = args.zone_size.unwrap_or(g.zone_size_blocks * old_block);
-    let zone_capacity = args
-        .zone_capacity
-        .unwrap_or(g.zone_capacity_blocks * old_block);
-    let append_limit = args
-        .append_limit
-        .unwrap_or(u64::from(g.zone_append_max_blocks) * old_block);
-    let max_transfer = args
-        .max_transfer
-        .unwrap_or(u64::from(g.max_transfer_blocks) * old_block);
+    let zone_capacity = args.zone_capacity.unwrap_or(g.zone_capacity_blocks * old_block);
+    let append_limit = args.append_limit.unwrap_or(u64::from(g.zone_append_max_blocks) * old_block);
+    let max_transfer = args.max_transfer.unwrap_or(u64::from(g.max_transfer_blocks) * old_block);
     let block = args.block_size.unwrap_or(old_block);
     if block > u64::from(u32::MAX) {
         bail!("block size {block} is too large");
@@ -179,8 +173,7 @@ fn create(args: CreateArgs) -> Result<()> {
     if args.drives == 0 {
         bail!("--drives must be at least 1");
     }
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating directory {}", args.dir.display()))?;
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("creating directory {}", args.dir.display()))?;
     let paths: Vec<PathBuf> = (0..args.drives).map(|i| drive_path(&args.dir, i)).collect();
     if let Some(existing) = paths.iter().find(|p| p.exists()) {
         bail!(
@@ -208,8 +201,7 @@ fn create(args: CreateArgs) -> Result<()> {
 fn drive_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for path in paths {
-        let meta = std::fs::metadata(path)
-            .with_context(|| format!("{} does not exist", path.display()))?;
+        let meta = std::fs::metadata(path).with_context(|| format!("{} does not exist", path.display()))?;
         if meta.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(path)
                 .with_context(|| format!("reading directory {}", path.display()))?
@@ -234,16 +226,9 @@ fn drive_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Sorts drive10 after drive9.
 fn natural_key(path: &Path) -> (String, u64) {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let digits = stem.trim_start_matches(|c: char| !c.is_ascii_digit());
-    (
-        stem.trim_end_matches(|c: char| c.is_ascii_digit())
-            .to_string(),
-        digits.parse().unwrap_or(0),
-    )
+    (stem.trim_end_matches(|c: char| c.is_ascii_digit()).to_string(), digits.parse().unwrap_or(0))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -280,12 +265,7 @@ fn calibrate_cmd(seed: u64) -> Result<()> {
     let total = 2 * REQUEST_SIZES_BYTES.len() as u64 * u64::from(MAX_OPEN_ZONES);
     let bar = progress_bar(total);
     let points = calibrate::figure2(&params, seed, |p| {
-        bar.set_message(format!(
-            "{} {} KiB, {} zones",
-            p.kind.name(),
-            p.request_bytes / 1024,
-            p.open_zones
-        ));
+        bar.set_message(format!("{} {} KiB, {} zones", p.kind.name(), p.request_bytes / 1024, p.open_zones));
         bar.inc(1);
     })?;
     bar.finish_and_clear();
@@ -304,21 +284,13 @@ fn render_calibration(points: &[Point]) -> String {
             .find(|p| p.kind == kind && p.request_bytes == bytes && p.open_zones == zones)
             .expect("figure2 measures every point")
     };
-    let _ = writeln!(
-        out,
-        "ZapRAID paper Figure 2 on the emulated WD ZN540 (virtual time, MiB/s)\n"
-    );
-    let _ = writeln!(
-        out,
-        "One open zone              measured     paper  deviation"
-    );
+    let _ = writeln!(out, "ZapRAID paper Figure 2 on the emulated WD ZN540 (virtual time, MiB/s)\n");
+    let _ = writeln!(out, "One open zone              measured     paper  deviation");
     let mut worst: f64 = 0.0;
     for kind in [WriteKind::ZoneWrite, WriteKind::ZoneAppend] {
         for bytes in REQUEST_SIZES_BYTES {
             let p = at(kind, bytes, 1);
-            let deviation = p
-                .deviation()
-                .expect("the paper gives every single-zone point");
+            let deviation = p.deviation().expect("the paper gives every single-zone point");
             worst = worst.max(deviation.abs());
             let _ = writeln!(
                 out,
@@ -332,14 +304,8 @@ fn render_calibration(points: &[Point]) -> String {
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "\nOpen zones   Zone Write (QD 1 per zone)       Zone Append (QD 4 per zone)"
-    );
-    let _ = writeln!(
-        out,
-        "               4 KiB    8 KiB   16 KiB            4 KiB    8 KiB   16 KiB"
-    );
+    let _ = writeln!(out, "\nOpen zones   Zone Write (QD 1 per zone)       Zone Append (QD 4 per zone)");
+    let _ = writeln!(out, "               4 KiB    8 KiB   16 KiB            4 KiB    8 KiB   16 KiB");
     for zones in 1..=MAX_OPEN_ZONES {
         let mut line = format!("{zones:>10}  ");
         for kind in [WriteKind::ZoneWrite, WriteKind::ZoneAppend] {
@@ -350,11 +316,11 @@ fn render_calibration(points: &[Point]) -> String {
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
-    let _ = writeln!(out, "\nPaper, multi-zone: Zone Write 4 KiB 777.1 at 6 zones, 8 KiB 1,430.7 at 8, 16 KiB about 1,750 at 8;");
     let _ = writeln!(
         out,
-        "                   Zone Append peaks at 2 zones: 577.5 (4 KiB), 1,058.6 (8 KiB)."
+        "\nPaper, multi-zone: Zone Write 4 KiB 777.1 at 6 zones, 8 KiB 1,430.7 at 8, 16 KiB about 1,750 at 8;"
     );
+    let _ = writeln!(out, "                   Zone Append peaks at 2 zones: 577.5 (4 KiB), 1,058.6 (8 KiB).");
     for p in points.iter().filter(|p| p.open_zones > 1) {
         if let (Some(paper), Some(dev)) = (p.paper_mib_per_s, p.deviation()) {
             let _ = writeln!(
@@ -369,18 +335,15 @@ fn render_calibration(points: &[Point]) -> String {
             );
         }
     }
-    let write_grows = REQUEST_SIZES_BYTES.iter().all(|b| {
-        at(WriteKind::ZoneWrite, *b, MAX_OPEN_ZONES).mib_per_s
-            > at(WriteKind::ZoneWrite, *b, 1).mib_per_s
-    });
+    let write_grows = REQUEST_SIZES_BYTES
+        .iter()
+        .all(|b| at(WriteKind::ZoneWrite, *b, MAX_OPEN_ZONES).mib_per_s > at(WriteKind::ZoneWrite, *b, 1).mib_per_s);
     let append_peaks: Vec<u32> = [4096, 8192]
         .iter()
         .map(|b| {
             (1..=MAX_OPEN_ZONES)
                 .max_by(|x, y| {
-                    at(WriteKind::ZoneAppend, *b, *x)
-                        .mib_per_s
-                        .total_cmp(&at(WriteKind::ZoneAppend, *b, *y).mib_per_s)
+                    at(WriteKind::ZoneAppend, *b, *x).mib_per_s.total_cmp(&at(WriteKind::ZoneAppend, *b, *y).mib_per_s)
                 })
                 .expect("zones")
         })
@@ -393,11 +356,7 @@ fn render_calibration(points: &[Point]) -> String {
         verdict(worst <= SINGLE_ZONE_TOLERANCE),
         worst * 100.0
     );
-    let _ = writeln!(
-        out,
-        "Zone Write grows with open zones: {}",
-        verdict(write_grows)
-    );
+    let _ = writeln!(out, "Zone Write grows with open zones: {}", verdict(write_grows));
     let _ = writeln!(
         out,
         "Zone Append peaks at 2 open zones: {} (4 KiB peak at {}, 8 KiB peak at {})",

@@ -43,9 +43,8 @@ fn main() {
     };
     if let Err(error) = result {
         // A closed pipe (`zapraid emu info | head`) is the reader's choice, not a failure.
-        let broken_pipe = error
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+        let broken_pipe =
+            error.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
         if !broken_pipe {
             eprintln!("zapraid: error: {error:#}");
             std::process::exit(1);

@@ -7,28 +7,18 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, suffix) = t.split_at(split);
     if digits.is_empty() {
-        return Err(format!(
-            "'{text}' is not a size: expected a number like 4096, 4K or 64M"
-        ));
+        return Err(format!("'{text}' is not a size: expected a number like 4096, 4K or 64M"));
     }
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("'{text}' is too large"))?;
+    let value: u64 = digits.parse().map_err(|_| format!("'{text}' is too large"))?;
     let shift = match suffix.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
         "t" | "tb" | "tib" => 40,
-        other => {
-            return Err(format!(
-                "'{text}': unknown size suffix '{other}' (use K, M, G or T)"
-            ))
-        }
+        other => return Err(format!("'{text}': unknown size suffix '{other}' (use K, M, G or T)")),
     };
-    value
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("'{text}' is too large"))
+    value.checked_mul(1u64 << shift).ok_or_else(|| format!("'{text}' is too large"))
 }
 
 /// Formats bytes with the largest binary unit that keeps the number whole, or one decimal.

@@ -12,20 +12,10 @@ pub enum Error {
     InvalidConfig { reason: String },
 
     #[error("{lost} of {total} chunks of a stripe are lost; the code tolerates {tolerated}")]
-    TooManyErasures {
-        lost: usize,
-        total: usize,
-        tolerated: usize,
-    },
+    TooManyErasures { lost: usize, total: usize, tolerated: usize },
 
     #[error("drive {drive}: {structure} at zone {zone}, offset {offset_blocks}: {reason}")]
-    Corrupt {
-        drive: usize,
-        zone: u32,
-        offset_blocks: u64,
-        structure: &'static str,
-        reason: String,
-    },
+    Corrupt { drive: usize, zone: u32, offset_blocks: u64, structure: &'static str, reason: String },
 
     #[error("drive {drive}: {source}")]
     Device { drive: usize, source: zns::Error },

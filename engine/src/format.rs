@@ -37,10 +37,7 @@ impl std::fmt::Display for DecodeError {
                 write!(f, "format version {v}, this build reads {FORMAT_VERSION}")
             }
             DecodeError::Checksum { stored, computed } => {
-                write!(
-                    f,
-                    "checksum {stored:#010x} does not match contents ({computed:#010x})"
-                )
+                write!(f, "checksum {stored:#010x} does not match contents ({computed:#010x})")
             }
             DecodeError::Field(what) => write!(f, "{what}"),
         }
@@ -50,14 +47,8 @@ impl std::fmt::Display for DecodeError {
 fn read<T: FromBytes + KnownLayout + Immutable>(bytes: &[u8]) -> Result<T, DecodeError> {
     let size = std::mem::size_of::<T>();
     match bytes.get(..size) {
-        Some(prefix) => T::read_from_bytes(prefix).map_err(|_| DecodeError::Short {
-            needed: size,
-            got: bytes.len(),
-        }),
-        None => Err(DecodeError::Short {
-            needed: size,
-            got: bytes.len(),
-        }),
+        Some(prefix) => T::read_from_bytes(prefix).map_err(|_| DecodeError::Short { needed: size, got: bytes.len() }),
+        None => Err(DecodeError::Short { needed: size, got: bytes.len() }),
     }
 }
 
@@ -200,14 +191,9 @@ pub fn encode_footer_block(header: FooterBlockHeader, entries: &[FooterEntry], b
 }
 
 /// Decodes one footer block.
-pub fn decode_footer_block(
-    block: &[u8],
-) -> Result<(FooterBlockHeader, Vec<FooterEntry>), DecodeError> {
+pub fn decode_footer_block(block: &[u8]) -> Result<(FooterBlockHeader, Vec<FooterEntry>), DecodeError> {
     if block.len() < FOOTER_BLOCK_HEADER_BYTES + FOOTER_CRC_BYTES {
-        return Err(DecodeError::Short {
-            needed: FOOTER_BLOCK_HEADER_BYTES + FOOTER_CRC_BYTES,
-            got: block.len(),
-        });
+        return Err(DecodeError::Short { needed: FOOTER_BLOCK_HEADER_BYTES + FOOTER_CRC_BYTES, got: block.len() });
     }
     let header: FooterBlockHeader = read(block)?;
     if header.magic != FOOTER_MAGIC {
@@ -221,9 +207,7 @@ pub fn decode_footer_block(
     check_crc(&block[..end], stored)?;
     let entries = header.entries.get() as usize;
     if entries > footer_entries_per_block(block.len() as u32) {
-        return Err(DecodeError::Field(format!(
-            "{entries} entries do not fit in a block"
-        )));
+        return Err(DecodeError::Field(format!("{entries} entries do not fit in a block")));
     }
     let list = (0..entries)
         .map(|i| read(&block[FOOTER_BLOCK_HEADER_BYTES + i * FOOTER_ENTRY_BYTES..]))
@@ -279,13 +263,7 @@ const _: () = assert!(std::mem::size_of::<BlockMetadata>() == BLOCK_METADATA_BYT
 const BLOCK_METADATA_CRC_OFFSET: usize = 28;
 
 impl BlockMetadata {
-    pub fn new(
-        lba: u64,
-        timestamp: u64,
-        stripe_id: u32,
-        segment_sequence: u64,
-        kind: BlockKind,
-    ) -> Self {
+    pub fn new(lba: u64, timestamp: u64, stripe_id: u32, segment_sequence: u64, kind: BlockKind) -> Self {
         BlockMetadata {
             lba: lba.into(),
             timestamp: timestamp.into(),
@@ -325,8 +303,7 @@ impl BlockMetadata {
         if stored != computed {
             return Err(DecodeError::Checksum { stored, computed });
         }
-        let kind = BlockKind::from_u8(m.kind)
-            .ok_or_else(|| DecodeError::Field(format!("block kind {}", m.kind)))?;
+        let kind = BlockKind::from_u8(m.kind).ok_or_else(|| DecodeError::Field(format!("block kind {}", m.kind)))?;
         Ok((m, kind))
     }
 }
@@ -414,9 +391,7 @@ mod tests {
         BlockMetadata::new(42, 7, 3, 9, BlockKind::Data).encode(&data, &mut oob);
         let (m, kind) = BlockMetadata::decode(&data, &oob).unwrap();
         assert_eq!((m.lba.get(), kind), (42, BlockKind::Data));
-        flips_detected(&oob[..BLOCK_METADATA_BYTES], |o| {
-            BlockMetadata::decode(&data, o).is_ok()
-        });
+        flips_detected(&oob[..BLOCK_METADATA_BYTES], |o| BlockMetadata::decode(&data, o).is_ok());
         flips_detected(&data, |d| BlockMetadata::decode(d, &oob).is_ok());
     }
 

@@ -7,7 +7,9 @@
 
 pub mod error;
 pub mod format;
+pub mod layout;
 pub mod parity;
+pub mod stripe_table;
 
 pub use error::{Error, Result};
 pub use parity::ParityCodec;

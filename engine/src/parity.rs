@@ -18,6 +18,8 @@ enum Code {
     None,
     Xor,
     Mirror,
+    /// RAID-01: parity chunk i is a copy of data chunk i.
+    Pairwise,
     ReedSolomon(ReedSolomon),
 }
 
@@ -32,9 +34,7 @@ impl ParityCodec {
     pub fn new(k: usize, m: usize) -> Result<Self> {
         if k == 0 || k > MAX_DATA_CHUNKS || m > MAX_PARITY_CHUNKS {
             return Err(Error::InvalidConfig {
-                reason: format!(
-                    "{k}+{m}: need 1 <= k <= {MAX_DATA_CHUNKS} and m <= {MAX_PARITY_CHUNKS}"
-                ),
+                reason: format!("{k}+{m}: need 1 <= k <= {MAX_DATA_CHUNKS} and m <= {MAX_PARITY_CHUNKS}"),
             });
         }
         let code = match (k, m) {
@@ -42,11 +42,30 @@ impl ParityCodec {
             // XOR of one chunk is a copy, so k = 1, m = 1 is a mirror either way.
             (_, 1) => Code::Xor,
             (1, _) => Code::Mirror,
-            _ => Code::ReedSolomon(ReedSolomon::new(k, m).map_err(|e| Error::InvalidConfig {
-                reason: format!("Reed-Solomon {k}+{m}: {e:?}"),
-            })?),
+            _ => Code::ReedSolomon(
+                ReedSolomon::new(k, m)
+                    .map_err(|e| Error::InvalidConfig { reason: format!("Reed-Solomon {k}+{m}: {e:?}") })?,
+            ),
         };
         Ok(ParityCodec { k, m, code })
+    }
+
+    /// RAID-01's code: k data chunks, each mirrored by one of k copies. Survives any
+    /// loss that leaves one chunk of every pair.
+    pub fn pairwise_mirror(k: usize) -> Result<Self> {
+        if k == 0 || 2 * k > MAX_DATA_CHUNKS {
+            return Err(Error::InvalidConfig { reason: format!("RAID-01 over {} drives", 2 * k) });
+        }
+        Ok(ParityCodec { k, m: k, code: Code::Pairwise })
+    }
+
+    /// The code of a RAID level.
+    pub fn for_level(level: crate::layout::RaidLevel) -> Result<Self> {
+        let (k, m) = level.shape();
+        match level {
+            crate::layout::RaidLevel::Raid01 { .. } => Self::pairwise_mirror(k),
+            _ => Self::new(k, m),
+        }
     }
 
     pub fn data_chunks(&self) -> usize {
@@ -73,9 +92,8 @@ impl ParityCodec {
                 }
             }
             Code::Mirror => parity.iter_mut().for_each(|p| p.copy_from_slice(data[0])),
-            Code::ReedSolomon(rs) => rs
-                .encode_sep(data, parity)
-                .expect("shard counts and lengths checked above"),
+            Code::Pairwise => parity.iter_mut().zip(data).for_each(|(p, d)| p.copy_from_slice(d)),
+            Code::ReedSolomon(rs) => rs.encode_sep(data, parity).expect("shard counts and lengths checked above"),
         }
     }
 
@@ -88,18 +106,21 @@ impl ParityCodec {
             return Ok(());
         }
         if lost > self.m {
-            return Err(Error::TooManyErasures {
-                lost,
-                total,
-                tolerated: self.m,
-            });
+            return Err(Error::TooManyErasures { lost, total, tolerated: self.m });
         }
-        let len = chunks
-            .iter()
-            .flatten()
-            .next()
-            .map(Vec::len)
-            .expect("at least k chunks present");
+        if let Code::Pairwise = self.code {
+            let k = self.k;
+            for i in 0..k {
+                match (chunks[i].is_some(), chunks[k + i].is_some()) {
+                    (true, false) => chunks[k + i] = chunks[i].clone(),
+                    (false, true) => chunks[i] = chunks[k + i].clone(),
+                    (false, false) => return Err(Error::TooManyErasures { lost, total, tolerated: 1 }),
+                    (true, true) => {}
+                }
+            }
+            return Ok(());
+        }
+        let len = chunks.iter().flatten().next().map(Vec::len).expect("at least k chunks present");
         match &self.code {
             Code::None => unreachable!("m = 0 tolerates no loss"),
             Code::Xor => {
@@ -109,20 +130,13 @@ impl ParityCodec {
                 *missing = Some(sum);
             }
             Code::Mirror => {
-                let copy = chunks
-                    .iter()
-                    .flatten()
-                    .next()
-                    .expect("one survivor")
-                    .clone();
-                chunks
-                    .iter_mut()
-                    .filter(|c| c.is_none())
-                    .for_each(|c| *c = Some(copy.clone()));
+                let copy = chunks.iter().flatten().next().expect("one survivor").clone();
+                chunks.iter_mut().filter(|c| c.is_none()).for_each(|c| *c = Some(copy.clone()));
             }
-            Code::ReedSolomon(rs) => rs.reconstruct(chunks).map_err(|e| Error::InvalidConfig {
-                reason: format!("Reed-Solomon reconstruction: {e:?}"),
-            })?,
+            Code::Pairwise => unreachable!("handled above"),
+            Code::ReedSolomon(rs) => rs
+                .reconstruct(chunks)
+                .map_err(|e| Error::InvalidConfig { reason: format!("Reed-Solomon reconstruction: {e:?}") })?,
         }
         Ok(())
     }
@@ -172,13 +186,7 @@ mod tests {
                     let mut chunks: Vec<Option<Vec<u8>>> = full
                         .iter()
                         .enumerate()
-                        .map(|(i, c)| {
-                            if pattern & (1 << i) != 0 {
-                                None
-                            } else {
-                                Some(c.clone())
-                            }
-                        })
+                        .map(|(i, c)| if pattern & (1 << i) != 0 { None } else { Some(c.clone()) })
                         .collect();
                     let result = codec.reconstruct(&mut chunks);
                     if lost <= m {
@@ -203,6 +211,30 @@ mod tests {
         assert_eq!(s[3], xor);
         let s = stripe(1, 3, 16, 6);
         assert!(s[1..].iter().all(|c| *c == s[0]));
+    }
+
+    #[test]
+    fn pairwise_mirror_survives_exactly_what_leaves_a_copy_of_each_pair() {
+        for k in 1..=4 {
+            let codec = ParityCodec::pairwise_mirror(k).unwrap();
+            let data: Vec<Vec<u8>> = (0..k).map(|i| vec![i as u8 + 1; 8]).collect();
+            let full: Vec<Vec<u8>> = data.iter().chain(data.iter()).cloned().collect();
+            for pattern in 0u32..(1 << (2 * k)) {
+                let mut chunks: Vec<Option<Vec<u8>>> = full
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| if pattern & (1 << i) != 0 { None } else { Some(c.clone()) })
+                    .collect();
+                let pair_lost = (0..k).any(|i| pattern & (1 << i) != 0 && pattern & (1 << (k + i)) != 0);
+                match codec.reconstruct(&mut chunks) {
+                    Ok(()) => {
+                        assert!(!pair_lost, "k={k} pattern {pattern:b} decoded with a pair lost");
+                        assert_eq!(chunks.into_iter().map(Option::unwrap).collect::<Vec<_>>(), full);
+                    }
+                    Err(_) => assert!(pair_lost, "k={k} pattern {pattern:b} refused but decodable"),
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,8 +1,7 @@
 //! Prints the Figure 2 table of the ZN540 timing preset (the CLI's `emu calibrate` is the
 //! user-facing version).
 fn main() {
-    let points =
-        zapraid_zns::calibrate::figure2(&zapraid_zns::TimingParams::zn540(), 1, |_| {}).unwrap();
+    let points = zapraid_zns::calibrate::figure2(&zapraid_zns::TimingParams::zn540(), 1, |_| {}).unwrap();
     for p in points {
         println!(
             "{:11} {:5} B zones {} qd {}: {:8.1} MiB/s paper {:?}",

@@ -56,8 +56,7 @@ pub struct Point {
 impl Point {
     /// Relative deviation from the paper's figure.
     pub fn deviation(&self) -> Option<f64> {
-        self.paper_mib_per_s
-            .map(|paper| (self.mib_per_s - paper) / paper)
+        self.paper_mib_per_s.map(|paper| (self.mib_per_s - paper) / paper)
     }
 }
 
@@ -92,12 +91,7 @@ pub struct Workload {
 }
 
 /// Measures the MiB/s of `workload` on a drive of `geometry` modelled by `params`.
-pub fn measure(
-    params: &TimingParams,
-    geometry: Geometry,
-    workload: Workload,
-    seed: u64,
-) -> Result<f64> {
+pub fn measure(params: &TimingParams, geometry: Geometry, workload: Workload, seed: u64) -> Result<f64> {
     let mut drive = EmulatedDrive::discarding(geometry, seed)?.with_timing(params.clone())?;
     closed_loop(&mut drive, workload, &|d: &EmulatedDrive| d.now_ns())
 }
@@ -111,35 +105,23 @@ pub fn closed_loop<D: ZonedDevice + ?Sized>(
     now_ns: &dyn Fn(&D) -> u64,
 ) -> Result<f64> {
     let geometry = device.geometry();
-    let Workload {
-        kind,
-        request_bytes,
-        open_zones,
-        queue_depth,
-        requests,
-    } = workload;
+    let Workload { kind, request_bytes, open_zones, queue_depth, requests } = workload;
     let block = u64::from(geometry.block_size_bytes);
     let request_blocks = u64::from(request_bytes) / block;
     let total_blocks = requests * request_blocks;
-    if open_zones == 0
-        || open_zones > geometry.zone_count
-        || queue_depth == 0
-        || request_blocks == 0
-    {
+    if open_zones == 0 || open_zones > geometry.zone_count || queue_depth == 0 || request_blocks == 0 {
         return Err(Error::InvalidGeometry {
-            reason: format!("cannot run {open_zones} zones at queue depth {queue_depth} with {request_bytes} B requests"),
+            reason: format!(
+                "cannot run {open_zones} zones at queue depth {queue_depth} with {request_bytes} B requests"
+            ),
         });
     }
     if total_blocks.div_ceil(u64::from(open_zones)) > geometry.zone_capacity_blocks {
         return Err(Error::InvalidGeometry {
-            reason: format!(
-                "{requests} requests of {request_bytes} B do not fit in {open_zones} zones"
-            ),
+            reason: format!("{requests} requests of {request_bytes} B do not fit in {open_zones} zones"),
         });
     }
-    let mut next_lba: Vec<u64> = (0..open_zones)
-        .map(|z| geometry.zone_start_lba(z))
-        .collect();
+    let mut next_lba: Vec<u64> = (0..open_zones).map(|z| geometry.zone_start_lba(z)).collect();
     let mut submitted = 0u64;
     let submit = |device: &mut D, zone: u32, data: Vec<u8>, next_lba: &mut [u64]| {
         let start = geometry.zone_start_lba(zone);
@@ -147,17 +129,9 @@ pub fn closed_loop<D: ZonedDevice + ?Sized>(
             WriteKind::ZoneWrite => {
                 let lba = next_lba[zone as usize];
                 next_lba[zone as usize] += request_blocks;
-                Command::Write {
-                    lba,
-                    data,
-                    metadata: Vec::new(),
-                }
+                Command::Write { lba, data, metadata: Vec::new() }
             }
-            WriteKind::ZoneAppend => Command::Append {
-                zone_start_lba: start,
-                data,
-                metadata: Vec::new(),
-            },
+            WriteKind::ZoneAppend => Command::Append { zone_start_lba: start, data, metadata: Vec::new() },
         };
         device.submit(u64::from(zone), command);
     };
@@ -165,12 +139,7 @@ pub fn closed_loop<D: ZonedDevice + ?Sized>(
     for _ in 0..queue_depth {
         for zone in 0..open_zones {
             if submitted < requests {
-                submit(
-                    device,
-                    zone,
-                    vec![0xa5; request_bytes as usize],
-                    &mut next_lba,
-                );
+                submit(device, zone, vec![0xa5; request_bytes as usize], &mut next_lba);
                 submitted += 1;
             }
         }
@@ -181,15 +150,10 @@ pub fn closed_loop<D: ZonedDevice + ?Sized>(
     while completed < requests {
         done.clear();
         if device.wait(&mut done) == 0 {
-            return Err(Error::BadZoneReport {
-                reason: "the device lost requests".into(),
-            });
+            return Err(Error::BadZoneReport { reason: "the device lost requests".into() });
         }
         last_completion_ns = now_ns(device);
-        for Completion {
-            tag, result, data, ..
-        } in done.drain(..)
-        {
+        for Completion { tag, result, data, .. } in done.drain(..) {
             if let Done::Written { .. } = result? {
                 completed += 1;
             }
@@ -207,24 +171,14 @@ pub fn closed_loop<D: ZonedDevice + ?Sized>(
 pub const REQUESTS_PER_POINT: u64 = 6_000;
 
 /// Runs the whole Figure 2 experiment: the single-zone points, then 1 to 8 open zones.
-pub fn figure2(
-    params: &TimingParams,
-    seed: u64,
-    mut progress: impl FnMut(&Point),
-) -> Result<Vec<Point>> {
+pub fn figure2(params: &TimingParams, seed: u64, mut progress: impl FnMut(&Point)) -> Result<Vec<Point>> {
     let geometry = Geometry::zn540();
     let mut points = Vec::new();
     for kind in [WriteKind::ZoneWrite, WriteKind::ZoneAppend] {
         for request_bytes in REQUEST_SIZES_BYTES {
             for open_zones in 1..=MAX_OPEN_ZONES {
                 let queue_depth = kind.paper_queue_depth();
-                let workload = Workload {
-                    kind,
-                    request_bytes,
-                    open_zones,
-                    queue_depth,
-                    requests: REQUESTS_PER_POINT,
-                };
+                let workload = Workload { kind, request_bytes, open_zones, queue_depth, requests: REQUESTS_PER_POINT };
                 let mib_per_s = measure(params, geometry, workload, seed)?;
                 let point = Point {
                     kind,
@@ -260,30 +214,18 @@ mod tests {
         };
         for p in points.iter().filter(|p| p.open_zones == 1) {
             let deviation = p.deviation().unwrap();
-            assert!(
-                deviation.abs() <= 0.15,
-                "{p:?} deviates {:.1}%",
-                deviation * 100.0
-            );
+            assert!(deviation.abs() <= 0.15, "{p:?} deviates {:.1}%", deviation * 100.0);
         }
         for bytes in REQUEST_SIZES_BYTES {
             let w = |z| at(WriteKind::ZoneWrite, bytes, z);
-            assert!(
-                w(MAX_OPEN_ZONES) > w(1) * 1.3,
-                "Zone Write {bytes} B does not grow with zones"
-            );
+            assert!(w(MAX_OPEN_ZONES) > w(1) * 1.3, "Zone Write {bytes} B does not grow with zones");
             for z in 2..=MAX_OPEN_ZONES {
-                assert!(
-                    w(z) >= w(z - 1) * 0.98,
-                    "Zone Write {bytes} B drops at {z} zones"
-                );
+                assert!(w(z) >= w(z - 1) * 0.98, "Zone Write {bytes} B drops at {z} zones");
             }
         }
         for bytes in [4096, 8192] {
             let a = |z| at(WriteKind::ZoneAppend, bytes, z);
-            let peak = (1..=MAX_OPEN_ZONES)
-                .max_by(|x, y| a(*x).total_cmp(&a(*y)))
-                .unwrap();
+            let peak = (1..=MAX_OPEN_ZONES).max_by(|x, y| a(*x).total_cmp(&a(*y))).unwrap();
             assert_eq!(peak, 2, "Zone Append {bytes} B peaks at {peak} zones");
         }
     }

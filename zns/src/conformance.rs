@@ -41,17 +41,11 @@ impl Report {
     }
 
     pub fn failed(&self) -> usize {
-        self.results
-            .iter()
-            .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
-            .count()
+        self.results.iter().filter(|r| matches!(r.outcome, Outcome::Failed(_))).count()
     }
 
     pub fn skipped(&self) -> usize {
-        self.results
-            .iter()
-            .filter(|r| matches!(r.outcome, Outcome::Skipped(_)))
-            .count()
+        self.results.iter().filter(|r| matches!(r.outcome, Outcome::Skipped(_))).count()
     }
 
     fn record(&mut self, name: &'static str, outcome: Result<(), Check>) {
@@ -113,20 +107,15 @@ fn ensure(condition: bool, why: impl FnOnce() -> String) -> CheckResultOf {
 
 /// Deterministic block contents: every block of every check differs.
 pub fn pattern_block(geometry: &Geometry, lba: u64, salt: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut state =
-        lba.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt.wrapping_add(0x2545_f491_4f6c_dd1d);
+    let mut state = lba.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt.wrapping_add(0x2545_f491_4f6c_dd1d);
     let mut next = || {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         state
     };
-    let data: Vec<u8> = (0..geometry.block_size_bytes / 8)
-        .flat_map(|_| next().to_le_bytes())
-        .collect();
-    let meta: Vec<u8> = (0..geometry.metadata_bytes_per_block as usize)
-        .map(|_| next() as u8)
-        .collect();
+    let data: Vec<u8> = (0..geometry.block_size_bytes / 8).flat_map(|_| next().to_le_bytes()).collect();
+    let meta: Vec<u8> = (0..geometry.metadata_bytes_per_block as usize).map(|_| next() as u8).collect();
     (data, meta)
 }
 
@@ -176,13 +165,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
 
     fn zone(&mut self, zone: u32) -> CheckResultOf<ZoneDescriptor> {
         let start_lba = self.geometry.zone_start_lba(zone);
-        match self.ok(
-            "report zone",
-            Command::ReportZones {
-                start_lba,
-                max_zones: 1,
-            },
-        )? {
+        match self.ok("report zone", Command::ReportZones { start_lba, max_zones: 1 })? {
             (Done::Zones(z), _, _) if z.len() == 1 && z[0].start_lba == start_lba => Ok(z[0]),
             (other, _, _) => fail(format!("report of zone {zone} returned {other:?}")),
         }
@@ -190,28 +173,18 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
 
     fn expect_zone(&mut self, zone: u32, state: &[ZoneState], written: u64) -> CheckResultOf {
         let d = self.zone(zone)?;
-        ensure(
-            state.contains(&d.state) && d.write_pointer == d.start_lba + written,
-            || {
-                format!(
+        ensure(state.contains(&d.state) && d.write_pointer == d.start_lba + written, || {
+            format!(
                 "zone {zone}: expected {state:?} with write pointer at +{written}, found {:?} at +{}",
                 d.state,
                 d.write_pointer - d.start_lba
             )
-            },
-        )
+        })
     }
 
     fn write(&mut self, lba: u64, blocks: u64, salt: u64) -> CheckResultOf {
         let (data, metadata) = pattern(&self.geometry, lba, blocks, salt);
-        match self.ok(
-            "write",
-            Command::Write {
-                lba,
-                data,
-                metadata,
-            },
-        )? {
+        match self.ok("write", Command::Write { lba, data, metadata })? {
             (Done::Written { lba: at, blocks: n }, _, _) if at == lba && n == blocks => Ok(()),
             (other, _, _) => fail(format!("write of {blocks} at {lba} completed as {other:?}")),
         }
@@ -220,65 +193,41 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
     fn read(&mut self, lba: u64, blocks: u64) -> CheckResultOf<(Vec<u8>, Vec<u8>)> {
         let data = vec![0xee; self.geometry.data_bytes(blocks)];
         let metadata = vec![0xee; self.geometry.metadata_bytes(blocks)];
-        let (_, data, metadata) = self.ok(
-            "read",
-            Command::Read {
-                lba,
-                data,
-                metadata,
-            },
-        )?;
+        let (_, data, metadata) = self.ok("read", Command::Read { lba, data, metadata })?;
         Ok((data, metadata))
     }
 
     fn verify(&mut self, lba: u64, blocks: u64, salt: u64) -> CheckResultOf {
         let (data, metadata) = self.read(lba, blocks)?;
         let (want_data, want_meta) = pattern(&self.geometry, lba, blocks, salt);
-        ensure(data == want_data, || {
-            format!("data read at LBA {lba} differs from what was written")
-        })?;
-        ensure(metadata == want_meta, || {
-            format!("metadata read at LBA {lba} differs from what was written")
-        })
+        ensure(data == want_data, || format!("data read at LBA {lba} differs from what was written"))?;
+        ensure(metadata == want_meta, || format!("metadata read at LBA {lba} differs from what was written"))
     }
 
     fn verify_zeros(&mut self, lba: u64, blocks: u64) -> CheckResultOf {
         let (data, metadata) = self.read(lba, blocks)?;
-        ensure(
-            data.iter().all(|b| *b == 0) && metadata.iter().all(|b| *b == 0),
-            || format!("unwritten blocks at LBA {lba} did not read as zeros"),
-        )
+        ensure(data.iter().all(|b| *b == 0) && metadata.iter().all(|b| *b == 0), || {
+            format!("unwritten blocks at LBA {lba} did not read as zeros")
+        })
     }
 
     fn manage(&mut self, zone: u32, action: ZoneAction) -> CheckResultOf {
         let start_lba = self.geometry.zone_start_lba(zone);
         self.ok(
             &format!("{action:?} zone {zone}"),
-            Command::ManageZone {
-                action,
-                target: ZoneTarget::Zone { start_lba },
-            },
+            Command::ManageZone { action, target: ZoneTarget::Zone { start_lba } },
         )
         .map(|_| ())
     }
 
     fn reset_all(&mut self) -> CheckResultOf {
-        self.ok(
-            "reset all zones",
-            Command::ManageZone {
-                action: ZoneAction::Reset,
-                target: ZoneTarget::All,
-            },
-        )
-        .map(|_| ())
+        self.ok("reset all zones", Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::All })
+            .map(|_| ())
     }
 
     fn need_zones(&self, zones: u32) -> CheckResultOf {
         if self.geometry.zone_count < zones {
-            return Err(Check::Skip(format!(
-                "needs {zones} zones, the device has {}",
-                self.geometry.zone_count
-            )));
+            return Err(Check::Skip(format!("needs {zones} zones, the device has {}", self.geometry.zone_count)));
         }
         Ok(())
     }
@@ -289,38 +238,18 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let g = self.geometry;
         let zones = report_all_zones(self.device).or_else(|e| fail(format!("zone report: {e}")))?;
         ensure(zones.len() == g.zone_count as usize, || {
-            format!(
-                "{} zones reported, geometry says {}",
-                zones.len(),
-                g.zone_count
-            )
+            format!("{} zones reported, geometry says {}", zones.len(), g.zone_count)
         })?;
         let (mut open, mut active) = (0, 0);
         for (i, z) in zones.iter().enumerate() {
-            ensure(z.start_lba == g.zone_start_lba(i as u32), || {
-                format!("zone {i} starts at LBA {}", z.start_lba)
+            ensure(z.start_lba == g.zone_start_lba(i as u32), || format!("zone {i} starts at LBA {}", z.start_lba))?;
+            ensure(z.capacity_blocks == g.zone_capacity_blocks, || format!("zone {i} capacity {}", z.capacity_blocks))?;
+            ensure(z.write_pointer >= z.start_lba && z.written_blocks() <= g.zone_capacity_blocks, || {
+                format!("zone {i} write pointer {} outside the zone", z.write_pointer)
             })?;
-            ensure(z.capacity_blocks == g.zone_capacity_blocks, || {
-                format!("zone {i} capacity {}", z.capacity_blocks)
+            ensure(z.state != ZoneState::Empty || z.write_pointer == z.start_lba, || {
+                format!("empty zone {i} has its write pointer at {}", z.write_pointer)
             })?;
-            ensure(
-                z.write_pointer >= z.start_lba && z.written_blocks() <= g.zone_capacity_blocks,
-                || {
-                    format!(
-                        "zone {i} write pointer {} outside the zone",
-                        z.write_pointer
-                    )
-                },
-            )?;
-            ensure(
-                z.state != ZoneState::Empty || z.write_pointer == z.start_lba,
-                || {
-                    format!(
-                        "empty zone {i} has its write pointer at {}",
-                        z.write_pointer
-                    )
-                },
-            )?;
             open += u32::from(z.state.is_open());
             active += u32::from(z.state.is_active());
         }
@@ -337,10 +266,9 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let zones = report_all_zones(self.device).or_else(|e| fail(format!("zone report: {e}")))?;
         for z in zones {
             let degraded = matches!(z.state, ZoneState::ReadOnly | ZoneState::Offline);
-            ensure(
-                degraded || (z.state == ZoneState::Empty && z.write_pointer == z.start_lba),
-                || format!("zone {} is {:?} after reset all", z.zone, z.state),
-            )?;
+            ensure(degraded || (z.state == ZoneState::Empty && z.write_pointer == z.start_lba), || {
+                format!("zone {} is {:?} after reset all", z.zone, z.state)
+            })?;
         }
         Ok(())
     }
@@ -349,11 +277,8 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let start = self.geometry.zone_start_lba(zone);
         let blocks = 3.min(self.geometry.zone_capacity_blocks - 1).max(1);
         self.write(start, blocks, 1)?;
-        let open = if blocks == self.geometry.zone_capacity_blocks {
-            ZoneState::Full
-        } else {
-            ZoneState::ImplicitlyOpen
-        };
+        let open =
+            if blocks == self.geometry.zone_capacity_blocks { ZoneState::Full } else { ZoneState::ImplicitlyOpen };
         self.expect_zone(zone, &[open], blocks)?;
         self.verify(start, blocks, 1)?;
         // Single blocks inside the range read back too.
@@ -370,11 +295,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
             let (data, metadata) = pattern(&self.geometry, lba, 1, 3);
             self.expect_error(
                 &format!("write at LBA {lba} with the write pointer at {}", start + 1),
-                Command::Write {
-                    lba,
-                    data,
-                    metadata,
-                },
+                Command::Write { lba, data, metadata },
                 "a zone invalid write error",
                 |e| matches!(e, Error::ZoneInvalidWrite { .. }),
             )?;
@@ -394,40 +315,27 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let (want, want_meta) = pattern(&self.geometry, start, 1, 4);
         let block = want.len();
         let meta = want_meta.len();
-        ensure(
-            data[..block] == want[..] && metadata[..meta] == want_meta[..],
-            || "written half of a read differs".into(),
-        )?;
-        ensure(
-            data[block..].iter().all(|b| *b == 0) && metadata[meta..].iter().all(|b| *b == 0),
-            || "unwritten half of a read is not zeros".into(),
-        )
+        ensure(data[..block] == want[..] && metadata[..meta] == want_meta[..], || {
+            "written half of a read differs".into()
+        })?;
+        ensure(data[block..].iter().all(|b| *b == 0) && metadata[meta..].iter().all(|b| *b == 0), || {
+            "unwritten half of a read is not zeros".into()
+        })
     }
 
     fn append_returns_landing_lba(&mut self, zone: u32) -> CheckResultOf {
         let start = self.geometry.zone_start_lba(zone);
         let blocks = 2.min(u64::from(self.geometry.zone_append_max_blocks));
         if self.geometry.zone_capacity_blocks < 2 * blocks {
-            return Err(Check::Skip(
-                "zone capacity too small for two appends".into(),
-            ));
+            return Err(Check::Skip("zone capacity too small for two appends".into()));
         }
         for (i, salt) in [(0, 5), (1, 6)] {
             let expected = start + i * blocks;
             let (data, metadata) = pattern(&self.geometry, expected, blocks, salt);
-            match self.ok(
-                "append",
-                Command::Append {
-                    zone_start_lba: start,
-                    data,
-                    metadata,
-                },
-            )? {
+            match self.ok("append", Command::Append { zone_start_lba: start, data, metadata })? {
                 (Done::Written { lba, blocks: n }, _, _) if lba == expected && n == blocks => {}
                 (other, _, _) => {
-                    return fail(format!(
-                        "append {i} to an empty zone landed as {other:?}, expected LBA {expected}"
-                    ))
+                    return fail(format!("append {i} to an empty zone landed as {other:?}, expected LBA {expected}"))
                 }
             }
             self.verify(expected, blocks, salt)?;
@@ -437,20 +345,11 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
 
     fn concurrent_appends_land_once_each(&mut self, zone: u32) -> CheckResultOf {
         let start = self.geometry.zone_start_lba(zone);
-        let count = 8u64
-            .min(self.geometry.zone_capacity_blocks)
-            .min(self.device.queue_depth() as u64);
+        let count = 8u64.min(self.geometry.zone_capacity_blocks).min(self.device.queue_depth() as u64);
         for tag in 0..count {
             // Block contents say which append they came from; the LBA is not known yet.
             let (data, metadata) = pattern(&self.geometry, 0, 1, 100 + tag);
-            self.device.submit(
-                tag,
-                Command::Append {
-                    zone_start_lba: start,
-                    data,
-                    metadata,
-                },
-            );
+            self.device.submit(tag, Command::Append { zone_start_lba: start, data, metadata });
         }
         let mut completions = Vec::new();
         while (completions.len() as u64) < count {
@@ -468,12 +367,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
                     }
                     *slot = Some(c.tag);
                 }
-                other => {
-                    return fail(format!(
-                        "concurrent append {} completed as {other:?}",
-                        c.tag
-                    ))
-                }
+                other => return fail(format!("concurrent append {} completed as {other:?}", c.tag)),
             }
         }
         for (offset, tag) in landed.iter().enumerate() {
@@ -481,10 +375,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
             let (data, metadata) = self.read(start + offset as u64, 1)?;
             let (want, want_meta) = pattern(&self.geometry, 0, 1, 100 + tag);
             ensure(data == want && metadata == want_meta, || {
-                format!(
-                    "LBA {} does not hold append {tag}, which completed there",
-                    start + offset as u64
-                )
+                format!("LBA {} does not hold append {tag}, which completed there", start + offset as u64)
             })?;
         }
         self.expect_zone(zone, &[ZoneState::ImplicitlyOpen, ZoneState::Full], count)
@@ -494,25 +385,14 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let start = self.geometry.zone_start_lba(zone);
         let blocks = u64::from(self.geometry.zone_append_max_blocks) + 1;
         if blocks > self.geometry.zone_capacity_blocks {
-            return Err(Check::Skip(
-                "append limit is not below the zone capacity".into(),
-            ));
+            return Err(Check::Skip("append limit is not below the zone capacity".into()));
         }
         let (data, metadata) = pattern(&self.geometry, start, blocks, 7);
         self.expect_error(
             &format!("append of {blocks} blocks"),
-            Command::Append {
-                zone_start_lba: start,
-                data,
-                metadata,
-            },
+            Command::Append { zone_start_lba: start, data, metadata },
             "an append size error",
-            |e| {
-                matches!(
-                    e,
-                    Error::AppendTooLarge { .. } | Error::TransferTooLarge { .. }
-                )
-            },
+            |e| matches!(e, Error::AppendTooLarge { .. } | Error::TransferTooLarge { .. }),
         )?;
         self.expect_zone(zone, &[ZoneState::Empty], 0)
     }
@@ -524,10 +404,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let g = self.geometry;
         let cap = g.zone_capacity_blocks;
         if cap * u64::from(g.block_size_bytes) > Self::FILL_LIMIT_BYTES {
-            return Err(Check::Skip(format!(
-                "zone capacity over {} MiB",
-                Self::FILL_LIMIT_BYTES >> 20
-            )));
+            return Err(Check::Skip(format!("zone capacity over {} MiB", Self::FILL_LIMIT_BYTES >> 20)));
         }
         if cap < 3 {
             return Err(Check::Skip("zone capacity below 3 blocks".into()));
@@ -543,11 +420,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let (data, metadata) = pattern(&g, tail, 2, 9);
         self.expect_error(
             "write of 2 blocks into the last free block",
-            Command::Write {
-                lba: tail,
-                data,
-                metadata,
-            },
+            Command::Write { lba: tail, data, metadata },
             "a zone boundary error",
             |e| matches!(e, Error::ZoneBoundary { .. }),
         )?;
@@ -555,11 +428,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
             let (data, metadata) = pattern(&g, tail, 2, 9);
             self.expect_error(
                 "append of 2 blocks into the last free block",
-                Command::Append {
-                    zone_start_lba: start,
-                    data,
-                    metadata,
-                },
+                Command::Append { zone_start_lba: start, data, metadata },
                 "a zone boundary error",
                 |e| matches!(e, Error::ZoneBoundary { .. }),
             )?;
@@ -569,11 +438,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let (data, metadata) = pattern(&g, start + cap, 1, 11);
         self.expect_error(
             "append to a full zone",
-            Command::Append {
-                zone_start_lba: start,
-                data,
-                metadata,
-            },
+            Command::Append { zone_start_lba: start, data, metadata },
             "a zone full error",
             |e| matches!(e, Error::ZoneIsFull { .. }),
         )?;
@@ -593,11 +458,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let (data, metadata) = pattern(&self.geometry, start + 1, 1, 13);
         self.expect_error(
             "write to a finished zone",
-            Command::Write {
-                lba: start + 1,
-                data,
-                metadata,
-            },
+            Command::Write { lba: start + 1, data, metadata },
             "a zone full error",
             |e| matches!(e, Error::ZoneIsFull { .. } | Error::ZoneInvalidWrite { .. }),
         )?;
@@ -617,10 +478,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         }
         self.expect_error(
             "close of an empty zone",
-            Command::ManageZone {
-                action: ZoneAction::Close,
-                target: ZoneTarget::Zone { start_lba: start },
-            },
+            Command::ManageZone { action: ZoneAction::Close, target: ZoneTarget::Zone { start_lba: start } },
             "an invalid zone state transition",
             |e| matches!(e, Error::InvalidZoneStateTransition { .. }),
         )?;
@@ -645,32 +503,21 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let metadata = vec![0; g.metadata_bytes(2)];
         self.expect_error(
             "read across a zone boundary",
-            Command::Read {
-                lba: last_of_zone0,
-                data,
-                metadata,
-            },
+            Command::Read { lba: last_of_zone0, data, metadata },
             "a zone boundary error",
             |e| matches!(e, Error::ZoneBoundary { .. }),
         )?;
         let data = vec![0; g.data_bytes(1)];
         self.expect_error(
             "read past the namespace",
-            Command::Read {
-                lba: g.total_blocks(),
-                data,
-                metadata: Vec::new(),
-            },
+            Command::Read { lba: g.total_blocks(), data, metadata: Vec::new() },
             "an LBA out of range error",
             |e| matches!(e, Error::LbaOutOfRange { .. }),
         )?;
         if g.zone_size_blocks > 1 {
             self.expect_error(
                 "zone management at an LBA that does not start a zone",
-                Command::ManageZone {
-                    action: ZoneAction::Reset,
-                    target: ZoneTarget::Zone { start_lba: 1 },
-                },
+                Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::Zone { start_lba: 1 } },
                 "an invalid zone start error",
                 |e| matches!(e, Error::NotZoneStart { .. }),
             )?;
@@ -681,13 +528,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
     fn partial_report(&mut self) -> CheckResultOf {
         self.need_zones(3)?;
         let start_lba = self.geometry.zone_start_lba(1);
-        match self.ok(
-            "report 2 zones from zone 1",
-            Command::ReportZones {
-                start_lba,
-                max_zones: 2,
-            },
-        )? {
+        match self.ok("report 2 zones from zone 1", Command::ReportZones { start_lba, max_zones: 2 })? {
             (Done::Zones(z), _, _) if z.len() == 2 && z[0].zone == 1 && z[1].zone == 2 => Ok(()),
             (other, _, _) => fail(format!("report of 2 zones from zone 1 returned {other:?}")),
         }
@@ -708,18 +549,9 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let (data, metadata) = pattern(&self.geometry, lba, 1, 17);
         self.expect_error(
             &format!("write to a new zone with {limit} zones explicitly open"),
-            Command::Write {
-                lba,
-                data,
-                metadata,
-            },
+            Command::Write { lba, data, metadata },
             "a too many open (or active) zones error",
-            |e| {
-                matches!(
-                    e,
-                    Error::TooManyOpenZones { .. } | Error::TooManyActiveZones { .. }
-                )
-            },
+            |e| matches!(e, Error::TooManyOpenZones { .. } | Error::TooManyActiveZones { .. }),
         )?;
         self.expect_zone(extra, &[ZoneState::Empty], 0)?;
         self.reset_all()
@@ -744,11 +576,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let (data, metadata) = pattern(&self.geometry, lba, 1, 19);
         self.expect_error(
             &format!("write to a new zone with {limit} zones active"),
-            Command::Write {
-                lba,
-                data,
-                metadata,
-            },
+            Command::Write { lba, data, metadata },
             "a too many active zones error",
             |e| matches!(e, Error::TooManyActiveZones { .. }),
         )?;
@@ -767,21 +595,13 @@ pub fn run<D: ZonedDevice + ?Sized>(device: &mut D) -> Report {
     let geometry = device.geometry();
     let mut report = Report::default();
     let mut suite = Suite { device, geometry };
-    report.record(
-        "geometry is valid",
-        geometry.validate().or_else(|e| fail(e.to_string())),
-    );
+    report.record("geometry is valid", geometry.validate().or_else(|e| fail(e.to_string())));
     report.record("zone report is consistent", suite.report_is_consistent());
-    report.record(
-        "reset all empties every zone",
-        suite.reset_all_empties_zones(),
-    );
+    report.record("reset all empties every zone", suite.reset_all_empties_zones());
     // One zone per check (zone 0 is left for boundary checks), so failures stay local.
     for (i, (name, check)) in zone_checks().into_iter().enumerate() {
         let zone = i as u32 + 1;
-        let outcome = suite
-            .need_zones(zone + 1)
-            .and_then(|()| check(&mut suite, zone));
+        let outcome = suite.need_zones(zone + 1).and_then(|()| check(&mut suite, zone));
         // Leave no active zone behind: small active limits would fail the next check.
         let cleanup = match outcome {
             Err(Check::Skip(_)) => Ok(()),
@@ -789,23 +609,11 @@ pub fn run<D: ZonedDevice + ?Sized>(device: &mut D) -> Report {
         };
         report.record(name, outcome.and(cleanup));
     }
-    report.record(
-        "zone and namespace boundaries are enforced",
-        suite.boundaries_are_enforced(),
-    );
+    report.record("zone and namespace boundaries are enforced", suite.boundaries_are_enforced());
     report.record("partial zone report", suite.partial_report());
-    report.record(
-        "zone report is consistent after use",
-        suite.report_is_consistent(),
-    );
-    report.record(
-        "open zone limit is enforced",
-        suite.open_limit_is_enforced(1),
-    );
-    report.record(
-        "active zone limit is enforced",
-        suite.active_limit_is_enforced(1),
-    );
+    report.record("zone report is consistent after use", suite.report_is_consistent());
+    report.record("open zone limit is enforced", suite.open_limit_is_enforced(1));
+    report.record("active zone limit is enforced", suite.active_limit_is_enforced(1));
     report.record("reset all at the end", suite.reset_all_empties_zones());
     report
 }
@@ -814,30 +622,12 @@ type ZoneCheck<'s, D> = fn(&mut Suite<'s, D>, u32) -> CheckResultOf;
 
 fn zone_checks<'s, D: ZonedDevice + ?Sized>() -> [(&'static str, ZoneCheck<'s, D>); 9] {
     [
-        (
-            "write at the write pointer reads back",
-            Suite::write_and_read_back,
-        ),
-        (
-            "write off the write pointer fails",
-            Suite::write_off_write_pointer_fails,
-        ),
-        (
-            "unwritten blocks read as zeros",
-            Suite::unwritten_blocks_read_as_zeros,
-        ),
-        (
-            "append returns the LBA it landed at",
-            Suite::append_returns_landing_lba,
-        ),
-        (
-            "concurrent appends land once each",
-            Suite::concurrent_appends_land_once_each,
-        ),
-        (
-            "append over the size limit fails",
-            Suite::oversized_append_fails,
-        ),
+        ("write at the write pointer reads back", Suite::write_and_read_back),
+        ("write off the write pointer fails", Suite::write_off_write_pointer_fails),
+        ("unwritten blocks read as zeros", Suite::unwritten_blocks_read_as_zeros),
+        ("append returns the LBA it landed at", Suite::append_returns_landing_lba),
+        ("concurrent appends land once each", Suite::concurrent_appends_land_once_each),
+        ("append over the size limit fails", Suite::oversized_append_fails),
         ("zone capacity is enforced", Suite::capacity_is_enforced),
         ("finish then reset", Suite::finish_then_reset),
         ("open and close transitions", Suite::open_close_transitions),
@@ -847,17 +637,11 @@ fn zone_checks<'s, D: ZonedDevice + ?Sized>() -> [(&'static str, ZoneCheck<'s, D
 /// Checks a drive after power loss without touching its data: the zone report is
 /// consistent and nothing is left open, every block below each write pointer passes
 /// `verify(lba, data, metadata)`, and the block at each write pointer reads as zeros.
-pub fn check_after_crash<D: ZonedDevice + ?Sized>(
-    device: &mut D,
-    verify: &mut BlockVerifier<'_>,
-) -> Report {
+pub fn check_after_crash<D: ZonedDevice + ?Sized>(device: &mut D, verify: &mut BlockVerifier<'_>) -> Report {
     let geometry = device.geometry();
     let mut report = Report::default();
     let mut suite = Suite { device, geometry };
-    report.record(
-        "zone report is consistent after power loss",
-        suite.report_is_consistent(),
-    );
+    report.record("zone report is consistent after power loss", suite.report_is_consistent());
     let zones = match report_all_zones(suite.device) {
         Ok(zones) => zones,
         Err(e) => {
@@ -877,11 +661,7 @@ pub fn check_after_crash<D: ZonedDevice + ?Sized>(
             if matches!(z.state, ZoneState::Offline | ZoneState::Empty) {
                 continue;
             }
-            let written = if z.state == ZoneState::Full {
-                z.capacity_blocks
-            } else {
-                z.written_blocks()
-            };
+            let written = if z.state == ZoneState::Full { z.capacity_blocks } else { z.written_blocks() };
             let mut done = 0;
             while done < written {
                 let blocks = (written - done).min(u64::from(geometry.max_transfer_blocks));
@@ -890,14 +670,8 @@ pub fn check_after_crash<D: ZonedDevice + ?Sized>(
                 let block = geometry.block_size_bytes as usize;
                 let meta = geometry.metadata_bytes_per_block as usize;
                 for i in 0..blocks as usize {
-                    verify(
-                        lba + i as u64,
-                        &data[i * block..(i + 1) * block],
-                        &metadata[i * meta..(i + 1) * meta],
-                    )
-                    .or_else(|why| {
-                        fail(format!("zone {} LBA {}: {why}", z.zone, lba + i as u64))
-                    })?;
+                    verify(lba + i as u64, &data[i * block..(i + 1) * block], &metadata[i * meta..(i + 1) * meta])
+                        .or_else(|why| fail(format!("zone {} LBA {}: {why}", z.zone, lba + i as u64)))?;
                 }
                 done += blocks;
             }
@@ -907,18 +681,12 @@ pub fn check_after_crash<D: ZonedDevice + ?Sized>(
         }
         Ok(())
     };
-    report.record(
-        "every block below the write pointers is intact",
-        check_blocks(),
-    );
+    report.record("every block below the write pointers is intact", check_blocks());
     report
 }
 
 /// Runs `check_after_crash`, then the whole suite (is the drive still fully usable?).
-pub fn check_after_crash_then_run<D: ZonedDevice + ?Sized>(
-    device: &mut D,
-    verify: &mut BlockVerifier<'_>,
-) -> Report {
+pub fn check_after_crash_then_run<D: ZonedDevice + ?Sized>(device: &mut D, verify: &mut BlockVerifier<'_>) -> Report {
     let mut report = check_after_crash(device, verify);
     report.merge(run(device));
     report

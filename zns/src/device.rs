@@ -17,28 +17,13 @@ pub type Tag = u64;
 pub enum Command {
     /// Read `data.len() / block_size` blocks at `lba`; `metadata` is empty (not wanted) or
     /// exactly `blocks * metadata_bytes_per_block` bytes.
-    Read {
-        lba: u64,
-        data: Vec<u8>,
-        metadata: Vec<u8>,
-    },
+    Read { lba: u64, data: Vec<u8>, metadata: Vec<u8> },
     /// Zone Write at `lba`, which must be the zone's write pointer.
-    Write {
-        lba: u64,
-        data: Vec<u8>,
-        metadata: Vec<u8>,
-    },
+    Write { lba: u64, data: Vec<u8>, metadata: Vec<u8> },
     /// Zone Append to the zone starting at `zone_start_lba`; the device picks the LBA.
-    Append {
-        zone_start_lba: u64,
-        data: Vec<u8>,
-        metadata: Vec<u8>,
-    },
+    Append { zone_start_lba: u64, data: Vec<u8>, metadata: Vec<u8> },
     /// Zone Management Send.
-    ManageZone {
-        action: ZoneAction,
-        target: ZoneTarget,
-    },
+    ManageZone { action: ZoneAction, target: ZoneTarget },
     /// Zone Management Receive: up to `max_zones` descriptors from the zone holding
     /// `start_lba` on.
     ReportZones { start_lba: u64, max_zones: u32 },
@@ -126,20 +111,10 @@ pub fn report_all_zones<D: ZonedDevice + ?Sized>(device: &mut D) -> Result<Vec<Z
     while zones.len() < geometry.zone_count as usize {
         let start_lba = geometry.zone_start_lba(zones.len() as u32);
         let remaining = geometry.zone_count - zones.len() as u32;
-        match execute(
-            device,
-            Command::ReportZones {
-                start_lba,
-                max_zones: remaining,
-            },
-        )
-        .result?
-        {
+        match execute(device, Command::ReportZones { start_lba, max_zones: remaining }).result? {
             Done::Zones(batch) if !batch.is_empty() => zones.extend(batch),
             other => {
-                return Err(Error::BadZoneReport {
-                    reason: format!("report at LBA {start_lba} returned {other:?}"),
-                })
+                return Err(Error::BadZoneReport { reason: format!("report at LBA {start_lba} returned {other:?}") })
             }
         }
     }

@@ -106,15 +106,10 @@ impl Superblock {
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let size = std::mem::size_of::<Superblock>();
         if bytes.len() < size {
-            return Err(DecodeError::Short {
-                needed: size,
-                got: bytes.len(),
-            });
+            return Err(DecodeError::Short { needed: size, got: bytes.len() });
         }
-        let sb = Superblock::read_from_bytes(&bytes[..size]).map_err(|_| DecodeError::Short {
-            needed: size,
-            got: bytes.len(),
-        })?;
+        let sb = Superblock::read_from_bytes(&bytes[..size])
+            .map_err(|_| DecodeError::Short { needed: size, got: bytes.len() })?;
         if sb.magic != DRIVE_MAGIC {
             return Err(DecodeError::Magic(sb.magic));
         }
@@ -123,16 +118,10 @@ impl Superblock {
         }
         let computed = crc32c::crc32c(&sb.as_bytes()[..SUPERBLOCK_CRC_OFFSET]);
         if computed != sb.crc32c.get() {
-            return Err(DecodeError::Checksum {
-                stored: sb.crc32c.get(),
-                computed,
-            });
+            return Err(DecodeError::Checksum { stored: sb.crc32c.get(), computed });
         }
         if sb.superblock_bytes.get() as usize != size {
-            return Err(DecodeError::Field(format!(
-                "superblock size {}",
-                sb.superblock_bytes.get()
-            )));
+            return Err(DecodeError::Field(format!("superblock size {}", sb.superblock_bytes.get())));
         }
         Ok(sb)
     }
@@ -168,33 +157,21 @@ impl ZoneRecord {
     }
 
     /// Decodes a record and checks it against the zone capacity.
-    pub fn decode(
-        bytes: &[u8],
-        zone_capacity_blocks: u64,
-    ) -> Result<(ZoneState, u64, u64), DecodeError> {
-        let record = ZoneRecord::read_from_bytes(bytes).map_err(|_| DecodeError::Short {
-            needed: ZONE_RECORD_BYTES,
-            got: bytes.len(),
-        })?;
+    pub fn decode(bytes: &[u8], zone_capacity_blocks: u64) -> Result<(ZoneState, u64, u64), DecodeError> {
+        let record = ZoneRecord::read_from_bytes(bytes)
+            .map_err(|_| DecodeError::Short { needed: ZONE_RECORD_BYTES, got: bytes.len() })?;
         let computed = crc32c::crc32c(&record.as_bytes()[..ZONE_RECORD_CRC_OFFSET]);
         if computed != record.crc32c.get() {
-            return Err(DecodeError::Checksum {
-                stored: record.crc32c.get(),
-                computed,
-            });
+            return Err(DecodeError::Checksum { stored: record.crc32c.get(), computed });
         }
         let state = ZoneState::from_nvme(record.state)
             .ok_or_else(|| DecodeError::Field(format!("zone state {:#x}", record.state)))?;
         let written = record.written_blocks.get();
         if written > zone_capacity_blocks {
-            return Err(DecodeError::Field(format!(
-                "write pointer {written} past capacity {zone_capacity_blocks}"
-            )));
+            return Err(DecodeError::Field(format!("write pointer {written} past capacity {zone_capacity_blocks}")));
         }
         if state == ZoneState::Empty && written != 0 {
-            return Err(DecodeError::Field(format!(
-                "empty zone with {written} blocks written"
-            )));
+            return Err(DecodeError::Field(format!("empty zone with {written} blocks written")));
         }
         Ok((state, written, record.update_sequence.get()))
     }
@@ -219,23 +196,15 @@ impl FileLayout {
         let zones = u64::from(geometry.zone_count);
         let blocks = zones.checked_mul(geometry.zone_capacity_blocks)?;
         let zone_table_offset = SUPERBLOCK_REGION_BYTES;
-        let metadata_offset = align_up(
-            zone_table_offset.checked_add(zones.checked_mul(ZONE_RECORD_BYTES as u64)?)?,
-            AREA_ALIGN_BYTES,
-        );
+        let metadata_offset =
+            align_up(zone_table_offset.checked_add(zones.checked_mul(ZONE_RECORD_BYTES as u64)?)?, AREA_ALIGN_BYTES);
         let metadata_bytes = blocks.checked_mul(u64::from(geometry.metadata_bytes_per_block))?;
         let data_offset = align_up(
             metadata_offset.checked_add(metadata_bytes)?,
             AREA_ALIGN_BYTES.max(u64::from(geometry.block_size_bytes)),
         );
-        let file_bytes =
-            data_offset.checked_add(blocks.checked_mul(u64::from(geometry.block_size_bytes))?)?;
-        Some(FileLayout {
-            zone_table_offset,
-            metadata_offset,
-            data_offset,
-            file_bytes,
-        })
+        let file_bytes = data_offset.checked_add(blocks.checked_mul(u64::from(geometry.block_size_bytes))?)?;
+        Some(FileLayout { zone_table_offset, metadata_offset, data_offset, file_bytes })
     }
 }
 
@@ -260,20 +229,14 @@ mod tests {
         for bit in 0..SUPERBLOCK_CRC_OFFSET * 8 + 32 {
             let mut flipped = bytes.clone();
             flipped[bit / 8] ^= 1 << (bit % 8);
-            assert!(
-                Superblock::decode(&flipped).is_err(),
-                "superblock bit {bit} flip undetected"
-            );
+            assert!(Superblock::decode(&flipped).is_err(), "superblock bit {bit} flip undetected");
         }
         let record = ZoneRecord::new(ZoneState::Closed, 17, 3);
         let bytes = record.as_bytes().to_vec();
         for bit in 0..ZONE_RECORD_BYTES * 8 {
             let mut flipped = bytes.clone();
             flipped[bit / 8] ^= 1 << (bit % 8);
-            assert!(
-                ZoneRecord::decode(&flipped, 100).is_err(),
-                "zone record bit {bit} flip undetected"
-            );
+            assert!(ZoneRecord::decode(&flipped, 100).is_err(), "zone record bit {bit} flip undetected");
         }
     }
 

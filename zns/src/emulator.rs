@@ -117,83 +117,40 @@ impl EmulatedDrive {
     /// concurrent commands.
     pub fn memory(geometry: Geometry, seed: u64) -> Result<Self> {
         geometry.validate()?;
-        let zones = vec![
-            StoredZone {
-                state: ZoneState::Empty,
-                written_blocks: 0
-            };
-            geometry.zone_count as usize
-        ];
+        let zones = vec![StoredZone { state: ZoneState::Empty, written_blocks: 0 }; geometry.zone_count as usize];
         let media = Box::new(MemoryMedia::new(&geometry));
-        Ok(Self::build(
-            geometry,
-            media,
-            zones,
-            seed,
-            uuid_from_seed(seed),
-        ))
+        Ok(Self::build(geometry, media, zones, seed, uuid_from_seed(seed)))
     }
 
     /// A drive that keeps zone state but discards data (reads return zeros): for
     /// timing-only experiments where the data itself does not matter.
     pub fn discarding(geometry: Geometry, seed: u64) -> Result<Self> {
         geometry.validate()?;
-        let zones = vec![
-            StoredZone {
-                state: ZoneState::Empty,
-                written_blocks: 0
-            };
-            geometry.zone_count as usize
-        ];
-        Ok(Self::build(
-            geometry,
-            Box::new(DiscardMedia),
-            zones,
-            seed,
-            uuid_from_seed(seed),
-        ))
+        let zones = vec![StoredZone { state: ZoneState::Empty, written_blocks: 0 }; geometry.zone_count as usize];
+        Ok(Self::build(geometry, Box::new(DiscardMedia), zones, seed, uuid_from_seed(seed)))
     }
 
     /// Creates a drive file at `path` (which must not exist) with every zone empty.
     pub fn create_file(path: &Path, geometry: Geometry, seed: u64) -> Result<Self> {
         let drive_uuid = uuid_from_seed(seed ^ path_hash(path));
         let media = FileMedia::create(path, &geometry, drive_uuid, seed)?;
-        let zones = vec![
-            StoredZone {
-                state: ZoneState::Empty,
-                written_blocks: 0
-            };
-            geometry.zone_count as usize
-        ];
-        Ok(Self::build(
-            geometry,
-            Box::new(media),
-            zones,
-            seed,
-            drive_uuid,
-        ))
+        let zones = vec![StoredZone { state: ZoneState::Empty, written_blocks: 0 }; geometry.zone_count as usize];
+        Ok(Self::build(geometry, Box::new(media), zones, seed, drive_uuid))
     }
 
     /// Opens a drive file, as a drive powering on: zones left open (by a clean close or
     /// a crash) come back closed, or empty if nothing was written to them.
     pub fn open_file(path: &Path) -> Result<Self> {
         let opened = FileMedia::open(path)?;
-        let mut drive = Self::build(
-            opened.geometry,
-            Box::new(opened.media),
-            opened.zones,
-            opened.landing_seed,
-            opened.drive_uuid,
-        );
+        let mut drive =
+            Self::build(opened.geometry, Box::new(opened.media), opened.zones, opened.landing_seed, opened.drive_uuid);
         drive.power_on()?;
         Ok(drive)
     }
 
     /// Models the drive with `params` in virtual time from now on.
     pub fn with_timing(mut self, params: TimingParams) -> Result<Self> {
-        params.validate().map_err(|reason| Error::InvalidGeometry {
-            reason: format!("timing model: {reason}"),
-        })?;
+        params.validate().map_err(|reason| Error::InvalidGeometry { reason: format!("timing model: {reason}") })?;
         self.timing = Some(Timing::new(params, &self.geometry));
         Ok(self)
     }
@@ -239,9 +196,7 @@ impl EmulatedDrive {
 
     /// Descriptors of every zone, straight from the drive's state (no command).
     pub fn zones(&self) -> Vec<ZoneDescriptor> {
-        (0..self.geometry.zone_count)
-            .map(|z| self.descriptor(z))
-            .collect()
+        (0..self.geometry.zone_count).map(|z| self.descriptor(z)).collect()
     }
 
     // ---- fault injection -------------------------------------------------------------
@@ -266,8 +221,7 @@ impl EmulatedDrive {
         let zone = self.zone_index(lba, 1)?;
         let offset = lba - self.geometry.zone_start_lba(zone);
         if offset < self.zones[zone as usize].written_blocks {
-            self.media
-                .flip_bit(self.physical_index(zone, offset), bit)?;
+            self.media.flip_bit(self.physical_index(zone, offset), bit)?;
         }
         Ok(())
     }
@@ -314,8 +268,7 @@ impl EmulatedDrive {
                     let block = self.geometry.block_size_bytes as usize;
                     let meta = self.geometry.metadata_bytes_per_block as usize;
                     let torn = match &mut pending.command {
-                        Command::Write { data, metadata, .. }
-                        | Command::Append { data, metadata, .. }
+                        Command::Write { data, metadata, .. } | Command::Append { data, metadata, .. }
                             if data.len() > block && data.len().is_multiple_of(block) =>
                         {
                             let blocks = data.len() / block;
@@ -338,9 +291,7 @@ impl EmulatedDrive {
             }
         }
         self.ready.clear();
-        self.zone_write_in_flight
-            .iter_mut()
-            .for_each(|w| *w = false);
+        self.zone_write_in_flight.iter_mut().for_each(|w| *w = false);
         if let Some(timing) = &self.timing {
             self.timing = Some(Timing::new(timing.params().clone(), &self.geometry));
         }
@@ -352,11 +303,7 @@ impl EmulatedDrive {
         for zone in 0..self.geometry.zone_count {
             let stored = self.zones[zone as usize];
             if stored.state.is_open() {
-                let state = if stored.written_blocks == 0 {
-                    ZoneState::Empty
-                } else {
-                    ZoneState::Closed
-                };
+                let state = if stored.written_blocks == 0 { ZoneState::Empty } else { ZoneState::Closed };
                 self.transition(zone, state, stored.written_blocks)?;
             }
         }
@@ -391,11 +338,7 @@ impl EmulatedDrive {
         let total_blocks = self.geometry.total_blocks();
         let end = lba.checked_add(blocks).filter(|end| *end <= total_blocks);
         let (Some(end), Some(zone)) = (end, self.geometry.zone_of(lba)) else {
-            return Err(Error::LbaOutOfRange {
-                lba,
-                blocks,
-                total_blocks,
-            });
+            return Err(Error::LbaOutOfRange { lba, blocks, total_blocks });
         };
         if blocks > 0 && self.geometry.zone_of(end - 1) != Some(zone) {
             return Err(Error::ZoneBoundary { zone, lba, blocks });
@@ -407,20 +350,15 @@ impl EmulatedDrive {
     /// implicit-open order, and persists it.
     fn transition(&mut self, zone: u32, state: ZoneState, written_blocks: u64) -> Result<()> {
         let old = self.zones[zone as usize];
-        self.open_zones =
-            self.open_zones - u32::from(old.state.is_open()) + u32::from(state.is_open());
-        self.active_zones =
-            self.active_zones - u32::from(old.state.is_active()) + u32::from(state.is_active());
+        self.open_zones = self.open_zones - u32::from(old.state.is_open()) + u32::from(state.is_open());
+        self.active_zones = self.active_zones - u32::from(old.state.is_active()) + u32::from(state.is_active());
         if old.state == ZoneState::ImplicitlyOpen && state != ZoneState::ImplicitlyOpen {
             self.implicitly_open.retain(|z| *z != zone);
         }
         if state == ZoneState::ImplicitlyOpen && old.state != ZoneState::ImplicitlyOpen {
             self.implicitly_open.push_back(zone);
         }
-        let stored = StoredZone {
-            state,
-            written_blocks,
-        };
+        let stored = StoredZone { state, written_blocks };
         self.zones[zone as usize] = stored;
         if old != stored {
             self.media.store_zone(zone, stored)?;
@@ -432,11 +370,7 @@ impl EmulatedDrive {
     /// recently opened implicitly open zone if that is what it takes.
     fn make_open(&mut self, zone: u32, explicit: bool) -> Result<()> {
         let stored = self.zones[zone as usize];
-        let target = if explicit {
-            ZoneState::ExplicitlyOpen
-        } else {
-            ZoneState::ImplicitlyOpen
-        };
+        let target = if explicit { ZoneState::ExplicitlyOpen } else { ZoneState::ImplicitlyOpen };
         if stored.state.is_open() {
             if explicit && stored.state == ZoneState::ImplicitlyOpen {
                 self.transition(zone, target, stored.written_blocks)?;
@@ -466,22 +400,13 @@ impl EmulatedDrive {
         let block = self.geometry.block_size_bytes as usize;
         if data.is_empty() || !data.len().is_multiple_of(block) {
             let expected = data.len().div_ceil(block).max(1) * block;
-            return Err(Error::BufferSize {
-                what: "data",
-                expected,
-                got: data.len(),
-            });
+            return Err(Error::BufferSize { what: "data", expected, got: data.len() });
         }
         let blocks = (data.len() / block) as u64;
         let metadata_len = self.geometry.metadata_bytes(blocks);
-        let metadata_ok =
-            metadata.len() == metadata_len || (metadata.is_empty() && !metadata_required);
+        let metadata_ok = metadata.len() == metadata_len || (metadata.is_empty() && !metadata_required);
         if !metadata_ok {
-            return Err(Error::BufferSize {
-                what: "metadata",
-                expected: metadata_len,
-                got: metadata.len(),
-            });
+            return Err(Error::BufferSize { what: "metadata", expected: metadata_len, got: metadata.len() });
         }
         Ok(blocks)
     }
@@ -489,10 +414,7 @@ impl EmulatedDrive {
     fn read(&mut self, lba: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<Done> {
         let blocks = self.check_buffers(data, metadata, false)?;
         if blocks > u64::from(self.geometry.max_transfer_blocks) {
-            return Err(Error::TransferTooLarge {
-                blocks,
-                limit: self.geometry.max_transfer_blocks,
-            });
+            return Err(Error::TransferTooLarge { blocks, limit: self.geometry.max_transfer_blocks });
         }
         let zone = self.zone_index(lba, blocks)?;
         let stored = self.zones[zone as usize];
@@ -505,17 +427,9 @@ impl EmulatedDrive {
         let offset = lba - self.geometry.zone_start_lba(zone);
         let readable = stored.written_blocks.saturating_sub(offset).min(blocks);
         let split_data = self.geometry.data_bytes(readable);
-        let split_meta = if metadata.is_empty() {
-            0
-        } else {
-            self.geometry.metadata_bytes(readable)
-        };
+        let split_meta = if metadata.is_empty() { 0 } else { self.geometry.metadata_bytes(readable) };
         if readable > 0 {
-            self.media.read(
-                self.physical_index(zone, offset),
-                &mut data[..split_data],
-                &mut metadata[..split_meta],
-            )?;
+            self.media.read(self.physical_index(zone, offset), &mut data[..split_data], &mut metadata[..split_meta])?;
         }
         data[split_data..].fill(0);
         metadata[split_meta..].fill(0);
@@ -528,10 +442,7 @@ impl EmulatedDrive {
     fn write(&mut self, zone: u32, lba: Option<u64>, data: &[u8], metadata: &[u8]) -> Result<Done> {
         let blocks = self.check_buffers(data, metadata, false)?;
         if blocks > u64::from(self.geometry.max_transfer_blocks) {
-            return Err(Error::TransferTooLarge {
-                blocks,
-                limit: self.geometry.max_transfer_blocks,
-            });
+            return Err(Error::TransferTooLarge { blocks, limit: self.geometry.max_transfer_blocks });
         }
         let stored = self.zones[zone as usize];
         match stored.state {
@@ -544,25 +455,13 @@ impl EmulatedDrive {
         let write_pointer = start + stored.written_blocks;
         let at = lba.unwrap_or(write_pointer);
         if at != write_pointer {
-            return Err(Error::ZoneInvalidWrite {
-                zone,
-                lba: at,
-                write_pointer,
-            });
+            return Err(Error::ZoneInvalidWrite { zone, lba: at, write_pointer });
         }
         if stored.written_blocks + blocks > self.geometry.zone_capacity_blocks {
-            return Err(Error::ZoneBoundary {
-                zone,
-                lba: at,
-                blocks,
-            });
+            return Err(Error::ZoneBoundary { zone, lba: at, blocks });
         }
         self.make_open(zone, false)?;
-        self.media.write(
-            self.physical_index(zone, stored.written_blocks),
-            data,
-            metadata,
-        )?;
+        self.media.write(self.physical_index(zone, stored.written_blocks), data, metadata)?;
         let written = stored.written_blocks + blocks;
         let state = if written == self.geometry.zone_capacity_blocks {
             ZoneState::Full
@@ -576,11 +475,7 @@ impl EmulatedDrive {
 
     fn manage_one(&mut self, zone: u32, action: ZoneAction) -> Result<()> {
         let stored = self.zones[zone as usize];
-        let invalid = Err(Error::InvalidZoneStateTransition {
-            zone,
-            state: stored.state,
-            action,
-        });
+        let invalid = Err(Error::InvalidZoneStateTransition { zone, state: stored.state, action });
         match (action, stored.state) {
             (_, ZoneState::Offline) => invalid,
             (ZoneAction::Reset, ZoneState::ReadOnly) => invalid,
@@ -596,18 +491,12 @@ impl EmulatedDrive {
             }
             (_, ZoneState::ReadOnly) => invalid,
             (ZoneAction::Finish, ZoneState::Full) => Ok(()),
-            (ZoneAction::Finish, _) => {
-                self.transition(zone, ZoneState::Full, stored.written_blocks)
-            }
+            (ZoneAction::Finish, _) => self.transition(zone, ZoneState::Full, stored.written_blocks),
             (ZoneAction::Open, ZoneState::Full) => invalid,
             (ZoneAction::Open, _) => self.make_open(zone, true),
             (ZoneAction::Close, ZoneState::Closed) => Ok(()),
             (ZoneAction::Close, ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen) => {
-                let state = if stored.written_blocks == 0 {
-                    ZoneState::Empty
-                } else {
-                    ZoneState::Closed
-                };
+                let state = if stored.written_blocks == 0 { ZoneState::Empty } else { ZoneState::Closed };
                 self.transition(zone, state, stored.written_blocks)
             }
             (ZoneAction::Close, _) => invalid,
@@ -646,26 +535,14 @@ impl EmulatedDrive {
 
     fn report(&self, start_lba: u64, max_zones: u32) -> Result<Done> {
         let first = self.zone_index(start_lba, 1)?;
-        let last = first
-            .saturating_add(max_zones)
-            .min(self.geometry.zone_count);
-        Ok(Done::Zones(
-            (first..last).map(|z| self.descriptor(z)).collect(),
-        ))
+        let last = first.saturating_add(max_zones).min(self.geometry.zone_count);
+        Ok(Done::Zones((first..last).map(|z| self.descriptor(z)).collect()))
     }
 
     fn complete(&mut self, pending: Pending) -> Completion {
-        let Pending {
-            tag,
-            command,
-            rejected,
-        } = pending;
+        let Pending { tag, command, rejected } = pending;
         let (result, data, metadata) = match command {
-            Command::Read {
-                lba,
-                mut data,
-                mut metadata,
-            } => {
+            Command::Read { lba, mut data, mut metadata } => {
                 let result = match rejected {
                     Some(e) => Err(e),
                     None if self.failed => Err(Error::DeviceFailed),
@@ -673,11 +550,7 @@ impl EmulatedDrive {
                 };
                 (result, data, metadata)
             }
-            Command::Write {
-                lba,
-                data,
-                metadata,
-            } => {
+            Command::Write { lba, data, metadata } => {
                 let result = match rejected {
                     Some(e) => Err(e),
                     None => {
@@ -695,11 +568,7 @@ impl EmulatedDrive {
                 };
                 (result, data, metadata)
             }
-            Command::Append {
-                zone_start_lba,
-                data,
-                metadata,
-            } => {
+            Command::Append { zone_start_lba, data, metadata } => {
                 self.stats.appends += 1;
                 let result = match rejected {
                     Some(e) => Err(e),
@@ -716,10 +585,7 @@ impl EmulatedDrive {
                 };
                 (result, Vec::new(), Vec::new())
             }
-            Command::ReportZones {
-                start_lba,
-                max_zones,
-            } => {
+            Command::ReportZones { start_lba, max_zones } => {
                 let result = match rejected {
                     Some(e) => Err(e),
                     None if self.failed => Err(Error::DeviceFailed),
@@ -732,27 +598,17 @@ impl EmulatedDrive {
             self.stats.errors += 1;
         }
         self.debug_check_invariants();
-        Completion {
-            tag,
-            result,
-            data,
-            metadata,
-        }
+        Completion { tag, result, data, metadata }
     }
 
     fn append(&mut self, zone_start_lba: u64, data: &[u8], metadata: &[u8]) -> Result<Done> {
         let zone = self.zone_index(zone_start_lba, 1)?;
         if self.geometry.zone_start_lba(zone) != zone_start_lba {
-            return Err(Error::NotZoneStart {
-                lba: zone_start_lba,
-            });
+            return Err(Error::NotZoneStart { lba: zone_start_lba });
         }
         let blocks = (data.len() / self.geometry.block_size_bytes as usize) as u64;
         if blocks > u64::from(self.geometry.zone_append_max_blocks) {
-            return Err(Error::AppendTooLarge {
-                blocks,
-                limit: self.geometry.zone_append_max_blocks,
-            });
+            return Err(Error::AppendTooLarge { blocks, limit: self.geometry.zone_append_max_blocks });
         }
         self.write(zone, None, data, metadata)
     }
@@ -763,24 +619,15 @@ impl EmulatedDrive {
             let active = self.zones.iter().filter(|z| z.state.is_active()).count() as u32;
             assert_eq!(open, self.open_zones, "open zone counter drifted");
             assert_eq!(active, self.active_zones, "active zone counter drifted");
-            assert!(self
-                .geometry
-                .max_open_zones
-                .is_none_or(|limit| open <= limit));
-            assert!(self
-                .geometry
-                .max_active_zones
-                .is_none_or(|limit| active <= limit));
+            assert!(self.geometry.max_open_zones.is_none_or(|limit| open <= limit));
+            assert!(self.geometry.max_active_zones.is_none_or(|limit| active <= limit));
             for zone in &self.zones {
                 assert!(zone.written_blocks <= self.geometry.zone_capacity_blocks);
                 assert!(zone.state != ZoneState::Empty || zone.written_blocks == 0);
             }
             assert_eq!(
                 self.implicitly_open.len(),
-                self.zones
-                    .iter()
-                    .filter(|z| z.state == ZoneState::ImplicitlyOpen)
-                    .count()
+                self.zones.iter().filter(|z| z.state == ZoneState::ImplicitlyOpen).count()
             );
         }
     }
@@ -798,36 +645,20 @@ impl EmulatedDrive {
                 None => TimedOp::Admin,
             },
             Command::Write { lba, data, .. } => match zone_of(*lba) {
-                Some(zone) => TimedOp::Write {
-                    zone,
-                    blocks: data.len() as u64 / block,
-                },
+                Some(zone) => TimedOp::Write { zone, blocks: data.len() as u64 / block },
                 None => TimedOp::Admin,
             },
-            Command::Append {
-                zone_start_lba,
-                data,
-                ..
-            } => match zone_of(*zone_start_lba) {
-                Some(zone) => TimedOp::Append {
-                    zone,
-                    blocks: data.len() as u64 / block,
-                },
+            Command::Append { zone_start_lba, data, .. } => match zone_of(*zone_start_lba) {
+                Some(zone) => TimedOp::Append { zone, blocks: data.len() as u64 / block },
                 None => TimedOp::Admin,
             },
-            Command::ManageZone {
-                action: ZoneAction::Reset,
-                target,
-            } => TimedOp::Reset {
+            Command::ManageZone { action: ZoneAction::Reset, target } => TimedOp::Reset {
                 zone: match target {
                     ZoneTarget::Zone { start_lba } => zone_of(*start_lba),
                     ZoneTarget::All => None,
                 },
             },
-            Command::ManageZone {
-                action: ZoneAction::Finish,
-                ..
-            } => TimedOp::Finish,
+            Command::ManageZone { action: ZoneAction::Finish, .. } => TimedOp::Finish,
             Command::ManageZone { .. } | Command::ReportZones { .. } => TimedOp::Admin,
         }
     }
@@ -859,22 +690,12 @@ impl ZonedDevice for EmulatedDrive {
         let complete_at = match (&rejected, self.timed_op(&command)) {
             (None, op) if self.timing.is_some() => {
                 let now = self.now_ns;
-                self.timing
-                    .as_mut()
-                    .expect("timing")
-                    .schedule(now, op, jitter_ns)
+                self.timing.as_mut().expect("timing").schedule(now, op, jitter_ns)
             }
             _ => self.now_ns,
         };
         let order_key = self.rng.random::<u64>();
-        self.pending.insert(
-            (complete_at, order_key, self.submitted),
-            Pending {
-                tag,
-                command,
-                rejected,
-            },
-        );
+        self.pending.insert((complete_at, order_key, self.submitted), Pending { tag, command, rejected });
     }
 
     fn reap(&mut self, out: &mut Vec<Completion>) -> usize {

@@ -19,11 +19,7 @@ pub enum Error {
     InvalidGeometry { reason: String },
 
     #[error("zone {zone}: write at LBA {lba} is not at the write pointer (LBA {write_pointer})")]
-    ZoneInvalidWrite {
-        zone: u32,
-        lba: u64,
-        write_pointer: u64,
-    },
+    ZoneInvalidWrite { zone: u32, lba: u64, write_pointer: u64 },
 
     #[error("zone {zone} is full")]
     ZoneIsFull { zone: u32 },
@@ -44,11 +40,7 @@ pub enum Error {
     TooManyActiveZones { zone: u32, limit: u32 },
 
     #[error("zone {zone}: cannot {action:?} a zone in state {state:?}")]
-    InvalidZoneStateTransition {
-        zone: u32,
-        state: ZoneState,
-        action: ZoneAction,
-    },
+    InvalidZoneStateTransition { zone: u32, state: ZoneState, action: ZoneAction },
 
     #[error("LBA {lba} is not the start of a zone")]
     NotZoneStart { lba: u64 },
@@ -60,18 +52,10 @@ pub enum Error {
     TransferTooLarge { blocks: u64, limit: u32 },
 
     #[error("{blocks} blocks at LBA {lba} lie outside the namespace ({total_blocks} blocks)")]
-    LbaOutOfRange {
-        lba: u64,
-        blocks: u64,
-        total_blocks: u64,
-    },
+    LbaOutOfRange { lba: u64, blocks: u64, total_blocks: u64 },
 
     #[error("{what} buffer is {got} bytes, expected {expected}")]
-    BufferSize {
-        what: &'static str,
-        expected: usize,
-        got: usize,
-    },
+    BufferSize { what: &'static str, expected: usize, got: usize },
 
     #[error("malformed zone report: {reason}")]
     BadZoneReport { reason: String },
@@ -92,11 +76,7 @@ pub enum Error {
     ZoneWriteInFlight { zone: u32 },
 
     #[error("{context} ({}): {source}", path.display())]
-    Io {
-        path: PathBuf,
-        context: &'static str,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, context: &'static str, source: std::io::Error },
 
     #[error("{}: {reason}", path.display())]
     BadDriveFile { path: PathBuf, reason: String },
@@ -105,11 +85,7 @@ pub enum Error {
     NotAnEmulatedDrive { path: PathBuf, found: [u8; 8] },
 
     #[error("{}: drive file format version {found}, this build reads version {supported}", path.display())]
-    UnsupportedVersion {
-        path: PathBuf,
-        found: u32,
-        supported: u32,
-    },
+    UnsupportedVersion { path: PathBuf, found: u32, supported: u32 },
 
     #[error("{}: drive is in use by another process", path.display())]
     DriveInUse { path: PathBuf },
@@ -122,12 +98,6 @@ impl Error {
     /// True for errors the emulator returns because of a command the host got wrong,
     /// as opposed to a drive or media failure.
     pub fn is_host_error(&self) -> bool {
-        !matches!(
-            self,
-            Error::MediaError { .. }
-                | Error::DeviceFailed
-                | Error::Io { .. }
-                | Error::ZoneOffline { .. }
-        )
+        !matches!(self, Error::MediaError { .. } | Error::DeviceFailed | Error::Io { .. } | Error::ZoneOffline { .. })
     }
 }

@@ -70,29 +70,19 @@ impl Geometry {
         if self.zone_count == 0 {
             return bad("a namespace needs at least one zone".into());
         }
-        if self
-            .zone_size_blocks
-            .checked_mul(u64::from(self.zone_count))
-            .is_none()
+        if self.zone_size_blocks.checked_mul(u64::from(self.zone_count)).is_none()
             || self.capacity_bytes_total().is_none()
         {
             return bad("zone size times zone count overflows 64 bits".into());
         }
         if let (Some(open), Some(active)) = (self.max_open_zones, self.max_active_zones) {
             if open > active {
-                return bad(format!(
-                    "max open zones ({open}) cannot exceed max active zones ({active})"
-                ));
+                return bad(format!("max open zones ({open}) cannot exceed max active zones ({active})"));
             }
         }
-        for (name, limit) in [
-            ("max open", self.max_open_zones),
-            ("max active", self.max_active_zones),
-        ] {
+        for (name, limit) in [("max open", self.max_open_zones), ("max active", self.max_active_zones)] {
             if limit == Some(0) {
-                return bad(format!(
-                    "{name} zones of 0 leaves no zone writable; omit the limit for none"
-                ));
+                return bad(format!("{name} zones of 0 leaves no zone writable; omit the limit for none"));
             }
         }
         if self.zone_append_max_blocks == 0 {
@@ -123,9 +113,7 @@ impl Geometry {
 
     /// Writable bytes over all zones, `None` on overflow.
     pub fn capacity_bytes_total(&self) -> Option<u64> {
-        self.zone_capacity_blocks
-            .checked_mul(u64::from(self.zone_count))?
-            .checked_mul(u64::from(self.block_size_bytes))
+        self.zone_capacity_blocks.checked_mul(u64::from(self.zone_count))?.checked_mul(u64::from(self.block_size_bytes))
     }
 
     /// Bytes of data for `blocks` blocks.
@@ -135,8 +123,7 @@ impl Geometry {
 
     /// Bytes of per-block metadata for `blocks` blocks.
     pub fn metadata_bytes(&self, blocks: u64) -> usize {
-        usize::try_from(blocks * u64::from(self.metadata_bytes_per_block))
-            .expect("buffer fits in memory")
+        usize::try_from(blocks * u64::from(self.metadata_bytes_per_block)).expect("buffer fits in memory")
     }
 
     /// The geometry of the paper's WD Ultrastar DC ZN540 (4 KiB blocks, 64 B metadata,
@@ -188,53 +175,19 @@ mod tests {
     fn rejects_inconsistent_geometry() {
         let good = Geometry::small(8, 256, 200);
         let cases = [
-            Geometry {
-                block_size_bytes: 4000,
-                ..good
-            },
-            Geometry {
-                block_size_bytes: 256,
-                ..good
-            },
-            Geometry {
-                zone_capacity_blocks: 257,
-                ..good
-            },
-            Geometry {
-                zone_capacity_blocks: 0,
-                ..good
-            },
-            Geometry {
-                zone_count: 0,
-                ..good
-            },
-            Geometry {
-                max_open_zones: Some(15),
-                max_active_zones: Some(14),
-                ..good
-            },
-            Geometry {
-                max_open_zones: Some(0),
-                ..good
-            },
-            Geometry {
-                zone_append_max_blocks: 0,
-                ..good
-            },
-            Geometry {
-                metadata_bytes_per_block: 1 << 20,
-                ..good
-            },
-            Geometry {
-                zone_size_blocks: u64::MAX,
-                ..good
-            },
+            Geometry { block_size_bytes: 4000, ..good },
+            Geometry { block_size_bytes: 256, ..good },
+            Geometry { zone_capacity_blocks: 257, ..good },
+            Geometry { zone_capacity_blocks: 0, ..good },
+            Geometry { zone_count: 0, ..good },
+            Geometry { max_open_zones: Some(15), max_active_zones: Some(14), ..good },
+            Geometry { max_open_zones: Some(0), ..good },
+            Geometry { zone_append_max_blocks: 0, ..good },
+            Geometry { metadata_bytes_per_block: 1 << 20, ..good },
+            Geometry { zone_size_blocks: u64::MAX, ..good },
         ];
         for geometry in cases {
-            assert!(
-                matches!(geometry.validate(), Err(Error::InvalidGeometry { .. })),
-                "{geometry:?} was accepted"
-            );
+            assert!(matches!(geometry.validate(), Err(Error::InvalidGeometry { .. })), "{geometry:?} was accepted");
         }
     }
 

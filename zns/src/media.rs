@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 
 use zerocopy::IntoBytes;
 
-use crate::drive_file::{
-    DecodeError, FileLayout, Superblock, ZoneRecord, SUPERBLOCK_REGION_BYTES, ZONE_RECORD_BYTES,
-};
+use crate::drive_file::{DecodeError, FileLayout, Superblock, ZoneRecord, SUPERBLOCK_REGION_BYTES, ZONE_RECORD_BYTES};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::zone::ZoneState;
@@ -68,18 +66,11 @@ impl MemoryMedia {
 
     fn chunk(&mut self, index: u64) -> (&mut [u8], &mut [u8], usize) {
         let (block_bytes, metadata_bytes) = (self.block_bytes, self.metadata_bytes);
-        let chunk = self
-            .chunks
-            .entry(index / MEMORY_CHUNK_BLOCKS)
-            .or_insert_with(|| Chunk {
-                data: vec![0; block_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
-                metadata: vec![0; metadata_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
-            });
-        (
-            &mut chunk.data,
-            &mut chunk.metadata,
-            (index % MEMORY_CHUNK_BLOCKS) as usize,
-        )
+        let chunk = self.chunks.entry(index / MEMORY_CHUNK_BLOCKS).or_insert_with(|| Chunk {
+            data: vec![0; block_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
+            metadata: vec![0; metadata_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
+        });
+        (&mut chunk.data, &mut chunk.metadata, (index % MEMORY_CHUNK_BLOCKS) as usize)
     }
 }
 
@@ -184,43 +175,26 @@ pub(crate) struct OpenedFile {
     pub drive_uuid: [u8; 16],
 }
 
-fn io_error<'a>(
-    path: &'a Path,
-    context: &'static str,
-) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |source| Error::Io {
-        path: path.to_path_buf(),
-        context,
-        source,
-    }
+fn io_error<'a>(path: &'a Path, context: &'static str) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::Io { path: path.to_path_buf(), context, source }
 }
 
 fn lock(file: &File, path: &Path) -> Result<()> {
     match file.try_lock() {
         Ok(()) => Ok(()),
-        Err(TryLockError::WouldBlock) => Err(Error::DriveInUse {
-            path: path.to_path_buf(),
-        }),
-        Err(TryLockError::Error(source)) => Err(Error::Io {
-            path: path.to_path_buf(),
-            context: "locking drive file",
-            source,
-        }),
+        Err(TryLockError::WouldBlock) => Err(Error::DriveInUse { path: path.to_path_buf() }),
+        Err(TryLockError::Error(source)) => {
+            Err(Error::Io { path: path.to_path_buf(), context: "locking drive file", source })
+        }
     }
 }
 
 impl FileMedia {
     /// Creates a new drive file (which must not exist) with every zone empty.
-    pub(crate) fn create(
-        path: &Path,
-        geometry: &Geometry,
-        drive_uuid: [u8; 16],
-        landing_seed: u64,
-    ) -> Result<Self> {
+    pub(crate) fn create(path: &Path, geometry: &Geometry, drive_uuid: [u8; 16], landing_seed: u64) -> Result<Self> {
         geometry.validate()?;
-        let layout = FileLayout::new(geometry).ok_or_else(|| Error::InvalidGeometry {
-            reason: "drive file would exceed 64-bit offsets".into(),
-        })?;
+        let layout = FileLayout::new(geometry)
+            .ok_or_else(|| Error::InvalidGeometry { reason: "drive file would exceed 64-bit offsets".into() })?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -228,36 +202,20 @@ impl FileMedia {
             .open(path)
             .map_err(io_error(path, "creating drive file"))?;
         lock(&file, path)?;
-        file.set_len(layout.file_bytes)
-            .map_err(io_error(path, "sizing drive file"))?;
+        file.set_len(layout.file_bytes).map_err(io_error(path, "sizing drive file"))?;
         let mut table = Vec::with_capacity(geometry.zone_count as usize * ZONE_RECORD_BYTES);
         for _ in 0..geometry.zone_count {
             table.extend_from_slice(ZoneRecord::new(ZoneState::Empty, 0, 0).as_bytes());
         }
-        file.write_all_at(&table, layout.zone_table_offset)
-            .map_err(io_error(path, "writing zone table"))?;
+        file.write_all_at(&table, layout.zone_table_offset).map_err(io_error(path, "writing zone table"))?;
         // The superblock goes last: a file without one is never taken for a drive.
         let sb = Superblock::new(geometry, drive_uuid, landing_seed);
-        file.write_all_at(sb.as_bytes(), 0)
-            .map_err(io_error(path, "writing superblock"))?;
-        file.sync_all()
-            .map_err(io_error(path, "syncing drive file"))?;
-        Ok(Self::from_parts(
-            path,
-            file,
-            layout,
-            geometry,
-            vec![0; geometry.zone_count as usize],
-        ))
+        file.write_all_at(sb.as_bytes(), 0).map_err(io_error(path, "writing superblock"))?;
+        file.sync_all().map_err(io_error(path, "syncing drive file"))?;
+        Ok(Self::from_parts(path, file, layout, geometry, vec![0; geometry.zone_count as usize]))
     }
 
-    fn from_parts(
-        path: &Path,
-        file: File,
-        layout: FileLayout,
-        geometry: &Geometry,
-        update_sequence: Vec<u64>,
-    ) -> Self {
+    fn from_parts(path: &Path, file: File, layout: FileLayout, geometry: &Geometry, update_sequence: Vec<u64>) -> Self {
         FileMedia {
             path: path.to_path_buf(),
             file,
@@ -271,39 +229,23 @@ impl FileMedia {
 
     /// Opens an existing drive file, checking every structure in it.
     pub(crate) fn open(path: &Path) -> Result<OpenedFile> {
-        let bad = |reason: String| Error::BadDriveFile {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(io_error(path, "opening drive file"))?;
+        let bad = |reason: String| Error::BadDriveFile { path: path.to_path_buf(), reason };
+        let file =
+            OpenOptions::new().read(true).write(true).open(path).map_err(io_error(path, "opening drive file"))?;
         lock(&file, path)?;
-        let file_len = file
-            .metadata()
-            .map_err(io_error(path, "reading drive file size"))?
-            .len();
+        let file_len = file.metadata().map_err(io_error(path, "reading drive file size"))?.len();
         let mut region = vec![0u8; SUPERBLOCK_REGION_BYTES as usize];
-        let got =
-            read_prefix(&file, &mut region, 0).map_err(io_error(path, "reading superblock"))?;
+        let got = read_prefix(&file, &mut region, 0).map_err(io_error(path, "reading superblock"))?;
         let sb = match Superblock::decode(&region[..got]) {
             Ok(sb) => sb,
             Err(DecodeError::Magic(found)) => {
-                return Err(Error::NotAnEmulatedDrive {
-                    path: path.to_path_buf(),
-                    found,
-                })
+                return Err(Error::NotAnEmulatedDrive { path: path.to_path_buf(), found })
             }
             Err(DecodeError::Short { .. }) => {
                 let mut found = [0u8; 8];
                 let n = got.min(8);
                 found[..n].copy_from_slice(&region[..n]);
-                return Err(Error::NotAnEmulatedDrive {
-                    path: path.to_path_buf(),
-                    found,
-                });
+                return Err(Error::NotAnEmulatedDrive { path: path.to_path_buf(), found });
             }
             Err(DecodeError::Version(found)) => {
                 return Err(Error::UnsupportedVersion {
@@ -315,30 +257,19 @@ impl FileMedia {
             Err(other) => return Err(bad(format!("superblock: {other:?}"))),
         };
         let geometry = sb.geometry();
-        geometry
-            .validate()
-            .map_err(|e| bad(format!("superblock geometry: {e}")))?;
-        let layout = FileLayout::new(&geometry)
-            .ok_or_else(|| bad("geometry overflows file offsets".into()))?;
+        geometry.validate().map_err(|e| bad(format!("superblock geometry: {e}")))?;
+        let layout = FileLayout::new(&geometry).ok_or_else(|| bad("geometry overflows file offsets".into()))?;
         if file_len < layout.file_bytes {
-            return Err(bad(format!(
-                "file is {file_len} bytes, the geometry needs {}",
-                layout.file_bytes
-            )));
+            return Err(bad(format!("file is {file_len} bytes, the geometry needs {}", layout.file_bytes)));
         }
         let mut table = vec![0u8; geometry.zone_count as usize * ZONE_RECORD_BYTES];
-        file.read_exact_at(&mut table, layout.zone_table_offset)
-            .map_err(io_error(path, "reading zone table"))?;
+        file.read_exact_at(&mut table, layout.zone_table_offset).map_err(io_error(path, "reading zone table"))?;
         let mut zones = Vec::with_capacity(geometry.zone_count as usize);
         let mut sequences = Vec::with_capacity(geometry.zone_count as usize);
         for (zone, bytes) in table.chunks_exact(ZONE_RECORD_BYTES).enumerate() {
-            let (state, written_blocks, sequence) =
-                ZoneRecord::decode(bytes, geometry.zone_capacity_blocks)
-                    .map_err(|e| bad(format!("zone {zone} record: {e:?}")))?;
-            zones.push(StoredZone {
-                state,
-                written_blocks,
-            });
+            let (state, written_blocks, sequence) = ZoneRecord::decode(bytes, geometry.zone_capacity_blocks)
+                .map_err(|e| bad(format!("zone {zone} record: {e:?}")))?;
+            zones.push(StoredZone { state, written_blocks });
             sequences.push(sequence);
         }
         Ok(OpenedFile {
@@ -373,9 +304,7 @@ fn read_prefix(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usiz
 
 impl Media for FileMedia {
     fn read(&mut self, index: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<()> {
-        self.file
-            .read_exact_at(data, self.data_offset(index))
-            .map_err(io_error(&self.path, "reading data"))?;
+        self.file.read_exact_at(data, self.data_offset(index)).map_err(io_error(&self.path, "reading data"))?;
         if !metadata.is_empty() {
             self.file
                 .read_exact_at(metadata, self.metadata_offset(index))
@@ -385,14 +314,11 @@ impl Media for FileMedia {
     }
 
     fn write(&mut self, index: u64, data: &[u8], metadata: &[u8]) -> Result<()> {
-        self.file
-            .write_all_at(data, self.data_offset(index))
-            .map_err(io_error(&self.path, "writing data"))?;
+        self.file.write_all_at(data, self.data_offset(index)).map_err(io_error(&self.path, "writing data"))?;
         if self.metadata_bytes > 0 {
             let blocks = data.len() as u64 / self.block_bytes;
             let meta = if metadata.is_empty() {
-                self.zero_metadata
-                    .resize((blocks * self.metadata_bytes) as usize, 0);
+                self.zero_metadata.resize((blocks * self.metadata_bytes) as usize, 0);
                 &self.zero_metadata[..]
             } else {
                 metadata
@@ -409,9 +335,7 @@ impl Media for FileMedia {
         *sequence += 1;
         let record = ZoneRecord::new(stored.state, stored.written_blocks, *sequence);
         let offset = self.layout.zone_table_offset + u64::from(zone) * ZONE_RECORD_BYTES as u64;
-        self.file
-            .write_all_at(record.as_bytes(), offset)
-            .map_err(io_error(&self.path, "writing zone record"))
+        self.file.write_all_at(record.as_bytes(), offset).map_err(io_error(&self.path, "writing zone record"))
     }
 
     fn discard_zone(&mut self, _zone: u32) -> Result<()> {
@@ -422,12 +346,8 @@ impl Media for FileMedia {
         let bit = bit % (self.block_bytes * 8);
         let offset = self.data_offset(index) + bit / 8;
         let mut byte = [0u8; 1];
-        self.file
-            .read_exact_at(&mut byte, offset)
-            .map_err(io_error(&self.path, "reading data"))?;
+        self.file.read_exact_at(&mut byte, offset).map_err(io_error(&self.path, "reading data"))?;
         byte[0] ^= 1 << (bit % 8);
-        self.file
-            .write_all_at(&byte, offset)
-            .map_err(io_error(&self.path, "writing data"))
+        self.file.write_all_at(&byte, offset).map_err(io_error(&self.path, "writing data"))
     }
 }

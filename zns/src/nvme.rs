@@ -105,23 +105,13 @@ pub struct CommandContext {
 
 /// Maps an NVMe status to the error the emulator would return for the same mistake.
 pub fn status_to_error(status: u16, ctx: &CommandContext) -> Error {
-    let CommandContext {
-        opcode,
-        lba,
-        blocks,
-        zone,
-        ..
-    } = *ctx;
+    let CommandContext { opcode, lba, blocks, zone, .. } = *ctx;
     match split_status(status) {
         (1, 0xb8) => Error::ZoneBoundary { zone, lba, blocks },
         (1, 0xb9) => Error::ZoneIsFull { zone },
         (1, 0xba) => Error::ZoneReadOnly { zone },
         (1, 0xbb) => Error::ZoneOffline { zone },
-        (1, 0xbc) => Error::ZoneInvalidWrite {
-            zone,
-            lba,
-            write_pointer: u64::MAX,
-        },
+        (1, 0xbc) => Error::ZoneInvalidWrite { zone, lba, write_pointer: u64::MAX },
         (1, 0xbd) => Error::TooManyActiveZones { zone, limit: 0 },
         (1, 0xbe) => Error::TooManyOpenZones { zone, limit: 0 },
         (1, 0xbf) => Error::InvalidZoneStateTransition {
@@ -129,27 +119,14 @@ pub fn status_to_error(status: u16, ctx: &CommandContext) -> Error {
             state: ctx.zone_state.unwrap_or(ZoneState::Empty),
             action: ctx.action.unwrap_or(ZoneAction::Open),
         },
-        (0, 0x80) => Error::LbaOutOfRange {
-            lba,
-            blocks,
-            total_blocks: 0,
-        },
+        (0, 0x80) => Error::LbaOutOfRange { lba, blocks, total_blocks: 0 },
         // An append over ZASL is refused as an invalid field.
         (0, 0x02) if opcode == opcodes::ZONE_APPEND && blocks > u64::from(ctx.append_limit) => {
-            Error::AppendTooLarge {
-                blocks,
-                limit: ctx.append_limit,
-            }
+            Error::AppendTooLarge { blocks, limit: ctx.append_limit }
         }
-        (0, 0x02) if opcode == opcodes::ZONE_MANAGEMENT_SEND && !ctx.lba_is_zone_start => {
-            Error::NotZoneStart { lba }
-        }
+        (0, 0x02) if opcode == opcodes::ZONE_MANAGEMENT_SEND && !ctx.lba_is_zone_start => Error::NotZoneStart { lba },
         (2, 0x81) => Error::MediaError { lba },
-        _ => Error::NvmeStatus {
-            opcode,
-            lba,
-            status,
-        },
+        _ => Error::NvmeStatus { opcode, lba, status },
     }
 }
 
@@ -159,8 +136,7 @@ pub fn encode(cmd: &nvme_uring_cmd) -> [u8; 80] {
     let size = std::mem::size_of::<nvme_uring_cmd>();
     // SAFETY: nvme_uring_cmd is plain old data of `size` (72) bytes, copied into an array
     // of 80 bytes.
-    let bytes =
-        unsafe { std::slice::from_raw_parts((cmd as *const nvme_uring_cmd).cast::<u8>(), size) };
+    let bytes = unsafe { std::slice::from_raw_parts((cmd as *const nvme_uring_cmd).cast::<u8>(), size) };
     area[..size].copy_from_slice(bytes);
     area
 }
@@ -186,11 +162,7 @@ pub fn data_command(
         nsid,
         addr: data.as_mut_ptr() as u64,
         data_len: data.len() as u32,
-        metadata: if metadata.is_empty() {
-            0
-        } else {
-            metadata.as_mut_ptr() as u64
-        },
+        metadata: if metadata.is_empty() { 0 } else { metadata.as_mut_ptr() as u64 },
         metadata_len: metadata.len() as u32,
         cdw10,
         cdw11,
@@ -247,10 +219,7 @@ fn le64(bytes: &[u8], at: usize) -> u64 {
 pub fn parse_zone_report(buffer: &[u8], geometry: &Geometry) -> Result<Vec<ZoneDescriptor>> {
     let bad = |reason: String| Error::BadZoneReport { reason };
     if buffer.len() < ZONE_REPORT_HEADER_BYTES {
-        return Err(bad(format!(
-            "{} bytes, shorter than the header",
-            buffer.len()
-        )));
+        return Err(bad(format!("{} bytes, shorter than the header", buffer.len())));
     }
     let reported = le64(buffer, 0);
     let room = ((buffer.len() - ZONE_REPORT_HEADER_BYTES) / ZONE_DESCRIPTOR_BYTES) as u64;
@@ -259,37 +228,24 @@ pub fn parse_zone_report(buffer: &[u8], geometry: &Geometry) -> Result<Vec<ZoneD
     }
     let mut zones = Vec::with_capacity(reported as usize);
     for i in 0..reported as usize {
-        let d = &buffer[ZONE_REPORT_HEADER_BYTES + i * ZONE_DESCRIPTOR_BYTES..]
-            [..ZONE_DESCRIPTOR_BYTES];
+        let d = &buffer[ZONE_REPORT_HEADER_BYTES + i * ZONE_DESCRIPTOR_BYTES..][..ZONE_DESCRIPTOR_BYTES];
         let zone_type = d[0] & 0xf;
         if zone_type != ZONE_TYPE_SEQUENTIAL_WRITE_REQUIRED {
-            return Err(bad(format!(
-                "descriptor {i}: zone type {zone_type:#x} is not sequential-write-required"
-            )));
+            return Err(bad(format!("descriptor {i}: zone type {zone_type:#x} is not sequential-write-required")));
         }
-        let state = ZoneState::from_nvme(d[1] >> 4).ok_or_else(|| {
-            bad(format!(
-                "descriptor {i}: reserved zone state {:#x}",
-                d[1] >> 4
-            ))
-        })?;
+        let state = ZoneState::from_nvme(d[1] >> 4)
+            .ok_or_else(|| bad(format!("descriptor {i}: reserved zone state {:#x}", d[1] >> 4)))?;
         let capacity_blocks = le64(d, 8);
         let start_lba = le64(d, 16);
         let write_pointer = le64(d, 24);
         if !start_lba.is_multiple_of(geometry.zone_size_blocks) {
-            return Err(bad(format!(
-                "descriptor {i}: zone start {start_lba} is not zone aligned"
-            )));
+            return Err(bad(format!("descriptor {i}: zone start {start_lba} is not zone aligned")));
         }
-        let zone = geometry.zone_of(start_lba).ok_or_else(|| {
-            bad(format!(
-                "descriptor {i}: zone start {start_lba} is past the namespace"
-            ))
-        })?;
+        let zone = geometry
+            .zone_of(start_lba)
+            .ok_or_else(|| bad(format!("descriptor {i}: zone start {start_lba} is past the namespace")))?;
         if capacity_blocks == 0 || capacity_blocks > geometry.zone_size_blocks {
-            return Err(bad(format!(
-                "zone {zone}: capacity {capacity_blocks} blocks"
-            )));
+            return Err(bad(format!("zone {zone}: capacity {capacity_blocks} blocks")));
         }
         // Write pointers of full, read-only and offline zones are not meaningful.
         let write_pointer = match state {
@@ -297,19 +253,11 @@ pub fn parse_zone_report(buffer: &[u8], geometry: &Geometry) -> Result<Vec<ZoneD
             ZoneState::Offline => start_lba,
             ZoneState::ReadOnly => write_pointer.clamp(start_lba, start_lba + capacity_blocks),
             _ if write_pointer < start_lba || write_pointer > start_lba + capacity_blocks => {
-                return Err(bad(format!(
-                    "zone {zone}: write pointer {write_pointer} outside the zone"
-                )));
+                return Err(bad(format!("zone {zone}: write pointer {write_pointer} outside the zone")));
             }
             _ => write_pointer,
         };
-        zones.push(ZoneDescriptor {
-            zone,
-            state,
-            start_lba,
-            capacity_blocks,
-            write_pointer,
-        });
+        zones.push(ZoneDescriptor { zone, state, start_lba, capacity_blocks, write_pointer });
     }
     Ok(zones)
 }
@@ -373,9 +321,7 @@ fn identify(
         }),
         status => Err(Error::UnsupportedDevice {
             path: path.to_path_buf(),
-            reason: format!(
-                "identify (CNS {cns:?}, CSI {csi:?}) failed with NVMe status {status:#x}"
-            ),
+            reason: format!("identify (CNS {cns:?}, CSI {csi:?}) failed with NVMe status {status:#x}"),
         }),
     }
 }
@@ -401,19 +347,12 @@ impl NvmeDrive {
     /// Opens a ZNS namespace's generic character device (`/dev/ngXnY`) and reads its
     /// geometry from the drive.
     pub fn open(path: &Path) -> Result<Self> {
-        let unsupported = |reason: String| Error::UnsupportedDevice {
+        let unsupported = |reason: String| Error::UnsupportedDevice { path: path.to_path_buf(), reason };
+        let file = OpenOptions::new().read(true).write(true).open(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
-            reason,
-        };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|source| Error::Io {
-                path: path.to_path_buf(),
-                context: "opening NVMe device",
-                source,
-            })?;
+            context: "opening NVMe device",
+            source,
+        })?;
         let mut nsid = 0u32;
         // SAFETY: plain ioctl on an open descriptor writing one u32.
         if unsafe { libnvme::nvme_get_nsid(file.as_raw_fd(), &mut nsid) } < 0 {
@@ -424,39 +363,20 @@ impl NvmeDrive {
         }
         use libnvme::nvme_csi::{NVME_CSI_NVM, NVME_CSI_ZNS};
         use libnvme::nvme_identify_cns::*;
-        let id_ns: libnvme::nvme_id_ns = read_struct(&identify(
-            &file,
-            path,
-            NVME_IDENTIFY_CNS_NS,
-            NVME_CSI_NVM,
-            nsid,
-        )?);
-        let id_ctrl: libnvme::nvme_id_ctrl = read_struct(&identify(
-            &file,
-            path,
-            NVME_IDENTIFY_CNS_CTRL,
-            NVME_CSI_NVM,
-            0,
-        )?);
+        let id_ns: libnvme::nvme_id_ns = read_struct(&identify(&file, path, NVME_IDENTIFY_CNS_NS, NVME_CSI_NVM, nsid)?);
+        let id_ctrl: libnvme::nvme_id_ctrl =
+            read_struct(&identify(&file, path, NVME_IDENTIFY_CNS_CTRL, NVME_CSI_NVM, 0)?);
         let zns_ns: libnvme::nvme_zns_id_ns = read_struct(
             &identify(&file, path, NVME_IDENTIFY_CNS_CSI_NS, NVME_CSI_ZNS, nsid)
                 .map_err(|e| unsupported(format!("not a zoned (ZNS) namespace: {e}")))?,
         );
-        let zns_ctrl: libnvme::nvme_zns_id_ctrl = read_struct(&identify(
-            &file,
-            path,
-            NVME_IDENTIFY_CNS_CSI_CTRL,
-            NVME_CSI_ZNS,
-            0,
-        )?);
+        let zns_ctrl: libnvme::nvme_zns_id_ctrl =
+            read_struct(&identify(&file, path, NVME_IDENTIFY_CNS_CSI_CTRL, NVME_CSI_ZNS, 0)?);
 
         // flbas: format index in bits 0..3, high bits in 5..6 when more than 16 formats.
         let format = usize::from(id_ns.flbas & 0xf) | (usize::from((id_ns.flbas >> 5) & 0x3) << 4);
         if format > usize::from(id_ns.nlbaf) || format >= id_ns.lbaf.len() {
-            return Err(unsupported(format!(
-                "LBA format index {format} past the {} formats",
-                id_ns.nlbaf + 1
-            )));
+            return Err(unsupported(format!("LBA format index {format} past the {} formats", id_ns.nlbaf + 1)));
         }
         if id_ns.flbas & FLBAS_EXTENDED_METADATA != 0 {
             return Err(unsupported(
@@ -472,9 +392,7 @@ impl NvmeDrive {
         let zone_size_blocks = u64::from_le(zns_ns.lbafe[format].zsze);
         let namespace_blocks = u64::from_le(id_ns.nsze);
         if zone_size_blocks == 0 || namespace_blocks < zone_size_blocks {
-            return Err(unsupported(format!(
-                "zone size {zone_size_blocks} blocks, namespace {namespace_blocks}"
-            )));
+            return Err(unsupported(format!("zone size {zone_size_blocks} blocks, namespace {namespace_blocks}")));
         }
         let limit = |raw: u32| {
             let raw = u32::from_le(raw);
@@ -484,8 +402,7 @@ impl NvmeDrive {
             let bytes = MEMORY_PAGE_BYTES << u32::from(log2_pages).min(20);
             (bytes / u64::from(block_size_bytes)).max(1)
         };
-        let kernel_blocks =
-            kernel_max_transfer_bytes(path).map(|b| (b / u64::from(block_size_bytes)).max(1));
+        let kernel_blocks = kernel_max_transfer_bytes(path).map(|b| (b / u64::from(block_size_bytes)).max(1));
         let mdts_blocks = (id_ctrl.mdts != 0).then(|| pages_to_blocks(id_ctrl.mdts));
         const FALLBACK_TRANSFER_BYTES: u64 = 128 * 1024;
         let max_transfer_blocks = match (mdts_blocks, kernel_blocks) {
@@ -511,13 +428,9 @@ impl NvmeDrive {
             zone_append_max_blocks: u32::try_from(append_blocks).unwrap_or(u32::MAX),
             max_transfer_blocks: u32::try_from(max_transfer_blocks).unwrap_or(u32::MAX),
         };
-        let ring = IoUring::<squeue::Entry128, cqueue::Entry32>::builder()
-            .build(RING_ENTRIES)
-            .map_err(|source| Error::Io {
-                path: path.to_path_buf(),
-                context: "setting up io_uring (SQE128/CQE32)",
-                source,
-            })?;
+        let ring = IoUring::<squeue::Entry128, cqueue::Entry32>::builder().build(RING_ENTRIES).map_err(|source| {
+            Error::Io { path: path.to_path_buf(), context: "setting up io_uring (SQE128/CQE32)", source }
+        })?;
         let mut drive = NvmeDrive {
             path: path.to_path_buf(),
             file,
@@ -531,22 +444,12 @@ impl NvmeDrive {
             ready: VecDeque::new(),
             cqes: Vec::with_capacity(RING_ENTRIES as usize),
         };
-        let zone0 = crate::device::execute(
-            &mut drive,
-            Command::ReportZones {
-                start_lba: 0,
-                max_zones: 1,
-            },
-        );
+        let zone0 = crate::device::execute(&mut drive, Command::ReportZones { start_lba: 0, max_zones: 1 });
         match zone0.result? {
-            Done::Zones(zones) if zones.len() == 1 => {
-                geometry.zone_capacity_blocks = zones[0].capacity_blocks
-            }
+            Done::Zones(zones) if zones.len() == 1 => geometry.zone_capacity_blocks = zones[0].capacity_blocks,
             other => return Err(unsupported(format!("report of zone 0 returned {other:?}"))),
         }
-        geometry
-            .validate()
-            .map_err(|e| unsupported(format!("drive geometry: {e}")))?;
+        geometry.validate().map_err(|e| unsupported(format!("drive geometry: {e}")))?;
         drive.geometry = geometry;
         Ok(drive)
     }
@@ -576,12 +479,7 @@ impl NvmeDrive {
             | Command::Append { data, metadata, .. } => (data, metadata),
             _ => (Vec::new(), Vec::new()),
         };
-        self.ready.push_back(Completion {
-            tag,
-            result: Err(error),
-            data,
-            metadata,
-        });
+        self.ready.push_back(Completion { tag, result: Err(error), data, metadata });
     }
 
     /// Checks buffers the kernel would otherwise reject less clearly.
@@ -589,20 +487,12 @@ impl NvmeDrive {
         let block = self.geometry.block_size_bytes as usize;
         if data.is_empty() || !data.len().is_multiple_of(block) {
             let expected = data.len().div_ceil(block).max(1) * block;
-            return Err(Error::BufferSize {
-                what: "data",
-                expected,
-                got: data.len(),
-            });
+            return Err(Error::BufferSize { what: "data", expected, got: data.len() });
         }
         let blocks = (data.len() / block) as u64;
         let want = self.geometry.metadata_bytes(blocks);
         if !metadata.is_empty() && metadata.len() != want {
-            return Err(Error::BufferSize {
-                what: "metadata",
-                expected: want,
-                got: metadata.len(),
-            });
+            return Err(Error::BufferSize { what: "metadata", expected: want, got: metadata.len() });
         }
         Ok(blocks)
     }
@@ -617,22 +507,9 @@ impl NvmeDrive {
         let meta_per_block = self.geometry.metadata_bytes_per_block as usize;
         let mut flight_meta = Vec::new();
         let mut report = Vec::new();
-        let opcode = if matches!(command, Command::Read { .. }) {
-            opcodes::READ
-        } else {
-            opcodes::WRITE
-        };
+        let opcode = if matches!(command, Command::Read { .. }) { opcodes::READ } else { opcodes::WRITE };
         let (cmd, context) = match &mut command {
-            Command::Read {
-                lba,
-                data,
-                metadata,
-            }
-            | Command::Write {
-                lba,
-                data,
-                metadata,
-            } => {
+            Command::Read { lba, data, metadata } | Command::Write { lba, data, metadata } => {
                 let blocks = match self.check_buffers(data, metadata) {
                     Ok(blocks) => blocks,
                     Err(e) => return self.fail_now(tag, command, e),
@@ -643,16 +520,9 @@ impl NvmeDrive {
                 } else {
                     metadata
                 };
-                (
-                    data_command(opcode, nsid, *lba, blocks, data, meta),
-                    self.context(opcode, *lba, blocks),
-                )
+                (data_command(opcode, nsid, *lba, blocks, data, meta), self.context(opcode, *lba, blocks))
             }
-            Command::Append {
-                zone_start_lba,
-                data,
-                metadata,
-            } => {
+            Command::Append { zone_start_lba, data, metadata } => {
                 let blocks = match self.check_buffers(data, metadata) {
                     Ok(blocks) => blocks,
                     Err(e) => return self.fail_now(tag, command, e),
@@ -676,17 +546,11 @@ impl NvmeDrive {
                 context.action = Some(*action);
                 (zone_send_command(nsid, *action, *target), context)
             }
-            Command::ReportZones {
-                start_lba,
-                max_zones,
-            } => {
+            Command::ReportZones { start_lba, max_zones } => {
                 let zones = (*max_zones).clamp(1, self.geometry.zone_count) as usize;
                 report = vec![0u8; ZONE_REPORT_HEADER_BYTES + zones * ZONE_DESCRIPTOR_BYTES];
                 let cmd = zone_report_command(nsid, *start_lba, &mut report);
-                (
-                    cmd,
-                    self.context(opcodes::ZONE_MANAGEMENT_RECEIVE, *start_lba, 0),
-                )
+                (cmd, self.context(opcodes::ZONE_MANAGEMENT_RECEIVE, *start_lba, 0))
             }
         };
         let slot = self.free_slots.pop().unwrap_or_else(|| {
@@ -702,28 +566,15 @@ impl NvmeDrive {
         // `id` (Vec heap memory does not move when the Vec does) and stays alive until
         // its completion is reaped; the queue had room (checked above).
         unsafe {
-            self.ring
-                .submission()
-                .push(&entry)
-                .expect("submission queue has room");
+            self.ring.submission().push(&entry).expect("submission queue has room");
         }
-        self.flights[slot] = Some(Flight {
-            tag,
-            command,
-            scratch_metadata: flight_meta,
-            report,
-            context,
-        });
+        self.flights[slot] = Some(Flight { tag, command, scratch_metadata: flight_meta, report, context });
         self.in_kernel += 1;
     }
 
     fn drain_completions(&mut self) {
         let mut cqes = std::mem::take(&mut self.cqes);
-        cqes.extend(
-            self.ring
-                .completion()
-                .map(|cqe| (cqe.user_data(), cqe.result(), cqe.big_cqe()[0])),
-        );
+        cqes.extend(self.ring.completion().map(|cqe| (cqe.user_data(), cqe.result(), cqe.big_cqe()[0])));
         for (id, res, result_qword) in cqes.drain(..) {
             let Some(flight) = self.flights.get_mut(id as usize).and_then(Option::take) else {
                 tracing::error!(drive = %self.path.display(), id, "completion for no command in flight");
@@ -745,57 +596,31 @@ impl NvmeDrive {
             };
             let ctx = flight.context;
             let (result, data, metadata) = match flight.command {
-                Command::Read { data, metadata, .. } => {
-                    (outcome.map(|()| Done::Read), data, metadata)
+                Command::Read { data, metadata, .. } => (outcome.map(|()| Done::Read), data, metadata),
+                Command::Write { lba, data, metadata } => {
+                    (outcome.map(|()| Done::Written { lba, blocks: ctx.blocks }), data, metadata)
                 }
-                Command::Write {
-                    lba,
-                    data,
-                    metadata,
-                } => (
-                    outcome.map(|()| Done::Written {
-                        lba,
-                        blocks: ctx.blocks,
-                    }),
-                    data,
-                    metadata,
-                ),
                 Command::Append { data, metadata, .. } => {
                     let result = outcome.and_then(|()| {
                         let lba = result_qword;
                         let zone_start = ctx.lba;
-                        if lba < zone_start
-                            || lba + ctx.blocks > zone_start + self.geometry.zone_size_blocks
-                        {
+                        if lba < zone_start || lba + ctx.blocks > zone_start + self.geometry.zone_size_blocks {
                             return Err(Error::BadZoneReport {
-                                reason: format!(
-                                    "append to zone at {zone_start} reported landing at LBA {lba}"
-                                ),
+                                reason: format!("append to zone at {zone_start} reported landing at LBA {lba}"),
                             });
                         }
-                        Ok(Done::Written {
-                            lba,
-                            blocks: ctx.blocks,
-                        })
+                        Ok(Done::Written { lba, blocks: ctx.blocks })
                     });
                     (result, data, metadata)
                 }
-                Command::ManageZone { .. } => {
-                    (outcome.map(|()| Done::ZoneManaged), Vec::new(), Vec::new())
-                }
+                Command::ManageZone { .. } => (outcome.map(|()| Done::ZoneManaged), Vec::new(), Vec::new()),
                 Command::ReportZones { .. } => {
-                    let result = outcome.and_then(|()| {
-                        parse_zone_report(&flight.report, &self.geometry).map(Done::Zones)
-                    });
+                    let result =
+                        outcome.and_then(|()| parse_zone_report(&flight.report, &self.geometry).map(Done::Zones));
                     (result, Vec::new(), Vec::new())
                 }
             };
-            self.ready.push_back(Completion {
-                tag: flight.tag,
-                result,
-                data,
-                metadata,
-            });
+            self.ready.push_back(Completion { tag: flight.tag, result, data, metadata });
         }
         self.cqes = cqes;
         while !self.backlog.is_empty() && !self.ring.submission().is_full() {
@@ -909,11 +734,7 @@ mod tests {
                 write_pointer: 1030
             }
         );
-        assert_eq!(
-            zones[2].write_pointer,
-            2048 + 1000,
-            "full zones report their end"
-        );
+        assert_eq!(zones[2].write_pointer, 2048 + 1000, "full zones report their end");
     }
 
     #[test]
@@ -933,11 +754,7 @@ mod tests {
                 b
             },
         ] {
-            assert!(
-                parse_zone_report(&buf, &g).is_err(),
-                "accepted {:?}",
-                &buf[..buf.len().min(80)]
-            );
+            assert!(parse_zone_report(&buf, &g).is_err(), "accepted {:?}", &buf[..buf.len().min(80)]);
         }
     }
 
@@ -952,60 +769,21 @@ mod tests {
     fn encodes_commands_as_the_kernel_expects() {
         let mut data = vec![0u8; 8192];
         let mut meta = vec![0u8; 128];
-        let cmd = data_command(
-            opcodes::ZONE_APPEND,
-            1,
-            0x1_0000_2000,
-            2,
-            &mut data,
-            &mut meta,
-        );
+        let cmd = data_command(opcodes::ZONE_APPEND, 1, 0x1_0000_2000, 2, &mut data, &mut meta);
         let area = encode(&cmd);
         assert_eq!(area[0], 0x7d);
-        assert_eq!(
-            u32::from_le_bytes(area[4..8].try_into().unwrap()),
-            1,
-            "nsid"
-        );
-        assert_eq!(
-            u32::from_le_bytes(area[40..44].try_into().unwrap()),
-            0x2000,
-            "cdw10: LBA low"
-        );
-        assert_eq!(
-            u32::from_le_bytes(area[44..48].try_into().unwrap()),
-            1,
-            "cdw11: LBA high"
-        );
-        assert_eq!(
-            u32::from_le_bytes(area[48..52].try_into().unwrap()),
-            1,
-            "cdw12: blocks - 1"
-        );
-        assert_eq!(
-            u32::from_le_bytes(area[32..36].try_into().unwrap()),
-            128,
-            "metadata_len"
-        );
-        assert_eq!(
-            u32::from_le_bytes(area[36..40].try_into().unwrap()),
-            8192,
-            "data_len"
-        );
+        assert_eq!(u32::from_le_bytes(area[4..8].try_into().unwrap()), 1, "nsid");
+        assert_eq!(u32::from_le_bytes(area[40..44].try_into().unwrap()), 0x2000, "cdw10: LBA low");
+        assert_eq!(u32::from_le_bytes(area[44..48].try_into().unwrap()), 1, "cdw11: LBA high");
+        assert_eq!(u32::from_le_bytes(area[48..52].try_into().unwrap()), 1, "cdw12: blocks - 1");
+        assert_eq!(u32::from_le_bytes(area[32..36].try_into().unwrap()), 128, "metadata_len");
+        assert_eq!(u32::from_le_bytes(area[36..40].try_into().unwrap()), 8192, "data_len");
         let reset_all = encode(&zone_send_command(1, ZoneAction::Reset, ZoneTarget::All));
         assert_eq!(reset_all[0], 0x79);
-        assert_eq!(
-            u32::from_le_bytes(reset_all[52..56].try_into().unwrap()),
-            0x104,
-            "cdw13: reset, select all"
-        );
+        assert_eq!(u32::from_le_bytes(reset_all[52..56].try_into().unwrap()), 0x104, "cdw13: reset, select all");
         let mut buf = vec![0u8; 64 + 64 * 4];
         let report = encode(&zone_report_command(1, 0, &mut buf));
-        assert_eq!(
-            u32::from_le_bytes(report[48..52].try_into().unwrap()),
-            (320 / 4 - 1) as u32,
-            "cdw12: dwords - 1"
-        );
+        assert_eq!(u32::from_le_bytes(report[48..52].try_into().unwrap()), (320 / 4 - 1) as u32, "cdw12: dwords - 1");
     }
 
     #[test]
@@ -1020,54 +798,16 @@ mod tests {
             append_limit: 32,
             lba_is_zone_start: false,
         };
-        assert!(matches!(
-            status_to_error(0x41bc, &ctx),
-            Error::ZoneInvalidWrite { lba: 5, .. }
-        ));
-        assert!(matches!(
-            status_to_error(0x01b9, &ctx),
-            Error::ZoneIsFull { .. }
-        ));
-        assert!(matches!(
-            status_to_error(0x01b8, &ctx),
-            Error::ZoneBoundary { .. }
-        ));
-        assert!(matches!(
-            status_to_error(0x01be, &ctx),
-            Error::TooManyOpenZones { .. }
-        ));
-        assert!(matches!(
-            status_to_error(0x01bd, &ctx),
-            Error::TooManyActiveZones { .. }
-        ));
-        assert!(matches!(
-            status_to_error(0x0281, &ctx),
-            Error::MediaError { lba: 5 }
-        ));
-        let append = CommandContext {
-            opcode: opcodes::ZONE_APPEND,
-            blocks: 33,
-            ..ctx
-        };
-        assert!(matches!(
-            status_to_error(0x4002, &append),
-            Error::AppendTooLarge {
-                blocks: 33,
-                limit: 32
-            }
-        ));
-        assert!(matches!(
-            status_to_error(0x0002, &ctx),
-            Error::NvmeStatus { status: 2, .. }
-        ));
-        let send = CommandContext {
-            opcode: opcodes::ZONE_MANAGEMENT_SEND,
-            lba: 1,
-            ..ctx
-        };
-        assert!(matches!(
-            status_to_error(0x4002, &send),
-            Error::NotZoneStart { lba: 1 }
-        ));
+        assert!(matches!(status_to_error(0x41bc, &ctx), Error::ZoneInvalidWrite { lba: 5, .. }));
+        assert!(matches!(status_to_error(0x01b9, &ctx), Error::ZoneIsFull { .. }));
+        assert!(matches!(status_to_error(0x01b8, &ctx), Error::ZoneBoundary { .. }));
+        assert!(matches!(status_to_error(0x01be, &ctx), Error::TooManyOpenZones { .. }));
+        assert!(matches!(status_to_error(0x01bd, &ctx), Error::TooManyActiveZones { .. }));
+        assert!(matches!(status_to_error(0x0281, &ctx), Error::MediaError { lba: 5 }));
+        let append = CommandContext { opcode: opcodes::ZONE_APPEND, blocks: 33, ..ctx };
+        assert!(matches!(status_to_error(0x4002, &append), Error::AppendTooLarge { blocks: 33, limit: 32 }));
+        assert!(matches!(status_to_error(0x0002, &ctx), Error::NvmeStatus { status: 2, .. }));
+        let send = CommandContext { opcode: opcodes::ZONE_MANAGEMENT_SEND, lba: 1, ..ctx };
+        assert!(matches!(status_to_error(0x4002, &send), Error::NotZoneStart { lba: 1 }));
     }
 }

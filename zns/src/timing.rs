@@ -106,16 +106,10 @@ impl TimingParams {
     /// Checks the parameters can drive the model.
     pub fn validate(&self) -> Result<(), String> {
         if self.chips == 0 || self.chips_per_zone == 0 || self.chips_per_zone > self.chips {
-            return Err(format!(
-                "need 1 <= chips per zone ({}) <= chips ({})",
-                self.chips_per_zone, self.chips
-            ));
+            return Err(format!("need 1 <= chips per zone ({}) <= chips ({})", self.chips_per_zone, self.chips));
         }
         if self.channels == 0 || self.channels > self.chips {
-            return Err(format!(
-                "need 1 <= channels ({}) <= chips ({})",
-                self.channels, self.chips
-            ));
+            return Err(format!("need 1 <= channels ({}) <= chips ({})", self.channels, self.chips));
         }
         if self.blocks_per_page == 0 || self.append_slots_per_zone == 0 {
             return Err("blocks per page and append slots per zone must be at least 1".into());
@@ -127,22 +121,10 @@ impl TimingParams {
 /// What the model needs to know about a command.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum TimedOp {
-    Read {
-        zone: u32,
-        offset_blocks: u64,
-        blocks: u64,
-    },
-    Write {
-        zone: u32,
-        blocks: u64,
-    },
-    Append {
-        zone: u32,
-        blocks: u64,
-    },
-    Reset {
-        zone: Option<u32>,
-    },
+    Read { zone: u32, offset_blocks: u64, blocks: u64 },
+    Write { zone: u32, blocks: u64 },
+    Append { zone: u32, blocks: u64 },
+    Reset { zone: Option<u32> },
     Finish,
     Admin,
 }
@@ -187,15 +169,13 @@ impl Timing {
         let p = &self.params;
         let page = offset_blocks / u64::from(p.blocks_per_page);
         let within_zone = page % u64::from(p.chips_per_zone);
-        ((u64::from(zone) * u64::from(p.chips_per_zone) + within_zone) % u64::from(p.chips))
-            as usize
+        ((u64::from(zone) * u64::from(p.chips_per_zone) + within_zone) % u64::from(p.chips)) as usize
     }
 
     fn controller(&mut self, now_ns: u64, blocks: u64) -> u64 {
         let p = &self.params;
         let start = now_ns.max(self.controller_free_ns);
-        self.controller_free_ns =
-            start + p.controller_ns_per_command + p.controller_ns_per_block * blocks;
+        self.controller_free_ns = start + p.controller_ns_per_command + p.controller_ns_per_block * blocks;
         self.controller_free_ns
     }
 
@@ -209,8 +189,7 @@ impl Timing {
             self.program_cursor_blocks[zone as usize] += 1;
             let chip = self.chip_of(zone, offset);
             let channel = chip % self.channel_free_ns.len();
-            let on_bus =
-                ready_ns.max(self.channel_free_ns[channel]) + self.params.channel_ns_per_block;
+            let on_bus = ready_ns.max(self.channel_free_ns[channel]) + self.params.channel_ns_per_block;
             self.channel_free_ns[channel] = on_bus;
             let start = on_bus.max(self.chip_free_ns[chip]);
             self.chip_free_ns[chip] = start + block_program_ns;
@@ -219,13 +198,7 @@ impl Timing {
         done
     }
 
-    fn acknowledge(
-        &self,
-        in_buffer_ns: u64,
-        programmed_ns: u64,
-        blocks: u64,
-        jitter_ns: u64,
-    ) -> u64 {
+    fn acknowledge(&self, in_buffer_ns: u64, programmed_ns: u64, blocks: u64, jitter_ns: u64) -> u64 {
         let p = &self.params;
         let ack = in_buffer_ns + p.ack_ns_per_command + p.ack_ns_per_block * blocks;
         ack.max(programmed_ns.saturating_sub(p.write_buffer_window_ns)) + jitter_ns
@@ -244,26 +217,21 @@ impl Timing {
                 let z = zone as usize;
                 let slots = self.params.append_slots_per_zone as usize;
                 let mut start = now_ns;
-                while self.append_slots[z]
-                    .front()
-                    .is_some_and(|done| *done <= start)
-                {
+                while self.append_slots[z].front().is_some_and(|done| *done <= start) {
                     self.append_slots[z].pop_front();
                 }
                 if self.append_slots[z].len() >= slots {
                     start = start.max(self.append_slots[z].pop_front().expect("slot"));
                 }
                 let after_controller = self.controller(start, blocks);
-                let sequenced = after_controller.max(self.append_sequencer_free_ns[z])
-                    + self.params.append_sequencer_ns;
+                let sequenced =
+                    after_controller.max(self.append_sequencer_free_ns[z]) + self.params.append_sequencer_ns;
                 self.append_sequencer_free_ns[z] = sequenced;
                 let miss_ns = self.touch_append_context(zone);
                 let p = &self.params;
                 let engine_start = sequenced.max(self.append_engine_free_ns);
-                self.append_engine_free_ns = engine_start
-                    + miss_ns
-                    + p.append_engine_ns_per_command
-                    + p.append_engine_ns_per_block * blocks;
+                self.append_engine_free_ns =
+                    engine_start + miss_ns + p.append_engine_ns_per_command + p.append_engine_ns_per_block * blocks;
                 let in_buffer = self.append_engine_free_ns;
                 let programmed = self.program(zone, blocks, in_buffer);
                 let done = self.acknowledge(in_buffer, programmed, blocks, jitter_ns);
@@ -273,11 +241,7 @@ impl Timing {
                 queue.insert(at, done);
                 done
             }
-            TimedOp::Read {
-                zone,
-                offset_blocks,
-                blocks,
-            } => {
+            TimedOp::Read { zone, offset_blocks, blocks } => {
                 let after_controller = self.controller(now_ns, 0);
                 let p = &self.params;
                 let mut done = after_controller;
@@ -294,8 +258,7 @@ impl Timing {
             TimedOp::Reset { zone } => {
                 match zone {
                     Some(z) => self.forget_zone(z),
-                    None => (0..self.program_cursor_blocks.len() as u32)
-                        .for_each(|z| self.forget_zone(z)),
+                    None => (0..self.program_cursor_blocks.len() as u32).for_each(|z| self.forget_zone(z)),
                 }
                 self.controller(now_ns, 0) + self.params.reset_ns + jitter_ns
             }

@@ -50,13 +50,7 @@ impl ZoneState {
 
     /// States in which a write at the write pointer may be accepted.
     pub fn is_writable(self) -> bool {
-        matches!(
-            self,
-            ZoneState::Empty
-                | ZoneState::ImplicitlyOpen
-                | ZoneState::ExplicitlyOpen
-                | ZoneState::Closed
-        )
+        matches!(self, ZoneState::Empty | ZoneState::ImplicitlyOpen | ZoneState::ExplicitlyOpen | ZoneState::Closed)
     }
 
     /// A short lower-case name for tables.

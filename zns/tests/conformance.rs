@@ -8,40 +8,18 @@ use zapraid_zns::{Command, EmulatedDrive, Geometry, TimingParams, ZonedDevice};
 
 fn assert_passed(what: &str, report: &Report) {
     assert!(report.passed(), "{what}:\n{report}");
-    assert!(
-        report.results.len() > 10,
-        "{what}: too few checks ran:\n{report}"
-    );
+    assert!(report.results.len() > 10, "{what}: too few checks ran:\n{report}");
 }
 
 fn geometries() -> Vec<Geometry> {
     let base = Geometry::small(24, 64, 60);
     vec![
         base,
-        Geometry {
-            metadata_bytes_per_block: 16,
-            ..base
-        },
-        Geometry {
-            metadata_bytes_per_block: 0,
-            ..base
-        },
-        Geometry {
-            max_open_zones: Some(3),
-            max_active_zones: Some(5),
-            ..base
-        },
-        Geometry {
-            max_open_zones: None,
-            max_active_zones: None,
-            ..base
-        },
-        Geometry {
-            block_size_bytes: 512,
-            metadata_bytes_per_block: 8,
-            zone_append_max_blocks: 8,
-            ..base
-        },
+        Geometry { metadata_bytes_per_block: 16, ..base },
+        Geometry { metadata_bytes_per_block: 0, ..base },
+        Geometry { max_open_zones: Some(3), max_active_zones: Some(5), ..base },
+        Geometry { max_open_zones: None, max_active_zones: None, ..base },
+        Geometry { block_size_bytes: 512, metadata_bytes_per_block: 8, zone_append_max_blocks: 8, ..base },
     ]
 }
 
@@ -51,18 +29,16 @@ fn memory_backend_conforms() {
         let mut drive = EmulatedDrive::memory(geometry, i as u64).unwrap();
         let report = conformance::run(&mut drive);
         assert_passed(&format!("memory {geometry:?}"), &report);
-        let limits_absent = usize::from(geometry.max_open_zones.is_none())
-            + usize::from(geometry.max_active_zones.is_none());
+        let limits_absent =
+            usize::from(geometry.max_open_zones.is_none()) + usize::from(geometry.max_active_zones.is_none());
         assert_eq!(report.skipped(), limits_absent, "{report}");
     }
 }
 
 #[test]
 fn virtual_time_backend_conforms() {
-    let mut drive = EmulatedDrive::memory(Geometry::small(24, 64, 60), 3)
-        .unwrap()
-        .with_timing(TimingParams::zn540())
-        .unwrap();
+    let mut drive =
+        EmulatedDrive::memory(Geometry::small(24, 64, 60), 3).unwrap().with_timing(TimingParams::zn540()).unwrap();
     assert_passed("virtual time", &conformance::run(&mut drive));
     assert!(drive.now_ns() > 0, "virtual time did not advance");
 }
@@ -77,32 +53,18 @@ fn file_backend_conforms_and_persists() {
         // Leave data behind, reopen, find it again.
         let lba = geometry.zone_start_lba(2);
         let (data, metadata) = conformance::pattern_block(&geometry, lba, 77);
-        let c = zapraid_zns::execute(
-            &mut drive,
-            Command::Write {
-                lba,
-                data: data.clone(),
-                metadata: metadata.clone(),
-            },
-        );
+        let c =
+            zapraid_zns::execute(&mut drive, Command::Write { lba, data: data.clone(), metadata: metadata.clone() });
         c.result.unwrap();
         drop(drive);
         let mut drive = EmulatedDrive::open_file(&path).unwrap();
         assert_eq!(drive.geometry(), geometry);
         let zone = drive.zones()[2];
         assert_eq!(zone.write_pointer, lba + 1);
-        assert_eq!(
-            zone.state,
-            zapraid_zns::ZoneState::Closed,
-            "an open zone comes back closed"
-        );
+        assert_eq!(zone.state, zapraid_zns::ZoneState::Closed, "an open zone comes back closed");
         let c = zapraid_zns::execute(
             &mut drive,
-            Command::Read {
-                lba,
-                data: vec![0; data.len()],
-                metadata: vec![0; metadata.len()],
-            },
+            Command::Read { lba, data: vec![0; data.len()], metadata: vec![0; metadata.len()] },
         );
         c.result.unwrap();
         assert_eq!((c.data, c.metadata), (data, metadata));
@@ -132,8 +94,7 @@ fn power_cut_leaves_a_drive_that_passes_post_crash_checks() {
         let mut drive = if seed % 2 == 0 {
             EmulatedDrive::memory(geometry, seed).unwrap()
         } else {
-            EmulatedDrive::create_file(&dir.path().join(format!("p{seed}.zns")), geometry, seed)
-                .unwrap()
+            EmulatedDrive::create_file(&dir.path().join(format!("p{seed}.zns")), geometry, seed).unwrap()
         };
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let rounds = rng.random_range(1..12);
@@ -144,21 +105,12 @@ fn power_cut_leaves_a_drive_that_passes_post_crash_checks() {
             let z = drive.zones()[zone as usize];
             if z.written_blocks() + 4 <= g.zone_capacity_blocks {
                 let (data, metadata) = crash_blocks(&g, 999_000 + u64::from(zone) * 10, 4);
-                drive.submit(
-                    u64::from(zone),
-                    Command::Append {
-                        zone_start_lba: z.start_lba,
-                        data,
-                        metadata,
-                    },
-                );
+                drive.submit(u64::from(zone), Command::Append { zone_start_lba: z.start_lba, data, metadata });
             }
         }
         let cut = drive.power_cut().unwrap();
         assert_eq!(drive.in_flight(), 0);
-        let report = conformance::check_after_crash_then_run(&mut drive, &mut |_, d, m| {
-            verify_crash_block(d, m)
-        });
+        let report = conformance::check_after_crash_then_run(&mut drive, &mut |_, d, m| verify_crash_block(d, m));
         assert_passed(&format!("seed {seed} after {cut:?}"), &report);
     }
 }

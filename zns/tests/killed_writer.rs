@@ -44,10 +44,7 @@ fn assert_passed(what: &str, report: &Report) {
 #[ignore = "child process of killed_writer_leaves_a_consistent_drive_file"]
 fn crash_child_writer() {
     let path = std::env::var("ZAPRAID_CRASH_DRIVE").expect("run by the crash test");
-    let seed: u64 = std::env::var("ZAPRAID_CRASH_SEED")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let seed: u64 = std::env::var("ZAPRAID_CRASH_SEED").unwrap().parse().unwrap();
     let mut drive = EmulatedDrive::open_file(path.as_ref()).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut stdout = std::io::stdout();
@@ -66,13 +63,7 @@ fn killed_writer_leaves_a_consistent_drive_file() {
         let path = dir.path().join(format!("k{seed}.zns"));
         drop(EmulatedDrive::create_file(&path, geometry, seed).unwrap());
         let mut child = Process::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "crash_child_writer",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .args(["--exact", "crash_child_writer", "--ignored", "--nocapture", "--test-threads=1"])
             .env("ZAPRAID_CRASH_DRIVE", &path)
             .env("ZAPRAID_CRASH_SEED", seed.to_string())
             .stdout(Stdio::piped())
@@ -97,14 +88,9 @@ fn killed_writer_leaves_a_consistent_drive_file() {
         let mut drive = EmulatedDrive::open_file(&path).unwrap();
         for (zone, end) in &acked {
             let z = drive.zones()[*zone as usize];
-            assert!(
-                z.written_blocks() >= *end,
-                "seed {seed}: zone {zone} lost acknowledged blocks: {z:?} < {end}"
-            );
+            assert!(z.written_blocks() >= *end, "seed {seed}: zone {zone} lost acknowledged blocks: {z:?} < {end}");
         }
-        let report = conformance::check_after_crash_then_run(&mut drive, &mut |_, d, m| {
-            verify_crash_block(d, m)
-        });
+        let report = conformance::check_after_crash_then_run(&mut drive, &mut |_, d, m| verify_crash_block(d, m));
         assert_passed(&format!("killed writer, seed {seed}"), &report);
     }
 }

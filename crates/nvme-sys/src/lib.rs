@@ -3,13 +3,7 @@
 //!
 //! The passthrough command numbers are function-like macros bindgen cannot expand; they
 //! are computed here from the struct size and checked against the kernel's values.
-#![allow(
-    non_upper_case_globals,
-    non_camel_case_types,
-    non_snake_case,
-    dead_code,
-    clippy::all
-)]
+#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, dead_code, clippy::all)]
 
 /// libnvme: `nvme_identify`, `nvme_get_nsid` and the identify/ZNS structures.
 pub mod libnvme {

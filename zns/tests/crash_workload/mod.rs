@@ -23,9 +23,7 @@ pub fn verify_crash_block(data: &[u8], meta: &[u8]) -> Result<(), String> {
     let stored = u32::from_le_bytes(data[..4].try_into().unwrap());
     let crc = crc32c::crc32c(&data[4..]);
     if stored != crc {
-        return Err(format!(
-            "torn or corrupt block: crc {stored:#x} != {crc:#x}"
-        ));
+        return Err(format!("torn or corrupt block: crc {stored:#x} != {crc:#x}"));
     }
     let n = meta.len().min(4);
     if meta[..n] != crc.to_le_bytes()[..n] {
@@ -47,12 +45,7 @@ pub fn crash_blocks(geometry: &Geometry, first_id: u64, blocks: u64) -> (Vec<u8>
 
 /// Keeps `batch` writes and appends of 1..=4 blocks in flight over the zones; `on_ack`
 /// hears of each acknowledged one as (zone, end of write).
-pub fn crash_workload(
-    drive: &mut EmulatedDrive,
-    rng: &mut ChaCha8Rng,
-    rounds: usize,
-    mut on_event: impl FnMut(&str),
-) {
+pub fn crash_workload(drive: &mut EmulatedDrive, rng: &mut ChaCha8Rng, rounds: usize, mut on_event: impl FnMut(&str)) {
     let g = drive.geometry();
     let mut next_id = rng.random::<u32>() as u64 * 1_000_000;
     let mut host_wp: Vec<u64> = drive.zones().iter().map(|z| z.written_blocks()).collect();
@@ -68,17 +61,9 @@ pub fn crash_workload(
             next_id += blocks;
             let start = g.zone_start_lba(zone);
             let command = if rng.random_bool(0.5) {
-                Command::Write {
-                    lba: start + host_wp[zone as usize],
-                    data,
-                    metadata,
-                }
+                Command::Write { lba: start + host_wp[zone as usize], data, metadata }
             } else {
-                Command::Append {
-                    zone_start_lba: start,
-                    data,
-                    metadata,
-                }
+                Command::Append { zone_start_lba: start, data, metadata }
             };
             host_wp[zone as usize] += blocks;
             drive.submit(tag, command);
@@ -100,15 +85,9 @@ pub fn crash_workload(
         }
         if host_wp.iter().all(|wp| *wp == g.zone_capacity_blocks) {
             on_event("resetting");
-            zapraid_zns::execute(
-                drive,
-                Command::ManageZone {
-                    action: ZoneAction::Reset,
-                    target: ZoneTarget::All,
-                },
-            )
-            .result
-            .unwrap();
+            zapraid_zns::execute(drive, Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::All })
+                .result
+                .unwrap();
             host_wp.iter_mut().for_each(|wp| *wp = 0);
         }
     }

@@ -1,0 +1,319 @@
+//! Where everything of a segment lives. A segment is one zone on each of the k + m drives:
+//! a header region (one chunk), a data region of S stripes in stripe groups of G stripes,
+//! and a footer region (a footer entry for every data-region block). Sizes derive from
+//! the drive's zone capacity, block size and the chunk size; nothing here is a constant of
+//! the hardware.
+//!
+//! Chunk `c` of stripe `s` (data chunks first, then parity) sits on drive
+//! `(c + rotation(s)) % n`: parity rotates for RAID-5/6 and general k+m, and stays on the
+//! last drives for RAID-4 and the mirrored levels.
+
+use zapraid_zns::Geometry;
+
+use crate::error::{Error, Result};
+use crate::format::{footer_entries_per_block, BLOCK_METADATA_BYTES, MAX_DRIVES};
+use crate::parity::MAX_PARITY_CHUNKS;
+
+/// RAID schemes of the paper's Exp#4 and general k+m.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RaidLevel {
+    /// Striping, no redundancy.
+    Raid0 { drives: usize },
+    /// Every drive holds a copy.
+    Raid1 { drives: usize },
+    /// Striping over mirrored halves: chunk i of the second half copies chunk i.
+    Raid01 { drives: usize },
+    /// One XOR parity drive, fixed.
+    Raid4 { drives: usize },
+    /// One XOR parity chunk per stripe, rotating.
+    Raid5 { drives: usize },
+    /// Two Reed-Solomon parity chunks per stripe, rotating.
+    Raid6 { drives: usize },
+    /// k data and m Reed-Solomon parity chunks, rotating.
+    Erasure { k: usize, m: usize },
+}
+
+impl RaidLevel {
+    /// (k, m): data and redundancy chunks per stripe.
+    pub fn shape(self) -> (usize, usize) {
+        match self {
+            RaidLevel::Raid0 { drives } => (drives, 0),
+            RaidLevel::Raid1 { drives } => (1, drives.saturating_sub(1)),
+            RaidLevel::Raid01 { drives } => (drives / 2, drives / 2),
+            RaidLevel::Raid4 { drives } | RaidLevel::Raid5 { drives } => (drives.saturating_sub(1), 1),
+            RaidLevel::Raid6 { drives } => (drives.saturating_sub(2), 2),
+            RaidLevel::Erasure { k, m } => (k, m),
+        }
+    }
+
+    /// Whether parity stays on fixed drives instead of rotating.
+    pub fn fixed_parity(self) -> bool {
+        matches!(
+            self,
+            RaidLevel::Raid4 { .. } | RaidLevel::Raid1 { .. } | RaidLevel::Raid01 { .. } | RaidLevel::Raid0 { .. }
+        )
+    }
+
+    /// The code of the level, stored in segment headers.
+    pub fn code(self) -> u8 {
+        match self {
+            RaidLevel::Raid0 { .. } => 0,
+            RaidLevel::Raid1 { .. } => 1,
+            RaidLevel::Raid01 { .. } => 10,
+            RaidLevel::Raid4 { .. } => 4,
+            RaidLevel::Raid5 { .. } => 5,
+            RaidLevel::Raid6 { .. } => 6,
+            RaidLevel::Erasure { .. } => 100,
+        }
+    }
+
+    fn validate(self) -> Result<()> {
+        let (k, m) = self.shape();
+        let bad = |reason: String| Err(Error::InvalidConfig { reason });
+        match self {
+            RaidLevel::Raid01 { drives } if drives < 2 || !drives.is_multiple_of(2) => {
+                return bad(format!("RAID-01 needs an even number of drives, at least 2 (got {drives})"))
+            }
+            RaidLevel::Raid1 { drives } if drives < 2 => return bad("RAID-1 needs at least 2 drives".into()),
+            RaidLevel::Raid4 { drives } | RaidLevel::Raid5 { drives } if drives < 3 => {
+                return bad(format!("{self:?} needs at least 3 drives"))
+            }
+            RaidLevel::Raid6 { drives } if drives < 4 => return bad("RAID-6 needs at least 4 drives".into()),
+            _ => {}
+        }
+        if k == 0 || k + m > MAX_DRIVES || m > MAX_PARITY_CHUNKS {
+            return bad(format!("{k}+{m} chunks: need k >= 1, m <= {MAX_PARITY_CHUNKS}, k + m <= {MAX_DRIVES}"));
+        }
+        Ok(())
+    }
+}
+
+/// How stripes are written, for the paper's comparisons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Stripe groups of G stripes written with Zone Append (the paper's design).
+    ZapRaid { group_size: u32 },
+    /// Every stripe at a fixed offset with Zone Write (G = 1).
+    ZoneWriteOnly,
+    /// All of a segment's stripes in one group written with Zone Append (G = S).
+    ZoneAppendOnly,
+}
+
+/// Default stripe group size (the paper's choice).
+pub const DEFAULT_GROUP_SIZE: u32 = 256;
+
+/// The shape of every segment of an array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub level: RaidLevel,
+    pub mode: Mode,
+    pub data_chunks: usize,
+    pub parity_chunks: usize,
+    pub block_size_bytes: u32,
+    pub chunk_blocks: u64,
+    /// Stripes per stripe group (G); 1 for Zone Write segments.
+    pub group_size: u64,
+    /// Stripes per segment (S).
+    pub stripes: u64,
+    pub header_blocks: u64,
+    pub footer_blocks: u64,
+    pub zone_capacity_blocks: u64,
+}
+
+impl Layout {
+    /// Derives the layout for drives of `geometry`.
+    pub fn new(geometry: &Geometry, level: RaidLevel, mode: Mode, chunk_bytes: u64) -> Result<Self> {
+        level.validate()?;
+        let (k, m) = level.shape();
+        let bad = |reason: String| Err(Error::InvalidConfig { reason });
+        let block = u64::from(geometry.block_size_bytes);
+        if chunk_bytes == 0 || !chunk_bytes.is_multiple_of(block) {
+            return bad(format!("chunk size {chunk_bytes} B is not a whole number of {block} B blocks"));
+        }
+        if (geometry.metadata_bytes_per_block as usize) < BLOCK_METADATA_BYTES {
+            return bad(format!(
+                "the drives carry {} B of metadata per block; zapraid needs at least {BLOCK_METADATA_BYTES} \
+                 (reformat them with an LBA format that has 64 B of separate metadata, e.g. \
+                 `nvme format /dev/nvmeXnY --lbaf=N` with N a format whose ms is 64)",
+                geometry.metadata_bytes_per_block
+            ));
+        }
+        let chunk_blocks = chunk_bytes / block;
+        let uses_append = !matches!(mode, Mode::ZoneWriteOnly);
+        let limit = if uses_append { geometry.zone_append_max_blocks } else { geometry.max_transfer_blocks };
+        if chunk_blocks > u64::from(limit) {
+            return bad(format!(
+                "chunk of {chunk_blocks} blocks exceeds the drive's {} limit of {limit} blocks",
+                if uses_append { "Zone Append" } else { "transfer" }
+            ));
+        }
+        let cap = geometry.zone_capacity_blocks;
+        let header_blocks = chunk_blocks;
+        let entries_per_block = footer_entries_per_block(geometry.block_size_bytes) as u64;
+        let footer_for = |stripes: u64| (stripes * chunk_blocks).div_ceil(entries_per_block);
+        // Largest S with header + S chunks + footer within the capacity.
+        let room = cap.saturating_sub(header_blocks);
+        let mut stripes = room * entries_per_block / (chunk_blocks * (entries_per_block + 1));
+        while stripes > 0 && header_blocks + stripes * chunk_blocks + footer_for(stripes) > cap {
+            stripes -= 1;
+        }
+        while header_blocks + (stripes + 1) * chunk_blocks + footer_for(stripes + 1) <= cap {
+            stripes += 1;
+        }
+        if stripes == 0 {
+            return bad(format!("a zone of {cap} blocks cannot hold a header, a stripe and a footer"));
+        }
+        let group_size = match mode {
+            Mode::ZapRaid { group_size: 0 } => {
+                return bad("stripe group size must be at least 1".into())
+            }
+            Mode::ZapRaid { group_size } => u64::from(group_size).min(stripes),
+            Mode::ZoneWriteOnly => 1,
+            Mode::ZoneAppendOnly => stripes,
+        };
+        Ok(Layout {
+            level,
+            mode,
+            data_chunks: k,
+            parity_chunks: m,
+            block_size_bytes: geometry.block_size_bytes,
+            chunk_blocks,
+            group_size,
+            stripes,
+            header_blocks,
+            footer_blocks: footer_for(stripes),
+            zone_capacity_blocks: cap,
+        })
+    }
+
+    pub fn drives(&self) -> usize {
+        self.data_chunks + self.parity_chunks
+    }
+
+    /// Whether stripes are written with Zone Append.
+    pub fn uses_append(&self) -> bool {
+        !matches!(self.mode, Mode::ZoneWriteOnly)
+    }
+
+    /// Zone-relative first block of the data region.
+    pub fn data_start_blocks(&self) -> u64 {
+        self.header_blocks
+    }
+
+    /// Zone-relative first block of the footer region.
+    pub fn footer_start_blocks(&self) -> u64 {
+        self.header_blocks + self.stripes * self.chunk_blocks
+    }
+
+    /// Number of stripe groups per segment (the last may be short).
+    pub fn groups(&self) -> u64 {
+        self.stripes.div_ceil(self.group_size)
+    }
+
+    /// Stripes of group `group`.
+    pub fn group_stripes(&self, group: u64) -> u64 {
+        debug_assert!(group < self.groups());
+        (self.stripes - group * self.group_size).min(self.group_size)
+    }
+
+    /// Zone-relative first block of group `group`'s region on every drive.
+    pub fn group_start_blocks(&self, group: u64) -> u64 {
+        self.data_start_blocks() + group * self.group_size * self.chunk_blocks
+    }
+
+    fn rotation(&self, stripe: u64) -> usize {
+        if self.level.fixed_parity() {
+            0
+        } else {
+            (stripe % self.drives() as u64) as usize
+        }
+    }
+
+    /// Drive holding chunk `chunk` (data chunks 0..k, then parity) of stripe `stripe`.
+    pub fn drive_of(&self, stripe: u64, chunk: usize) -> usize {
+        debug_assert!(chunk < self.drives());
+        (chunk + self.rotation(stripe)) % self.drives()
+    }
+
+    /// Which chunk of stripe `stripe` drive `drive` holds.
+    pub fn chunk_on(&self, stripe: u64, drive: usize) -> usize {
+        debug_assert!(drive < self.drives());
+        (drive + self.drives() - self.rotation(stripe)) % self.drives()
+    }
+
+    /// User data blocks per segment.
+    pub fn data_blocks_per_segment(&self) -> u64 {
+        self.stripes * self.chunk_blocks * self.data_chunks as u64
+    }
+
+    /// Bits of a stripe ID within a group (ceil(log2 G)); 0 when G = 1.
+    pub fn stripe_id_bits(&self) -> u32 {
+        if self.group_size <= 1 {
+            0
+        } else {
+            64 - (self.group_size - 1).leading_zeros()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qemu() -> Geometry {
+        Geometry { zone_append_max_blocks: 32, max_transfer_blocks: 128, ..Geometry::small(31, 16384, 15872) }
+    }
+
+    #[test]
+    fn regions_fill_the_zone_capacity() {
+        for chunk in [4096, 8192, 16384, 65536] {
+            for mode in [Mode::ZapRaid { group_size: 256 }, Mode::ZoneWriteOnly, Mode::ZoneAppendOnly] {
+                let l = Layout::new(&qemu(), RaidLevel::Raid5 { drives: 4 }, mode, chunk).unwrap();
+                let used = l.header_blocks + l.stripes * l.chunk_blocks + l.footer_blocks;
+                assert!(used <= l.zone_capacity_blocks, "{l:?} overflows");
+                assert!(l.zone_capacity_blocks - used < l.chunk_blocks + 2, "{l:?} wastes space");
+                let entries = l.footer_blocks * footer_entries_per_block(4096) as u64;
+                assert!(entries >= l.stripes * l.chunk_blocks, "footer too small");
+            }
+        }
+    }
+
+    #[test]
+    fn parity_rotates_for_raid5_and_stays_for_raid4() {
+        let g = qemu();
+        let r5 = Layout::new(&g, RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly, 4096).unwrap();
+        let parity_drives: Vec<usize> = (0..4).map(|s| r5.drive_of(s, 3)).collect();
+        assert_eq!(parity_drives, vec![3, 0, 1, 2]);
+        let r4 = Layout::new(&g, RaidLevel::Raid4 { drives: 4 }, Mode::ZoneWriteOnly, 4096).unwrap();
+        assert!((0..8).all(|s| r4.drive_of(s, 3) == 3));
+        for s in 0..8 {
+            for c in 0..4 {
+                assert_eq!(r5.chunk_on(s, r5.drive_of(s, c)), c);
+            }
+        }
+    }
+
+    #[test]
+    fn modes_set_the_group_size() {
+        let g = qemu();
+        let l = |mode| Layout::new(&g, RaidLevel::Raid5 { drives: 4 }, mode, 4096).unwrap();
+        assert_eq!(l(Mode::ZoneWriteOnly).group_size, 1);
+        assert_eq!(l(Mode::ZapRaid { group_size: 256 }).group_size, 256);
+        let za = l(Mode::ZoneAppendOnly);
+        assert_eq!((za.group_size, za.groups()), (za.stripes, 1));
+        assert_eq!(l(Mode::ZapRaid { group_size: 256 }).stripe_id_bits(), 8);
+    }
+
+    #[test]
+    fn refuses_what_cannot_work() {
+        let g = qemu();
+        let no_meta = Geometry { metadata_bytes_per_block: 16, ..g };
+        let err = Layout::new(&no_meta, RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly, 4096).unwrap_err();
+        assert!(err.to_string().contains("reformat"), "{err}");
+        assert!(Layout::new(&g, RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 256 }, 256 << 10).is_err());
+        assert!(Layout::new(&g, RaidLevel::Raid5 { drives: 2 }, Mode::ZoneWriteOnly, 4096).is_err());
+        assert!(Layout::new(&g, RaidLevel::Raid01 { drives: 3 }, Mode::ZoneWriteOnly, 4096).is_err());
+        assert!(Layout::new(&g, RaidLevel::Erasure { k: 4, m: 5 }, Mode::ZoneWriteOnly, 4096).is_err());
+        assert!(Layout::new(&g, RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly, 6000).is_err());
+    }
+}
