@@ -164,9 +164,7 @@ impl Layout {
             return bad(format!("a zone of {cap} blocks cannot hold a header, a stripe and a footer"));
         }
         let group_size = match mode {
-            Mode::ZapRaid { group_size: 0 } => {
-                return bad("stripe group size must be at least 1".into())
-            }
+            Mode::ZapRaid { group_size: 0 } => return bad("stripe group size must be at least 1".into()),
             Mode::ZapRaid { group_size } => u64::from(group_size).min(stripes),
             Mode::ZoneWriteOnly => 1,
             Mode::ZoneAppendOnly => stripes,

@@ -20,7 +20,7 @@ enum Code {
     Mirror,
     /// RAID-01: parity chunk i is a copy of data chunk i.
     Pairwise,
-    ReedSolomon(ReedSolomon),
+    ReedSolomon(Box<ReedSolomon>),
 }
 
 /// An erasure code with k data and m parity chunks per stripe.
@@ -42,10 +42,10 @@ impl ParityCodec {
             // XOR of one chunk is a copy, so k = 1, m = 1 is a mirror either way.
             (_, 1) => Code::Xor,
             (1, _) => Code::Mirror,
-            _ => Code::ReedSolomon(
+            _ => Code::ReedSolomon(Box::new(
                 ReedSolomon::new(k, m)
                     .map_err(|e| Error::InvalidConfig { reason: format!("Reed-Solomon {k}+{m}: {e:?}") })?,
-            ),
+            )),
         };
         Ok(ParityCodec { k, m, code })
     }
