@@ -46,6 +46,15 @@ impl RaidLevel {
         }
     }
 
+    /// Drive failures survived whichever drives fail: m, except RAID-01, which loses data
+    /// when both copies of a chunk go.
+    pub fn tolerated_failures(self) -> usize {
+        match self {
+            RaidLevel::Raid01 { .. } => 1,
+            _ => self.shape().1,
+        }
+    }
+
     /// Whether parity stays on fixed drives instead of rotating.
     pub fn fixed_parity(self) -> bool {
         matches!(

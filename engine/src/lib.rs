@@ -5,12 +5,18 @@
 //! Built so far: the parity codes (`parity`). The layout, on-disk formats, stripe tables
 //! and the state machine itself are being built; see the README's status section.
 
+pub mod engine;
 pub mod error;
 pub mod format;
+pub mod l2p;
 pub mod layout;
 pub mod parity;
+pub mod sim;
 pub mod stripe_table;
 
+pub use engine::{Config, DriveCommand, Engine, Request, RequestId, Response, DEFAULT_STRIPE_TIMEOUT_NS};
 pub use error::{Error, Result};
+pub use layout::{Layout, Mode, RaidLevel};
 pub use parity::ParityCodec;
+pub use sim::Simulator;
 pub use zapraid_zns as zns;
