@@ -224,3 +224,86 @@ fn more_than_m_failures_give_errors_not_wrong_data() {
         }
     }
 }
+
+/// Enough writes to fill several segments: every segment but the open one is sealed with
+/// a footer that records every data block, its zones are finished, and every block still
+/// reads back, also with a failed drive.
+#[test]
+fn full_segments_are_sealed_with_footers() {
+    use zapraid_engine::format::{decode_footer_block, footer_entries_per_block, NO_LBA};
+    use zapraid_zns::{execute, Command, ZoneState};
+    for mode in modes() {
+        let config = Config {
+            level: RaidLevel::Raid5 { drives: 4 },
+            mode,
+            chunk_bytes: BLOCK as u64,
+            stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
+            logical_blocks: LOGICAL_BLOCKS,
+            array_uuid: [7; 16],
+        };
+        let mut sim = Simulator::new(geometry(), config, 3, None).unwrap();
+        let layout = *sim.engine.layout();
+        let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
+        let rounds = 3 * layout.data_blocks_per_segment() / LOGICAL_BLOCKS + 1;
+        for round in 0..rounds {
+            let data: Vec<u8> = (0..LOGICAL_BLOCKS).flat_map(|l| block_bytes(l, round as u8)).collect();
+            (0..LOGICAL_BLOCKS).for_each(|l| {
+                model.insert(l, block_bytes(l, round as u8));
+            });
+            sim.submit(round, Request::Write { lba: 0, data });
+            for r in sim.run_until_idle() {
+                assert!(r.result.is_ok(), "{mode:?}: write failed: {:?}", r.result);
+            }
+        }
+        // Zone 0 held the first segment: sealed, finished, footer readable and complete.
+        let g = geometry();
+        let zones = sim.drives[0].zones();
+        assert_eq!(zones[0].state, ZoneState::Full, "{mode:?}: first segment's zone not finished");
+        let per_block = footer_entries_per_block(g.block_size_bytes) as u64;
+        let mut data_entries = 0;
+        for b in 0..layout.footer_blocks {
+            let lba = layout.footer_start_blocks() + b;
+            let c = execute(&mut sim.drives[0], Command::Read { lba, data: vec![0; BLOCK], metadata: vec![] });
+            c.result.unwrap();
+            let (header, entries) = decode_footer_block(&c.data).unwrap();
+            assert_eq!(u64::from(header.first_block.get()), b * per_block);
+            data_entries += entries.iter().filter(|e| e.lba.get() != NO_LBA).count();
+        }
+        // Drive 0 holds a data chunk of 3 of every 4 stripes (RAID-5 rotation).
+        assert!(data_entries as u64 >= layout.stripes * 3 / 4 - 1, "{mode:?}: footer records {data_entries} data blocks");
+        sim.drives[2].fail();
+        sim.submit(1000, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
+        let data = sim.run_until_response(1000).unwrap().result.unwrap();
+        for lba in 0..LOGICAL_BLOCKS {
+            assert_eq!(&data[lba as usize * BLOCK..][..BLOCK], model[&lba].as_slice(), "{mode:?} LBA {lba}");
+        }
+    }
+}
+
+/// A block whose data was silently corrupted on the drive fails its checksum and is
+/// rebuilt from its stripe.
+#[test]
+fn corrupted_blocks_are_rebuilt() {
+    for mode in modes() {
+        let config = Config {
+            level: RaidLevel::Raid6 { drives: 5 },
+            mode,
+            chunk_bytes: 2 * BLOCK as u64,
+            stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
+            logical_blocks: LOGICAL_BLOCKS,
+            array_uuid: [7; 16],
+        };
+        let mut sim = Simulator::new(geometry(), config, 5, None).unwrap();
+        let data: Vec<u8> = (0..LOGICAL_BLOCKS).flat_map(|l| block_bytes(l, 3)).collect();
+        sim.submit(0, Request::Write { lba: 0, data: data.clone() });
+        sim.run_until_idle();
+        // Flip a bit in every written block of drive 1.
+        let g = geometry();
+        for lba in 0..g.zone_capacity_blocks {
+            sim.drives[1].corrupt_block(lba, 100).unwrap();
+        }
+        sim.submit(1, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
+        let got = sim.run_until_response(1).unwrap().result.unwrap();
+        assert!(got == data, "{mode:?}: corrupted blocks were not rebuilt");
+    }
+}
