@@ -1,5 +1,6 @@
 //! `zapraid`: the command line of the zapraid RAID engine for ZNS SSDs.
 
+mod bench;
 mod device;
 mod emu;
 mod size;
@@ -9,10 +10,11 @@ use clap::{Parser, Subcommand};
 /// zapraid: a log-structured RAID engine for Zoned Namespace (ZNS) SSDs, after the
 /// ZapRAID paper (Li et al.).
 ///
-/// Status: the zoned-device layer is built (emulated ZNS drives, their timing model, real
-/// NVMe ZNS drives through io_uring passthrough, the conformance suite). The RAID engine
-/// and the ublk block device are not built yet; commands for them will appear here when
-/// they are.
+/// Status: built are the zoned-device layer (emulated ZNS drives, their timing model, real
+/// NVMe ZNS drives through io_uring passthrough, the conformance suite) and the RAID
+/// engine in simulation (`zapraid bench`). Arrays on drives (format, start, stop, status),
+/// crash recovery and the ublk block device are not built yet; commands for them will
+/// appear here when they are.
 #[derive(Parser)]
 #[command(name = "zapraid", version, propagate_version = true)]
 struct Cli {
@@ -29,6 +31,10 @@ enum Top {
     /// info, the conformance suite, zone reset, a write benchmark.
     #[command(subcommand)]
     Device(device::DeviceCommand),
+    /// Run the ZapRAID paper's experiments (Exp#1 writes, Exp#2 reads, Exp#3 group size)
+    /// on emulated ZN540 drives in virtual time, with the paper's figures beside ours, and
+    /// measure the engine's CPU cost.
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
@@ -40,6 +46,7 @@ fn main() {
     let result = match cli.command {
         Top::Emu(command) => emu::run(command),
         Top::Device(command) => device::run(command),
+        Top::Bench(args) => bench::run(args),
     };
     if let Err(error) = result {
         // A closed pipe (`zapraid emu info | head`) is the reader's choice, not a failure.

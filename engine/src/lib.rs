@@ -5,6 +5,7 @@
 //! Built so far: the parity codes (`parity`). The layout, on-disk formats, stripe tables
 //! and the state machine itself are being built; see the README's status section.
 
+pub mod bench;
 pub mod engine;
 pub mod error;
 pub mod format;
@@ -14,7 +15,9 @@ pub mod parity;
 pub mod sim;
 pub mod stripe_table;
 
-pub use engine::{Config, DriveCommand, Engine, Request, RequestId, Response, DEFAULT_STRIPE_TIMEOUT_NS};
+pub use engine::{
+    Config, DriveCommand, Engine, Request, RequestId, Response, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
+};
 pub use error::{Error, Result};
 pub use layout::{Layout, Mode, RaidLevel};
 pub use parity::ParityCodec;

@@ -3,9 +3,11 @@
 //! completion or engine timer. With the same seed, every run is the same, including the
 //! order in which concurrent Zone Appends land.
 
+use std::collections::BTreeMap;
+
 use zapraid_zns::{Completion, EmulatedDrive, Geometry, TimingParams, ZonedDevice};
 
-use crate::engine::{Config, Engine, Request, RequestId, Response};
+use crate::engine::{Config, DriveCommand, Engine, Request, RequestId, Response};
 use crate::error::Result;
 
 /// The engine and its drives in one deterministic world.
@@ -14,6 +16,9 @@ pub struct Simulator {
     pub drives: Vec<EmulatedDrive>,
     now_ns: u64,
     responses: Vec<Response>,
+    /// Commands held back for the engine's modelled CPU time, by release time.
+    delayed: BTreeMap<(u64, u64), DriveCommand>,
+    delayed_seq: u64,
 }
 
 impl Simulator {
@@ -21,11 +26,32 @@ impl Simulator {
     /// with seed `seed + i`. With `timing`, drives take virtual time; without, they
     /// complete instantly (the engine's timers still advance the clock).
     pub fn new(geometry: Geometry, config: Config, seed: u64, timing: Option<TimingParams>) -> Result<Self> {
+        Self::build(geometry, config, seed, timing, false)
+    }
+
+    /// Like `new`, but the drives keep no data (reads return zeros, so every read is
+    /// treated as corrupt and rebuilt): for write benchmarks at paper scale.
+    pub fn discarding(geometry: Geometry, config: Config, seed: u64, timing: Option<TimingParams>) -> Result<Self> {
+        Self::build(geometry, config, seed, timing, true)
+    }
+
+    fn build(
+        geometry: Geometry,
+        config: Config,
+        seed: u64,
+        timing: Option<TimingParams>,
+        discard: bool,
+    ) -> Result<Self> {
         let engine = Engine::format(geometry, config)?;
         let mut drives = Vec::new();
         for i in 0..engine.layout().drives() {
-            let drive = EmulatedDrive::memory(geometry, seed.wrapping_add(i as u64))
-                .map_err(|source| crate::Error::Device { drive: i, source })?;
+            let drive_seed = seed.wrapping_add(i as u64);
+            let drive = if discard {
+                EmulatedDrive::discarding(geometry, drive_seed)
+            } else {
+                EmulatedDrive::memory(geometry, drive_seed)
+            }
+            .map_err(|source| crate::Error::Device { drive: i, source })?;
             drives.push(match &timing {
                 Some(params) => {
                     drive.with_timing(params.clone()).map_err(|source| crate::Error::Device { drive: i, source })?
@@ -33,7 +59,7 @@ impl Simulator {
                 None => drive,
             });
         }
-        Ok(Simulator { engine, drives, now_ns: 0, responses: Vec::new() })
+        Ok(Simulator { engine, drives, now_ns: 0, responses: Vec::new(), delayed: BTreeMap::new(), delayed_seq: 0 })
     }
 
     pub fn now_ns(&self) -> u64 {
@@ -47,7 +73,12 @@ impl Simulator {
 
     fn dispatch(&mut self) {
         while let Some(cmd) = self.engine.poll_command() {
-            self.drives[cmd.drive].submit(cmd.tag, cmd.command);
+            if cmd.delay_ns > 0 {
+                self.delayed_seq += 1;
+                self.delayed.insert((self.now_ns + cmd.delay_ns, self.delayed_seq), cmd);
+            } else {
+                self.drives[cmd.drive].submit(cmd.tag, cmd.command);
+            }
         }
         while let Some(response) = self.engine.poll_response() {
             self.responses.push(response);
@@ -72,14 +103,21 @@ impl Simulator {
             return true;
         }
         let next_drive = self.drives.iter().filter_map(EmulatedDrive::next_event_ns).min();
-        let next = match (next_drive, self.engine.next_timer_ns()) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) | (None, Some(a)) => a,
-            (None, None) => return false,
+        let next_delayed = self.delayed.keys().next().map(|(at, _)| *at);
+        let Some(next) = [next_drive, self.engine.next_timer_ns(), next_delayed].into_iter().flatten().min() else {
+            return false;
         };
         self.now_ns = self.now_ns.max(next);
+        // Drives catch up first, so that released commands start at the release time.
         for drive in &mut self.drives {
             drive.advance_to(self.now_ns);
+        }
+        while let Some(entry) = self.delayed.first_entry() {
+            if entry.key().0 > self.now_ns {
+                break;
+            }
+            let cmd = entry.remove();
+            self.drives[cmd.drive].submit(cmd.tag, cmd.command);
         }
         self.engine.tick(self.now_ns);
         self.dispatch();
@@ -89,6 +127,12 @@ impl Simulator {
     /// Runs until nothing is left to happen; returns the responses produced.
     pub fn run_until_idle(&mut self) -> Vec<Response> {
         while self.step() {}
+        std::mem::take(&mut self.responses)
+    }
+
+    /// Takes the responses produced so far (each arrived at the virtual time of the step
+    /// that produced it).
+    pub fn take_responses(&mut self) -> Vec<Response> {
         std::mem::take(&mut self.responses)
     }
 

@@ -89,6 +89,7 @@ fn run(level: RaidLevel, mode: Mode, chunk_blocks: u64, ops: &[Op], seed: u64) -
         stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks: LOGICAL_BLOCKS,
         array_uuid: [7; 16],
+        lookup_ps_per_entry: 0,
     };
     let mut sim = Simulator::new(geometry(), config, seed, None).unwrap();
     let m = level.tolerated_failures();
@@ -206,6 +207,7 @@ fn more_than_m_failures_give_errors_not_wrong_data() {
                 stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
                 logical_blocks: LOGICAL_BLOCKS,
                 array_uuid: [7; 16],
+                lookup_ps_per_entry: 0,
             };
             let mut sim = Simulator::new(geometry(), config, 1, None).unwrap();
             let data: Vec<u8> = (0..48).flat_map(|l| block_bytes(l, 9)).collect();
@@ -240,6 +242,7 @@ fn full_segments_are_sealed_with_footers() {
             stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
             logical_blocks: LOGICAL_BLOCKS,
             array_uuid: [7; 16],
+            lookup_ps_per_entry: 0,
         };
         let mut sim = Simulator::new(geometry(), config, 3, None).unwrap();
         let layout = *sim.engine.layout();
@@ -270,7 +273,10 @@ fn full_segments_are_sealed_with_footers() {
             data_entries += entries.iter().filter(|e| e.lba.get() != NO_LBA).count();
         }
         // Drive 0 holds a data chunk of 3 of every 4 stripes (RAID-5 rotation).
-        assert!(data_entries as u64 >= layout.stripes * 3 / 4 - 1, "{mode:?}: footer records {data_entries} data blocks");
+        assert!(
+            data_entries as u64 >= layout.stripes * 3 / 4 - 1,
+            "{mode:?}: footer records {data_entries} data blocks"
+        );
         sim.drives[2].fail();
         sim.submit(1000, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
         let data = sim.run_until_response(1000).unwrap().result.unwrap();
@@ -292,6 +298,7 @@ fn corrupted_blocks_are_rebuilt() {
             stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
             logical_blocks: LOGICAL_BLOCKS,
             array_uuid: [7; 16],
+            lookup_ps_per_entry: 0,
         };
         let mut sim = Simulator::new(geometry(), config, 5, None).unwrap();
         let data: Vec<u8> = (0..LOGICAL_BLOCKS).flat_map(|l| block_bytes(l, 3)).collect();

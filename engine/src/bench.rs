@@ -1,0 +1,199 @@
+//! The ZapRAID paper's experiments on emulated WD ZN540 drives in virtual time
+//! (deterministic: same seed, same figures), and the engine's CPU cost.
+//!
+//! - Exp#1: random writes, queue depth 64, request size = chunk size (4, 8, 16 KiB), for
+//!   ZapRAID (G = 256), ZoneWrite-Only (G = 1) and ZoneAppend-Only (G = S).
+//! - Exp#2: random 4 KiB reads at queue depth 1, normal and degraded (one drive failed,
+//!   reads of blocks it held), after filling one segment.
+//! - CPU cost: 4 KiB random writes through the engine on zero-latency in-memory drives,
+//!   in wall-clock time on one core.
+
+use std::time::Instant;
+
+use zapraid_zns::{Geometry, TimingParams};
+
+use crate::engine::{Config, Request, RequestId, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
+use crate::error::{Error, Result};
+use crate::layout::{Mode, RaidLevel, DEFAULT_GROUP_SIZE};
+use crate::sim::Simulator;
+
+/// The paper's default array: (3+1)-RAID-5.
+pub const PAPER_LEVEL: RaidLevel = RaidLevel::Raid5 { drives: 4 };
+
+/// The three modes compared in the paper.
+pub fn paper_modes() -> [(&'static str, Mode); 3] {
+    [
+        ("ZapRAID", Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }),
+        ("ZoneWrite-Only", Mode::ZoneWriteOnly),
+        ("ZoneAppend-Only", Mode::ZoneAppendOnly),
+    ]
+}
+
+/// Throughput and latency of a closed-loop run.
+#[derive(Clone, Copy, Debug)]
+pub struct Measured {
+    pub mib_per_s: f64,
+    pub p50_us: f64,
+    pub p95_us: f64,
+}
+
+fn percentile(sorted_ns: &[u64], fraction: f64) -> f64 {
+    if sorted_ns.is_empty() {
+        return 0.0;
+    }
+    let at = ((sorted_ns.len() - 1) as f64 * fraction).round() as usize;
+    sorted_ns[at] as f64 / 1000.0
+}
+
+/// A small deterministic generator for request addresses.
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn config(mode: Mode, chunk_bytes: u64, logical_blocks: u64) -> Config {
+    Config {
+        level: PAPER_LEVEL,
+        mode,
+        chunk_bytes,
+        stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
+        logical_blocks,
+        array_uuid: [0x2a; 16],
+        lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+    }
+}
+
+/// Keeps `queue_depth` requests from `next` in flight until `requests` completed;
+/// returns MiB/s of `bytes_per_request` and latency percentiles, in virtual time.
+fn closed_loop(
+    sim: &mut Simulator,
+    requests: u64,
+    queue_depth: u64,
+    bytes_per_request: u64,
+    mut next: impl FnMut(&mut Simulator) -> Request,
+) -> Result<Measured> {
+    let start_ns = sim.now_ns();
+    let mut issued_at = std::collections::HashMap::new();
+    let mut latencies = Vec::with_capacity(requests as usize);
+    let mut submitted: RequestId = 0;
+    while submitted < queue_depth.min(requests) {
+        issued_at.insert(submitted, sim.now_ns());
+        let request = next(sim);
+        sim.submit(submitted, request);
+        submitted += 1;
+    }
+    while (latencies.len() as u64) < requests {
+        if !sim.step() {
+            return Err(Error::InvalidConfig { reason: "the simulation stalled with requests in flight".into() });
+        }
+        for response in sim.take_responses() {
+            response.result?;
+            let at = issued_at.remove(&response.id).expect("request issued");
+            latencies.push(sim.now_ns() - at);
+            if submitted < requests {
+                issued_at.insert(submitted, sim.now_ns());
+                let request = next(sim);
+                sim.submit(submitted, request);
+                submitted += 1;
+            }
+        }
+    }
+    let elapsed_s = (sim.now_ns() - start_ns) as f64 / 1e9;
+    latencies.sort_unstable();
+    Ok(Measured {
+        mib_per_s: (requests * bytes_per_request) as f64 / (1024.0 * 1024.0) / elapsed_s,
+        p50_us: percentile(&latencies, 0.5),
+        p95_us: percentile(&latencies, 0.95),
+    })
+}
+
+/// Exp#1: random writes of one chunk each at queue depth 64.
+pub fn exp1(mode: Mode, chunk_bytes: u64, requests: u64, seed: u64) -> Result<Measured> {
+    const QUEUE_DEPTH: u64 = 64;
+    const LOGICAL_BLOCKS: u64 = 1 << 20;
+    let geometry = Geometry::zn540();
+    let block = u64::from(geometry.block_size_bytes);
+    let mut sim =
+        Simulator::discarding(geometry, config(mode, chunk_bytes, LOGICAL_BLOCKS), seed, Some(TimingParams::zn540()))?;
+    let blocks = chunk_bytes / block;
+    let mut rng = XorShift(seed | 1);
+    let data = vec![0x5a; chunk_bytes as usize];
+    closed_loop(&mut sim, requests, QUEUE_DEPTH, chunk_bytes, |_| Request::Write {
+        lba: rng.below(LOGICAL_BLOCKS / blocks) * blocks,
+        data: data.clone(),
+    })
+}
+
+/// Exp#2: median latency of random 4 KiB reads at queue depth 1, normal and degraded,
+/// after writing `fill_blocks` blocks sequentially (one segment's worth in the paper's
+/// setting; less for a quick run).
+pub fn exp2(mode: Mode, fill_blocks: u64, reads: u64, seed: u64) -> Result<(Measured, Measured)> {
+    const CHUNK_BYTES: u64 = 4096;
+    const FILL_REQUEST_BLOCKS: u64 = 32;
+    let geometry = Geometry::zn540();
+    let block = u64::from(geometry.block_size_bytes);
+    let fill_blocks = fill_blocks.div_ceil(FILL_REQUEST_BLOCKS) * FILL_REQUEST_BLOCKS;
+    let mut sim = Simulator::new(geometry, config(mode, CHUNK_BYTES, fill_blocks), seed, Some(TimingParams::zn540()))?;
+    let data = vec![0x3c; (FILL_REQUEST_BLOCKS * block) as usize];
+    let mut next_lba = 0;
+    closed_loop(&mut sim, fill_blocks / FILL_REQUEST_BLOCKS, 16, FILL_REQUEST_BLOCKS * block, |_| {
+        let lba = next_lba;
+        next_lba += FILL_REQUEST_BLOCKS;
+        Request::Write { lba, data: data.clone() }
+    })?;
+    sim.run_until_idle();
+    let mut rng = XorShift(seed | 1);
+    let normal = closed_loop(&mut sim, reads, 1, block, |_| Request::Read { lba: rng.below(fill_blocks), blocks: 1 })?;
+    const FAILED_DRIVE: usize = 0;
+    sim.engine.fail_drive(FAILED_DRIVE);
+    let mut rng = XorShift(seed.wrapping_mul(3) | 1);
+    let degraded = closed_loop(&mut sim, reads, 1, block, |sim| loop {
+        let lba = rng.below(fill_blocks);
+        if sim.engine.locate(lba).is_some_and(|p| p.drive == FAILED_DRIVE) {
+            break Request::Read { lba, blocks: 1 };
+        }
+    })?;
+    Ok((normal, degraded))
+}
+
+/// Exp#3: 4 KiB random-write throughput and degraded read median for stripe group size G.
+pub fn exp3(group_size: u32, requests: u64, fill_blocks: u64, reads: u64, seed: u64) -> Result<(Measured, Measured)> {
+    let mode = Mode::ZapRaid { group_size };
+    let writes = exp1(mode, 4096, requests, seed)?;
+    let (_, degraded) = exp2(mode, fill_blocks, reads, seed)?;
+    Ok((writes, degraded))
+}
+
+/// Data blocks of one full segment in the paper's setting ((3+1)-RAID-5, 4 KiB chunks,
+/// ZN540 zones): what Exp#2 writes before reading.
+pub fn paper_segment_blocks() -> Result<u64> {
+    let layout = crate::layout::Layout::new(&Geometry::zn540(), PAPER_LEVEL, Mode::ZoneAppendOnly, 4096)?;
+    Ok(layout.data_blocks_per_segment())
+}
+
+/// Engine CPU cost: 4 KiB random writes per second through the engine on zero-latency
+/// in-memory drives (instant completions), in wall-clock time on this core.
+pub fn cpu_cost_iops(requests: u64, seed: u64) -> Result<f64> {
+    const LOGICAL_BLOCKS: u64 = 1 << 16;
+    let geometry = Geometry { zone_count: 256, ..Geometry::zn540() };
+    let mut sim = Simulator::new(
+        geometry,
+        config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096, LOGICAL_BLOCKS),
+        seed,
+        None,
+    )?;
+    let mut rng = XorShift(seed | 1);
+    let data = vec![0x11; 4096];
+    let started = Instant::now();
+    closed_loop(&mut sim, requests, 64, 4096, |_| Request::Write {
+        lba: rng.below(LOGICAL_BLOCKS),
+        data: data.clone(),
+    })?;
+    Ok(requests as f64 / started.elapsed().as_secs_f64())
+}
