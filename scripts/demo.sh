@@ -16,6 +16,13 @@ section "Device conformance suite on drive 0 (what real NVMe drives must pass to
 "$ZAPRAID" device conformance "$DEMO_DIR/drives/drive0.zns" --erase
 section "Timing model vs the ZapRAID paper (Figure 2, WD ZN540)"
 "$ZAPRAID" emu calibrate
+section "The RAID engine: (3+1)-RAID-5 over four emulated drives, write, verify, fail a drive, read degraded"
+"$ZAPRAID" simulate --level raid5 --drives 4 --size 64M --fail 1
+section "RAID-6 with two failed drives"
+"$ZAPRAID" simulate --level raid6 --drives 6 --size 16M --fail 2
+section "Bench headline: the paper's Exp#1 (writes) in virtual time"
+"$ZAPRAID" bench --quick --writes-only
 section "Not built yet"
-echo "The RAID engine and the ublk block device are the next milestones (see README)."
-echo "Real NVMe ZNS drives work through io_uring passthrough: make e2e proves it in a QEMU guest."
+echo "Arrays on drive files or real drives (format/start/stop/status), crash recovery and the ublk"
+echo "block device are the next milestones (see README). Real NVMe ZNS drives already work through"
+echo "io_uring passthrough: make e2e proves it in a QEMU guest."

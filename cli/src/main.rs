@@ -3,6 +3,7 @@
 mod bench;
 mod device;
 mod emu;
+mod simulate;
 mod size;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +36,9 @@ enum Top {
     /// on emulated ZN540 drives in virtual time, with the paper's figures beside ours, and
     /// measure the engine's CPU cost.
     Bench(bench::BenchArgs),
+    /// Drive the RAID engine over emulated in-memory drives in the deterministic
+    /// simulator: write, verify, fail drives, read degraded and verify.
+    Simulate(simulate::SimulateArgs),
 }
 
 fn main() {
@@ -47,6 +51,7 @@ fn main() {
         Top::Emu(command) => emu::run(command),
         Top::Device(command) => device::run(command),
         Top::Bench(args) => bench::run(args),
+        Top::Simulate(args) => simulate::run(args),
     };
     if let Err(error) = result {
         // A closed pipe (`zapraid emu info | head`) is the reader's choice, not a failure.
