@@ -92,3 +92,18 @@ fn help_explains() {
     let (stdout, _) = text(&out);
     assert!(stdout.contains("--zone-capacity") && stdout.contains("sparse"), "{stdout}");
 }
+
+#[test]
+fn simulate_verifies_degraded_reads_and_refuses_wrong_data() {
+    let out = zapraid(&["simulate", "--level", "raid6", "--drives", "5", "--size", "2M", "--fail", "2"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("every block verified"), "{stdout}");
+    let out = zapraid(&["simulate", "--level", "raid5", "--size", "1M", "--fail", "2", "--mode", "zone-write"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("exceed the 1 the level tolerates"), "{stdout}");
+    let out = zapraid(&["simulate", "--level", "raid5", "--drives", "2"]);
+    assert!(!out.status.success());
+    assert!(text(&out).1.contains("at least 3 drives"), "{:?}", text(&out));
+}
