@@ -148,7 +148,9 @@ impl Layout {
             ));
         }
         let chunk_blocks = chunk_bytes / block;
-        let uses_append = !matches!(mode, Mode::ZoneWriteOnly);
+        // Groups of one stripe are written with Zone Write at fixed offsets, whatever the
+        // mode is called; only real groups need Zone Append.
+        let uses_append = !matches!(mode, Mode::ZoneWriteOnly | Mode::ZapRaid { group_size: 1 });
         let limit = if uses_append { geometry.zone_append_max_blocks } else { geometry.max_transfer_blocks };
         if chunk_blocks > u64::from(limit) {
             return bad(format!(
@@ -199,7 +201,7 @@ impl Layout {
 
     /// Whether stripes are written with Zone Append.
     pub fn uses_append(&self) -> bool {
-        !matches!(self.mode, Mode::ZoneWriteOnly)
+        self.group_size > 1
     }
 
     /// Zone-relative first block of the data region.
@@ -309,6 +311,8 @@ mod tests {
         let za = l(Mode::ZoneAppendOnly);
         assert_eq!((za.group_size, za.groups()), (za.stripes, 1));
         assert_eq!(l(Mode::ZapRaid { group_size: 256 }).stripe_id_bits(), 8);
+        assert!(!l(Mode::ZapRaid { group_size: 1 }).uses_append(), "G = 1 is written with Zone Write");
+        assert!(l(Mode::ZapRaid { group_size: 2 }).uses_append());
     }
 
     #[test]

@@ -39,7 +39,7 @@ fn levels() -> Vec<RaidLevel> {
 }
 
 fn modes() -> Vec<Mode> {
-    vec![Mode::ZapRaid { group_size: 4 }, Mode::ZoneWriteOnly, Mode::ZoneAppendOnly]
+    vec![Mode::ZapRaid { group_size: 4 }, Mode::ZoneWriteOnly, Mode::ZoneAppendOnly, Mode::ZapRaid { group_size: 1 }]
 }
 
 #[derive(Clone, Debug)]
