@@ -77,12 +77,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn block_bytes(lba: u64, fill: u8) -> Vec<u8> {
-    (0..BLOCK).map(|i| fill ^ (lba as u8).wrapping_mul(31) ^ (i as u8)).collect()
-}
-
-fn run(level: RaidLevel, mode: Mode, chunk_blocks: u64, ops: &[Op], seed: u64) -> Result<(), TestCaseError> {
-    let config = Config {
+fn config(level: RaidLevel, mode: Mode, chunk_blocks: u64) -> Config {
+    Config {
         level,
         mode,
         chunk_bytes: chunk_blocks * BLOCK as u64,
@@ -90,8 +86,15 @@ fn run(level: RaidLevel, mode: Mode, chunk_blocks: u64, ops: &[Op], seed: u64) -
         logical_blocks: LOGICAL_BLOCKS,
         array_uuid: [7; 16],
         lookup_ps_per_entry: 0,
-    };
-    let mut sim = Simulator::new(geometry(), config, seed, None).unwrap();
+    }
+}
+
+fn block_bytes(lba: u64, fill: u8) -> Vec<u8> {
+    (0..BLOCK).map(|i| fill ^ (lba as u8).wrapping_mul(31) ^ (i as u8)).collect()
+}
+
+fn run(level: RaidLevel, mode: Mode, chunk_blocks: u64, ops: &[Op], seed: u64) -> Result<(), TestCaseError> {
+    let mut sim = Simulator::new(geometry(), config(level, mode, chunk_blocks), seed, None).unwrap();
     let m = level.tolerated_failures();
     let drives = sim.engine.layout().drives();
     let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
@@ -200,16 +203,7 @@ fn every_scheme_and_mode_round_trips_with_m_failures() {
 fn more_than_m_failures_give_errors_not_wrong_data() {
     for level in [RaidLevel::Raid5 { drives: 4 }, RaidLevel::Raid6 { drives: 5 }] {
         for mode in modes() {
-            let config = Config {
-                level,
-                mode,
-                chunk_bytes: BLOCK as u64,
-                stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
-                logical_blocks: LOGICAL_BLOCKS,
-                array_uuid: [7; 16],
-                lookup_ps_per_entry: 0,
-            };
-            let mut sim = Simulator::new(geometry(), config, 1, None).unwrap();
+            let mut sim = Simulator::new(geometry(), config(level, mode, 1), 1, None).unwrap();
             let data: Vec<u8> = (0..48).flat_map(|l| block_bytes(l, 9)).collect();
             sim.submit(0, Request::Write { lba: 0, data: data.clone() });
             sim.run_until_idle();
@@ -235,16 +229,7 @@ fn full_segments_are_sealed_with_footers() {
     use zapraid_engine::format::{decode_footer_block, footer_entries_per_block, NO_LBA};
     use zapraid_zns::{execute, Command, ZoneState};
     for mode in modes() {
-        let config = Config {
-            level: RaidLevel::Raid5 { drives: 4 },
-            mode,
-            chunk_bytes: BLOCK as u64,
-            stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
-            logical_blocks: LOGICAL_BLOCKS,
-            array_uuid: [7; 16],
-            lookup_ps_per_entry: 0,
-        };
-        let mut sim = Simulator::new(geometry(), config, 3, None).unwrap();
+        let mut sim = Simulator::new(geometry(), config(RaidLevel::Raid5 { drives: 4 }, mode, 1), 3, None).unwrap();
         let layout = *sim.engine.layout();
         let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
         let rounds = 3 * layout.data_blocks_per_segment() / LOGICAL_BLOCKS + 1;
@@ -291,16 +276,7 @@ fn full_segments_are_sealed_with_footers() {
 #[test]
 fn corrupted_blocks_are_rebuilt() {
     for mode in modes() {
-        let config = Config {
-            level: RaidLevel::Raid6 { drives: 5 },
-            mode,
-            chunk_bytes: 2 * BLOCK as u64,
-            stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
-            logical_blocks: LOGICAL_BLOCKS,
-            array_uuid: [7; 16],
-            lookup_ps_per_entry: 0,
-        };
-        let mut sim = Simulator::new(geometry(), config, 5, None).unwrap();
+        let mut sim = Simulator::new(geometry(), config(RaidLevel::Raid6 { drives: 5 }, mode, 2), 5, None).unwrap();
         let data: Vec<u8> = (0..LOGICAL_BLOCKS).flat_map(|l| block_bytes(l, 3)).collect();
         sim.submit(0, Request::Write { lba: 0, data: data.clone() });
         sim.run_until_idle();

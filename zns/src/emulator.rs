@@ -396,23 +396,8 @@ impl EmulatedDrive {
         self.transition(zone, target, stored.written_blocks)
     }
 
-    fn check_buffers(&self, data: &[u8], metadata: &[u8], metadata_required: bool) -> Result<u64> {
-        let block = self.geometry.block_size_bytes as usize;
-        if data.is_empty() || !data.len().is_multiple_of(block) {
-            let expected = data.len().div_ceil(block).max(1) * block;
-            return Err(Error::BufferSize { what: "data", expected, got: data.len() });
-        }
-        let blocks = (data.len() / block) as u64;
-        let metadata_len = self.geometry.metadata_bytes(blocks);
-        let metadata_ok = metadata.len() == metadata_len || (metadata.is_empty() && !metadata_required);
-        if !metadata_ok {
-            return Err(Error::BufferSize { what: "metadata", expected: metadata_len, got: metadata.len() });
-        }
-        Ok(blocks)
-    }
-
     fn read(&mut self, lba: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<Done> {
-        let blocks = self.check_buffers(data, metadata, false)?;
+        let blocks = self.geometry.blocks_in_buffers(data, metadata)?;
         if blocks > u64::from(self.geometry.max_transfer_blocks) {
             return Err(Error::TransferTooLarge { blocks, limit: self.geometry.max_transfer_blocks });
         }
@@ -440,7 +425,7 @@ impl EmulatedDrive {
 
     /// Zone Write (`lba` given) or Zone Append (`lba` None) into `zone`.
     fn write(&mut self, zone: u32, lba: Option<u64>, data: &[u8], metadata: &[u8]) -> Result<Done> {
-        let blocks = self.check_buffers(data, metadata, false)?;
+        let blocks = self.geometry.blocks_in_buffers(data, metadata)?;
         if blocks > u64::from(self.geometry.max_transfer_blocks) {
             return Err(Error::TransferTooLarge { blocks, limit: self.geometry.max_transfer_blocks });
         }

@@ -126,6 +126,22 @@ impl Geometry {
         usize::try_from(blocks * u64::from(self.metadata_bytes_per_block)).expect("buffer fits in memory")
     }
 
+    /// Blocks a command's buffers carry: `data` must be whole blocks (at least one), and
+    /// `metadata` empty (none wanted or supplied) or exactly that many blocks' metadata.
+    pub fn blocks_in_buffers(&self, data: &[u8], metadata: &[u8]) -> Result<u64> {
+        let block = self.block_size_bytes as usize;
+        if data.is_empty() || !data.len().is_multiple_of(block) {
+            let expected = data.len().div_ceil(block).max(1) * block;
+            return Err(Error::BufferSize { what: "data", expected, got: data.len() });
+        }
+        let blocks = (data.len() / block) as u64;
+        let want = self.metadata_bytes(blocks);
+        if !metadata.is_empty() && metadata.len() != want {
+            return Err(Error::BufferSize { what: "metadata", expected: want, got: metadata.len() });
+        }
+        Ok(blocks)
+    }
+
     /// The geometry of the paper's WD Ultrastar DC ZN540 (4 KiB blocks, 64 B metadata,
     /// 2 GiB zones of 1,077 MiB capacity, 3,690 zones, 14 open/active zones).
     pub fn zn540() -> Self {

@@ -482,21 +482,6 @@ impl NvmeDrive {
         self.ready.push_back(Completion { tag, result: Err(error), data, metadata });
     }
 
-    /// Checks buffers the kernel would otherwise reject less clearly.
-    fn check_buffers(&self, data: &[u8], metadata: &[u8]) -> Result<u64> {
-        let block = self.geometry.block_size_bytes as usize;
-        if data.is_empty() || !data.len().is_multiple_of(block) {
-            let expected = data.len().div_ceil(block).max(1) * block;
-            return Err(Error::BufferSize { what: "data", expected, got: data.len() });
-        }
-        let blocks = (data.len() / block) as u64;
-        let want = self.geometry.metadata_bytes(blocks);
-        if !metadata.is_empty() && metadata.len() != want {
-            return Err(Error::BufferSize { what: "metadata", expected: want, got: metadata.len() });
-        }
-        Ok(blocks)
-    }
-
     /// Moves a command into the ring, or back into the backlog if the ring is full.
     fn start(&mut self, tag: Tag, mut command: Command) {
         if self.ring.submission().is_full() {
@@ -510,7 +495,7 @@ impl NvmeDrive {
         let opcode = if matches!(command, Command::Read { .. }) { opcodes::READ } else { opcodes::WRITE };
         let (cmd, context) = match &mut command {
             Command::Read { lba, data, metadata } | Command::Write { lba, data, metadata } => {
-                let blocks = match self.check_buffers(data, metadata) {
+                let blocks = match self.geometry.blocks_in_buffers(data, metadata) {
                     Ok(blocks) => blocks,
                     Err(e) => return self.fail_now(tag, command, e),
                 };
@@ -523,7 +508,7 @@ impl NvmeDrive {
                 (data_command(opcode, nsid, *lba, blocks, data, meta), self.context(opcode, *lba, blocks))
             }
             Command::Append { zone_start_lba, data, metadata } => {
-                let blocks = match self.check_buffers(data, metadata) {
+                let blocks = match self.geometry.blocks_in_buffers(data, metadata) {
                     Ok(blocks) => blocks,
                     Err(e) => return self.fail_now(tag, command, e),
                 };
