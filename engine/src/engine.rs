@@ -263,6 +263,48 @@ impl Engine {
         &self.layout
     }
 
+    /// Installs what recovery found on the drives: sealed segments (with their compact
+    /// stripe tables), the L2P entries, the zones still free, and the next sequence number
+    /// and timestamp (past everything on the drives).
+    pub(crate) fn install_recovered(&mut self, recovered: crate::recovery::Recovered) {
+        let n = self.layout.drives();
+        for (zone, sequence, table) in recovered.segments {
+            self.segments.push(Segment {
+                zone,
+                sequence,
+                state: SegmentState::Sealed,
+                header_pending: 0,
+                table,
+                footer: Vec::new(),
+                footer_pending: 0,
+                group: self.layout.groups(),
+                group_issued: 0,
+                group_in_flight: 0,
+                group_virtual: vec![0; n],
+            });
+        }
+        for (lba, physical) in recovered.mappings {
+            self.l2p.set(lba, physical);
+        }
+        self.free_zones = recovered.free_zones.into();
+        self.next_sequence = recovered.next_sequence;
+        self.next_timestamp = recovered.next_timestamp;
+    }
+
+    /// Finishes a zone (recovery closes open segments this way).
+    pub(crate) fn finish_zone(&mut self, drive: usize, zone: u32) {
+        let start_lba = self.geometry.zone_start_lba(zone);
+        let tag = self.new_tag(Op::Finish);
+        let target = ZoneTarget::Zone { start_lba };
+        let command = Command::ManageZone { action: ZoneAction::Finish, target };
+        self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+    }
+
+    /// The configuration the array was formatted with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     pub fn logical_blocks(&self) -> u64 {
         self.l2p.logical_blocks()
     }

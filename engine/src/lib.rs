@@ -12,6 +12,7 @@ pub mod format;
 pub mod l2p;
 pub mod layout;
 pub mod parity;
+pub mod recovery;
 pub mod sim;
 pub mod stripe_table;
 

@@ -62,6 +62,51 @@ impl Simulator {
         Ok(Simulator { engine, drives, now_ns: 0, responses: Vec::new(), delayed: BTreeMap::new(), delayed_seq: 0 })
     }
 
+    /// Recovers the array from `drives` (after a clean stop or a power cut) and continues
+    /// with the recovered engine.
+    pub fn recover(geometry: Geometry, config: Config, mut drives: Vec<EmulatedDrive>) -> Result<Self> {
+        let mut recovery = crate::recovery::Recovery::new(geometry, config)?;
+        let mut out = Vec::new();
+        loop {
+            while let Some(cmd) = recovery.poll_command() {
+                drives[cmd.drive].submit(cmd.tag, cmd.command);
+            }
+            if recovery.is_done() {
+                break;
+            }
+            let mut progressed = false;
+            for (i, drive) in drives.iter_mut().enumerate() {
+                if drive.in_flight() == 0 {
+                    continue;
+                }
+                out.clear();
+                drive.wait(&mut out);
+                for completion in out.drain(..) {
+                    progressed = true;
+                    recovery.on_completion(i, completion);
+                }
+            }
+            assert!(progressed || recovery.is_done(), "recovery waits for nothing");
+        }
+        let engine = recovery.finish()?;
+        let now_ns = drives.iter().map(EmulatedDrive::now_ns).max().unwrap_or(0);
+        let mut sim =
+            Simulator { engine, drives, now_ns, responses: Vec::new(), delayed: BTreeMap::new(), delayed_seq: 0 };
+        sim.dispatch();
+        sim.run_until_idle();
+        Ok(sim)
+    }
+
+    /// Cuts power to every drive: commands in flight land, land partly or are lost; the
+    /// engine's memory is gone. Returns the drives, as found after power returns.
+    pub fn power_cut(self) -> Result<Vec<EmulatedDrive>> {
+        let mut drives = self.drives;
+        for (i, drive) in drives.iter_mut().enumerate() {
+            drive.power_cut().map_err(|source| crate::Error::Device { drive: i, source })?;
+        }
+        Ok(drives)
+    }
+
     pub fn now_ns(&self) -> u64 {
         self.now_ns
     }

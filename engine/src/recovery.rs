@@ -1,0 +1,459 @@
+//! Recovery: rebuilding the engine's in-memory state from the drives alone (paper section
+//! 3.4), as a sans-I/O state machine like the engine (`poll_command`, `on_completion`).
+//!
+//! 1. Zone reports of every drive.
+//! 2. The header block of every zone written past its header region. Zones some drive
+//!    has not written past the header region never received data (the first group waits
+//!    for the header) and are reset; headers of another array, of the wrong drive or
+//!    inconsistent between drives are errors that name the drive and zone.
+//! 3. Sealed segments (every zone written past its footer): the footer blocks, giving
+//!    each data block's LBA, timestamp and stripe ID. Open segments: the data and metadata
+//!    of every written block of the data region; blocks that fail their checksum or carry
+//!    another segment's sequence are not trusted, and stripes without all their chunks are
+//!    dropped (they hold no acknowledged write: a write is acknowledged only when its whole
+//!    stripe is persisted).
+//! 4. The L2P table (newest timestamp wins), the compact stripe tables, the free zones,
+//!    the next sequence number and timestamp. Recovered open segments are finished and
+//!    never appended to again.
+//!
+//! Recovery only reads and resets zones that held nothing acknowledged, so it is
+//! idempotent and survives a crash of its own at any point.
+//!
+//! Not yet: recovery with a failed drive (lost blocks' LBAs are in the parity-protected
+//! metadata fields; reading them back is the next step), and rewriting the complete
+//! stripes of an open segment's last group into a new segment.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};
+
+use crate::engine::{Config, DriveCommand, Engine};
+use crate::error::{Error, Result};
+use crate::format::{decode_footer_block, BlockKind, BlockMetadata, SegmentHeader, NO_LBA};
+use crate::l2p::Physical;
+use crate::layout::Layout;
+use crate::stripe_table::CompactStripeTable;
+
+/// What recovery hands the engine.
+pub(crate) struct Recovered {
+    pub segments: Vec<(u32, u64, Option<CompactStripeTable>)>,
+    pub mappings: Vec<(u64, Physical)>,
+    pub free_zones: Vec<u32>,
+    pub next_sequence: u64,
+    pub next_timestamp: u64,
+}
+
+/// A data block found on a drive: where, and what its metadata says.
+#[derive(Clone, Copy, Debug)]
+struct Found {
+    drive: usize,
+    /// Zone-relative block.
+    offset: u64,
+    lba: u64,
+    timestamp: u64,
+    stripe_id: u32,
+    kind: BlockKind,
+}
+
+enum Op {
+    Report,
+    Header {
+        zone: u32,
+    },
+    /// The first footer block: a segment is sealed only if every drive has its footer
+    /// (a zone can be full without one: finished after recovery, or cut mid-footer).
+    FooterProbe {
+        zone: u32,
+    },
+    Footer {
+        zone: u32,
+        first_block: u64,
+    },
+    Blocks {
+        zone: u32,
+        first_offset: u64,
+    },
+    Reset,
+}
+
+#[derive(PartialEq, Eq)]
+enum Phase {
+    Reports,
+    Headers,
+    Contents,
+    Resets,
+    Done,
+}
+
+/// The recovery state machine. See the module documentation.
+pub struct Recovery {
+    geometry: Geometry,
+    config: Config,
+    layout: Layout,
+    phase: Phase,
+    commands: VecDeque<DriveCommand>,
+    ops: HashMap<Tag, (usize, Op)>,
+    next_tag: Tag,
+    reports: Vec<Vec<ZoneDescriptor>>,
+    /// Per zone, the sequence its headers agree on.
+    segments: BTreeMap<u32, u64>,
+    headers: HashMap<u32, Vec<Option<SegmentHeader>>>,
+    /// Per zone, blocks found (from footers or metadata).
+    found: HashMap<u32, Vec<Found>>,
+    sealed: HashMap<u32, bool>,
+    /// Per zone, drives whose first footer block decoded as this segment's.
+    footers_found: HashMap<u32, usize>,
+    error: Option<Error>,
+}
+
+impl Recovery {
+    /// Starts recovering an array of `config` on drives of `geometry`.
+    pub fn new(geometry: Geometry, config: Config) -> Result<Self> {
+        let layout = Layout::new(&geometry, config.level, config.mode, config.chunk_bytes)?;
+        let mut recovery = Recovery {
+            geometry,
+            config,
+            layout,
+            phase: Phase::Reports,
+            commands: VecDeque::new(),
+            ops: HashMap::new(),
+            next_tag: 0,
+            reports: vec![Vec::new(); layout.drives()],
+            segments: BTreeMap::new(),
+            headers: HashMap::new(),
+            found: HashMap::new(),
+            sealed: HashMap::new(),
+            footers_found: HashMap::new(),
+            error: None,
+        };
+        for drive in 0..layout.drives() {
+            recovery.issue(drive, Op::Report, Command::ReportZones { start_lba: 0, max_zones: geometry.zone_count });
+        }
+        Ok(recovery)
+    }
+
+    pub fn poll_command(&mut self) -> Option<DriveCommand> {
+        self.commands.pop_front()
+    }
+
+    /// Whether recovery has finished (then call `finish`).
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done || (self.error.is_some() && self.ops.is_empty())
+    }
+
+    fn issue(&mut self, drive: usize, op: Op, command: Command) {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        self.ops.insert(tag, (drive, op));
+        self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+    }
+
+    fn fail(&mut self, error: Error) {
+        self.error.get_or_insert(error);
+    }
+
+    fn corrupt(&self, drive: usize, zone: u32, offset_blocks: u64, structure: &'static str, reason: String) -> Error {
+        Error::Corrupt { drive, zone, offset_blocks, structure, reason }
+    }
+
+    pub fn on_completion(&mut self, drive: usize, completion: Completion) {
+        let Some((_, op)) = self.ops.remove(&completion.tag) else { return };
+        let result = match completion.result {
+            Ok(done) => done,
+            Err(source) => {
+                self.fail(Error::Device { drive, source });
+                return self.advance();
+            }
+        };
+        match op {
+            Op::Report => match result {
+                Done::Zones(zones) if zones.len() == self.geometry.zone_count as usize => self.reports[drive] = zones,
+                other => self.fail(self.corrupt(drive, 0, 0, "zone report", format!("{other:?}"))),
+            },
+            Op::Header { zone } => match SegmentHeader::decode(&completion.data) {
+                Ok(header) => self.headers.entry(zone).or_default()[drive] = Some(header),
+                Err(e) => self.fail(self.corrupt(drive, zone, 0, "segment header", e.to_string())),
+            },
+            Op::FooterProbe { zone } => {
+                if let Ok((header, _)) = decode_footer_block(&completion.data) {
+                    let sequence = self.headers[&zone][drive].map(|h| h.segment_sequence.get());
+                    if Some(header.segment_sequence.get()) == sequence && header.drive_index.get() as usize == drive {
+                        *self.footers_found.entry(zone).or_default() += 1;
+                    }
+                }
+            }
+            Op::Footer { zone, first_block } => self.take_footer(drive, zone, first_block, &completion.data),
+            Op::Blocks { zone, first_offset } => {
+                self.take_blocks(drive, zone, first_offset, &completion.data, &completion.metadata)
+            }
+            Op::Reset => {}
+        }
+        self.advance();
+    }
+
+    /// Moves to the next phase when the current one has no command left in flight.
+    fn advance(&mut self) {
+        if !self.ops.is_empty() || self.error.is_some() {
+            return;
+        }
+        match self.phase {
+            Phase::Reports => self.read_headers(),
+            Phase::Headers => self.check_headers_and_read_contents(),
+            Phase::Contents => self.reset_unused_zones(),
+            Phase::Resets => self.phase = Phase::Done,
+            Phase::Done => {}
+        }
+    }
+
+    fn written(&self, drive: usize, zone: u32) -> u64 {
+        let z = &self.reports[drive][zone as usize];
+        if z.state == ZoneState::Empty {
+            0
+        } else {
+            z.written_blocks()
+        }
+    }
+
+    fn read_headers(&mut self) {
+        self.phase = Phase::Headers;
+        let n = self.layout.drives();
+        let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
+        for zone in 0..self.geometry.zone_count {
+            let past_header = (0..n).all(|d| self.written(d, zone) >= self.layout.header_blocks);
+            if !past_header {
+                continue;
+            }
+            self.headers.insert(zone, vec![None; n]);
+            let footer_end = self.layout.footer_start_blocks() + self.layout.footer_blocks;
+            let footer_written = (0..n).all(|d| self.written(d, zone) >= footer_end);
+            for drive in 0..n {
+                let lba = self.geometry.zone_start_lba(zone);
+                self.issue(drive, Op::Header { zone }, Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] });
+                if footer_written {
+                    let lba = lba + self.layout.footer_start_blocks();
+                    let command = Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] };
+                    self.issue(drive, Op::FooterProbe { zone }, command);
+                }
+            }
+        }
+        self.advance();
+    }
+
+    fn check_headers_and_read_contents(&mut self) {
+        self.phase = Phase::Contents;
+        let n = self.layout.drives();
+        let zones: Vec<u32> = self.headers.keys().copied().collect();
+        for zone in zones {
+            let headers = &self.headers[&zone];
+            let first = headers[0].expect("every header read or an error recorded");
+            for (drive, h) in headers.iter().enumerate() {
+                let h = h.expect("header read");
+                let problem = if h.array_uuid != self.config.array_uuid {
+                    Some("belongs to another array".to_string())
+                } else if h.drive_index.get() as usize != drive {
+                    Some(format!("is drive {} of the array, found in position {drive}", h.drive_index.get()))
+                } else if h.segment_sequence.get() != first.segment_sequence.get()
+                    || h.drive_count.get() as usize != n
+                    || u64::from(h.chunk_blocks.get()) != self.layout.chunk_blocks
+                {
+                    Some("disagrees with the other drives' headers of this segment".to_string())
+                } else {
+                    None
+                };
+                if let Some(reason) = problem {
+                    return self.fail(self.corrupt(drive, zone, 0, "segment header", reason));
+                }
+            }
+            self.segments.insert(zone, first.segment_sequence.get());
+            let footer_end = self.layout.footer_start_blocks() + self.layout.footer_blocks;
+            let sealed = self.footers_found.get(&zone).copied().unwrap_or(0) == n;
+            self.sealed.insert(zone, sealed);
+            self.found.insert(zone, Vec::new());
+            let max = u64::from(self.geometry.max_transfer_blocks);
+            let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
+            let zone_start = self.geometry.zone_start_lba(zone);
+            for drive in 0..n {
+                let (from, to) = if sealed {
+                    (self.layout.footer_start_blocks(), footer_end)
+                } else {
+                    let written = self.written(drive, zone).min(self.layout.footer_start_blocks());
+                    (self.layout.data_start_blocks(), written)
+                };
+                let mut at = from;
+                while at < to {
+                    let blocks = (to - at).min(max);
+                    let data = vec![0; blocks as usize * bs];
+                    let metadata = vec![0; blocks as usize * ms];
+                    let op = if sealed {
+                        Op::Footer { zone, first_block: at - from }
+                    } else {
+                        Op::Blocks { zone, first_offset: at }
+                    };
+                    self.issue(drive, op, Command::Read { lba: zone_start + at, data, metadata });
+                    at += blocks;
+                }
+            }
+        }
+        self.advance();
+    }
+
+    fn take_footer(&mut self, drive: usize, zone: u32, first_block: u64, data: &[u8]) {
+        let bs = self.geometry.block_size_bytes as usize;
+        let cb = self.layout.chunk_blocks;
+        let sequence = self.segments[&zone];
+        for (i, block) in data.chunks_exact(bs).enumerate() {
+            let (header, entries) = match decode_footer_block(block) {
+                Ok(decoded) => decoded,
+                Err(e) => {
+                    let offset = self.layout.footer_start_blocks() + first_block + i as u64;
+                    return self.fail(self.corrupt(drive, zone, offset, "footer block", e.to_string()));
+                }
+            };
+            if header.segment_sequence.get() != sequence || header.drive_index.get() as usize != drive {
+                let offset = self.layout.footer_start_blocks() + first_block + i as u64;
+                return self.fail(self.corrupt(
+                    drive,
+                    zone,
+                    offset,
+                    "footer block",
+                    "of another segment or drive".into(),
+                ));
+            }
+            let first = u64::from(header.first_block.get());
+            for (j, e) in entries.iter().enumerate() {
+                let index = first + j as u64;
+                let kind = if e.lba.get() == NO_LBA { BlockKind::Parity } else { BlockKind::Data };
+                let found = Found {
+                    drive,
+                    offset: self.layout.data_start_blocks() + index,
+                    lba: e.lba.get(),
+                    timestamp: e.timestamp.get(),
+                    stripe_id: e.stripe_id.get(),
+                    kind,
+                };
+                if index < self.layout.stripes * cb {
+                    self.found.get_mut(&zone).expect("segment").push(found);
+                }
+            }
+        }
+    }
+
+    fn take_blocks(&mut self, drive: usize, zone: u32, first_offset: u64, data: &[u8], metadata: &[u8]) {
+        let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
+        let sequence_low = self.segments[&zone] & u64::from(u32::MAX);
+        for (i, (block, oob)) in data.chunks_exact(bs).zip(metadata.chunks_exact(ms)).enumerate() {
+            // Untrusted: torn, stale or corrupt blocks are simply not found.
+            let Ok((m, kind)) = BlockMetadata::decode(block, oob) else { continue };
+            if u64::from(m.segment_sequence_low.get()) != sequence_low {
+                continue;
+            }
+            let found = Found {
+                drive,
+                offset: first_offset + i as u64,
+                lba: m.lba.get(),
+                timestamp: m.timestamp.get(),
+                stripe_id: m.stripe_id.get(),
+                kind,
+            };
+            self.found.get_mut(&zone).expect("segment").push(found);
+        }
+    }
+
+    /// Resets zones some drive wrote into but whose segment never got past its header.
+    fn reset_unused_zones(&mut self) {
+        self.phase = Phase::Resets;
+        let n = self.layout.drives();
+        for zone in 0..self.geometry.zone_count {
+            if self.segments.contains_key(&zone) {
+                continue;
+            }
+            for drive in 0..n {
+                if self.written(drive, zone) > 0 || self.reports[drive][zone as usize].state != ZoneState::Empty {
+                    let start_lba = self.geometry.zone_start_lba(zone);
+                    let target = ZoneTarget::Zone { start_lba };
+                    self.issue(drive, Op::Reset, Command::ManageZone { action: ZoneAction::Reset, target });
+                }
+            }
+        }
+        self.advance();
+    }
+
+    /// The recovered engine, once `is_done`.
+    pub fn finish(self) -> Result<Engine> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        assert!(self.phase == Phase::Done, "finish() before recovery is done");
+        let n = self.layout.drives();
+        let cb = self.layout.chunk_blocks;
+        let data_start = self.layout.data_start_blocks();
+        let mut segments = Vec::new();
+        let mut best: HashMap<u64, (u64, Physical)> = HashMap::new();
+        let mut next_timestamp = 1;
+        for (&zone, &sequence) in &self.segments {
+            let found = &self.found[&zone];
+            let sealed = self.sealed[&zone];
+            // A chunk: all its blocks found, with one stripe ID. Key: (drive, position).
+            let mut chunks: HashMap<(usize, u64), (u32, Vec<Found>)> = HashMap::new();
+            for f in found {
+                let position = (f.offset - data_start) / cb;
+                let entry = chunks.entry((f.drive, position)).or_insert((f.stripe_id, Vec::new()));
+                if entry.0 == f.stripe_id {
+                    entry.1.push(*f);
+                }
+            }
+            chunks.retain(|_, (_, blocks)| blocks.len() as u64 == cb);
+            // Stripes complete on every drive (sealed segments are complete by construction).
+            let mut stripe_drives: HashMap<(u64, u32), usize> = HashMap::new();
+            for (&(_, position), (id, _)) in &chunks {
+                let group = position / self.layout.group_size;
+                let id = if self.layout.uses_append() { *id } else { position as u32 };
+                *stripe_drives.entry((group, id)).or_default() += 1;
+            }
+            let mut table = CompactStripeTable::new(&self.layout);
+            for (&(drive, position), (id, blocks)) in &chunks {
+                let group = position / self.layout.group_size;
+                let key = (group, if self.layout.uses_append() { *id } else { position as u32 });
+                if !sealed && stripe_drives[&key] < n {
+                    continue; // an incomplete stripe: nothing in it was acknowledged
+                }
+                if let Some(t) = table.as_mut() {
+                    t.set(drive, position, *id);
+                }
+                for b in blocks {
+                    if b.kind != BlockKind::Data || b.lba >= self.config.logical_blocks {
+                        continue;
+                    }
+                    next_timestamp = next_timestamp.max(b.timestamp + 1);
+                    let physical = Physical { zone, drive: b.drive, offset: b.offset };
+                    match best.get(&b.lba) {
+                        Some((ts, _)) if *ts >= b.timestamp => {}
+                        _ => {
+                            best.insert(b.lba, (b.timestamp, physical));
+                        }
+                    }
+                }
+            }
+            segments.push((zone, sequence, table));
+        }
+        let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
+        let next_sequence = self.segments.values().max().map_or(1, |s| s + 1);
+        let recovered = Recovered {
+            segments,
+            mappings: best.into_iter().map(|(lba, (_, p))| (lba, p)).collect(),
+            free_zones,
+            next_sequence,
+            next_timestamp,
+        };
+        let mut engine = Engine::format(self.geometry, self.config)?;
+        engine.install_recovered(recovered);
+        // Recovered open segments are not appended to again; finishing their zones frees
+        // their active resources.
+        for (&zone, _) in self.segments.iter().filter(|(z, _)| !self.sealed[z]) {
+            for drive in 0..n {
+                engine.finish_zone(drive, zone);
+            }
+        }
+        Ok(engine)
+    }
+}
