@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: all deps demo test fmt lint unit e2e bench clean
+.PHONY: all deps demo test fmt lint unit e2e soak bench clean
 
 all: test
 
@@ -28,6 +28,10 @@ unit:
 # Real NVMe ZNS drives (QEMU's emulation) and, later, ublk: in a QEMU guest (femu/).
 e2e:
 	./femu/e2e.sh
+
+# Longer crash exploration: 50,000 crash states per scheme instead of 2,600.
+soak: deps
+	ZAPRAID_CRASH_STATES=50000 $(CARGO) test --release --locked -p zapraid-engine --test crash -- --nocapture
 
 bench: deps
 	$(CARGO) bench --locked
