@@ -64,9 +64,34 @@ impl Simulator {
 
     /// Recovers the array from `drives` (after a clean stop or a power cut) and continues
     /// with the recovered engine.
-    pub fn recover(geometry: Geometry, config: Config, mut drives: Vec<EmulatedDrive>) -> Result<Self> {
+    pub fn recover(geometry: Geometry, config: Config, drives: Vec<EmulatedDrive>) -> Result<Self> {
+        match Self::run_recovery(geometry, config, drives, None)? {
+            Ok(sim) => Ok(sim),
+            Err(_) => unreachable!("recovery without an interruption ran to the end"),
+        }
+    }
+
+    /// Starts recovery and cuts power to every drive after it has taken `completions`
+    /// completions (commands in flight land or not); returns the drives as found then, or
+    /// the recovered simulator if recovery finished first.
+    pub fn recover_interrupted(
+        geometry: Geometry,
+        config: Config,
+        drives: Vec<EmulatedDrive>,
+        completions: usize,
+    ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
+        Self::run_recovery(geometry, config, drives, Some(completions))
+    }
+
+    fn run_recovery(
+        geometry: Geometry,
+        config: Config,
+        mut drives: Vec<EmulatedDrive>,
+        interrupt_after: Option<usize>,
+    ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
         let mut recovery = crate::recovery::Recovery::new(geometry, config)?;
         let mut out = Vec::new();
+        let mut taken = 0;
         loop {
             while let Some(cmd) = recovery.poll_command() {
                 drives[cmd.drive].submit(cmd.tag, cmd.command);
@@ -84,9 +109,16 @@ impl Simulator {
                 for completion in out.drain(..) {
                     progressed = true;
                     recovery.on_completion(i, completion);
+                    taken += 1;
                 }
             }
             assert!(progressed || recovery.is_done(), "recovery waits for nothing");
+            if interrupt_after.is_some_and(|n| taken >= n) && !recovery.is_done() {
+                for (i, drive) in drives.iter_mut().enumerate() {
+                    drive.power_cut().map_err(|source| crate::Error::Device { drive: i, source })?;
+                }
+                return Ok(Err(drives));
+            }
         }
         let engine = recovery.finish()?;
         let now_ns = drives.iter().map(EmulatedDrive::now_ns).max().unwrap_or(0);
@@ -94,7 +126,7 @@ impl Simulator {
             Simulator { engine, drives, now_ns, responses: Vec::new(), delayed: BTreeMap::new(), delayed_seq: 0 };
         sim.dispatch();
         sim.run_until_idle();
-        Ok(sim)
+        Ok(Ok(sim))
     }
 
     /// Cuts power to every drive: commands in flight land, land partly or are lost; the

@@ -149,6 +149,19 @@ impl Run {
 /// recovery, more writes, a second power cut and recovery. Returns the crash states
 /// explored (two). Any violation panics with the run's parameters.
 fn explore(level: RaidLevel, mode: Mode, seed: u64, writes: usize, cut_after_steps: usize) -> usize {
+    explore_with(level, mode, seed, writes, cut_after_steps, None)
+}
+
+/// Like `explore`, and with `interrupt_recovery`, the first recovery is itself cut by a
+/// power loss after that many completions, then run again (a nested crash).
+fn explore_with(
+    level: RaidLevel,
+    mode: Mode,
+    seed: u64,
+    writes: usize,
+    cut_after_steps: usize,
+    interrupt_recovery: Option<usize>,
+) -> usize {
     let what = format!("{level:?} {mode:?} seed {seed} cut after {cut_after_steps} steps");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let sim = Simulator::new(geometry(), config(level, mode), seed, None).unwrap();
@@ -171,7 +184,18 @@ fn explore(level: RaidLevel, mode: Mode, seed: u64, writes: usize, cut_after_ste
         steps += 1;
     }
     run.collect_acks();
-    let drives = run.sim.power_cut().unwrap();
+    let mut drives = run.sim.power_cut().unwrap();
+    let mut states = 2;
+    if let Some(after) = interrupt_recovery {
+        match Simulator::recover_interrupted(geometry(), config(level, mode), drives, after) {
+            Ok(Err(cut)) => {
+                drives = cut;
+                states += 1;
+            }
+            Ok(Ok(sim)) => drives = sim.power_cut().unwrap(),
+            Err(e) => panic!("{what}: interrupted recovery: {e}"),
+        }
+    }
     let sim =
         Simulator::recover(geometry(), config(level, mode), drives).unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
     run.sim = sim;
@@ -190,7 +214,7 @@ fn explore(level: RaidLevel, mode: Mode, seed: u64, writes: usize, cut_after_ste
     run.sim = Simulator::recover(geometry(), config(level, mode), drives)
         .unwrap_or_else(|e| panic!("{what}: second recovery: {e}"));
     run.check(&format!("{what}, after a second recovery"));
-    2
+    states
 }
 
 fn schemes() -> Vec<(RaidLevel, Mode)> {
@@ -235,6 +259,13 @@ fn crash_exploration() {
             let cut = rng.random_range(0..3000);
             explored += explore(level, mode, seed, 120, cut);
             seed += 1;
+        }
+        // Nested crashes: power cut during recovery, at every completion of it.
+        // A small array's recovery takes a few dozen completions: cut at each of the first
+        // ones, across seeds and crash points.
+        const RECOVERY_CUTS: usize = 16;
+        for i in 0..target / 20 {
+            explored += explore_with(level, mode, i as u64, 40, 300 + i, Some(i % RECOVERY_CUTS));
         }
         eprintln!("crash exploration: {level:?} {mode:?}: {explored} crash states, 0 violations");
         total += explored;
