@@ -2,11 +2,27 @@
 //! time, with the paper's figures and the ratios that matter beside ours.
 
 use anyhow::Result;
-use clap::Args;
-use zapraid_engine::bench::{cpu_cost_iops, exp1, exp2, exp3, paper_modes, paper_segment_blocks, Measured};
+use clap::{Args, ValueEnum};
+use zapraid_engine::bench::{
+    cpu_cost_iops, exp1, exp2, exp3, paper_modes, paper_segment_blocks, recovery_point, Measured,
+};
+
+use crate::size::format_bytes;
+
+#[derive(Clone, Copy, Default, ValueEnum)]
+enum Experiment {
+    /// Exp#1 (writes), Exp#2 (reads), Exp#3 (group size) and the engine's CPU cost.
+    #[default]
+    Paper,
+    /// Crash recovery time for several amounts of written data (Exp#5).
+    Recovery,
+}
 
 #[derive(Args)]
 pub struct BenchArgs {
+    /// Which experiments.
+    #[arg(value_enum, default_value = "paper")]
+    experiment: Experiment,
     /// Smaller runs (an eighth of a segment before reading, fewer requests): seconds,
     /// not a minute. The read figures of ZoneAppend-Only depend on the fill.
     #[arg(long)]
@@ -40,6 +56,46 @@ fn verdict(ok: bool) -> &'static str {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
+    match args.experiment {
+        Experiment::Paper => paper(args),
+        Experiment::Recovery => recovery(args),
+    }
+}
+
+fn recovery(args: BenchArgs) -> Result<()> {
+    const MIB: u64 = 1 << 20;
+    // Whole sealed segments plus a half-full open one, so the slope is the cost of data
+    // in sealed segments and the open segment's scan is the same at every size.
+    let sealed_segments: &[u64] = if args.quick { &[1, 4] } else { &[1, 4, 8, 16] };
+    println!(
+        "Crash recovery (power cut after sequential writes): (3+1)-RAID-5, 4 KiB chunks, G = 256, 62 MiB zones, \
+         ZN540 timing, virtual time, seed {}",
+        args.seed
+    );
+    println!("{:>12} {:>9} {:>15} {:>17}", "data", "segments", "recovery ms", "recovery MiB/s");
+    let mut points = Vec::new();
+    for &sealed in sealed_segments {
+        let p = recovery_point(sealed, args.seed)?;
+        println!(
+            "{:>12} {:>9} {:>15.2} {:>17.0}",
+            format_bytes(p.data_bytes),
+            p.segments,
+            p.recovery_s * 1e3,
+            p.data_bytes as f64 / MIB as f64 / p.recovery_s
+        );
+        points.push(p);
+    }
+    let (first, last) = (points[0], points[points.len() - 1]);
+    let per_byte = (last.recovery_s - first.recovery_s) / (last.data_bytes - first.data_bytes) as f64;
+    const HUNDRED_GIB: f64 = 100.0 * (1u64 << 30) as f64;
+    println!(
+        "recovery time per 100 GiB of written data (slope): {:.2} s (paper: about 1.5 s per extra 100 GiB on real drives)",
+        per_byte * HUNDRED_GIB
+    );
+    Ok(())
+}
+
+fn paper(args: BenchArgs) -> Result<()> {
     let requests = if args.quick { 20_000 } else { 60_000 };
     println!("(3+1)-RAID-5 on four emulated WD ZN540 drives (ZN540 timing model), virtual time, seed {}", args.seed);
     println!("\nExp#1: random writes, queue depth 64, request size = chunk size, {requests} requests");

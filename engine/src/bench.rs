@@ -197,3 +197,42 @@ pub fn cpu_cost_iops(requests: u64, seed: u64) -> Result<f64> {
     })?;
     Ok(requests as f64 / started.elapsed().as_secs_f64())
 }
+
+/// One recovery measurement.
+#[derive(Clone, Copy, Debug)]
+pub struct RecoveryPoint {
+    pub data_bytes: u64,
+    pub segments: u64,
+    pub recovery_s: f64,
+}
+
+/// Fills an array with `sealed_segments` full segments and half of another (the open
+/// one, whose metadata recovery scans block by block) of sequential writes, cuts power,
+/// and measures the virtual time recovery takes. QEMU-sized zones (62 MiB), so that a few
+/// GiB make many sealed segments, as a large array has; ZN540 timing.
+pub fn recovery_point(sealed_segments: u64, seed: u64) -> Result<RecoveryPoint> {
+    const FILL_REQUEST_BLOCKS: u64 = 32;
+    let base = Geometry { zone_append_max_blocks: 32, max_transfer_blocks: 128, ..Geometry::small(1, 16384, 15872) };
+    let layout =
+        crate::layout::Layout::new(&base, PAPER_LEVEL, Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096)?;
+    let block = u64::from(base.block_size_bytes);
+    let per_segment = layout.data_blocks_per_segment();
+    let blocks = (sealed_segments * per_segment + per_segment / 2) / FILL_REQUEST_BLOCKS * FILL_REQUEST_BLOCKS;
+    let segments = blocks.div_ceil(layout.data_blocks_per_segment());
+    let geometry = Geometry { zone_count: segments as u32 + 2, ..base };
+    let config = config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096, blocks);
+    let mut sim = Simulator::new(geometry, config, seed, Some(TimingParams::zn540()))?;
+    let data = vec![0x6b; (FILL_REQUEST_BLOCKS * block) as usize];
+    let mut next_lba = 0;
+    closed_loop(&mut sim, blocks / FILL_REQUEST_BLOCKS, 16, FILL_REQUEST_BLOCKS * block, |_| {
+        let lba = next_lba;
+        next_lba += FILL_REQUEST_BLOCKS;
+        Request::Write { lba, data: data.clone() }
+    })?;
+    sim.run_until_idle();
+    let drives = sim.power_cut()?;
+    let started_ns = drives.iter().map(zapraid_zns::EmulatedDrive::now_ns).max().unwrap_or(0);
+    let recovered = Simulator::recover(geometry, config, drives)?;
+    let recovery_s = (recovered.now_ns() - started_ns) as f64 / 1e9;
+    Ok(RecoveryPoint { data_bytes: blocks * block, segments, recovery_s })
+}
