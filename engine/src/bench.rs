@@ -113,6 +113,21 @@ fn closed_loop(
     })
 }
 
+/// Writes `blocks` blocks (a multiple of `request_blocks`) from LBA 0 on, `request_blocks`
+/// per request, 16 requests in flight, and waits until everything is persisted.
+fn fill_sequential(sim: &mut Simulator, blocks: u64, request_blocks: u64, block_bytes: u64) -> Result<()> {
+    const FILL_QUEUE_DEPTH: u64 = 16;
+    let data = vec![0x3c; (request_blocks * block_bytes) as usize];
+    let mut next_lba = 0;
+    closed_loop(sim, blocks / request_blocks, FILL_QUEUE_DEPTH, request_blocks * block_bytes, |_| {
+        let lba = next_lba;
+        next_lba += request_blocks;
+        Request::Write { lba, data: data.clone() }
+    })?;
+    sim.run_until_idle();
+    Ok(())
+}
+
 /// Exp#1: random writes of one chunk each at queue depth 64.
 pub fn exp1(mode: Mode, chunk_bytes: u64, requests: u64, seed: u64) -> Result<Measured> {
     const QUEUE_DEPTH: u64 = 64;
@@ -140,14 +155,7 @@ pub fn exp2(mode: Mode, fill_blocks: u64, reads: u64, seed: u64) -> Result<(Meas
     let block = u64::from(geometry.block_size_bytes);
     let fill_blocks = fill_blocks.div_ceil(FILL_REQUEST_BLOCKS) * FILL_REQUEST_BLOCKS;
     let mut sim = Simulator::new(geometry, config(mode, CHUNK_BYTES, fill_blocks), seed, Some(TimingParams::zn540()))?;
-    let data = vec![0x3c; (FILL_REQUEST_BLOCKS * block) as usize];
-    let mut next_lba = 0;
-    closed_loop(&mut sim, fill_blocks / FILL_REQUEST_BLOCKS, 16, FILL_REQUEST_BLOCKS * block, |_| {
-        let lba = next_lba;
-        next_lba += FILL_REQUEST_BLOCKS;
-        Request::Write { lba, data: data.clone() }
-    })?;
-    sim.run_until_idle();
+    fill_sequential(&mut sim, fill_blocks, FILL_REQUEST_BLOCKS, block)?;
     let mut rng = XorShift(seed | 1);
     let normal = closed_loop(&mut sim, reads, 1, block, |_| Request::Read { lba: rng.below(fill_blocks), blocks: 1 })?;
     const FAILED_DRIVE: usize = 0;
@@ -222,14 +230,7 @@ pub fn recovery_point(sealed_segments: u64, seed: u64) -> Result<RecoveryPoint> 
     let geometry = Geometry { zone_count: segments as u32 + 2, ..base };
     let config = config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096, blocks);
     let mut sim = Simulator::new(geometry, config, seed, Some(TimingParams::zn540()))?;
-    let data = vec![0x6b; (FILL_REQUEST_BLOCKS * block) as usize];
-    let mut next_lba = 0;
-    closed_loop(&mut sim, blocks / FILL_REQUEST_BLOCKS, 16, FILL_REQUEST_BLOCKS * block, |_| {
-        let lba = next_lba;
-        next_lba += FILL_REQUEST_BLOCKS;
-        Request::Write { lba, data: data.clone() }
-    })?;
-    sim.run_until_idle();
+    fill_sequential(&mut sim, blocks, FILL_REQUEST_BLOCKS, block)?;
     let drives = sim.power_cut()?;
     let started_ns = drives.iter().map(zapraid_zns::EmulatedDrive::now_ns).max().unwrap_or(0);
     let recovered = Simulator::recover(geometry, config, drives)?;

@@ -732,6 +732,7 @@ impl Engine {
 
     fn start_footer(&mut self, seg_index: usize) {
         let seg = &mut self.segments[seg_index];
+        assert_eq!(seg.state, SegmentState::Open, "only an open segment gets a footer");
         seg.state = SegmentState::Sealing;
         self.open_segment = None;
         let n = self.layout.drives();
@@ -885,6 +886,7 @@ impl Engine {
     }
 
     fn stripe_persisted(&mut self, seg_index: usize, mut stripe: Stripe) {
+        debug_assert_eq!(self.segments[seg_index].state, SegmentState::Open, "stripes persist into the open segment");
         let (k, cb) = (self.layout.data_chunks, self.chunk_blocks());
         let zone = self.segments[seg_index].zone;
         let data_start = self.layout.data_start_blocks();

@@ -110,11 +110,15 @@ impl Run {
         }
     }
 
-    fn check(&mut self, what: &str) {
+    fn read_all(&mut self) -> Vec<u8> {
         let id = self.next_id;
         self.next_id += 1;
         self.sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
-        let data = self.sim.run_until_response(id).expect("read answered").result.expect("read succeeds");
+        self.sim.run_until_response(id).expect("read answered").result.expect("read succeeds")
+    }
+
+    fn check(&mut self, what: &str) {
+        let data = self.read_all();
         for lba in 0..LOGICAL_BLOCKS {
             let got = &data[lba as usize * BLOCK..][..BLOCK];
             let (zeros_ok, allowed) = self.history.get(&lba).map_or((true, Vec::new()), History::allowed);
@@ -127,10 +131,7 @@ impl Run {
     /// After a crash and recovery, what was not acknowledged is either there or not; fix
     /// the history to what the drives now say, so later checks stay exact.
     fn settle_history(&mut self) {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
-        let data = self.sim.run_until_response(id).expect("read answered").result.expect("read succeeds");
+        let data = self.read_all();
         for lba in 0..LOGICAL_BLOCKS {
             let got = &data[lba as usize * BLOCK..][..BLOCK];
             let now = u64::from_le_bytes(got[8..16].try_into().unwrap());
