@@ -120,6 +120,9 @@ struct Stripe {
     number: u64,
     /// Where each drive's chunk landed (zone-relative chunk position), once persisted.
     positions: Vec<Option<u64>>,
+    /// Per parity chunk, the parity of the data blocks' (LBA, timestamp) fields, 16 bytes
+    /// per block offset: written into the parity blocks' metadata and footer entries.
+    parity_fields: Vec<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,6 +292,9 @@ impl Engine {
         self.free_zones = recovered.free_zones.into();
         self.next_sequence = recovered.next_sequence;
         self.next_timestamp = recovered.next_timestamp;
+        for drive in recovered.failed_drives {
+            self.fail_drive(drive);
+        }
     }
 
     /// Finishes a zone (recovery closes open segments this way).
@@ -479,13 +485,14 @@ impl Engine {
         }
         // Metadata is written when the stripe joins a group (it needs the stripe ID and
         // segment); keep the parity fields in the parity chunks' metadata buffers for now.
-        for (p, fields) in parity_fields.into_iter().enumerate() {
+        for (p, fields) in parity_fields.iter().enumerate() {
             let meta = &mut chunks[k + p].1;
             for o in 0..cb {
                 meta[o * ms..o * ms + 16].copy_from_slice(&fields[o * 16..o * 16 + 16]);
             }
         }
-        let stripe = Stripe { infos, chunks, pending_chunks: 0, id: 0, number: 0, positions: vec![None; k + m] };
+        let stripe =
+            Stripe { infos, chunks, pending_chunks: 0, id: 0, number: 0, positions: vec![None; k + m], parity_fields };
         self.stripes.insert(number, stripe);
         self.queued.push_back(number);
     }
@@ -923,7 +930,13 @@ impl Engine {
                     let info = stripe.infos[c * cb + o];
                     (info.lba, info.timestamp)
                 } else {
-                    (NO_LBA, 0)
+                    // Parity blocks record the parity of the data blocks' fields, so a
+                    // lost data chunk's LBAs can be rebuilt from footers alone.
+                    let f = &stripe.parity_fields[c - k][o * 16..o * 16 + 16];
+                    (
+                        u64::from_le_bytes(f[..8].try_into().expect("8 bytes")),
+                        u64::from_le_bytes(f[8..].try_into().expect("8 bytes")),
+                    )
                 };
                 self.segments[seg_index].footer[drive][footer_index] = FooterEntry {
                     lba: lba.into(),

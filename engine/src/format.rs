@@ -152,7 +152,8 @@ const _: () = assert!(std::mem::size_of::<FooterBlockHeader>() == FOOTER_BLOCK_H
 #[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 #[repr(C)]
 pub struct FooterEntry {
-    /// Logical block address; `NO_LBA` for parity and padding blocks.
+    /// Logical block address (`NO_LBA` for padding); for parity blocks, the parity of the
+    /// data blocks' `lba` fields (and `timestamp` likewise), as in their metadata.
     pub lba: U64,
     pub timestamp: U64,
     pub stripe_id: U32,
@@ -162,7 +163,7 @@ pub struct FooterEntry {
 pub const FOOTER_ENTRY_BYTES: usize = 24;
 const _: () = assert!(std::mem::size_of::<FooterEntry>() == FOOTER_ENTRY_BYTES);
 const FOOTER_CRC_BYTES: usize = 4;
-/// LBA of blocks that hold no user data (parity, padding).
+/// LBA of blocks that hold no user data (padding, headers, footers).
 pub const NO_LBA: u64 = u64::MAX;
 
 /// Footer entries that fit in one block of `block_size_bytes`.

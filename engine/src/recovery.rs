@@ -29,9 +29,10 @@ use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneAction, ZoneDesc
 
 use crate::engine::{Config, DriveCommand, Engine};
 use crate::error::{Error, Result};
-use crate::format::{decode_footer_block, BlockKind, BlockMetadata, SegmentHeader, NO_LBA};
+use crate::format::{decode_footer_block, BlockMetadata, SegmentHeader, NO_LBA};
 use crate::l2p::Physical;
 use crate::layout::Layout;
+use crate::parity::ParityCodec;
 use crate::stripe_table::CompactStripeTable;
 
 /// What recovery hands the engine.
@@ -41,6 +42,7 @@ pub(crate) struct Recovered {
     pub free_zones: Vec<u32>,
     pub next_sequence: u64,
     pub next_timestamp: u64,
+    pub failed_drives: Vec<usize>,
 }
 
 /// A data block found on a drive: where, and what its metadata says.
@@ -52,7 +54,6 @@ struct Found {
     lba: u64,
     timestamp: u64,
     stripe_id: u32,
-    kind: BlockKind,
 }
 
 enum Op {
@@ -103,6 +104,8 @@ pub struct Recovery {
     sealed: HashMap<u32, bool>,
     /// Per zone, drives whose first footer block decoded as this segment's.
     footers_found: HashMap<u32, usize>,
+    /// Drives that did not answer their zone report.
+    failed: Vec<bool>,
     error: Option<Error>,
 }
 
@@ -124,6 +127,7 @@ impl Recovery {
             found: HashMap::new(),
             sealed: HashMap::new(),
             footers_found: HashMap::new(),
+            failed: vec![false; layout.drives()],
             error: None,
         };
         for drive in 0..layout.drives() {
@@ -160,6 +164,17 @@ impl Recovery {
         let Some((_, op)) = self.ops.remove(&completion.tag) else { return };
         let result = match completion.result {
             Ok(done) => done,
+            Err(_) if matches!(op, Op::Report) => {
+                // A drive that cannot report its zones is gone; the stripes rebuild it.
+                self.failed[drive] = true;
+                let failed = self.failed.iter().filter(|f| **f).count();
+                let tolerated = self.config.level.tolerated_failures();
+                if failed > tolerated {
+                    let n = self.layout.drives();
+                    self.fail(Error::TooManyErasures { lost: failed, total: n, tolerated });
+                }
+                return self.advance();
+            }
             Err(source) => {
                 self.fail(Error::Device { drive, source });
                 return self.advance();
@@ -205,6 +220,10 @@ impl Recovery {
         }
     }
 
+    fn live_drives(&self) -> Vec<usize> {
+        (0..self.layout.drives()).filter(|d| !self.failed[*d]).collect()
+    }
+
     fn written(&self, drive: usize, zone: u32) -> u64 {
         let z = &self.reports[drive][zone as usize];
         if z.state == ZoneState::Empty {
@@ -217,16 +236,17 @@ impl Recovery {
     fn read_headers(&mut self) {
         self.phase = Phase::Headers;
         let n = self.layout.drives();
+        let live = self.live_drives();
         let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
         for zone in 0..self.geometry.zone_count {
-            let past_header = (0..n).all(|d| self.written(d, zone) >= self.layout.header_blocks);
+            let past_header = live.iter().all(|d| self.written(*d, zone) >= self.layout.header_blocks);
             if !past_header {
                 continue;
             }
             self.headers.insert(zone, vec![None; n]);
             let footer_end = self.layout.footer_start_blocks() + self.layout.footer_blocks;
-            let footer_written = (0..n).all(|d| self.written(d, zone) >= footer_end);
-            for drive in 0..n {
+            let footer_written = live.iter().all(|d| self.written(*d, zone) >= footer_end);
+            for &drive in &live {
                 let lba = self.geometry.zone_start_lba(zone);
                 self.issue(drive, Op::Header { zone }, Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] });
                 if footer_written {
@@ -242,12 +262,13 @@ impl Recovery {
     fn check_headers_and_read_contents(&mut self) {
         self.phase = Phase::Contents;
         let n = self.layout.drives();
+        let live = self.live_drives();
         let zones: Vec<u32> = self.headers.keys().copied().collect();
         for zone in zones {
             let headers = &self.headers[&zone];
-            let first = headers[0].expect("every header read or an error recorded");
-            for (drive, h) in headers.iter().enumerate() {
-                let h = h.expect("header read");
+            let first = headers[live[0]].expect("every live drive's header read or an error recorded");
+            for &drive in &live {
+                let h = headers[drive].expect("header read");
                 let problem = if h.array_uuid != self.config.array_uuid {
                     Some("belongs to another array".to_string())
                 } else if h.drive_index.get() as usize != drive {
@@ -266,13 +287,13 @@ impl Recovery {
             }
             self.segments.insert(zone, first.segment_sequence.get());
             let footer_end = self.layout.footer_start_blocks() + self.layout.footer_blocks;
-            let sealed = self.footers_found.get(&zone).copied().unwrap_or(0) == n;
+            let sealed = self.footers_found.get(&zone).copied().unwrap_or(0) == live.len();
             self.sealed.insert(zone, sealed);
             self.found.insert(zone, Vec::new());
             let max = u64::from(self.geometry.max_transfer_blocks);
             let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
             let zone_start = self.geometry.zone_start_lba(zone);
-            for drive in 0..n {
+            for &drive in &live {
                 let (from, to) = if sealed {
                     (self.layout.footer_start_blocks(), footer_end)
                 } else {
@@ -322,14 +343,12 @@ impl Recovery {
             let first = u64::from(header.first_block.get());
             for (j, e) in entries.iter().enumerate() {
                 let index = first + j as u64;
-                let kind = if e.lba.get() == NO_LBA { BlockKind::Parity } else { BlockKind::Data };
                 let found = Found {
                     drive,
                     offset: self.layout.data_start_blocks() + index,
                     lba: e.lba.get(),
                     timestamp: e.timestamp.get(),
                     stripe_id: e.stripe_id.get(),
-                    kind,
                 };
                 if index < self.layout.stripes * cb {
                     self.found.get_mut(&zone).expect("segment").push(found);
@@ -343,7 +362,7 @@ impl Recovery {
         let sequence_low = self.segments[&zone] & u64::from(u32::MAX);
         for (i, (block, oob)) in data.chunks_exact(bs).zip(metadata.chunks_exact(ms)).enumerate() {
             // Untrusted: torn, stale or corrupt blocks are simply not found.
-            let Ok((m, kind)) = BlockMetadata::decode(block, oob) else { continue };
+            let Ok((m, _)) = BlockMetadata::decode(block, oob) else { continue };
             if u64::from(m.segment_sequence_low.get()) != sequence_low {
                 continue;
             }
@@ -353,7 +372,6 @@ impl Recovery {
                 lba: m.lba.get(),
                 timestamp: m.timestamp.get(),
                 stripe_id: m.stripe_id.get(),
-                kind,
             };
             self.found.get_mut(&zone).expect("segment").push(found);
         }
@@ -362,12 +380,11 @@ impl Recovery {
     /// Resets zones some drive wrote into but whose segment never got past its header.
     fn reset_unused_zones(&mut self) {
         self.phase = Phase::Resets;
-        let n = self.layout.drives();
         for zone in 0..self.geometry.zone_count {
             if self.segments.contains_key(&zone) {
                 continue;
             }
-            for drive in 0..n {
+            for drive in self.live_drives() {
                 if self.written(drive, zone) > 0 || self.reports[drive][zone as usize].state != ZoneState::Empty {
                     let start_lba = self.geometry.zone_start_lba(zone);
                     let target = ZoneTarget::Zone { start_lba };
@@ -384,18 +401,28 @@ impl Recovery {
             return Err(e);
         }
         assert!(self.phase == Phase::Done, "finish() before recovery is done");
-        let n = self.layout.drives();
+        let codec = ParityCodec::for_level(self.config.level)?;
+        let (n, k) = (self.layout.drives(), self.layout.data_chunks);
         let cb = self.layout.chunk_blocks;
         let data_start = self.layout.data_start_blocks();
+        let live = self.live_drives().len();
+        let append = self.layout.uses_append();
         let mut segments = Vec::new();
         let mut best: HashMap<u64, (u64, Physical)> = HashMap::new();
         let mut next_timestamp = 1;
+        let mut map = |lba: u64, timestamp: u64, physical: Physical, next_timestamp: &mut u64| {
+            if lba == NO_LBA || lba >= self.config.logical_blocks {
+                return;
+            }
+            *next_timestamp = (*next_timestamp).max(timestamp + 1);
+            if best.get(&lba).is_none_or(|(ts, _)| *ts < timestamp) {
+                best.insert(lba, (timestamp, physical));
+            }
+        };
         for (&zone, &sequence) in &self.segments {
-            let found = &self.found[&zone];
-            let sealed = self.sealed[&zone];
-            // A chunk: all its blocks found, with one stripe ID. Key: (drive, position).
+            // Chunks: every block found, one stripe ID, ordered by offset.
             let mut chunks: HashMap<(usize, u64), (u32, Vec<Found>)> = HashMap::new();
-            for f in found {
+            for f in &self.found[&zone] {
                 let position = (f.offset - data_start) / cb;
                 let entry = chunks.entry((f.drive, position)).or_insert((f.stripe_id, Vec::new()));
                 if entry.0 == f.stripe_id {
@@ -403,34 +430,75 @@ impl Recovery {
                 }
             }
             chunks.retain(|_, (_, blocks)| blocks.len() as u64 == cb);
-            // Stripes complete on every drive (sealed segments are complete by construction).
-            let mut stripe_drives: HashMap<(u64, u32), usize> = HashMap::new();
-            for (&(_, position), (id, _)) in &chunks {
+            // Stripes: (group, stripe ID within the group; the position for Zone Write).
+            let mut stripes: BTreeMap<(u64, u32), Vec<(usize, u64, Vec<Found>)>> = BTreeMap::new();
+            for ((drive, position), (id, mut blocks)) in chunks {
+                blocks.sort_by_key(|b| b.offset);
                 let group = position / self.layout.group_size;
-                let id = if self.layout.uses_append() { *id } else { position as u32 };
-                *stripe_drives.entry((group, id)).or_default() += 1;
+                let key = (group, if append { id } else { position as u32 });
+                stripes.entry(key).or_default().push((drive, position, blocks));
             }
             let mut table = CompactStripeTable::new(&self.layout);
-            for (&(drive, position), (id, blocks)) in &chunks {
-                let group = position / self.layout.group_size;
-                let key = (group, if self.layout.uses_append() { *id } else { position as u32 });
-                if !sealed && stripe_drives[&key] < n {
+            let mut virtual_positions: HashMap<(usize, u64), u64> = HashMap::new();
+            for ((group, key), members) in stripes {
+                if members.len() < live {
                     continue; // an incomplete stripe: nothing in it was acknowledged
                 }
-                if let Some(t) = table.as_mut() {
-                    t.set(drive, position, *id);
+                let id = if append { key } else { 0 };
+                let number = if append { group * self.layout.group_size + u64::from(key) } else { u64::from(key) };
+                let mut fields: Vec<Option<Vec<u8>>> = vec![None; n];
+                let mut present = vec![false; n];
+                for (drive, position, blocks) in &members {
+                    present[*drive] = true;
+                    if let Some(t) = table.as_mut() {
+                        t.set(*drive, *position, id);
+                    }
+                    let c = self.layout.chunk_on(number, *drive);
+                    fields[c] = Some(
+                        blocks
+                            .iter()
+                            .flat_map(|b| b.lba.to_le_bytes().into_iter().chain(b.timestamp.to_le_bytes()))
+                            .collect(),
+                    );
+                    if c < k {
+                        for b in blocks {
+                            map(
+                                b.lba,
+                                b.timestamp,
+                                Physical { zone, drive: *drive, offset: b.offset },
+                                &mut next_timestamp,
+                            );
+                        }
+                    }
                 }
-                for b in blocks {
-                    if b.kind != BlockKind::Data || b.lba >= self.config.logical_blocks {
+                // Chunks of failed drives: their data blocks' LBAs come back from the parity
+                // of the fields; the engine rebuilds their contents on read.
+                let missing: Vec<usize> = (0..n).filter(|d| !present[*d] && self.failed[*d]).collect();
+                if missing.is_empty() || codec.reconstruct(&mut fields).is_err() {
+                    continue;
+                }
+                let group_end = group * self.layout.group_size + self.layout.group_stripes(group);
+                for drive in missing {
+                    let position = if append {
+                        let used = virtual_positions.entry((drive, group)).or_insert(0);
+                        *used += 1;
+                        group_end - *used
+                    } else {
+                        u64::from(key)
+                    };
+                    if let Some(t) = table.as_mut() {
+                        t.set(drive, position, id);
+                    }
+                    let c = self.layout.chunk_on(number, drive);
+                    if c >= k {
                         continue;
                     }
-                    next_timestamp = next_timestamp.max(b.timestamp + 1);
-                    let physical = Physical { zone, drive: b.drive, offset: b.offset };
-                    match best.get(&b.lba) {
-                        Some((ts, _)) if *ts >= b.timestamp => {}
-                        _ => {
-                            best.insert(b.lba, (b.timestamp, physical));
-                        }
+                    let f = fields[c].as_ref().expect("reconstructed");
+                    for o in 0..cb as usize {
+                        let lba = u64::from_le_bytes(f[o * 16..o * 16 + 8].try_into().expect("8 bytes"));
+                        let timestamp = u64::from_le_bytes(f[o * 16 + 8..o * 16 + 16].try_into().expect("8 bytes"));
+                        let offset = data_start + position * cb + o as u64;
+                        map(lba, timestamp, Physical { zone, drive, offset }, &mut next_timestamp);
                     }
                 }
             }
@@ -438,19 +506,21 @@ impl Recovery {
         }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
         let next_sequence = self.segments.values().max().map_or(1, |s| s + 1);
+        let failed_drives: Vec<usize> = (0..n).filter(|d| self.failed[*d]).collect();
         let recovered = Recovered {
             segments,
             mappings: best.into_iter().map(|(lba, (_, p))| (lba, p)).collect(),
             free_zones,
             next_sequence,
             next_timestamp,
+            failed_drives: failed_drives.clone(),
         };
         let mut engine = Engine::format(self.geometry, self.config)?;
         engine.install_recovered(recovered);
         // Recovered open segments are not appended to again; finishing their zones frees
         // their active resources.
         for (&zone, _) in self.segments.iter().filter(|(z, _)| !self.sealed[z]) {
-            for drive in 0..n {
+            for drive in (0..n).filter(|d| !failed_drives.contains(d)) {
                 engine.finish_zone(drive, zone);
             }
         }

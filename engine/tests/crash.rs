@@ -150,7 +150,15 @@ impl Run {
 /// recovery, more writes, a second power cut and recovery. Returns the crash states
 /// explored (two). Any violation panics with the run's parameters.
 fn explore(level: RaidLevel, mode: Mode, seed: u64, writes: usize, cut_after_steps: usize) -> usize {
-    explore_with(level, mode, seed, writes, cut_after_steps, None)
+    explore_with(level, mode, seed, writes, cut_after_steps, None, None)
+}
+
+/// When a drive fails during an explored run.
+#[derive(Clone, Copy, Debug)]
+struct DriveFailure {
+    drive: usize,
+    /// Before this write of the workload; at or past the end: together with the power cut.
+    before_write: usize,
 }
 
 /// Like `explore`, and with `interrupt_recovery`, the first recovery is itself cut by a
@@ -162,13 +170,17 @@ fn explore_with(
     writes: usize,
     cut_after_steps: usize,
     interrupt_recovery: Option<usize>,
+    failure: Option<DriveFailure>,
 ) -> usize {
-    let what = format!("{level:?} {mode:?} seed {seed} cut after {cut_after_steps} steps");
+    let what = format!("{level:?} {mode:?} seed {seed} cut after {cut_after_steps} steps, {failure:?}");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let sim = Simulator::new(geometry(), config(level, mode), seed, None).unwrap();
     let mut run = Run { sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 };
     let mut steps = 0;
-    for _ in 0..writes {
+    for i in 0..writes {
+        if let Some(f) = failure.filter(|f| f.before_write == i) {
+            run.sim.drives[f.drive].fail();
+        }
         run.write(&mut rng);
         if rng.random_bool(0.3) {
             // Let some of it complete before more arrives.
@@ -186,6 +198,9 @@ fn explore_with(
     }
     run.collect_acks();
     let mut drives = run.sim.power_cut().unwrap();
+    if let Some(f) = failure.filter(|f| f.before_write >= writes) {
+        drives[f.drive].fail();
+    }
     let mut states = 2;
     if let Some(after) = interrupt_recovery {
         match Simulator::recover_interrupted(geometry(), config(level, mode), drives, after) {
@@ -241,8 +256,9 @@ fn crash_states_per_scheme() -> usize {
     std::env::var("ZAPRAID_CRASH_STATES").ok().and_then(|v| v.parse().ok()).unwrap_or(CRASH_STATES_PER_SCHEME)
 }
 
-/// Power cuts at every step of short runs, then at random steps of longer runs, for
-/// RAID-5 and RAID-6 with Zone Append and Zone Write; prints how many states it explored.
+/// Power cuts at every step of short runs, at random steps of longer runs, during
+/// recovery, and combined with a drive failure, for RAID-5 and RAID-6 with Zone Append and
+/// Zone Write; prints how many states it explored.
 #[test]
 fn crash_exploration() {
     let target = crash_states_per_scheme();
@@ -266,7 +282,15 @@ fn crash_exploration() {
         // ones, across seeds and crash points.
         const RECOVERY_CUTS: usize = 16;
         for i in 0..target / 20 {
-            explored += explore_with(level, mode, i as u64, 40, 300 + i, Some(i % RECOVERY_CUTS));
+            explored += explore_with(level, mode, i as u64, 40, 300 + i, Some(i % RECOVERY_CUTS), None);
+        }
+        // A drive failure combined with a crash: degraded recovery.
+        let drives = level.shape().0 + level.shape().1;
+        for i in 0..target / 10 {
+            let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0xfa11);
+            let failure = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
+            let cut = rng.random_range(0..1500);
+            explored += explore_with(level, mode, i as u64, 50, cut, None, Some(failure));
         }
         eprintln!("crash exploration: {level:?} {mode:?}: {explored} crash states, 0 violations");
         total += explored;
