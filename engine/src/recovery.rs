@@ -56,6 +56,13 @@ struct Found {
     stripe_id: u32,
 }
 
+/// One chunk of a stripe as found on a drive: its blocks in offset order.
+struct FoundChunk {
+    drive: usize,
+    position: u64,
+    blocks: Vec<Found>,
+}
+
 enum Op {
     Report,
     Header {
@@ -431,12 +438,12 @@ impl Recovery {
             }
             chunks.retain(|_, (_, blocks)| blocks.len() as u64 == cb);
             // Stripes: (group, stripe ID within the group; the position for Zone Write).
-            let mut stripes: BTreeMap<(u64, u32), Vec<(usize, u64, Vec<Found>)>> = BTreeMap::new();
+            let mut stripes: BTreeMap<(u64, u32), Vec<FoundChunk>> = BTreeMap::new();
             for ((drive, position), (id, mut blocks)) in chunks {
                 blocks.sort_by_key(|b| b.offset);
                 let group = position / self.layout.group_size;
                 let key = (group, if append { id } else { position as u32 });
-                stripes.entry(key).or_default().push((drive, position, blocks));
+                stripes.entry(key).or_default().push(FoundChunk { drive, position, blocks });
             }
             let mut table = CompactStripeTable::new(&self.layout);
             let mut virtual_positions: HashMap<(usize, u64), u64> = HashMap::new();
@@ -448,7 +455,7 @@ impl Recovery {
                 let number = if append { group * self.layout.group_size + u64::from(key) } else { u64::from(key) };
                 let mut fields: Vec<Option<Vec<u8>>> = vec![None; n];
                 let mut present = vec![false; n];
-                for (drive, position, blocks) in &members {
+                for FoundChunk { drive, position, blocks } in &members {
                     present[*drive] = true;
                     if let Some(t) = table.as_mut() {
                         t.set(*drive, *position, id);
