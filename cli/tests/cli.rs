@@ -103,6 +103,10 @@ fn simulate_verifies_degraded_reads_and_refuses_wrong_data() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("exceed the 1 the level tolerates"), "{stdout}");
+    let out = zapraid(&["simulate", "--level", "raid6", "--drives", "5", "--size", "2M", "--fail", "1", "--crash"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("acknowledged overwritten blocks hold their new contents"), "{stdout}");
     let out = zapraid(&["simulate", "--level", "raid5", "--drives", "2"]);
     assert!(!out.status.success());
     assert!(text(&out).1.contains("at least 3 drives"), "{:?}", text(&out));
