@@ -222,7 +222,8 @@ fn crash_and_recover(
         let is_new = got == block_pattern(l, new_seed, block as usize).as_slice();
         let is_old = got == block_pattern(l, seed, block as usize).as_slice();
         let acked_new = l < half && acked[l as usize];
-        if (acked_new && !is_new) || !(is_new || is_old) {
+        let allowed = if acked_new { is_new } else { is_new || is_old };
+        if !allowed {
             let what = if acked_new { "an old value for an acknowledged write" } else { "garbage" };
             bail!("after recovery, block {l} holds {what}");
         }
