@@ -13,21 +13,12 @@ use rand_chacha::ChaCha8Rng;
 use zapraid_engine::{Config, Mode, RaidLevel, Request, Simulator, DEFAULT_STRIPE_TIMEOUT_NS};
 use zapraid_zns::Geometry;
 
-const BLOCK: usize = 512;
+mod common;
+use common::BLOCK;
 const LOGICAL_BLOCKS: u64 = 64;
 
 fn geometry() -> Geometry {
-    Geometry {
-        block_size_bytes: BLOCK as u32,
-        metadata_bytes_per_block: 32,
-        zone_size_blocks: 64,
-        zone_capacity_blocks: 60,
-        zone_count: 40,
-        max_open_zones: Some(8),
-        max_active_zones: Some(10),
-        zone_append_max_blocks: 8,
-        max_transfer_blocks: 16,
-    }
+    common::geometry(40, 8, 10)
 }
 
 fn config(level: RaidLevel, mode: Mode) -> Config {

@@ -10,20 +10,11 @@ use proptest::prelude::*;
 use zapraid_engine::{Config, Mode, RaidLevel, Request, Simulator, DEFAULT_STRIPE_TIMEOUT_NS};
 use zapraid_zns::Geometry;
 
-const BLOCK: usize = 512;
+mod common;
+use common::BLOCK;
 
 fn geometry() -> Geometry {
-    Geometry {
-        block_size_bytes: BLOCK as u32,
-        metadata_bytes_per_block: 32,
-        zone_size_blocks: 64,
-        zone_capacity_blocks: 60,
-        zone_count: 24,
-        max_open_zones: Some(6),
-        max_active_zones: Some(8),
-        zone_append_max_blocks: 8,
-        max_transfer_blocks: 16,
-    }
+    common::geometry(24, 6, 8)
 }
 
 fn levels() -> Vec<RaidLevel> {
