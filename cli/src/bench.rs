@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use zapraid_engine::bench::{
-    cpu_cost_iops, exp1, exp2, exp3, paper_modes, paper_segment_blocks, recovery_point, Measured,
+    cpu_cost_iops, exp1, exp2, exp3, paper_modes, paper_segment_blocks, recovery_point, recovery_point_with, Measured,
 };
 
 use crate::size::format_bytes;
@@ -86,6 +86,15 @@ fn recovery(args: BenchArgs) -> Result<()> {
         points.push(p);
     }
     let (first, last) = (points[0], points[points.len() - 1]);
+    let largest = *sealed_segments.last().expect("sizes");
+    let degraded = recovery_point_with(largest, args.seed, true)?;
+    println!(
+        "{:>12} {:>9} {:>15.2} {:>17.0}   with drive 0 failed (degraded recovery)",
+        format_bytes(degraded.data_bytes),
+        degraded.segments,
+        degraded.recovery_s * 1e3,
+        degraded.data_bytes as f64 / MIB as f64 / degraded.recovery_s
+    );
     let per_byte = (last.recovery_s - first.recovery_s) / (last.data_bytes - first.data_bytes) as f64;
     const HUNDRED_GIB: f64 = 100.0 * (1u64 << 30) as f64;
     println!(

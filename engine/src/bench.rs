@@ -219,6 +219,12 @@ pub struct RecoveryPoint {
 /// and measures the virtual time recovery takes. QEMU-sized zones (62 MiB), so that a few
 /// GiB make many sealed segments, as a large array has; ZN540 timing.
 pub fn recovery_point(sealed_segments: u64, seed: u64) -> Result<RecoveryPoint> {
+    recovery_point_with(sealed_segments, seed, false)
+}
+
+/// Like `recovery_point`; with `failed_drive`, drive 0 fails together with the power cut
+/// (degraded recovery: its blocks' addresses are rebuilt from parity).
+pub fn recovery_point_with(sealed_segments: u64, seed: u64, failed_drive: bool) -> Result<RecoveryPoint> {
     const FILL_REQUEST_BLOCKS: u64 = 32;
     let base = Geometry { zone_append_max_blocks: 32, max_transfer_blocks: 128, ..Geometry::small(1, 16384, 15872) };
     let layout =
@@ -231,7 +237,10 @@ pub fn recovery_point(sealed_segments: u64, seed: u64) -> Result<RecoveryPoint> 
     let config = config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096, blocks);
     let mut sim = Simulator::new(geometry, config, seed, Some(TimingParams::zn540()))?;
     fill_sequential(&mut sim, blocks, FILL_REQUEST_BLOCKS, block)?;
-    let drives = sim.power_cut()?;
+    let mut drives = sim.power_cut()?;
+    if failed_drive {
+        drives[0].fail();
+    }
     let started_ns = drives.iter().map(zapraid_zns::EmulatedDrive::now_ns).max().unwrap_or(0);
     let recovered = Simulator::recover(geometry, config, drives)?;
     let recovery_s = (recovered.now_ns() - started_ns) as f64 / 1e9;
