@@ -306,11 +306,6 @@ impl Engine {
         self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
     }
 
-    /// The configuration the array was formatted with.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
     pub fn logical_blocks(&self) -> u64 {
         self.l2p.logical_blocks()
     }
@@ -327,16 +322,6 @@ impl Engine {
 
     pub fn failed_drives(&self) -> usize {
         self.failed.iter().filter(|f| **f).count()
-    }
-
-    /// Compact stripe table memory of the segments in use.
-    pub fn stripe_table_bytes(&self) -> usize {
-        self.segments.iter().filter_map(|s| s.table.as_ref()).map(CompactStripeTable::packed_bytes).sum()
-    }
-
-    /// Nothing in flight and nothing waiting.
-    pub fn is_idle(&self) -> bool {
-        self.ops.is_empty() && self.commands.is_empty() && self.queued.is_empty() && self.open_stripe.is_none()
     }
 
     /// When the engine next needs `tick` (the partial-stripe timeout), if ever.

@@ -45,18 +45,6 @@ pub struct PowerCutReport {
     pub lost: usize,
 }
 
-/// Counters of what the drive has done.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DriveStats {
-    pub reads: u64,
-    pub writes: u64,
-    pub appends: u64,
-    pub zone_commands: u64,
-    pub blocks_read: u64,
-    pub blocks_written: u64,
-    pub errors: u64,
-}
-
 /// An emulated zoned namespace.
 pub struct EmulatedDrive {
     geometry: Geometry,
@@ -75,7 +63,6 @@ pub struct EmulatedDrive {
     submitted: u64,
     failed: bool,
     media_errors: BTreeSet<u64>,
-    stats: DriveStats,
     drive_uuid: [u8; 16],
 }
 
@@ -103,7 +90,6 @@ impl EmulatedDrive {
             submitted: 0,
             failed: false,
             media_errors: BTreeSet::new(),
-            stats: DriveStats::default(),
             drive_uuid,
         };
         for zone in &drive.zones {
@@ -187,11 +173,6 @@ impl EmulatedDrive {
             self.ready.push_back(completion);
         }
         self.now_ns = self.now_ns.max(t_ns);
-    }
-
-    /// Counters of completed commands.
-    pub fn stats(&self) -> DriveStats {
-        self.stats
     }
 
     /// Descriptors of every zone, straight from the drive's state (no command).
@@ -418,8 +399,6 @@ impl EmulatedDrive {
         }
         data[split_data..].fill(0);
         metadata[split_meta..].fill(0);
-        self.stats.reads += 1;
-        self.stats.blocks_read += blocks;
         Ok(Done::Read)
     }
 
@@ -454,7 +433,6 @@ impl EmulatedDrive {
             self.zones[zone as usize].state
         };
         self.transition(zone, state, written)?;
-        self.stats.blocks_written += blocks;
         Ok(Done::Written { lba: at, blocks })
     }
 
@@ -514,7 +492,6 @@ impl EmulatedDrive {
                 }
             }
         }
-        self.stats.zone_commands += 1;
         Ok(Done::ZoneManaged)
     }
 
@@ -543,7 +520,6 @@ impl EmulatedDrive {
                         if let Ok(zone) = zone {
                             self.zone_write_in_flight[zone as usize] = false;
                         }
-                        self.stats.writes += 1;
                         if self.failed {
                             Err(Error::DeviceFailed)
                         } else {
@@ -554,7 +530,6 @@ impl EmulatedDrive {
                 (result, data, metadata)
             }
             Command::Append { zone_start_lba, data, metadata } => {
-                self.stats.appends += 1;
                 let result = match rejected {
                     Some(e) => Err(e),
                     None if self.failed => Err(Error::DeviceFailed),
@@ -579,9 +554,6 @@ impl EmulatedDrive {
                 (result, Vec::new(), Vec::new())
             }
         };
-        if result.is_err() {
-            self.stats.errors += 1;
-        }
         self.debug_check_invariants();
         Completion { tag, result, data, metadata }
     }

@@ -93,11 +93,3 @@ pub enum Error {
     #[error("{}: {reason}", path.display())]
     BadDirectory { path: PathBuf, reason: String },
 }
-
-impl Error {
-    /// True for errors the emulator returns because of a command the host got wrong,
-    /// as opposed to a drive or media failure.
-    pub fn is_host_error(&self) -> bool {
-        !matches!(self, Error::MediaError { .. } | Error::DeviceFailed | Error::Io { .. } | Error::ZoneOffline { .. })
-    }
-}

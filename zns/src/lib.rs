@@ -19,7 +19,7 @@ pub mod timing;
 pub mod zone;
 
 pub use device::{execute, report_all_zones, Command, Completion, Done, Tag, ZonedDevice};
-pub use emulator::{DriveStats, EmulatedDrive, PowerCutReport};
+pub use emulator::{EmulatedDrive, PowerCutReport};
 pub use error::{Error, Result};
 pub use geometry::Geometry;
 pub use nvme::NvmeDrive;

@@ -454,11 +454,6 @@ impl NvmeDrive {
         Ok(drive)
     }
 
-    /// The device path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn context(&self, opcode: u8, lba: u64, blocks: u64) -> CommandContext {
         CommandContext {
             opcode,
