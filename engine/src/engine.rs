@@ -186,6 +186,8 @@ pub struct Engine {
     config: Config,
     l2p: L2pTable,
     segments: Vec<Segment>,
+    /// Index into `segments` of the segment each zone holds, so reads find it directly.
+    segment_by_zone: Vec<Option<usize>>,
     open_segment: Option<usize>,
     free_zones: VecDeque<u32>,
     next_sequence: u64,
@@ -236,6 +238,7 @@ impl Engine {
             config,
             l2p,
             segments: Vec::new(),
+            segment_by_zone: vec![None; geometry.zone_count as usize],
             open_segment: None,
             free_zones: (0..geometry.zone_count).collect(),
             next_sequence: 1,
@@ -272,6 +275,7 @@ impl Engine {
     pub(crate) fn install_recovered(&mut self, recovered: crate::recovery::Recovered) {
         let n = self.layout.drives();
         for (zone, sequence, table) in recovered.segments {
+            self.segment_by_zone[zone as usize] = Some(self.segments.len());
             self.segments.push(Segment {
                 zone,
                 sequence,
@@ -490,6 +494,7 @@ impl Engine {
         self.next_sequence += 1;
         let n = self.layout.drives();
         let index = self.segments.len();
+        self.segment_by_zone[zone as usize] = Some(index);
         let entries = (self.layout.stripes * self.layout.chunk_blocks) as usize;
         let empty_entry =
             FooterEntry { lba: NO_LBA.into(), timestamp: 0.into(), stripe_id: 0.into(), reserved: 0.into() };
@@ -1010,7 +1015,10 @@ impl Engine {
     }
 
     fn segment_of_zone(&self, zone: u32) -> Option<&Segment> {
-        self.segments.iter().rev().find(|s| s.zone == zone)
+        let index = (*self.segment_by_zone.get(zone as usize)?)?;
+        let segment = &self.segments[index];
+        debug_assert_eq!(segment.zone, zone);
+        Some(segment)
     }
 
     fn read_done(&mut self, read: u64, block: usize, physical: Physical, completion: Completion) {
