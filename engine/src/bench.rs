@@ -211,7 +211,11 @@ pub fn cpu_cost_iops(requests: u64, seed: u64) -> Result<f64> {
 pub struct RecoveryPoint {
     pub data_bytes: u64,
     pub segments: u64,
+    /// Until the array serves I/O again.
     pub recovery_s: f64,
+    /// Background work after that: the segment that was open is rewritten into a new one
+    /// and its zones reclaimed.
+    pub reclaim_s: f64,
 }
 
 /// Fills an array with `sealed_segments` full segments and half of another (the open
@@ -242,7 +246,10 @@ pub fn recovery_point_with(sealed_segments: u64, seed: u64, failed_drive: bool) 
         drives[0].fail();
     }
     let started_ns = drives.iter().map(zapraid_zns::EmulatedDrive::now_ns).max().unwrap_or(0);
-    let recovered = Simulator::recover(geometry, config, drives)?;
-    let recovery_s = (recovered.now_ns() - started_ns) as f64 / 1e9;
-    Ok(RecoveryPoint { data_bytes: blocks * block, segments, recovery_s })
+    let mut recovered = Simulator::recover_unsettled(geometry, config, drives)?;
+    let recovered_ns = recovered.now_ns();
+    recovered.run_until_idle();
+    let recovery_s = (recovered_ns - started_ns) as f64 / 1e9;
+    let reclaim_s = (recovered.now_ns() - recovered_ns) as f64 / 1e9;
+    Ok(RecoveryPoint { data_bytes: blocks * block, segments, recovery_s, reclaim_s })
 }

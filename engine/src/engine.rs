@@ -21,9 +21,18 @@
 //! compact stripe table (Zone Append). Losing more than m chunks is an I/O error, never
 //! wrong data.
 //!
+//! Garbage collection: when empty zones run low (or a segment recovered open waits to be
+//! reclaimed), the sealed segment with the fewest live blocks is relocated: an L2P scan
+//! finds its live blocks, they are read (rebuilt if need be) and rewritten, keeping their
+//! timestamps, in stripes of their own that go out before frontend stripes; the L2P entry
+//! moves only if it still points at the old place. Once every moved block is persisted
+//! and nothing is in flight on the old zones, they are reset and free. A crash before the
+//! reset leaves two copies with the same timestamp and contents; recovery takes the newer
+//! segment's. While a relocation runs, frontend stripes leave the last empty zone to it.
+//!
 //! Invariants (asserted): a zone has at most one Zone Write in flight; appends of one
 //! group land inside the group's region; every persisted data block is in the footer
-//! records of its segment.
+//! records of its segment; a segment is reset only when the L2P maps nothing into it.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -97,11 +106,46 @@ pub const PAPER_LOOKUP_PS_PER_ENTRY: u64 = 1_000_000 / 768;
 /// Default partial-stripe timeout (the paper's 100 us).
 pub const DEFAULT_STRIPE_TIMEOUT_NS: u64 = 100_000;
 
+/// What the array holds and has done, for `zapraid status` and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    pub zones: u32,
+    pub free_zones: u32,
+    /// Segments holding data (open, sealing, sealed or being relocated).
+    pub segments: u32,
+    pub open_segments: u32,
+    /// Logical blocks mapped to a place on the drives (written at least once).
+    pub mapped_blocks: u64,
+    pub failed_drives: Vec<usize>,
+    /// Segments garbage collection reclaimed, and live blocks it moved.
+    pub segments_reclaimed: u64,
+    pub blocks_relocated: u64,
+    /// Recovered open segments still waiting to be rewritten and reclaimed.
+    pub segments_to_reclaim: u32,
+}
+
+/// Garbage collection starts when this few empty zones are left.
+const GC_START_FREE_ZONES: usize = 2;
+
+/// While a segment is being relocated, frontend stripes leave this many empty zones to the
+/// relocation, so that it always has room to finish (else both would wait on each other).
+const GC_RESERVED_ZONES: usize = 1;
+
+/// Relocation reads in flight at once: bounds the memory garbage collection holds.
+const GC_MAX_READS_IN_FLIGHT: usize = 64;
+
 #[derive(Clone, Copy, Debug)]
 struct BlockInfo {
     lba: u64,
     timestamp: u64,
     request: Option<RequestId>,
+    /// A block moved by garbage collection: where it was. It keeps its timestamp, so that
+    /// a newer write of the same LBA still wins in recovery.
+    relocated_from: Option<Physical>,
+}
+
+impl BlockInfo {
+    const PADDING: BlockInfo = BlockInfo { lba: NO_LBA, timestamp: 0, request: None, relocated_from: None };
 }
 
 struct OpenStripe {
@@ -130,6 +174,8 @@ enum SegmentState {
     Open,
     Sealing,
     Sealed,
+    /// Its live blocks are being rewritten elsewhere; then its zones are reset.
+    Relocating,
 }
 
 struct Segment {
@@ -148,21 +194,101 @@ struct Segment {
     /// Per drive, chunks of the current group that never landed (failed drive) and got a
     /// position counted from the end of the group's region.
     group_virtual: Vec<u64>,
+    /// Data blocks the L2P table maps into this segment.
+    valid_blocks: u64,
+    /// Reads and zone commands in flight on this segment's zones: its zones are reset only
+    /// when none are left (drives may reorder commands in flight).
+    commands_in_flight: u32,
+    /// Recovered while open: its live blocks are to be rewritten into a new segment and its
+    /// zones reclaimed, whether or not space is short.
+    reclaim_first: bool,
+    /// A relocation of it failed (too many drives lost): not chosen again.
+    unreclaimable: bool,
+}
+
+impl Segment {
+    fn new(zone: u32, sequence: u64, state: SegmentState, table: Option<CompactStripeTable>, drives: usize) -> Self {
+        Segment {
+            zone,
+            sequence,
+            state,
+            header_pending: 0,
+            table,
+            footer: Vec::new(),
+            footer_pending: 0,
+            group: 0,
+            group_issued: 0,
+            group_in_flight: 0,
+            group_virtual: vec![0; drives],
+            valid_blocks: 0,
+            commands_in_flight: 0,
+            reclaim_first: false,
+            unreclaimable: false,
+        }
+    }
+}
+
+/// Garbage collection of one segment: its live blocks (found by scanning the L2P table)
+/// are read and rewritten with their timestamps; once all are persisted elsewhere, its
+/// zones are reset and become free.
+struct Relocation {
+    zone: u32,
+    /// Next LBA of the L2P scan.
+    scan_lba: u64,
+    reads_in_flight: usize,
+    /// Blocks read and not yet persisted in their new place.
+    writes_in_flight: usize,
+    resets_pending: usize,
+    resetting: bool,
+    failed: bool,
 }
 
 enum Op {
-    Header { segment: usize },
-    Chunk { stripe: u64, drive: usize },
-    Footer { segment: usize, drive: usize, next_block: u64 },
-    Finish,
-    Read { read: u64, block: usize, physical: Physical },
-    Rebuild { rebuild: u64, drive: usize },
+    Header {
+        segment: u32,
+    },
+    Chunk {
+        stripe: u64,
+        drive: usize,
+    },
+    Footer {
+        segment: u32,
+        drive: usize,
+        next_block: u64,
+    },
+    Finish {
+        segment: u32,
+    },
+    Read {
+        read: u64,
+        block: usize,
+        physical: Physical,
+    },
+    Rebuild {
+        rebuild: u64,
+        drive: usize,
+        zone: u32,
+    },
+    /// Resetting a reclaimed segment's zone on one drive.
+    Reset {
+        segment: u32,
+    },
+}
+
+/// Who asked for a read.
+#[derive(Clone, Copy, Debug)]
+enum ReadOrigin {
+    Frontend(RequestId),
+    /// Garbage collection, moving the block that was at this place.
+    Relocation(Physical),
 }
 
 struct ReadRequest {
-    id: RequestId,
+    origin: ReadOrigin,
     lba: u64,
     blocks: Vec<Option<Vec<u8>>>,
+    /// Timestamp of each block read (garbage collection keeps it).
+    timestamps: Vec<u64>,
     pending: usize,
     error: Option<Error>,
 }
@@ -185,10 +311,10 @@ pub struct Engine {
     codec: ParityCodec,
     config: Config,
     l2p: L2pTable,
-    segments: Vec<Segment>,
-    /// Index into `segments` of the segment each zone holds, so reads find it directly.
-    segment_by_zone: Vec<Option<usize>>,
-    open_segment: Option<usize>,
+    /// The segment each zone holds (a segment spans the same zone of every drive).
+    segments: Vec<Option<Segment>>,
+    /// Zone of the segment stripes are written into.
+    open_segment: Option<u32>,
     free_zones: VecDeque<u32>,
     next_sequence: u64,
     next_timestamp: u64,
@@ -196,6 +322,14 @@ pub struct Engine {
     failed: Vec<bool>,
     open_stripe: Option<OpenStripe>,
     queued: VecDeque<u64>,
+    /// Relocated blocks fill stripes of their own, issued before frontend stripes.
+    gc_open_stripe: Option<OpenStripe>,
+    gc_queued: VecDeque<u64>,
+    relocation: Option<Relocation>,
+    /// Something changed that may give garbage collection a victim.
+    gc_check_needed: bool,
+    segments_reclaimed: u64,
+    blocks_relocated: u64,
     stripes: HashMap<u64, Stripe>,
     next_stripe: u64,
     /// Newest timestamp mapped per LBA with writes in flight, and how many are in flight.
@@ -237,8 +371,7 @@ impl Engine {
             codec,
             config,
             l2p,
-            segments: Vec::new(),
-            segment_by_zone: vec![None; geometry.zone_count as usize],
+            segments: (0..geometry.zone_count).map(|_| None).collect(),
             open_segment: None,
             free_zones: (0..geometry.zone_count).collect(),
             next_sequence: 1,
@@ -247,6 +380,12 @@ impl Engine {
             failed: vec![false; n],
             open_stripe: None,
             queued: VecDeque::new(),
+            gc_open_stripe: None,
+            gc_queued: VecDeque::new(),
+            relocation: None,
+            gc_check_needed: false,
+            segments_reclaimed: 0,
+            blocks_relocated: 0,
             stripes: HashMap::new(),
             next_stripe: 0,
             in_flight_lbas: HashMap::new(),
@@ -274,25 +413,16 @@ impl Engine {
     /// and timestamp (past everything on the drives).
     pub(crate) fn install_recovered(&mut self, recovered: crate::recovery::Recovered) {
         let n = self.layout.drives();
-        for (zone, sequence, table) in recovered.segments {
-            self.segment_by_zone[zone as usize] = Some(self.segments.len());
-            self.segments.push(Segment {
-                zone,
-                sequence,
-                state: SegmentState::Sealed,
-                header_pending: 0,
-                table,
-                footer: Vec::new(),
-                footer_pending: 0,
-                group: self.layout.groups(),
-                group_issued: 0,
-                group_in_flight: 0,
-                group_virtual: vec![0; n],
-            });
+        for (zone, sequence, table, sealed) in recovered.segments {
+            let mut segment = Segment::new(zone, sequence, SegmentState::Sealed, table, n);
+            segment.group = self.layout.groups();
+            segment.reclaim_first = !sealed;
+            self.segments[zone as usize] = Some(segment);
         }
         for (lba, physical) in recovered.mappings {
-            self.l2p.set(lba, physical);
+            self.map_lba(lba, physical);
         }
+        self.gc_check_needed = true;
         self.free_zones = recovered.free_zones.into();
         self.next_sequence = recovered.next_sequence;
         self.next_timestamp = recovered.next_timestamp;
@@ -303,11 +433,46 @@ impl Engine {
 
     /// Finishes a zone (recovery closes open segments this way).
     pub(crate) fn finish_zone(&mut self, drive: usize, zone: u32) {
-        let start_lba = self.geometry.zone_start_lba(zone);
-        let tag = self.new_tag(Op::Finish);
-        let target = ZoneTarget::Zone { start_lba };
-        let command = Command::ManageZone { action: ZoneAction::Finish, target };
+        self.zone_command(drive, zone, ZoneAction::Finish);
+    }
+
+    /// Finishes or resets a segment's zone on one drive.
+    fn zone_command(&mut self, drive: usize, zone: u32, action: ZoneAction) {
+        let op = match action {
+            ZoneAction::Reset => Op::Reset { segment: zone },
+            _ => Op::Finish { segment: zone },
+        };
+        self.seg_mut(zone).commands_in_flight += 1;
+        let tag = self.new_tag(op);
+        let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
+        let command = Command::ManageZone { action, target };
         self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+    }
+
+    /// Points `lba` at `at`, keeping the segments' live block counts.
+    fn map_lba(&mut self, lba: u64, at: Physical) {
+        if let Some(old) = self.l2p.get(lba) {
+            let segment = self.segments[old.zone as usize].as_mut().expect("mapped blocks are in segments");
+            segment.valid_blocks -= 1;
+            self.gc_check_needed = true;
+        }
+        self.l2p.set(lba, at);
+        self.seg_mut(at.zone).valid_blocks += 1;
+    }
+
+    pub fn status(&self) -> Status {
+        let segments = || self.segments.iter().flatten();
+        Status {
+            zones: self.geometry.zone_count,
+            free_zones: self.free_zones.len() as u32,
+            segments: segments().count() as u32,
+            open_segments: u32::from(self.open_segment.is_some()),
+            mapped_blocks: segments().map(|s| s.valid_blocks).sum(),
+            failed_drives: (0..self.failed.len()).filter(|d| self.failed[*d]).collect(),
+            segments_reclaimed: self.segments_reclaimed,
+            blocks_relocated: self.blocks_relocated,
+            segments_to_reclaim: segments().filter(|s| s.reclaim_first).count() as u32,
+        }
     }
 
     pub fn logical_blocks(&self) -> u64 {
@@ -364,7 +529,7 @@ impl Engine {
             Request::Flush => {
                 let last_before = self.outstanding_writes.iter().next_back().copied();
                 self.flushes.push_back((id, last_before));
-                self.pad_open_stripe();
+                self.pad_open_stripe(false);
                 self.complete_flushes();
             }
         }
@@ -400,13 +565,20 @@ impl Engine {
             self.next_timestamp += 1;
             let lba = lba + i as u64;
             self.in_flight_lbas.entry(lba).or_insert((0, 0)).1 += 1;
-            let info = BlockInfo { lba, timestamp, request: Some(id) };
-            let now = self.now_ns;
-            let open = self.open_stripe.get_or_insert_with(|| OpenStripe { blocks: Vec::new(), started_ns: now });
-            open.blocks.push((info, block.to_vec()));
-            if open.blocks.len() == self.layout.data_chunks * self.layout.chunk_blocks as usize {
-                self.seal_open_stripe();
-            }
+            let info = BlockInfo { lba, timestamp, request: Some(id), relocated_from: None };
+            self.add_block(info, block.to_vec(), false);
+        }
+    }
+
+    /// Adds a block to the open frontend (or relocation) stripe; a full stripe is sealed.
+    fn add_block(&mut self, info: BlockInfo, block: Vec<u8>, gc: bool) {
+        let now = self.now_ns;
+        let slot = if gc { &mut self.gc_open_stripe } else { &mut self.open_stripe };
+        let open = slot.get_or_insert_with(|| OpenStripe { blocks: Vec::new(), started_ns: now });
+        open.blocks.push((info, block));
+        if open.blocks.len() == self.layout.data_chunks * self.layout.chunk_blocks as usize {
+            let open = slot.take().expect("an open stripe");
+            self.seal_stripe(open, gc);
         }
     }
 
@@ -414,24 +586,24 @@ impl Engine {
     pub fn tick(&mut self, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
         if self.next_timer_ns().is_some_and(|t| t <= self.now_ns) {
-            self.pad_open_stripe();
+            self.pad_open_stripe(false);
         }
         self.pump();
     }
 
-    fn pad_open_stripe(&mut self) {
-        let Some(open) = self.open_stripe.as_mut() else { return };
+    fn pad_open_stripe(&mut self, gc: bool) {
+        let slot = if gc { &mut self.gc_open_stripe } else { &mut self.open_stripe };
+        let Some(mut open) = slot.take() else { return };
         let want = self.layout.data_chunks * self.layout.chunk_blocks as usize;
         let bs = self.geometry.block_size_bytes as usize;
         while open.blocks.len() < want {
-            open.blocks.push((BlockInfo { lba: NO_LBA, timestamp: 0, request: None }, vec![0; bs]));
+            open.blocks.push((BlockInfo::PADDING, vec![0; bs]));
         }
-        self.seal_open_stripe();
+        self.seal_stripe(open, gc);
     }
 
-    /// Encodes the full open stripe and queues it.
-    fn seal_open_stripe(&mut self) {
-        let open = self.open_stripe.take().expect("an open stripe");
+    /// Encodes a full stripe and queues it.
+    fn seal_stripe(&mut self, open: OpenStripe, gc: bool) {
         let (k, m, cb) = (self.layout.data_chunks, self.layout.parity_chunks, self.chunk_blocks());
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let infos: Vec<BlockInfo> = open.blocks.iter().map(|(i, _)| *i).collect();
@@ -483,7 +655,11 @@ impl Engine {
         let stripe =
             Stripe { infos, chunks, pending_chunks: 0, id: 0, number: 0, positions: vec![None; k + m], parity_fields };
         self.stripes.insert(number, stripe);
-        self.queued.push_back(number);
+        if gc {
+            self.gc_queued.push_back(number);
+        } else {
+            self.queued.push_back(number);
+        }
     }
 
     // ---- segments and groups -------------------------------------------------------
@@ -493,24 +669,14 @@ impl Engine {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
         let n = self.layout.drives();
-        let index = self.segments.len();
-        self.segment_by_zone[zone as usize] = Some(index);
+        let index = zone;
         let entries = (self.layout.stripes * self.layout.chunk_blocks) as usize;
         let empty_entry =
             FooterEntry { lba: NO_LBA.into(), timestamp: 0.into(), stripe_id: 0.into(), reserved: 0.into() };
-        self.segments.push(Segment {
-            zone,
-            sequence,
-            state: SegmentState::Open,
-            header_pending: 0,
-            table: CompactStripeTable::new(&self.layout),
-            footer: vec![vec![empty_entry; entries]; n],
-            footer_pending: 0,
-            group: 0,
-            group_issued: 0,
-            group_in_flight: 0,
-            group_virtual: vec![0; n],
-        });
+        let mut segment = Segment::new(zone, sequence, SegmentState::Open, CompactStripeTable::new(&self.layout), n);
+        segment.footer = vec![vec![empty_entry; entries]; n];
+        debug_assert!(self.segments[zone as usize].is_none(), "a free zone holds no segment");
+        self.segments[zone as usize] = Some(segment);
         self.open_segment = Some(index);
         let mut zones = [0u32.into(); MAX_DRIVES];
         zones.iter_mut().take(n).for_each(|z| *z = zone.into());
@@ -555,7 +721,7 @@ impl Engine {
                     .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
             }
             let lba = self.geometry.zone_start_lba(zone);
-            self.segments[index].header_pending += 1;
+            self.seg_mut(index).header_pending += 1;
             self.zone_write(drive, Op::Header { segment: index }, Command::Write { lba, data, metadata });
         }
         true
@@ -593,12 +759,12 @@ impl Engine {
             // A group is done when all of its stripes were issued and persisted; the last
             // group of a segment is followed by the footer, whether or not more is queued.
             if let Some(seg_index) = self.open_segment {
-                let seg = &self.segments[seg_index];
+                let seg = self.seg(seg_index);
                 let group_done = seg.header_pending == 0
                     && seg.group_in_flight == 0
                     && seg.group_issued == self.layout.group_stripes(seg.group);
                 if group_done {
-                    let seg = &mut self.segments[seg_index];
+                    let seg = self.seg_mut(seg_index);
                     seg.group += 1;
                     seg.group_issued = 0;
                     seg.group_virtual.iter_mut().for_each(|v| *v = 0);
@@ -608,29 +774,192 @@ impl Engine {
                     continue;
                 }
             }
-            let Some(&number) = self.queued.front() else { break };
+            self.advance_relocation();
+            let gc = !self.gc_queued.is_empty();
+            let Some(&number) = (if gc { self.gc_queued.front() } else { self.queued.front() }) else { break };
+            let relocating = self.relocation.is_some();
             let Some(seg_index) = self.open_segment else {
-                if !self.open_new_segment() {
-                    self.fail_queued_stripes();
-                    break;
+                let reserved = if relocating && !gc { GC_RESERVED_ZONES } else { 0 };
+                if self.free_zones.len() > reserved {
+                    self.open_new_segment();
+                    continue;
                 }
-                continue;
+                if relocating {
+                    break; // the relocation frees a zone
+                }
+                if self.maybe_start_gc() {
+                    continue;
+                }
+                self.fail_queued_stripes();
+                break;
             };
-            let seg = &self.segments[seg_index];
+            if !gc && relocating && self.free_zones.is_empty() {
+                break; // the rest of the last segment is the relocation's
+            }
+            let seg = self.seg(seg_index);
             if seg.header_pending > 0 || seg.group_issued == self.layout.group_stripes(seg.group) {
                 break; // waiting for the header, or for the group to be persisted
             }
-            self.queued.pop_front();
+            if gc {
+                self.gc_queued.pop_front();
+            } else {
+                self.queued.pop_front();
+            }
             self.issue_stripe(seg_index, number);
+        }
+        if self.maybe_start_gc() {
+            self.pump();
         }
     }
 
-    fn issue_stripe(&mut self, seg_index: usize, number: u64) {
+    // ---- garbage collection --------------------------------------------------------
+
+    /// Data blocks the open segment can still take, counted in whole stripes.
+    fn open_segment_room_blocks(&self) -> u64 {
+        let Some(zone) = self.open_segment else { return 0 };
+        let seg = self.seg(zone);
+        let issued = seg.group * self.layout.group_size + seg.group_issued;
+        (self.layout.stripes - issued) * self.layout.data_chunks as u64 * self.layout.chunk_blocks
+    }
+
+    /// Starts relocating a segment if one is due: a recovered open segment, or, when empty
+    /// zones run low, the sealed segment with the fewest live blocks (greedy). Only if the
+    /// relocation is sure to find room: an empty zone, or enough of the open segment.
+    fn maybe_start_gc(&mut self) -> bool {
+        if self.relocation.is_some() || !self.gc_check_needed {
+            return false;
+        }
+        self.gc_check_needed = false;
+        let capacity = self.layout.data_blocks_per_segment();
+        let low = self.free_zones.len() <= GC_START_FREE_ZONES;
+        let victim = self
+            .segments
+            .iter()
+            .flatten()
+            .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable)
+            .filter(|s| s.reclaim_first || (low && s.valid_blocks < capacity))
+            .min_by_key(|s| (!s.reclaim_first, s.valid_blocks, s.sequence))
+            .map(|s| (s.zone, s.valid_blocks));
+        let Some((zone, valid_blocks)) = victim else { return false };
+        let stripe_blocks = self.layout.data_chunks as u64 * self.layout.chunk_blocks;
+        if self.free_zones.is_empty() && self.open_segment_room_blocks() < valid_blocks + stripe_blocks {
+            return false;
+        }
+        tracing::debug!(zone, valid_blocks, "garbage collection: relocating a segment");
+        self.seg_mut(zone).state = SegmentState::Relocating;
+        self.relocation = Some(Relocation {
+            zone,
+            scan_lba: 0,
+            reads_in_flight: 0,
+            writes_in_flight: 0,
+            resets_pending: 0,
+            resetting: false,
+            failed: false,
+        });
+        true
+    }
+
+    /// Moves the relocation on: scans the L2P table for the segment's live blocks and reads
+    /// them (a bounded number at a time); when all are rewritten, resets the zones.
+    fn advance_relocation(&mut self) {
+        let Some(zone) = self.relocation.as_ref().map(|r| r.zone) else { return };
+        let logical_blocks = self.l2p.logical_blocks();
+        loop {
+            let r = self.relocation.as_mut().expect("relocating");
+            if r.scan_lba == logical_blocks || r.reads_in_flight == GC_MAX_READS_IN_FLIGHT {
+                break;
+            }
+            let lba = r.scan_lba;
+            r.scan_lba += 1;
+            if let Some(physical) = self.l2p.get(lba).filter(|p| p.zone == zone) {
+                r.reads_in_flight += 1;
+                self.start_read(ReadOrigin::Relocation(physical), lba, 1);
+            }
+        }
+        let r = self.relocation.as_ref().expect("relocating");
+        if r.scan_lba < logical_blocks || r.reads_in_flight > 0 || r.resetting {
+            return;
+        }
+        self.pad_open_stripe(true);
+        let r = self.relocation.as_ref().expect("relocating");
+        if r.writes_in_flight > 0 || !self.gc_queued.is_empty() {
+            return;
+        }
+        if r.failed {
+            tracing::warn!(zone, "garbage collection: relocation failed, the segment stays");
+            let seg = self.seg_mut(zone);
+            seg.state = SegmentState::Sealed;
+            seg.unreclaimable = true;
+            self.relocation = None;
+            self.gc_check_needed = true;
+            return;
+        }
+        if self.seg(zone).commands_in_flight > 0 {
+            return; // reads or zone commands still on its zones
+        }
+        assert_eq!(self.seg(zone).valid_blocks, 0, "a relocated segment maps nothing");
+        let live: Vec<usize> = (0..self.layout.drives()).filter(|d| !self.failed[*d]).collect();
+        let r = self.relocation.as_mut().expect("relocating");
+        r.resetting = true;
+        r.resets_pending = live.len();
+        for drive in live {
+            self.zone_command(drive, zone, ZoneAction::Reset);
+        }
+        self.reset_done();
+    }
+
+    /// One reset of the relocated segment's zones completed (or none was needed).
+    fn reset_done(&mut self) {
+        let r = self.relocation.as_ref().expect("relocating");
+        if r.resets_pending > 0 {
+            return;
+        }
+        let zone = r.zone;
+        debug_assert_eq!(self.seg(zone).commands_in_flight, 0);
+        self.segments[zone as usize] = None;
+        self.free_zones.push_back(zone);
+        self.segments_reclaimed += 1;
+        self.relocation = None;
+        self.gc_check_needed = true;
+    }
+
+    /// A relocation read finished: the block joins a relocation stripe, unless it was
+    /// overwritten meanwhile.
+    fn relocation_read_done(&mut self, from: Physical, lba: u64, timestamp: u64, result: Result<Vec<u8>>) {
+        let r = self.relocation.as_mut().expect("relocation reads belong to a relocation");
+        r.reads_in_flight -= 1;
+        match result {
+            Ok(_) if self.l2p.get(lba) != Some(from) => {}
+            Ok(data) => {
+                r.writes_in_flight += 1;
+                let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from) };
+                self.add_block(info, data, true);
+            }
+            Err(e) => {
+                tracing::warn!(lba, error = %e, "garbage collection: a live block cannot be read");
+                r.failed = true;
+            }
+        }
+    }
+
+    /// A relocated block is persisted at `to`: the L2P table follows, unless a newer write
+    /// got there first.
+    fn relocated(&mut self, lba: u64, from: Physical, to: Physical) {
+        if self.l2p.get(lba) == Some(from) {
+            self.map_lba(lba, to);
+            self.blocks_relocated += 1;
+        }
+        let r = self.relocation.as_mut().expect("relocated blocks belong to a relocation");
+        r.writes_in_flight -= 1;
+    }
+
+    fn issue_stripe(&mut self, seg_index: u32, number: u64) {
         let (k, cb, bs, ms) = (self.layout.data_chunks, self.chunk_blocks(), self.block_bytes(), self.meta_bytes());
         let n = self.layout.drives();
-        let seg = &mut self.segments[seg_index];
+        let group_size = self.layout.group_size;
+        let seg = self.seg_mut(seg_index);
         let id = seg.group_issued as u32;
-        let stripe_number = seg.group * self.layout.group_size + u64::from(id);
+        let stripe_number = seg.group * group_size + u64::from(id);
         seg.group_issued += 1;
         seg.group_in_flight += 1;
         let (zone, sequence) = (seg.zone, seg.sequence);
@@ -689,12 +1018,11 @@ impl Engine {
                 Error::TooManyErasures { lost: n, total: n, tolerated: self.layout.parity_chunks },
             );
         }
-        debug_assert!(n <= MAX_DRIVES && seg_index < self.segments.len());
     }
 
     fn fail_queued_stripes(&mut self) {
         while let Some(number) = self.queued.pop_front() {
-            let reason = "the array is full (no empty zone left; garbage collection is not built yet)".to_string();
+            let reason = "the array is full: no empty zone left and no segment with space to reclaim (every block in every segment is live)".to_string();
             self.stripe_failed(number, Error::InvalidConfig { reason });
         }
     }
@@ -706,6 +1034,11 @@ impl Engine {
             if let Some(request) = info.request {
                 self.release_lba(info.lba);
                 failed_requests.insert(request);
+            }
+            if info.relocated_from.is_some() {
+                let r = self.relocation.as_mut().expect("relocated blocks belong to a relocation");
+                r.writes_in_flight -= 1;
+                r.failed = true;
             }
         }
         for request in failed_requests {
@@ -727,30 +1060,30 @@ impl Engine {
         }
     }
 
-    fn start_footer(&mut self, seg_index: usize) {
-        let seg = &mut self.segments[seg_index];
+    fn start_footer(&mut self, seg_index: u32) {
+        let seg = self.seg_mut(seg_index);
         assert_eq!(seg.state, SegmentState::Open, "only an open segment gets a footer");
         seg.state = SegmentState::Sealing;
         self.open_segment = None;
         let n = self.layout.drives();
         for drive in 0..n {
             if !self.failed[drive] {
-                self.segments[seg_index].footer_pending += 1;
+                self.seg_mut(seg_index).footer_pending += 1;
                 self.write_footer_piece(seg_index, drive, 0);
             }
         }
-        if self.segments[seg_index].footer_pending == 0 {
-            self.segments[seg_index].state = SegmentState::Sealed;
+        if self.seg_mut(seg_index).footer_pending == 0 {
+            self.seg_mut(seg_index).state = SegmentState::Sealed;
         }
     }
 
     /// Writes footer blocks from `first` on (as many as one transfer takes).
-    fn write_footer_piece(&mut self, seg_index: usize, drive: usize, first: u64) {
+    fn write_footer_piece(&mut self, seg_index: u32, drive: usize, first: u64) {
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
         let total = self.layout.footer_blocks;
         let blocks = (total - first).min(u64::from(self.geometry.max_transfer_blocks));
-        let seg = &self.segments[seg_index];
+        let seg = self.seg(seg_index);
         let mut data = vec![0u8; blocks as usize * bs];
         let mut metadata = vec![0u8; blocks as usize * ms];
         let entries = &seg.footer[drive];
@@ -791,7 +1124,7 @@ impl Engine {
                 if completion.result.is_err() {
                     self.fail_drive(drive);
                 }
-                self.segments[segment].header_pending -= 1;
+                self.seg_mut(segment).header_pending -= 1;
             }
             Op::Chunk { stripe, drive } => self.chunk_done(stripe, drive, completion),
             Op::Footer { segment, drive, next_block } => {
@@ -802,33 +1135,39 @@ impl Engine {
                 if completion.result.is_ok() && next_block < self.layout.footer_blocks {
                     self.write_footer_piece(segment, drive, next_block);
                 } else {
-                    let seg = &mut self.segments[segment];
-                    seg.footer_pending -= 1;
+                    self.seg_mut(segment).footer_pending -= 1;
                     if !self.failed[drive] {
-                        let start_lba = self.geometry.zone_start_lba(seg.zone);
-                        let tag = self.new_tag(Op::Finish);
-                        let target = ZoneTarget::Zone { start_lba };
-                        self.commands.push_back(DriveCommand {
-                            drive,
-                            tag,
-                            command: Command::ManageZone { action: ZoneAction::Finish, target },
-                            delay_ns: 0,
-                        });
+                        self.zone_command(drive, segment, ZoneAction::Finish);
                     }
-                    let seg = &mut self.segments[segment];
+                    let seg = self.seg_mut(segment);
                     if seg.footer_pending == 0 {
                         seg.state = SegmentState::Sealed;
                         seg.footer = Vec::new(); // on the drives now
                     }
                 }
             }
-            Op::Finish => {
+            Op::Finish { segment } => {
                 if completion.result.is_err() {
                     self.fail_drive(drive);
                 }
+                self.seg_mut(segment).commands_in_flight -= 1;
             }
-            Op::Read { read, block, physical } => self.read_done(read, block, physical, completion),
-            Op::Rebuild { rebuild, drive } => self.rebuild_shard_done(rebuild, drive, completion),
+            Op::Reset { segment } => {
+                if completion.result.is_err() {
+                    self.fail_drive(drive);
+                }
+                self.seg_mut(segment).commands_in_flight -= 1;
+                self.relocation.as_mut().expect("resets belong to a relocation").resets_pending -= 1;
+                self.reset_done();
+            }
+            Op::Read { read, block, physical } => {
+                self.seg_mut(physical.zone).commands_in_flight -= 1;
+                self.read_done(read, block, physical, completion);
+            }
+            Op::Rebuild { rebuild, drive, zone } => {
+                self.seg_mut(zone).commands_in_flight -= 1;
+                self.rebuild_shard_done(rebuild, drive, completion);
+            }
         }
         self.pump();
     }
@@ -840,20 +1179,21 @@ impl Engine {
         let seg_index = self.open_segment_of_stripe();
         let cb = self.layout.chunk_blocks;
         let data_start = self.layout.data_start_blocks();
-        let zone_start = self.geometry.zone_start_lba(self.segments[seg_index].zone);
+        let zone_start = self.geometry.zone_start_lba(self.seg(seg_index).zone);
         match completion.result {
             Ok(Done::Written { lba, .. }) => {
                 let position = (lba - zone_start - data_start) / cb;
-                let stripe = self.stripes.get_mut(&number).expect("stripe in flight");
-                let group_start = self.segments[seg_index].group * self.layout.group_size;
+                let group = self.seg(seg_index).group;
+                let group_start = group * self.layout.group_size;
                 assert!(
                     (group_start..group_start + self.layout.group_size).contains(&position),
-                    "a chunk of group {} landed at position {position}",
-                    self.segments[seg_index].group
+                    "a chunk of group {group} landed at position {position}",
                 );
+                let stripe = self.stripes.get_mut(&number).expect("stripe in flight");
                 stripe.positions[drive] = Some(position);
-                if let Some(table) = self.segments[seg_index].table.as_mut() {
-                    table.set(drive, position, stripe.id);
+                let id = stripe.id;
+                if let Some(table) = self.seg_mut(seg_index).table.as_mut() {
+                    table.set(drive, position, id);
                 }
             }
             Ok(other) => unreachable!("a chunk write completed as {other:?}"),
@@ -867,7 +1207,7 @@ impl Engine {
         let stripe = self.stripes.remove(&number).expect("stripe in flight");
         let live = stripe.positions.iter().filter(|p| p.is_some()).count();
         if self.layout.drives() - live > self.layout.parity_chunks {
-            self.segments[seg_index].group_in_flight -= 1;
+            self.seg_mut(seg_index).group_in_flight -= 1;
             let n = self.layout.drives();
             let tolerated = self.layout.parity_chunks;
             self.stripes.insert(number, stripe);
@@ -878,35 +1218,35 @@ impl Engine {
 
     /// Stripes in flight belong to the open segment (a segment seals only when its last
     /// group is persisted).
-    fn open_segment_of_stripe(&self) -> usize {
+    fn open_segment_of_stripe(&self) -> u32 {
         self.open_segment.expect("stripes in flight belong to the open segment")
     }
 
-    fn stripe_persisted(&mut self, seg_index: usize, mut stripe: Stripe) {
-        debug_assert_eq!(self.segments[seg_index].state, SegmentState::Open, "stripes persist into the open segment");
+    fn stripe_persisted(&mut self, seg_index: u32, mut stripe: Stripe) {
+        debug_assert_eq!(self.seg(seg_index).state, SegmentState::Open, "stripes persist into the open segment");
         let (k, cb) = (self.layout.data_chunks, self.chunk_blocks());
-        let zone = self.segments[seg_index].zone;
+        let zone = self.seg(seg_index).zone;
         let data_start = self.layout.data_start_blocks();
-        self.segments[seg_index].group_in_flight -= 1;
+        self.seg_mut(seg_index).group_in_flight -= 1;
         // Chunks that never landed (their drive failed) still need a place in the stripe
         // table, so that reads find the stripe and rebuild them: Zone Write puts them at
         // the stripe's offset; for appends they take positions from the end of the group's
         // region, which landed chunks (filling it from the start) never reach.
-        let group = self.segments[seg_index].group;
+        let group = self.seg(seg_index).group;
         let group_end = group * self.layout.group_size + self.layout.group_stripes(group);
         for drive in 0..self.layout.drives() {
             if stripe.positions[drive].is_some() {
                 continue;
             }
             let position = if self.layout.uses_append() {
-                let seg = &mut self.segments[seg_index];
+                let seg = self.seg_mut(seg_index);
                 seg.group_virtual[drive] += 1;
                 group_end - seg.group_virtual[drive]
             } else {
                 stripe.number
             };
             stripe.positions[drive] = Some(position);
-            if let Some(table) = self.segments[seg_index].table.as_mut() {
+            if let Some(table) = self.seg_mut(seg_index).table.as_mut() {
                 table.set(drive, position, stripe.id);
             }
         }
@@ -928,7 +1268,7 @@ impl Engine {
                         u64::from_le_bytes(f[8..].try_into().expect("8 bytes")),
                     )
                 };
-                self.segments[seg_index].footer[drive][footer_index] = FooterEntry {
+                self.seg_mut(seg_index).footer[drive][footer_index] = FooterEntry {
                     lba: lba.into(),
                     timestamp: timestamp.into(),
                     stripe_id: stripe.id.into(),
@@ -941,12 +1281,17 @@ impl Engine {
             let position = stripe.positions[drive].expect("every chunk has a position");
             for o in 0..cb {
                 let info = stripe.infos[c * cb + o];
-                let Some(request) = info.request else { continue };
                 let offset = data_start + position * self.layout.chunk_blocks + o as u64;
+                let Some(request) = info.request else {
+                    if let Some(from) = info.relocated_from {
+                        self.relocated(info.lba, from, Physical { zone, drive, offset });
+                    }
+                    continue;
+                };
                 let entry = self.in_flight_lbas.get_mut(&info.lba).expect("block in flight");
                 if info.timestamp > entry.0 {
                     entry.0 = info.timestamp;
-                    self.l2p.set(info.lba, Physical { zone, drive, offset });
+                    self.map_lba(info.lba, Physical { zone, drive, offset });
                 }
                 self.release_lba(info.lba);
                 let left = self.write_blocks_left.get_mut(&request).expect("request in flight");
@@ -984,10 +1329,21 @@ impl Engine {
         if let Err(e) = self.check_range(lba, blocks) {
             return self.responses.push_back(Response { id, result: Err(e) });
         }
+        self.start_read(ReadOrigin::Frontend(id), lba, blocks);
+    }
+
+    fn start_read(&mut self, origin: ReadOrigin, lba: u64, blocks: u64) {
         let read = self.next_read;
         self.next_read += 1;
         let bs = self.block_bytes();
-        let mut request = ReadRequest { id, lba, blocks: vec![None; blocks as usize], pending: 0, error: None };
+        let mut request = ReadRequest {
+            origin,
+            lba,
+            blocks: vec![None; blocks as usize],
+            timestamps: vec![0; blocks as usize],
+            pending: 0,
+            error: None,
+        };
         let mut to_read = Vec::new();
         for i in 0..blocks as usize {
             match self.l2p.get(lba + i as u64) {
@@ -1002,6 +1358,7 @@ impl Engine {
                 self.start_rebuild(read, block, physical);
             } else {
                 let lba = self.geometry.zone_start_lba(physical.zone) + physical.offset;
+                self.seg_mut(physical.zone).commands_in_flight += 1;
                 let tag = self.new_tag(Op::Read { read, block, physical });
                 self.commands.push_back(DriveCommand {
                     drive: physical.drive,
@@ -1015,25 +1372,36 @@ impl Engine {
     }
 
     fn segment_of_zone(&self, zone: u32) -> Option<&Segment> {
-        let index = (*self.segment_by_zone.get(zone as usize)?)?;
-        let segment = &self.segments[index];
+        let segment = self.segments.get(zone as usize)?.as_ref()?;
         debug_assert_eq!(segment.zone, zone);
         Some(segment)
+    }
+
+    fn seg(&self, zone: u32) -> &Segment {
+        self.segments[zone as usize].as_ref().expect("a segment in this zone")
+    }
+
+    fn seg_mut(&mut self, zone: u32) -> &mut Segment {
+        self.segments[zone as usize].as_mut().expect("a segment in this zone")
     }
 
     fn read_done(&mut self, read: u64, block: usize, physical: Physical, completion: Completion) {
         let Some(request) = self.reads.get(&read) else { return };
         let expected_lba = request.lba + block as u64;
         let sequence = self.segment_of_zone(physical.zone).map(|s| s.sequence);
-        let intact = completion.result.is_ok()
-            && BlockMetadata::decode(&completion.data, &completion.metadata).is_ok_and(|(m, kind)| {
-                kind == BlockKind::Data
+        let intact = match BlockMetadata::decode(&completion.data, &completion.metadata) {
+            Ok((m, kind)) if completion.result.is_ok() => {
+                let intact = kind == BlockKind::Data
                     && m.lba.get() == expected_lba
-                    && Some(u64::from(m.segment_sequence_low.get())) == sequence.map(|s| s & u64::from(u32::MAX))
-            });
-        if intact {
+                    && Some(u64::from(m.segment_sequence_low.get())) == sequence.map(|s| s & u64::from(u32::MAX));
+                intact.then_some(m.timestamp.get())
+            }
+            _ => None,
+        };
+        if let Some(timestamp) = intact {
             let request = self.reads.get_mut(&read).expect("read in flight");
             request.blocks[block] = Some(completion.data);
+            request.timestamps[block] = timestamp;
             request.pending -= 1;
             self.finish_read(read);
         } else {
@@ -1118,7 +1486,8 @@ impl Engine {
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let delay_ns = entries_checked * self.config.lookup_ps_per_entry / 1000;
         for (drive, offset) in sources {
-            let tag = self.new_tag(Op::Rebuild { rebuild, drive });
+            self.seg_mut(physical.zone).commands_in_flight += 1;
+            let tag = self.new_tag(Op::Rebuild { rebuild, drive, zone: physical.zone });
             self.commands.push_back(DriveCommand {
                 drive,
                 tag,
@@ -1142,9 +1511,10 @@ impl Engine {
         let r = self.rebuilds.remove(&rebuild).expect("rebuild in flight");
         let result = self.reconstruct(&r);
         match result {
-            Ok(data) => {
+            Ok((data, timestamp)) => {
                 if let Some(request) = self.reads.get_mut(&r.read) {
                     request.blocks[r.block] = Some(data);
+                    request.timestamps[r.block] = timestamp;
                     request.pending -= 1;
                 }
                 self.finish_read(r.read);
@@ -1155,7 +1525,7 @@ impl Engine {
 
     /// Decodes the lost block (data and its LBA/timestamp fields) from the shards read,
     /// and checks that it is the block asked for.
-    fn reconstruct(&self, r: &Rebuild) -> Result<Vec<u8>> {
+    fn reconstruct(&self, r: &Rebuild) -> Result<(Vec<u8>, u64)> {
         let n = self.layout.drives();
         // Shards are indexed by chunk (data first, then parity), not by drive.
         let mut data_shards: Vec<Option<Vec<u8>>> = vec![None; n];
@@ -1188,7 +1558,8 @@ impl Engine {
                 reason: format!("rebuilt block says LBA {lba}, expected {}", r.lba),
             });
         }
-        Ok(data_shards[r.lost_chunk].take().expect("reconstructed"))
+        let timestamp = u64::from_le_bytes(fields[8..16].try_into().expect("8 bytes"));
+        Ok((data_shards[r.lost_chunk].take().expect("reconstructed"), timestamp))
     }
 
     fn read_block_failed(&mut self, read: u64, block: usize, error: Error) {
@@ -1209,6 +1580,12 @@ impl Engine {
             Some(e) => Err(e),
             None => Ok(request.blocks.into_iter().flat_map(|b| b.expect("every block read")).collect()),
         };
-        self.responses.push_back(Response { id: request.id, result });
+        match request.origin {
+            ReadOrigin::Frontend(id) => self.responses.push_back(Response { id, result }),
+            ReadOrigin::Relocation(from) => {
+                debug_assert_eq!(request.timestamps.len(), 1, "relocation reads one block at a time");
+                self.relocation_read_done(from, request.lba, request.timestamps[0], result);
+            }
+        }
     }
 }

@@ -2,8 +2,8 @@
 //! (group-based layout, write path, compact stripe table, L2P table, degraded reads,
 //! garbage collection, recovery).
 //!
-//! Built so far: the parity codes (`parity`). The layout, on-disk formats, stripe tables
-//! and the state machine itself are being built; see the README's status section.
+//! Drivers connect it to drives: `sim` (deterministic simulation over emulated drives);
+//! `recovery` rebuilds it from the drives after a stop or a crash.
 
 pub mod bench;
 pub mod engine;
@@ -17,7 +17,8 @@ pub mod sim;
 pub mod stripe_table;
 
 pub use engine::{
-    Config, DriveCommand, Engine, Request, RequestId, Response, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
+    Config, DriveCommand, Engine, Request, RequestId, Response, Status, DEFAULT_STRIPE_TIMEOUT_NS,
+    PAPER_LOOKUP_PS_PER_ENTRY,
 };
 pub use error::{Error, Result};
 pub use layout::{Layout, Mode, RaidLevel};

@@ -12,16 +12,19 @@
 //!    another segment's sequence are not trusted, and stripes without all their chunks are
 //!    dropped (they hold no acknowledged write: a write is acknowledged only when its whole
 //!    stripe is persisted).
-//! 4. The L2P table (newest timestamp wins), the compact stripe tables, the free zones,
-//!    the next sequence number and timestamp. Recovered open segments are finished and
-//!    never appended to again.
+//! 4. The L2P table (newest timestamp wins; a block garbage collection copied keeps its
+//!    timestamp, so between equal timestamps the newer segment wins), the compact stripe
+//!    tables, the free zones, the next sequence number and timestamp.
+//! 5. Recovered open segments are finished and never appended to again: the engine
+//!    rewrites their complete stripes' live blocks into a new segment and then resets
+//!    their zones (garbage collection, `reclaim_first`), in the background.
+//!
+//! With a failed drive (one that cannot report its zones, up to the tolerated count), its
+//! data blocks' LBAs and timestamps come back per stripe from the parity of those fields
+//! that parity blocks carry; reads rebuild their contents.
 //!
 //! Recovery only reads and resets zones that held nothing acknowledged, so it is
 //! idempotent and survives a crash of its own at any point.
-//!
-//! Not yet: recovery with a failed drive (lost blocks' LBAs are in the parity-protected
-//! metadata fields; reading them back is the next step), and rewriting the complete
-//! stripes of an open segment's last group into a new segment.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -37,7 +40,8 @@ use crate::stripe_table::CompactStripeTable;
 
 /// What recovery hands the engine.
 pub(crate) struct Recovered {
-    pub segments: Vec<(u32, u64, Option<CompactStripeTable>)>,
+    /// (zone, sequence, compact stripe table, sealed)
+    pub segments: Vec<(u32, u64, Option<CompactStripeTable>, bool)>,
     pub mappings: Vec<(u64, Physical)>,
     pub free_zones: Vec<u32>,
     pub next_sequence: u64,
@@ -415,15 +419,19 @@ impl Recovery {
         let live = self.live_drives().len();
         let append = self.layout.uses_append();
         let mut segments = Vec::new();
-        let mut best: HashMap<u64, (u64, Physical)> = HashMap::new();
+        // Per LBA the newest copy: highest timestamp, then (for a block garbage collection
+        // copied with its timestamp) the newest segment.
+        let mut best: HashMap<u64, ((u64, u64), Physical)> = HashMap::new();
         let mut next_timestamp = 1;
+        let sequences = self.segments.clone();
         let mut map = |lba: u64, timestamp: u64, physical: Physical, next_timestamp: &mut u64| {
             if lba == NO_LBA || lba >= self.config.logical_blocks {
                 return;
             }
             *next_timestamp = (*next_timestamp).max(timestamp + 1);
-            if best.get(&lba).is_none_or(|(ts, _)| *ts < timestamp) {
-                best.insert(lba, (timestamp, physical));
+            let age = (timestamp, sequences[&physical.zone]);
+            if best.get(&lba).is_none_or(|(newest, _)| *newest < age) {
+                best.insert(lba, (age, physical));
             }
         };
         for (&zone, &sequence) in &self.segments {
@@ -509,7 +517,7 @@ impl Recovery {
                     }
                 }
             }
-            segments.push((zone, sequence, table));
+            segments.push((zone, sequence, table, self.sealed[&zone]));
         }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
         let next_sequence = self.segments.values().max().map_or(1, |s| s + 1);

@@ -63,8 +63,17 @@ impl Simulator {
     }
 
     /// Recovers the array from `drives` (after a clean stop or a power cut) and continues
-    /// with the recovered engine.
+    /// with the recovered engine, once the background work recovery leaves (closing and
+    /// reclaiming the segments that were open) is done.
     pub fn recover(geometry: Geometry, config: Config, drives: Vec<EmulatedDrive>) -> Result<Self> {
+        let mut sim = Self::recover_unsettled(geometry, config, drives)?;
+        sim.run_until_idle();
+        Ok(sim)
+    }
+
+    /// Like `recover`, but returns as soon as the array is usable again: the background
+    /// work recovery leaves is queued, not done (`now_ns` is when recovery ended).
+    pub fn recover_unsettled(geometry: Geometry, config: Config, drives: Vec<EmulatedDrive>) -> Result<Self> {
         match Self::run_recovery(geometry, config, drives, None)? {
             Ok(sim) => Ok(sim),
             Err(_) => unreachable!("recovery without an interruption ran to the end"),
@@ -124,8 +133,8 @@ impl Simulator {
         let now_ns = drives.iter().map(EmulatedDrive::now_ns).max().unwrap_or(0);
         let mut sim =
             Simulator { engine, drives, now_ns, responses: Vec::new(), delayed: BTreeMap::new(), delayed_seq: 0 };
+        sim.engine.tick(now_ns);
         sim.dispatch();
-        sim.run_until_idle();
         Ok(Ok(sim))
     }
 

@@ -17,8 +17,15 @@ mod common;
 use common::BLOCK;
 const LOGICAL_BLOCKS: u64 = 64;
 
-fn geometry() -> Geometry {
-    common::geometry(40, 8, 10)
+/// Zones per drive: enough that the usual runs never fill the array.
+const ZONES: u32 = 40;
+
+/// So few zones that long runs fill the array many times over: garbage collection
+/// relocates segments throughout, and power cuts land in the middle of it.
+const FEW_ZONES: u32 = 6;
+
+fn geometry(zones: u32) -> Geometry {
+    common::geometry(zones, 8, 10)
 }
 
 fn config(level: RaidLevel, mode: Mode) -> Config {
@@ -141,7 +148,7 @@ impl Run {
 /// recovery, more writes, a second power cut and recovery. Returns the crash states
 /// explored (two). Any violation panics with the run's parameters.
 fn explore(level: RaidLevel, mode: Mode, seed: u64, writes: usize, cut_after_steps: usize) -> usize {
-    explore_with(level, mode, seed, writes, cut_after_steps, None, None)
+    explore_with(level, mode, seed, writes, cut_after_steps, Twists::default())
 }
 
 /// When a drive fails during an explored run.
@@ -152,18 +159,37 @@ struct DriveFailure {
     before_write: usize,
 }
 
-/// Like `explore`, and with `interrupt_recovery`, the first recovery is itself cut by a
-/// power loss after that many completions, then run again (a nested crash).
+/// What an explored run adds to the plain write-crash-recover cycle.
+#[derive(Clone, Copy, Debug)]
+struct Twists {
+    zones: u32,
+    /// The first recovery is itself cut by a power loss after this many completions, then
+    /// run again (a nested crash).
+    interrupt_recovery: Option<usize>,
+    failure: Option<DriveFailure>,
+    /// Power is cut again this many steps into the work recovery leaves behind (closing
+    /// and reclaiming the segments that were open), then recovery runs once more.
+    cut_reclaim_after_steps: Option<usize>,
+}
+
+impl Default for Twists {
+    fn default() -> Self {
+        Twists { zones: ZONES, interrupt_recovery: None, failure: None, cut_reclaim_after_steps: None }
+    }
+}
+
+/// Like `explore`, with `twists`.
 fn explore_with(
     level: RaidLevel,
     mode: Mode,
     seed: u64,
     writes: usize,
     cut_after_steps: usize,
-    interrupt_recovery: Option<usize>,
-    failure: Option<DriveFailure>,
+    twists: Twists,
 ) -> usize {
-    let what = format!("{level:?} {mode:?} seed {seed} cut after {cut_after_steps} steps, {failure:?}");
+    let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps } = twists;
+    let geometry = || self::geometry(zones);
+    let what = format!("{level:?} {mode:?} seed {seed} cut after {cut_after_steps} steps, {twists:?}");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let sim = Simulator::new(geometry(), config(level, mode), seed, None).unwrap();
     let mut run = Run { sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 };
@@ -203,8 +229,20 @@ fn explore_with(
             Err(e) => panic!("{what}: interrupted recovery: {e}"),
         }
     }
-    let sim =
-        Simulator::recover(geometry(), config(level, mode), drives).unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
+    let mut sim = Simulator::recover_unsettled(geometry(), config(level, mode), drives)
+        .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
+    if let Some(steps) = cut_reclaim_after_steps {
+        for _ in 0..steps {
+            if !sim.step() {
+                break;
+            }
+        }
+        let drives = sim.power_cut().unwrap();
+        sim = Simulator::recover(geometry(), config(level, mode), drives)
+            .unwrap_or_else(|e| panic!("{what}: recovery after a cut during reclaim: {e}"));
+        states += 1;
+    }
+    sim.run_until_idle();
     run.sim = sim;
     run.check(&format!("{what}, after recovery"));
     run.settle_history();
@@ -273,7 +311,25 @@ fn crash_exploration() {
         // ones, across seeds and crash points.
         const RECOVERY_CUTS: usize = 16;
         for i in 0..target / 20 {
-            explored += explore_with(level, mode, i as u64, 40, 300 + i, Some(i % RECOVERY_CUTS), None);
+            let twists = Twists { interrupt_recovery: Some(i % RECOVERY_CUTS), ..Twists::default() };
+            explored += explore_with(level, mode, i as u64, 40, 300 + i, twists);
+        }
+        // Power cuts while recovery's leftover work runs: the segments that were open are
+        // rewritten and their zones reset.
+        for i in 0..target / 20 {
+            let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x5eed);
+            let twists = Twists { cut_reclaim_after_steps: Some(rng.random_range(0..120)), ..Twists::default() };
+            explored += explore_with(level, mode, i as u64, 60, rng.random_range(100..1500), twists);
+        }
+        // Garbage collection under power cuts: few zones, long runs.
+        for i in 0..target / 20 {
+            let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x6c);
+            let twists = Twists {
+                zones: FEW_ZONES,
+                cut_reclaim_after_steps: rng.random_bool(0.5).then(|| rng.random_range(0..200)),
+                ..Twists::default()
+            };
+            explored += explore_with(level, mode, i as u64, 400, rng.random_range(0..8000), twists);
         }
         // A drive failure combined with a crash: degraded recovery.
         let drives = level.shape().0 + level.shape().1;
@@ -281,11 +337,36 @@ fn crash_exploration() {
             let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0xfa11);
             let failure = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
             let cut = rng.random_range(0..1500);
-            explored += explore_with(level, mode, i as u64, 50, cut, None, Some(failure));
+            let twists = Twists { failure: Some(failure), ..Twists::default() };
+            explored += explore_with(level, mode, i as u64, 50, cut, twists);
         }
         eprintln!("crash exploration: {level:?} {mode:?}: {explored} crash states, 0 violations");
         total += explored;
     }
     eprintln!("crash exploration: {total} crash states in all, 0 violations");
     assert!(total >= 4 * target);
+}
+
+/// The segment open at a power cut is not written to again: recovery leaves it for its
+/// live blocks to be rewritten into a new segment and its zones reset, and the data stays.
+#[test]
+fn recovered_open_segment_is_rewritten_and_reclaimed() {
+    for (level, mode) in schemes() {
+        let mut sim = Simulator::new(geometry(ZONES), config(level, mode), 11, None).unwrap();
+        let data: Vec<u8> = (0..LOGICAL_BLOCKS).flat_map(|lba| block(lba, 1)).collect();
+        sim.submit(0, Request::Write { lba: 0, data: data.clone() });
+        sim.run_until_response(0).unwrap().result.unwrap();
+        let drives = sim.power_cut().unwrap();
+        let mut sim = Simulator::recover_unsettled(geometry(ZONES), config(level, mode), drives).unwrap();
+        let before = sim.engine.status();
+        assert_eq!(before.segments_to_reclaim, 1, "{level:?} {mode:?}: {before:?}");
+        sim.run_until_idle();
+        let after = sim.engine.status();
+        assert_eq!(after.segments_to_reclaim, 0, "{level:?} {mode:?}: {after:?}");
+        assert_eq!(after.segments_reclaimed, 1, "{level:?} {mode:?}: {after:?}");
+        assert_eq!(after.blocks_relocated, LOGICAL_BLOCKS, "{level:?} {mode:?}: {after:?}");
+        assert_eq!(after.mapped_blocks, LOGICAL_BLOCKS);
+        sim.submit(1, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
+        assert!(sim.run_until_response(1).unwrap().result.unwrap() == data, "{level:?} {mode:?}: data changed");
+    }
 }

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use zapraid_engine::{Config, Mode, RaidLevel, Request, Simulator, DEFAULT_STRIPE_TIMEOUT_NS};
+use zapraid_engine::{Config, Mode, RaidLevel, Request, Simulator, Status, DEFAULT_STRIPE_TIMEOUT_NS};
 use zapraid_zns::Geometry;
 
 mod common;
@@ -16,6 +16,10 @@ use common::BLOCK;
 fn geometry() -> Geometry {
     common::geometry(24, 6, 8)
 }
+
+/// So few zones that a few hundred written blocks fill the array and garbage collection
+/// must reclaim segments for writes to go on.
+const FEW_ZONES: u32 = 6;
 
 fn levels() -> Vec<RaidLevel> {
     vec![
@@ -84,8 +88,19 @@ fn block_bytes(lba: u64, fill: u8) -> Vec<u8> {
     (0..BLOCK).map(|i| fill ^ (lba as u8).wrapping_mul(31) ^ (i as u8)).collect()
 }
 
-fn run(level: RaidLevel, mode: Mode, chunk_blocks: u64, ops: &[Op], seed: u64) -> Result<(), TestCaseError> {
-    let mut sim = Simulator::new(geometry(), config(level, mode, chunk_blocks), seed, None).unwrap();
+fn run(level: RaidLevel, mode: Mode, chunk_blocks: u64, ops: &[Op], seed: u64) -> Result<Status, TestCaseError> {
+    run_on(geometry(), level, mode, chunk_blocks, ops, seed)
+}
+
+fn run_on(
+    geometry: Geometry,
+    level: RaidLevel,
+    mode: Mode,
+    chunk_blocks: u64,
+    ops: &[Op],
+    seed: u64,
+) -> Result<Status, TestCaseError> {
+    let mut sim = Simulator::new(geometry, config(level, mode, chunk_blocks), seed, None).unwrap();
     let m = level.tolerated_failures();
     let drives = sim.engine.layout().drives();
     let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
@@ -158,7 +173,7 @@ fn run(level: RaidLevel, mode: Mode, chunk_blocks: u64, ops: &[Op], seed: u64) -
             "{level:?} {mode:?} chunk {chunk_blocks} seed {seed}: final LBA {lba} differs"
         );
     }
-    Ok(())
+    Ok(sim.engine.status())
 }
 
 proptest! {
@@ -170,8 +185,42 @@ proptest! {
         chunk_blocks in 1..=2u64,
         ops in proptest::collection::vec(op(), 1..60),
         seed in any::<u64>(),
+        zones in proptest::sample::select(vec![FEW_ZONES, 24]),
     ) {
-        run(level, mode, chunk_blocks, &ops, seed)?;
+        run_on(common::geometry(zones, 6, 8), level, mode, chunk_blocks, &ops, seed)?;
+    }
+}
+
+/// Many times the array's capacity written over a small logical space, with reads and
+/// drive failures up to m along the way: garbage collection reclaims segments (moving
+/// their live blocks) and every read still matches the model.
+#[test]
+fn garbage_collection_keeps_every_block_while_reclaiming_segments() {
+    for level in levels() {
+        for mode in modes() {
+            let geometry = common::geometry(FEW_ZONES, 6, 8);
+            let m = level.tolerated_failures();
+            let mut ops = Vec::new();
+            for i in 0..600u64 {
+                let blocks = 1 + i % 5;
+                ops.push(Op::Write { lba: (i * 37) % (LOGICAL_BLOCKS - blocks), blocks, fill: i as u8 });
+                if i % 50 == 49 {
+                    ops.push(Op::Read { lba: (i * 11) % (LOGICAL_BLOCKS - 6), blocks: 6 });
+                }
+                if i % 13 == 0 {
+                    ops.push(Op::Settle);
+                }
+                if i == 300 && m > 0 {
+                    ops.push(Op::FailDrive { drive: 1 });
+                }
+            }
+            let status = run_on(geometry, level, mode, 1, &ops, 9).unwrap();
+            assert!(status.segments_reclaimed > 0, "{level:?} {mode:?}: nothing reclaimed: {status:?}");
+            eprintln!(
+                "{level:?} {mode:?}: {} segments reclaimed, {} live blocks moved",
+                status.segments_reclaimed, status.blocks_relocated
+            );
+        }
     }
 }
 
