@@ -5,6 +5,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use zapraid_engine::bench::{
     cpu_cost_iops, exp1, exp2, exp3, paper_modes, paper_segment_blocks, recovery_point, recovery_point_with, Measured,
+    Shutdown,
 };
 
 use crate::size::format_bytes;
@@ -91,15 +92,20 @@ fn recovery(args: BenchArgs) -> Result<()> {
     }
     let (first, last) = (points[0], points[points.len() - 1]);
     let largest = *sealed_segments.last().expect("sizes");
-    let degraded = recovery_point_with(largest, args.seed, true)?;
-    println!(
-        "{:>12} {:>9} {:>15.2} {:>17.0} {:>24.2}   with drive 0 failed (degraded recovery)",
-        format_bytes(degraded.data_bytes),
-        degraded.segments,
-        degraded.recovery_s * 1e3,
-        degraded.data_bytes as f64 / MIB as f64 / degraded.recovery_s,
-        degraded.reclaim_s * 1e3
-    );
+    for (shutdown, what) in [
+        (Shutdown::PowerCutAndFailedDrive, "with drive 0 failed (degraded recovery)"),
+        (Shutdown::Clean, "after a clean stop (stop footer instead of a metadata scan)"),
+    ] {
+        let p = recovery_point_with(largest, args.seed, shutdown)?;
+        println!(
+            "{:>12} {:>9} {:>15.2} {:>17.0} {:>24.2}   {what}",
+            format_bytes(p.data_bytes),
+            p.segments,
+            p.recovery_s * 1e3,
+            p.data_bytes as f64 / MIB as f64 / p.recovery_s,
+            p.reclaim_s * 1e3
+        );
+    }
     let per_byte = (last.recovery_s - first.recovery_s) / (last.data_bytes - first.data_bytes) as f64;
     const HUNDRED_GIB: f64 = 100.0 * (1u64 << 30) as f64;
     println!(

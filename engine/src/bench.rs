@@ -222,13 +222,23 @@ pub struct RecoveryPoint {
 /// one, whose metadata recovery scans block by block) of sequential writes, cuts power,
 /// and measures the virtual time recovery takes. QEMU-sized zones (62 MiB), so that a few
 /// GiB make many sealed segments, as a large array has; ZN540 timing.
-pub fn recovery_point(sealed_segments: u64, seed: u64) -> Result<RecoveryPoint> {
-    recovery_point_with(sealed_segments, seed, false)
+/// How the array went down before a recovery measurement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shutdown {
+    PowerCut,
+    /// Drive 0 fails together with the power cut (degraded recovery: its blocks'
+    /// addresses are rebuilt from parity).
+    PowerCutAndFailedDrive,
+    /// `zapraid stop`: a stop footer records the open segment.
+    Clean,
 }
 
-/// Like `recovery_point`; with `failed_drive`, drive 0 fails together with the power cut
-/// (degraded recovery: its blocks' addresses are rebuilt from parity).
-pub fn recovery_point_with(sealed_segments: u64, seed: u64, failed_drive: bool) -> Result<RecoveryPoint> {
+pub fn recovery_point(sealed_segments: u64, seed: u64) -> Result<RecoveryPoint> {
+    recovery_point_with(sealed_segments, seed, Shutdown::PowerCut)
+}
+
+/// Like `recovery_point`, after `shutdown`.
+pub fn recovery_point_with(sealed_segments: u64, seed: u64, shutdown: Shutdown) -> Result<RecoveryPoint> {
     const FILL_REQUEST_BLOCKS: u64 = 32;
     let base = Geometry { zone_append_max_blocks: 32, max_transfer_blocks: 128, ..Geometry::small(1, 16384, 15872) };
     let layout =
@@ -241,8 +251,11 @@ pub fn recovery_point_with(sealed_segments: u64, seed: u64, failed_drive: bool) 
     let config = config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096, blocks);
     let mut sim = Simulator::new(geometry, config, seed, Some(TimingParams::zn540()))?;
     fill_sequential(&mut sim, blocks, FILL_REQUEST_BLOCKS, block)?;
+    if shutdown == Shutdown::Clean {
+        sim.stop();
+    }
     let mut drives = sim.power_cut()?;
-    if failed_drive {
+    if shutdown == Shutdown::PowerCutAndFailedDrive {
         drives[0].fail();
     }
     let started_ns = drives.iter().map(zapraid_zns::EmulatedDrive::now_ns).max().unwrap_or(0);

@@ -255,6 +255,7 @@ enum Op {
         segment: u32,
         drive: usize,
         next_block: u64,
+        place: FooterPlace,
     },
     Finish {
         segment: u32,
@@ -273,6 +274,27 @@ enum Op {
     Reset {
         segment: u32,
     },
+}
+
+/// Where a footer goes: the footer region of a segment being sealed, or, at a clean stop,
+/// right after the open segment's data (a stop footer: the next start reads it instead of
+/// every block's metadata). `start_blocks` is zone-relative; `entries` are the leading
+/// footer entries it records.
+#[derive(Clone, Copy, Debug)]
+enum FooterPlace {
+    Sealing { start_blocks: u64, blocks: u64, entries: usize },
+    Stop { start_blocks: u64, blocks: u64, entries: usize },
+}
+
+/// Progress of a clean stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopState {
+    Running,
+    /// No new writes; waiting for stripes, flushes and garbage collection to finish.
+    Draining,
+    /// Stop footers in flight, on this many drives.
+    WritingFooters(usize),
+    Stopped,
 }
 
 /// Who asked for a read.
@@ -330,6 +352,7 @@ pub struct Engine {
     gc_check_needed: bool,
     segments_reclaimed: u64,
     blocks_relocated: u64,
+    stop: StopState,
     stripes: HashMap<u64, Stripe>,
     next_stripe: u64,
     /// Newest timestamp mapped per LBA with writes in flight, and how many are in flight.
@@ -386,6 +409,7 @@ impl Engine {
             gc_check_needed: false,
             segments_reclaimed: 0,
             blocks_relocated: 0,
+            stop: StopState::Running,
             stripes: HashMap::new(),
             next_stripe: 0,
             in_flight_lbas: HashMap::new(),
@@ -458,6 +482,57 @@ impl Engine {
         }
         self.l2p.set(lba, at);
         self.seg_mut(at.zone).valid_blocks += 1;
+    }
+
+    /// Starts a clean stop: new writes are refused, the open stripe is padded and written,
+    /// running garbage collection finishes, and then the open segment gets a stop footer
+    /// after its data (its blocks' footer entries), so that the next start reads that
+    /// instead of every block's metadata. Drive the engine until `is_stopped`.
+    pub fn stop(&mut self, now_ns: u64) {
+        self.now_ns = self.now_ns.max(now_ns);
+        if self.stop == StopState::Running {
+            self.stop = StopState::Draining;
+            self.pad_open_stripe(false);
+            self.pump();
+        }
+    }
+
+    /// Whether a clean stop has finished: everything written is on the drives.
+    pub fn is_stopped(&self) -> bool {
+        self.stop == StopState::Stopped
+    }
+
+    fn advance_stop(&mut self) {
+        let idle = self.ops.is_empty()
+            && self.open_stripe.is_none()
+            && self.gc_open_stripe.is_none()
+            && self.queued.is_empty()
+            && self.gc_queued.is_empty()
+            && self.stripes.is_empty()
+            && self.relocation.is_none();
+        if self.stop != StopState::Draining || !idle {
+            return;
+        }
+        self.stop = StopState::Stopped;
+        let Some(zone) = self.open_segment else { return };
+        let seg = self.seg(zone);
+        let issued = seg.group * self.layout.group_size + seg.group_issued;
+        let entries = issued * self.layout.chunk_blocks;
+        let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
+        let blocks = entries.div_ceil(per_block);
+        let start_blocks = self.layout.data_start_blocks() + entries;
+        if entries == 0 || start_blocks + blocks > self.layout.footer_start_blocks() {
+            return; // nothing to record, or no room: the next start reads the metadata
+        }
+        let live: Vec<usize> = (0..self.layout.drives()).filter(|d| !self.failed[*d]).collect();
+        if live.is_empty() {
+            return;
+        }
+        self.stop = StopState::WritingFooters(live.len());
+        let place = FooterPlace::Stop { start_blocks, blocks, entries: entries as usize };
+        for drive in live {
+            self.write_footer_blocks(zone, drive, 0, place);
+        }
     }
 
     pub fn status(&self) -> Status {
@@ -557,6 +632,10 @@ impl Engine {
         }
         if let Err(e) = self.check_range(lba, blocks) {
             return self.responses.push_back(Response { id, result: Err(e) });
+        }
+        if self.stop != StopState::Running {
+            let reason = "the array is stopping: writes are refused".to_string();
+            return self.responses.push_back(Response { id, result: Err(Error::InvalidConfig { reason }) });
         }
         self.outstanding_writes.insert(id);
         self.write_blocks_left.insert(id, blocks as usize);
@@ -810,6 +889,7 @@ impl Engine {
         if self.maybe_start_gc() {
             self.pump();
         }
+        self.advance_stop();
     }
 
     // ---- garbage collection --------------------------------------------------------
@@ -826,7 +906,7 @@ impl Engine {
     /// zones run low, the sealed segment with the fewest live blocks (greedy). Only if the
     /// relocation is sure to find room: an empty zone, or enough of the open segment.
     fn maybe_start_gc(&mut self) -> bool {
-        if self.relocation.is_some() || !self.gc_check_needed {
+        if self.relocation.is_some() || !self.gc_check_needed || self.stop != StopState::Running {
             return false;
         }
         self.gc_check_needed = false;
@@ -1079,14 +1159,27 @@ impl Engine {
 
     /// Writes footer blocks from `first` on (as many as one transfer takes).
     fn write_footer_piece(&mut self, seg_index: u32, drive: usize, first: u64) {
+        let place = FooterPlace::Sealing {
+            start_blocks: self.layout.footer_start_blocks(),
+            blocks: self.layout.footer_blocks,
+            entries: self.seg(seg_index).footer[drive].len(),
+        };
+        self.write_footer_blocks(seg_index, drive, first, place);
+    }
+
+    /// Writes blocks `first..` of a footer (as many as one transfer takes) at `place`.
+    fn write_footer_blocks(&mut self, seg_index: u32, drive: usize, first: u64, place: FooterPlace) {
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
-        let total = self.layout.footer_blocks;
+        let (start_blocks, total, count) = match place {
+            FooterPlace::Sealing { start_blocks, blocks, entries }
+            | FooterPlace::Stop { start_blocks, blocks, entries } => (start_blocks, blocks, entries),
+        };
         let blocks = (total - first).min(u64::from(self.geometry.max_transfer_blocks));
         let seg = self.seg(seg_index);
         let mut data = vec![0u8; blocks as usize * bs];
         let mut metadata = vec![0u8; blocks as usize * ms];
-        let entries = &seg.footer[drive];
+        let entries = &seg.footer[drive][..count];
         for b in 0..blocks {
             let block_index = first + b;
             let from = (block_index * per_block) as usize;
@@ -1104,8 +1197,8 @@ impl Engine {
             BlockMetadata::new(NO_LBA, 0, 0, seg.sequence, BlockKind::Footer)
                 .encode(out, &mut metadata[b as usize * ms..(b as usize + 1) * ms]);
         }
-        let lba = self.geometry.zone_start_lba(seg.zone) + self.layout.footer_start_blocks() + first;
-        let op = Op::Footer { segment: seg_index, drive, next_block: first + blocks };
+        let lba = self.geometry.zone_start_lba(seg.zone) + start_blocks + first;
+        let op = Op::Footer { segment: seg_index, drive, next_block: first + blocks, place };
         self.zone_write(drive, op, Command::Write { lba, data, metadata });
     }
 
@@ -1127,7 +1220,18 @@ impl Engine {
                 self.seg_mut(segment).header_pending -= 1;
             }
             Op::Chunk { stripe, drive } => self.chunk_done(stripe, drive, completion),
-            Op::Footer { segment, drive, next_block } => {
+            Op::Footer { segment, drive, next_block, place: place @ FooterPlace::Stop { blocks, .. } } => {
+                self.zone_write_done(drive);
+                if completion.result.is_err() {
+                    self.fail_drive(drive);
+                }
+                if completion.result.is_ok() && next_block < blocks {
+                    self.write_footer_blocks(segment, drive, next_block, place);
+                } else if let StopState::WritingFooters(left) = self.stop {
+                    self.stop = if left == 1 { StopState::Stopped } else { StopState::WritingFooters(left - 1) };
+                }
+            }
+            Op::Footer { segment, drive, next_block, place: FooterPlace::Sealing { .. } } => {
                 self.zone_write_done(drive);
                 if completion.result.is_err() {
                     self.fail_drive(drive);
@@ -1578,7 +1682,13 @@ impl Engine {
         let request = self.reads.remove(&read).expect("read exists");
         let result = match request.error {
             Some(e) => Err(e),
-            None => Ok(request.blocks.into_iter().flat_map(|b| b.expect("every block read")).collect()),
+            None => {
+                let mut data = Vec::with_capacity(request.blocks.len() * self.block_bytes());
+                for block in request.blocks {
+                    data.extend_from_slice(&block.expect("every block read"));
+                }
+                Ok(data)
+            }
         };
         match request.origin {
             ReadOrigin::Frontend(id) => self.responses.push_back(Response { id, result }),

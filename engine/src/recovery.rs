@@ -32,7 +32,7 @@ use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneAction, ZoneDesc
 
 use crate::engine::{Config, DriveCommand, Engine};
 use crate::error::{Error, Result};
-use crate::format::{decode_footer_block, BlockMetadata, SegmentHeader, NO_LBA};
+use crate::format::{decode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata, SegmentHeader, NO_LBA};
 use crate::l2p::Physical;
 use crate::layout::Layout;
 use crate::parity::ParityCodec;
@@ -47,6 +47,17 @@ pub(crate) struct Recovered {
     pub next_sequence: u64,
     pub next_timestamp: u64,
     pub failed_drives: Vec<usize>,
+}
+
+/// What a recovery read from the drives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Blocks read: headers, footers, stop footers and scanned data blocks.
+    pub blocks_read: u64,
+    /// Open segments' zones (per drive) read through a clean stop's stop footer, and read
+    /// by scanning every block's metadata.
+    pub stop_footers_read: u64,
+    pub zones_scanned: u64,
 }
 
 /// A data block found on a drive: where, and what its metadata says.
@@ -77,9 +88,16 @@ enum Op {
     FooterProbe {
         zone: u32,
     },
+    /// Footer blocks read from `start` (zone-relative) on.
     Footer {
         zone: u32,
+        start: u64,
         first_block: u64,
+    },
+    /// The last written block of an open segment's zone: a stop footer, after a clean stop?
+    StopProbe {
+        zone: u32,
+        written: u64,
     },
     Blocks {
         zone: u32,
@@ -92,6 +110,7 @@ enum Op {
 enum Phase {
     Reports,
     Headers,
+    StopProbes,
     Contents,
     Resets,
     Done,
@@ -115,8 +134,12 @@ pub struct Recovery {
     sealed: HashMap<u32, bool>,
     /// Per zone, drives whose first footer block decoded as this segment's.
     footers_found: HashMap<u32, usize>,
+    /// Per open segment's zone and drive: where its data ends, and where a stop footer
+    /// recording it starts (if one was found).
+    open_extents: BTreeMap<(u32, usize), (u64, Option<u64>)>,
     /// Drives that did not answer their zone report.
     failed: Vec<bool>,
+    report: RecoveryReport,
     error: Option<Error>,
 }
 
@@ -138,7 +161,9 @@ impl Recovery {
             found: HashMap::new(),
             sealed: HashMap::new(),
             footers_found: HashMap::new(),
+            open_extents: BTreeMap::new(),
             failed: vec![false; layout.drives()],
+            report: RecoveryReport::default(),
             error: None,
         };
         for drive in 0..layout.drives() {
@@ -156,7 +181,15 @@ impl Recovery {
         self.phase == Phase::Done || (self.error.is_some() && self.ops.is_empty())
     }
 
+    /// What this recovery read so far.
+    pub fn report(&self) -> RecoveryReport {
+        self.report
+    }
+
     fn issue(&mut self, drive: usize, op: Op, command: Command) {
+        if let Command::Read { data, .. } = &command {
+            self.report.blocks_read += (data.len() / self.geometry.block_size_bytes as usize) as u64;
+        }
         let tag = self.next_tag;
         self.next_tag += 1;
         self.ops.insert(tag, (drive, op));
@@ -208,7 +241,12 @@ impl Recovery {
                     }
                 }
             }
-            Op::Footer { zone, first_block } => self.take_footer(drive, zone, first_block, &completion.data),
+            Op::Footer { zone, start, first_block } => {
+                self.take_footer(drive, zone, start + first_block, &completion.data)
+            }
+            Op::StopProbe { zone, written } => {
+                self.take_stop_probe(drive, zone, written, &completion.data, &completion.metadata)
+            }
             Op::Blocks { zone, first_offset } => {
                 self.take_blocks(drive, zone, first_offset, &completion.data, &completion.metadata)
             }
@@ -225,6 +263,7 @@ impl Recovery {
         match self.phase {
             Phase::Reports => self.read_headers(),
             Phase::Headers => self.check_headers_and_read_contents(),
+            Phase::StopProbes => self.read_open_segments(),
             Phase::Contents => self.reset_unused_zones(),
             Phase::Resets => self.phase = Phase::Done,
             Phase::Done => {}
@@ -271,7 +310,7 @@ impl Recovery {
     }
 
     fn check_headers_and_read_contents(&mut self) {
-        self.phase = Phase::Contents;
+        self.phase = Phase::StopProbes;
         let n = self.layout.drives();
         let live = self.live_drives();
         let zones: Vec<u32> = self.headers.keys().copied().collect();
@@ -305,22 +344,24 @@ impl Recovery {
             let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
             let zone_start = self.geometry.zone_start_lba(zone);
             for &drive in &live {
-                let (from, to) = if sealed {
-                    (self.layout.footer_start_blocks(), footer_end)
-                } else {
+                if !sealed {
+                    // An open segment: first see whether a clean stop left a stop footer.
                     let written = self.written(drive, zone).min(self.layout.footer_start_blocks());
-                    (self.layout.data_start_blocks(), written)
-                };
+                    self.open_extents.insert((zone, drive), (written, None));
+                    if written > self.layout.data_start_blocks() {
+                        let command =
+                            Command::Read { lba: zone_start + written - 1, data: vec![0; bs], metadata: vec![0; ms] };
+                        self.issue(drive, Op::StopProbe { zone, written }, command);
+                    }
+                    continue;
+                }
+                let from = self.layout.footer_start_blocks();
                 let mut at = from;
-                while at < to {
-                    let blocks = (to - at).min(max);
+                while at < footer_end {
+                    let blocks = (footer_end - at).min(max);
                     let data = vec![0; blocks as usize * bs];
                     let metadata = vec![0; blocks as usize * ms];
-                    let op = if sealed {
-                        Op::Footer { zone, first_block: at - from }
-                    } else {
-                        Op::Blocks { zone, first_offset: at }
-                    };
+                    let op = Op::Footer { zone, start: from, first_block: at - from };
                     self.issue(drive, op, Command::Read { lba: zone_start + at, data, metadata });
                     at += blocks;
                 }
@@ -329,7 +370,61 @@ impl Recovery {
         self.advance();
     }
 
-    fn take_footer(&mut self, drive: usize, zone: u32, first_block: u64, data: &[u8]) {
+    /// A stop footer ends exactly at the write pointer, names this segment and drive, and
+    /// records one entry per data block before it.
+    fn take_stop_probe(&mut self, drive: usize, zone: u32, written: u64, data: &[u8], metadata: &[u8]) {
+        let Ok((meta, kind)) = BlockMetadata::decode(data, metadata) else { return };
+        let Ok((header, entries)) = decode_footer_block(data) else { return };
+        let sequence = self.segments[&zone];
+        let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
+        let first_entry = u64::from(header.first_block.get());
+        let total_entries = first_entry + entries.len() as u64;
+        let blocks = first_entry / per_block + 1;
+        let start = written.checked_sub(blocks);
+        let consistent = kind == BlockKind::Footer
+            && u64::from(meta.segment_sequence_low.get()) == sequence & u64::from(u32::MAX)
+            && header.segment_sequence.get() == sequence
+            && header.drive_index.get() as usize == drive
+            && first_entry.is_multiple_of(per_block)
+            && start.is_some_and(|start| start == self.layout.data_start_blocks() + total_entries);
+        if consistent {
+            self.open_extents.insert((zone, drive), (written, start));
+        }
+    }
+
+    /// Reads what open segments hold: a stop footer where a clean stop left one, else the
+    /// data and metadata of every written block.
+    fn read_open_segments(&mut self) {
+        self.phase = Phase::Contents;
+        let max = u64::from(self.geometry.max_transfer_blocks);
+        let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
+        let extents: Vec<_> = self.open_extents.iter().map(|(&k, &v)| (k, v)).collect();
+        for ((zone, drive), (written, stop_footer)) in extents {
+            match stop_footer {
+                Some(_) => self.report.stop_footers_read += 1,
+                None => self.report.zones_scanned += 1,
+            }
+            let zone_start = self.geometry.zone_start_lba(zone);
+            let from = stop_footer.unwrap_or(self.layout.data_start_blocks());
+            let mut at = from;
+            while at < written {
+                let blocks = (written - at).min(max);
+                let data = vec![0; blocks as usize * bs];
+                let metadata = vec![0; blocks as usize * ms];
+                let op = match stop_footer {
+                    Some(start) => Op::Footer { zone, start, first_block: at - start },
+                    None => Op::Blocks { zone, first_offset: at },
+                };
+                self.issue(drive, op, Command::Read { lba: zone_start + at, data, metadata });
+                at += blocks;
+            }
+        }
+        self.advance();
+    }
+
+    /// Takes footer blocks read at zone-relative block `at_block` (a sealed segment's footer
+    /// region, or a stop footer).
+    fn take_footer(&mut self, drive: usize, zone: u32, at_block: u64, data: &[u8]) {
         let bs = self.geometry.block_size_bytes as usize;
         let cb = self.layout.chunk_blocks;
         let sequence = self.segments[&zone];
@@ -337,12 +432,12 @@ impl Recovery {
             let (header, entries) = match decode_footer_block(block) {
                 Ok(decoded) => decoded,
                 Err(e) => {
-                    let offset = self.layout.footer_start_blocks() + first_block + i as u64;
+                    let offset = at_block + i as u64;
                     return self.fail(self.corrupt(drive, zone, offset, "footer block", e.to_string()));
                 }
             };
             if header.segment_sequence.get() != sequence || header.drive_index.get() as usize != drive {
-                let offset = self.layout.footer_start_blocks() + first_block + i as u64;
+                let offset = at_block + i as u64;
                 return self.fail(self.corrupt(
                     drive,
                     zone,
@@ -373,7 +468,10 @@ impl Recovery {
         let sequence_low = self.segments[&zone] & u64::from(u32::MAX);
         for (i, (block, oob)) in data.chunks_exact(bs).zip(metadata.chunks_exact(ms)).enumerate() {
             // Untrusted: torn, stale or corrupt blocks are simply not found.
-            let Ok((m, _)) = BlockMetadata::decode(block, oob) else { continue };
+            let Ok((m, kind)) = BlockMetadata::decode(block, oob) else { continue };
+            if !matches!(kind, BlockKind::Data | BlockKind::Parity | BlockKind::Padding) {
+                continue; // a stop footer left by a clean stop
+            }
             if u64::from(m.segment_sequence_low.get()) != sequence_low {
                 continue;
             }

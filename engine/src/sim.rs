@@ -9,6 +9,7 @@ use zapraid_zns::{Completion, EmulatedDrive, Geometry, TimingParams, ZonedDevice
 
 use crate::engine::{Config, DriveCommand, Engine, Request, RequestId, Response};
 use crate::error::Result;
+use crate::recovery::RecoveryReport;
 
 /// The engine and its drives in one deterministic world.
 pub struct Simulator {
@@ -19,6 +20,8 @@ pub struct Simulator {
     /// Commands held back for the engine's modelled CPU time, by release time.
     delayed: BTreeMap<(u64, u64), DriveCommand>,
     delayed_seq: u64,
+    /// What the recovery that built this simulator read (none for a fresh array).
+    pub recovery_report: RecoveryReport,
 }
 
 impl Simulator {
@@ -59,7 +62,15 @@ impl Simulator {
                 None => drive,
             });
         }
-        Ok(Simulator { engine, drives, now_ns: 0, responses: Vec::new(), delayed: BTreeMap::new(), delayed_seq: 0 })
+        Ok(Simulator {
+            engine,
+            drives,
+            now_ns: 0,
+            responses: Vec::new(),
+            delayed: BTreeMap::new(),
+            delayed_seq: 0,
+            recovery_report: RecoveryReport::default(),
+        })
     }
 
     /// Recovers the array from `drives` (after a clean stop or a power cut) and continues
@@ -129,10 +140,18 @@ impl Simulator {
                 return Ok(Err(drives));
             }
         }
+        let recovery_report = recovery.report();
         let engine = recovery.finish()?;
         let now_ns = drives.iter().map(EmulatedDrive::now_ns).max().unwrap_or(0);
-        let mut sim =
-            Simulator { engine, drives, now_ns, responses: Vec::new(), delayed: BTreeMap::new(), delayed_seq: 0 };
+        let mut sim = Simulator {
+            engine,
+            drives,
+            now_ns,
+            responses: Vec::new(),
+            delayed: BTreeMap::new(),
+            delayed_seq: 0,
+            recovery_report,
+        };
         sim.engine.tick(now_ns);
         sim.dispatch();
         Ok(Ok(sim))
@@ -146,6 +165,19 @@ impl Simulator {
             drive.power_cut().map_err(|source| crate::Error::Device { drive: i, source })?;
         }
         Ok(drives)
+    }
+
+    /// Stops the array cleanly (see `Engine::stop`) and runs until it has.
+    pub fn stop(&mut self) {
+        self.begin_stop();
+        while !self.engine.is_stopped() && self.step() {}
+        assert!(self.engine.is_stopped(), "a clean stop waits for nothing");
+    }
+
+    /// Starts a clean stop; `step` drives it on.
+    pub fn begin_stop(&mut self) {
+        self.engine.stop(self.now_ns);
+        self.dispatch();
     }
 
     pub fn now_ns(&self) -> u64 {

@@ -170,11 +170,20 @@ struct Twists {
     /// Power is cut again this many steps into the work recovery leaves behind (closing
     /// and reclaiming the segments that were open), then recovery runs once more.
     cut_reclaim_after_steps: Option<usize>,
+    /// A clean stop begins at the crash point, and power is cut this many steps into it
+    /// (or after it, if it takes fewer).
+    stop_then_cut_after_steps: Option<usize>,
 }
 
 impl Default for Twists {
     fn default() -> Self {
-        Twists { zones: ZONES, interrupt_recovery: None, failure: None, cut_reclaim_after_steps: None }
+        Twists {
+            zones: ZONES,
+            interrupt_recovery: None,
+            failure: None,
+            cut_reclaim_after_steps: None,
+            stop_then_cut_after_steps: None,
+        }
     }
 }
 
@@ -187,7 +196,7 @@ fn explore_with(
     cut_after_steps: usize,
     twists: Twists,
 ) -> usize {
-    let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps } = twists;
+    let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps, stop_then_cut_after_steps } = twists;
     let geometry = || self::geometry(zones);
     let what = format!("{level:?} {mode:?} seed {seed} cut after {cut_after_steps} steps, {twists:?}");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -212,6 +221,14 @@ fn explore_with(
     }
     while steps < cut_after_steps && run.sim.step() {
         steps += 1;
+    }
+    if let Some(steps) = stop_then_cut_after_steps {
+        run.sim.begin_stop();
+        for _ in 0..steps {
+            if run.sim.engine.is_stopped() || !run.sim.step() {
+                break;
+            }
+        }
     }
     run.collect_acks();
     let mut drives = run.sim.power_cut().unwrap();
@@ -275,6 +292,45 @@ fn schemes() -> Vec<(RaidLevel, Mode)> {
 fn clean_stop_then_recovery_keeps_everything() {
     for (level, mode) in schemes() {
         explore(level, mode, 7, 40, usize::MAX);
+        let twists = Twists { stop_then_cut_after_steps: Some(usize::MAX), ..Twists::default() };
+        explore_with(level, mode, 7, 40, usize::MAX, twists);
+    }
+}
+
+/// After a clean stop, the next start reads the open segment's stop footer (a few blocks)
+/// instead of every block's metadata, and finds everything.
+#[test]
+fn clean_stop_leaves_a_stop_footer_the_next_start_reads() {
+    for (level, mode) in schemes() {
+        let what = format!("{level:?} {mode:?}");
+        let mut sim = Simulator::new(geometry(ZONES), config(level, mode), 5, None).unwrap();
+        let data: Vec<u8> = (0..LOGICAL_BLOCKS).flat_map(|lba| block(lba, 2)).collect();
+        sim.submit(0, Request::Write { lba: 0, data: data.clone() });
+        sim.submit(1, Request::Write { lba: 3, data: block(3, 3) });
+        sim.run_until_response(1).unwrap().result.unwrap();
+        sim.stop();
+        sim.submit(2, Request::Write { lba: 0, data: block(0, 9) });
+        assert!(sim.run_until_response(2).unwrap().result.is_err(), "{what}: a stopped array took a write");
+        let drives = sim.power_cut().unwrap();
+        let crashed = {
+            let mut sim = Simulator::new(geometry(ZONES), config(level, mode), 5, None).unwrap();
+            sim.submit(0, Request::Write { lba: 0, data: data.clone() });
+            sim.submit(1, Request::Write { lba: 3, data: block(3, 3) });
+            sim.run_until_response(1).unwrap().result.unwrap();
+            sim.run_until_idle();
+            Simulator::recover_unsettled(geometry(ZONES), config(level, mode), sim.power_cut().unwrap()).unwrap()
+        };
+        let mut sim = Simulator::recover_unsettled(geometry(ZONES), config(level, mode), drives).unwrap();
+        let (stopped, crashed) = (sim.recovery_report, crashed.recovery_report);
+        let drives = level.shape().0 + level.shape().1;
+        assert_eq!((stopped.stop_footers_read, stopped.zones_scanned), (drives as u64, 0), "{what}: {stopped:?}");
+        assert_eq!((crashed.stop_footers_read, crashed.zones_scanned), (0, drives as u64), "{what}: {crashed:?}");
+        assert!(stopped.blocks_read < crashed.blocks_read, "{what}: {stopped:?} vs {crashed:?}");
+        sim.run_until_idle();
+        let mut want = data;
+        want[3 * BLOCK..4 * BLOCK].copy_from_slice(&block(3, 3));
+        sim.submit(3, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
+        assert!(sim.run_until_response(3).unwrap().result.unwrap() == want, "{what}: data changed");
     }
 }
 
@@ -320,6 +376,12 @@ fn crash_exploration() {
             let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x5eed);
             let twists = Twists { cut_reclaim_after_steps: Some(rng.random_range(0..120)), ..Twists::default() };
             explored += explore_with(level, mode, i as u64, 60, rng.random_range(100..1500), twists);
+        }
+        // Power cuts during a clean stop (padding, draining, stop footers).
+        for i in 0..target / 20 {
+            let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x570b);
+            let twists = Twists { stop_then_cut_after_steps: Some(rng.random_range(0..40)), ..Twists::default() };
+            explored += explore_with(level, mode, i as u64, 60, rng.random_range(0..1500), twists);
         }
         // Garbage collection under power cuts: few zones, long runs.
         for i in 0..target / 20 {
