@@ -64,6 +64,13 @@ pub enum Request {
     },
     /// Completes when every write submitted before it is persisted.
     Flush,
+    /// The blocks read as zeros from now on (their L2P entries are dropped, so garbage
+    /// collection need not move them). Not persisted: after a restart a discarded block
+    /// may read as its old contents again, as a drive's discard allows.
+    Discard {
+        lba: u64,
+        blocks: u64,
+    },
 }
 
 /// The answer to a request: read data, or nothing for writes and flushes.
@@ -473,6 +480,15 @@ impl Engine {
         self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
     }
 
+    fn unmap_lba(&mut self, lba: u64) {
+        if let Some(old) = self.l2p.get(lba) {
+            let segment = self.segments[old.zone as usize].as_mut().expect("mapped blocks are in segments");
+            segment.valid_blocks -= 1;
+            self.gc_check_needed = true;
+            self.l2p.clear(lba);
+        }
+    }
+
     /// Points `lba` at `at`, keeping the segments' live block counts.
     fn map_lba(&mut self, lba: u64, at: Physical) {
         if let Some(old) = self.l2p.get(lba) {
@@ -601,6 +617,15 @@ impl Engine {
         match request {
             Request::Write { lba, data } => self.write(id, lba, data),
             Request::Read { lba, blocks } => self.read(id, lba, blocks),
+            Request::Discard { lba, blocks } => {
+                let result = self.check_range(lba, blocks).map(|()| {
+                    for lba in lba..lba + blocks {
+                        self.unmap_lba(lba);
+                    }
+                    Vec::new()
+                });
+                self.responses.push_back(Response { id, result });
+            }
             Request::Flush => {
                 let last_before = self.outstanding_writes.iter().next_back().copied();
                 self.flushes.push_back((id, last_before));

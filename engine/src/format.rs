@@ -132,6 +132,93 @@ impl SegmentHeader {
     }
 }
 
+pub const ARRAY_SUPERBLOCK_MAGIC: [u8; 8] = *b"ZRAIDARR";
+
+/// The array superblock: first block of zone 0 of every drive, written by `zapraid
+/// format` (zone 0 is reserved for it; segments use the zones after it). `zapraid start`
+/// reads it to learn the array's shape and each drive's place, whatever order the drives
+/// are named in.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct ArraySuperblock {
+    pub magic: [u8; 8],
+    pub version: U32,
+    pub superblock_bytes: U32,
+    pub array_uuid: [u8; 16],
+    pub drive_index: U32,
+    pub drive_count: U32,
+    pub data_chunks: U32,
+    pub parity_chunks: U32,
+    pub level: u8,
+    /// 0 ZapRAID (hybrid groups), 1 ZoneWrite-Only, 2 ZoneAppend-Only.
+    pub mode: u8,
+    pub reserved0: U16,
+    pub chunk_bytes: U32,
+    pub group_size: U32,
+    pub block_size_bytes: U32,
+    pub reserved_zones: U32,
+    pub logical_blocks: U64,
+    pub stripe_timeout_ns: U64,
+    pub created_unix_s: U64,
+    /// Array name, UTF-8, zero-padded.
+    pub name: [u8; 32],
+    pub reserved1: U32,
+    pub crc32c: U32,
+}
+
+pub const ARRAY_SUPERBLOCK_BYTES: usize = 132;
+const _: () = assert!(std::mem::size_of::<ArraySuperblock>() == ARRAY_SUPERBLOCK_BYTES);
+
+impl ArraySuperblock {
+    /// Seals the superblock: sets magic, version, size and the CRC over everything before it.
+    pub fn seal(mut self) -> Self {
+        self.magic = ARRAY_SUPERBLOCK_MAGIC;
+        self.version = FORMAT_VERSION.into();
+        self.superblock_bytes = (ARRAY_SUPERBLOCK_BYTES as u32).into();
+        self.crc32c = crc32c::crc32c(&self.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4]).into();
+        self
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let s: ArraySuperblock = read(bytes)?;
+        if s.magic != ARRAY_SUPERBLOCK_MAGIC {
+            return Err(DecodeError::Magic);
+        }
+        if s.version.get() != FORMAT_VERSION {
+            return Err(DecodeError::Version(s.version.get()));
+        }
+        check_crc(&s.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4], s.crc32c.get())?;
+        let drives = s.drive_count.get() as usize;
+        if s.superblock_bytes.get() as usize != ARRAY_SUPERBLOCK_BYTES
+            || drives == 0
+            || drives > MAX_DRIVES
+            || s.drive_index.get() as usize >= drives
+            || (s.data_chunks.get() + s.parity_chunks.get()) as usize != drives
+            || s.chunk_bytes.get() == 0
+            || s.group_size.get() == 0
+            || s.mode > 2
+            || s.logical_blocks.get() == 0
+        {
+            return Err(DecodeError::Field(format!(
+                "inconsistent shape: drive {} of {drives}, {}+{}, chunk {} bytes, group {}, mode {}",
+                s.drive_index.get(),
+                s.data_chunks.get(),
+                s.parity_chunks.get(),
+                s.chunk_bytes.get(),
+                s.group_size.get(),
+                s.mode
+            )));
+        }
+        Ok(s)
+    }
+
+    /// The name as text (up to the first zero byte; invalid UTF-8 shown lossily).
+    pub fn name(&self) -> String {
+        let end = self.name.iter().position(|b| *b == 0).unwrap_or(self.name.len());
+        String::from_utf8_lossy(&self.name[..end]).into_owned()
+    }
+}
+
 /// Header of each footer block; entries follow, the block's CRC32C is in its last 4 bytes.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
 #[repr(C)]
@@ -361,6 +448,39 @@ mod tests {
     }
 
     #[test]
+    fn array_superblock_round_trips_and_every_bit_flip_is_detected() {
+        let mut name = [0u8; 32];
+        name[..4].copy_from_slice(b"tank");
+        let s = ArraySuperblock {
+            magic: [0; 8],
+            version: 0.into(),
+            superblock_bytes: 0.into(),
+            array_uuid: [9; 16],
+            drive_index: 2.into(),
+            drive_count: 4.into(),
+            data_chunks: 3.into(),
+            parity_chunks: 1.into(),
+            level: 5,
+            mode: 0,
+            reserved0: 0.into(),
+            chunk_bytes: 4096.into(),
+            group_size: 256.into(),
+            block_size_bytes: 4096.into(),
+            reserved_zones: 1.into(),
+            logical_blocks: 1000.into(),
+            stripe_timeout_ns: 100_000.into(),
+            created_unix_s: 1.into(),
+            name,
+            reserved1: 0.into(),
+            crc32c: 0.into(),
+        }
+        .seal();
+        let decoded = ArraySuperblock::decode(s.as_bytes()).unwrap();
+        assert_eq!((decoded.drive_index.get(), decoded.name()), (2, "tank".to_string()));
+        flips_detected(s.as_bytes(), |b| ArraySuperblock::decode(b).is_ok());
+    }
+
+    #[test]
     fn footer_block_round_trips_and_every_bit_flip_is_detected() {
         let entries: Vec<FooterEntry> = (0..5)
             .map(|i| FooterEntry {
@@ -400,6 +520,7 @@ mod tests {
         #[test]
         fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = SegmentHeader::decode(&bytes);
+            let _ = ArraySuperblock::decode(&bytes);
             let _ = decode_footer_block(&bytes);
             let _ = BlockMetadata::decode(&bytes, &bytes);
         }

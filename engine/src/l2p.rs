@@ -61,6 +61,11 @@ impl L2pTable {
         self.entries[lba as usize] = packed as u32;
     }
 
+    /// Forgets where `lba` lives: it reads as zeros until written again.
+    pub fn clear(&mut self, lba: u64) {
+        self.entries[lba as usize] = UNMAPPED;
+    }
+
     /// Bytes of memory the table takes.
     pub fn memory_bytes(&self) -> usize {
         self.entries.len() * std::mem::size_of::<u32>()

@@ -76,6 +76,21 @@ impl RaidLevel {
         }
     }
 
+    /// The level a `code` names, for an array of `drives` drives of which `parity` hold
+    /// parity (the inverse of `code` with the shape).
+    pub fn from_code(code: u8, drives: usize, parity: usize) -> Option<Self> {
+        Some(match code {
+            0 => RaidLevel::Raid0 { drives },
+            1 => RaidLevel::Raid1 { drives },
+            10 => RaidLevel::Raid01 { drives },
+            4 => RaidLevel::Raid4 { drives },
+            5 => RaidLevel::Raid5 { drives },
+            6 => RaidLevel::Raid6 { drives },
+            100 => RaidLevel::Erasure { k: drives.checked_sub(parity)?, m: parity },
+            _ => return None,
+        })
+    }
+
     fn validate(self) -> Result<()> {
         let (k, m) = self.shape();
         let bad = |reason: String| Err(Error::InvalidConfig { reason });

@@ -49,6 +49,11 @@ enum Op {
         blocks: u64,
     },
     Flush,
+    /// Discard: the blocks read as zeros afterwards.
+    Discard {
+        lba: u64,
+        blocks: u64,
+    },
     FailDrive {
         drive: usize,
     },
@@ -67,6 +72,7 @@ fn op() -> impl Strategy<Value = Op> {
         }),
         4 => (0..LOGICAL_BLOCKS, 1..=6u64).prop_map(|(lba, blocks)| Op::Read { lba: lba.min(LOGICAL_BLOCKS - blocks), blocks }),
         1 => Just(Op::Flush),
+        1 => (0..LOGICAL_BLOCKS, 1..=6u64).prop_map(|(lba, blocks)| Op::Discard { lba: lba.min(LOGICAL_BLOCKS - blocks), blocks }),
         1 => (0..6usize).prop_map(|drive| Op::FailDrive { drive }),
         2 => Just(Op::Settle),
     ]
@@ -128,7 +134,7 @@ fn run_on(
                 let r = sim.run_until_response(id);
                 prop_assert!(r.is_some_and(|r| r.result.is_ok()), "{}: flush failed", ctx(step, op));
             }
-            Op::Settle | Op::Read { .. } | Op::FailDrive { .. } => {}
+            Op::Settle | Op::Read { .. } | Op::FailDrive { .. } | Op::Discard { .. } => {}
         }
         // End of a batch: everything written so far must be acknowledged.
         for r in sim.run_until_idle() {
@@ -148,6 +154,16 @@ fn run_on(
                     let want = model.get(&(lba + i)).cloned().unwrap_or_else(|| vec![0; BLOCK]);
                     let got = &data[i as usize * BLOCK..(i as usize + 1) * BLOCK];
                     prop_assert!(got == want.as_slice(), "{}: LBA {} differs from the model", ctx(step, op), lba + i);
+                }
+            }
+            Op::Discard { lba, blocks } => {
+                let id = next_id;
+                next_id += 1;
+                sim.submit(id, Request::Discard { lba: *lba, blocks: *blocks });
+                let r = sim.run_until_response(id).expect("discard answered");
+                prop_assert!(r.result.is_ok(), "{}: discard failed", ctx(step, op));
+                for i in 0..*blocks {
+                    model.remove(&(lba + i));
                 }
             }
             Op::FailDrive { drive } => {

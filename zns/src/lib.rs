@@ -15,6 +15,7 @@ pub mod error;
 pub mod geometry;
 mod media;
 pub mod nvme;
+pub mod reserved;
 pub mod timing;
 pub mod zone;
 
@@ -23,5 +24,6 @@ pub use emulator::{EmulatedDrive, PowerCutReport};
 pub use error::{Error, Result};
 pub use geometry::Geometry;
 pub use nvme::NvmeDrive;
+pub use reserved::ReservedZones;
 pub use timing::TimingParams;
 pub use zone::{ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};
