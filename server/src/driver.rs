@@ -1,1 +1,400 @@
+//! The engine thread: the sans-I/O engine driven over real drives (NVMe passthrough rings
+//! or emulated drive files) in real time. Frontends send it `Message`s over a bounded
+//! channel and get answers on their own channel, with a wake-up call (the ublk queues
+//! use an eventfd) so they need not poll.
+//!
+//! One thread owns the engine and every drive: no locks on the I/O path. It blocks on the
+//! channel when nothing is in flight, and on a drive when commands are in flight and no
+//! message waits.
 
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use zapraid_engine::{Engine, Request, Status};
+use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
+
+use crate::array::Drive;
+use crate::error::{Error, Result};
+
+/// Messages waiting for the engine thread at most: senders block beyond this.
+pub const MESSAGE_QUEUE_CAPACITY: usize = 1024;
+
+/// Latencies kept for percentiles: the newest this many requests of each kind.
+const LATENCY_SAMPLES: usize = 65_536;
+
+/// An answer: the request's tag and its result (read data, or nothing).
+pub type Answer = (u64, zapraid_engine::Result<Vec<u8>>);
+
+/// Where a frontend wants its answers.
+pub struct ReplyTo {
+    pub tx: Sender<Answer>,
+    /// Called after each answer is sent.
+    pub wake: Box<dyn Fn() + Send + Sync>,
+}
+
+pub enum Message {
+    /// A block request; `tag` comes back with the answer.
+    Io {
+        tag: u64,
+        request: Request,
+        reply: Arc<ReplyTo>,
+    },
+    Status(Sender<ArrayStatus>),
+    /// Mark a drive failed (by array index): nothing more is sent to it.
+    FailDrive {
+        drive: usize,
+        done: Sender<Result<()>>,
+    },
+    /// Clean stop: finish what was sent, write the stop footer, end the thread.
+    Stop,
+}
+
+/// What `zapraid status` shows of a running array.
+#[derive(Clone, Debug, Default)]
+pub struct ArrayStatus {
+    pub engine: Status,
+    pub drives: usize,
+    pub logical_blocks: u64,
+    pub block_size_bytes: u32,
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub discards: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub errors: u64,
+    /// p50, p99, p99.9 in microseconds, over the newest requests.
+    pub read_latency_us: [f64; 3],
+    pub write_latency_us: [f64; 3],
+    pub uptime_s: f64,
+    pub stopping: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+    Flush,
+    Discard,
+}
+
+struct Pending {
+    reply: Arc<ReplyTo>,
+    tag: u64,
+    started: Instant,
+    kind: Kind,
+}
+
+/// A running engine thread.
+pub struct EngineThread {
+    pub tx: Sender<Message>,
+    handle: JoinHandle<Result<()>>,
+}
+
+impl EngineThread {
+    /// Starts the thread with a recovered (or new) engine over the array's drives.
+    pub fn spawn(engine: Engine, drives: Vec<ReservedZones<Drive>>, block_size_bytes: u32) -> Result<Self> {
+        let (tx, rx) = crossbeam_channel::bounded(MESSAGE_QUEUE_CAPACITY);
+        let handle = std::thread::Builder::new()
+            .name("zapraid-engine".into())
+            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, rx).run())
+            .map_err(|source| Error::Io { path: "engine thread".into(), context: "cannot start", source })?;
+        Ok(EngineThread { tx, handle })
+    }
+
+    /// Waits for the thread to end (after `Message::Stop`, or when every sender is gone).
+    pub fn join(self) -> Result<()> {
+        drop(self.tx);
+        self.handle.join().map_err(|_| Error::EngineGone)?
+    }
+}
+
+struct EngineLoop {
+    engine: Engine,
+    drives: Vec<ReservedZones<Drive>>,
+    rx: Receiver<Message>,
+    started: Instant,
+    next_id: u64,
+    pending: HashMap<u64, Pending>,
+    status: ArrayStatus,
+    read_latencies: VecDeque<u32>,
+    write_latencies: VecDeque<u32>,
+    stopping: bool,
+}
+
+impl EngineLoop {
+    fn new(engine: Engine, drives: Vec<ReservedZones<Drive>>, block_size_bytes: u32, rx: Receiver<Message>) -> Self {
+        let status = ArrayStatus {
+            drives: drives.len(),
+            logical_blocks: engine.logical_blocks(),
+            block_size_bytes,
+            ..ArrayStatus::default()
+        };
+        EngineLoop {
+            engine,
+            drives,
+            rx,
+            started: Instant::now(),
+            next_id: 0,
+            pending: HashMap::new(),
+            status,
+            read_latencies: VecDeque::new(),
+            write_latencies: VecDeque::new(),
+            stopping: false,
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    fn in_flight(&self) -> usize {
+        self.drives.iter().map(|d| d.in_flight()).sum()
+    }
+
+    fn run(mut self) -> Result<()> {
+        let mut completions: Vec<Completion> = Vec::new();
+        loop {
+            // Messages: wait for one only when nothing else can move.
+            let mut got_message = false;
+            if self.in_flight() == 0 {
+                let message = match self.engine.next_timer_ns() {
+                    Some(at) => {
+                        let wait = Duration::from_nanos(at.saturating_sub(self.now_ns()));
+                        match self.rx.recv_timeout(wait) {
+                            Ok(m) => Some(m),
+                            Err(RecvTimeoutError::Timeout) => None,
+                            Err(RecvTimeoutError::Disconnected) => Some(Message::Stop),
+                        }
+                    }
+                    None if self.stopping => None,
+                    None => Some(self.rx.recv().unwrap_or(Message::Stop)),
+                };
+                if let Some(m) = message {
+                    got_message = true;
+                    self.take(m);
+                }
+            }
+            for _ in 0..MESSAGE_QUEUE_CAPACITY {
+                match self.rx.try_recv() {
+                    Ok(m) => {
+                        got_message = true;
+                        self.take(m);
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        self.take(Message::Stop);
+                        break;
+                    }
+                }
+            }
+            self.dispatch();
+            // Completions: reap what is there; block on a busy drive if nothing else to do.
+            let mut reaped = 0;
+            for i in 0..self.drives.len() {
+                completions.clear();
+                reaped += self.drives[i].reap(&mut completions);
+                let now = self.now_ns();
+                for c in completions.drain(..) {
+                    self.engine.on_completion(i, c, now);
+                }
+            }
+            if reaped == 0 && !got_message {
+                if let Some(i) = (0..self.drives.len()).find(|i| self.drives[*i].in_flight() > 0) {
+                    completions.clear();
+                    self.drives[i].wait(&mut completions);
+                    let now = self.now_ns();
+                    for c in completions.drain(..) {
+                        self.engine.on_completion(i, c, now);
+                    }
+                }
+            }
+            let now = self.now_ns();
+            self.engine.tick(now);
+            self.dispatch();
+            self.answer();
+            if self.stopping && self.engine.is_stopped() && self.in_flight() == 0 {
+                self.answer();
+                tracing::info!("engine stopped cleanly");
+                return Ok(());
+            }
+        }
+    }
+
+    fn take(&mut self, message: Message) {
+        match message {
+            Message::Io { tag, request, reply } => {
+                let kind = match &request {
+                    Request::Read { .. } => Kind::Read,
+                    Request::Write { .. } => Kind::Write,
+                    Request::Flush => Kind::Flush,
+                    Request::Discard { .. } => Kind::Discard,
+                };
+                if let Request::Write { data, .. } = &request {
+                    self.status.bytes_written += data.len() as u64;
+                }
+                let id = self.next_id;
+                self.next_id += 1;
+                self.pending.insert(id, Pending { reply, tag, started: Instant::now(), kind });
+                let now = self.now_ns();
+                self.engine.submit(id, request, now);
+            }
+            Message::Status(tx) => {
+                let _ = tx.send(self.snapshot());
+            }
+            Message::FailDrive { drive, done } => {
+                let result = if drive < self.drives.len() {
+                    tracing::warn!(drive, "drive marked failed");
+                    self.engine.fail_drive(drive);
+                    Ok(())
+                } else {
+                    Err(Error::Config { reason: format!("no drive {drive}: the array has {}", self.drives.len()) })
+                };
+                let _ = done.send(result);
+            }
+            Message::Stop => {
+                if !self.stopping {
+                    tracing::info!("clean stop requested");
+                    self.stopping = true;
+                    let now = self.now_ns();
+                    self.engine.stop(now);
+                }
+            }
+        }
+    }
+
+    fn dispatch(&mut self) {
+        while let Some(cmd) = self.engine.poll_command() {
+            self.drives[cmd.drive].submit(cmd.tag, cmd.command);
+        }
+    }
+
+    fn answer(&mut self) {
+        while let Some(response) = self.engine.poll_response() {
+            let Some(p) = self.pending.remove(&response.id) else { continue };
+            let micros = p.started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+            match p.kind {
+                Kind::Read => {
+                    self.status.reads += 1;
+                    if let Ok(data) = &response.result {
+                        self.status.bytes_read += data.len() as u64;
+                    }
+                    push_sample(&mut self.read_latencies, micros);
+                }
+                Kind::Write => {
+                    self.status.writes += 1;
+                    push_sample(&mut self.write_latencies, micros);
+                }
+                Kind::Flush => self.status.flushes += 1,
+                Kind::Discard => self.status.discards += 1,
+            }
+            if let Err(e) = &response.result {
+                self.status.errors += 1;
+                tracing::warn!(error = %e, "request failed");
+            }
+            if p.reply.tx.send((p.tag, response.result)).is_ok() {
+                (p.reply.wake)();
+            }
+        }
+    }
+
+    fn snapshot(&self) -> ArrayStatus {
+        ArrayStatus {
+            engine: self.engine.status(),
+            read_latency_us: percentiles(&self.read_latencies),
+            write_latency_us: percentiles(&self.write_latencies),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            stopping: self.stopping,
+            ..self.status.clone()
+        }
+    }
+}
+
+fn push_sample(samples: &mut VecDeque<u32>, micros: u32) {
+    if samples.len() == LATENCY_SAMPLES {
+        samples.pop_front();
+    }
+    samples.push_back(micros);
+}
+
+fn percentiles(samples: &VecDeque<u32>) -> [f64; 3] {
+    if samples.is_empty() {
+        return [0.0; 3];
+    }
+    let mut sorted: Vec<u32> = samples.iter().copied().collect();
+    sorted.sort_unstable();
+    let at = |q: f64| f64::from(sorted[((sorted.len() - 1) as f64 * q).round() as usize]);
+    [at(0.5), at(0.99), at(0.999)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::{assemble, format, recover, FormatOptions};
+    use std::path::PathBuf;
+    use zapraid_engine::{Mode, RaidLevel};
+    use zapraid_zns::{EmulatedDrive, Geometry};
+
+    fn reply() -> (Arc<ReplyTo>, Receiver<Answer>) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        (Arc::new(ReplyTo { tx, wake: Box::new(|| {}) }), rx)
+    }
+
+    /// Format drive files, start, write, stop cleanly, start again (drives named in
+    /// another order), read back; the second run ends by dropping every sender, which
+    /// stops cleanly too; a third start reads back once more.
+    #[test]
+    fn format_start_write_stop_start_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = Geometry { metadata_bytes_per_block: 64, ..Geometry::small(12, 256, 240) };
+        let paths: Vec<_> = (0..4).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
+        for (i, p) in paths.iter().enumerate() {
+            EmulatedDrive::create_file(p, g, i as u64).unwrap();
+        }
+        let options = FormatOptions {
+            level: RaidLevel::Raid5 { drives: 4 },
+            mode: Mode::ZapRaid { group_size: 4 },
+            chunk_bytes: 4096,
+            name: "t".into(),
+            force: false,
+        };
+        let formatted = format(&paths, &options, |_, _| {}).unwrap();
+        assert!(format(&paths, &options, |_, _| {}).is_err(), "formatting a member again needs --force");
+        let block = formatted.block_size_bytes as usize;
+        let data: Vec<u8> = (0..64 * block).map(|i| (i * 7 % 251) as u8).collect();
+        let run = |order: Vec<PathBuf>, write: bool, stop: bool| -> Vec<u8> {
+            let mut assembled = assemble(&order).unwrap();
+            let engine = recover(&mut assembled).unwrap();
+            let thread = EngineThread::spawn(engine, assembled.drives, formatted.block_size_bytes).unwrap();
+            let (to, answers) = reply();
+            if write {
+                thread
+                    .tx
+                    .send(Message::Io {
+                        tag: 1,
+                        request: Request::Write { lba: 10, data: data.clone() },
+                        reply: to.clone(),
+                    })
+                    .unwrap();
+                thread.tx.send(Message::Io { tag: 2, request: Request::Flush, reply: to.clone() }).unwrap();
+                for _ in 0..2 {
+                    assert!(answers.recv().unwrap().1.is_ok());
+                }
+            }
+            thread.tx.send(Message::Io { tag: 3, request: Request::Read { lba: 10, blocks: 64 }, reply: to }).unwrap();
+            let got = answers.recv().unwrap().1.unwrap();
+            if stop {
+                thread.tx.send(Message::Stop).unwrap();
+            }
+            thread.join().unwrap();
+            got
+        };
+        assert!(run(paths.clone(), true, true) == data);
+        let reversed: Vec<_> = paths.iter().rev().cloned().collect();
+        assert!(run(reversed, false, false) == data, "after a clean stop, drives in another order");
+        assert!(run(paths.clone(), false, true) == data, "after the senders went away");
+    }
+}

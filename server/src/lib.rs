@@ -1,1 +1,9 @@
+//! Runs a zapraid array on drives: `array` (format, assemble, recover), `driver` (the
+//! engine on its own thread over the drives, fed through bounded channels), `ublk` (the
+//! Linux block device), `control` (the socket `zapraid stop/status/fail` talk to).
+
+pub mod array;
 pub mod driver;
+pub mod error;
+
+pub use error::{Error, Result};

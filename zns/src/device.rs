@@ -120,3 +120,30 @@ pub fn report_all_zones<D: ZonedDevice + ?Sized>(device: &mut D) -> Result<Vec<Z
     }
     Ok(zones)
 }
+
+/// A boxed device is a device (arrays hold drives of different kinds side by side).
+impl<D: ZonedDevice + ?Sized> ZonedDevice for Box<D> {
+    fn geometry(&self) -> Geometry {
+        (**self).geometry()
+    }
+
+    fn queue_depth(&self) -> usize {
+        (**self).queue_depth()
+    }
+
+    fn submit(&mut self, tag: Tag, command: Command) {
+        (**self).submit(tag, command)
+    }
+
+    fn reap(&mut self, out: &mut Vec<Completion>) -> usize {
+        (**self).reap(out)
+    }
+
+    fn wait(&mut self, out: &mut Vec<Completion>) -> usize {
+        (**self).wait(out)
+    }
+
+    fn in_flight(&self) -> usize {
+        (**self).in_flight()
+    }
+}

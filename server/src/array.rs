@@ -1,0 +1,357 @@
+//! Arrays on drives: `format` writes the array superblock to zone 0 of every drive (and
+//! empties the rest); `assemble` reads the superblocks back, puts the drives in array
+//! order whatever order they were named in, and `recover` rebuilds the engine from them.
+//!
+//! Drives are NVMe ZNS namespaces (`/dev/ngXnY`, io_uring passthrough) or emulated drive
+//! files. Everything read from a drive is checked: a drive of another array, a repeated
+//! or missing drive index, or mismatched geometry is an error naming the drive.
+
+use std::path::{Path, PathBuf};
+
+use zapraid_engine::format::{ArraySuperblock, BLOCK_METADATA_BYTES};
+use zapraid_engine::recovery::Recovery;
+use zapraid_engine::{Config, Engine, Layout, Mode, RaidLevel, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
+use zapraid_zns::{
+    execute, Command, Completion, EmulatedDrive, Geometry, NvmeDrive, ReservedZones, ZoneAction, ZoneTarget,
+    ZonedDevice,
+};
+
+use crate::error::{Error, Result};
+
+/// Zones at the start of each drive kept for the array superblock.
+pub const SUPERBLOCK_ZONES: u32 = 1;
+
+/// A drive as the array uses it.
+pub type Drive = Box<dyn ZonedDevice + Send>;
+
+/// Opens an NVMe namespace (a character device) or an emulated drive file.
+pub fn open_drive(path: &Path) -> Result<Drive> {
+    let meta = std::fs::metadata(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        context: "cannot open",
+        source,
+    })?;
+    use std::os::unix::fs::FileTypeExt;
+    let device: Drive = if meta.file_type().is_char_device() {
+        Box::new(NvmeDrive::open(path).map_err(|source| Error::Drive { path: path.to_path_buf(), source })?)
+    } else if meta.is_file() {
+        Box::new(EmulatedDrive::open_file(path).map_err(|source| Error::Drive { path: path.to_path_buf(), source })?)
+    } else {
+        return Err(Error::Refused {
+            path: path.to_path_buf(),
+            reason: "neither an NVMe namespace (/dev/ngXnY) nor an emulated drive file".into(),
+        });
+    };
+    Ok(device)
+}
+
+/// How to format an array.
+#[derive(Clone, Debug)]
+pub struct FormatOptions {
+    pub level: RaidLevel,
+    pub mode: Mode,
+    pub chunk_bytes: u64,
+    pub name: String,
+    /// Overwrite drives that hold another array.
+    pub force: bool,
+}
+
+/// Zones left free on top of the exported capacity so that garbage collection always has
+/// room to work: this many, or a tenth of the zones if more.
+pub const SPARE_ZONES_MIN: u32 = 4;
+
+/// What `format` made.
+#[derive(Clone, Copy, Debug)]
+pub struct Formatted {
+    pub uuid: [u8; 16],
+    pub logical_blocks: u64,
+    pub block_size_bytes: u32,
+}
+
+fn mode_code(mode: Mode) -> (u8, u32) {
+    match mode {
+        Mode::ZapRaid { group_size } => (0, group_size),
+        Mode::ZoneWriteOnly => (1, 1),
+        Mode::ZoneAppendOnly => (2, 1),
+    }
+}
+
+fn mode_from_code(code: u8, group_size: u32) -> Option<Mode> {
+    match code {
+        0 => Some(Mode::ZapRaid { group_size }),
+        1 => Some(Mode::ZoneWriteOnly),
+        2 => Some(Mode::ZoneAppendOnly),
+        _ => None,
+    }
+}
+
+/// Reads the superblock of a raw drive, if it has one.
+pub fn read_superblock(drive: &mut dyn ZonedDevice) -> Option<ArraySuperblock> {
+    let g = drive.geometry();
+    let c = execute(
+        drive,
+        Command::Read {
+            lba: 0,
+            data: vec![0; g.block_size_bytes as usize],
+            metadata: vec![0; g.metadata_bytes_per_block as usize],
+        },
+    );
+    c.result.ok().and_then(|_| ArraySuperblock::decode(&c.data).ok())
+}
+
+fn check_completion(path: &Path, what: &'static str, c: Completion) -> Result<()> {
+    c.result.map(|_| ()).map_err(|source| Error::DriveCommand { path: path.to_path_buf(), what, source })
+}
+
+/// Formats `paths` as one array; `progress(done, total)` is told as each drive is done.
+pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnMut(usize, usize)) -> Result<Formatted> {
+    let (k, m) = options.level.shape();
+    if k + m != paths.len() {
+        return Err(Error::Config {
+            reason: format!("{:?} needs {} drives, {} given", options.level, k + m, paths.len()),
+        });
+    }
+    let mut drives = Vec::new();
+    let mut geometry: Option<Geometry> = None;
+    for path in paths {
+        let mut drive = open_drive(path)?;
+        let g = drive.geometry();
+        if (g.metadata_bytes_per_block as usize) < BLOCK_METADATA_BYTES {
+            return Err(Error::Refused {
+                path: path.clone(),
+                reason: format!(
+                    "its LBA format has {} bytes of per-block metadata; zapraid keeps {BLOCK_METADATA_BYTES} bytes \
+                     per block there (format the namespace with a metadata size of at least {BLOCK_METADATA_BYTES}, \
+                     e.g. nvme format --lbaf=N)",
+                    g.metadata_bytes_per_block
+                ),
+            });
+        }
+        match geometry {
+            None => geometry = Some(g),
+            Some(first) if first != g => {
+                return Err(Error::Refused {
+                    path: path.clone(),
+                    reason: format!("its geometry differs from the first drive's: {g:?} vs {first:?}"),
+                })
+            }
+            Some(_) => {}
+        }
+        if let Some(existing) = read_superblock(drive.as_mut()) {
+            if !options.force {
+                return Err(Error::Refused {
+                    path: path.clone(),
+                    reason: format!(
+                        "it is drive {} of array \"{}\" ({}); add --force to overwrite it",
+                        existing.drive_index.get(),
+                        existing.name(),
+                        uuid_text(&existing.array_uuid)
+                    ),
+                });
+            }
+        }
+        drives.push(drive);
+    }
+    let raw = geometry.expect("at least one drive");
+    let array_geometry = Geometry { zone_count: raw.zone_count - SUPERBLOCK_ZONES, ..raw };
+    let layout = Layout::new(&array_geometry, options.level, options.mode, options.chunk_bytes)?;
+    let spare = SPARE_ZONES_MIN.max(array_geometry.zone_count / 10);
+    if array_geometry.zone_count <= spare + 1 {
+        return Err(Error::Config {
+            reason: format!("the drives have {} zones; an array needs more than {}", raw.zone_count, spare + 2),
+        });
+    }
+    let logical_blocks = layout.data_blocks_per_segment() * u64::from(array_geometry.zone_count - spare);
+    let uuid = new_uuid();
+    let mut name = [0u8; 32];
+    let bytes = options.name.as_bytes();
+    if bytes.len() > name.len() {
+        return Err(Error::Config { reason: format!("array name \"{}\" is longer than 32 bytes", options.name) });
+    }
+    name[..bytes.len()].copy_from_slice(bytes);
+    let (mode, group_size) = mode_code(options.mode);
+    let total = drives.len();
+    for (index, (drive, path)) in drives.iter_mut().zip(paths).enumerate() {
+        // Empty every zone, then write the superblock as the first block of zone 0.
+        for zone in 0..raw.zone_count {
+            let target = ZoneTarget::Zone { start_lba: raw.zone_start_lba(zone) };
+            let c = execute(drive.as_mut(), Command::ManageZone { action: ZoneAction::Reset, target });
+            check_completion(path, "zone reset", c)?;
+        }
+        let superblock = ArraySuperblock {
+            magic: [0; 8],
+            version: 0.into(),
+            superblock_bytes: 0.into(),
+            array_uuid: uuid,
+            drive_index: (index as u32).into(),
+            drive_count: (total as u32).into(),
+            data_chunks: (k as u32).into(),
+            parity_chunks: (m as u32).into(),
+            level: options.level.code(),
+            mode,
+            reserved0: 0.into(),
+            chunk_bytes: (options.chunk_bytes as u32).into(),
+            group_size: group_size.into(),
+            block_size_bytes: raw.block_size_bytes.into(),
+            reserved_zones: SUPERBLOCK_ZONES.into(),
+            logical_blocks: logical_blocks.into(),
+            stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS.into(),
+            created_unix_s: unix_now_s().into(),
+            name,
+            reserved1: 0.into(),
+            crc32c: 0.into(),
+        }
+        .seal();
+        let mut data = vec![0u8; raw.block_size_bytes as usize];
+        data[..std::mem::size_of::<ArraySuperblock>()].copy_from_slice(zerocopy::IntoBytes::as_bytes(&superblock));
+        let metadata = vec![0u8; raw.metadata_bytes_per_block as usize];
+        let c = execute(drive.as_mut(), Command::Write { lba: 0, data, metadata });
+        check_completion(path, "superblock write", c)?;
+        progress(index + 1, total);
+    }
+    Ok(Formatted { uuid, logical_blocks, block_size_bytes: raw.block_size_bytes })
+}
+
+/// An array's drives in array order, and what it is.
+pub struct Assembled {
+    pub drives: Vec<ReservedZones<Drive>>,
+    pub paths: Vec<PathBuf>,
+    pub geometry: Geometry,
+    pub config: Config,
+    pub name: String,
+}
+
+/// Opens `paths`, reads their superblocks and orders them as the array's drives.
+pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
+    let mut found: Vec<(ArraySuperblock, Drive, PathBuf)> = Vec::new();
+    for path in paths {
+        let mut drive = open_drive(path)?;
+        let Some(sb) = read_superblock(drive.as_mut()) else {
+            return Err(Error::Refused {
+                path: path.clone(),
+                reason: "it holds no zapraid array superblock (run zapraid format first)".into(),
+            });
+        };
+        if let Some((first, _, first_path)) = found.first() {
+            if first.array_uuid != sb.array_uuid {
+                return Err(Error::Refused {
+                    path: path.clone(),
+                    reason: format!(
+                        "it belongs to array {} (\"{}\"), {} to {}",
+                        uuid_text(&sb.array_uuid),
+                        sb.name(),
+                        first_path.display(),
+                        uuid_text(&first.array_uuid)
+                    ),
+                });
+            }
+        }
+        if let Some((_, _, other)) = found.iter().find(|(s, _, _)| s.drive_index.get() == sb.drive_index.get()) {
+            return Err(Error::Refused {
+                path: path.clone(),
+                reason: format!("it is drive {} of the array, as is {}", sb.drive_index.get(), other.display()),
+            });
+        }
+        found.push((sb, drive, path.clone()));
+    }
+    let Some((first, _, _)) = found.first() else {
+        return Err(Error::Config { reason: "no drives given".into() });
+    };
+    let first = *first;
+    let drive_count = first.drive_count.get() as usize;
+    if found.len() != drive_count {
+        let missing: Vec<u32> =
+            (0..drive_count as u32).filter(|i| !found.iter().any(|(s, _, _)| s.drive_index.get() == *i)).collect();
+        return Err(Error::Config {
+            reason: format!(
+                "array \"{}\" has {drive_count} drives, {} given (missing drive indexes {missing:?})",
+                first.name(),
+                found.len()
+            ),
+        });
+    }
+    found.sort_by_key(|(s, _, _)| s.drive_index.get());
+    let level = RaidLevel::from_code(first.level, drive_count, first.parity_chunks.get() as usize)
+        .ok_or_else(|| Error::Config { reason: format!("unknown RAID level code {}", first.level) })?;
+    let mode = mode_from_code(first.mode, first.group_size.get())
+        .ok_or_else(|| Error::Config { reason: format!("unknown mode code {}", first.mode) })?;
+    let config = Config {
+        level,
+        mode,
+        chunk_bytes: u64::from(first.chunk_bytes.get()),
+        stripe_timeout_ns: first.stripe_timeout_ns.get(),
+        logical_blocks: first.logical_blocks.get(),
+        lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        array_uuid: first.array_uuid,
+    };
+    let mut drives = Vec::new();
+    let mut ordered_paths = Vec::new();
+    let mut geometry = None;
+    for (sb, drive, path) in found {
+        let reserved = ReservedZones::new(drive, sb.reserved_zones.get())
+            .map_err(|source| Error::Drive { path: path.clone(), source })?;
+        let g = reserved.geometry();
+        if *geometry.get_or_insert(g) != g {
+            return Err(Error::Refused { path, reason: "its geometry differs from the other drives'".into() });
+        }
+        drives.push(reserved);
+        ordered_paths.push(path);
+    }
+    Ok(Assembled { drives, paths: ordered_paths, geometry: geometry.expect("drives"), config, name: first.name() })
+}
+
+/// Rebuilds the engine from the drives (after a clean stop or a crash).
+pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
+    let mut recovery = Recovery::new(assembled.geometry, assembled.config)?;
+    let mut out = Vec::new();
+    loop {
+        while let Some(cmd) = recovery.poll_command() {
+            assembled.drives[cmd.drive].submit(cmd.tag, cmd.command);
+        }
+        if recovery.is_done() {
+            break;
+        }
+        let mut progressed = false;
+        for (i, drive) in assembled.drives.iter_mut().enumerate() {
+            if drive.in_flight() == 0 {
+                continue;
+            }
+            out.clear();
+            drive.wait(&mut out);
+            for completion in out.drain(..) {
+                progressed = true;
+                recovery.on_completion(i, completion);
+            }
+        }
+        if !progressed && !recovery.is_done() {
+            return Err(Error::Config { reason: "recovery is waiting for commands no drive has".into() });
+        }
+    }
+    Ok(recovery.finish()?)
+}
+
+fn unix_now_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A random array identity, from the kernel's random source.
+fn new_uuid() -> [u8; 16] {
+    let mut uuid = [0u8; 16];
+    if let Ok(bytes) = std::fs::read("/proc/sys/kernel/random/uuid") {
+        let hex: Vec<u8> = bytes.iter().copied().filter(u8::is_ascii_hexdigit).collect();
+        for (i, pair) in hex.chunks(2).take(16).enumerate() {
+            uuid[i] = u8::from_str_radix(std::str::from_utf8(pair).unwrap_or("0"), 16).unwrap_or(0);
+        }
+    }
+    if uuid == [0; 16] {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        uuid = (nanos ^ u128::from(std::process::id()) << 64).to_le_bytes();
+    }
+    uuid
+}
+
+/// A UUID in its usual text form.
+pub fn uuid_text(uuid: &[u8; 16]) -> String {
+    let h: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+}
