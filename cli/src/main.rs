@@ -1,5 +1,6 @@
 //! `zapraid`: the command line of the zapraid RAID engine for ZNS SSDs.
 
+mod array;
 mod bench;
 mod device;
 mod emu;
@@ -11,11 +12,10 @@ use clap::{Parser, Subcommand};
 /// zapraid: a log-structured RAID engine for Zoned Namespace (ZNS) SSDs, after the
 /// ZapRAID paper (Li et al.).
 ///
-/// Status: built are the zoned-device layer (emulated ZNS drives, their timing model, real
-/// NVMe ZNS drives through io_uring passthrough, the conformance suite) and the RAID
-/// engine in simulation (`zapraid bench`). Arrays on drives (format, start, stop, status),
-/// crash recovery and the ublk block device are not built yet; commands for them will
-/// appear here when they are.
+/// Arrays live on NVMe ZNS drives or emulated drive files: `format`, then `start` (the
+/// block device /dev/ublkbN), `status`, `fail`, `stop`. `emu`, `device`, `simulate` and
+/// `bench` work with drives and the engine directly. Not built yet: full-drive rebuild
+/// onto a new drive, L2P offload, trace replay.
 #[derive(Parser)]
 #[command(name = "zapraid", version, propagate_version = true)]
 struct Cli {
@@ -25,6 +25,24 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Top {
+    /// Make an array of ZNS drives (NVMe /dev/ngXnY or emulated drive files): empties
+    /// them and writes the array superblock to each. Refuses drives of another array
+    /// unless --force.
+    Format(array::FormatArgs),
+    /// Assemble an array from its drives (any order), recover it, and export it as a
+    /// block device (/dev/ublkbN, needs the ublk kernel module); prints the device path.
+    /// Runs until `zapraid stop`, in the foreground or with --daemon in the background.
+    Start(array::StartArgs),
+    /// Stop a running array cleanly: remove its block device, write what is in flight,
+    /// record the open segment so the next start is fast.
+    Stop(array::StopArgs),
+    /// State of running arrays: drives, capacity, segments, I/O counters, latency.
+    Status(array::StatusArgs),
+    /// Mark a drive of a running array failed (for testing and operations): nothing more
+    /// is sent to it; its blocks are rebuilt from parity on read.
+    Fail(array::FailArgs),
+    /// Show a drive's array superblock, zones and segment headers.
+    Inspect(array::InspectArgs),
     /// Emulated ZNS drives: create them, inspect them, calibrate their timing model.
     #[command(subcommand)]
     Emu(emu::EmuCommand),
@@ -42,12 +60,21 @@ enum Top {
 }
 
 fn main() {
+    // Piped into `head`, end quietly like other Unix tools instead of failing to print.
+    // SAFETY: restores the default disposition of one signal before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Top::Format(args) => array::run_format(args),
+        Top::Start(args) => array::run_start(args),
+        Top::Stop(args) => array::run_stop(args),
+        Top::Status(args) => array::run_status(args),
+        Top::Fail(args) => array::run_fail(args),
+        Top::Inspect(args) => array::run_inspect(args),
         Top::Emu(command) => emu::run(command),
         Top::Device(command) => device::run(command),
         Top::Bench(args) => bench::run(args),

@@ -12,7 +12,7 @@ use zapraid_zns::{Geometry, TimingParams};
 use crate::size::{format_bytes, parse_bytes};
 
 #[derive(Clone, Copy, ValueEnum)]
-enum Level {
+pub enum Level {
     Raid0,
     Raid1,
     Raid01,
@@ -22,7 +22,7 @@ enum Level {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum WriteMode {
+pub enum WriteMode {
     /// Stripe groups written with Zone Append (the paper's design).
     Zapraid,
     /// Every stripe at a fixed offset with Zone Write.
@@ -77,20 +77,30 @@ fn block_pattern(lba: u64, seed: u64, block: usize) -> Vec<u8> {
         .collect()
 }
 
-pub fn run(args: SimulateArgs) -> Result<()> {
-    let level = match args.level {
-        Level::Raid0 => RaidLevel::Raid0 { drives: args.drives },
-        Level::Raid1 => RaidLevel::Raid1 { drives: args.drives },
-        Level::Raid01 => RaidLevel::Raid01 { drives: args.drives },
-        Level::Raid4 => RaidLevel::Raid4 { drives: args.drives },
-        Level::Raid5 => RaidLevel::Raid5 { drives: args.drives },
-        Level::Raid6 => RaidLevel::Raid6 { drives: args.drives },
-    };
-    let mode = match args.mode {
-        WriteMode::Zapraid => Mode::ZapRaid { group_size: args.group_size },
+/// The RAID level a command line names, over `drives` drives.
+pub fn raid_level(level: Level, drives: usize) -> RaidLevel {
+    match level {
+        Level::Raid0 => RaidLevel::Raid0 { drives },
+        Level::Raid1 => RaidLevel::Raid1 { drives },
+        Level::Raid01 => RaidLevel::Raid01 { drives },
+        Level::Raid4 => RaidLevel::Raid4 { drives },
+        Level::Raid5 => RaidLevel::Raid5 { drives },
+        Level::Raid6 => RaidLevel::Raid6 { drives },
+    }
+}
+
+/// The write mode a command line names.
+pub fn write_mode(mode: WriteMode, group_size: u32) -> Mode {
+    match mode {
+        WriteMode::Zapraid => Mode::ZapRaid { group_size },
         WriteMode::ZoneWrite => Mode::ZoneWriteOnly,
         WriteMode::ZoneAppend => Mode::ZoneAppendOnly,
-    };
+    }
+}
+
+pub fn run(args: SimulateArgs) -> Result<()> {
+    let level = raid_level(args.level, args.drives);
+    let mode = write_mode(args.mode, args.group_size);
     let g = geometry();
     let block = u64::from(g.block_size_bytes);
     let blocks = args.size.div_ceil(block);

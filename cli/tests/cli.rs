@@ -111,3 +111,70 @@ fn simulate_verifies_degraded_reads_and_refuses_wrong_data() {
     assert!(!out.status.success());
     assert!(text(&out).1.contains("at least 3 drives"), "{:?}", text(&out));
 }
+
+/// Arrays on drive files: format (and its refusals), start in the background without a
+/// block device (drives in another order), status --json, fail, stop, inspect.
+#[test]
+fn format_start_status_fail_stop_inspect() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let cli = |args: &[&str]| -> Output {
+        Command::new(env!("CARGO_BIN_EXE_zapraid"))
+            .args(args)
+            .env("ZAPRAID_RUN_DIR", &run_dir)
+            .output()
+            .expect("run zapraid")
+    };
+    let d = dir.path().join("d");
+    let bare = dir.path().join("bare");
+    let (d, bare) = (d.to_str().unwrap(), bare.to_str().unwrap());
+    let create = |dir: &str, metadata: &str| {
+        let out = cli(&["emu", "create", "--dir", dir, "--drives", "4", "--zones", "12", "--zone-size", "512K"]
+            .iter()
+            .copied()
+            .chain(["--zone-capacity", "480K", "--metadata", metadata])
+            .collect::<Vec<_>>());
+        assert!(out.status.success(), "{:?}", text(&out));
+    };
+    create(d, "64");
+    create(bare, "0");
+    let drives: Vec<String> = (0..4).map(|i| format!("{d}/drive{i}.zns")).collect();
+    let drives: Vec<&str> = drives.iter().map(String::as_str).collect();
+    // A drive without per-block metadata is refused with the reason.
+    let bare_drives: Vec<String> = (0..4).map(|i| format!("{bare}/drive{i}.zns")).collect();
+    let mut args = vec!["format", "--level", "raid5"];
+    args.extend(bare_drives.iter().map(String::as_str));
+    let out = cli(&args);
+    assert!(!out.status.success() && text(&out).1.contains("per-block metadata"), "{:?}", text(&out));
+    let mut args = vec!["format", "--level", "raid5", "--group-size", "8", "--name", "t1"];
+    args.extend(&drives);
+    let out = cli(&args);
+    assert!(out.status.success(), "{:?}", text(&out));
+    // Formatting members of an array again needs --force.
+    let out = cli(&args);
+    assert!(!out.status.success() && text(&out).1.contains("--force"), "{:?}", text(&out));
+    let mut args = vec!["start", "--daemon", "--no-device"];
+    args.extend(drives.iter().rev());
+    let out = cli(&args);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let out = cli(&["status", "t1", "--json"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let status: serde_json::Value = serde_json::from_str(&text(&out).0).expect("status --json is JSON");
+    assert_eq!(status["state"], "optimal");
+    assert_eq!(status["drives"].as_array().unwrap().len(), 4);
+    assert_eq!(status["drives"][0]["path"], drives[0], "drives listed in array order");
+    for field in ["capacity", "segments", "io", "latency_us", "level", "uuid"] {
+        assert!(!status[field].is_null(), "status lacks {field}: {status}");
+    }
+    let out = cli(&["fail", "t1", drives[2]]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let out = cli(&["status", "t1", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&text(&out).0).unwrap();
+    assert_eq!((status["state"].as_str(), status["drives"][2]["state"].as_str()), (Some("degraded"), Some("failed")));
+    let out = cli(&["stop", "t1"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let out = cli(&["status", "t1"]);
+    assert!(!out.status.success(), "a stopped array still answers");
+    let out = cli(&["inspect", drives[1]]);
+    assert!(out.status.success() && text(&out).0.contains("drive 1 of 4"), "{:?}", text(&out));
+}

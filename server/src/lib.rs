@@ -3,7 +3,10 @@
 //! Linux block device), `control` (the socket `zapraid stop/status/fail` talk to).
 
 pub mod array;
+pub mod control;
 pub mod driver;
 pub mod error;
+pub mod service;
+pub mod ublk;
 
 pub use error::{Error, Result};

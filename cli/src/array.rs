@@ -1,0 +1,420 @@
+//! `zapraid format | start | stop | status | fail | inspect`: arrays on real NVMe ZNS
+//! drives (`/dev/ngXnY`) or emulated drive files.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use zapraid_engine::format::{decode_footer_block, ArraySuperblock, BlockMetadata, SegmentHeader};
+use zapraid_server::array::{format, open_drive, read_superblock, uuid_text, FormatOptions, SUPERBLOCK_ZONES};
+use zapraid_server::control;
+use zapraid_server::service::{self, Progress, StartOptions};
+use zapraid_server::ublk::UblkOptions;
+use zapraid_zns::{execute, report_all_zones, Command};
+
+use crate::simulate::{raid_level, write_mode, Level, WriteMode};
+use crate::size::{format_bytes, parse_bytes};
+
+/// Default stripe group size (the paper's choice).
+const DEFAULT_GROUP_SIZE: u32 = 256;
+
+#[derive(Args)]
+pub struct FormatArgs {
+    /// RAID level.
+    #[arg(long, value_enum, default_value = "raid5")]
+    level: Level,
+    /// Chunk size (a multiple of the drives' block size), e.g. 4K, 16K.
+    #[arg(long, default_value = "4K", value_parser = parse_bytes)]
+    chunk: u64,
+    /// How stripes are written: zapraid (stripe groups by Zone Append, the paper's design),
+    /// zone-write (every stripe at a fixed offset), zone-append (one group per segment).
+    #[arg(long, value_enum, default_value = "zapraid")]
+    mode: WriteMode,
+    /// Stripes per group for --mode zapraid.
+    #[arg(long, default_value_t = DEFAULT_GROUP_SIZE)]
+    group_size: u32,
+    /// Array name (names its control socket; at most 32 bytes).
+    #[arg(long, default_value = "zapraid")]
+    name: String,
+    /// Overwrite drives that belong to another array.
+    #[arg(long)]
+    force: bool,
+    /// Drives in array order: NVMe ZNS namespaces (/dev/ngXnY, with at least 32 bytes of
+    /// per-block metadata) or emulated drive files (`zapraid emu create`).
+    #[arg(required = true)]
+    drives: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct StartArgs {
+    /// Name of the running array (for stop/status); the name given at format otherwise.
+    #[arg(long)]
+    name: Option<String>,
+    /// Run in the background: return once the array is up, printing its device.
+    #[arg(long)]
+    daemon: bool,
+    /// Run the engine and its control socket without a block device (no ublk needed).
+    #[arg(long)]
+    no_device: bool,
+    /// ublk queues and queue depth.
+    #[arg(long, default_value_t = 1)]
+    queues: u16,
+    #[arg(long, default_value_t = 64)]
+    queue_depth: u16,
+    /// The array's drives, in any order: their superblocks say where each belongs.
+    #[arg(required = true)]
+    drives: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct StopArgs {
+    /// The array's name.
+    #[arg(default_value = "zapraid")]
+    name: String,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    /// The array's name (every running array if not given).
+    name: Option<String>,
+    /// One JSON document (an array of them without a name).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct FailArgs {
+    /// The array's name.
+    name: String,
+    /// The drive: its index in the array, or its path.
+    drive: String,
+}
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// A drive (/dev/ngXnY or an emulated drive file).
+    drive: PathBuf,
+}
+
+fn bar(total: u64, what: &str) -> indicatif::ProgressBar {
+    if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(what.to_string());
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    }
+}
+
+pub fn run_format(args: FormatArgs) -> Result<()> {
+    let level = raid_level(args.level, args.drives.len());
+    let options = FormatOptions {
+        level,
+        mode: write_mode(args.mode, args.group_size),
+        chunk_bytes: args.chunk,
+        name: args.name.clone(),
+        force: args.force,
+    };
+    let progress = bar(args.drives.len() as u64, "formatting drives");
+    let formatted = format(&args.drives, &options, |done, total| {
+        progress.set_position(done as u64);
+        if progress.is_hidden() {
+            eprintln!("formatted drive {done} of {total}");
+        }
+    })?;
+    progress.finish_and_clear();
+    println!(
+        "formatted array \"{}\" ({}): {:?}, {:?}, {} chunks, {} drives, {} usable ({} blocks of {} B)",
+        args.name,
+        uuid_text(&formatted.uuid),
+        level,
+        options.mode,
+        format_bytes(args.chunk),
+        args.drives.len(),
+        format_bytes(formatted.logical_blocks * u64::from(formatted.block_size_bytes)),
+        formatted.logical_blocks,
+        formatted.block_size_bytes
+    );
+    println!(
+        "start it with: zapraid start {}",
+        args.drives.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
+    );
+    Ok(())
+}
+
+pub fn run_start(args: StartArgs) -> Result<()> {
+    if args.daemon {
+        return start_daemon(&args);
+    }
+    let block_device = !args.no_device;
+    if block_device && !zapraid_server::ublk::available() {
+        bail!(
+            "the block device needs the ublk kernel module (ublk_drv, Linux >= 6.0), and /dev/ublk-control is \
+             missing: load it with `modprobe ublk_drv`, or run with --no-device for the engine alone"
+        );
+    }
+    let options = StartOptions {
+        name: args.name.clone(),
+        block_device,
+        ublk: UblkOptions { queues: args.queues, depth: args.queue_depth, ..UblkOptions::default() },
+    };
+    service::run(&args.drives, options, |p| match p {
+        Progress::Assembled { name, drives } => eprintln!("array \"{name}\": {drives} drives assembled, recovering"),
+        Progress::Recovered { seconds, mapped_blocks } => {
+            eprintln!("recovered in {seconds:.3} s ({mapped_blocks} blocks mapped)")
+        }
+        Progress::Ready { device, socket } => {
+            match device {
+                Some(d) => println!("{d}"),
+                None => println!("running without a block device (control socket {socket})"),
+            }
+            eprintln!("ready; stop with: zapraid stop <name>");
+        }
+    })?;
+    eprintln!("stopped cleanly");
+    Ok(())
+}
+
+/// Starts this program again in the background (its own session, output to a log) and
+/// waits until the array answers on its control socket.
+fn start_daemon(args: &StartArgs) -> Result<()> {
+    let name = match &args.name {
+        Some(n) => n.clone(),
+        None => {
+            let mut drive = open_drive(&args.drives[0])?;
+            let sb = read_superblock(drive.as_mut())
+                .with_context(|| format!("{}: no zapraid array superblock", args.drives[0].display()))?;
+            sb.name()
+        }
+    };
+    let dir = control::run_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let log_path = dir.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command.arg("start").arg("--name").arg(&name);
+    if args.no_device {
+        command.arg("--no-device");
+    }
+    command.args(["--queues", &args.queues.to_string(), "--queue-depth", &args.queue_depth.to_string()]);
+    command.args(&args.drives);
+    command.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    // SAFETY: setsid() in the child before exec touches no memory of ours.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().context("cannot start the background server")?;
+    let deadline = std::time::Instant::now() + control::ANSWER_TIMEOUT;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            bail!("the server exited ({status}) before the array came up:\n{log}");
+        }
+        if let Ok(status) = control::ask(&name, "status") {
+            if status.get("error").is_none() && (args.no_device || !status["device"].is_null()) {
+                match status["device"].as_str() {
+                    Some(device) => println!("{device}"),
+                    None => println!("array \"{name}\" running without a block device"),
+                }
+                eprintln!("running in the background (pid {}, log {})", child.id(), log_path.display());
+                return Ok(());
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("the array did not come up in time; see {}", log_path.display());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn run_stop(args: StopArgs) -> Result<()> {
+    let answer = control::ask(&args.name, "stop")?;
+    if let Some(e) = answer.get("error") {
+        bail!("array \"{}\": {e}", args.name);
+    }
+    println!("array \"{}\" stopped cleanly", args.name);
+    Ok(())
+}
+
+pub fn run_status(args: StatusArgs) -> Result<()> {
+    let names = match &args.name {
+        Some(n) => vec![n.clone()],
+        None => control::running(),
+    };
+    let mut documents = Vec::new();
+    for name in &names {
+        let status = control::ask(name, "status")?;
+        if let Some(e) = status.get("error") {
+            bail!("array \"{name}\": {e}");
+        }
+        documents.push(status);
+    }
+    if args.json {
+        let out = match (&args.name, documents.len()) {
+            (Some(_), 1) => documents.pop().expect("one"),
+            _ => serde_json::Value::Array(documents),
+        };
+        println!("{out}");
+        return Ok(());
+    }
+    if documents.is_empty() {
+        println!("no array is running");
+    }
+    for s in documents {
+        let c = &s["capacity"];
+        println!(
+            "{}: {} ({}), {} {}, device {}",
+            s["name"].as_str().unwrap_or("?"),
+            s["state"].as_str().unwrap_or("?"),
+            s["uuid"].as_str().unwrap_or("?"),
+            s["level"].as_str().unwrap_or("?"),
+            s["mode"].as_str().unwrap_or("?"),
+            s["device"].as_str().unwrap_or("none")
+        );
+        for d in s["drives"].as_array().into_iter().flatten() {
+            println!(
+                "  drive {}: {} {}",
+                d["index"],
+                d["path"].as_str().unwrap_or("?"),
+                d["state"].as_str().unwrap_or("?")
+            );
+        }
+        println!(
+            "  capacity {} used of {}; zones {} free of {}; segments {} in use, {} open, {} reclaimed",
+            format_bytes(c["used_bytes"].as_u64().unwrap_or(0)),
+            format_bytes(c["logical_bytes"].as_u64().unwrap_or(0)),
+            c["free_zones"],
+            c["zones"],
+            s["segments"]["in_use"],
+            s["segments"]["open"],
+            s["segments"]["reclaimed"]
+        );
+        let io = &s["io"];
+        let lat = &s["latency_us"];
+        println!(
+            "  io: {} reads, {} writes, {} flushes, {} discards, {} errors; latency us read p50/p99 {}/{}, write p50/p99 {}/{}",
+            io["reads"], io["writes"], io["flushes"], io["discards"], io["errors"],
+            lat["read"]["p50"], lat["read"]["p99"], lat["write"]["p50"], lat["write"]["p99"]
+        );
+    }
+    Ok(())
+}
+
+pub fn run_fail(args: FailArgs) -> Result<()> {
+    let index = match args.drive.parse::<usize>() {
+        Ok(i) => i,
+        Err(_) => {
+            let status = control::ask(&args.name, "status")?;
+            status["drives"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|d| d["path"].as_str() == Some(args.drive.as_str()))
+                .and_then(|d| d["index"].as_u64())
+                .with_context(|| format!("array \"{}\" has no drive {}", args.name, args.drive))? as usize
+        }
+    };
+    let answer = control::ask(&args.name, &format!("fail {index}"))?;
+    if let Some(e) = answer.get("error") {
+        bail!("array \"{}\": {e}", args.name);
+    }
+    println!("array \"{}\": drive {index} marked failed; reads of its blocks are rebuilt from parity", args.name);
+    Ok(())
+}
+
+pub fn run_inspect(args: InspectArgs) -> Result<()> {
+    let mut drive = open_drive(&args.drive)?;
+    let g = drive.geometry();
+    println!(
+        "{}: {} zones of {} blocks (capacity {}), {} B blocks + {} B metadata",
+        args.drive.display(),
+        g.zone_count,
+        g.zone_size_blocks,
+        g.zone_capacity_blocks,
+        g.block_size_bytes,
+        g.metadata_bytes_per_block
+    );
+    match read_superblock(drive.as_mut()) {
+        None => println!("superblock: none (not a zapraid array member)"),
+        Some(sb) => print_superblock(&sb),
+    }
+    let zones = report_all_zones(drive.as_mut())?;
+    let (bs, ms) = (g.block_size_bytes as usize, g.metadata_bytes_per_block as usize);
+    println!("{:>6} {:>14} {:>10} {:>10}  segment", "zone", "state", "written", "capacity");
+    for z in zones.iter().skip(SUPERBLOCK_ZONES as usize) {
+        let written = z.written_blocks();
+        let segment = if written == 0 {
+            String::new()
+        } else {
+            let c =
+                execute(drive.as_mut(), Command::Read { lba: z.start_lba, data: vec![0; bs], metadata: vec![0; ms] });
+            match c.result.ok().map(|_| SegmentHeader::decode(&c.data)) {
+                Some(Ok(h)) => format!(
+                    "sequence {}, drive {} of {}, {}+{}, chunk {} blocks, G {}",
+                    h.segment_sequence.get(),
+                    h.drive_index.get(),
+                    h.drive_count.get(),
+                    h.data_chunks.get(),
+                    h.parity_chunks.get(),
+                    h.chunk_blocks.get(),
+                    h.group_size.get()
+                ),
+                Some(Err(e)) => format!("no valid segment header ({e})"),
+                None => "header unreadable".into(),
+            }
+        };
+        println!("{:>6} {:>14} {:>10} {:>10}  {segment}", z.zone, format!("{:?}", z.state), written, z.capacity_blocks);
+        if written > 0 {
+            // The last written block says whether the segment ended in a footer (sealed or
+            // stopped cleanly).
+            let lba = z.start_lba + written - 1;
+            let c = execute(drive.as_mut(), Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] });
+            if c.result.is_ok() {
+                if let (Ok((fh, entries)), Ok(_)) =
+                    (decode_footer_block(&c.data), BlockMetadata::decode(&c.data, &c.metadata))
+                {
+                    println!(
+                        "{:>6} {:>14} last block: footer of segment {}, entries {}..{}",
+                        "",
+                        "",
+                        fh.segment_sequence.get(),
+                        fh.first_block.get(),
+                        fh.first_block.get() as usize + entries.len()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_superblock(sb: &ArraySuperblock) {
+    println!(
+        "superblock: array \"{}\" {}, drive {} of {}, level code {}, {}+{}, mode code {}, chunk {} B, G {}, \
+         {} logical blocks of {} B, {} reserved zone(s)",
+        sb.name(),
+        uuid_text(&sb.array_uuid),
+        sb.drive_index.get(),
+        sb.drive_count.get(),
+        sb.level,
+        sb.data_chunks.get(),
+        sb.parity_chunks.get(),
+        sb.mode,
+        sb.chunk_bytes.get(),
+        sb.group_size.get(),
+        sb.logical_blocks.get(),
+        sb.block_size_bytes.get(),
+        sb.reserved_zones.get()
+    );
+}

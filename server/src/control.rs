@@ -1,0 +1,257 @@
+//! The control socket of a running array: a Unix socket per array, one text command per
+//! connection (`status`, `stop`, `fail N`), one JSON line back. `zapraid status`, `stop`
+//! and `fail` are its clients.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+
+use crate::driver::{ArrayStatus, Message};
+use crate::error::{Error, Result};
+
+/// Where control sockets live, unless `ZAPRAID_RUN_DIR` says otherwise.
+pub const DEFAULT_RUN_DIR: &str = "/run/zapraid";
+
+/// Longest wait for a running array's answer.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+pub fn run_dir() -> PathBuf {
+    std::env::var_os("ZAPRAID_RUN_DIR").map_or_else(|| PathBuf::from(DEFAULT_RUN_DIR), PathBuf::from)
+}
+
+pub fn socket_path(name: &str) -> PathBuf {
+    run_dir().join(format!("{name}.sock"))
+}
+
+/// What the server tells about itself beside the engine's status.
+#[derive(Clone, Debug, Default)]
+pub struct Identity {
+    pub name: String,
+    pub uuid: String,
+    pub level: String,
+    pub mode: String,
+    pub chunk_bytes: u64,
+    pub drives: Vec<String>,
+    pub device: Option<String>,
+}
+
+/// Set when the array has stopped cleanly; `stop` answers only then.
+#[derive(Default)]
+pub struct Stopped {
+    done: Mutex<Option<std::result::Result<(), String>>>,
+    cv: Condvar,
+}
+
+impl Stopped {
+    pub fn set(&self, result: std::result::Result<(), String>) {
+        *self.done.lock().expect("stop flag") = Some(result);
+        self.cv.notify_all();
+    }
+
+    fn wait(&self) -> std::result::Result<(), String> {
+        let mut done = self.done.lock().expect("stop flag");
+        while done.is_none() {
+            done = self.cv.wait(done).expect("stop flag");
+        }
+        done.clone().expect("set")
+    }
+}
+
+/// Listens on the array's socket; `request_stop` starts a clean stop (deleting the block
+/// device, then stopping the engine), and `stopped` is set when it is done.
+pub fn listen(
+    name: &str,
+    identity: Arc<Mutex<Identity>>,
+    engine: Sender<Message>,
+    request_stop: Arc<dyn Fn() + Send + Sync>,
+    stopped: Arc<Stopped>,
+) -> Result<PathBuf> {
+    let dir = run_dir();
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+        path: dir.clone(),
+        context: "cannot create",
+        source,
+    })?;
+    let path = socket_path(name);
+    if UnixStream::connect(&path).is_ok() {
+        return Err(Error::Config {
+            reason: format!("an array named \"{name}\" is already running ({})", path.display()),
+        });
+    }
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).map_err(|source| Error::Io {
+        path: path.clone(),
+        context: "cannot listen on",
+        source,
+    })?;
+    std::thread::Builder::new()
+        .name("zapraid-control".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (identity, engine, request_stop, stopped) =
+                    (identity.clone(), engine.clone(), request_stop.clone(), stopped.clone());
+                std::thread::spawn(move || {
+                    if let Err(e) = handle(stream, &identity, &engine, &*request_stop, &stopped) {
+                        tracing::warn!("control connection: {e}");
+                    }
+                });
+            }
+        })
+        .map_err(|source| Error::Io { path: path.clone(), context: "cannot start the control thread for", source })?;
+    Ok(path)
+}
+
+fn handle(
+    stream: UnixStream,
+    identity: &Mutex<Identity>,
+    engine: &Sender<Message>,
+    request_stop: &(dyn Fn() + Send + Sync),
+    stopped: &Stopped,
+) -> std::io::Result<()> {
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line)?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let answer = match words.as_slice() {
+        ["status"] => match query_status(engine) {
+            Some(status) => status_json(&identity.lock().expect("identity"), &status),
+            None => error_json("the engine has stopped"),
+        },
+        ["stop"] => {
+            request_stop();
+            match stopped.wait() {
+                Ok(()) => serde_json::json!({ "stopped": true }),
+                Err(e) => error_json(&e),
+            }
+        }
+        ["fail", drive] => match drive.parse::<usize>() {
+            Err(_) => error_json(&format!("\"{drive}\" is not a drive index")),
+            Ok(drive) => {
+                let (done, result) = crossbeam_channel::bounded(1);
+                match engine.send(Message::FailDrive { drive, done }).ok().and_then(|()| result.recv().ok()) {
+                    Some(Ok(())) => serde_json::json!({ "failed_drive": drive }),
+                    Some(Err(e)) => error_json(&e.to_string()),
+                    None => error_json("the engine has stopped"),
+                }
+            }
+        },
+        _ => error_json(&format!("unknown command {:?} (status, stop, fail N)", line.trim())),
+    };
+    let mut stream = stream;
+    writeln!(stream, "{answer}")
+}
+
+fn error_json(reason: &str) -> serde_json::Value {
+    serde_json::json!({ "error": reason })
+}
+
+fn query_status(engine: &Sender<Message>) -> Option<ArrayStatus> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    engine.send(Message::Status(tx)).ok()?;
+    rx.recv_timeout(ANSWER_TIMEOUT).ok()
+}
+
+/// The status document (`zapraid status --json`).
+pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
+    let block = u64::from(s.block_size_bytes);
+    let failed = &s.engine.failed_drives;
+    let drives: Vec<serde_json::Value> = identity
+        .drives
+        .iter()
+        .enumerate()
+        .map(|(i, path)| {
+            serde_json::json!({ "index": i, "path": path, "state": if failed.contains(&i) { "failed" } else { "ok" } })
+        })
+        .collect();
+    let state = if s.stopping {
+        "stopping"
+    } else if failed.is_empty() {
+        "optimal"
+    } else {
+        "degraded"
+    };
+    serde_json::json!({
+        "name": identity.name,
+        "uuid": identity.uuid,
+        "level": identity.level,
+        "mode": identity.mode,
+        "chunk_bytes": identity.chunk_bytes,
+        "device": identity.device,
+        "state": state,
+        "rebuilding": false,
+        "drives": drives,
+        "capacity": {
+            "block_size_bytes": block,
+            "logical_bytes": s.logical_blocks * block,
+            "used_bytes": s.engine.mapped_blocks * block,
+            "free_bytes": s.logical_blocks.saturating_sub(s.engine.mapped_blocks) * block,
+            "zones": s.engine.zones,
+            "free_zones": s.engine.free_zones,
+        },
+        "segments": {
+            "in_use": s.engine.segments,
+            "open": s.engine.open_segments,
+            "reclaimed": s.engine.segments_reclaimed,
+            "blocks_relocated": s.engine.blocks_relocated,
+            "to_reclaim": s.engine.segments_to_reclaim,
+        },
+        "io": {
+            "reads": s.reads,
+            "writes": s.writes,
+            "flushes": s.flushes,
+            "discards": s.discards,
+            "bytes_read": s.bytes_read,
+            "bytes_written": s.bytes_written,
+            "errors": s.errors,
+        },
+        "latency_us": {
+            "read": { "p50": s.read_latency_us[0], "p99": s.read_latency_us[1], "p999": s.read_latency_us[2] },
+            "write": { "p50": s.write_latency_us[0], "p99": s.write_latency_us[1], "p999": s.write_latency_us[2] },
+        },
+        "uptime_s": s.uptime_s,
+    })
+}
+
+/// Sends one command to a running array and returns its JSON answer.
+pub fn ask(name: &str, command: &str) -> Result<serde_json::Value> {
+    let path = socket_path(name);
+    let stream = UnixStream::connect(&path).map_err(|source| Error::Io {
+        path: path.clone(),
+        context: "no running array answers (is it started? see `zapraid start`)",
+        source,
+    })?;
+    stream.set_read_timeout(Some(ANSWER_TIMEOUT)).ok();
+    (&stream).write_all(format!("{command}\n").as_bytes()).map_err(|source| Error::Io {
+        path: path.clone(),
+        context: "cannot send to",
+        source,
+    })?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line).map_err(|source| Error::Io {
+        path: path.clone(),
+        context: "no answer from",
+        source,
+    })?;
+    serde_json::from_str(&line)
+        .map_err(|e| Error::Config { reason: format!("bad answer from {}: {e}", path.display()) })
+}
+
+/// Names of the arrays with a control socket.
+pub fn running() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(run_dir()) else { return Vec::new() };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".sock")).map(str::to_string))
+        .filter(|n| UnixStream::connect(socket_path(n)).is_ok())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Removes the socket when the array is gone.
+pub fn remove_socket(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}

@@ -1,0 +1,96 @@
+//! One running array: assemble its drives, recover, start the engine thread, export the
+//! block device (optional), answer the control socket, and on `stop` shut down in order:
+//! delete the block device (no more I/O), stop the engine cleanly (stop footer), remove
+//! the socket.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::array::{assemble, recover, uuid_text};
+use crate::control::{self, Identity, Stopped};
+use crate::driver::{EngineThread, Message};
+use crate::error::Result;
+use crate::ublk::{self, DeviceShape, UblkOptions};
+
+#[derive(Clone, Debug, Default)]
+pub struct StartOptions {
+    /// Name for the control socket; the superblock's name if not given.
+    pub name: Option<String>,
+    /// Export `/dev/ublkbN` (else only the engine and the control socket run).
+    pub block_device: bool,
+    pub ublk: UblkOptions,
+}
+
+/// What happens during start, for the caller to show.
+pub enum Progress<'a> {
+    Assembled { name: &'a str, drives: usize },
+    Recovered { seconds: f64, mapped_blocks: u64 },
+    Ready { device: Option<&'a str>, socket: &'a str },
+}
+
+type ProgressFn = Box<dyn FnMut(Progress) + Send>;
+
+/// Runs the array on `paths` until it is stopped through its control socket.
+pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progress) + Send + 'static) -> Result<()> {
+    // Shared with the block device's ready call, which may run on another thread.
+    let progress: Arc<Mutex<ProgressFn>> = Arc::new(Mutex::new(Box::new(progress)));
+    let tell = |p: Progress| (progress.lock().expect("progress"))(p);
+    let mut assembled = assemble(paths)?;
+    let name = options.name.clone().unwrap_or_else(|| assembled.name.clone());
+    let name = if name.is_empty() { "zapraid".to_string() } else { name };
+    tell(Progress::Assembled { name: &name, drives: assembled.drives.len() });
+    let started = std::time::Instant::now();
+    let engine = recover(&mut assembled)?;
+    let mapped_blocks = engine.status().mapped_blocks;
+    tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
+    let config = assembled.config;
+    let shape =
+        DeviceShape { logical_blocks: config.logical_blocks, block_size_bytes: assembled.geometry.block_size_bytes };
+    let identity = Arc::new(Mutex::new(Identity {
+        name: name.clone(),
+        uuid: uuid_text(&config.array_uuid),
+        level: format!("{:?}", config.level),
+        mode: format!("{:?}", config.mode),
+        chunk_bytes: config.chunk_bytes,
+        drives: assembled.paths.iter().map(|p| p.display().to_string()).collect(),
+        device: None,
+    }));
+    let thread = EngineThread::spawn(engine, assembled.drives, shape.block_size_bytes)?;
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
+    let dev_id: Arc<Mutex<Option<i32>>> = Arc::new(Mutex::new(None));
+    let request_stop = {
+        let dev_id = dev_id.clone();
+        Arc::new(move || {
+            let _ = stop_tx.try_send(());
+            if let Some(id) = *dev_id.lock().expect("device id") {
+                if let Err(e) = ublk::delete(id) {
+                    tracing::warn!("{e}");
+                }
+            }
+        })
+    };
+    let stopped = Arc::new(Stopped::default());
+    let socket = control::listen(&name, identity.clone(), thread.tx.clone(), request_stop, stopped.clone())?;
+    let socket_text = socket.display().to_string();
+    let served = if options.block_device {
+        let engine_tx = thread.tx.clone();
+        let (identity, dev_id, progress) = (identity.clone(), dev_id.clone(), progress.clone());
+        ublk::serve(engine_tx, shape, options.ublk, move |id| {
+            let device = format!("/dev/ublkb{id}");
+            identity.lock().expect("identity").device = Some(device.clone());
+            *dev_id.lock().expect("device id") = Some(id);
+            (progress.lock().expect("progress"))(Progress::Ready { device: Some(&device), socket: &socket_text });
+        })
+    } else {
+        tell(Progress::Ready { device: None, socket: &socket_text });
+        let _ = stop_rx.recv();
+        Ok(())
+    };
+    let _ = thread.tx.send(Message::Stop);
+    let result = thread.join().and(served);
+    stopped.set(result.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+    // Let the `stop` client read its answer before the socket goes away.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    control::remove_socket(&socket);
+    result
+}

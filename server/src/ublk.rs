@@ -1,0 +1,238 @@
+//! The block device: the array exported as `/dev/ublkbN` through the kernel's ublk driver
+//! (libublk), in user-copy mode so data moves between the kernel and the engine's own
+//! buffers (`pread`/`pwrite` on `/dev/ublkcN`), never through a shared buffer.
+//!
+//! Each ublk queue thread turns the kernel's requests into engine requests (reads,
+//! writes, flushes, discards; write-zeroes become writes of zero blocks, FUA writes are
+//! plain writes because the engine acknowledges a write only once its stripe is on the
+//! drives) and sends them over the engine thread's bounded channel. Answers come back
+//! on the queue's own channel; an eventfd, read through the queue's io_uring, wakes the
+//! queue. Every request is answered: failures become errnos (EIO, EINVAL), never a hang.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use libublk::io::{BufDescList, UblkDev, UblkIOCtx, UblkQueue};
+use libublk::{BufDesc, UblkFlags, UblkIORes};
+use zapraid_engine::Request;
+
+use crate::driver::{Answer, Message, ReplyTo};
+use crate::error::{Error, Result};
+
+/// How the block device is shaped.
+#[derive(Clone, Copy, Debug)]
+pub struct UblkOptions {
+    pub queues: u16,
+    pub depth: u16,
+    pub max_io_bytes: u32,
+}
+
+impl Default for UblkOptions {
+    fn default() -> Self {
+        UblkOptions { queues: 1, depth: 64, max_io_bytes: 512 << 10 }
+    }
+}
+
+/// The array's size, for the kernel.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceShape {
+    pub logical_blocks: u64,
+    pub block_size_bytes: u32,
+}
+
+const SECTOR_SHIFT: u32 = 9;
+
+/// Whether this kernel offers ublk (the module loaded, or loadable and loaded by hand).
+pub fn available() -> bool {
+    std::path::Path::new("/dev/ublk-control").exists()
+}
+
+/// Exports the array as a new `/dev/ublkbN` and serves it until the device is deleted
+/// (`zapraid stop` deletes it). `ready(dev_id)` is called once the device is live.
+pub fn serve(
+    engine: Sender<Message>,
+    shape: DeviceShape,
+    options: UblkOptions,
+    ready: impl FnOnce(i32) + Send + Sync + 'static,
+) -> Result<()> {
+    if !available() {
+        return Err(Error::Ublk {
+            reason: "/dev/ublk-control is missing: the ublk kernel module (ublk_drv, Linux >= 6.0) is not loaded; \
+                     try `modprobe ublk_drv`"
+                .into(),
+        });
+    }
+    let block_shift = shape.block_size_bytes.trailing_zeros();
+    if !shape.block_size_bytes.is_power_of_two() || block_shift < SECTOR_SHIFT {
+        return Err(Error::Ublk {
+            reason: format!("block size {} is not a power of two >= 512", shape.block_size_bytes),
+        });
+    }
+    let ctrl = libublk::ctrl::UblkCtrlBuilder::default()
+        .name("zapraid")
+        .id(-1)
+        .nr_queues(options.queues)
+        .depth(options.depth)
+        .io_buf_bytes(options.max_io_bytes)
+        .ctrl_flags(u64::from(libublk::sys::UBLK_F_USER_COPY))
+        .dev_flags(UblkFlags::UBLK_DEV_F_ADD_DEV)
+        .build()
+        .map_err(|e| Error::Ublk { reason: format!("cannot add the device: {e:?}") })?;
+    let dev_bytes = shape.logical_blocks * u64::from(shape.block_size_bytes);
+    let max_sectors = options.max_io_bytes >> SECTOR_SHIFT;
+    let tgt_init = move |dev: &mut UblkDev| {
+        dev.set_default_params(dev_bytes);
+        let params = &mut dev.tgt.params;
+        params.types |= libublk::sys::UBLK_PARAM_TYPE_DISCARD;
+        params.basic.attrs = libublk::sys::UBLK_ATTR_VOLATILE_CACHE | libublk::sys::UBLK_ATTR_FUA;
+        params.basic.logical_bs_shift = block_shift as u8;
+        params.basic.physical_bs_shift = block_shift as u8;
+        params.basic.io_min_shift = block_shift as u8;
+        params.basic.io_opt_shift = block_shift as u8;
+        params.basic.max_sectors = max_sectors;
+        params.discard.discard_granularity = shape.block_size_bytes;
+        params.discard.max_discard_sectors = max_sectors;
+        params.discard.max_write_zeroes_sectors = max_sectors;
+        params.discard.max_discard_segments = 1;
+        Ok(())
+    };
+    let queue_fn = move |qid: u16, dev: &UblkDev| serve_queue(qid, dev, engine.clone(), shape);
+    let device_fn = move |ctrl: &libublk::ctrl::UblkCtrl| ready(ctrl.dev_info().dev_id as i32);
+    ctrl.run_target(tgt_init, queue_fn, device_fn).map_err(|e| Error::Ublk { reason: format!("{e:?}") })?;
+    let _ = ctrl.del_dev();
+    Ok(())
+}
+
+/// Deletes a running device (its server's queues end, `serve` returns).
+pub fn delete(dev_id: i32) -> Result<()> {
+    let ctrl = libublk::ctrl::UblkCtrl::new_simple(dev_id)
+        .map_err(|e| Error::Ublk { reason: format!("no device {dev_id}: {e:?}") })?;
+    ctrl.kill_dev().map_err(|e| Error::Ublk { reason: format!("cannot stop device {dev_id}: {e:?}") })?;
+    Ok(())
+}
+
+/// What a queue remembers of a request in the engine.
+#[derive(Clone, Copy)]
+struct InFlight {
+    op: u32,
+    bytes: u32,
+}
+
+fn errno(e: &zapraid_engine::Error) -> i32 {
+    match e {
+        zapraid_engine::Error::InvalidConfig { .. } => -libc::EINVAL,
+        _ => -libc::EIO,
+    }
+}
+
+fn serve_queue(qid: u16, dev: &UblkDev, engine: Sender<Message>, shape: DeviceShape) {
+    let depth = dev.dev_info.queue_depth;
+    // A tag past the queue's depth marks the eventfd read among target I/O completions.
+    let wake_tag = depth;
+    let cdev: RawFd = dev.tgt.fds[0];
+    // SAFETY: eventfd takes no pointers.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    if efd < 0 {
+        tracing::error!(qid, "eventfd failed: {}", std::io::Error::last_os_error());
+        return;
+    }
+    let (tx, answers): (Sender<Answer>, Receiver<Answer>) = crossbeam_channel::bounded(usize::from(depth) * 2);
+    let reply = Arc::new(ReplyTo {
+        tx,
+        wake: Box::new(move || {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
+            unsafe { libc::write(efd, (&one as *const u64).cast(), 8) };
+        }),
+    });
+    let mut in_flight: Vec<Option<InFlight>> = vec![None; usize::from(depth)];
+    let mut wake_buf = Box::new([0u8; 8]);
+    let block = u64::from(shape.block_size_bytes);
+
+    let arm_wake = |q: &UblkQueue, buf: &mut [u8; 8]| {
+        let sqe = io_uring::opcode::Read::new(io_uring::types::Fd(efd), buf.as_mut_ptr(), 8)
+            .build()
+            .user_data(UblkIOCtx::build_user_data(wake_tag, 0, 0, true));
+        if let Err(e) = q.ublk_submit_sqe_sync(sqe) {
+            tracing::error!(qid, "cannot arm the queue's eventfd: {e:?}");
+        }
+    };
+    let complete = |q: &UblkQueue, tag: u16, res: i32| {
+        if let Err(e) = q.complete_io_cmd_unified(tag, BufDesc::Slice(&[]), Ok(UblkIORes::Result(res))) {
+            tracing::error!(qid, tag, "cannot complete an I/O: {e:?}");
+        }
+    };
+
+    let handler = move |q: &UblkQueue, tag: u16, io: &UblkIOCtx| {
+        if io.is_tgt_io() {
+            if tag == wake_tag {
+                while let Ok((tag, result)) = answers.try_recv() {
+                    let tag = tag as u16;
+                    let Some(f) = in_flight[usize::from(tag)].take() else { continue };
+                    let res = match result {
+                        Err(e) => errno(&e),
+                        Ok(data) if f.op == libublk::sys::UBLK_IO_OP_READ => {
+                            let pos = UblkIOCtx::ublk_user_copy_pos(qid, tag, 0);
+                            // SAFETY: copies from a live buffer of data.len() bytes.
+                            let n = unsafe { libc::pwrite(cdev, data.as_ptr().cast(), data.len(), pos as i64) };
+                            if n == data.len() as isize {
+                                f.bytes as i32
+                            } else {
+                                -libc::EIO
+                            }
+                        }
+                        Ok(_) => f.bytes as i32,
+                    };
+                    complete(q, tag, res);
+                }
+                arm_wake(q, &mut wake_buf);
+            }
+            return;
+        }
+        let iod = q.get_iod(tag);
+        let op = iod.op_flags & 0xff;
+        let offset = iod.start_sector << SECTOR_SHIFT;
+        let bytes = iod.nr_sectors << SECTOR_SHIFT;
+        let (lba, blocks) = (offset / block, u64::from(bytes) / block);
+        let aligned = offset.is_multiple_of(block) && u64::from(bytes).is_multiple_of(block);
+        let request = match op {
+            libublk::sys::UBLK_IO_OP_FLUSH => Some(Request::Flush),
+            _ if !aligned || blocks == 0 => None,
+            libublk::sys::UBLK_IO_OP_READ => Some(Request::Read { lba, blocks }),
+            libublk::sys::UBLK_IO_OP_WRITE => {
+                let mut data = vec![0u8; bytes as usize];
+                let pos = UblkIOCtx::ublk_user_copy_pos(qid, tag, 0);
+                // SAFETY: reads into a live buffer of data.len() bytes.
+                let n = unsafe { libc::pread(cdev, data.as_mut_ptr().cast(), data.len(), pos as i64) };
+                (n == data.len() as isize).then_some(Request::Write { lba, data })
+            }
+            libublk::sys::UBLK_IO_OP_WRITE_ZEROES => Some(Request::Write { lba, data: vec![0; bytes as usize] }),
+            libublk::sys::UBLK_IO_OP_DISCARD => Some(Request::Discard { lba, blocks }),
+            _ => None,
+        };
+        let Some(request) = request else {
+            return complete(q, tag, -libc::EINVAL);
+        };
+        in_flight[usize::from(tag)] = Some(InFlight { op, bytes });
+        let message = Message::Io { tag: u64::from(tag), request, reply: reply.clone() };
+        if engine.send(message).is_err() {
+            in_flight[usize::from(tag)] = None;
+            complete(q, tag, -libc::EIO);
+        }
+    };
+
+    let queue = match UblkQueue::new(qid, dev).and_then(|q| q.submit_fetch_commands_unified(BufDescList::Slices(None)))
+    {
+        Ok(q) => q,
+        Err(e) => {
+            tracing::error!(qid, "cannot start the ublk queue: {e:?}");
+            return;
+        }
+    };
+    let mut first_buf = Box::new([0u8; 8]);
+    arm_wake(&queue, &mut first_buf);
+    queue.wait_and_handle_io(handler);
+    // SAFETY: closes the eventfd this queue opened; nothing uses it past this point.
+    unsafe { libc::close(efd) };
+}
