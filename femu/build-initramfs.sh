@@ -48,9 +48,12 @@ copy_with_libs() {
 for bin in "$@"; do
     copy_with_libs "$bin" "/usr/bin/$(basename "$bin")"
 done
+# e2fsprogs' tools, not busybox's smaller applets of the same names (/usr/bin comes first
+# in the guest's PATH).
 for tool in fio mke2fs fsck.ext4 e2fsck md5sum; do
-    path=$(command -v "$tool" || true)
-    [ -n "$path" ] && [ ! -L "$root/bin/$tool" -o "$tool" = md5sum ] && copy_with_libs "$path" "/usr/bin/$tool"
+    path=$(PATH="$PATH:/sbin:/usr/sbin" command -v "$tool" || true)
+    [ -n "$path" ] || { echo "build-initramfs: $tool not found on the host" >&2; exit 1; }
+    copy_with_libs "$path" "/usr/bin/$tool"
 done
 # fio's engines are built in; it wants to find its own name only.
 cp "$here"/scenarios/*.sh "$root/scenarios/"

@@ -580,6 +580,10 @@ impl Engine {
         self.failed[drive] = true;
     }
 
+    pub fn is_failed(&self, drive: usize) -> bool {
+        self.failed.get(drive).copied().unwrap_or(false)
+    }
+
     pub fn failed_drives(&self) -> usize {
         self.failed.iter().filter(|f| **f).count()
     }

@@ -1,4 +1,5 @@
-//! On-disk structures of a zapraid array, byte by byte in docs/FORMAT.md: the segment
+//! On-disk structures of a zapraid array, byte by byte in docs/FORMAT.md: the array
+//! superblock (zone 0 of every drive), the segment
 //! header (first chunk of each zone of a segment), footer blocks (LBA, timestamp and
 //! stripe ID of every data-region block, written when a segment is sealed) and the
 //! per-block metadata in each block's out-of-band area.
@@ -162,11 +163,17 @@ pub struct ArraySuperblock {
     pub created_unix_s: U64,
     /// Array name, UTF-8, zero-padded.
     pub name: [u8; 32],
+    /// Superblocks are appended to zone 0 (format writes generation 0 at its first block);
+    /// the valid one with the highest generation on any drive is in force.
+    pub generation: U64,
+    /// Drives failed while the array ran, bit i for drive i: they stay failed (they
+    /// missed writes) until rebuilt.
+    pub failed_drives: U64,
     pub reserved1: U32,
     pub crc32c: U32,
 }
 
-pub const ARRAY_SUPERBLOCK_BYTES: usize = 132;
+pub const ARRAY_SUPERBLOCK_BYTES: usize = 148;
 const _: () = assert!(std::mem::size_of::<ArraySuperblock>() == ARRAY_SUPERBLOCK_BYTES);
 
 impl ArraySuperblock {
@@ -198,6 +205,7 @@ impl ArraySuperblock {
             || s.group_size.get() == 0
             || s.mode > 2
             || s.logical_blocks.get() == 0
+            || s.failed_drives.get() >> drives != 0
         {
             return Err(DecodeError::Field(format!(
                 "inconsistent shape: drive {} of {drives}, {}+{}, chunk {} bytes, group {}, mode {}",
@@ -471,6 +479,8 @@ mod tests {
             stripe_timeout_ns: 100_000.into(),
             created_unix_s: 1.into(),
             name,
+            generation: 3.into(),
+            failed_drives: 0b10.into(),
             reserved1: 0.into(),
             crc32c: 0.into(),
         }

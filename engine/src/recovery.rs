@@ -146,6 +146,12 @@ pub struct Recovery {
 impl Recovery {
     /// Starts recovering an array of `config` on drives of `geometry`.
     pub fn new(geometry: Geometry, config: Config) -> Result<Self> {
+        Self::with_failed_drives(geometry, config, &[])
+    }
+
+    /// Like `new`, with drives known to have failed (the array superblock records drives
+    /// failed while it ran): nothing is read from them, their blocks are rebuilt.
+    pub fn with_failed_drives(geometry: Geometry, config: Config, failed_drives: &[usize]) -> Result<Self> {
         let layout = Layout::new(&geometry, config.level, config.mode, config.chunk_bytes)?;
         let mut recovery = Recovery {
             geometry,
@@ -166,7 +172,18 @@ impl Recovery {
             report: RecoveryReport::default(),
             error: None,
         };
-        for drive in 0..layout.drives() {
+        let tolerated = config.level.tolerated_failures();
+        for &drive in failed_drives {
+            if drive >= layout.drives() {
+                return Err(Error::InvalidConfig { reason: format!("failed drive {drive} of {}", layout.drives()) });
+            }
+            recovery.failed[drive] = true;
+        }
+        let failed = recovery.failed.iter().filter(|f| **f).count();
+        if failed > tolerated {
+            return Err(Error::TooManyErasures { lost: failed, total: layout.drives(), tolerated });
+        }
+        for drive in recovery.live_drives() {
             recovery.issue(drive, Op::Report, Command::ReportZones { start_lba: 0, max_zones: geometry.zone_count });
         }
         Ok(recovery)

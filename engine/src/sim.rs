@@ -85,7 +85,18 @@ impl Simulator {
     /// Like `recover`, but returns as soon as the array is usable again: the background
     /// work recovery leaves is queued, not done (`now_ns` is when recovery ended).
     pub fn recover_unsettled(geometry: Geometry, config: Config, drives: Vec<EmulatedDrive>) -> Result<Self> {
-        match Self::run_recovery(geometry, config, drives, None)? {
+        Self::recover_with_failed(geometry, config, drives, &[])
+    }
+
+    /// Like `recover_unsettled`, with drives known to have failed while the array ran (a
+    /// real array reads them from its superblock).
+    pub fn recover_with_failed(
+        geometry: Geometry,
+        config: Config,
+        drives: Vec<EmulatedDrive>,
+        failed_drives: &[usize],
+    ) -> Result<Self> {
+        match Self::run_recovery(geometry, config, drives, None, failed_drives)? {
             Ok(sim) => Ok(sim),
             Err(_) => unreachable!("recovery without an interruption ran to the end"),
         }
@@ -100,7 +111,7 @@ impl Simulator {
         drives: Vec<EmulatedDrive>,
         completions: usize,
     ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
-        Self::run_recovery(geometry, config, drives, Some(completions))
+        Self::run_recovery(geometry, config, drives, Some(completions), &[])
     }
 
     fn run_recovery(
@@ -108,8 +119,9 @@ impl Simulator {
         config: Config,
         mut drives: Vec<EmulatedDrive>,
         interrupt_after: Option<usize>,
+        failed_drives: &[usize],
     ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
-        let mut recovery = crate::recovery::Recovery::new(geometry, config)?;
+        let mut recovery = crate::recovery::Recovery::with_failed_drives(geometry, config, failed_drives)?;
         let mut out = Vec::new();
         let mut taken = 0;
         loop {

@@ -85,18 +85,50 @@ fn mode_from_code(code: u8, group_size: u32) -> Option<Mode> {
     }
 }
 
-/// Reads the superblock of a raw drive, if it has one.
-pub fn read_superblock(drive: &mut dyn ZonedDevice) -> Option<ArraySuperblock> {
+/// Superblock generations read back from the end of zone 0 before giving up (a torn
+/// newest one falls back to the one before).
+const SUPERBLOCK_READ_BACK: u64 = 4;
+
+/// Reads the newest valid superblock of a raw drive, if it has one, and the LBA where the
+/// next generation goes (zone 0's write pointer).
+pub fn read_superblock_at(drive: &mut dyn ZonedDevice) -> Option<(ArraySuperblock, u64)> {
     let g = drive.geometry();
-    let c = execute(
-        drive,
-        Command::Read {
-            lba: 0,
-            data: vec![0; g.block_size_bytes as usize],
-            metadata: vec![0; g.metadata_bytes_per_block as usize],
-        },
-    );
-    c.result.ok().and_then(|_| ArraySuperblock::decode(&c.data).ok())
+    let c = execute(drive, Command::ReportZones { start_lba: 0, max_zones: 1 });
+    let written = match c.result {
+        Ok(zapraid_zns::Done::Zones(zones)) => zones.first()?.written_blocks(),
+        _ => return None,
+    };
+    for back in 1..=written.min(SUPERBLOCK_READ_BACK) {
+        let c = execute(
+            drive,
+            Command::Read {
+                lba: written - back,
+                data: vec![0; g.block_size_bytes as usize],
+                metadata: vec![0; g.metadata_bytes_per_block as usize],
+            },
+        );
+        if let Some(sb) = c.result.ok().and_then(|_| ArraySuperblock::decode(&c.data).ok()) {
+            return Some((sb, written));
+        }
+    }
+    None
+}
+
+/// Reads the newest valid superblock of a raw drive, if it has one.
+pub fn read_superblock(drive: &mut dyn ZonedDevice) -> Option<ArraySuperblock> {
+    read_superblock_at(drive).map(|(sb, _)| sb)
+}
+
+/// The drives a superblock says have failed.
+pub fn failed_drives(sb: &ArraySuperblock) -> Vec<usize> {
+    (0..sb.drive_count.get() as usize).filter(|d| sb.failed_drives.get() >> d & 1 == 1).collect()
+}
+
+/// The block a superblock generation is written as.
+pub fn superblock_block(sb: &ArraySuperblock, block_size_bytes: usize) -> Vec<u8> {
+    let mut data = vec![0u8; block_size_bytes];
+    data[..std::mem::size_of::<ArraySuperblock>()].copy_from_slice(zerocopy::IntoBytes::as_bytes(sb));
+    data
 }
 
 fn check_completion(path: &Path, what: &'static str, c: Completion) -> Result<()> {
@@ -198,12 +230,13 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS.into(),
             created_unix_s: unix_now_s().into(),
             name,
+            generation: 0.into(),
+            failed_drives: 0.into(),
             reserved1: 0.into(),
             crc32c: 0.into(),
         }
         .seal();
-        let mut data = vec![0u8; raw.block_size_bytes as usize];
-        data[..std::mem::size_of::<ArraySuperblock>()].copy_from_slice(zerocopy::IntoBytes::as_bytes(&superblock));
+        let data = superblock_block(&superblock, raw.block_size_bytes as usize);
         let metadata = vec![0u8; raw.metadata_bytes_per_block as usize];
         let c = execute(drive.as_mut(), Command::Write { lba: 0, data, metadata });
         check_completion(path, "superblock write", c)?;
@@ -215,6 +248,11 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
 /// An array's drives in array order, and what it is.
 pub struct Assembled {
     pub drives: Vec<ReservedZones<Drive>>,
+    /// The newest superblock (any drive's), and where each drive's next one goes.
+    pub superblock: ArraySuperblock,
+    pub superblock_next_lba: Vec<u64>,
+    /// Drives the superblock records as failed.
+    pub failed: Vec<usize>,
     pub paths: Vec<PathBuf>,
     pub geometry: Geometry,
     pub config: Config,
@@ -224,9 +262,10 @@ pub struct Assembled {
 /// Opens `paths`, reads their superblocks and orders them as the array's drives.
 pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
     let mut found: Vec<(ArraySuperblock, Drive, PathBuf)> = Vec::new();
+    let mut next_lba = Vec::new();
     for path in paths {
         let mut drive = open_drive(path)?;
-        let Some(sb) = read_superblock(drive.as_mut()) else {
+        let Some((sb, next)) = read_superblock_at(drive.as_mut()) else {
             return Err(Error::Refused {
                 path: path.clone(),
                 reason: "it holds no zapraid array superblock (run zapraid format first)".into(),
@@ -252,12 +291,15 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
                 reason: format!("it is drive {} of the array, as is {}", sb.drive_index.get(), other.display()),
             });
         }
+        next_lba.push((sb.drive_index.get(), next));
         found.push((sb, drive, path.clone()));
     }
+    next_lba.sort_unstable();
+    let newest = found.iter().map(|(s, _, _)| *s).max_by_key(|s| s.generation.get());
     let Some((first, _, _)) = found.first() else {
         return Err(Error::Config { reason: "no drives given".into() });
     };
-    let first = *first;
+    let first = newest.unwrap_or(*first);
     let drive_count = first.drive_count.get() as usize;
     if found.len() != drive_count {
         let missing: Vec<u32> =
@@ -297,12 +339,21 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
         drives.push(reserved);
         ordered_paths.push(path);
     }
-    Ok(Assembled { drives, paths: ordered_paths, geometry: geometry.expect("drives"), config, name: first.name() })
+    Ok(Assembled {
+        drives,
+        superblock: first,
+        superblock_next_lba: next_lba.into_iter().map(|(_, lba)| lba).collect(),
+        failed: failed_drives(&first),
+        paths: ordered_paths,
+        geometry: geometry.expect("drives"),
+        config,
+        name: first.name(),
+    })
 }
 
 /// Rebuilds the engine from the drives (after a clean stop or a crash).
 pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
-    let mut recovery = Recovery::new(assembled.geometry, assembled.config)?;
+    let mut recovery = Recovery::with_failed_drives(assembled.geometry, assembled.config, &assembled.failed)?;
     let mut out = Vec::new();
     loop {
         while let Some(cmd) = recovery.poll_command() {

@@ -16,11 +16,29 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use zapraid_engine::{Engine, Request, Status};
 use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
 
-use crate::array::Drive;
+use zapraid_engine::format::ArraySuperblock;
+
+use crate::array::{superblock_block, Drive};
 use crate::error::{Error, Result};
 
 /// Messages waiting for the engine thread at most: senders block beyond this.
 pub const MESSAGE_QUEUE_CAPACITY: usize = 1024;
+
+/// Tag of superblock writes the engine thread makes itself (the engine's tags count up
+/// from 0 and never get here).
+const RECORD_TAG: u64 = u64::MAX;
+
+/// Where the engine thread records drive failures: a new superblock generation appended
+/// to zone 0 of every live drive, before any answer that depends on the failure is given
+/// (a degraded write is acknowledged only once the failure is on the drives, so a
+/// restart knows the failed drive missed it).
+pub struct FailureRecord {
+    pub superblock: ArraySuperblock,
+    /// Per drive, the raw LBA of the next free block in zone 0.
+    pub next_lba: Vec<u64>,
+    /// Blocks zone 0 can take.
+    pub zone_capacity_blocks: u64,
+}
 
 /// Latencies kept for percentiles: the newest this many requests of each kind.
 const LATENCY_SAMPLES: usize = 65_536;
@@ -96,11 +114,16 @@ pub struct EngineThread {
 
 impl EngineThread {
     /// Starts the thread with a recovered (or new) engine over the array's drives.
-    pub fn spawn(engine: Engine, drives: Vec<ReservedZones<Drive>>, block_size_bytes: u32) -> Result<Self> {
+    pub fn spawn(
+        engine: Engine,
+        drives: Vec<ReservedZones<Drive>>,
+        block_size_bytes: u32,
+        record: FailureRecord,
+    ) -> Result<Self> {
         let (tx, rx) = crossbeam_channel::bounded(MESSAGE_QUEUE_CAPACITY);
         let handle = std::thread::Builder::new()
             .name("zapraid-engine".into())
-            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, rx).run())
+            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, record, rx).run())
             .map_err(|source| Error::Io { path: "engine thread".into(), context: "cannot start", source })?;
         Ok(EngineThread { tx, handle })
     }
@@ -123,10 +146,17 @@ struct EngineLoop {
     read_latencies: VecDeque<u32>,
     write_latencies: VecDeque<u32>,
     stopping: bool,
+    record: FailureRecord,
 }
 
 impl EngineLoop {
-    fn new(engine: Engine, drives: Vec<ReservedZones<Drive>>, block_size_bytes: u32, rx: Receiver<Message>) -> Self {
+    fn new(
+        engine: Engine,
+        drives: Vec<ReservedZones<Drive>>,
+        block_size_bytes: u32,
+        record: FailureRecord,
+        rx: Receiver<Message>,
+    ) -> Self {
         let status = ArrayStatus {
             drives: drives.len(),
             logical_blocks: engine.logical_blocks(),
@@ -144,6 +174,7 @@ impl EngineLoop {
             read_latencies: VecDeque::new(),
             write_latencies: VecDeque::new(),
             stopping: false,
+            record,
         }
     }
 
@@ -215,6 +246,7 @@ impl EngineLoop {
             let now = self.now_ns();
             self.engine.tick(now);
             self.dispatch();
+            self.record_failures();
             self.answer();
             if self.stopping && self.engine.is_stopped() && self.in_flight() == 0 {
                 self.answer();
@@ -264,6 +296,87 @@ impl EngineLoop {
                 }
             }
         }
+    }
+
+    fn failed_mask(&self) -> u64 {
+        (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).fold(0, |mask, d| mask | 1 << d)
+    }
+
+    /// Appends a superblock generation naming the failed drives to every live drive, if
+    /// the engine failed a drive since the last one; waits for it (feeding the engine the
+    /// completions of its own commands meanwhile).
+    fn record_failures(&mut self) {
+        // Completions taken while recording may fail another drive: record until stable.
+        while self.failed_mask() != self.record.superblock.failed_drives.get() {
+            self.record_once();
+        }
+    }
+
+    fn record_once(&mut self) {
+        let failed = self.failed_mask();
+        let mut sb = self.record.superblock;
+        sb.generation = (sb.generation.get() + 1).into();
+        sb.failed_drives = failed.into();
+        let sb = sb.seal();
+        let g = self.drives[0].geometry();
+        let mut pending = 0;
+        for i in 0..self.drives.len() {
+            if failed >> i & 1 == 1 {
+                continue;
+            }
+            let lba = self.record.next_lba[i];
+            if lba >= self.record.zone_capacity_blocks {
+                tracing::error!(drive = i, "zone 0 is full: cannot record the failed drives on it");
+                continue;
+            }
+            self.record.next_lba[i] += 1;
+            let mut own = sb;
+            own.drive_index = (i as u32).into();
+            let data = superblock_block(&own.seal(), g.block_size_bytes as usize);
+            let metadata = vec![0u8; g.metadata_bytes_per_block as usize];
+            self.drives[i].inner_mut().submit(RECORD_TAG, zapraid_zns::Command::Write { lba, data, metadata });
+            pending += 1;
+        }
+        let mut completions = Vec::new();
+        while pending > 0 {
+            let mut reaped = 0;
+            for i in 0..self.drives.len() {
+                completions.clear();
+                reaped += self.drives[i].reap(&mut completions);
+                let now = self.now_ns();
+                for c in completions.drain(..) {
+                    if c.tag == RECORD_TAG {
+                        pending -= 1;
+                        if let Err(e) = c.result {
+                            tracing::error!(drive = i, error = %e, "recording the failed drives failed");
+                        }
+                    } else {
+                        self.engine.on_completion(i, c, now);
+                    }
+                }
+            }
+            self.dispatch();
+            if reaped == 0 {
+                if let Some(i) = (0..self.drives.len()).find(|i| self.drives[*i].in_flight() > 0) {
+                    completions.clear();
+                    self.drives[i].wait(&mut completions);
+                    let now = self.now_ns();
+                    for c in completions.drain(..) {
+                        if c.tag == RECORD_TAG {
+                            pending -= 1;
+                        } else {
+                            self.engine.on_completion(i, c, now);
+                        }
+                    }
+                }
+            }
+        }
+        tracing::warn!(
+            generation = sb.generation.get(),
+            failed_drives = failed,
+            "failed drives recorded in the superblock"
+        );
+        self.record.superblock = sb;
     }
 
     fn dispatch(&mut self) {
@@ -368,7 +481,12 @@ mod tests {
         let run = |order: Vec<PathBuf>, write: bool, stop: bool| -> Vec<u8> {
             let mut assembled = assemble(&order).unwrap();
             let engine = recover(&mut assembled).unwrap();
-            let thread = EngineThread::spawn(engine, assembled.drives, formatted.block_size_bytes).unwrap();
+            let record = FailureRecord {
+                superblock: assembled.superblock,
+                next_lba: assembled.superblock_next_lba.clone(),
+                zone_capacity_blocks: g.zone_capacity_blocks,
+            };
+            let thread = EngineThread::spawn(engine, assembled.drives, formatted.block_size_bytes, record).unwrap();
             let (to, answers) = reply();
             if write {
                 thread
@@ -396,5 +514,61 @@ mod tests {
         let reversed: Vec<_> = paths.iter().rev().cloned().collect();
         assert!(run(reversed, false, false) == data, "after a clean stop, drives in another order");
         assert!(run(paths.clone(), false, true) == data, "after the senders went away");
+    }
+
+    /// A drive failed while the array runs is recorded in the superblock before any
+    /// degraded write is acknowledged, and stays failed after a restart.
+    #[test]
+    fn a_failed_drive_is_recorded_and_stays_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = Geometry { metadata_bytes_per_block: 64, ..Geometry::small(12, 256, 240) };
+        let paths: Vec<_> = (0..4).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
+        for (i, p) in paths.iter().enumerate() {
+            EmulatedDrive::create_file(p, g, i as u64).unwrap();
+        }
+        let options = FormatOptions {
+            level: RaidLevel::Raid5 { drives: 4 },
+            mode: Mode::ZapRaid { group_size: 4 },
+            chunk_bytes: 4096,
+            name: "t".into(),
+            force: false,
+        };
+        let formatted = format(&paths, &options, |_, _| {}).unwrap();
+        let start = || {
+            let mut assembled = assemble(&paths).unwrap();
+            let failed = assembled.failed.clone();
+            let engine = recover(&mut assembled).unwrap();
+            let record = FailureRecord {
+                superblock: assembled.superblock,
+                next_lba: assembled.superblock_next_lba.clone(),
+                zone_capacity_blocks: g.zone_capacity_blocks,
+            };
+            (EngineThread::spawn(engine, assembled.drives, formatted.block_size_bytes, record).unwrap(), failed)
+        };
+        let block = formatted.block_size_bytes as usize;
+        let (thread, failed) = start();
+        assert!(failed.is_empty());
+        let (to, answers) = reply();
+        let (done, result) = crossbeam_channel::bounded(1);
+        thread.tx.send(Message::FailDrive { drive: 1, done }).unwrap();
+        result.recv().unwrap().unwrap();
+        let data: Vec<u8> = (0..40 * block).map(|i| (i % 253) as u8).collect();
+        thread
+            .tx
+            .send(Message::Io { tag: 1, request: Request::Write { lba: 0, data: data.clone() }, reply: to.clone() })
+            .unwrap();
+        thread.tx.send(Message::Io { tag: 2, request: Request::Flush, reply: to }).unwrap();
+        for _ in 0..2 {
+            assert!(answers.recv().unwrap().1.is_ok());
+        }
+        thread.tx.send(Message::Stop).unwrap();
+        thread.join().unwrap();
+        let (thread, failed) = start();
+        assert_eq!(failed, vec![1], "the failure was recorded");
+        let (to, answers) = reply();
+        thread.tx.send(Message::Io { tag: 3, request: Request::Read { lba: 0, blocks: 40 }, reply: to }).unwrap();
+        assert!(answers.recv().unwrap().1.unwrap() == data);
+        thread.tx.send(Message::Stop).unwrap();
+        thread.join().unwrap();
     }
 }

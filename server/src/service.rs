@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::array::{assemble, recover, uuid_text};
 use crate::control::{self, Identity, Stopped};
-use crate::driver::{EngineThread, Message};
+use crate::driver::{EngineThread, FailureRecord, Message};
 use crate::error::Result;
 use crate::ublk::{self, DeviceShape, UblkOptions};
 
@@ -55,7 +55,12 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         drives: assembled.paths.iter().map(|p| p.display().to_string()).collect(),
         device: None,
     }));
-    let thread = EngineThread::spawn(engine, assembled.drives, shape.block_size_bytes)?;
+    let record = FailureRecord {
+        superblock: assembled.superblock,
+        next_lba: assembled.superblock_next_lba.clone(),
+        zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
+    };
+    let thread = EngineThread::spawn(engine, assembled.drives, shape.block_size_bytes, record)?;
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
     let dev_id: Arc<Mutex<Option<i32>>> = Arc::new(Mutex::new(None));
     let request_stop = {

@@ -38,7 +38,9 @@ impl<D: ZonedDevice> ReservedZones<D> {
 
     fn shift_out(&self, completion: &mut Completion) {
         match &mut completion.result {
-            Ok(Done::Written { lba, .. }) => *lba -= self.offset_blocks,
+            // A write into the reserved zones, submitted to the inner drive directly
+            // (`inner_mut`), keeps its LBA.
+            Ok(Done::Written { lba, .. }) => *lba = lba.checked_sub(self.offset_blocks).unwrap_or(*lba),
             Ok(Done::Zones(zones)) => {
                 for z in zones {
                     z.zone -= self.reserved_zones;
