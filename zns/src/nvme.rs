@@ -410,6 +410,15 @@ impl NvmeDrive {
             (Some(a), None) | (None, Some(a)) => a,
             (None, None) => FALLBACK_TRANSFER_BYTES / u64::from(block_size_bytes),
         };
+        // The kernel maps a passthrough command's separate metadata buffer as one
+        // integrity segment: more than a page of it is refused with EINVAL (seen with
+        // 128 blocks x 64 B on QEMU's NVMe), so commands stay within a page of metadata.
+        let metadata_bytes = u64::from(u16::from_le(lbaf.ms));
+        let max_transfer_blocks = if metadata_bytes == 0 {
+            max_transfer_blocks
+        } else {
+            max_transfer_blocks.min((MEMORY_PAGE_BYTES / metadata_bytes).max(1))
+        };
         let append_blocks = if zns_ctrl.zasl == 0 {
             max_transfer_blocks
         } else {
@@ -564,6 +573,11 @@ impl NvmeDrive {
             self.in_kernel -= 1;
             drop(flight.scratch_metadata);
             let outcome = if res < 0 {
+                let c = &flight.context;
+                tracing::error!(
+                    drive = %self.path.display(), opcode = c.opcode, lba = c.lba, blocks = c.blocks,
+                    error = %std::io::Error::from_raw_os_error(-res), "the kernel refused an NVMe passthrough command"
+                );
                 Err(Error::Io {
                     path: self.path.clone(),
                     context: "NVMe passthrough",
