@@ -414,10 +414,9 @@ impl NvmeDrive {
         // integrity segment: more than a page of it is refused with EINVAL (seen with
         // 128 blocks x 64 B on QEMU's NVMe), so commands stay within a page of metadata.
         let metadata_bytes = u64::from(u16::from_le(lbaf.ms));
-        let max_transfer_blocks = if metadata_bytes == 0 {
-            max_transfer_blocks
-        } else {
-            max_transfer_blocks.min((MEMORY_PAGE_BYTES / metadata_bytes).max(1))
+        let max_transfer_blocks = match MEMORY_PAGE_BYTES.checked_div(metadata_bytes) {
+            Some(blocks) => max_transfer_blocks.min(blocks.max(1)),
+            None => max_transfer_blocks,
         };
         let append_blocks = if zns_ctrl.zasl == 0 {
             max_transfer_blocks
