@@ -4,13 +4,15 @@
 #
 #   femu/run.sh [--drives N] [--metadata BYTES] [--zone-size 64M] [--zone-capacity 62M]
 #               [--drive-size 2G] [--max-open 14] [--max-active 14] [--zasl 5]
+#               [--bare-drives N]   (N more drives without per-block metadata, after the others)
 #               [--timeout SECONDS] INITRAMFS SCENARIO [ARG...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-drives=4 metadata=64 zone_size=64M zone_capacity=62M drive_size=2G max_open=14 max_active=14 zasl=5 timeout=900
+drives=4 bare_drives=0 metadata=64 zone_size=64M zone_capacity=62M drive_size=2G max_open=14 max_active=14 zasl=5 timeout=900
 while [ $# -gt 0 ]; do
     case $1 in
         --drives) drives=$2; shift 2 ;;
+        --bare-drives) bare_drives=$2; shift 2 ;;
         --metadata) metadata=$2; shift 2 ;;
         --zone-size) zone_size=$2; shift 2 ;;
         --zone-capacity) zone_capacity=$2; shift 2 ;;
@@ -29,12 +31,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 qemu_args=()
-for ((i = 0; i < drives; i++)); do
+for ((i = 0; i < drives + bare_drives; i++)); do
     truncate -s "$drive_size" "$work/d$i.img"
+    ms=$metadata
+    [ "$i" -lt "$drives" ] || ms=0
     qemu_args+=(
         -drive "file=$work/d$i.img,id=z$i,format=raw,if=none"
         -device "nvme,id=nvme$i,serial=zns$i,zoned.zasl=$zasl"
-        -device "nvme-ns,drive=z$i,bus=nvme$i,nsid=1,logical_block_size=4096,physical_block_size=4096,zoned=true,zoned.zone_size=$zone_size,zoned.zone_capacity=$zone_capacity,zoned.max_open=$max_open,zoned.max_active=$max_active,ms=$metadata"
+        -device "nvme-ns,drive=z$i,bus=nvme$i,nsid=1,logical_block_size=4096,physical_block_size=4096,zoned=true,zoned.zone_size=$zone_size,zoned.zone_capacity=$zone_capacity,zoned.max_open=$max_open,zoned.max_active=$max_active,ms=$ms"
     )
 done
 log="$work/console.log"
