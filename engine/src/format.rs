@@ -62,6 +62,17 @@ fn check_crc(covered: &[u8], stored: u32) -> Result<(), DecodeError> {
     }
 }
 
+/// Magic, version and CRC of a structure sealed with all three.
+fn check_sealed(magic: [u8; 8], expected: [u8; 8], version: u32, covered: &[u8], crc: u32) -> Result<(), DecodeError> {
+    if magic != expected {
+        return Err(DecodeError::Magic);
+    }
+    if version != FORMAT_VERSION {
+        return Err(DecodeError::Version(version));
+    }
+    check_crc(covered, crc)
+}
+
 /// The header written as the first chunk of every zone of a segment.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
 #[repr(C)]
@@ -104,13 +115,13 @@ impl SegmentHeader {
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let h: SegmentHeader = read(bytes)?;
-        if h.magic != SEGMENT_HEADER_MAGIC {
-            return Err(DecodeError::Magic);
-        }
-        if h.version.get() != FORMAT_VERSION {
-            return Err(DecodeError::Version(h.version.get()));
-        }
-        check_crc(&h.as_bytes()[..SEGMENT_HEADER_BYTES - 4], h.crc32c.get())?;
+        check_sealed(
+            h.magic,
+            SEGMENT_HEADER_MAGIC,
+            h.version.get(),
+            &h.as_bytes()[..SEGMENT_HEADER_BYTES - 4],
+            h.crc32c.get(),
+        )?;
         let drives = h.drive_count.get() as usize;
         if h.header_bytes.get() as usize != SEGMENT_HEADER_BYTES
             || drives == 0
@@ -188,13 +199,13 @@ impl ArraySuperblock {
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let s: ArraySuperblock = read(bytes)?;
-        if s.magic != ARRAY_SUPERBLOCK_MAGIC {
-            return Err(DecodeError::Magic);
-        }
-        if s.version.get() != FORMAT_VERSION {
-            return Err(DecodeError::Version(s.version.get()));
-        }
-        check_crc(&s.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4], s.crc32c.get())?;
+        check_sealed(
+            s.magic,
+            ARRAY_SUPERBLOCK_MAGIC,
+            s.version.get(),
+            &s.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4],
+            s.crc32c.get(),
+        )?;
         let drives = s.drive_count.get() as usize;
         if s.superblock_bytes.get() as usize != ARRAY_SUPERBLOCK_BYTES
             || drives == 0

@@ -187,7 +187,6 @@ impl EngineLoop {
     }
 
     fn run(mut self) -> Result<()> {
-        let mut completions: Vec<Completion> = Vec::new();
         loop {
             // Messages: wait for one only when nothing else can move.
             let mut got_message = false;
@@ -224,25 +223,7 @@ impl EngineLoop {
             }
             self.dispatch();
             // Completions: reap what is there; block on a busy drive if nothing else to do.
-            let mut reaped = 0;
-            for i in 0..self.drives.len() {
-                completions.clear();
-                reaped += self.drives[i].reap(&mut completions);
-                let now = self.now_ns();
-                for c in completions.drain(..) {
-                    self.engine.on_completion(i, c, now);
-                }
-            }
-            if reaped == 0 && !got_message {
-                if let Some(i) = (0..self.drives.len()).find(|i| self.drives[*i].in_flight() > 0) {
-                    completions.clear();
-                    self.drives[i].wait(&mut completions);
-                    let now = self.now_ns();
-                    for c in completions.drain(..) {
-                        self.engine.on_completion(i, c, now);
-                    }
-                }
-            }
+            self.poll_drives(!got_message);
             let now = self.now_ns();
             self.engine.tick(now);
             self.dispatch();
@@ -337,39 +318,9 @@ impl EngineLoop {
             self.drives[i].inner_mut().submit(RECORD_TAG, zapraid_zns::Command::Write { lba, data, metadata });
             pending += 1;
         }
-        let mut completions = Vec::new();
         while pending > 0 {
-            let mut reaped = 0;
-            for i in 0..self.drives.len() {
-                completions.clear();
-                reaped += self.drives[i].reap(&mut completions);
-                let now = self.now_ns();
-                for c in completions.drain(..) {
-                    if c.tag == RECORD_TAG {
-                        pending -= 1;
-                        if let Err(e) = c.result {
-                            tracing::error!(drive = i, error = %e, "recording the failed drives failed");
-                        }
-                    } else {
-                        self.engine.on_completion(i, c, now);
-                    }
-                }
-            }
+            pending -= self.poll_drives(true);
             self.dispatch();
-            if reaped == 0 {
-                if let Some(i) = (0..self.drives.len()).find(|i| self.drives[*i].in_flight() > 0) {
-                    completions.clear();
-                    self.drives[i].wait(&mut completions);
-                    let now = self.now_ns();
-                    for c in completions.drain(..) {
-                        if c.tag == RECORD_TAG {
-                            pending -= 1;
-                        } else {
-                            self.engine.on_completion(i, c, now);
-                        }
-                    }
-                }
-            }
         }
         tracing::warn!(
             generation = sb.generation.get(),
@@ -377,6 +328,42 @@ impl EngineLoop {
             "failed drives recorded in the superblock"
         );
         self.record.superblock = sb;
+    }
+
+    /// Takes every drive's completions: the engine's to the engine, the engine thread's
+    /// own superblock writes counted (returned). With `block` and nothing reaped, waits
+    /// for a drive with commands in flight.
+    fn poll_drives(&mut self, block: bool) -> usize {
+        let mut completions = Vec::new();
+        let mut reaped = 0;
+        let mut records = 0;
+        for i in 0..self.drives.len() {
+            reaped += self.drives[i].reap(&mut completions);
+            records += self.route(i, &mut completions);
+        }
+        if reaped == 0 && block {
+            if let Some(i) = (0..self.drives.len()).find(|i| self.drives[*i].in_flight() > 0) {
+                self.drives[i].wait(&mut completions);
+                records += self.route(i, &mut completions);
+            }
+        }
+        records
+    }
+
+    fn route(&mut self, drive: usize, completions: &mut Vec<Completion>) -> usize {
+        let now = self.now_ns();
+        let mut records = 0;
+        for c in completions.drain(..) {
+            if c.tag == RECORD_TAG {
+                records += 1;
+                if let Err(e) = c.result {
+                    tracing::error!(drive, error = %e, "recording the failed drives failed");
+                }
+            } else {
+                self.engine.on_completion(drive, c, now);
+            }
+        }
+        records
     }
 
     fn dispatch(&mut self) {
@@ -451,16 +438,8 @@ mod tests {
     use zapraid_engine::{Mode, RaidLevel};
     use zapraid_zns::{EmulatedDrive, Geometry};
 
-    fn reply() -> (Arc<ReplyTo>, Receiver<Answer>) {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        (Arc::new(ReplyTo { tx, wake: Box::new(|| {}) }), rx)
-    }
-
-    /// Format drive files, start, write, stop cleanly, start again (drives named in
-    /// another order), read back; the second run ends by dropping every sender, which
-    /// stops cleanly too; a third start reads back once more.
-    #[test]
-    fn format_start_write_stop_start_read() {
+    /// Four emulated drive files in a temporary directory, and RAID-5 format options.
+    fn drive_files() -> (tempfile::TempDir, Geometry, Vec<PathBuf>, FormatOptions) {
         let dir = tempfile::tempdir().unwrap();
         let g = Geometry { metadata_bytes_per_block: 64, ..Geometry::small(12, 256, 240) };
         let paths: Vec<_> = (0..4).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
@@ -474,6 +453,20 @@ mod tests {
             name: "t".into(),
             force: false,
         };
+        (dir, g, paths, options)
+    }
+
+    fn reply() -> (Arc<ReplyTo>, Receiver<Answer>) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        (Arc::new(ReplyTo { tx, wake: Box::new(|| {}) }), rx)
+    }
+
+    /// Format drive files, start, write, stop cleanly, start again (drives named in
+    /// another order), read back; the second run ends by dropping every sender, which
+    /// stops cleanly too; a third start reads back once more.
+    #[test]
+    fn format_start_write_stop_start_read() {
+        let (_dir, g, paths, options) = drive_files();
         let formatted = format(&paths, &options, |_, _| {}).unwrap();
         assert!(format(&paths, &options, |_, _| {}).is_err(), "formatting a member again needs --force");
         let block = formatted.block_size_bytes as usize;
@@ -520,19 +513,7 @@ mod tests {
     /// degraded write is acknowledged, and stays failed after a restart.
     #[test]
     fn a_failed_drive_is_recorded_and_stays_failed() {
-        let dir = tempfile::tempdir().unwrap();
-        let g = Geometry { metadata_bytes_per_block: 64, ..Geometry::small(12, 256, 240) };
-        let paths: Vec<_> = (0..4).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
-        for (i, p) in paths.iter().enumerate() {
-            EmulatedDrive::create_file(p, g, i as u64).unwrap();
-        }
-        let options = FormatOptions {
-            level: RaidLevel::Raid5 { drives: 4 },
-            mode: Mode::ZapRaid { group_size: 4 },
-            chunk_bytes: 4096,
-            name: "t".into(),
-            force: false,
-        };
+        let (_dir, g, paths, options) = drive_files();
         let formatted = format(&paths, &options, |_, _| {}).unwrap();
         let start = || {
             let mut assembled = assemble(&paths).unwrap();
