@@ -165,9 +165,20 @@ pub fn run_start(args: StartArgs) -> Result<()> {
         block_device,
         ublk: UblkOptions { queues: args.queues, depth: args.queue_depth, ..UblkOptions::default() },
     };
-    service::run(&args.drives, options, |p| match p {
-        Progress::Assembled { name, drives } => eprintln!("array \"{name}\": {drives} drives assembled, recovering"),
+    let mut spinner: Option<indicatif::ProgressBar> = None;
+    service::run(&args.drives, options, move |p| match p {
+        Progress::Assembled { name, drives } => {
+            eprintln!("array \"{name}\": {drives} drives assembled, recovering");
+            if std::io::stderr().is_terminal() {
+                let bar = indicatif::ProgressBar::new_spinner().with_message("recovering from the drives");
+                bar.enable_steady_tick(Duration::from_millis(100));
+                spinner = Some(bar);
+            }
+        }
         Progress::Recovered { seconds, mapped_blocks } => {
+            if let Some(bar) = spinner.take() {
+                bar.finish_and_clear();
+            }
             eprintln!("recovered in {seconds:.3} s ({mapped_blocks} blocks mapped)")
         }
         Progress::Ready { device, socket } => {
@@ -175,7 +186,7 @@ pub fn run_start(args: StartArgs) -> Result<()> {
                 Some(d) => println!("{d}"),
                 None => println!("running without a block device (control socket {socket})"),
             }
-            eprintln!("ready; stop with: zapraid stop <name>");
+            eprintln!("ready; stop with `zapraid stop <name>` (or Ctrl-C / SIGTERM here)");
         }
     })?;
     eprintln!("stopped cleanly");

@@ -30,10 +30,26 @@ pub enum Progress<'a> {
 
 type ProgressFn = Box<dyn FnMut(Progress) + Send>;
 
+fn stop_signal_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        set
+    }
+}
+
 /// Runs the array on `paths` until it is stopped through its control socket.
 pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progress) + Send + 'static) -> Result<()> {
     // Shared with the block device's ready call, which may run on another thread.
     let progress: Arc<Mutex<ProgressFn>> = Arc::new(Mutex::new(Box::new(progress)));
+    // SIGINT and SIGTERM stop the array cleanly: blocked here, before any thread starts
+    // (threads inherit the mask), and taken by one thread with sigwait below.
+    let stop_signals = stop_signal_set();
+    // SAFETY: changes this thread's signal mask with a set built by sigemptyset/sigaddset.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &stop_signals, std::ptr::null_mut()) };
     let tell = |p: Progress| (progress.lock().expect("progress"))(p);
     let mut assembled = assemble(paths)?;
     let name = options.name.clone().unwrap_or_else(|| assembled.name.clone());
@@ -75,6 +91,20 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         })
     };
     let stopped = Arc::new(Stopped::default());
+    {
+        let request_stop = request_stop.clone();
+        std::thread::Builder::new()
+            .name("zapraid-signals".into())
+            .spawn(move || loop {
+                let mut signal = 0;
+                // SAFETY: waits on a valid signal set, writing the signal number to a live i32.
+                if unsafe { libc::sigwait(&stop_signals, &mut signal) } == 0 {
+                    tracing::info!(signal, "stop signal: stopping cleanly");
+                    request_stop();
+                }
+            })
+            .map_err(|source| crate::Error::Io { path: "signal thread".into(), context: "cannot start", source })?;
+    }
     let socket = control::listen(&name, identity.clone(), thread.tx.clone(), request_stop, stopped.clone())?;
     let socket_text = socket.display().to_string();
     let served = if options.block_device {
