@@ -27,6 +27,7 @@ scenario "conformance, 16 B metadata" --drives 1 --metadata 16 "$initramfs" conf
 scenario "conformance, no metadata" --drives 1 --metadata 0 "$initramfs" conformance
 scenario "conformance, small zone limits" --drives 1 --max-open 4 --max-active 6 --zone-capacity 48M "$initramfs" conformance
 scenario "device benchmark vs fio" --drives 1 --metadata 0 --timeout 900 "$initramfs" bench
+scenario "engine alone over NVMe: write, stop/start, fail, degraded, restart" --drives 4 --metadata 64 "$initramfs" engine
 scenario "block device: ext4, stop/start, fail, kill -9, fio verify, RAID-6" --drives 4 --metadata 64 --timeout 1200 "$initramfs" blockdev
 scenario "format refuses drives without metadata" --drives 4 --metadata 0 "$initramfs" refuse-bare
 scenario "block device throughput vs a raw drive" --drives 4 --bare-drives 1 --metadata 64 --timeout 900 "$initramfs" blockperf

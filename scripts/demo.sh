@@ -22,6 +22,8 @@ section "RAID-6 with two failed drives, then a power cut mid-write and recovery 
 "$ZAPRAID" simulate --level raid6 --drives 6 --size 16M --fail 2 --crash
 section "Bench headline: the paper's Exp#1 (writes) in virtual time"
 "$ZAPRAID" bench --quick --writes-only
+section "The engine on the drive files, end to end: write, stop, start, verify, fail a drive, degraded I/O"
+"$ZAPRAID" selftest --size 32M --erase "$DEMO_DIR"/drives/drive*.zns
 section "An array on the drive files: format, start (engine and control socket), status, fail, stop"
 export ZAPRAID_RUN_DIR="$DEMO_DIR/run"
 "$ZAPRAID" format --level raid5 --group-size 16 --name demo "$DEMO_DIR"/drives/drive*.zns

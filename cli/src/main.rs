@@ -43,6 +43,10 @@ enum Top {
     Fail(array::FailArgs),
     /// Show a drive's array superblock, zones and segment headers.
     Inspect(array::InspectArgs),
+    /// Exercise an array end to end without a block device (no ublk needed): format the
+    /// drives, write a pattern, read it back, stop, start, verify, fail a drive, read and
+    /// write degraded, restart, verify. Erases the drives (--erase).
+    Selftest(array::SelftestArgs),
     /// Emulated ZNS drives: create them, inspect them, calibrate their timing model.
     #[command(subcommand)]
     Emu(emu::EmuCommand),
@@ -75,6 +79,7 @@ fn main() {
         Top::Status(args) => array::run_status(args),
         Top::Fail(args) => array::run_fail(args),
         Top::Inspect(args) => array::run_inspect(args),
+        Top::Selftest(args) => array::run_selftest(args),
         Top::Emu(command) => emu::run(command),
         Top::Device(command) => device::run(command),
         Top::Bench(args) => bench::run(args),

@@ -177,4 +177,12 @@ fn format_start_status_fail_stop_inspect() {
     assert!(!out.status.success(), "a stopped array still answers");
     let out = cli(&["inspect", drives[1]]);
     assert!(out.status.success() && text(&out).0.contains("drive 1 of 4"), "{:?}", text(&out));
+    // The engine end to end on the same files (it formats them again).
+    let mut args = vec!["selftest", "--size", "2M"];
+    args.extend(&drives);
+    let out = cli(&args);
+    assert!(!out.status.success() && text(&out).1.contains("--erase"), "selftest erases only when told");
+    args.push("--erase");
+    let out = cli(&args);
+    assert!(out.status.success() && text(&out).0.contains("selftest passed"), "{:?}", text(&out));
 }
