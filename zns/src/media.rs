@@ -179,7 +179,9 @@ fn io_error<'a>(path: &'a Path, context: &'static str) -> impl FnOnce(std::io::E
     move |source| Error::Io { path: path.to_path_buf(), context, source }
 }
 
-fn lock(file: &File, path: &Path) -> Result<()> {
+/// Takes an exclusive advisory lock on a drive (a drive file or an NVMe character device),
+/// so that two zapraid processes never drive it at once.
+pub(crate) fn lock(file: &File, path: &Path) -> Result<()> {
     match file.try_lock() {
         Ok(()) => Ok(()),
         Err(TryLockError::WouldBlock) => Err(Error::DriveInUse { path: path.to_path_buf() }),

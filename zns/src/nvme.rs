@@ -353,6 +353,7 @@ impl NvmeDrive {
             context: "opening NVMe device",
             source,
         })?;
+        crate::media::lock(&file, path)?;
         let mut nsid = 0u32;
         // SAFETY: plain ioctl on an open descriptor writing one u32.
         if unsafe { libnvme::nvme_get_nsid(file.as_raw_fd(), &mut nsid) } < 0 {
