@@ -663,8 +663,8 @@ impl Engine {
             return self.responses.push_back(Response { id, result: Err(e) });
         }
         if self.stop != StopState::Running {
-            let reason = "the array is stopping: writes are refused".to_string();
-            return self.responses.push_back(Response { id, result: Err(Error::InvalidConfig { reason }) });
+            let reason = "it is stopping: writes are refused".to_string();
+            return self.responses.push_back(Response { id, result: Err(Error::Unavailable { reason }) });
         }
         self.outstanding_writes.insert(id);
         self.write_blocks_left.insert(id, blocks as usize);
@@ -1131,8 +1131,8 @@ impl Engine {
 
     fn fail_queued_stripes(&mut self) {
         while let Some(number) = self.queued.pop_front() {
-            let reason = "the array is full: no empty zone left and no segment with space to reclaim (every block in every segment is live)".to_string();
-            self.stripe_failed(number, Error::InvalidConfig { reason });
+            let reason = "no empty zone left and no segment with space to reclaim (every block is live)".to_string();
+            self.stripe_failed(number, Error::ArrayFull { reason });
         }
     }
 
@@ -1153,8 +1153,7 @@ impl Engine {
         for request in failed_requests {
             if self.write_blocks_left.remove(&request).is_some() {
                 self.outstanding_writes.remove(&request);
-                let error = Error::InvalidConfig { reason: error.to_string() };
-                self.responses.push_back(Response { id: request, result: Err(error) });
+                self.responses.push_back(Response { id: request, result: Err(error.duplicate()) });
             }
         }
         self.complete_flushes();

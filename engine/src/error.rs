@@ -19,4 +19,35 @@ pub enum Error {
 
     #[error("drive {drive}: {source}")]
     Device { drive: usize, source: zns::Error },
+
+    /// No empty zone left and nothing to reclaim.
+    #[error("the array is full: {reason}")]
+    ArrayFull { reason: String },
+
+    /// The array cannot take the request now (stopping, or its engine is gone).
+    #[error("the array is unavailable: {reason}")]
+    Unavailable { reason: String },
+}
+
+impl Error {
+    /// The same failure again, for each of several requests it ends (errors that carry a
+    /// device error keep its text).
+    pub fn duplicate(&self) -> Error {
+        match self {
+            Error::InvalidConfig { reason } => Error::InvalidConfig { reason: reason.clone() },
+            Error::TooManyErasures { lost, total, tolerated } => {
+                Error::TooManyErasures { lost: *lost, total: *total, tolerated: *tolerated }
+            }
+            Error::Corrupt { drive, zone, offset_blocks, structure, reason } => Error::Corrupt {
+                drive: *drive,
+                zone: *zone,
+                offset_blocks: *offset_blocks,
+                structure,
+                reason: reason.clone(),
+            },
+            Error::Device { .. } => Error::Unavailable { reason: self.to_string() },
+            Error::ArrayFull { reason } => Error::ArrayFull { reason: reason.clone() },
+            Error::Unavailable { reason } => Error::Unavailable { reason: reason.clone() },
+        }
+    }
 }

@@ -413,6 +413,19 @@ impl EngineLoop {
     }
 }
 
+/// However the engine thread ends (a clean stop, or a panic unwinding), every request
+/// still waiting is answered, so no frontend waits forever.
+impl Drop for EngineLoop {
+    fn drop(&mut self) {
+        for (_, p) in self.pending.drain() {
+            let reason = "the engine thread stopped before answering".to_string();
+            if p.reply.tx.send((p.tag, Err(zapraid_engine::Error::Unavailable { reason }))).is_ok() {
+                (p.reply.wake)();
+            }
+        }
+    }
+}
+
 fn push_sample(samples: &mut VecDeque<u32>, micros: u32) {
     if samples.len() == LATENCY_SAMPLES {
         samples.pop_front();

@@ -122,6 +122,7 @@ struct InFlight {
 fn errno(e: &zapraid_engine::Error) -> i32 {
     match e {
         zapraid_engine::Error::InvalidConfig { .. } => -libc::EINVAL,
+        zapraid_engine::Error::ArrayFull { .. } => -libc::ENOSPC,
         _ => -libc::EIO,
     }
 }
