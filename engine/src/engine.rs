@@ -357,6 +357,8 @@ pub struct Engine {
     relocation: Option<Relocation>,
     /// Something changed that may give garbage collection a victim.
     gc_check_needed: bool,
+    /// Segments recovered open may still wait to be reclaimed (none are made later).
+    reclaim_pending: bool,
     segments_reclaimed: u64,
     blocks_relocated: u64,
     stop: StopState,
@@ -414,6 +416,7 @@ impl Engine {
             gc_queued: VecDeque::new(),
             relocation: None,
             gc_check_needed: false,
+            reclaim_pending: false,
             segments_reclaimed: 0,
             blocks_relocated: 0,
             stop: StopState::Running,
@@ -448,6 +451,7 @@ impl Engine {
             let mut segment = Segment::new(zone, sequence, SegmentState::Sealed, table, n);
             segment.group = self.layout.groups();
             segment.reclaim_first = !sealed;
+            self.reclaim_pending |= !sealed;
             self.segments[zone as usize] = Some(segment);
         }
         for (lba, physical) in recovered.mappings {
@@ -938,9 +942,17 @@ impl Engine {
         if self.relocation.is_some() || !self.gc_check_needed || self.stop != StopState::Running {
             return false;
         }
-        self.gc_check_needed = false;
         let capacity = self.layout.data_blocks_per_segment();
         let low = self.free_zones.len() <= GC_START_FREE_ZONES;
+        if !low && !self.reclaim_pending {
+            return false; // nothing due: spare the scan of every segment
+        }
+        self.gc_check_needed = false;
+        self.reclaim_pending = self
+            .segments
+            .iter()
+            .flatten()
+            .any(|s| s.reclaim_first && s.state == SegmentState::Sealed && !s.unreclaimable);
         let victim = self
             .segments
             .iter()
