@@ -124,10 +124,7 @@ impl SegmentHeader {
         )?;
         let drives = h.drive_count.get() as usize;
         if h.header_bytes.get() as usize != SEGMENT_HEADER_BYTES
-            || drives == 0
-            || drives > MAX_DRIVES
-            || h.drive_index.get() as usize >= drives
-            || (h.data_chunks.get() + h.parity_chunks.get()) as usize != drives
+            || !drive_shape_is_valid(drives, h.drive_index.get(), h.data_chunks.get(), h.parity_chunks.get())
             || h.chunk_blocks.get() == 0
             || h.group_size.get() == 0
         {
@@ -142,6 +139,14 @@ impl SegmentHeader {
         }
         Ok(h)
     }
+}
+
+/// Whether a decoded drive count, drive index and data + parity split describe an array
+/// this format can hold (the sums are widened: the fields are untrusted).
+fn drive_shape_is_valid(drives: usize, drive_index: u32, data_chunks: u32, parity_chunks: u32) -> bool {
+    (1..=MAX_DRIVES).contains(&drives)
+        && (drive_index as usize) < drives
+        && u64::from(data_chunks) + u64::from(parity_chunks) == drives as u64
 }
 
 pub const ARRAY_SUPERBLOCK_MAGIC: [u8; 8] = *b"ZRAIDARR";
@@ -208,10 +213,7 @@ impl ArraySuperblock {
         )?;
         let drives = s.drive_count.get() as usize;
         if s.superblock_bytes.get() as usize != ARRAY_SUPERBLOCK_BYTES
-            || drives == 0
-            || drives > MAX_DRIVES
-            || s.drive_index.get() as usize >= drives
-            || (s.data_chunks.get() + s.parity_chunks.get()) as usize != drives
+            || !drive_shape_is_valid(drives, s.drive_index.get(), s.data_chunks.get(), s.parity_chunks.get())
             || s.chunk_bytes.get() == 0
             || s.group_size.get() == 0
             || s.mode > 2

@@ -28,7 +28,9 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};
+use zapraid_zns::{
+    Command, Completion, Done, Geometry, Tag, ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget, ZonedDevice,
+};
 
 use crate::engine::{Config, DriveCommand, Engine};
 use crate::error::{Error, Result};
@@ -191,6 +193,35 @@ impl Recovery {
 
     pub fn poll_command(&mut self) -> Option<DriveCommand> {
         self.commands.pop_front()
+    }
+
+    /// Drives recovery one round on real or emulated drives: submits what it asks for,
+    /// then waits on every drive with commands in flight and feeds it the completions.
+    /// Returns how many completions it took; a round that takes none while recovery is
+    /// not done means recovery waits for commands no drive has (an error).
+    pub fn run_round<D: ZonedDevice>(&mut self, drives: &mut [D]) -> Result<usize> {
+        while let Some(cmd) = self.poll_command() {
+            drives[cmd.drive].submit(cmd.tag, cmd.command);
+        }
+        if self.is_done() {
+            return Ok(0);
+        }
+        let mut taken = 0;
+        let mut out = Vec::new();
+        for (i, drive) in drives.iter_mut().enumerate() {
+            if drive.in_flight() == 0 {
+                continue;
+            }
+            drive.wait(&mut out);
+            for completion in out.drain(..) {
+                taken += 1;
+                self.on_completion(i, completion);
+            }
+        }
+        if taken == 0 && !self.is_done() {
+            return Err(Error::Unavailable { reason: "recovery is waiting for commands no drive has".into() });
+        }
+        Ok(taken)
     }
 
     /// Whether recovery has finished (then call `finish`).

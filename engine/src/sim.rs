@@ -122,29 +122,9 @@ impl Simulator {
         failed_drives: &[usize],
     ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
         let mut recovery = crate::recovery::Recovery::with_failed_drives(geometry, config, failed_drives)?;
-        let mut out = Vec::new();
         let mut taken = 0;
-        loop {
-            while let Some(cmd) = recovery.poll_command() {
-                drives[cmd.drive].submit(cmd.tag, cmd.command);
-            }
-            if recovery.is_done() {
-                break;
-            }
-            let mut progressed = false;
-            for (i, drive) in drives.iter_mut().enumerate() {
-                if drive.in_flight() == 0 {
-                    continue;
-                }
-                out.clear();
-                drive.wait(&mut out);
-                for completion in out.drain(..) {
-                    progressed = true;
-                    recovery.on_completion(i, completion);
-                    taken += 1;
-                }
-            }
-            assert!(progressed || recovery.is_done(), "recovery waits for nothing");
+        while !recovery.is_done() {
+            taken += recovery.run_round(&mut drives)?;
             if interrupt_after.is_some_and(|n| taken >= n) && !recovery.is_done() {
                 for (i, drive) in drives.iter_mut().enumerate() {
                     drive.power_cut().map_err(|source| crate::Error::Device { drive: i, source })?;

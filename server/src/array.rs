@@ -354,29 +354,8 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
 /// Rebuilds the engine from the drives (after a clean stop or a crash).
 pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
     let mut recovery = Recovery::with_failed_drives(assembled.geometry, assembled.config, &assembled.failed)?;
-    let mut out = Vec::new();
-    loop {
-        while let Some(cmd) = recovery.poll_command() {
-            assembled.drives[cmd.drive].submit(cmd.tag, cmd.command);
-        }
-        if recovery.is_done() {
-            break;
-        }
-        let mut progressed = false;
-        for (i, drive) in assembled.drives.iter_mut().enumerate() {
-            if drive.in_flight() == 0 {
-                continue;
-            }
-            out.clear();
-            drive.wait(&mut out);
-            for completion in out.drain(..) {
-                progressed = true;
-                recovery.on_completion(i, completion);
-            }
-        }
-        if !progressed && !recovery.is_done() {
-            return Err(Error::Config { reason: "recovery is waiting for commands no drive has".into() });
-        }
+    while !recovery.is_done() {
+        recovery.run_round(&mut assembled.drives)?;
     }
     Ok(recovery.finish()?)
 }
