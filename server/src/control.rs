@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
-
-use crate::driver::{ArrayStatus, Message};
+use crate::driver::{ArrayStatus, EngineSender, Message};
 use crate::error::{Error, Result};
 
 /// Where control sockets live, unless `ZAPRAID_RUN_DIR` says otherwise.
@@ -66,7 +64,7 @@ impl Stopped {
 pub fn listen(
     name: &str,
     identity: Arc<Mutex<Identity>>,
-    engine: Sender<Message>,
+    engine: EngineSender,
     request_stop: Arc<dyn Fn() + Send + Sync>,
     stopped: Arc<Stopped>,
 ) -> Result<PathBuf> {
@@ -108,7 +106,7 @@ pub fn listen(
 fn handle(
     stream: UnixStream,
     identity: &Mutex<Identity>,
-    engine: &Sender<Message>,
+    engine: &EngineSender,
     request_stop: &(dyn Fn() + Send + Sync),
     stopped: &Stopped,
 ) -> std::io::Result<()> {
@@ -148,7 +146,7 @@ fn error_json(reason: &str) -> serde_json::Value {
     serde_json::json!({ "error": reason })
 }
 
-fn query_status(engine: &Sender<Message>) -> Option<ArrayStatus> {
+fn query_status(engine: &EngineSender) -> Option<ArrayStatus> {
     let (tx, rx) = crossbeam_channel::bounded(1);
     engine.send(Message::Status(tx)).ok()?;
     rx.recv_timeout(ANSWER_TIMEOUT).ok()

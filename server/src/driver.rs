@@ -3,16 +3,18 @@
 //! channel and get answers on their own channel, with a wake-up call (the ublk queues
 //! use an eventfd) so they need not poll.
 //!
-//! One thread owns the engine and every drive: no locks on the I/O path. It blocks on the
-//! channel when nothing is in flight, and on a drive when commands are in flight and no
-//! message waits.
+//! One thread owns the engine and every drive: no locks on the I/O path. Over NVMe drives
+//! it sleeps on one eventfd that every drive's ring and every sender signal, so a message
+//! or any drive's completion wakes it. Over emulated drives (which complete commands only
+//! when asked) it blocks on the channel when nothing is in flight, and on a drive when
+//! commands are in flight and no message waits.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendError, Sender, TryRecvError};
 use zapraid_engine::{Engine, Request, Status};
 use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
 
@@ -20,6 +22,7 @@ use zapraid_engine::format::ArraySuperblock;
 
 use crate::array::{superblock_block, Drive};
 use crate::error::{Error, Result};
+use crate::wake::EventFd;
 
 /// Messages waiting for the engine thread at most: senders block beyond this.
 pub const MESSAGE_QUEUE_CAPACITY: usize = 1024;
@@ -106,9 +109,30 @@ struct Pending {
     kind: Kind,
 }
 
+/// How long the engine thread sleeps at most with nothing to do: it looks for a channel
+/// with no sender left (a frontend gone without `Stop`) this often.
+const IDLE_WAKE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The frontends' way to the engine thread: the bounded channel, and the eventfd the
+/// thread sleeps on (signalled after each message).
+#[derive(Clone)]
+pub struct EngineSender {
+    tx: Sender<Message>,
+    wake: Arc<EventFd>,
+}
+
+impl EngineSender {
+    /// Sends a message (blocks while the channel is full) and wakes the thread.
+    pub fn send(&self, message: Message) -> std::result::Result<(), SendError<Message>> {
+        self.tx.send(message)?;
+        self.wake.signal();
+        Ok(())
+    }
+}
+
 /// A running engine thread.
 pub struct EngineThread {
-    pub tx: Sender<Message>,
+    pub tx: EngineSender,
     handle: JoinHandle<Result<()>>,
 }
 
@@ -121,16 +145,25 @@ impl EngineThread {
         record: FailureRecord,
     ) -> Result<Self> {
         let (tx, rx) = crossbeam_channel::bounded(MESSAGE_QUEUE_CAPACITY);
+        let wake = Arc::new(EventFd::new().map_err(|source| Error::Io {
+            path: "eventfd".into(),
+            context: "cannot create",
+            source,
+        })?);
+        let thread_wake = wake.clone();
         let handle = std::thread::Builder::new()
             .name("zapraid-engine".into())
-            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, record, rx).run())
+            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, record, rx, thread_wake).run())
             .map_err(|source| Error::Io { path: "engine thread".into(), context: "cannot start", source })?;
-        Ok(EngineThread { tx, handle })
+        Ok(EngineThread { tx: EngineSender { tx, wake }, handle })
     }
 
     /// Waits for the thread to end (after `Message::Stop`, or when every sender is gone).
     pub fn join(self) -> Result<()> {
+        let wake = self.tx.wake.clone();
         drop(self.tx);
+        // Let the thread see at once if that was the last sender.
+        wake.signal();
         self.handle.join().map_err(|_| Error::EngineGone)?
     }
 }
@@ -139,6 +172,7 @@ struct EngineLoop {
     engine: Engine,
     drives: Vec<ReservedZones<Drive>>,
     rx: Receiver<Message>,
+    wake: Arc<EventFd>,
     started: Instant,
     next_id: u64,
     pending: HashMap<u64, Pending>,
@@ -156,6 +190,7 @@ impl EngineLoop {
         block_size_bytes: u32,
         record: FailureRecord,
         rx: Receiver<Message>,
+        wake: Arc<EventFd>,
     ) -> Self {
         let status = ArrayStatus {
             drives: drives.len(),
@@ -167,6 +202,7 @@ impl EngineLoop {
             engine,
             drives,
             rx,
+            wake,
             started: Instant::now(),
             next_id: 0,
             pending: HashMap::new(),
@@ -187,54 +223,99 @@ impl EngineLoop {
     }
 
     fn run(mut self) -> Result<()> {
+        // Sleep on one eventfd for messages and every drive's completions when all drives
+        // can signal it; otherwise block on the channel or on one busy drive.
+        let notified = {
+            let fd = self.wake.raw();
+            self.drives.iter_mut().all(|d| d.notify_completions(fd))
+        };
+        tracing::info!(completion_eventfd = notified, "engine thread running");
         loop {
-            // Messages: wait for one only when nothing else can move.
-            let mut got_message = false;
-            if self.in_flight() == 0 {
-                let message = match self.engine.next_timer_ns() {
-                    Some(at) => {
-                        let wait = Duration::from_nanos(at.saturating_sub(self.now_ns()));
-                        match self.rx.recv_timeout(wait) {
-                            Ok(m) => Some(m),
-                            Err(RecvTimeoutError::Timeout) => None,
-                            Err(RecvTimeoutError::Disconnected) => Some(Message::Stop),
-                        }
-                    }
-                    None if self.stopping => None,
-                    None => Some(self.rx.recv().unwrap_or(Message::Stop)),
-                };
-                if let Some(m) = message {
-                    got_message = true;
-                    self.take(m);
-                }
-            }
-            for _ in 0..MESSAGE_QUEUE_CAPACITY {
-                match self.rx.try_recv() {
-                    Ok(m) => {
-                        got_message = true;
-                        self.take(m);
-                    }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        self.take(Message::Stop);
-                        break;
-                    }
-                }
-            }
-            self.dispatch();
-            // Completions: reap what is there; block on a busy drive if nothing else to do.
-            self.poll_drives(!got_message);
-            let now = self.now_ns();
-            self.engine.tick(now);
-            self.dispatch();
-            self.record_failures();
-            self.answer();
+            let progressed = if notified { self.turn_notified() } else { self.turn_blocking() };
             if self.stopping && self.engine.is_stopped() && self.in_flight() == 0 {
                 self.answer();
                 tracing::info!("engine stopped cleanly");
                 return Ok(());
             }
+            if notified && !progressed {
+                let timer =
+                    self.engine.next_timer_ns().map(|at| Duration::from_nanos(at.saturating_sub(self.now_ns())));
+                // Bounded, so that a channel whose senders are all gone is noticed.
+                self.wake.wait(timer.map_or(IDLE_WAKE_INTERVAL, |t| t.min(IDLE_WAKE_INTERVAL)));
+            }
         }
+    }
+
+    /// One turn when every drive signals the eventfd: take what is there, never block
+    /// (the caller sleeps on the eventfd when the turn moved nothing). Returns whether
+    /// anything moved.
+    fn turn_notified(&mut self) -> bool {
+        let messages = self.take_waiting_messages();
+        let mut dispatched = self.dispatch();
+        let (reaped, _) = self.poll_drives(false);
+        let now = self.now_ns();
+        self.engine.tick(now);
+        // Commands dispatched after the reap are handed to the kernel by the next turn's.
+        dispatched += self.dispatch();
+        self.record_failures();
+        let answered = self.answer();
+        messages + dispatched + reaped + answered > 0
+    }
+
+    /// One turn over drives that complete commands only when asked (emulated drives):
+    /// wait for a message only when nothing is in flight, and on a busy drive when no
+    /// message came.
+    fn turn_blocking(&mut self) -> bool {
+        let mut messages = 0;
+        if self.in_flight() == 0 {
+            let message = match self.engine.next_timer_ns() {
+                Some(at) => {
+                    let wait = Duration::from_nanos(at.saturating_sub(self.now_ns()));
+                    match self.rx.recv_timeout(wait) {
+                        Ok(m) => Some(m),
+                        Err(RecvTimeoutError::Timeout) => None,
+                        Err(RecvTimeoutError::Disconnected) => Some(Message::Stop),
+                    }
+                }
+                None if self.stopping => None,
+                None => Some(self.rx.recv().unwrap_or(Message::Stop)),
+            };
+            if let Some(m) = message {
+                messages += 1;
+                self.take(m);
+            }
+        }
+        messages += self.take_waiting_messages();
+        self.dispatch();
+        self.poll_drives(messages == 0);
+        let now = self.now_ns();
+        self.engine.tick(now);
+        self.dispatch();
+        self.record_failures();
+        self.answer();
+        true
+    }
+
+    /// Takes the messages already in the channel (a bounded number); a channel with no
+    /// sender left is a stop. Returns how many it took.
+    fn take_waiting_messages(&mut self) -> usize {
+        let mut taken = 0;
+        while taken < MESSAGE_QUEUE_CAPACITY {
+            match self.rx.try_recv() {
+                Ok(m) => {
+                    taken += 1;
+                    self.take(m);
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    if !self.stopping {
+                        self.take(Message::Stop);
+                    }
+                    break;
+                }
+            }
+        }
+        taken
     }
 
     fn take(&mut self, message: Message) {
@@ -319,7 +400,7 @@ impl EngineLoop {
             pending += 1;
         }
         while pending > 0 {
-            pending -= self.poll_drives(true);
+            pending -= self.poll_drives(true).1;
             self.dispatch();
         }
         tracing::warn!(
@@ -331,9 +412,9 @@ impl EngineLoop {
     }
 
     /// Takes every drive's completions: the engine's to the engine, the engine thread's
-    /// own superblock writes counted (returned). With `block` and nothing reaped, waits
-    /// for a drive with commands in flight.
-    fn poll_drives(&mut self, block: bool) -> usize {
+    /// own superblock writes counted apart. With `block` and nothing reaped, waits for a
+    /// drive with commands in flight. Returns (completions reaped, superblock writes).
+    fn poll_drives(&mut self, block: bool) -> (usize, usize) {
         let mut completions = Vec::new();
         let mut reaped = 0;
         let mut records = 0;
@@ -343,11 +424,11 @@ impl EngineLoop {
         }
         if reaped == 0 && block {
             if let Some(i) = (0..self.drives.len()).find(|i| self.drives[*i].in_flight() > 0) {
-                self.drives[i].wait(&mut completions);
+                reaped += self.drives[i].wait(&mut completions);
                 records += self.route(i, &mut completions);
             }
         }
-        records
+        (reaped, records)
     }
 
     fn route(&mut self, drive: usize, completions: &mut Vec<Completion>) -> usize {
@@ -366,14 +447,22 @@ impl EngineLoop {
         records
     }
 
-    fn dispatch(&mut self) {
+    /// Hands the engine's commands to the drives; returns how many.
+    fn dispatch(&mut self) -> usize {
+        let mut n = 0;
         while let Some(cmd) = self.engine.poll_command() {
             self.drives[cmd.drive].submit(cmd.tag, cmd.command);
+            n += 1;
         }
+        n
     }
 
-    fn answer(&mut self) {
+    /// Sends the engine's answers to their frontends; returns how many.
+    fn answer(&mut self) -> usize {
+        let mut n = 0;
+        let mut to_wake: Vec<Arc<ReplyTo>> = Vec::new();
         while let Some(response) = self.engine.poll_response() {
+            n += 1;
             let Some(p) = self.pending.remove(&response.id) else { continue };
             let micros = p.started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
             match p.kind {
@@ -395,10 +484,15 @@ impl EngineLoop {
                 self.status.errors += 1;
                 tracing::warn!(error = %e, "request failed");
             }
-            if p.reply.tx.send((p.tag, response.result)).is_ok() {
-                (p.reply.wake)();
+            if p.reply.tx.send((p.tag, response.result)).is_ok() && !to_wake.iter().any(|r| Arc::ptr_eq(r, &p.reply)) {
+                to_wake.push(p.reply);
             }
         }
+        // One wake-up per frontend for the whole batch.
+        for reply in to_wake {
+            (reply.wake)();
+        }
+        n
     }
 
     fn snapshot(&self) -> ArrayStatus {
@@ -469,6 +563,118 @@ mod tests {
         (dir, g, paths, options)
     }
 
+    /// A drive that completes commands on a thread of its own and signals the registered
+    /// eventfd, as an NVMe ring does: the engine thread's eventfd loop without NVMe drives.
+    struct Threaded {
+        geometry: Geometry,
+        queue_depth: usize,
+        to_worker: Option<Sender<(u64, zapraid_zns::Command)>>,
+        completions: Receiver<Completion>,
+        in_flight: usize,
+        eventfd: Arc<std::sync::atomic::AtomicI32>,
+        worker: Option<JoinHandle<()>>,
+    }
+
+    impl Threaded {
+        fn new(mut inner: Drive) -> Self {
+            let (geometry, queue_depth) = (inner.geometry(), inner.queue_depth());
+            let (to_worker, commands) = crossbeam_channel::unbounded::<(u64, zapraid_zns::Command)>();
+            let (done, completions) = crossbeam_channel::unbounded();
+            let eventfd = Arc::new(std::sync::atomic::AtomicI32::new(-1));
+            let fd = eventfd.clone();
+            let worker = std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for (tag, command) in commands {
+                    // Completions come a little later, while the engine thread may sleep.
+                    std::thread::sleep(Duration::from_micros(200));
+                    inner.submit(tag, command);
+                    while inner.in_flight() > 0 {
+                        inner.wait(&mut out);
+                    }
+                    for c in out.drain(..) {
+                        let _ = done.send(c);
+                    }
+                    let fd = fd.load(std::sync::atomic::Ordering::SeqCst);
+                    if fd >= 0 {
+                        let one = 1u64;
+                        // SAFETY: 8 bytes from a live u64 to the eventfd the engine thread owns
+                        // (it outlives the drives, which are dropped first).
+                        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+                    }
+                }
+            });
+            Threaded {
+                geometry,
+                queue_depth,
+                to_worker: Some(to_worker),
+                completions,
+                in_flight: 0,
+                eventfd,
+                worker: Some(worker),
+            }
+        }
+    }
+
+    impl ZonedDevice for Threaded {
+        fn geometry(&self) -> Geometry {
+            self.geometry
+        }
+        fn queue_depth(&self) -> usize {
+            self.queue_depth
+        }
+        fn submit(&mut self, tag: u64, command: zapraid_zns::Command) {
+            self.in_flight += 1;
+            self.to_worker.as_ref().unwrap().send((tag, command)).unwrap();
+        }
+        fn reap(&mut self, out: &mut Vec<Completion>) -> usize {
+            let before = out.len();
+            out.extend(self.completions.try_iter());
+            self.in_flight -= out.len() - before;
+            out.len() - before
+        }
+        fn wait(&mut self, out: &mut Vec<Completion>) -> usize {
+            if self.in_flight == 0 {
+                return 0;
+            }
+            out.push(self.completions.recv().unwrap());
+            self.in_flight -= 1;
+            1 + self.reap(out)
+        }
+        fn in_flight(&self) -> usize {
+            self.in_flight
+        }
+        fn notify_completions(&mut self, eventfd: std::os::fd::RawFd) -> bool {
+            self.eventfd.store(eventfd, std::sync::atomic::Ordering::SeqCst);
+            true
+        }
+    }
+
+    impl Drop for Threaded {
+        fn drop(&mut self) {
+            self.to_worker = None;
+            if let Some(w) = self.worker.take() {
+                let _ = w.join();
+            }
+        }
+    }
+
+    /// Starts the engine thread over assembled drives, as they are or behind `Threaded`.
+    fn spawn(mut assembled: crate::array::Assembled, threaded: bool) -> Result<(EngineThread, Vec<usize>)> {
+        let engine = recover(&mut assembled)?;
+        let record = FailureRecord {
+            superblock: assembled.superblock,
+            next_lba: assembled.superblock_next_lba.clone(),
+            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
+        };
+        let block_size_bytes = assembled.superblock.block_size_bytes.get();
+        let drives = if threaded {
+            assembled.drives.into_iter().map(|d| d.map_inner(|inner| Box::new(Threaded::new(inner)) as Drive)).collect()
+        } else {
+            assembled.drives
+        };
+        Ok((EngineThread::spawn(engine, drives, block_size_bytes, record)?, assembled.failed))
+    }
+
     fn reply() -> (Arc<ReplyTo>, Receiver<Answer>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         (Arc::new(ReplyTo { tx, wake: Box::new(|| {}) }), rx)
@@ -477,22 +683,14 @@ mod tests {
     /// Format drive files, start, write, stop cleanly, start again (drives named in
     /// another order), read back; the second run ends by dropping every sender, which
     /// stops cleanly too; a third start reads back once more.
-    #[test]
-    fn format_start_write_stop_start_read() {
-        let (_dir, g, paths, options) = drive_files();
+    fn format_start_write_stop_start_read(threaded: bool) {
+        let (_dir, _, paths, options) = drive_files();
         let formatted = format(&paths, &options, |_, _| {}).unwrap();
         assert!(format(&paths, &options, |_, _| {}).is_err(), "formatting a member again needs --force");
         let block = formatted.block_size_bytes as usize;
         let data: Vec<u8> = (0..64 * block).map(|i| (i * 7 % 251) as u8).collect();
         let run = |order: Vec<PathBuf>, write: bool, stop: bool| -> Vec<u8> {
-            let mut assembled = assemble(&order).unwrap();
-            let engine = recover(&mut assembled).unwrap();
-            let record = FailureRecord {
-                superblock: assembled.superblock,
-                next_lba: assembled.superblock_next_lba.clone(),
-                zone_capacity_blocks: g.zone_capacity_blocks,
-            };
-            let thread = EngineThread::spawn(engine, assembled.drives, formatted.block_size_bytes, record).unwrap();
+            let (thread, _) = spawn(assemble(&order).unwrap(), threaded).unwrap();
             let (to, answers) = reply();
             if write {
                 thread
@@ -522,25 +720,23 @@ mod tests {
         assert!(run(paths.clone(), false, true) == data, "after the senders went away");
     }
 
+    #[test]
+    fn format_start_write_stop_start_read_over_drives_completing_on_request() {
+        format_start_write_stop_start_read(false);
+    }
+
+    #[test]
+    fn format_start_write_stop_start_read_over_drives_signalling_an_eventfd() {
+        format_start_write_stop_start_read(true);
+    }
+
     /// A drive failed while the array runs is recorded in the superblock before any
     /// degraded write is acknowledged, and stays failed after a restart.
-    #[test]
-    fn a_failed_drive_is_recorded_and_stays_failed() {
-        let (_dir, g, paths, options) = drive_files();
+    fn a_failed_drive_is_recorded_and_stays_failed(threaded: bool) {
+        let (_dir, _, paths, options) = drive_files();
         let formatted = format(&paths, &options, |_, _| {}).unwrap();
-        let start = || {
-            let mut assembled = assemble(&paths).unwrap();
-            let failed = assembled.failed.clone();
-            let engine = recover(&mut assembled).unwrap();
-            let record = FailureRecord {
-                superblock: assembled.superblock,
-                next_lba: assembled.superblock_next_lba.clone(),
-                zone_capacity_blocks: g.zone_capacity_blocks,
-            };
-            (EngineThread::spawn(engine, assembled.drives, formatted.block_size_bytes, record).unwrap(), failed)
-        };
         let block = formatted.block_size_bytes as usize;
-        let (thread, failed) = start();
+        let (thread, failed) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
         assert!(failed.is_empty());
         let (to, answers) = reply();
         let (done, result) = crossbeam_channel::bounded(1);
@@ -557,12 +753,22 @@ mod tests {
         }
         thread.tx.send(Message::Stop).unwrap();
         thread.join().unwrap();
-        let (thread, failed) = start();
+        let (thread, failed) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
         assert_eq!(failed, vec![1], "the failure was recorded");
         let (to, answers) = reply();
         thread.tx.send(Message::Io { tag: 3, request: Request::Read { lba: 0, blocks: 40 }, reply: to }).unwrap();
         assert!(answers.recv().unwrap().1.unwrap() == data);
         thread.tx.send(Message::Stop).unwrap();
         thread.join().unwrap();
+    }
+
+    #[test]
+    fn a_failed_drive_is_recorded_and_stays_failed_over_drives_completing_on_request() {
+        a_failed_drive_is_recorded_and_stays_failed(false);
+    }
+
+    #[test]
+    fn a_failed_drive_is_recorded_and_stays_failed_over_drives_signalling_an_eventfd() {
+        a_failed_drive_is_recorded_and_stays_failed(true);
     }
 }

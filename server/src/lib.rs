@@ -8,5 +8,6 @@ pub mod driver;
 pub mod error;
 pub mod service;
 pub mod ublk;
+pub mod wake;
 
 pub use error::{Error, Result};

@@ -17,8 +17,9 @@ use libublk::io::{BufDescList, UblkDev, UblkIOCtx, UblkQueue};
 use libublk::{BufDesc, UblkFlags, UblkIORes};
 use zapraid_engine::Request;
 
-use crate::driver::{Answer, Message, ReplyTo};
+use crate::driver::{Answer, EngineSender, Message, ReplyTo};
 use crate::error::{Error, Result};
+use crate::wake::EventFd;
 
 /// How the block device is shaped.
 #[derive(Clone, Copy, Debug)]
@@ -51,7 +52,7 @@ pub fn available() -> bool {
 /// Exports the array as a new `/dev/ublkbN` and serves it until the device is deleted
 /// (`zapraid stop` deletes it). `ready(dev_id)` is called once the device is live.
 pub fn serve(
-    engine: Sender<Message>,
+    engine: EngineSender,
     shape: DeviceShape,
     options: UblkOptions,
     ready: impl FnOnce(i32) + Send + Sync + 'static,
@@ -127,26 +128,21 @@ fn errno(e: &zapraid_engine::Error) -> i32 {
     }
 }
 
-fn serve_queue(qid: u16, dev: &UblkDev, engine: Sender<Message>, shape: DeviceShape) {
+fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape) {
     let depth = dev.dev_info.queue_depth;
     // A tag past the queue's depth marks the eventfd read among target I/O completions.
     let wake_tag = depth;
     let cdev: RawFd = dev.tgt.fds[0];
-    // SAFETY: eventfd takes no pointers.
-    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-    if efd < 0 {
-        tracing::error!(qid, "eventfd failed: {}", std::io::Error::last_os_error());
-        return;
-    }
+    let wake = match EventFd::new() {
+        Ok(e) => Arc::new(e),
+        Err(e) => {
+            tracing::error!(qid, "eventfd failed: {e}");
+            return;
+        }
+    };
+    let efd = wake.raw();
     let (tx, answers): (Sender<Answer>, Receiver<Answer>) = crossbeam_channel::bounded(usize::from(depth) * 2);
-    let reply = Arc::new(ReplyTo {
-        tx,
-        wake: Box::new(move || {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
-            unsafe { libc::write(efd, (&one as *const u64).cast(), 8) };
-        }),
-    });
+    let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || wake.signal()) });
     let mut in_flight: Vec<Option<InFlight>> = vec![None; usize::from(depth)];
     let mut wake_buf = Box::new([0u8; 8]);
     let block = u64::from(shape.block_size_bytes);
@@ -234,6 +230,4 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: Sender<Message>, shape: DeviceSh
     let mut first_buf = Box::new([0u8; 8]);
     arm_wake(&queue, &mut first_buf);
     queue.wait_and_handle_io(handler);
-    // SAFETY: closes the eventfd this queue opened; nothing uses it past this point.
-    unsafe { libc::close(efd) };
 }

@@ -85,6 +85,14 @@ pub trait ZonedDevice {
 
     /// Commands submitted and not yet reaped.
     fn in_flight(&self) -> usize;
+
+    /// Asks the device to signal `eventfd` (add to its counter) whenever a command
+    /// completes, so one thread can sleep on one descriptor for several devices and
+    /// other wake-ups. Returns false when the device cannot: it then completes commands
+    /// only inside `reap` and `wait` (emulated drives), and the caller must use `wait`.
+    fn notify_completions(&mut self, _eventfd: std::os::fd::RawFd) -> bool {
+        false
+    }
 }
 
 /// Runs one command to completion on an idle device: a convenience for control paths
@@ -145,5 +153,9 @@ impl<D: ZonedDevice + ?Sized> ZonedDevice for Box<D> {
 
     fn in_flight(&self) -> usize {
         (**self).in_flight()
+    }
+
+    fn notify_completions(&mut self, eventfd: std::os::fd::RawFd) -> bool {
+        (**self).notify_completions(eventfd)
     }
 }

@@ -653,6 +653,12 @@ impl ZonedDevice for NvmeDrive {
         if self.in_kernel > 0 {
             self.kick(0);
             self.drain_completions();
+            // The drain moves backlog commands into the ring: hand them to the kernel now,
+            // so a caller that sleeps on the completion eventfd next is not sleeping on
+            // commands the drive never got.
+            if !self.ring.submission().is_empty() {
+                self.kick(0);
+            }
         }
         let n = self.ready.len();
         out.extend(self.ready.drain(..));
@@ -669,6 +675,16 @@ impl ZonedDevice for NvmeDrive {
 
     fn in_flight(&self) -> usize {
         self.in_kernel + self.backlog.len() + self.ready.len()
+    }
+
+    fn notify_completions(&mut self, eventfd: std::os::fd::RawFd) -> bool {
+        match self.ring.submitter().register_eventfd(eventfd) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(drive = %self.path.display(), error = %e, "cannot register an eventfd on the ring");
+                false
+            }
+        }
     }
 }
 

@@ -36,6 +36,17 @@ impl<D: ZonedDevice> ReservedZones<D> {
         &mut self.inner
     }
 
+    /// The same reservation over the drive `f` makes of this one (a wrapper around it).
+    pub fn map_inner<E: ZonedDevice>(self, f: impl FnOnce(D) -> E) -> ReservedZones<E> {
+        assert!(self.refused.is_empty(), "map_inner with refused commands not handed out");
+        ReservedZones {
+            inner: f(self.inner),
+            reserved_zones: self.reserved_zones,
+            offset_blocks: self.offset_blocks,
+            refused: Vec::new(),
+        }
+    }
+
     fn shift_out(&self, completion: &mut Completion) {
         match &mut completion.result {
             // A write into the reserved zones, submitted to the inner drive directly
@@ -112,6 +123,11 @@ impl<D: ZonedDevice> ZonedDevice for ReservedZones<D> {
 
     fn in_flight(&self) -> usize {
         self.inner.in_flight() + self.refused.len()
+    }
+
+    // Refused commands complete inside `submit`, before any sleep: `reap` finds them.
+    fn notify_completions(&mut self, eventfd: std::os::fd::RawFd) -> bool {
+        self.inner.notify_completions(eventfd)
     }
 }
 
