@@ -58,7 +58,7 @@ pub struct StartArgs {
     /// Run the engine and its control socket without a block device (no ublk needed).
     #[arg(long)]
     no_device: bool,
-    /// ublk queues and queue depth.
+    /// ublk queues and queue depth (a device taken over after a crash keeps its own).
     #[arg(long, default_value_t = 1)]
     queues: u16,
     #[arg(long, default_value_t = 64)]

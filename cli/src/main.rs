@@ -32,6 +32,9 @@ enum Top {
     /// Assemble an array from its drives (any order), recover it, and export it as a
     /// block device (/dev/ublkbN, needs the ublk kernel module); prints the device path.
     /// Runs until `zapraid stop`, in the foreground or with --daemon in the background.
+    /// After a server died without `stop` (kill -9, a crash), start takes its device over:
+    /// the same /dev/ublkbN, with the requests the kernel held for it, under a mounted
+    /// file system.
     Start(array::StartArgs),
     /// Stop a running array cleanly: remove its block device, write what is in flight,
     /// record the open segment so the next start is fast.

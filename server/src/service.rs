@@ -60,8 +60,11 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
     let mapped_blocks = engine.status().mapped_blocks;
     tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
     let config = assembled.config;
-    let shape =
-        DeviceShape { logical_blocks: config.logical_blocks, block_size_bytes: assembled.geometry.block_size_bytes };
+    let shape = DeviceShape {
+        logical_blocks: config.logical_blocks,
+        block_size_bytes: assembled.geometry.block_size_bytes,
+        array_uuid: config.array_uuid,
+    };
     let identity = Arc::new(Mutex::new(Identity {
         name: name.clone(),
         uuid: uuid_text(&config.array_uuid),

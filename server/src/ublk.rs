@@ -8,6 +8,14 @@
 //! drives) and sends them over the engine thread's bounded channel. Answers come back
 //! on the queue's own channel; an eventfd, read through the queue's io_uring, wakes the
 //! queue. Every request is answered: failures become errnos (EIO, EINVAL), never a hang.
+//!
+//! Devices are made with ublk's user recovery (`UBLK_F_USER_RECOVERY_REISSUE`): when the
+//! server dies (kill -9, a crash), the kernel keeps `/dev/ublkbN` and holds its requests,
+//! requeueing those the dead server had taken. The next `start` of the same array (found by
+//! the array UUID in libublk's device record) recovers the engine from the drives, then
+//! takes the device over, and the held requests run on it: a mounted file system sees a
+//! pause, not an error. Nothing acknowledged is lost (recovery keeps every acknowledged
+//! write), and a requeued write simply lands again with a newer timestamp.
 
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -40,6 +48,92 @@ impl Default for UblkOptions {
 pub struct DeviceShape {
     pub logical_blocks: u64,
     pub block_size_bytes: u32,
+    /// Recorded with the device, so the next start of this array finds it after a crash.
+    pub array_uuid: [u8; 16],
+}
+
+/// How long `start` waits for the kernel to settle a dead server's device (the
+/// driver quiesces it once the last file descriptor of the dead process is closed).
+const LEFT_BEHIND_SETTLE_MS: u64 = 5_000;
+const LEFT_BEHIND_POLL_MS: u64 = 100;
+
+/// What `start` found of an earlier server of the same array.
+enum LeftBehind {
+    /// None: add a new device.
+    Nothing,
+    /// A device held for a successor: take it over.
+    Recover { dev_id: i32, info: libublk::sys::ublksrv_ctrl_dev_info },
+}
+
+fn uuid_key(uuid: &[u8; 16]) -> String {
+    uuid.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn process_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}
+
+fn ublk_dev_ids() -> Vec<i32> {
+    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = ids.clone();
+    libublk::ctrl::UblkCtrl::for_each_dev_id(move |id| sink.lock().expect("device ids").push(id as i32));
+    let ids = ids.lock().expect("device ids").clone();
+    ids
+}
+
+/// Looks for a device an earlier server of this array left: held for a successor (take
+/// it over), running under a live server (refuse), or in any other state (delete it, so
+/// dead devices do not pile up).
+fn find_left_behind(uuid: &[u8; 16]) -> Result<LeftBehind> {
+    let key = uuid_key(uuid);
+    for dev_id in ublk_dev_ids() {
+        let Ok(ctrl) = libublk::ctrl::UblkCtrl::new_simple(dev_id) else { continue };
+        let ours = ctrl
+            .get_target_data_from_json()
+            .and_then(|v| v.get("array_uuid").and_then(|u| u.as_str().map(|u| u == key)))
+            .unwrap_or(false);
+        if !ours {
+            continue;
+        }
+        let pid = ctrl.dev_info().ublksrv_pid;
+        if process_alive(pid) {
+            return Err(Error::Ublk {
+                reason: format!("/dev/ublkb{dev_id} already serves this array (server pid {pid})"),
+            });
+        }
+        // The dead server's device becomes QUIESCED once the kernel has released it.
+        let mut waited_ms = 0;
+        loop {
+            let _ = ctrl.read_dev_info();
+            let state = u32::from(ctrl.dev_info().state);
+            if state == libublk::sys::UBLK_S_DEV_QUIESCED {
+                tracing::warn!(
+                    dev_id,
+                    pid,
+                    "taking over /dev/ublkb{dev_id}, left by a server that ended without stopping"
+                );
+                ctrl.start_user_recover()
+                    .map_err(|e| Error::Ublk { reason: format!("cannot take over /dev/ublkb{dev_id}: {e:?}") })?;
+                return Ok(LeftBehind::Recover { dev_id, info: ctrl.dev_info() });
+            }
+            if state != libublk::sys::UBLK_S_DEV_LIVE || waited_ms >= LEFT_BEHIND_SETTLE_MS {
+                tracing::warn!(
+                    dev_id,
+                    state,
+                    "deleting /dev/ublkb{dev_id}, left by a dead server in a state it cannot be taken over from"
+                );
+                let _ = ctrl.kill_dev();
+                ctrl.del_dev()
+                    .map_err(|e| Error::Ublk { reason: format!("cannot delete /dev/ublkb{dev_id}: {e:?}") })?;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(LEFT_BEHIND_POLL_MS));
+            waited_ms += LEFT_BEHIND_POLL_MS;
+        }
+    }
+    Ok(LeftBehind::Nothing)
 }
 
 const SECTOR_SHIFT: u32 = 9;
@@ -70,19 +164,35 @@ pub fn serve(
             reason: format!("block size {} is not a power of two >= 512", shape.block_size_bytes),
         });
     }
-    let ctrl = libublk::ctrl::UblkCtrlBuilder::default()
-        .name("zapraid")
-        .id(-1)
-        .nr_queues(options.queues)
-        .depth(options.depth)
-        .io_buf_bytes(options.max_io_bytes)
-        .ctrl_flags(u64::from(libublk::sys::UBLK_F_USER_COPY))
-        .dev_flags(UblkFlags::UBLK_DEV_F_ADD_DEV)
-        .build()
-        .map_err(|e| Error::Ublk { reason: format!("cannot add the device: {e:?}") })?;
+    let builder = match find_left_behind(&shape.array_uuid)? {
+        LeftBehind::Nothing => libublk::ctrl::UblkCtrlBuilder::default()
+            .name("zapraid")
+            .id(-1)
+            .nr_queues(options.queues)
+            .depth(options.depth)
+            .io_buf_bytes(options.max_io_bytes)
+            .ctrl_flags(u64::from(
+                libublk::sys::UBLK_F_USER_COPY
+                    | libublk::sys::UBLK_F_USER_RECOVERY
+                    | libublk::sys::UBLK_F_USER_RECOVERY_REISSUE,
+            ))
+            .dev_flags(UblkFlags::UBLK_DEV_F_ADD_DEV),
+        // The kernel keeps the device's shape: queues, depth and flags are the old ones.
+        LeftBehind::Recover { dev_id, info } => libublk::ctrl::UblkCtrlBuilder::default()
+            .name("zapraid")
+            .id(dev_id)
+            .nr_queues(info.nr_hw_queues)
+            .depth(info.queue_depth)
+            .io_buf_bytes(info.max_io_buf_bytes)
+            .ctrl_flags(info.flags)
+            .dev_flags(UblkFlags::UBLK_DEV_F_RECOVER_DEV),
+    };
+    let ctrl = builder.build().map_err(|e| Error::Ublk { reason: format!("cannot add the device: {e:?}") })?;
     let dev_bytes = shape.logical_blocks * u64::from(shape.block_size_bytes);
     let max_sectors = options.max_io_bytes >> SECTOR_SHIFT;
+    let uuid = uuid_key(&shape.array_uuid);
     let tgt_init = move |dev: &mut UblkDev| {
+        dev.set_target_json(serde_json::json!({ "array_uuid": uuid }));
         dev.set_default_params(dev_bytes);
         let params = &mut dev.tgt.params;
         params.types |= libublk::sys::UBLK_PARAM_TYPE_DISCARD;
