@@ -125,8 +125,11 @@ fn find_left_behind(uuid: &[u8; 16]) -> Result<LeftBehind> {
                     "deleting /dev/ublkb{dev_id}, left by a dead server in a state it cannot be taken over from"
                 );
                 let _ = ctrl.kill_dev();
-                ctrl.del_dev()
-                    .map_err(|e| Error::Ublk { reason: format!("cannot delete /dev/ublkb{dev_id}: {e:?}") })?;
+                // Asynchronous: a synchronous delete waits for every opener (a file system
+                // still mounted on the dead device) and would hang this start.
+                if let Err(e) = ctrl.del_dev_async() {
+                    tracing::warn!(dev_id, "cannot delete /dev/ublkb{dev_id}: {e:?}");
+                }
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(LEFT_BEHIND_POLL_MS));
