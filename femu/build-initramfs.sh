@@ -50,7 +50,7 @@ for bin in "$@"; do
 done
 # e2fsprogs' tools, not busybox's smaller applets of the same names (/usr/bin comes first
 # in the guest's PATH).
-for tool in fio mke2fs fsck.ext4 e2fsck md5sum; do
+for tool in fio mke2fs fsck.ext4 e2fsck md5sum debugfs; do
     path=$(PATH="$PATH:/sbin:/usr/sbin" command -v "$tool" || true)
     [ -n "$path" ] || { echo "build-initramfs: $tool not found on the host" >&2; exit 1; }
     copy_with_libs "$path" "/usr/bin/$tool"

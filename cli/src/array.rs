@@ -181,10 +181,16 @@ pub fn run_start(args: StartArgs) -> Result<()> {
             }
             eprintln!("recovered in {seconds:.3} s ({mapped_blocks} blocks mapped)")
         }
-        Progress::Ready { device, socket } => {
+        Progress::Ready { device, socket, taken_over } => {
             match device {
                 Some(d) => println!("{d}"),
                 None => println!("running without a block device (control socket {socket})"),
+            }
+            if taken_over {
+                eprintln!(
+                    "took over {}, left by a server that ended without stopping: the requests it held run now",
+                    device.unwrap_or("the block device")
+                );
             }
             eprintln!("ready; stop with `zapraid stop <name>` (or Ctrl-C / SIGTERM here)");
         }
@@ -208,7 +214,14 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
     let dir = control::run_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let log_path = dir.join(format!("{name}.log"));
-    let log = std::fs::File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    // The log keeps earlier runs (what a crashed server said stays); this run's part
+    // starts here.
+    let log_start = log.metadata().map_or(0, |m| m.len()) as usize;
     let mut command = std::process::Command::new(std::env::current_exe()?);
     command.arg("start").arg("--name").arg(&name);
     if args.no_device {
@@ -229,7 +242,8 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
     let deadline = std::time::Instant::now() + control::ANSWER_TIMEOUT;
     loop {
         if let Some(status) = child.try_wait()? {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let log = std::fs::read(&log_path).unwrap_or_default();
+            let log = String::from_utf8_lossy(log.get(log_start..).unwrap_or_default());
             bail!("the server exited ({status}) before the array came up:\n{log}");
         }
         if let Ok(status) = control::ask(&name, "status") {

@@ -66,14 +66,18 @@ enum Top {
     Simulate(simulate::SimulateArgs),
 }
 
+/// What is logged when RUST_LOG is not set.
+const DEFAULT_LOG_LEVEL: &str = "warn";
+
 fn main() {
     // Piped into `head`, end quietly like other Unix tools instead of failing to print.
     // SAFETY: restores the default disposition of one signal before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    // Warnings are for operators (a drive failed, a dead server's device taken over):
+    // shown unless RUST_LOG says otherwise.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_LEVEL));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let cli = Cli::parse();
     let result = match cli.command {
         Top::Format(args) => array::run_format(args),

@@ -13,7 +13,22 @@ FSCK=/usr/bin/fsck.ext4
 step() { echo "--- $*"; }
 fail() { echo "FAILED: $*"; exit 1; }
 start() { zapraid start --daemon --name z "$@" | tail -n 1; }
-verify() { md5sum -c /tmp/sums >/dev/null || fail "checksums differ ($1)"; echo "all files verify ($1)"; }
+verify() {
+    if ! md5sum -c /tmp/sums > /tmp/verify.out 2>&1; then
+        grep -v ': OK$' /tmp/verify.out
+        if [ -f /mnt/a/dir/copy ]; then  # a copy of file3: which blocks differ, and how
+            cmp -l /mnt/a/file3 /mnt/a/dir/copy | awk '{ b = int(($1 - 1) / 4096); if (b != last) { print "block", b; last = b } }' | tr '\n' ' ' | head -c 2000; echo
+            first=$(cmp -l /mnt/a/file3 /mnt/a/dir/copy | head -1 | awk '{print int(($1-1)/4096)}')
+            echo "copy block $first:"; dd if=/mnt/a/dir/copy bs=4096 skip=$first count=1 2>/dev/null | od -A d -t x1 | head -5
+            echo "file3 block $first:"; dd if=/mnt/a/file3 bs=4096 skip=$first count=1 2>/dev/null | od -A d -t x1 | head -3
+            /usr/bin/debugfs -R "blocks /dir/copy" "$dev" 2>/dev/null | head -c 300; echo
+            zapraid status z
+        fi
+        echo "--- server log"; tail -n 40 /tmp/run/z.log
+        fail "checksums differ ($1)"
+    fi
+    echo "all files verify ($1)"
+}
 
 step "format RAID-5 over 4 drives"
 zapraid format --level raid5 --name z $D
@@ -64,7 +79,7 @@ sleep 1
 again=$(start $D)
 echo "restarted: $again"
 [ "$again" = "$dev" ] || fail "the restarted server exported $again, not $dev again"
-grep "taking over" /tmp/run/z.log || fail "the restarted server did not take the device over"
+grep "took over" /tmp/run/z.log || fail "the restarted server did not take the device over"
 wait $writer || fail "a write failed across the server's crash"
 sync
 echo 3 > /proc/sys/vm/drop_caches

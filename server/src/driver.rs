@@ -771,4 +771,275 @@ mod tests {
     fn a_failed_drive_is_recorded_and_stays_failed_over_drives_signalling_an_eventfd() {
         a_failed_drive_is_recorded_and_stays_failed(true);
     }
+
+    /// Contents that name their write: (LBA, version).
+    fn pattern(lba: u64, version: u64, block: usize) -> Vec<u8> {
+        let mut b = vec![0u8; block];
+        b[..8].copy_from_slice(&lba.to_le_bytes());
+        b[8..16].copy_from_slice(&version.to_le_bytes());
+        for (i, x) in b[16..].iter_mut().enumerate() {
+            *x = (lba as u8).wrapping_mul(31) ^ (version as u8) ^ (i as u8);
+        }
+        b
+    }
+
+    /// Batches of concurrent requests (writes on disjoint ranges, reads of ranges no write
+    /// of the batch touches) against a reference of acknowledged contents.
+    struct Load {
+        rng: rand_chacha::ChaCha8Rng,
+        reference: HashMap<u64, u64>,
+        version: u64,
+        span_blocks: u64,
+        block: usize,
+    }
+
+    impl Load {
+        fn expected(&self, lba: u64) -> Vec<u8> {
+            self.reference.get(&lba).map_or_else(|| vec![0; self.block], |v| pattern(lba, *v, self.block))
+        }
+
+        /// One batch of up to `depth` requests; `between(i)` runs after the i-th is sent.
+        fn batch(&mut self, thread: &EngineThread, depth: usize, mut between: impl FnMut(usize)) {
+            use rand::Rng;
+            let (to, answers) = reply();
+            let mut busy: Vec<(u64, u64)> = Vec::new();
+            let mut sent: HashMap<u64, (bool, u64, u64, u64)> = HashMap::new();
+            for i in 0..depth {
+                let blocks = if self.rng.random_bool(0.1) {
+                    self.rng.random_range(17..=128u64)
+                } else {
+                    self.rng.random_range(1..=16u64)
+                };
+                let lba = self.rng.random_range(0..self.span_blocks - blocks);
+                if busy.iter().any(|(s, n)| lba < s + n && *s < lba + blocks) {
+                    continue;
+                }
+                busy.push((lba, blocks));
+                let tag = i as u64;
+                if self.rng.random_bool(0.05) {
+                    sent.insert(tag, (false, 0, 0, 0));
+                    thread.tx.send(Message::Io { tag, request: Request::Flush, reply: to.clone() }).unwrap();
+                    between(i);
+                    continue;
+                }
+                let request = if self.rng.random_bool(0.7) {
+                    self.version += 1;
+                    let data = (lba..lba + blocks).flat_map(|l| pattern(l, self.version, self.block)).collect();
+                    sent.insert(tag, (true, lba, blocks, self.version));
+                    Request::Write { lba, data }
+                } else {
+                    sent.insert(tag, (false, lba, blocks, 0));
+                    Request::Read { lba, blocks }
+                };
+                thread.tx.send(Message::Io { tag, request, reply: to.clone() }).unwrap();
+                between(i);
+            }
+            for _ in 0..sent.len() {
+                let (tag, result) = answers.recv().unwrap();
+                let (write, lba, blocks, version) = sent[&tag];
+                let data = result.unwrap_or_else(|e| panic!("request at LBA {lba} (+{blocks}) failed: {e}"));
+                if write {
+                    for l in lba..lba + blocks {
+                        self.reference.insert(l, version);
+                    }
+                } else {
+                    for (j, l) in (lba..lba + blocks).enumerate() {
+                        assert!(
+                            data[j * self.block..][..self.block] == self.expected(l)[..],
+                            "LBA {l} read back wrong"
+                        );
+                    }
+                }
+            }
+        }
+
+        fn verify_all(&mut self, thread: &EngineThread, what: &str) {
+            let (to, answers) = reply();
+            let chunk = 256u64;
+            for start in (0..self.span_blocks).step_by(chunk as usize) {
+                let blocks = chunk.min(self.span_blocks - start);
+                thread
+                    .tx
+                    .send(Message::Io { tag: 0, request: Request::Read { lba: start, blocks }, reply: to.clone() })
+                    .unwrap();
+                let data = answers.recv().unwrap().1.unwrap();
+                for (j, l) in (start..start + blocks).enumerate() {
+                    assert!(data[j * self.block..][..self.block] == self.expected(l)[..], "{what}: LBA {l} differs");
+                }
+            }
+        }
+    }
+
+    fn stop(thread: EngineThread) {
+        thread.tx.send(Message::Stop).unwrap();
+        thread.join().unwrap();
+    }
+
+    /// What the blockdev scenario does to the engine: run, stop, start (the segment that
+    /// was open is rewritten in the background), `zapraid fail` a drive while that and
+    /// more I/O runs, stop, start with the drive recorded failed: everything reads back.
+    fn drive_failed_during_reclaim_then_degraded_restart(threaded: bool, seed: u64) {
+        use rand::SeedableRng;
+        let dir = tempfile::tempdir().unwrap();
+        let g = Geometry { metadata_bytes_per_block: 64, ..Geometry::small(12, 2048, 1984) };
+        let paths: Vec<_> = (0..4).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
+        for (i, p) in paths.iter().enumerate() {
+            EmulatedDrive::create_file(p, g, i as u64).unwrap();
+        }
+        let options = FormatOptions {
+            level: RaidLevel::Raid5 { drives: 4 },
+            mode: Mode::ZapRaid { group_size: 256 },
+            chunk_bytes: 4096,
+            name: "t".into(),
+            force: false,
+        };
+        let formatted = format(&paths, &options, |_, _| {}).unwrap();
+        let mut load = Load {
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+            reference: HashMap::new(),
+            version: 0,
+            span_blocks: 3000,
+            block: formatted.block_size_bytes as usize,
+        };
+        let (thread, _) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
+        for _ in 0..40 {
+            load.batch(&thread, 32, |_| {});
+        }
+        stop(thread);
+        let (thread, _) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
+        let fail_in_batch = seed as usize % 6;
+        for b in 0..12 {
+            load.batch(&thread, 32, |i| {
+                if b == fail_in_batch && i == 5 {
+                    let (done, result) = crossbeam_channel::bounded(1);
+                    thread.tx.send(Message::FailDrive { drive: 1 + seed as usize % 3, done }).unwrap();
+                    result.recv().unwrap().unwrap();
+                }
+            });
+        }
+        load.verify_all(&thread, "before the stop");
+        stop(thread);
+        let (thread, failed) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
+        assert_eq!(failed, vec![1 + seed as usize % 3]);
+        load.verify_all(&thread, "after a restart with the drive failed");
+        for _ in 0..10 {
+            load.batch(&thread, 32, |_| {});
+        }
+        stop(thread);
+        let (thread, _) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
+        load.verify_all(&thread, "after a second degraded restart");
+        stop(thread);
+    }
+
+    #[test]
+    fn drive_failed_during_reclaim_then_degraded_restart_over_drives_completing_on_request() {
+        for seed in 0..3 {
+            drive_failed_during_reclaim_then_degraded_restart(false, seed);
+        }
+    }
+
+    #[test]
+    fn drive_failed_during_reclaim_then_degraded_restart_over_drives_signalling_an_eventfd() {
+        for seed in 3..6 {
+            drive_failed_during_reclaim_then_degraded_restart(true, seed);
+        }
+    }
+
+    /// The blockdev scenario's shape: QEMU-sized zones, a file system's worth of mostly
+    /// sequential data in one segment, stop, start (the segment is rewritten in the
+    /// background), fail a drive in the middle of that, stop soon after, start degraded.
+    fn qemu_sized_drive_failed_during_reclaim(threaded: bool, seed: u64, fail_after_reads: usize) {
+        use rand::SeedableRng;
+        let dir = tempfile::tempdir().unwrap();
+        let g = Geometry { metadata_bytes_per_block: 64, ..Geometry::small(8, 16384, 15872) };
+        let paths: Vec<_> = (0..4).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
+        for (i, p) in paths.iter().enumerate() {
+            EmulatedDrive::create_file(p, g, i as u64).unwrap();
+        }
+        let options = FormatOptions {
+            level: RaidLevel::Raid5 { drives: 4 },
+            mode: Mode::ZapRaid { group_size: 256 },
+            chunk_bytes: 4096,
+            name: "t".into(),
+            force: false,
+        };
+        let formatted = format(&paths, &options, |_, _| {}).unwrap();
+        let block = formatted.block_size_bytes as usize;
+        let span_blocks = 21_000u64;
+        let mut load = Load {
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+            reference: HashMap::new(),
+            version: 0,
+            span_blocks,
+            block,
+        };
+        let (thread, _) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
+        let (to, answers) = reply();
+        let mut tag = 0;
+        for start in (0..span_blocks).step_by(128) {
+            let blocks = 128.min(span_blocks - start);
+            load.version += 1;
+            let data = (start..start + blocks).flat_map(|l| pattern(l, load.version, block)).collect();
+            thread
+                .tx
+                .send(Message::Io { tag, request: Request::Write { lba: start, data }, reply: to.clone() })
+                .unwrap();
+            for l in start..start + blocks {
+                load.reference.insert(l, load.version);
+            }
+            tag += 1;
+            if tag % 32 == 0 {
+                for _ in 0..32 {
+                    answers.recv().unwrap().1.unwrap();
+                }
+            }
+        }
+        for _ in 0..tag % 32 {
+            answers.recv().unwrap().1.unwrap();
+        }
+        for _ in 0..10 {
+            load.batch(&thread, 32, |_| {});
+        }
+        stop(thread);
+        let (thread, _) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
+        // Reads while the segment is rewritten; the drive fails partway.
+        let (to, answers) = reply();
+        for (n, start) in (0..span_blocks).step_by(128).enumerate() {
+            // Stop soon after the failure, while the segment may still be rewritten.
+            if n == fail_after_reads + 20 {
+                break;
+            }
+            if n == fail_after_reads {
+                let (done, result) = crossbeam_channel::bounded(1);
+                thread.tx.send(Message::FailDrive { drive: 1, done }).unwrap();
+                result.recv().unwrap().unwrap();
+            }
+            let blocks = 128.min(span_blocks - start);
+            thread
+                .tx
+                .send(Message::Io { tag: 0, request: Request::Read { lba: start, blocks }, reply: to.clone() })
+                .unwrap();
+            let data = answers.recv().unwrap().1.unwrap();
+            for (j, l) in (start..start + blocks).enumerate() {
+                assert!(data[j * block..][..block] == load.expected(l)[..], "LBA {l} read back wrong during reclaim");
+            }
+        }
+        for _ in 0..4 {
+            load.batch(&thread, 32, |_| {});
+        }
+        stop(thread);
+        let (thread, failed) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
+        assert_eq!(failed, vec![1]);
+        load.verify_all(&thread, &format!("seed {seed}, failed after {fail_after_reads} reads: degraded restart"));
+        stop(thread);
+    }
+
+    #[test]
+    fn qemu_sized_drive_failed_during_reclaim_then_degraded_restart() {
+        // Drives that complete on their own thread are slow enough that the failure and
+        // the stop both come while the segment is still being rewritten.
+        for (seed, fail_after_reads) in [(2, 40), (4, 120)] {
+            qemu_sized_drive_failed_during_reclaim(true, seed, fail_after_reads);
+        }
+    }
 }

@@ -23,9 +23,21 @@ pub struct StartOptions {
 
 /// What happens during start, for the caller to show.
 pub enum Progress<'a> {
-    Assembled { name: &'a str, drives: usize },
-    Recovered { seconds: f64, mapped_blocks: u64 },
-    Ready { device: Option<&'a str>, socket: &'a str },
+    Assembled {
+        name: &'a str,
+        drives: usize,
+    },
+    Recovered {
+        seconds: f64,
+        mapped_blocks: u64,
+    },
+    /// `taken_over`: the device is one a server that died left, taken over with the
+    /// requests the kernel held for it.
+    Ready {
+        device: Option<&'a str>,
+        socket: &'a str,
+        taken_over: bool,
+    },
 }
 
 type ProgressFn = Box<dyn FnMut(Progress) + Send>;
@@ -113,14 +125,18 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
     let served = if options.block_device {
         let engine_tx = thread.tx.clone();
         let (identity, dev_id, progress) = (identity.clone(), dev_id.clone(), progress.clone());
-        ublk::serve(engine_tx, shape, options.ublk, move |id| {
+        ublk::serve(engine_tx, shape, options.ublk, move |id, taken_over| {
             let device = format!("/dev/ublkb{id}");
             identity.lock().expect("identity").device = Some(device.clone());
             *dev_id.lock().expect("device id") = Some(id);
-            (progress.lock().expect("progress"))(Progress::Ready { device: Some(&device), socket: &socket_text });
+            (progress.lock().expect("progress"))(Progress::Ready {
+                device: Some(&device),
+                socket: &socket_text,
+                taken_over,
+            });
         })
     } else {
-        tell(Progress::Ready { device: None, socket: &socket_text });
+        tell(Progress::Ready { device: None, socket: &socket_text, taken_over: false });
         let _ = stop_rx.recv();
         Ok(())
     };

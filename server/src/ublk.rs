@@ -147,12 +147,13 @@ pub fn available() -> bool {
 }
 
 /// Exports the array as a new `/dev/ublkbN` and serves it until the device is deleted
-/// (`zapraid stop` deletes it). `ready(dev_id)` is called once the device is live.
+/// (`zapraid stop` deletes it). `ready(dev_id, taken_over)` is called once the device is
+/// live; `taken_over` says it is a dead server's device, taken over.
 pub fn serve(
     engine: EngineSender,
     shape: DeviceShape,
     options: UblkOptions,
-    ready: impl FnOnce(i32) + Send + Sync + 'static,
+    ready: impl FnOnce(i32, bool) + Send + Sync + 'static,
 ) -> Result<()> {
     if !available() {
         return Err(Error::Ublk {
@@ -167,7 +168,9 @@ pub fn serve(
             reason: format!("block size {} is not a power of two >= 512", shape.block_size_bytes),
         });
     }
-    let builder = match find_left_behind(&shape.array_uuid)? {
+    let left_behind = find_left_behind(&shape.array_uuid)?;
+    let taken_over = matches!(left_behind, LeftBehind::Recover { .. });
+    let builder = match left_behind {
         LeftBehind::Nothing => libublk::ctrl::UblkCtrlBuilder::default()
             .name("zapraid")
             .id(-1)
@@ -212,7 +215,7 @@ pub fn serve(
         Ok(())
     };
     let queue_fn = move |qid: u16, dev: &UblkDev| serve_queue(qid, dev, engine.clone(), shape);
-    let device_fn = move |ctrl: &libublk::ctrl::UblkCtrl| ready(ctrl.dev_info().dev_id as i32);
+    let device_fn = move |ctrl: &libublk::ctrl::UblkCtrl| ready(ctrl.dev_info().dev_id as i32, taken_over);
     ctrl.run_target(tgt_init, queue_fn, device_fn).map_err(|e| Error::Ublk { reason: format!("{e:?}") })?;
     let _ = ctrl.del_dev();
     Ok(())

@@ -220,6 +220,41 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         .map(|_| ())
     }
 
+    /// Zone 2 written before and after zone 1 is reset: everything in zone 2 (data and
+    /// metadata, by writes and appends) reads back as written. An array resets a
+    /// reclaimed zone while it writes the next one.
+    fn reset_leaves_other_zones(&mut self) -> CheckResultOf {
+        self.need_zones(3)?;
+        let (a, b) = (1, 2);
+        let (start_a, start_b) = (self.geometry.zone_start_lba(a), self.geometry.zone_start_lba(b));
+        let big = u64::from(self.geometry.max_transfer_blocks).min(self.geometry.zone_capacity_blocks / 4).max(1);
+        if self.geometry.zone_capacity_blocks < 2 * big + 8 {
+            return Err(Check::Skip("zone capacity too small".into()));
+        }
+        self.write(start_b, big, 31)?;
+        self.write(start_a, big, 32)?;
+        self.manage(a, ZoneAction::Reset)?;
+        self.write(start_b + big, big, 33)?;
+        let (data, metadata) = pattern(&self.geometry, start_b + 2 * big, 4, 34);
+        match self.ok("append", Command::Append { zone_start_lba: start_b, data, metadata })? {
+            (Done::Written { lba, .. }, _, _) if lba == start_b + 2 * big => {}
+            (other, _, _) => return fail(format!("append to zone {b} completed as {other:?}")),
+        }
+        self.verify(start_b, big, 31)?;
+        self.verify(start_b + big, big, 33)?;
+        self.verify(start_b + 2 * big, 4, 34)?;
+        self.verify_zeros(start_a, 1)?;
+        self.manage(b, ZoneAction::Reset)?;
+        // Far from the start of the namespace too (metadata lives elsewhere there).
+        for zone in [self.geometry.zone_count / 2, self.geometry.zone_count - 1] {
+            let start = self.geometry.zone_start_lba(zone);
+            self.write(start, big, 35)?;
+            self.verify(start, big, 35)?;
+            self.manage(zone, ZoneAction::Reset)?;
+        }
+        Ok(())
+    }
+
     fn reset_all(&mut self) -> CheckResultOf {
         self.ok("reset all zones", Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::All })
             .map(|_| ())
@@ -609,6 +644,7 @@ pub fn run<D: ZonedDevice + ?Sized>(device: &mut D) -> Report {
         };
         report.record(name, outcome.and(cleanup));
     }
+    report.record("a reset leaves other zones' data and metadata", suite.reset_leaves_other_zones());
     report.record("zone and namespace boundaries are enforced", suite.boundaries_are_enforced());
     report.record("partial zone report", suite.partial_report());
     report.record("zone report is consistent after use", suite.report_is_consistent());

@@ -266,10 +266,47 @@ pub fn parse_zone_report(buffer: &[u8], geometry: &Geometry) -> Result<Vec<ZoneD
 struct Flight {
     tag: Tag,
     command: Command,
-    /// Scratch metadata when the caller gave none but the format has some.
-    scratch_metadata: Vec<u8>,
+    /// The metadata the device reads or writes: a page-aligned copy of the caller's (see
+    /// `MetadataBuffer`), or scratch when the caller gave none but the format has some.
+    metadata: MetadataBuffer,
     report: Vec<u8>,
     context: CommandContext,
+}
+
+/// A metadata buffer that does not cross a memory page boundary. NVMe PCIe passes
+/// metadata as one contiguous region (MPTR), and the kernel maps a passthrough
+/// command's metadata as one integrity segment: a user buffer that spans two pages needs
+/// two, which the kernel must bounce or refuse. Page-aligned and at most one page long
+/// (the transfer limit sees to that), it never does.
+struct MetadataBuffer {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl MetadataBuffer {
+    fn new(len: usize) -> Self {
+        // Longer than a page only with more metadata per block than a page, which the
+        // transfer limit allows as one block: then it cannot help crossing.
+        let page = MEMORY_PAGE_BYTES as usize;
+        let storage = vec![0u8; len + page];
+        let start = (page - storage.as_ptr() as usize % page) % page;
+        MetadataBuffer { storage, start, len }
+    }
+
+    fn copy_of(bytes: &[u8]) -> Self {
+        let mut buffer = Self::new(bytes.len());
+        buffer.as_mut().copy_from_slice(bytes);
+        buffer
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
 }
 
 /// An NVMe ZNS namespace reached through io_uring passthrough.
@@ -413,7 +450,8 @@ impl NvmeDrive {
         };
         // The kernel maps a passthrough command's separate metadata buffer as one
         // integrity segment: more than a page of it is refused with EINVAL (seen with
-        // 128 blocks x 64 B on QEMU's NVMe), so commands stay within a page of metadata.
+        // 128 blocks x 64 B on QEMU's NVMe), so commands stay within a page of metadata
+        // (and `MetadataBuffer` keeps that page from straddling two).
         let metadata_bytes = u64::from(u16::from_le(lbaf.ms));
         let max_transfer_blocks = match MEMORY_PAGE_BYTES.checked_div(metadata_bytes) {
             Some(blocks) => max_transfer_blocks.min(blocks.max(1)),
@@ -486,6 +524,17 @@ impl NvmeDrive {
         self.ready.push_back(Completion { tag, result: Err(error), data, metadata });
     }
 
+    /// Blocks a data command moves, refusing more than one transfer (the metadata of one
+    /// transfer fits the one page `MetadataBuffer` gives it).
+    fn checked_blocks(&self, data: &[u8], metadata: &[u8]) -> Result<u64> {
+        let blocks = self.geometry.blocks_in_buffers(data, metadata)?;
+        let limit = self.geometry.max_transfer_blocks;
+        if blocks > u64::from(limit) {
+            return Err(Error::TransferTooLarge { blocks, limit });
+        }
+        Ok(blocks)
+    }
+
     /// Moves a command into the ring, or back into the backlog if the ring is full.
     fn start(&mut self, tag: Tag, mut command: Command) {
         if self.ring.submission().is_full() {
@@ -494,36 +543,35 @@ impl NvmeDrive {
         }
         let nsid = self.nsid;
         let meta_per_block = self.geometry.metadata_bytes_per_block as usize;
-        let mut flight_meta = Vec::new();
+        let mut flight_meta = MetadataBuffer::new(0);
         let mut report = Vec::new();
         let opcode = if matches!(command, Command::Read { .. }) { opcodes::READ } else { opcodes::WRITE };
         let (cmd, context) = match &mut command {
             Command::Read { lba, data, metadata } | Command::Write { lba, data, metadata } => {
-                let blocks = match self.geometry.blocks_in_buffers(data, metadata) {
+                let blocks = match self.checked_blocks(data, metadata) {
                     Ok(blocks) => blocks,
                     Err(e) => return self.fail_now(tag, command, e),
                 };
-                let meta: &mut [u8] = if metadata.is_empty() && meta_per_block > 0 {
-                    flight_meta = vec![0; blocks as usize * meta_per_block];
-                    &mut flight_meta
+                flight_meta = if metadata.is_empty() {
+                    MetadataBuffer::new(blocks as usize * meta_per_block)
                 } else {
-                    metadata
+                    MetadataBuffer::copy_of(metadata)
                 };
+                let meta = flight_meta.as_mut();
                 (data_command(opcode, nsid, *lba, blocks, data, meta), self.context(opcode, *lba, blocks))
             }
             Command::Append { zone_start_lba, data, metadata } => {
-                let blocks = match self.geometry.blocks_in_buffers(data, metadata) {
+                let blocks = match self.checked_blocks(data, metadata) {
                     Ok(blocks) => blocks,
                     Err(e) => return self.fail_now(tag, command, e),
                 };
                 let zslba = *zone_start_lba;
-                let meta: &mut [u8] = if metadata.is_empty() && meta_per_block > 0 {
-                    flight_meta = vec![0; blocks as usize * meta_per_block];
-                    &mut flight_meta
+                flight_meta = if metadata.is_empty() {
+                    MetadataBuffer::new(blocks as usize * meta_per_block)
                 } else {
-                    metadata
+                    MetadataBuffer::copy_of(metadata)
                 };
-                let cmd = data_command(opcodes::ZONE_APPEND, nsid, zslba, blocks, data, meta);
+                let cmd = data_command(opcodes::ZONE_APPEND, nsid, zslba, blocks, data, flight_meta.as_mut());
                 (cmd, self.context(opcodes::ZONE_APPEND, zslba, blocks))
             }
             Command::ManageZone { action, target } => {
@@ -557,7 +605,7 @@ impl NvmeDrive {
         unsafe {
             self.ring.submission().push(&entry).expect("submission queue has room");
         }
-        self.flights[slot] = Some(Flight { tag, command, scratch_metadata: flight_meta, report, context });
+        self.flights[slot] = Some(Flight { tag, command, metadata: flight_meta, report, context });
         self.in_kernel += 1;
     }
 
@@ -571,7 +619,6 @@ impl NvmeDrive {
             };
             self.free_slots.push(id as usize);
             self.in_kernel -= 1;
-            drop(flight.scratch_metadata);
             let outcome = if res < 0 {
                 let c = &flight.context;
                 tracing::error!(
@@ -590,7 +637,12 @@ impl NvmeDrive {
             };
             let ctx = flight.context;
             let (result, data, metadata) = match flight.command {
-                Command::Read { data, metadata, .. } => (outcome.map(|()| Done::Read), data, metadata),
+                Command::Read { data, mut metadata, .. } => {
+                    if !metadata.is_empty() {
+                        metadata.copy_from_slice(flight.metadata.as_slice());
+                    }
+                    (outcome.map(|()| Done::Read), data, metadata)
+                }
                 Command::Write { lba, data, metadata } => {
                     (outcome.map(|()| Done::Written { lba, blocks: ctx.blocks }), data, metadata)
                 }
@@ -724,6 +776,21 @@ mod tests {
             buf.extend_from_slice(d);
         }
         buf
+    }
+
+    #[test]
+    fn metadata_buffers_never_cross_a_page() {
+        let page = MEMORY_PAGE_BYTES as usize;
+        for len in [0, 32, 64, 2688, page] {
+            for _ in 0..16 {
+                let source: Vec<u8> = (0..len).map(|i| i as u8).collect();
+                let mut b = MetadataBuffer::copy_of(&source);
+                let start = b.as_mut().as_ptr() as usize;
+                assert_eq!(start % page, 0, "page-aligned");
+                assert!(len == 0 || start / page == (start + len - 1) / page, "within one page");
+                assert_eq!(b.as_slice(), source.as_slice());
+            }
+        }
     }
 
     #[test]
