@@ -220,6 +220,28 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         .map(|_| ())
     }
 
+    /// Writes of every size up to the transfer limit read back, data and metadata. (A
+    /// kernel and QEMU combination loses the metadata of some sizes without an error.)
+    fn every_transfer_size_reads_back(&mut self) -> CheckResultOf {
+        self.need_zones(2)?;
+        let zone = 1;
+        let start = self.geometry.zone_start_lba(zone);
+        let mut at = start;
+        let mut wrong = Vec::new();
+        for blocks in 1..=u64::from(self.geometry.max_transfer_blocks) {
+            if at + blocks > start + self.geometry.zone_capacity_blocks {
+                break;
+            }
+            self.write(at, blocks, 70 + blocks)?;
+            if self.verify(at, blocks, 70 + blocks).is_err() {
+                wrong.push(blocks);
+            }
+            at += blocks;
+        }
+        self.manage(zone, ZoneAction::Reset)?;
+        ensure(wrong.is_empty(), || format!("transfers of these block counts read back differently: {wrong:?}"))
+    }
+
     /// Zone 2 written before and after zone 1 is reset: everything in zone 2 (data and
     /// metadata, by writes and appends) reads back as written. An array resets a
     /// reclaimed zone while it writes the next one.
@@ -227,7 +249,12 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         self.need_zones(3)?;
         let (a, b) = (1, 2);
         let (start_a, start_b) = (self.geometry.zone_start_lba(a), self.geometry.zone_start_lba(b));
-        let big = u64::from(self.geometry.max_transfer_blocks).min(self.geometry.zone_capacity_blocks / 4).max(1);
+        // As many blocks as an array's footer write (a few dozen), not the transfer limit:
+        // QEMU drives with little or no metadata refuse reads of the full limit (EINVAL),
+        // a separate question this check is not about.
+        const BLOCKS: u64 = 42;
+        let big =
+            BLOCKS.min(u64::from(self.geometry.max_transfer_blocks)).min(self.geometry.zone_capacity_blocks / 4).max(1);
         if self.geometry.zone_capacity_blocks < 2 * big + 8 {
             return Err(Check::Skip("zone capacity too small".into()));
         }
@@ -644,6 +671,7 @@ pub fn run<D: ZonedDevice + ?Sized>(device: &mut D) -> Report {
         };
         report.record(name, outcome.and(cleanup));
     }
+    report.record("metadata of every transfer size reads back", suite.every_transfer_size_reads_back());
     report.record("a reset leaves other zones' data and metadata", suite.reset_leaves_other_zones());
     report.record("zone and namespace boundaries are enforced", suite.boundaries_are_enforced());
     report.record("partial zone report", suite.partial_report());
