@@ -495,16 +495,20 @@ fn explore_marked_failure(level: RaidLevel, mode: Mode, seed: u64, zones: u32, f
     };
     // A first life of the array, ended by a clean stop or a power cut: the next start
     // leaves the segment that was open to be rewritten and reclaimed in the background.
-    let mut steps = 0;
-    for _ in 0..rng.random_range(20..200) {
-        run.write(&mut rng);
-        for _ in 0..rng.random_range(0..12) {
-            if !step(&mut run, &mut steps) {
-                break;
+    // Writes, each followed by a few simulation steps (the drive may be marked failed).
+    let write_and_step = |run: &mut Run, rng: &mut ChaCha8Rng, steps: &mut usize| {
+        for _ in 0..rng.random_range(20..200) {
+            run.write(rng);
+            for _ in 0..rng.random_range(0..12) {
+                if !step(run, steps) {
+                    break;
+                }
             }
+            run.collect_acks();
         }
-        run.collect_acks();
-    }
+    };
+    let mut steps = 0;
+    write_and_step(&mut run, &mut rng, &mut steps);
     if rng.random_bool(0.5) {
         run.sim.stop();
     } else {
@@ -516,15 +520,7 @@ fn explore_marked_failure(level: RaidLevel, mode: Mode, seed: u64, zones: u32, f
     run.sim = Simulator::recover_with_failed(geometry(), config(level, mode), on_drives, &marked)
         .unwrap_or_else(|e| panic!("{what}: first restart: {e}"));
     // A second life: the reclaim runs under more writes; the drive may be marked failed now.
-    for _ in 0..rng.random_range(20..200) {
-        run.write(&mut rng);
-        for _ in 0..rng.random_range(0..12) {
-            if !step(&mut run, &mut steps) {
-                break;
-            }
-        }
-        run.collect_acks();
-    }
+    write_and_step(&mut run, &mut rng, &mut steps);
     while step(&mut run, &mut steps) {}
     run.collect_acks();
     run.check(&format!("{what}, before the stop"));

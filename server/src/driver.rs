@@ -545,17 +545,23 @@ mod tests {
     use zapraid_engine::{Mode, RaidLevel};
     use zapraid_zns::{EmulatedDrive, Geometry};
 
-    /// Four emulated drive files in a temporary directory, and RAID-5 format options.
+    /// Four small emulated drive files in a temporary directory, and RAID-5 format options.
     fn drive_files() -> (tempfile::TempDir, Geometry, Vec<PathBuf>, FormatOptions) {
+        drive_files_of(Geometry::small(12, 256, 240), 4)
+    }
+
+    /// Four emulated drive files of zones shaped like `zones` (64 B metadata), and RAID-5
+    /// format options with groups of `group_size` stripes.
+    fn drive_files_of(zones: Geometry, group_size: u32) -> (tempfile::TempDir, Geometry, Vec<PathBuf>, FormatOptions) {
         let dir = tempfile::tempdir().unwrap();
-        let g = Geometry { metadata_bytes_per_block: 64, ..Geometry::small(12, 256, 240) };
+        let g = Geometry { metadata_bytes_per_block: 64, ..zones };
         let paths: Vec<_> = (0..4).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
         for (i, p) in paths.iter().enumerate() {
             EmulatedDrive::create_file(p, g, i as u64).unwrap();
         }
         let options = FormatOptions {
             level: RaidLevel::Raid5 { drives: 4 },
-            mode: Mode::ZapRaid { group_size: 4 },
+            mode: Mode::ZapRaid { group_size },
             chunk_bytes: 4096,
             name: "t".into(),
             force: false,
@@ -880,19 +886,7 @@ mod tests {
     /// more I/O runs, stop, start with the drive recorded failed: everything reads back.
     fn drive_failed_during_reclaim_then_degraded_restart(threaded: bool, seed: u64) {
         use rand::SeedableRng;
-        let dir = tempfile::tempdir().unwrap();
-        let g = Geometry { metadata_bytes_per_block: 64, ..Geometry::small(12, 2048, 1984) };
-        let paths: Vec<_> = (0..4).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
-        for (i, p) in paths.iter().enumerate() {
-            EmulatedDrive::create_file(p, g, i as u64).unwrap();
-        }
-        let options = FormatOptions {
-            level: RaidLevel::Raid5 { drives: 4 },
-            mode: Mode::ZapRaid { group_size: 256 },
-            chunk_bytes: 4096,
-            name: "t".into(),
-            force: false,
-        };
+        let (_dir, _, paths, options) = drive_files_of(Geometry::small(12, 2048, 1984), 256);
         let formatted = format(&paths, &options, |_, _| {}).unwrap();
         let mut load = Load {
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
@@ -950,19 +944,7 @@ mod tests {
     /// background), fail a drive in the middle of that, stop soon after, start degraded.
     fn qemu_sized_drive_failed_during_reclaim(threaded: bool, seed: u64, fail_after_reads: usize) {
         use rand::SeedableRng;
-        let dir = tempfile::tempdir().unwrap();
-        let g = Geometry { metadata_bytes_per_block: 64, ..Geometry::small(8, 16384, 15872) };
-        let paths: Vec<_> = (0..4).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
-        for (i, p) in paths.iter().enumerate() {
-            EmulatedDrive::create_file(p, g, i as u64).unwrap();
-        }
-        let options = FormatOptions {
-            level: RaidLevel::Raid5 { drives: 4 },
-            mode: Mode::ZapRaid { group_size: 256 },
-            chunk_bytes: 4096,
-            name: "t".into(),
-            force: false,
-        };
+        let (_dir, _, paths, options) = drive_files_of(Geometry::small(8, 16384, 15872), 256);
         let formatted = format(&paths, &options, |_, _| {}).unwrap();
         let block = formatted.block_size_bytes as usize;
         let span_blocks = 21_000u64;
