@@ -288,6 +288,11 @@ struct MetadataBuffer {
 }
 
 impl MetadataBuffer {
+    /// No metadata at all, allocating nothing: for commands that move no blocks.
+    fn none() -> Self {
+        MetadataBuffer { storage: Vec::new(), start: 0, len: 0 }
+    }
+
     fn new(len: usize) -> Self {
         // Longer than a page only with more metadata per block than a page, which the
         // transfer limit allows as one block: then it cannot help crossing.
@@ -297,9 +302,14 @@ impl MetadataBuffer {
         MetadataBuffer { storage, start, len }
     }
 
-    fn copy_of(bytes: &[u8]) -> Self {
-        let mut buffer = Self::new(bytes.len());
-        buffer.as_mut().copy_from_slice(bytes);
+    /// The buffer for a data command of `blocks` blocks: a copy of the caller's metadata,
+    /// or zeros when the caller gave none (`per_block` bytes a block, maybe 0).
+    fn for_command(caller: &[u8], blocks: u64, per_block: usize) -> Self {
+        if caller.is_empty() {
+            return Self::new(blocks as usize * per_block);
+        }
+        let mut buffer = Self::new(caller.len());
+        buffer.as_mut().copy_from_slice(caller);
         buffer
     }
 
@@ -548,7 +558,7 @@ impl NvmeDrive {
         }
         let nsid = self.nsid;
         let meta_per_block = self.geometry.metadata_bytes_per_block as usize;
-        let mut flight_meta = MetadataBuffer::new(0);
+        let mut flight_meta = MetadataBuffer::none();
         let mut report = Vec::new();
         let opcode = if matches!(command, Command::Read { .. }) { opcodes::READ } else { opcodes::WRITE };
         let (cmd, context) = match &mut command {
@@ -557,11 +567,7 @@ impl NvmeDrive {
                     Ok(blocks) => blocks,
                     Err(e) => return self.fail_now(tag, command, e),
                 };
-                flight_meta = if metadata.is_empty() {
-                    MetadataBuffer::new(blocks as usize * meta_per_block)
-                } else {
-                    MetadataBuffer::copy_of(metadata)
-                };
+                flight_meta = MetadataBuffer::for_command(metadata, blocks, meta_per_block);
                 let meta = flight_meta.as_mut();
                 (data_command(opcode, nsid, *lba, blocks, data, meta), self.context(opcode, *lba, blocks))
             }
@@ -571,11 +577,7 @@ impl NvmeDrive {
                     Err(e) => return self.fail_now(tag, command, e),
                 };
                 let zslba = *zone_start_lba;
-                flight_meta = if metadata.is_empty() {
-                    MetadataBuffer::new(blocks as usize * meta_per_block)
-                } else {
-                    MetadataBuffer::copy_of(metadata)
-                };
+                flight_meta = MetadataBuffer::for_command(metadata, blocks, meta_per_block);
                 let cmd = data_command(opcodes::ZONE_APPEND, nsid, zslba, blocks, data, flight_meta.as_mut());
                 (cmd, self.context(opcodes::ZONE_APPEND, zslba, blocks))
             }
@@ -789,7 +791,7 @@ mod tests {
         for len in [0, 32, 64, 2688, page] {
             for _ in 0..16 {
                 let source: Vec<u8> = (0..len).map(|i| i as u8).collect();
-                let mut b = MetadataBuffer::copy_of(&source);
+                let mut b = MetadataBuffer::for_command(&source, 0, 0);
                 let start = b.as_mut().as_ptr() as usize;
                 assert_eq!(start % page, 0, "page-aligned");
                 assert!(len == 0 || start / page == (start + len - 1) / page, "within one page");
