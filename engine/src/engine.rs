@@ -129,6 +129,11 @@ pub struct Status {
     pub blocks_relocated: u64,
     /// Recovered open segments still waiting to be rewritten and reclaimed.
     pub segments_to_reclaim: u32,
+    /// Damage the last start found on the drives and what it rebuilt or lost.
+    pub recovery_repairs: crate::recovery::Repairs,
+    /// Blocks read from a working drive that were damaged (bad checksum, wrong LBA or
+    /// segment, media error) and were rebuilt from their stripe.
+    pub read_blocks_repaired: u64,
 }
 
 /// Garbage collection starts when this few empty zones are left.
@@ -331,6 +336,8 @@ struct Rebuild {
     lost_chunk: usize,
     shards: Vec<Option<(Vec<u8>, Vec<u8>)>>,
     pending: usize,
+    /// The block's drive is working: the block itself was damaged (a repair, counted).
+    damaged: bool,
 }
 
 /// The engine. See the module documentation.
@@ -361,6 +368,8 @@ pub struct Engine {
     reclaim_pending: bool,
     segments_reclaimed: u64,
     blocks_relocated: u64,
+    recovery_repairs: crate::recovery::Repairs,
+    read_blocks_repaired: u64,
     stop: StopState,
     stripes: HashMap<u64, Stripe>,
     next_stripe: u64,
@@ -418,6 +427,8 @@ impl Engine {
             gc_check_needed: false,
             reclaim_pending: false,
             segments_reclaimed: 0,
+            recovery_repairs: Default::default(),
+            read_blocks_repaired: 0,
             blocks_relocated: 0,
             stop: StopState::Running,
             stripes: HashMap::new(),
@@ -461,6 +472,7 @@ impl Engine {
         self.free_zones = recovered.free_zones.into();
         self.next_sequence = recovered.next_sequence;
         self.next_timestamp = recovered.next_timestamp;
+        self.recovery_repairs = recovered.repairs;
         for drive in recovered.failed_drives {
             self.fail_drive(drive);
         }
@@ -567,6 +579,8 @@ impl Engine {
             segments_reclaimed: self.segments_reclaimed,
             blocks_relocated: self.blocks_relocated,
             segments_to_reclaim: segments().filter(|s| s.reclaim_first).count() as u32,
+            recovery_repairs: self.recovery_repairs,
+            read_blocks_repaired: self.read_blocks_repaired,
         }
     }
 
@@ -1625,6 +1639,7 @@ impl Engine {
                 lost_chunk,
                 shards: (0..n).map(|_| None).collect(),
                 pending: sources.len(),
+                damaged: !self.failed[physical.drive],
             },
         );
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
@@ -1656,6 +1671,10 @@ impl Engine {
         let result = self.reconstruct(&r);
         match result {
             Ok((data, timestamp)) => {
+                if r.damaged {
+                    self.read_blocks_repaired += 1;
+                    tracing::warn!(lba = r.lba, "a damaged block was rebuilt from its stripe");
+                }
                 if let Some(request) = self.reads.get_mut(&r.read) {
                     request.blocks[r.block] = Some(data);
                     request.timestamps[r.block] = timestamp;

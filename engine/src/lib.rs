@@ -23,6 +23,6 @@ pub use engine::{
 pub use error::{Error, Result};
 pub use layout::{Layout, Mode, RaidLevel};
 pub use parity::ParityCodec;
-pub use recovery::RecoveryReport;
+pub use recovery::{RecoveryReport, Repairs};
 pub use sim::Simulator;
 pub use zapraid_zns as zns;

@@ -5,17 +5,25 @@
 //! 2. The header block of every zone written past its header region. Zones some drive
 //!    has not written past the header region never received data (the first group waits
 //!    for the header) and are reset; headers of another array, of the wrong drive or
-//!    inconsistent between drives are errors that name the drive and zone.
-//! 3. Sealed segments (every zone written past its footer): the footer blocks, giving
-//!    each data block's LBA, timestamp and stripe ID. Open segments: the data and metadata
-//!    of every written block of the data region; blocks that fail their checksum or carry
-//!    another segment's sequence are not trusted, and stripes without all their chunks are
-//!    dropped (they hold no acknowledged write: a write is acknowledged only when its whole
-//!    stripe is persisted).
-//! 4. The L2P table (newest timestamp wins; a block garbage collection copied keeps its
+//!    inconsistent between drives are errors that name the drive and zone. A header that
+//!    does not decode (a damaged block) is tolerated on as many drives as parity still
+//!    covers, and counted.
+//! 3. Sealed segments (every zone written past its footer, and a footer that names the
+//!    segment on at least one drive): the footer blocks, giving each data block's LBA,
+//!    timestamp and stripe ID. Open segments: the data and metadata of every written block
+//!    of the data region; blocks that fail their checksum or carry another segment's
+//!    sequence are not trusted. A drive whose footer (or stop footer) is damaged is read
+//!    like an open segment's instead.
+//! 4. Stripes are put together from what was found (`assemble`): a chunk missing on a
+//!    drive that wrote it (a damaged block) is rebuilt from parity, up to the parity the
+//!    level has per stripe, and counted; a stripe missing more is dropped and its lost
+//!    blocks counted and logged. Chunks that were never written (a power cut in the middle
+//!    of a stripe) are not losses: a write is acknowledged only when its whole stripe is
+//!    persisted.
+//! 5. The L2P table (newest timestamp wins; a block garbage collection copied keeps its
 //!    timestamp, so between equal timestamps the newer segment wins), the compact stripe
 //!    tables, the free zones, the next sequence number and timestamp.
-//! 5. Recovered open segments are finished and never appended to again: the engine
+//! 6. Recovered open segments are finished and never appended to again: the engine
 //!    rewrites their complete stripes' live blocks into a new segment and then resets
 //!    their zones (garbage collection, `reclaim_first`), in the background.
 //!
@@ -26,7 +34,9 @@
 //! Recovery only reads and resets zones that held nothing acknowledged, so it is
 //! idempotent and survives a crash of its own at any point.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+mod assemble;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use zapraid_zns::{
     Command, Completion, Done, Geometry, Tag, ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget, ZonedDevice,
@@ -42,13 +52,15 @@ use crate::stripe_table::CompactStripeTable;
 
 /// What recovery hands the engine.
 pub(crate) struct Recovered {
-    /// (zone, sequence, compact stripe table, sealed)
+    /// (zone, sequence, compact stripe table, complete: sealed or cleanly stopped, so not
+    /// to be rewritten)
     pub segments: Vec<(u32, u64, Option<CompactStripeTable>, bool)>,
     pub mappings: Vec<(u64, Physical)>,
     pub free_zones: Vec<u32>,
     pub next_sequence: u64,
     pub next_timestamp: u64,
     pub failed_drives: Vec<usize>,
+    pub repairs: Repairs,
 }
 
 /// What a recovery read from the drives.
@@ -60,6 +72,25 @@ pub struct RecoveryReport {
     /// by scanning every block's metadata.
     pub stop_footers_read: u64,
     pub zones_scanned: u64,
+    /// Segment headers (one per zone and drive) that did not decode or could not be read.
+    pub damaged_headers: u64,
+    /// Footers and stop footers (per zone and drive) that did not decode or could not be
+    /// read: that drive's zone was scanned block by block instead.
+    pub damaged_footers: u64,
+}
+
+/// Damage recovery found in the stripes and what became of it (kept by the engine and
+/// shown by `status`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Repairs {
+    /// Segment headers and footers that were damaged (see `RecoveryReport`).
+    pub damaged_structures: u64,
+    /// Blocks a working drive had written but that did not read back intact, whose place
+    /// in the array (LBA, timestamp) was rebuilt from the rest of their stripe.
+    pub blocks_repaired: u64,
+    /// Such blocks that could not be rebuilt: their stripe lost more chunks than the
+    /// level's parity covers. Their LBAs keep an older copy, if any.
+    pub blocks_lost: u64,
 }
 
 /// A data block found on a drive: where, and what its metadata says.
@@ -71,13 +102,6 @@ struct Found {
     lba: u64,
     timestamp: u64,
     stripe_id: u32,
-}
-
-/// One chunk of a stripe as found on a drive: its blocks in offset order.
-struct FoundChunk {
-    drive: usize,
-    position: u64,
-    blocks: Vec<Found>,
 }
 
 enum Op {
@@ -95,6 +119,15 @@ enum Op {
         zone: u32,
         start: u64,
         first_block: u64,
+    },
+    /// Where the writes of an open segment's finished zone end (finishing moved its write
+    /// pointer to the end): a binary search for the first unwritten block. Block
+    /// `last_written` is known written, blocks from `unwritten` on are known unwritten.
+    EndProbe {
+        zone: u32,
+        last_written: u64,
+        unwritten: u64,
+        probe: u64,
     },
     /// The last written block of an open segment's zone: a stop footer, after a clean stop?
     StopProbe {
@@ -114,6 +147,7 @@ enum Phase {
     Headers,
     StopProbes,
     Contents,
+    Rescans,
     Resets,
     Done,
 }
@@ -134,11 +168,19 @@ pub struct Recovery {
     /// Per zone, blocks found (from footers or metadata).
     found: HashMap<u32, Vec<Found>>,
     sealed: HashMap<u32, bool>,
-    /// Per zone, drives whose first footer block decoded as this segment's.
-    footers_found: HashMap<u32, usize>,
+    /// Per zone and drive, the segment sequence its first footer block names, if it
+    /// decoded and names that drive. Compared with the headers only once both are in
+    /// (the two reads complete in any order).
+    footer_probes: HashMap<u32, Vec<Option<u64>>>,
     /// Per open segment's zone and drive: where its data ends, and where a stop footer
     /// recording it starts (if one was found).
     open_extents: BTreeMap<(u32, usize), (u64, Option<u64>)>,
+    /// Per segment's zone and drive: where its data region ends (the footer of a sealed
+    /// segment, the stop footer or write pointer of an open one). Blocks before it that are
+    /// not found were damaged; blocks after it were never written.
+    data_end: HashMap<(u32, usize), u64>,
+    /// Zones and drives whose footer or stop footer was damaged: read block by block.
+    rescan: BTreeSet<(u32, usize)>,
     /// Drives that did not answer their zone report.
     failed: Vec<bool>,
     report: RecoveryReport,
@@ -168,8 +210,10 @@ impl Recovery {
             headers: HashMap::new(),
             found: HashMap::new(),
             sealed: HashMap::new(),
-            footers_found: HashMap::new(),
+            footer_probes: HashMap::new(),
             open_extents: BTreeMap::new(),
+            data_end: HashMap::new(),
+            rescan: BTreeSet::new(),
             failed: vec![false; layout.drives()],
             report: RecoveryReport::default(),
             error: None,
@@ -267,8 +311,15 @@ impl Recovery {
                 }
                 return self.advance();
             }
+            Err(zapraid_zns::Error::DeviceFailed) => {
+                self.fail(Error::Device { drive, source: zapraid_zns::Error::DeviceFailed });
+                return self.advance();
+            }
             Err(source) => {
-                self.fail(Error::Device { drive, source });
+                // A media error on one read is damage like a bad checksum: the structure
+                // or blocks it covers are treated as unreadable and rebuilt from the others.
+                tracing::warn!(drive, "recovery read failed: {source}");
+                self.take_unreadable(drive, op);
                 return self.advance();
             }
         };
@@ -279,18 +330,28 @@ impl Recovery {
             },
             Op::Header { zone } => match SegmentHeader::decode(&completion.data) {
                 Ok(header) => self.headers.entry(zone).or_default()[drive] = Some(header),
-                Err(e) => self.fail(self.corrupt(drive, zone, 0, "segment header", e.to_string())),
+                // Checked against the other drives' headers once all are in.
+                Err(e) => tracing::warn!(drive, zone, "segment header damaged: {e}"),
             },
             Op::FooterProbe { zone } => {
                 if let Ok((header, _)) = decode_footer_block(&completion.data) {
-                    let sequence = self.headers[&zone][drive].map(|h| h.segment_sequence.get());
-                    if Some(header.segment_sequence.get()) == sequence && header.drive_index.get() as usize == drive {
-                        *self.footers_found.entry(zone).or_default() += 1;
+                    if header.drive_index.get() as usize == drive {
+                        self.footer_probes.entry(zone).or_default()[drive] = Some(header.segment_sequence.get());
                     }
                 }
             }
             Op::Footer { zone, start, first_block } => {
-                self.take_footer(drive, zone, start + first_block, &completion.data)
+                if let Err(reason) = self.take_footer(drive, zone, start + first_block, &completion.data) {
+                    tracing::warn!(drive, zone, "footer damaged, reading the zone's blocks instead: {reason}");
+                    self.rescan.insert((zone, drive));
+                }
+            }
+            Op::EndProbe { zone, last_written, unwritten, probe } => {
+                // A block never written reads as zeros, data and metadata; anything else
+                // (also a damaged block) was written.
+                let blank = completion.data.iter().chain(&completion.metadata).all(|b| *b == 0);
+                let (last_written, unwritten) = if blank { (last_written, probe) } else { (probe, unwritten) };
+                self.search_end(drive, zone, last_written, unwritten);
             }
             Op::StopProbe { zone, written } => {
                 self.take_stop_probe(drive, zone, written, &completion.data, &completion.metadata)
@@ -312,7 +373,8 @@ impl Recovery {
             Phase::Reports => self.read_headers(),
             Phase::Headers => self.check_headers_and_read_contents(),
             Phase::StopProbes => self.read_open_segments(),
-            Phase::Contents => self.reset_unused_zones(),
+            Phase::Contents => self.rescan_damaged_footers(),
+            Phase::Rescans => self.reset_unused_zones(),
             Phase::Resets => self.phase = Phase::Done,
             Phase::Done => {}
         }
@@ -342,6 +404,7 @@ impl Recovery {
                 continue;
             }
             self.headers.insert(zone, vec![None; n]);
+            self.footer_probes.insert(zone, vec![None; n]);
             let footer_end = self.layout.footer_start_blocks() + self.layout.footer_blocks;
             let footer_written = live.iter().all(|d| self.written(*d, zone) >= footer_end);
             for &drive in &live {
@@ -357,65 +420,174 @@ impl Recovery {
         self.advance();
     }
 
+    /// Damaged structures tolerated per stripe: what parity covers beyond the failed drives.
+    fn damage_budget(&self) -> usize {
+        let failed = self.failed.iter().filter(|f| **f).count();
+        self.config.level.tolerated_failures().saturating_sub(failed)
+    }
+
+    /// The segment a zone's headers agree on: a header of another array or drive, or two
+    /// that disagree, is an error (drives assembled wrongly, never repaired by guessing);
+    /// headers that did not decode are damage, tolerated on as many drives as parity covers.
+    fn agreed_sequence(&mut self, zone: u32) -> std::result::Result<u64, Error> {
+        let n = self.layout.drives();
+        let live = self.live_drives();
+        let headers = &self.headers[&zone];
+        let mut agreed: Option<(usize, u64)> = None;
+        let mut damaged = Vec::new();
+        for &drive in &live {
+            let Some(h) = headers[drive] else {
+                damaged.push(drive);
+                continue;
+            };
+            let problem = if h.array_uuid != self.config.array_uuid {
+                Some("belongs to another array".to_string())
+            } else if h.drive_index.get() as usize != drive {
+                Some(format!("is drive {} of the array, found in position {drive}", h.drive_index.get()))
+            } else if agreed.is_some_and(|(_, sequence)| sequence != h.segment_sequence.get())
+                || h.drive_count.get() as usize != n
+                || u64::from(h.chunk_blocks.get()) != self.layout.chunk_blocks
+            {
+                Some("disagrees with the other drives' headers of this segment".to_string())
+            } else {
+                None
+            };
+            if let Some(reason) = problem {
+                return Err(self.corrupt(drive, zone, 0, "segment header", reason));
+            }
+            agreed.get_or_insert((drive, h.segment_sequence.get()));
+        }
+        let budget = self.damage_budget();
+        match agreed {
+            Some((_, sequence)) if damaged.len() <= budget => {
+                self.report.damaged_headers += damaged.len() as u64;
+                Ok(sequence)
+            }
+            _ => {
+                let drive = damaged.first().copied().unwrap_or(0);
+                let reason = format!(
+                    "damaged on {} of {} drives, more than the {budget} parity can cover",
+                    damaged.len(),
+                    live.len()
+                );
+                Err(self.corrupt(drive, zone, 0, "segment header", reason))
+            }
+        }
+    }
+
     fn check_headers_and_read_contents(&mut self) {
         self.phase = Phase::StopProbes;
-        let n = self.layout.drives();
         let live = self.live_drives();
         let zones: Vec<u32> = self.headers.keys().copied().collect();
         for zone in zones {
-            let headers = &self.headers[&zone];
-            let first = headers[live[0]].expect("every live drive's header read or an error recorded");
-            for &drive in &live {
-                let h = headers[drive].expect("header read");
-                let problem = if h.array_uuid != self.config.array_uuid {
-                    Some("belongs to another array".to_string())
-                } else if h.drive_index.get() as usize != drive {
-                    Some(format!("is drive {} of the array, found in position {drive}", h.drive_index.get()))
-                } else if h.segment_sequence.get() != first.segment_sequence.get()
-                    || h.drive_count.get() as usize != n
-                    || u64::from(h.chunk_blocks.get()) != self.layout.chunk_blocks
-                {
-                    Some("disagrees with the other drives' headers of this segment".to_string())
-                } else {
-                    None
-                };
-                if let Some(reason) = problem {
-                    return self.fail(self.corrupt(drive, zone, 0, "segment header", reason));
-                }
-            }
-            self.segments.insert(zone, first.segment_sequence.get());
-            let footer_end = self.layout.footer_start_blocks() + self.layout.footer_blocks;
-            let sealed = self.footers_found.get(&zone).copied().unwrap_or(0) == live.len();
+            let sequence = match self.agreed_sequence(zone) {
+                Ok(sequence) => sequence,
+                Err(e) => return self.fail(e),
+            };
+            self.segments.insert(zone, sequence);
+            let footer_start = self.layout.footer_start_blocks();
+            let footer_end = footer_start + self.layout.footer_blocks;
+            // Sealing writes the footer to every drive before the zones are full, so a
+            // full zone whose footer names the segment on any drive was sealed; drives
+            // whose footer does not (damaged) are read block by block.
+            let probes = &self.footer_probes[&zone];
+            let named: Vec<usize> = live.iter().copied().filter(|d| probes[*d] == Some(sequence)).collect();
+            let footer_written = live.iter().all(|d| self.written(*d, zone) >= footer_end);
+            let sealed = footer_written && !named.is_empty();
             self.sealed.insert(zone, sealed);
             self.found.insert(zone, Vec::new());
-            let max = u64::from(self.geometry.max_transfer_blocks);
-            let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
-            let zone_start = self.geometry.zone_start_lba(zone);
             for &drive in &live {
                 if !sealed {
-                    // An open segment: first see whether a clean stop left a stop footer.
-                    let written = self.written(drive, zone).min(self.layout.footer_start_blocks());
-                    self.open_extents.insert((zone, drive), (written, None));
-                    if written > self.layout.data_start_blocks() {
-                        let command =
-                            Command::Read { lba: zone_start + written - 1, data: vec![0; bs], metadata: vec![0; ms] };
-                        self.issue(drive, Op::StopProbe { zone, written }, command);
+                    if self.reports[drive][zone as usize].state == ZoneState::Full {
+                        // Finished by an earlier start: the write pointer no longer says
+                        // where the writes end.
+                        self.search_end(drive, zone, self.layout.data_start_blocks() - 1, footer_start);
+                    } else {
+                        self.open_zone_ends(drive, zone, self.written(drive, zone).min(footer_start));
                     }
                     continue;
                 }
-                let from = self.layout.footer_start_blocks();
-                let mut at = from;
-                while at < footer_end {
-                    let blocks = (footer_end - at).min(max);
-                    let data = vec![0; blocks as usize * bs];
-                    let metadata = vec![0; blocks as usize * ms];
-                    let op = Op::Footer { zone, start: from, first_block: at - from };
-                    self.issue(drive, op, Command::Read { lba: zone_start + at, data, metadata });
-                    at += blocks;
+                self.data_end.insert((zone, drive), footer_start);
+                if !named.contains(&drive) {
+                    tracing::warn!(drive, zone, "footer damaged, reading the zone's blocks instead");
+                    self.rescan.insert((zone, drive));
+                    continue;
                 }
+                self.read_range(drive, zone, footer_start, footer_end, |at| Op::Footer {
+                    zone,
+                    start: footer_start,
+                    first_block: at - footer_start,
+                });
             }
         }
         self.advance();
+    }
+
+    /// One step of the binary search for the end of a finished zone's writes.
+    fn search_end(&mut self, drive: usize, zone: u32, last_written: u64, unwritten: u64) {
+        debug_assert!(last_written < unwritten);
+        if unwritten - last_written <= 1 {
+            return self.open_zone_ends(drive, zone, unwritten);
+        }
+        let probe = last_written + (unwritten - last_written) / 2;
+        let (bs, ms) = self.block_and_metadata_bytes();
+        let lba = self.geometry.zone_start_lba(zone) + probe;
+        let op = Op::EndProbe { zone, last_written, unwritten, probe };
+        self.issue(drive, op, Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] });
+    }
+
+    /// An open segment's zone on `drive` holds `written` blocks: see whether a clean stop
+    /// left a stop footer at their end.
+    fn open_zone_ends(&mut self, drive: usize, zone: u32, written: u64) {
+        self.open_extents.insert((zone, drive), (written, None));
+        self.data_end.insert((zone, drive), written);
+        if written > self.layout.data_start_blocks() {
+            let (bs, ms) = self.block_and_metadata_bytes();
+            let lba = self.geometry.zone_start_lba(zone) + written - 1;
+            self.issue(
+                drive,
+                Op::StopProbe { zone, written },
+                Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] },
+            );
+        }
+    }
+
+    fn block_and_metadata_bytes(&self) -> (usize, usize) {
+        (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize)
+    }
+
+    /// Reads zone-relative blocks `from..to` of a zone in transfers the drive takes.
+    fn read_range(&mut self, drive: usize, zone: u32, from: u64, to: u64, op: impl Fn(u64) -> Op) {
+        let max = u64::from(self.geometry.max_transfer_blocks);
+        let (bs, ms) = self.block_and_metadata_bytes();
+        let zone_start = self.geometry.zone_start_lba(zone);
+        let mut at = from;
+        while at < to {
+            let blocks = (to - at).min(max);
+            let data = vec![0; blocks as usize * bs];
+            let metadata = vec![0; blocks as usize * ms];
+            self.issue(drive, op(at), Command::Read { lba: zone_start + at, data, metadata });
+            at += blocks;
+        }
+    }
+
+    /// A read that failed (a media error): what it was to read counts as damaged.
+    fn take_unreadable(&mut self, drive: usize, op: Op) {
+        match op {
+            Op::Report | Op::Reset => {}
+            // The header stays missing, the probe stays unmatched: both are judged with the
+            // other drives' once all are in.
+            Op::Header { .. } | Op::FooterProbe { .. } => {}
+            Op::Footer { zone, .. } => {
+                self.rescan.insert((zone, drive));
+            }
+            // An unreadable block was written: the search goes on past it.
+            Op::EndProbe { zone, unwritten, probe, .. } => self.search_end(drive, zone, probe, unwritten),
+            // No stop footer found: the zone is read block by block.
+            Op::StopProbe { .. } => {}
+            // Those blocks are not found; their stripes rebuild them.
+            Op::Blocks { .. } => {}
+        }
     }
 
     /// A stop footer ends exactly at the write pointer, names this segment and drive, and
@@ -444,55 +616,77 @@ impl Recovery {
     /// data and metadata of every written block.
     fn read_open_segments(&mut self) {
         self.phase = Phase::Contents;
-        let max = u64::from(self.geometry.max_transfer_blocks);
-        let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
         let extents: Vec<_> = self.open_extents.iter().map(|(&k, &v)| (k, v)).collect();
-        for ((zone, drive), (written, stop_footer)) in extents {
+        // A clean stop writes the stop footer to every drive at the same place (each drive
+        // holds as many chunks): where one drive has it and another does not, the other's
+        // is damaged, and its data ends there too.
+        let mut stop_starts: HashMap<u32, u64> = HashMap::new();
+        for ((zone, _), (_, stop_footer)) in &extents {
+            if let Some(start) = stop_footer {
+                stop_starts.entry(*zone).or_insert(*start);
+            }
+        }
+        for ((zone, drive), (mut written, stop_footer)) in extents {
+            if let (None, Some(&start)) = (stop_footer, stop_starts.get(&zone)) {
+                tracing::warn!(drive, zone, "stop footer damaged, reading the zone's blocks instead");
+                self.report.damaged_footers += 1;
+                written = written.min(start);
+                self.data_end.insert((zone, drive), written);
+            }
             match stop_footer {
-                Some(_) => self.report.stop_footers_read += 1,
-                None => self.report.zones_scanned += 1,
+                Some(start) => {
+                    self.report.stop_footers_read += 1;
+                    self.data_end.insert((zone, drive), start);
+                    self.read_range(drive, zone, start, written, |at| Op::Footer {
+                        zone,
+                        start,
+                        first_block: at - start,
+                    });
+                }
+                None => {
+                    self.report.zones_scanned += 1;
+                    self.read_range(drive, zone, self.layout.data_start_blocks(), written, |at| Op::Blocks {
+                        zone,
+                        first_offset: at,
+                    });
+                }
             }
-            let zone_start = self.geometry.zone_start_lba(zone);
-            let from = stop_footer.unwrap_or(self.layout.data_start_blocks());
-            let mut at = from;
-            while at < written {
-                let blocks = (written - at).min(max);
-                let data = vec![0; blocks as usize * bs];
-                let metadata = vec![0; blocks as usize * ms];
-                let op = match stop_footer {
-                    Some(start) => Op::Footer { zone, start, first_block: at - start },
-                    None => Op::Blocks { zone, first_offset: at },
-                };
-                self.issue(drive, op, Command::Read { lba: zone_start + at, data, metadata });
-                at += blocks;
+        }
+        self.advance();
+    }
+
+    /// Reads, block by block, the data region of zones whose footer or stop footer was
+    /// damaged; what their footer pieces gave is dropped first (some may have decoded).
+    fn rescan_damaged_footers(&mut self) {
+        self.phase = Phase::Rescans;
+        let rescan: Vec<(u32, usize)> = self.rescan.iter().copied().collect();
+        self.report.damaged_footers += rescan.len() as u64;
+        for (zone, drive) in rescan {
+            self.report.zones_scanned += 1;
+            if let Some(found) = self.found.get_mut(&zone) {
+                found.retain(|f| f.drive != drive);
             }
+            let end = self.data_end[&(zone, drive)];
+            self.read_range(drive, zone, self.layout.data_start_blocks(), end, |at| Op::Blocks {
+                zone,
+                first_offset: at,
+            });
         }
         self.advance();
     }
 
     /// Takes footer blocks read at zone-relative block `at_block` (a sealed segment's footer
     /// region, or a stop footer).
-    fn take_footer(&mut self, drive: usize, zone: u32, at_block: u64, data: &[u8]) {
+    fn take_footer(&mut self, drive: usize, zone: u32, at_block: u64, data: &[u8]) -> std::result::Result<(), String> {
         let bs = self.geometry.block_size_bytes as usize;
         let cb = self.layout.chunk_blocks;
         let sequence = self.segments[&zone];
         for (i, block) in data.chunks_exact(bs).enumerate() {
-            let (header, entries) = match decode_footer_block(block) {
-                Ok(decoded) => decoded,
-                Err(e) => {
-                    let offset = at_block + i as u64;
-                    return self.fail(self.corrupt(drive, zone, offset, "footer block", e.to_string()));
-                }
-            };
+            let offset = at_block + i as u64;
+            let (header, entries) =
+                decode_footer_block(block).map_err(|e| format!("footer block at zone offset {offset}: {e}"))?;
             if header.segment_sequence.get() != sequence || header.drive_index.get() as usize != drive {
-                let offset = at_block + i as u64;
-                return self.fail(self.corrupt(
-                    drive,
-                    zone,
-                    offset,
-                    "footer block",
-                    "of another segment or drive".into(),
-                ));
+                return Err(format!("footer block at zone offset {offset} is of another segment or drive"));
             }
             let first = u64::from(header.first_block.get());
             for (j, e) in entries.iter().enumerate() {
@@ -509,6 +703,7 @@ impl Recovery {
                 }
             }
         }
+        Ok(())
     }
 
     fn take_blocks(&mut self, drive: usize, zone: u32, first_offset: u64, data: &[u8], metadata: &[u8]) {
@@ -517,10 +712,13 @@ impl Recovery {
         for (i, (block, oob)) in data.chunks_exact(bs).zip(metadata.chunks_exact(ms)).enumerate() {
             // Untrusted: torn, stale or corrupt blocks are simply not found.
             let Ok((m, kind)) = BlockMetadata::decode(block, oob) else { continue };
-            if !matches!(kind, BlockKind::Data | BlockKind::Parity | BlockKind::Padding) {
-                continue; // a stop footer left by a clean stop
-            }
             if u64::from(m.segment_sequence_low.get()) != sequence_low {
+                continue;
+            }
+            if !matches!(kind, BlockKind::Data | BlockKind::Parity | BlockKind::Padding) {
+                // A stop footer left by a clean stop: the data region ends before it.
+                let end = self.data_end.entry((zone, drive)).or_insert(u64::MAX);
+                *end = (*end).min(first_offset + i as u64);
                 continue;
             }
             let found = Found {
@@ -559,111 +757,47 @@ impl Recovery {
         }
         assert!(self.phase == Phase::Done, "finish() before recovery is done");
         let codec = ParityCodec::for_level(self.config.level)?;
-        let (n, k) = (self.layout.drives(), self.layout.data_chunks);
-        let cb = self.layout.chunk_blocks;
-        let data_start = self.layout.data_start_blocks();
-        let live = self.live_drives().len();
-        let append = self.layout.uses_append();
+        let n = self.layout.drives();
         let mut segments = Vec::new();
         // Per LBA the newest copy: highest timestamp, then (for a block garbage collection
         // copied with its timestamp) the newest segment.
         let mut best: HashMap<u64, ((u64, u64), Physical)> = HashMap::new();
         let mut next_timestamp = 1;
-        let sequences = self.segments.clone();
-        let mut map = |lba: u64, timestamp: u64, physical: Physical, next_timestamp: &mut u64| {
-            if lba == NO_LBA || lba >= self.config.logical_blocks {
-                return;
-            }
-            *next_timestamp = (*next_timestamp).max(timestamp + 1);
-            let age = (timestamp, sequences[&physical.zone]);
-            if best.get(&lba).is_none_or(|(newest, _)| *newest < age) {
-                best.insert(lba, (age, physical));
-            }
+        let mut repairs = Repairs {
+            damaged_structures: self.report.damaged_headers + self.report.damaged_footers,
+            ..Repairs::default()
         };
         for (&zone, &sequence) in &self.segments {
-            // Chunks: every block found, one stripe ID, ordered by offset.
-            let mut chunks: HashMap<(usize, u64), (u32, Vec<Found>)> = HashMap::new();
-            for f in &self.found[&zone] {
-                let position = (f.offset - data_start) / cb;
-                let entry = chunks.entry((f.drive, position)).or_insert((f.stripe_id, Vec::new()));
-                if entry.0 == f.stripe_id {
-                    entry.1.push(*f);
-                }
+            let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
+            let assembled =
+                assemble::assemble_zone(&self.layout, &codec, zone, &self.found[&zone], &self.failed, &data_end);
+            if assembled.repaired > 0 {
+                tracing::warn!(zone, "{} damaged blocks of this segment rebuilt from parity", assembled.repaired);
             }
-            chunks.retain(|_, (_, blocks)| blocks.len() as u64 == cb);
-            // Stripes: (group, stripe ID within the group; the position for Zone Write).
-            let mut stripes: BTreeMap<(u64, u32), Vec<FoundChunk>> = BTreeMap::new();
-            for ((drive, position), (id, mut blocks)) in chunks {
-                blocks.sort_by_key(|b| b.offset);
-                let group = position / self.layout.group_size;
-                let key = (group, if append { id } else { position as u32 });
-                stripes.entry(key).or_default().push(FoundChunk { drive, position, blocks });
+            if assembled.lost > 0 {
+                tracing::error!(
+                    zone,
+                    "{} written blocks of this segment are unreadable and beyond what parity rebuilds \
+                     (a power cut during their write leaves the same trace; such writes were never acknowledged)",
+                    assembled.lost
+                );
             }
-            let mut table = CompactStripeTable::new(&self.layout);
-            let mut virtual_positions: HashMap<(usize, u64), u64> = HashMap::new();
-            for ((group, key), members) in stripes {
-                if members.len() < live {
-                    continue; // an incomplete stripe: nothing in it was acknowledged
-                }
-                let id = if append { key } else { 0 };
-                let number = if append { group * self.layout.group_size + u64::from(key) } else { u64::from(key) };
-                let mut fields: Vec<Option<Vec<u8>>> = vec![None; n];
-                let mut present = vec![false; n];
-                for FoundChunk { drive, position, blocks } in &members {
-                    present[*drive] = true;
-                    if let Some(t) = table.as_mut() {
-                        t.set(*drive, *position, id);
-                    }
-                    let c = self.layout.chunk_on(number, *drive);
-                    fields[c] = Some(
-                        blocks
-                            .iter()
-                            .flat_map(|b| b.lba.to_le_bytes().into_iter().chain(b.timestamp.to_le_bytes()))
-                            .collect(),
-                    );
-                    if c < k {
-                        for b in blocks {
-                            map(
-                                b.lba,
-                                b.timestamp,
-                                Physical { zone, drive: *drive, offset: b.offset },
-                                &mut next_timestamp,
-                            );
-                        }
-                    }
-                }
-                // Chunks of failed drives: their data blocks' LBAs come back from the parity
-                // of the fields; the engine rebuilds their contents on read.
-                let missing: Vec<usize> = (0..n).filter(|d| !present[*d] && self.failed[*d]).collect();
-                if missing.is_empty() || codec.reconstruct(&mut fields).is_err() {
+            repairs.blocks_repaired += assembled.repaired;
+            repairs.blocks_lost += assembled.lost;
+            for (lba, timestamp, physical) in assembled.blocks {
+                if lba == NO_LBA || lba >= self.config.logical_blocks {
                     continue;
                 }
-                let group_end = group * self.layout.group_size + self.layout.group_stripes(group);
-                for drive in missing {
-                    let position = if append {
-                        let used = virtual_positions.entry((drive, group)).or_insert(0);
-                        *used += 1;
-                        group_end - *used
-                    } else {
-                        u64::from(key)
-                    };
-                    if let Some(t) = table.as_mut() {
-                        t.set(drive, position, id);
-                    }
-                    let c = self.layout.chunk_on(number, drive);
-                    if c >= k {
-                        continue;
-                    }
-                    let f = fields[c].as_ref().expect("reconstructed");
-                    for o in 0..cb as usize {
-                        let lba = u64::from_le_bytes(f[o * 16..o * 16 + 8].try_into().expect("8 bytes"));
-                        let timestamp = u64::from_le_bytes(f[o * 16 + 8..o * 16 + 16].try_into().expect("8 bytes"));
-                        let offset = data_start + position * cb + o as u64;
-                        map(lba, timestamp, Physical { zone, drive, offset }, &mut next_timestamp);
-                    }
+                next_timestamp = u64::max(next_timestamp, timestamp + 1);
+                let age = (timestamp, sequence);
+                if best.get(&lba).is_none_or(|(newest, _)| *newest < age) {
+                    best.insert(lba, (age, physical));
                 }
             }
-            segments.push((zone, sequence, table, self.sealed[&zone]));
+            // A clean stop left a stop footer (on any drive: it is written once every stripe
+            // is persisted): the segment is complete and is kept like a sealed one.
+            let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());
+            segments.push((zone, sequence, assembled.table, self.sealed[&zone] || stopped));
         }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
         let next_sequence = self.segments.values().max().map_or(1, |s| s + 1);
@@ -675,6 +809,7 @@ impl Recovery {
             next_sequence,
             next_timestamp,
             failed_drives: failed_drives.clone(),
+            repairs,
         };
         let mut engine = Engine::format(self.geometry, self.config)?;
         engine.install_recovered(recovered);

@@ -1,0 +1,203 @@
+//! Stripe assembly at recovery: from the blocks found in one segment (footer entries or
+//! per-block metadata, per drive), the stripes they form, where each chunk sits, and which
+//! data blocks the L2P table gets.
+//!
+//! Invariants and rules:
+//! - A chunk is the blocks found at one (drive, chunk position) with one stripe ID; a block
+//!   whose stripe ID is outside its group is not trusted.
+//! - Row `o` of a stripe is block `o` of each of its chunks. A row missing blocks is rebuilt
+//!   from parity when at least k of its n blocks were found; a missing block is *damaged*
+//!   when a working drive wrote its place (before that drive's data end) and *unwritten*
+//!   otherwise (a power cut in the middle of the stripe; such a stripe was never
+//!   acknowledged). Blocks of failed drives are neither: they are expected to be missing.
+//! - Every data block found intact is mapped, also in a stripe that cannot be rebuilt: an
+//!   acknowledged stripe damaged beyond parity keeps what is left of it.
+//! - With Zone Append, a missing chunk's place is not recorded anywhere: it takes a place of
+//!   its group on that drive that no found chunk claims. When several are missing there, the
+//!   pairing may be wrong, which is safe: reads check each block's LBA, segment and checksum
+//!   and rebuild from the stripe the compact stripe table names for that place.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::Found;
+use crate::l2p::Physical;
+use crate::layout::Layout;
+use crate::parity::ParityCodec;
+use crate::stripe_table::CompactStripeTable;
+
+/// LBA and timestamp, the per-block fields that parity blocks carry the parity of.
+type Fields = (u64, u64);
+
+/// Bytes of a block's LBA and timestamp fields as the codec sees them.
+const FIELD_BYTES: usize = 16;
+
+/// What one segment's stripes gave.
+pub(super) struct Assembled {
+    pub table: Option<CompactStripeTable>,
+    /// Data blocks (LBA, timestamp, place), found or rebuilt from parity.
+    pub blocks: Vec<(u64, u64, Physical)>,
+    /// Damaged blocks whose fields parity rebuilt.
+    pub repaired: u64,
+    /// Damaged blocks in rows that lost more than parity covers.
+    pub lost: u64,
+}
+
+/// One chunk found on a drive: its stripe ID and its blocks' fields, by row.
+struct Chunk {
+    stripe_id: u32,
+    rows: Vec<Option<Fields>>,
+}
+
+/// Where each stripe's chunks are: per stripe key, drive -> position.
+type Stripes = BTreeMap<(u64, u32), BTreeMap<usize, u64>>;
+
+fn encode_fields((lba, timestamp): Fields) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(FIELD_BYTES);
+    bytes.extend_from_slice(&lba.to_le_bytes());
+    bytes.extend_from_slice(&timestamp.to_le_bytes());
+    bytes
+}
+
+fn decode_fields(bytes: &[u8]) -> Option<Fields> {
+    let lba = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let timestamp = u64::from_le_bytes(bytes.get(8..FIELD_BYTES)?.try_into().ok()?);
+    Some((lba, timestamp))
+}
+
+/// Assembles the stripes of the segment in `zone` from `found`. `failed[d]` says drive d
+/// failed (nothing was read from it); `data_end[d]` is where drive d's data region ends
+/// (zone-relative blocks).
+pub(super) fn assemble_zone(
+    layout: &Layout,
+    codec: &ParityCodec,
+    zone: u32,
+    found: &[Found],
+    failed: &[bool],
+    data_end: &[u64],
+) -> Assembled {
+    let (n, k) = (layout.drives(), layout.data_chunks);
+    let cb = layout.chunk_blocks;
+    let data_start = layout.data_start_blocks();
+    let append = layout.uses_append();
+    debug_assert_eq!(failed.len(), n);
+    debug_assert_eq!(data_end.len(), n);
+
+    let mut chunks: HashMap<(usize, u64), Chunk> = HashMap::new();
+    for f in found {
+        let Some(relative) = f.offset.checked_sub(data_start) else { continue };
+        let (position, row) = (relative / cb, (relative % cb) as usize);
+        if position >= layout.stripes || f.drive >= n {
+            continue;
+        }
+        if append && u64::from(f.stripe_id) >= layout.group_stripes(position / layout.group_size) {
+            continue;
+        }
+        let chunk = chunks
+            .entry((f.drive, position))
+            .or_insert_with(|| Chunk { stripe_id: f.stripe_id, rows: vec![None; cb as usize] });
+        if chunk.stripe_id == f.stripe_id {
+            chunk.rows[row] = Some((f.lba, f.timestamp));
+        }
+    }
+
+    // Stripes: (group, stripe ID within the group) with Zone Append, (group, position)
+    // with Zone Write.
+    let mut stripes: Stripes = BTreeMap::new();
+    for (&(drive, position), chunk) in &chunks {
+        let group = position / layout.group_size;
+        let key = if append { chunk.stripe_id } else { position as u32 };
+        stripes.entry((group, key)).or_default().insert(drive, position);
+    }
+    let places = if append { append_places(layout, &stripes) } else { HashMap::new() };
+
+    let mut assembled = Assembled { table: CompactStripeTable::new(layout), blocks: Vec::new(), repaired: 0, lost: 0 };
+    for (&(group, key), members) in &stripes {
+        let number = if append { group * layout.group_size + u64::from(key) } else { u64::from(key) };
+        // Every drive's place for this stripe: where its chunk was found, else assigned.
+        let place = |drive: usize| -> Option<u64> {
+            match members.get(&drive) {
+                Some(&position) => Some(position),
+                None if append => places.get(&(drive, group, key)).copied(),
+                None => Some(u64::from(key)),
+            }
+        };
+        if let Some(table) = assembled.table.as_mut() {
+            for drive in 0..n {
+                if let Some(position) = place(drive) {
+                    table.set(drive, position, key);
+                }
+            }
+        }
+        for row in 0..cb {
+            let mut fields: Vec<Option<Vec<u8>>> = vec![None; n];
+            let mut missing = Vec::new();
+            for drive in 0..n {
+                let found_row = members.get(&drive).and_then(|p| chunks[&(drive, *p)].rows[row as usize]);
+                let chunk = layout.chunk_on(number, drive);
+                match (found_row, place(drive)) {
+                    (Some(f), Some(position)) => {
+                        fields[chunk] = Some(encode_fields(f));
+                        if chunk < k {
+                            let physical = Physical { zone, drive, offset: data_start + position * cb + row };
+                            assembled.blocks.push((f.0, f.1, physical));
+                        }
+                    }
+                    _ => missing.push(drive),
+                }
+            }
+            if missing.is_empty() {
+                continue;
+            }
+            let damaged = missing
+                .iter()
+                .filter(|&&d| !failed[d] && place(d).is_some_and(|p| data_start + p * cb + row < data_end[d]))
+                .count() as u64;
+            let rebuilt = layout.parity_chunks > 0 && n - missing.len() >= k && codec.reconstruct(&mut fields).is_ok();
+            if !rebuilt {
+                assembled.lost += damaged;
+                continue;
+            }
+            assembled.repaired += damaged;
+            for &drive in &missing {
+                let chunk = layout.chunk_on(number, drive);
+                let (Some(position), true) = (place(drive), chunk < k) else { continue };
+                let Some((lba, timestamp)) = fields[chunk].as_deref().and_then(decode_fields) else { continue };
+                let physical = Physical { zone, drive, offset: data_start + position * cb + row };
+                assembled.blocks.push((lba, timestamp, physical));
+            }
+        }
+    }
+    assembled
+}
+
+/// With Zone Append, the place of each chunk not found: per drive and group, the positions
+/// no found chunk claims, handed out in order to the group's stripes missing a chunk there.
+fn append_places(layout: &Layout, stripes: &Stripes) -> HashMap<(usize, u64, u32), u64> {
+    let n = layout.drives();
+    let mut claimed: HashMap<(usize, u64), Vec<u64>> = HashMap::new();
+    for (&(group, _), members) in stripes {
+        for (&drive, &position) in members {
+            claimed.entry((drive, group)).or_default().push(position);
+        }
+    }
+    for positions in claimed.values_mut() {
+        positions.sort_unstable();
+    }
+    let mut places = HashMap::new();
+    let mut free: HashMap<(usize, u64), std::vec::IntoIter<u64>> = HashMap::new();
+    for (&(group, key), members) in stripes {
+        for drive in (0..n).filter(|d| !members.contains_key(d)) {
+            let unclaimed = free.entry((drive, group)).or_insert_with(|| {
+                let first = group * layout.group_size;
+                let taken = claimed.get(&(drive, group)).map(Vec::as_slice).unwrap_or(&[]);
+                let open: Vec<u64> =
+                    (first..first + layout.group_stripes(group)).filter(|p| taken.binary_search(p).is_err()).collect();
+                open.into_iter()
+            });
+            if let Some(position) = unclaimed.next() {
+                places.insert((drive, group, key), position);
+            }
+        }
+    }
+    places
+}
