@@ -268,9 +268,36 @@ pub fn run_stop(args: StopArgs) -> Result<()> {
     if let Some(e) = answer.get("error") {
         bail!("array \"{}\": {e}", args.name);
     }
+    // The engine has stopped; the server exits next, releasing its drives and socket. A
+    // `start` right after must find them free, so wait for the exit.
+    if let Some(pid) = answer.get("pid").and_then(serde_json::Value::as_u64).and_then(|p| i32::try_from(p).ok()) {
+        let deadline = std::time::Instant::now() + STOP_EXIT_WAIT;
+        while process_alive(pid) {
+            if std::time::Instant::now() > deadline {
+                bail!("array \"{}\" stopped, but its server (pid {pid}) has not exited", args.name);
+            }
+            std::thread::sleep(STOP_EXIT_POLL);
+        }
+    }
     println!("array \"{}\" stopped cleanly", args.name);
     Ok(())
 }
+
+/// Whether process `pid` still runs (an exited one nobody reaped yet does not).
+fn process_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists; nothing is delivered.
+    let exists = unsafe { libc::kill(pid, 0) } == 0;
+    // /proc/PID/stat: "pid (comm) state ..."; the command name may hold spaces.
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(false);
+    exists && !zombie
+}
+
+/// How long `stop` waits for a stopped server to exit, and how often it looks.
+const STOP_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+const STOP_EXIT_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
 pub fn run_status(args: StatusArgs) -> Result<()> {
     let names = match &args.name {

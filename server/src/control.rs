@@ -121,7 +121,8 @@ fn handle(
         ["stop"] => {
             request_stop();
             match stopped.wait() {
-                Ok(()) => serde_json::json!({ "stopped": true }),
+                // The process id lets `zapraid stop` wait until the drives are released.
+                Ok(()) => serde_json::json!({ "stopped": true, "pid": std::process::id() }),
                 Err(e) => error_json(&e),
             }
         }
@@ -195,6 +196,12 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
             "reclaimed": s.engine.segments_reclaimed,
             "blocks_relocated": s.engine.blocks_relocated,
             "to_reclaim": s.engine.segments_to_reclaim,
+        },
+        "repairs": {
+            "damaged_structures_at_start": s.engine.recovery_repairs.damaged_structures,
+            "blocks_repaired_at_start": s.engine.recovery_repairs.blocks_repaired,
+            "blocks_lost_at_start": s.engine.recovery_repairs.blocks_lost,
+            "blocks_repaired_on_read": s.engine.read_blocks_repaired,
         },
         "io": {
             "reads": s.reads,
