@@ -171,6 +171,9 @@ fn format_start_status_fail_stop_inspect() {
     let out = cli(&["status", "t1", "--json"]);
     let status: serde_json::Value = serde_json::from_str(&text(&out).0).unwrap();
     assert_eq!((status["state"].as_str(), status["drives"][2]["state"].as_str()), (Some("degraded"), Some("failed")));
+    // The daemon logs the failure to its log file as plain text.
+    let log = std::fs::read_to_string(run_dir.join("t1.log")).unwrap();
+    assert!(log.contains("drive marked failed") && !log.contains("\x1b["), "daemon log: {log:?}");
     let out = cli(&["stop", "t1"]);
     assert!(out.status.success(), "{:?}", text(&out));
     let out = cli(&["status", "t1"]);
@@ -185,4 +188,33 @@ fn format_start_status_fail_stop_inspect() {
     args.push("--erase");
     let out = cli(&args);
     assert!(out.status.success() && text(&out).0.contains("selftest passed"), "{:?}", text(&out));
+}
+
+/// Creates four small drive files in `dir` and returns their paths.
+fn small_drives(dir: &std::path::Path) -> Vec<String> {
+    let d = dir.to_str().unwrap();
+    let out = zapraid(
+        &["emu", "create", "--dir", d, "--drives", "4", "--zones", "12", "--zone-size", "512K"]
+            .iter()
+            .copied()
+            .chain(["--zone-capacity", "480K"])
+            .collect::<Vec<_>>(),
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    (0..4).map(|i| format!("{d}/drive{i}.zns")).collect()
+}
+
+/// Log lines written to a pipe are plain text: the self-test marks a drive failed, which
+/// the engine thread logs as a warning on stderr (here a pipe, not a terminal).
+#[test]
+fn logs_to_a_pipe_carry_no_colour_escapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let drives = small_drives(dir.path());
+    let mut args = vec!["selftest", "--size", "1M", "--erase"];
+    args.extend(drives.iter().map(String::as_str));
+    let out = zapraid(&args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("drive marked failed"), "the warning is not logged: {stderr:?}");
+    assert!(!stderr.contains("\x1b["), "colour escapes in piped log lines: {stderr:?}");
 }
