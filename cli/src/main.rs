@@ -4,6 +4,7 @@ mod array;
 mod bench;
 mod device;
 mod emu;
+mod report;
 mod simulate;
 mod size;
 

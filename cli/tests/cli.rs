@@ -98,6 +98,7 @@ fn simulate_verifies_degraded_reads_and_refuses_wrong_data() {
     let out = zapraid(&["simulate", "--level", "raid6", "--drives", "5", "--size", "2M", "--fail", "2"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("array: RAID-6 (3+2), ZapRAID G=256, 4 KiB chunks"), "{stdout}");
     assert!(stdout.contains("every block verified"), "{stdout}");
     let out = zapraid(&["simulate", "--level", "raid5", "--size", "1M", "--fail", "2", "--mode", "zone-write"]);
     let (stdout, stderr) = text(&out);
@@ -150,6 +151,7 @@ fn format_start_status_fail_stop_inspect() {
     args.extend(&drives);
     let out = cli(&args);
     assert!(out.status.success(), "{:?}", text(&out));
+    assert!(text(&out).0.contains("RAID-5 (3+1), ZapRAID G=8, 4 KiB chunks"), "{:?}", text(&out));
     // Formatting members of an array again needs --force.
     let out = cli(&args);
     assert!(!out.status.success() && text(&out).1.contains("--force"), "{:?}", text(&out));
@@ -166,6 +168,22 @@ fn format_start_status_fail_stop_inspect() {
     for field in ["capacity", "segments", "io", "latency_us", "level", "uuid"] {
         assert!(!status[field].is_null(), "status lacks {field}: {status}");
     }
+    // The level and mode by name and number, for programs.
+    assert_eq!(
+        (&status["level"], &status["data_drives"], &status["parity_drives"], &status["mode"], &status["group_size"]),
+        (
+            &serde_json::json!("raid5"),
+            &serde_json::json!(3),
+            &serde_json::json!(1),
+            &serde_json::json!("zapraid"),
+            &serde_json::json!(8)
+        ),
+        "{status}"
+    );
+    // And in words for people.
+    let out = cli(&["status", "t1"]);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success() && stdout.contains("RAID-5 (3+1), ZapRAID G=8"), "{stdout}");
     let out = cli(&["fail", "t1", drives[2]]);
     assert!(out.status.success(), "{:?}", text(&out));
     let out = cli(&["status", "t1", "--json"]);
@@ -179,7 +197,10 @@ fn format_start_status_fail_stop_inspect() {
     let out = cli(&["status", "t1"]);
     assert!(!out.status.success(), "a stopped array still answers");
     let out = cli(&["inspect", drives[1]]);
-    assert!(out.status.success() && text(&out).0.contains("drive 1 of 4"), "{:?}", text(&out));
+    let (stdout, _) = text(&out);
+    assert!(out.status.success() && stdout.contains("drive 1 of 4, RAID-5 (3+1), ZapRAID G=8"), "{stdout}");
+    // Zone states in words, no Rust debug forms ("ImplicitlyOpen", "Raid5 { drives: 4 }").
+    assert!(stdout.contains(" empty ") && !stdout.contains("Empty") && !stdout.contains('{'), "{stdout}");
     // The engine end to end on the same files (it formats them again).
     let mut args = vec!["selftest", "--size", "2M"];
     args.extend(&drives);
@@ -215,6 +236,7 @@ fn logs_to_a_pipe_carry_no_colour_escapes() {
     let out = zapraid(&args);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("formatted RAID-5 (3+1) over 4 drives"), "{stdout}");
     assert!(stderr.contains("drive marked failed"), "the warning is not logged: {stderr:?}");
     assert!(!stderr.contains("\x1b["), "colour escapes in piped log lines: {stderr:?}");
 }

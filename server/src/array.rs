@@ -68,23 +68,6 @@ pub struct Formatted {
     pub block_size_bytes: u32,
 }
 
-fn mode_code(mode: Mode) -> (u8, u32) {
-    match mode {
-        Mode::ZapRaid { group_size } => (0, group_size),
-        Mode::ZoneWriteOnly => (1, 1),
-        Mode::ZoneAppendOnly => (2, 1),
-    }
-}
-
-fn mode_from_code(code: u8, group_size: u32) -> Option<Mode> {
-    match code {
-        0 => Some(Mode::ZapRaid { group_size }),
-        1 => Some(Mode::ZoneWriteOnly),
-        2 => Some(Mode::ZoneAppendOnly),
-        _ => None,
-    }
-}
-
 /// Superblock generations read back from the end of zone 0 before giving up (a torn
 /// newest one falls back to the one before).
 const SUPERBLOCK_READ_BACK: u64 = 4;
@@ -140,7 +123,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
     let (k, m) = options.level.shape();
     if k + m != paths.len() {
         return Err(Error::Config {
-            reason: format!("{:?} needs {} drives, {} given", options.level, k + m, paths.len()),
+            reason: format!("{} needs {} drives, {} given", options.level, k + m, paths.len()),
         });
     }
     let mut drives = Vec::new();
@@ -164,7 +147,10 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             Some(first) if first != g => {
                 return Err(Error::Refused {
                     path: path.clone(),
-                    reason: format!("its geometry differs from the first drive's: {g:?} vs {first:?}"),
+                    reason: format!(
+                        "its geometry differs from the first drive's: {}",
+                        geometry_differences(&g, &first)
+                    ),
                 })
             }
             Some(_) => {}
@@ -201,7 +187,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
         return Err(Error::Config { reason: format!("array name \"{}\" is longer than 32 bytes", options.name) });
     }
     name[..bytes.len()].copy_from_slice(bytes);
-    let (mode, group_size) = mode_code(options.mode);
+    let (mode, group_size) = options.mode.code();
     let total = drives.len();
     for (index, (drive, path)) in drives.iter_mut().zip(paths).enumerate() {
         // Empty every zone, then write the superblock as the first block of zone 0.
@@ -306,16 +292,17 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
             (0..drive_count as u32).filter(|i| !found.iter().any(|(s, _, _)| s.drive_index.get() == *i)).collect();
         return Err(Error::Config {
             reason: format!(
-                "array \"{}\" has {drive_count} drives, {} given (missing drive indexes {missing:?})",
+                "array \"{}\" has {drive_count} drives, {} given (missing drive indexes {})",
                 first.name(),
-                found.len()
+                found.len(),
+                missing.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
             ),
         });
     }
     found.sort_by_key(|(s, _, _)| s.drive_index.get());
     let level = RaidLevel::from_code(first.level, drive_count, first.parity_chunks.get() as usize)
         .ok_or_else(|| Error::Config { reason: format!("unknown RAID level code {}", first.level) })?;
-    let mode = mode_from_code(first.mode, first.group_size.get())
+    let mode = Mode::from_code(first.mode, first.group_size.get())
         .ok_or_else(|| Error::Config { reason: format!("unknown mode code {}", first.mode) })?;
     let config = Config {
         level,
@@ -358,6 +345,29 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
         recovery.run_round(&mut assembled.drives)?;
     }
     Ok(recovery.finish()?)
+}
+
+/// What differs between two drives' geometries, in words ("zone capacity 480 vs 240
+/// blocks").
+fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
+    let limit = |l: Option<u32>| l.map_or("none".to_string(), |v| v.to_string());
+    let fields = [
+        ("block size (B)", g.block_size_bytes.to_string(), first.block_size_bytes.to_string()),
+        ("metadata per block (B)", g.metadata_bytes_per_block.to_string(), first.metadata_bytes_per_block.to_string()),
+        ("zone size (blocks)", g.zone_size_blocks.to_string(), first.zone_size_blocks.to_string()),
+        ("zone capacity (blocks)", g.zone_capacity_blocks.to_string(), first.zone_capacity_blocks.to_string()),
+        ("zones", g.zone_count.to_string(), first.zone_count.to_string()),
+        ("max open zones", limit(g.max_open_zones), limit(first.max_open_zones)),
+        ("max active zones", limit(g.max_active_zones), limit(first.max_active_zones)),
+        ("Zone Append limit (blocks)", g.zone_append_max_blocks.to_string(), first.zone_append_max_blocks.to_string()),
+        ("transfer limit (blocks)", g.max_transfer_blocks.to_string(), first.max_transfer_blocks.to_string()),
+    ];
+    fields
+        .iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(what, a, b)| format!("{what} {a} vs {b}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn unix_now_s() -> u64 {

@@ -39,7 +39,7 @@ pub enum Error {
     #[error("zone {zone}: too many active zones (limit {limit})")]
     TooManyActiveZones { zone: u32, limit: u32 },
 
-    #[error("zone {zone}: cannot {action:?} a zone in state {state:?}")]
+    #[error("zone {zone}: cannot {action} a zone that is {state}")]
     InvalidZoneStateTransition { zone: u32, state: ZoneState, action: ZoneAction },
 
     #[error("LBA {lba} is not the start of a zone")]
