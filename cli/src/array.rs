@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use zapraid_engine::format::{decode_footer_block, BlockMetadata, SegmentHeader};
-use zapraid_server::array::{format, open_drive, read_superblock, uuid_text, FormatOptions, SUPERBLOCK_ZONES};
+use zapraid_server::array::{
+    format, open_drive, read_superblock, refuse_repeated_drives, uuid_text, FormatOptions, SUPERBLOCK_ZONES,
+};
 use zapraid_server::control;
 use zapraid_server::service::{self, Progress, StartOptions};
 use zapraid_server::ublk::UblkOptions;
@@ -203,6 +205,8 @@ pub fn run_start(args: StartArgs) -> Result<()> {
 /// Starts this program again in the background (its own session, output to a log) and
 /// waits until the array answers on its control socket.
 fn start_daemon(args: &StartArgs) -> Result<()> {
+    // Said here, not in the background server's log.
+    refuse_repeated_drives(&args.drives)?;
     let name = match &args.name {
         Some(n) => n.clone(),
         None => {

@@ -240,3 +240,83 @@ fn logs_to_a_pipe_carry_no_colour_escapes() {
     assert!(stderr.contains("drive marked failed"), "the warning is not logged: {stderr:?}");
     assert!(!stderr.contains("\x1b["), "colour escapes in piped log lines: {stderr:?}");
 }
+
+/// A drive another server holds: the error names it once (not once per layer), whether
+/// it is formatted or started again.
+#[test]
+fn a_drive_in_use_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let cli = |args: &[&str]| -> Output {
+        Command::new(env!("CARGO_BIN_EXE_zapraid"))
+            .args(args)
+            .env("ZAPRAID_RUN_DIR", &run_dir)
+            .output()
+            .expect("run zapraid")
+    };
+    let drives = small_drives(&dir.path().join("d"));
+    let drives: Vec<&str> = drives.iter().map(String::as_str).collect();
+    let mut args = vec!["format", "--level", "raid5", "--name", "inuse"];
+    args.extend(&drives);
+    let out = cli(&args);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let mut args = vec!["start", "--daemon", "--no-device"];
+    args.extend(&drives);
+    let out = cli(&args);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let mut again = vec!["start", "--no-device"];
+    again.extend(&drives);
+    let mut reformat = vec!["format", "--force", "--level", "raid5", "--name", "other"];
+    reformat.extend(&drives);
+    let results: Vec<Output> = [again, reformat].iter().map(|args| cli(args)).collect();
+    let out = cli(&["stop", "inuse"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    for out in results {
+        let (_, stderr) = text(&out);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains("drive is in use by another process"), "{stderr}");
+        assert_eq!(stderr.matches("drive0.zns").count(), 1, "the drive is named more than once: {stderr}");
+    }
+}
+
+/// The same drive named twice is said as such, not taken for a drive another process
+/// holds (the second open meeting the first's lock).
+#[test]
+fn a_drive_given_twice_is_refused_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let cli = |args: &[&str]| -> Output {
+        Command::new(env!("CARGO_BIN_EXE_zapraid"))
+            .args(args)
+            .env("ZAPRAID_RUN_DIR", &run_dir)
+            .output()
+            .expect("run zapraid")
+    };
+    let drives = small_drives(dir.path());
+    let d1 = drives[1].as_str();
+    let repeated = [drives[0].as_str(), d1, d1, drives[2].as_str()];
+    let mut format = vec!["format", "--level", "raid5"];
+    format.extend(&repeated);
+    let out = cli(&format);
+    let refused = |out: &Output, args: &[&str], said: String| {
+        let (_, stderr) = text(out);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(stderr.contains(&said), "{args:?}: {stderr}");
+        assert!(!stderr.contains("in use"), "{args:?}: {stderr}");
+    };
+    refused(&out, &format, format!("drive {d1} given twice"));
+    let mut all = vec!["format", "--level", "raid5", "--name", "twice"];
+    all.extend(drives.iter().map(String::as_str));
+    let out = cli(&all);
+    assert!(out.status.success(), "{:?}", text(&out));
+    // Another spelling of the same file is the same drive.
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let d1_again = format!("{}/sub/../drive1.zns", dir.path().display());
+    let start = ["start", "--no-device", drives[0].as_str(), d1, drives[2].as_str(), &d1_again];
+    let mut daemon = vec!["start", "--daemon", "--no-device"];
+    daemon.extend(&repeated);
+    let out = cli(&start);
+    refused(&out, &start, format!("drive {d1_again} given twice (also as {d1})"));
+    let out = cli(&daemon);
+    refused(&out, &daemon, format!("drive {d1} given twice"));
+}

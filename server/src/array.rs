@@ -26,16 +26,16 @@ pub type Drive = Box<dyn ZonedDevice + Send>;
 
 /// Opens an NVMe namespace (a character device) or an emulated drive file.
 pub fn open_drive(path: &Path) -> Result<Drive> {
-    let meta = std::fs::metadata(path).map_err(|source| Error::Io {
+    let meta = std::fs::metadata(path).map_err(|error| Error::Io {
         path: path.to_path_buf(),
         context: "cannot open",
-        source,
+        error,
     })?;
     use std::os::unix::fs::FileTypeExt;
     let device: Drive = if meta.file_type().is_char_device() {
-        Box::new(NvmeDrive::open(path).map_err(|source| Error::Drive { path: path.to_path_buf(), source })?)
+        Box::new(NvmeDrive::open(path).map_err(|error| Error::Drive { path: path.to_path_buf(), error })?)
     } else if meta.is_file() {
-        Box::new(EmulatedDrive::open_file(path).map_err(|source| Error::Drive { path: path.to_path_buf(), source })?)
+        Box::new(EmulatedDrive::open_file(path).map_err(|error| Error::Drive { path: path.to_path_buf(), error })?)
     } else {
         return Err(Error::Refused {
             path: path.to_path_buf(),
@@ -43,6 +43,27 @@ pub fn open_drive(path: &Path) -> Result<Drive> {
         });
     };
     Ok(device)
+}
+
+/// Refuses a drive named twice (however spelled: paths are compared canonicalized).
+/// Checked before any drive is opened: the second open of one drive would fail on the
+/// first's lock, as if another process held it.
+pub fn refuse_repeated_drives(paths: &[PathBuf]) -> Result<()> {
+    // A path that cannot be canonicalized (missing) is compared as given; opening it
+    // reports why.
+    let canonical: Vec<PathBuf> =
+        paths.iter().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())).collect();
+    for (i, path) in paths.iter().enumerate() {
+        if let Some(first) = (0..i).find(|j| canonical[*j] == canonical[i]) {
+            let reason = if paths[first].as_os_str() == path.as_os_str() {
+                format!("drive {} given twice", path.display())
+            } else {
+                format!("drive {} given twice (also as {})", path.display(), paths[first].display())
+            };
+            return Err(Error::Config { reason });
+        }
+    }
+    Ok(())
 }
 
 /// How to format an array.
@@ -115,11 +136,12 @@ pub fn superblock_block(sb: &ArraySuperblock, block_size_bytes: usize) -> Vec<u8
 }
 
 fn check_completion(path: &Path, what: &'static str, c: Completion) -> Result<()> {
-    c.result.map(|_| ()).map_err(|source| Error::DriveCommand { path: path.to_path_buf(), what, source })
+    c.result.map(|_| ()).map_err(|error| Error::DriveCommand { path: path.to_path_buf(), what, error })
 }
 
 /// Formats `paths` as one array; `progress(done, total)` is told as each drive is done.
 pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnMut(usize, usize)) -> Result<Formatted> {
+    refuse_repeated_drives(paths)?;
     let (k, m) = options.level.shape();
     if k + m != paths.len() {
         return Err(Error::Config {
@@ -247,6 +269,7 @@ pub struct Assembled {
 
 /// Opens `paths`, reads their superblocks and orders them as the array's drives.
 pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
+    refuse_repeated_drives(paths)?;
     let mut found: Vec<(ArraySuperblock, Drive, PathBuf)> = Vec::new();
     let mut next_lba = Vec::new();
     for path in paths {
@@ -318,7 +341,7 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
     let mut geometry = None;
     for (sb, drive, path) in found {
         let reserved = ReservedZones::new(drive, sb.reserved_zones.get())
-            .map_err(|source| Error::Drive { path: path.clone(), source })?;
+            .map_err(|error| Error::Drive { path: path.clone(), error })?;
         let g = reserved.geometry();
         if *geometry.get_or_insert(g) != g {
             return Err(Error::Refused { path, reason: "its geometry differs from the other drives'".into() });

@@ -71,11 +71,7 @@ pub fn listen(
     stopped: Arc<Stopped>,
 ) -> Result<PathBuf> {
     let dir = run_dir();
-    std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
-        path: dir.clone(),
-        context: "cannot create",
-        source,
-    })?;
+    std::fs::create_dir_all(&dir).map_err(|error| Error::Io { path: dir.clone(), context: "cannot create", error })?;
     let path = socket_path(name);
     if UnixStream::connect(&path).is_ok() {
         return Err(Error::Config {
@@ -83,10 +79,10 @@ pub fn listen(
         });
     }
     let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path).map_err(|source| Error::Io {
+    let listener = UnixListener::bind(&path).map_err(|error| Error::Io {
         path: path.clone(),
         context: "cannot listen on",
-        source,
+        error,
     })?;
     std::thread::Builder::new()
         .name("zapraid-control".into())
@@ -101,7 +97,7 @@ pub fn listen(
                 });
             }
         })
-        .map_err(|source| Error::Io { path: path.clone(), context: "cannot start the control thread for", source })?;
+        .map_err(|error| Error::Io { path: path.clone(), context: "cannot start the control thread for", error })?;
     Ok(path)
 }
 
@@ -224,22 +220,22 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
 /// Sends one command to a running array and returns its JSON answer.
 pub fn ask(name: &str, command: &str) -> Result<serde_json::Value> {
     let path = socket_path(name);
-    let stream = UnixStream::connect(&path).map_err(|source| Error::Io {
+    let stream = UnixStream::connect(&path).map_err(|error| Error::Io {
         path: path.clone(),
         context: "no running array answers (is it started? see `zapraid start`)",
-        source,
+        error,
     })?;
     stream.set_read_timeout(Some(ANSWER_TIMEOUT)).ok();
-    (&stream).write_all(format!("{command}\n").as_bytes()).map_err(|source| Error::Io {
+    (&stream).write_all(format!("{command}\n").as_bytes()).map_err(|error| Error::Io {
         path: path.clone(),
         context: "cannot send to",
-        source,
+        error,
     })?;
     let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line).map_err(|source| Error::Io {
+    BufReader::new(&stream).read_line(&mut line).map_err(|error| Error::Io {
         path: path.clone(),
         context: "no answer from",
-        source,
+        error,
     })?;
     serde_json::from_str(&line)
         .map_err(|e| Error::Config { reason: format!("bad answer from {}: {e}", path.display()) })

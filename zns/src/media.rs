@@ -176,7 +176,7 @@ pub(crate) struct OpenedFile {
 }
 
 fn io_error<'a>(path: &'a Path, context: &'static str) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |source| Error::Io { path: path.to_path_buf(), context, source }
+    move |error| Error::Io { path: path.to_path_buf(), context, error }
 }
 
 /// Takes an exclusive advisory lock on a drive (a drive file or an NVMe character device),
@@ -185,8 +185,8 @@ pub(crate) fn lock(file: &File, path: &Path) -> Result<()> {
     match file.try_lock() {
         Ok(()) => Ok(()),
         Err(TryLockError::WouldBlock) => Err(Error::DriveInUse { path: path.to_path_buf() }),
-        Err(TryLockError::Error(source)) => {
-            Err(Error::Io { path: path.to_path_buf(), context: "locking drive file", source })
+        Err(TryLockError::Error(error)) => {
+            Err(Error::Io { path: path.to_path_buf(), context: "locking drive file", error })
         }
     }
 }
