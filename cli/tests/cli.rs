@@ -189,9 +189,14 @@ fn format_start_status_fail_stop_inspect() {
     let out = cli(&["status", "t1", "--json"]);
     let status: serde_json::Value = serde_json::from_str(&text(&out).0).unwrap();
     assert_eq!((status["state"].as_str(), status["drives"][2]["state"].as_str()), (Some("degraded"), Some("failed")));
-    // The daemon logs the failure to its log file as plain text.
+    // Every running array, found by probing the sockets.
+    let out = cli(&["status"]);
+    assert!(out.status.success() && text(&out).0.contains("t1: degraded"), "{:?}", text(&out));
+    // The daemon logs the failure to its log file as plain text, and nothing about the
+    // probe.
     let log = std::fs::read_to_string(run_dir.join("t1.log")).unwrap();
     assert!(log.contains("drive marked failed") && !log.contains("\x1b["), "daemon log: {log:?}");
+    assert!(!log.contains("control connection"), "daemon log: {log:?}");
     let out = cli(&["stop", "t1"]);
     assert!(out.status.success(), "{:?}", text(&out));
     let out = cli(&["status", "t1"]);

@@ -110,6 +110,11 @@ fn handle(
 ) -> std::io::Result<()> {
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
+    if line.trim().is_empty() {
+        // A liveness probe (`running()`, a second start's check) connects and closes
+        // without a command: answering it only fails, a warning in the log per probe.
+        return Ok(());
+    }
     let words: Vec<&str> = line.split_whitespace().collect();
     let answer = match words.as_slice() {
         ["status"] => match query_status(engine) {
