@@ -256,7 +256,7 @@ impl FileMedia {
                     supported: crate::drive_file::DRIVE_FORMAT_VERSION,
                 })
             }
-            Err(other) => return Err(bad(format!("superblock: {other:?}"))),
+            Err(other) => return Err(bad(format!("superblock: {other}"))),
         };
         let geometry = sb.geometry();
         geometry.validate().map_err(|e| bad(format!("superblock geometry: {e}")))?;
@@ -270,7 +270,7 @@ impl FileMedia {
         let mut sequences = Vec::with_capacity(geometry.zone_count as usize);
         for (zone, bytes) in table.chunks_exact(ZONE_RECORD_BYTES).enumerate() {
             let (state, written_blocks, sequence) = ZoneRecord::decode(bytes, geometry.zone_capacity_blocks)
-                .map_err(|e| bad(format!("zone {zone} record: {e:?}")))?;
+                .map_err(|e| bad(format!("zone {zone} record: {e}")))?;
             zones.push(StoredZone { state, written_blocks });
             sequences.push(sequence);
         }
