@@ -7,13 +7,16 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use zapraid_engine::format::{decode_footer_block, ArraySuperblock, BlockMetadata, SegmentHeader};
-use zapraid_server::array::{format, open_drive, read_superblock, uuid_text, FormatOptions, SUPERBLOCK_ZONES};
+use zapraid_engine::format::{decode_footer_block, BlockMetadata, SegmentHeader};
+use zapraid_server::array::{
+    format, open_drive, read_superblock, refuse_repeated_drives, uuid_text, FormatOptions, SUPERBLOCK_ZONES,
+};
 use zapraid_server::control;
 use zapraid_server::service::{self, Progress, StartOptions};
 use zapraid_server::ublk::UblkOptions;
 use zapraid_zns::{execute, report_all_zones, Command};
 
+use crate::report;
 use crate::simulate::{raid_level, write_mode, Level, WriteMode};
 use crate::size::{format_bytes, parse_bytes};
 
@@ -131,7 +134,7 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
     })?;
     progress.finish_and_clear();
     println!(
-        "formatted array \"{}\" ({}): {:?}, {:?}, {} chunks, {} drives, {} usable ({} blocks of {} B)",
+        "formatted array \"{}\" ({}): {}, {}, {} chunks, {} drives, {} usable ({} blocks of {} B)",
         args.name,
         uuid_text(&formatted.uuid),
         level,
@@ -202,6 +205,8 @@ pub fn run_start(args: StartArgs) -> Result<()> {
 /// Starts this program again in the background (its own session, output to a log) and
 /// waits until the array answers on its control socket.
 fn start_daemon(args: &StartArgs) -> Result<()> {
+    // Said here, not in the background server's log.
+    refuse_repeated_drives(&args.drives)?;
     let name = match &args.name {
         Some(n) => n.clone(),
         None => {
@@ -323,42 +328,8 @@ pub fn run_status(args: StatusArgs) -> Result<()> {
     if documents.is_empty() {
         println!("no array is running");
     }
-    for s in documents {
-        let c = &s["capacity"];
-        println!(
-            "{}: {} ({}), {} {}, device {}",
-            s["name"].as_str().unwrap_or("?"),
-            s["state"].as_str().unwrap_or("?"),
-            s["uuid"].as_str().unwrap_or("?"),
-            s["level"].as_str().unwrap_or("?"),
-            s["mode"].as_str().unwrap_or("?"),
-            s["device"].as_str().unwrap_or("none")
-        );
-        for d in s["drives"].as_array().into_iter().flatten() {
-            println!(
-                "  drive {}: {} {}",
-                d["index"],
-                d["path"].as_str().unwrap_or("?"),
-                d["state"].as_str().unwrap_or("?")
-            );
-        }
-        println!(
-            "  capacity {} used of {}; zones {} free of {}; segments {} in use, {} open, {} reclaimed",
-            format_bytes(c["used_bytes"].as_u64().unwrap_or(0)),
-            format_bytes(c["logical_bytes"].as_u64().unwrap_or(0)),
-            c["free_zones"],
-            c["zones"],
-            s["segments"]["in_use"],
-            s["segments"]["open"],
-            s["segments"]["reclaimed"]
-        );
-        let io = &s["io"];
-        let lat = &s["latency_us"];
-        println!(
-            "  io: {} reads, {} writes, {} flushes, {} discards, {} errors; latency us read p50/p99 {}/{}, write p50/p99 {}/{}",
-            io["reads"], io["writes"], io["flushes"], io["discards"], io["errors"],
-            lat["read"]["p50"], lat["read"]["p99"], lat["write"]["p50"], lat["write"]["p99"]
-        );
+    for s in &documents {
+        report::print_status(s);
     }
     Ok(())
 }
@@ -399,11 +370,11 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
     );
     match read_superblock(drive.as_mut()) {
         None => println!("superblock: none (not a zapraid array member)"),
-        Some(sb) => print_superblock(&sb),
+        Some(sb) => println!("superblock: {}", report::superblock_text(&sb)),
     }
     let zones = report_all_zones(drive.as_mut())?;
     let (bs, ms) = (g.block_size_bytes as usize, g.metadata_bytes_per_block as usize);
-    println!("{:>6} {:>14} {:>10} {:>10}  segment", "zone", "state", "written", "capacity");
+    println!("{:>6} {:>15} {:>10} {:>10}  segment", "zone", "state", "written", "capacity");
     for z in zones.iter().skip(SUPERBLOCK_ZONES as usize) {
         let written = z.written_blocks();
         let segment = if written == 0 {
@@ -426,7 +397,7 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
                 None => "header unreadable".into(),
             }
         };
-        println!("{:>6} {:>14} {:>10} {:>10}  {segment}", z.zone, format!("{:?}", z.state), written, z.capacity_blocks);
+        println!("{:>6} {:>15} {:>10} {:>10}  {segment}", z.zone, z.state, written, z.capacity_blocks);
         if written > 0 {
             // The last written block says whether the segment ended in a footer (sealed or
             // stopped cleanly).
@@ -437,7 +408,7 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
                     (decode_footer_block(&c.data), BlockMetadata::decode(&c.data, &c.metadata))
                 {
                     println!(
-                        "{:>6} {:>14} last block: footer of segment {}, entries {}..{}",
+                        "{:>6} {:>15} last block: footer of segment {}, entries {}..{}",
                         "",
                         "",
                         fh.segment_sequence.get(),
@@ -449,26 +420,6 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn print_superblock(sb: &ArraySuperblock) {
-    println!(
-        "superblock: array \"{}\" {}, drive {} of {}, level code {}, {}+{}, mode code {}, chunk {} B, G {}, \
-         {} logical blocks of {} B, {} reserved zone(s)",
-        sb.name(),
-        uuid_text(&sb.array_uuid),
-        sb.drive_index.get(),
-        sb.drive_count.get(),
-        sb.level,
-        sb.data_chunks.get(),
-        sb.parity_chunks.get(),
-        sb.mode,
-        sb.chunk_bytes.get(),
-        sb.group_size.get(),
-        sb.logical_blocks.get(),
-        sb.block_size_bytes.get(),
-        sb.reserved_zones.get()
-    );
 }
 
 #[derive(Args)]
@@ -596,7 +547,7 @@ pub fn run_selftest(args: SelftestArgs) -> Result<()> {
     if blocks == 0 {
         bail!("--size is smaller than one block");
     }
-    println!("formatted {:?} over {} drives; {} to write", level, args.drives.len(), format_bytes(args.size));
+    println!("formatted {level} over {} drives; {} to write", args.drives.len(), format_bytes(args.size));
     let array = SelftestArray::start(&args.drives)?;
     array.run(blocks, 1, true, "write")?;
     array.run(blocks, 1, false, "read back")?;

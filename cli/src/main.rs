@@ -4,8 +4,11 @@ mod array;
 mod bench;
 mod device;
 mod emu;
+mod report;
 mod simulate;
 mod size;
+
+use std::io::IsTerminal;
 
 use clap::{Parser, Subcommand};
 
@@ -77,7 +80,10 @@ fn main() {
     // shown unless RUST_LOG says otherwise.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_LEVEL));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colour escapes only help a person at a terminal; in a pipe, a file, or the
+    // daemon's log (its stderr is the log file) they are noise around every line.
+    let colour = std::io::stderr().is_terminal();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour).init();
     let cli = Cli::parse();
     let result = match cli.command {
         Top::Format(args) => array::run_format(args),

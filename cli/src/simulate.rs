@@ -119,7 +119,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let mut sim = Simulator::new(g, config, args.seed, Some(TimingParams::zn540()))?;
     let layout = *sim.engine.layout();
     println!(
-        "array: {level:?}, {mode:?}, {} chunks, {} drives x {} zones of {} (emulated, ZN540 timing); {} stripes per segment",
+        "array: {level}, {mode}, {} chunks, {} drives x {} zones of {} (emulated, ZN540 timing); {} stripes per segment",
         format_bytes(args.chunk),
         layout.drives(),
         g.zone_count,

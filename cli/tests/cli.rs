@@ -98,6 +98,7 @@ fn simulate_verifies_degraded_reads_and_refuses_wrong_data() {
     let out = zapraid(&["simulate", "--level", "raid6", "--drives", "5", "--size", "2M", "--fail", "2"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("array: RAID-6 (3+2), ZapRAID G=256, 4 KiB chunks"), "{stdout}");
     assert!(stdout.contains("every block verified"), "{stdout}");
     let out = zapraid(&["simulate", "--level", "raid5", "--size", "1M", "--fail", "2", "--mode", "zone-write"]);
     let (stdout, stderr) = text(&out);
@@ -150,6 +151,7 @@ fn format_start_status_fail_stop_inspect() {
     args.extend(&drives);
     let out = cli(&args);
     assert!(out.status.success(), "{:?}", text(&out));
+    assert!(text(&out).0.contains("RAID-5 (3+1), ZapRAID G=8, 4 KiB chunks"), "{:?}", text(&out));
     // Formatting members of an array again needs --force.
     let out = cli(&args);
     assert!(!out.status.success() && text(&out).1.contains("--force"), "{:?}", text(&out));
@@ -166,17 +168,44 @@ fn format_start_status_fail_stop_inspect() {
     for field in ["capacity", "segments", "io", "latency_us", "level", "uuid"] {
         assert!(!status[field].is_null(), "status lacks {field}: {status}");
     }
+    // The level and mode by name and number, for programs.
+    assert_eq!(
+        (&status["level"], &status["data_drives"], &status["parity_drives"], &status["mode"], &status["group_size"]),
+        (
+            &serde_json::json!("raid5"),
+            &serde_json::json!(3),
+            &serde_json::json!(1),
+            &serde_json::json!("zapraid"),
+            &serde_json::json!(8)
+        ),
+        "{status}"
+    );
+    // And in words for people.
+    let out = cli(&["status", "t1"]);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success() && stdout.contains("RAID-5 (3+1), ZapRAID G=8"), "{stdout}");
     let out = cli(&["fail", "t1", drives[2]]);
     assert!(out.status.success(), "{:?}", text(&out));
     let out = cli(&["status", "t1", "--json"]);
     let status: serde_json::Value = serde_json::from_str(&text(&out).0).unwrap();
     assert_eq!((status["state"].as_str(), status["drives"][2]["state"].as_str()), (Some("degraded"), Some("failed")));
+    // Every running array, found by probing the sockets.
+    let out = cli(&["status"]);
+    assert!(out.status.success() && text(&out).0.contains("t1: degraded"), "{:?}", text(&out));
+    // The daemon logs the failure to its log file as plain text, and nothing about the
+    // probe.
+    let log = std::fs::read_to_string(run_dir.join("t1.log")).unwrap();
+    assert!(log.contains("drive marked failed") && !log.contains("\x1b["), "daemon log: {log:?}");
+    assert!(!log.contains("control connection"), "daemon log: {log:?}");
     let out = cli(&["stop", "t1"]);
     assert!(out.status.success(), "{:?}", text(&out));
     let out = cli(&["status", "t1"]);
     assert!(!out.status.success(), "a stopped array still answers");
     let out = cli(&["inspect", drives[1]]);
-    assert!(out.status.success() && text(&out).0.contains("drive 1 of 4"), "{:?}", text(&out));
+    let (stdout, _) = text(&out);
+    assert!(out.status.success() && stdout.contains("drive 1 of 4, RAID-5 (3+1), ZapRAID G=8"), "{stdout}");
+    // Zone states in words, no Rust debug forms ("ImplicitlyOpen", "Raid5 { drives: 4 }").
+    assert!(stdout.contains(" empty ") && !stdout.contains("Empty") && !stdout.contains('{'), "{stdout}");
     // The engine end to end on the same files (it formats them again).
     let mut args = vec!["selftest", "--size", "2M"];
     args.extend(&drives);
@@ -185,4 +214,114 @@ fn format_start_status_fail_stop_inspect() {
     args.push("--erase");
     let out = cli(&args);
     assert!(out.status.success() && text(&out).0.contains("selftest passed"), "{:?}", text(&out));
+}
+
+/// Creates four small drive files in `dir` and returns their paths.
+fn small_drives(dir: &std::path::Path) -> Vec<String> {
+    let d = dir.to_str().unwrap();
+    let out = zapraid(
+        &["emu", "create", "--dir", d, "--drives", "4", "--zones", "12", "--zone-size", "512K"]
+            .iter()
+            .copied()
+            .chain(["--zone-capacity", "480K"])
+            .collect::<Vec<_>>(),
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    (0..4).map(|i| format!("{d}/drive{i}.zns")).collect()
+}
+
+/// Log lines written to a pipe are plain text: the self-test marks a drive failed, which
+/// the engine thread logs as a warning on stderr (here a pipe, not a terminal).
+#[test]
+fn logs_to_a_pipe_carry_no_colour_escapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let drives = small_drives(dir.path());
+    let mut args = vec!["selftest", "--size", "1M", "--erase"];
+    args.extend(drives.iter().map(String::as_str));
+    let out = zapraid(&args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("formatted RAID-5 (3+1) over 4 drives"), "{stdout}");
+    assert!(stderr.contains("drive marked failed"), "the warning is not logged: {stderr:?}");
+    assert!(!stderr.contains("\x1b["), "colour escapes in piped log lines: {stderr:?}");
+}
+
+/// A drive another server holds: the error names it once (not once per layer), whether
+/// it is formatted or started again.
+#[test]
+fn a_drive_in_use_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let cli = |args: &[&str]| -> Output {
+        Command::new(env!("CARGO_BIN_EXE_zapraid"))
+            .args(args)
+            .env("ZAPRAID_RUN_DIR", &run_dir)
+            .output()
+            .expect("run zapraid")
+    };
+    let drives = small_drives(&dir.path().join("d"));
+    let drives: Vec<&str> = drives.iter().map(String::as_str).collect();
+    let mut args = vec!["format", "--level", "raid5", "--name", "inuse"];
+    args.extend(&drives);
+    let out = cli(&args);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let mut args = vec!["start", "--daemon", "--no-device"];
+    args.extend(&drives);
+    let out = cli(&args);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let mut again = vec!["start", "--no-device"];
+    again.extend(&drives);
+    let mut reformat = vec!["format", "--force", "--level", "raid5", "--name", "other"];
+    reformat.extend(&drives);
+    let results: Vec<Output> = [again, reformat].iter().map(|args| cli(args)).collect();
+    let out = cli(&["stop", "inuse"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    for out in results {
+        let (_, stderr) = text(&out);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains("drive is in use by another process"), "{stderr}");
+        assert_eq!(stderr.matches("drive0.zns").count(), 1, "the drive is named more than once: {stderr}");
+    }
+}
+
+/// The same drive named twice is said as such, not taken for a drive another process
+/// holds (the second open meeting the first's lock).
+#[test]
+fn a_drive_given_twice_is_refused_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let cli = |args: &[&str]| -> Output {
+        Command::new(env!("CARGO_BIN_EXE_zapraid"))
+            .args(args)
+            .env("ZAPRAID_RUN_DIR", &run_dir)
+            .output()
+            .expect("run zapraid")
+    };
+    let drives = small_drives(dir.path());
+    let d1 = drives[1].as_str();
+    let repeated = [drives[0].as_str(), d1, d1, drives[2].as_str()];
+    let mut format = vec!["format", "--level", "raid5"];
+    format.extend(&repeated);
+    let out = cli(&format);
+    let refused = |out: &Output, args: &[&str], said: String| {
+        let (_, stderr) = text(out);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(stderr.contains(&said), "{args:?}: {stderr}");
+        assert!(!stderr.contains("in use"), "{args:?}: {stderr}");
+    };
+    refused(&out, &format, format!("drive {d1} given twice"));
+    let mut all = vec!["format", "--level", "raid5", "--name", "twice"];
+    all.extend(drives.iter().map(String::as_str));
+    let out = cli(&all);
+    assert!(out.status.success(), "{:?}", text(&out));
+    // Another spelling of the same file is the same drive.
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let d1_again = format!("{}/sub/../drive1.zns", dir.path().display());
+    let start = ["start", "--no-device", drives[0].as_str(), d1, drives[2].as_str(), &d1_again];
+    let mut daemon = vec!["start", "--daemon", "--no-device"];
+    daemon.extend(&repeated);
+    let out = cli(&start);
+    refused(&out, &start, format!("drive {d1_again} given twice (also as {d1})"));
+    let out = cli(&daemon);
+    refused(&out, &daemon, format!("drive {d1} given twice"));
 }

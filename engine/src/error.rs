@@ -1,4 +1,5 @@
-//! The one error type of the RAID engine.
+//! The one error type of the RAID engine. As in the zoned-device layer, an error that
+//! carries a lower one prints it and does not also return it from `source()`: said once.
 
 use zapraid_zns as zns;
 
@@ -17,8 +18,8 @@ pub enum Error {
     #[error("drive {drive}: {structure} at zone {zone}, offset {offset_blocks}: {reason}")]
     Corrupt { drive: usize, zone: u32, offset_blocks: u64, structure: &'static str, reason: String },
 
-    #[error("drive {drive}: {source}")]
-    Device { drive: usize, source: zns::Error },
+    #[error("drive {drive}: {error}")]
+    Device { drive: usize, error: zns::Error },
 
     /// No empty zone left and nothing to reclaim.
     #[error("the array is full: {reason}")]

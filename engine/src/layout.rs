@@ -91,6 +91,51 @@ impl RaidLevel {
         })
     }
 
+    /// The level's usual name without its shape ("RAID-5"), for messages about the
+    /// level itself.
+    pub fn label(self) -> &'static str {
+        match self {
+            RaidLevel::Raid0 { .. } => "RAID-0",
+            RaidLevel::Raid1 { .. } => "RAID-1",
+            RaidLevel::Raid01 { .. } => "RAID-01",
+            RaidLevel::Raid4 { .. } => "RAID-4",
+            RaidLevel::Raid5 { .. } => "RAID-5",
+            RaidLevel::Raid6 { .. } => "RAID-6",
+            RaidLevel::Erasure { .. } => "Reed-Solomon",
+        }
+    }
+
+    /// The level's name in machine-read output (status JSON); the command line's
+    /// `--level` names where it has one.
+    pub fn name(self) -> &'static str {
+        match self {
+            RaidLevel::Raid0 { .. } => "raid0",
+            RaidLevel::Raid1 { .. } => "raid1",
+            RaidLevel::Raid01 { .. } => "raid01",
+            RaidLevel::Raid4 { .. } => "raid4",
+            RaidLevel::Raid5 { .. } => "raid5",
+            RaidLevel::Raid6 { .. } => "raid6",
+            RaidLevel::Erasure { .. } => "erasure",
+        }
+    }
+
+    /// The level `name` names (the inverse of `name`) with `data` data and `parity`
+    /// redundancy drives; `None` for an unknown name or a shape the level cannot have.
+    pub fn from_name(name: &str, data: usize, parity: usize) -> Option<Self> {
+        let drives = data.checked_add(parity)?;
+        let level = match name {
+            "raid0" => RaidLevel::Raid0 { drives },
+            "raid1" => RaidLevel::Raid1 { drives },
+            "raid01" => RaidLevel::Raid01 { drives },
+            "raid4" => RaidLevel::Raid4 { drives },
+            "raid5" => RaidLevel::Raid5 { drives },
+            "raid6" => RaidLevel::Raid6 { drives },
+            "erasure" => RaidLevel::Erasure { k: data, m: parity },
+            _ => return None,
+        };
+        (level.shape() == (data, parity)).then_some(level)
+    }
+
     fn validate(self) -> Result<()> {
         let (k, m) = self.shape();
         let bad = |reason: String| Err(Error::InvalidConfig { reason });
@@ -100,7 +145,7 @@ impl RaidLevel {
             }
             RaidLevel::Raid1 { drives } if drives < 2 => return bad("RAID-1 needs at least 2 drives".into()),
             RaidLevel::Raid4 { drives } | RaidLevel::Raid5 { drives } if drives < 3 => {
-                return bad(format!("{self:?} needs at least 3 drives"))
+                return bad(format!("{} needs at least 3 drives", self.label()))
             }
             RaidLevel::Raid6 { drives } if drives < 4 => return bad("RAID-6 needs at least 4 drives".into()),
             _ => {}
@@ -121,6 +166,81 @@ pub enum Mode {
     ZoneWriteOnly,
     /// All of a segment's stripes in one group written with Zone Append (G = S).
     ZoneAppendOnly,
+}
+
+impl Mode {
+    /// The mode's name in machine-read output (status JSON): the command line's `--mode`
+    /// names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::ZapRaid { .. } => "zapraid",
+            Mode::ZoneWriteOnly => "zone-write",
+            Mode::ZoneAppendOnly => "zone-append",
+        }
+    }
+
+    /// The stripe group size chosen at format, for the one mode that takes one (the
+    /// others imply theirs: 1, or a whole segment).
+    pub fn group_size(self) -> Option<u32> {
+        match self {
+            Mode::ZapRaid { group_size } => Some(group_size),
+            Mode::ZoneWriteOnly | Mode::ZoneAppendOnly => None,
+        }
+    }
+
+    /// The mode `name` names (the inverse of `name` and `group_size`).
+    pub fn from_name(name: &str, group_size: Option<u32>) -> Option<Self> {
+        match (name, group_size) {
+            ("zapraid", Some(group_size)) => Some(Mode::ZapRaid { group_size }),
+            ("zone-write", _) => Some(Mode::ZoneWriteOnly),
+            ("zone-append", _) => Some(Mode::ZoneAppendOnly),
+            _ => None,
+        }
+    }
+
+    /// The code of the mode and the group size stored with it in the array superblock.
+    pub fn code(self) -> (u8, u32) {
+        match self {
+            Mode::ZapRaid { group_size } => (0, group_size),
+            Mode::ZoneWriteOnly => (1, 1),
+            Mode::ZoneAppendOnly => (2, 1),
+        }
+    }
+
+    /// The mode a superblock's code and group size name (the inverse of `code`).
+    pub fn from_code(code: u8, group_size: u32) -> Option<Self> {
+        match code {
+            0 => Some(Mode::ZapRaid { group_size }),
+            1 => Some(Mode::ZoneWriteOnly),
+            2 => Some(Mode::ZoneAppendOnly),
+            _ => None,
+        }
+    }
+}
+
+/// The level and its shape as people write them: "RAID-5 (3+1)", "RAID-1 (3 copies)".
+impl std::fmt::Display for RaidLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (k, m) = self.shape();
+        let text = match self {
+            RaidLevel::Raid0 { drives } => format!("RAID-0 ({drives})"),
+            RaidLevel::Raid1 { drives } => format!("RAID-1 ({drives} copies)"),
+            _ => format!("{} ({k}+{m})", self.label()),
+        };
+        // pad, not write: table columns set widths.
+        f.pad(&text)
+    }
+}
+
+/// The mode as the paper names it: "ZapRAID G=256", "ZoneWrite-Only", "ZoneAppend-Only".
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::ZapRaid { group_size } => f.pad(&format!("ZapRAID G={group_size}")),
+            Mode::ZoneWriteOnly => f.pad("ZoneWrite-Only"),
+            Mode::ZoneAppendOnly => f.pad("ZoneAppend-Only"),
+        }
+    }
 }
 
 /// Default stripe group size (the paper's choice).
@@ -341,5 +461,39 @@ mod tests {
         assert!(Layout::new(&g, RaidLevel::Raid01 { drives: 3 }, Mode::ZoneWriteOnly, 4096).is_err());
         assert!(Layout::new(&g, RaidLevel::Erasure { k: 4, m: 5 }, Mode::ZoneWriteOnly, 4096).is_err());
         assert!(Layout::new(&g, RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly, 6000).is_err());
+    }
+
+    #[test]
+    fn levels_and_modes_read_as_people_write_them() {
+        let shown = [
+            (RaidLevel::Raid0 { drives: 4 }, "RAID-0 (4)"),
+            (RaidLevel::Raid1 { drives: 3 }, "RAID-1 (3 copies)"),
+            (RaidLevel::Raid01 { drives: 4 }, "RAID-01 (2+2)"),
+            (RaidLevel::Raid4 { drives: 4 }, "RAID-4 (3+1)"),
+            (RaidLevel::Raid5 { drives: 4 }, "RAID-5 (3+1)"),
+            (RaidLevel::Raid6 { drives: 6 }, "RAID-6 (4+2)"),
+            (RaidLevel::Erasure { k: 4, m: 3 }, "Reed-Solomon (4+3)"),
+        ];
+        for (level, text) in shown {
+            assert_eq!(level.to_string(), text);
+            let (k, m) = level.shape();
+            assert_eq!(RaidLevel::from_name(level.name(), k, m), Some(level), "{text}");
+        }
+        assert_eq!(format!("[{:>14}]", RaidLevel::Raid5 { drives: 4 }), "[  RAID-5 (3+1)]");
+        assert_eq!(RaidLevel::from_name("raid5", 3, 2), None, "RAID-5 has one parity drive");
+        assert_eq!(RaidLevel::from_name("raid7", 3, 1), None);
+        for (mode, text, name) in [
+            (Mode::ZapRaid { group_size: 256 }, "ZapRAID G=256", "zapraid"),
+            (Mode::ZoneWriteOnly, "ZoneWrite-Only", "zone-write"),
+            (Mode::ZoneAppendOnly, "ZoneAppend-Only", "zone-append"),
+        ] {
+            assert_eq!((mode.to_string().as_str(), mode.name()), (text, name));
+            assert_eq!(Mode::from_name(mode.name(), mode.group_size()), Some(mode));
+            let (code, group_size) = mode.code();
+            assert_eq!(Mode::from_code(code, group_size), Some(mode));
+        }
+        assert_eq!(Mode::ZoneAppendOnly.group_size(), None);
+        let err = Layout::new(&qemu(), RaidLevel::Raid5 { drives: 2 }, Mode::ZoneWriteOnly, 4096).unwrap_err();
+        assert_eq!(err.to_string(), "invalid array configuration: RAID-5 needs at least 3 drives");
     }
 }

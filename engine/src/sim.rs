@@ -54,10 +54,10 @@ impl Simulator {
             } else {
                 EmulatedDrive::memory(geometry, drive_seed)
             }
-            .map_err(|source| crate::Error::Device { drive: i, source })?;
+            .map_err(|error| crate::Error::Device { drive: i, error })?;
             drives.push(match &timing {
                 Some(params) => {
-                    drive.with_timing(params.clone()).map_err(|source| crate::Error::Device { drive: i, source })?
+                    drive.with_timing(params.clone()).map_err(|error| crate::Error::Device { drive: i, error })?
                 }
                 None => drive,
             });
@@ -127,7 +127,7 @@ impl Simulator {
             taken += recovery.run_round(&mut drives)?;
             if interrupt_after.is_some_and(|n| taken >= n) && !recovery.is_done() {
                 for (i, drive) in drives.iter_mut().enumerate() {
-                    drive.power_cut().map_err(|source| crate::Error::Device { drive: i, source })?;
+                    drive.power_cut().map_err(|error| crate::Error::Device { drive: i, error })?;
                 }
                 return Ok(Err(drives));
             }
@@ -154,7 +154,7 @@ impl Simulator {
     pub fn power_cut(self) -> Result<Vec<EmulatedDrive>> {
         let mut drives = self.drives;
         for (i, drive) in drives.iter_mut().enumerate() {
-            drive.power_cut().map_err(|source| crate::Error::Device { drive: i, source })?;
+            drive.power_cut().map_err(|error| crate::Error::Device { drive: i, error })?;
         }
         Ok(drives)
     }

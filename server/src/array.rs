@@ -26,16 +26,16 @@ pub type Drive = Box<dyn ZonedDevice + Send>;
 
 /// Opens an NVMe namespace (a character device) or an emulated drive file.
 pub fn open_drive(path: &Path) -> Result<Drive> {
-    let meta = std::fs::metadata(path).map_err(|source| Error::Io {
+    let meta = std::fs::metadata(path).map_err(|error| Error::Io {
         path: path.to_path_buf(),
         context: "cannot open",
-        source,
+        error,
     })?;
     use std::os::unix::fs::FileTypeExt;
     let device: Drive = if meta.file_type().is_char_device() {
-        Box::new(NvmeDrive::open(path).map_err(|source| Error::Drive { path: path.to_path_buf(), source })?)
+        Box::new(NvmeDrive::open(path).map_err(|error| Error::Drive { path: path.to_path_buf(), error })?)
     } else if meta.is_file() {
-        Box::new(EmulatedDrive::open_file(path).map_err(|source| Error::Drive { path: path.to_path_buf(), source })?)
+        Box::new(EmulatedDrive::open_file(path).map_err(|error| Error::Drive { path: path.to_path_buf(), error })?)
     } else {
         return Err(Error::Refused {
             path: path.to_path_buf(),
@@ -43,6 +43,27 @@ pub fn open_drive(path: &Path) -> Result<Drive> {
         });
     };
     Ok(device)
+}
+
+/// Refuses a drive named twice (however spelled: paths are compared canonicalized).
+/// Checked before any drive is opened: the second open of one drive would fail on the
+/// first's lock, as if another process held it.
+pub fn refuse_repeated_drives(paths: &[PathBuf]) -> Result<()> {
+    // A path that cannot be canonicalized (missing) is compared as given; opening it
+    // reports why.
+    let canonical: Vec<PathBuf> =
+        paths.iter().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())).collect();
+    for (i, path) in paths.iter().enumerate() {
+        if let Some(first) = (0..i).find(|j| canonical[*j] == canonical[i]) {
+            let reason = if paths[first].as_os_str() == path.as_os_str() {
+                format!("drive {} given twice", path.display())
+            } else {
+                format!("drive {} given twice (also as {})", path.display(), paths[first].display())
+            };
+            return Err(Error::Config { reason });
+        }
+    }
+    Ok(())
 }
 
 /// How to format an array.
@@ -66,23 +87,6 @@ pub struct Formatted {
     pub uuid: [u8; 16],
     pub logical_blocks: u64,
     pub block_size_bytes: u32,
-}
-
-fn mode_code(mode: Mode) -> (u8, u32) {
-    match mode {
-        Mode::ZapRaid { group_size } => (0, group_size),
-        Mode::ZoneWriteOnly => (1, 1),
-        Mode::ZoneAppendOnly => (2, 1),
-    }
-}
-
-fn mode_from_code(code: u8, group_size: u32) -> Option<Mode> {
-    match code {
-        0 => Some(Mode::ZapRaid { group_size }),
-        1 => Some(Mode::ZoneWriteOnly),
-        2 => Some(Mode::ZoneAppendOnly),
-        _ => None,
-    }
 }
 
 /// Superblock generations read back from the end of zone 0 before giving up (a torn
@@ -132,15 +136,16 @@ pub fn superblock_block(sb: &ArraySuperblock, block_size_bytes: usize) -> Vec<u8
 }
 
 fn check_completion(path: &Path, what: &'static str, c: Completion) -> Result<()> {
-    c.result.map(|_| ()).map_err(|source| Error::DriveCommand { path: path.to_path_buf(), what, source })
+    c.result.map(|_| ()).map_err(|error| Error::DriveCommand { path: path.to_path_buf(), what, error })
 }
 
 /// Formats `paths` as one array; `progress(done, total)` is told as each drive is done.
 pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnMut(usize, usize)) -> Result<Formatted> {
+    refuse_repeated_drives(paths)?;
     let (k, m) = options.level.shape();
     if k + m != paths.len() {
         return Err(Error::Config {
-            reason: format!("{:?} needs {} drives, {} given", options.level, k + m, paths.len()),
+            reason: format!("{} needs {} drives, {} given", options.level, k + m, paths.len()),
         });
     }
     let mut drives = Vec::new();
@@ -164,7 +169,10 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             Some(first) if first != g => {
                 return Err(Error::Refused {
                     path: path.clone(),
-                    reason: format!("its geometry differs from the first drive's: {g:?} vs {first:?}"),
+                    reason: format!(
+                        "its geometry differs from the first drive's: {}",
+                        geometry_differences(&g, &first)
+                    ),
                 })
             }
             Some(_) => {}
@@ -201,7 +209,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
         return Err(Error::Config { reason: format!("array name \"{}\" is longer than 32 bytes", options.name) });
     }
     name[..bytes.len()].copy_from_slice(bytes);
-    let (mode, group_size) = mode_code(options.mode);
+    let (mode, group_size) = options.mode.code();
     let total = drives.len();
     for (index, (drive, path)) in drives.iter_mut().zip(paths).enumerate() {
         // Empty every zone, then write the superblock as the first block of zone 0.
@@ -261,6 +269,7 @@ pub struct Assembled {
 
 /// Opens `paths`, reads their superblocks and orders them as the array's drives.
 pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
+    refuse_repeated_drives(paths)?;
     let mut found: Vec<(ArraySuperblock, Drive, PathBuf)> = Vec::new();
     let mut next_lba = Vec::new();
     for path in paths {
@@ -306,16 +315,17 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
             (0..drive_count as u32).filter(|i| !found.iter().any(|(s, _, _)| s.drive_index.get() == *i)).collect();
         return Err(Error::Config {
             reason: format!(
-                "array \"{}\" has {drive_count} drives, {} given (missing drive indexes {missing:?})",
+                "array \"{}\" has {drive_count} drives, {} given (missing drive indexes {})",
                 first.name(),
-                found.len()
+                found.len(),
+                missing.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
             ),
         });
     }
     found.sort_by_key(|(s, _, _)| s.drive_index.get());
     let level = RaidLevel::from_code(first.level, drive_count, first.parity_chunks.get() as usize)
         .ok_or_else(|| Error::Config { reason: format!("unknown RAID level code {}", first.level) })?;
-    let mode = mode_from_code(first.mode, first.group_size.get())
+    let mode = Mode::from_code(first.mode, first.group_size.get())
         .ok_or_else(|| Error::Config { reason: format!("unknown mode code {}", first.mode) })?;
     let config = Config {
         level,
@@ -331,7 +341,7 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
     let mut geometry = None;
     for (sb, drive, path) in found {
         let reserved = ReservedZones::new(drive, sb.reserved_zones.get())
-            .map_err(|source| Error::Drive { path: path.clone(), source })?;
+            .map_err(|error| Error::Drive { path: path.clone(), error })?;
         let g = reserved.geometry();
         if *geometry.get_or_insert(g) != g {
             return Err(Error::Refused { path, reason: "its geometry differs from the other drives'".into() });
@@ -358,6 +368,29 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
         recovery.run_round(&mut assembled.drives)?;
     }
     Ok(recovery.finish()?)
+}
+
+/// What differs between two drives' geometries, in words ("zone capacity 480 vs 240
+/// blocks").
+fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
+    let limit = |l: Option<u32>| l.map_or("none".to_string(), |v| v.to_string());
+    let fields = [
+        ("block size (B)", g.block_size_bytes.to_string(), first.block_size_bytes.to_string()),
+        ("metadata per block (B)", g.metadata_bytes_per_block.to_string(), first.metadata_bytes_per_block.to_string()),
+        ("zone size (blocks)", g.zone_size_blocks.to_string(), first.zone_size_blocks.to_string()),
+        ("zone capacity (blocks)", g.zone_capacity_blocks.to_string(), first.zone_capacity_blocks.to_string()),
+        ("zones", g.zone_count.to_string(), first.zone_count.to_string()),
+        ("max open zones", limit(g.max_open_zones), limit(first.max_open_zones)),
+        ("max active zones", limit(g.max_active_zones), limit(first.max_active_zones)),
+        ("Zone Append limit (blocks)", g.zone_append_max_blocks.to_string(), first.zone_append_max_blocks.to_string()),
+        ("transfer limit (blocks)", g.max_transfer_blocks.to_string(), first.max_transfer_blocks.to_string()),
+    ];
+    fields
+        .iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(what, a, b)| format!("{what} {a} vs {b}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn unix_now_s() -> u64 {

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use zapraid_engine::{Mode, RaidLevel};
+
 use crate::driver::{ArrayStatus, EngineSender, Message};
 use crate::error::{Error, Result};
 
@@ -26,12 +28,12 @@ pub fn socket_path(name: &str) -> PathBuf {
 }
 
 /// What the server tells about itself beside the engine's status.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Identity {
     pub name: String,
     pub uuid: String,
-    pub level: String,
-    pub mode: String,
+    pub level: RaidLevel,
+    pub mode: Mode,
     pub chunk_bytes: u64,
     pub drives: Vec<String>,
     pub device: Option<String>,
@@ -69,11 +71,7 @@ pub fn listen(
     stopped: Arc<Stopped>,
 ) -> Result<PathBuf> {
     let dir = run_dir();
-    std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
-        path: dir.clone(),
-        context: "cannot create",
-        source,
-    })?;
+    std::fs::create_dir_all(&dir).map_err(|error| Error::Io { path: dir.clone(), context: "cannot create", error })?;
     let path = socket_path(name);
     if UnixStream::connect(&path).is_ok() {
         return Err(Error::Config {
@@ -81,10 +79,10 @@ pub fn listen(
         });
     }
     let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path).map_err(|source| Error::Io {
+    let listener = UnixListener::bind(&path).map_err(|error| Error::Io {
         path: path.clone(),
         context: "cannot listen on",
-        source,
+        error,
     })?;
     std::thread::Builder::new()
         .name("zapraid-control".into())
@@ -99,7 +97,7 @@ pub fn listen(
                 });
             }
         })
-        .map_err(|source| Error::Io { path: path.clone(), context: "cannot start the control thread for", source })?;
+        .map_err(|error| Error::Io { path: path.clone(), context: "cannot start the control thread for", error })?;
     Ok(path)
 }
 
@@ -112,6 +110,11 @@ fn handle(
 ) -> std::io::Result<()> {
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
+    if line.trim().is_empty() {
+        // A liveness probe (`running()`, a second start's check) connects and closes
+        // without a command: answering it only fails, a warning in the log per probe.
+        return Ok(());
+    }
     let words: Vec<&str> = line.split_whitespace().collect();
     let answer = match words.as_slice() {
         ["status"] => match query_status(engine) {
@@ -156,6 +159,7 @@ fn query_status(engine: &EngineSender) -> Option<ArrayStatus> {
 /// The status document (`zapraid status --json`).
 pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
     let block = u64::from(s.block_size_bytes);
+    let (data_drives, parity_drives) = identity.level.shape();
     let failed = &s.engine.failed_drives;
     let drives: Vec<serde_json::Value> = identity
         .drives
@@ -175,8 +179,13 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
     serde_json::json!({
         "name": identity.name,
         "uuid": identity.uuid,
-        "level": identity.level,
-        "mode": identity.mode,
+        // Names and numbers for programs; `zapraid status` rebuilds the level and mode
+        // from them (RaidLevel::from_name, Mode::from_name) to show them to people.
+        "level": identity.level.name(),
+        "data_drives": data_drives,
+        "parity_drives": parity_drives,
+        "mode": identity.mode.name(),
+        "group_size": identity.mode.group_size(),
         "chunk_bytes": identity.chunk_bytes,
         "device": identity.device,
         "state": state,
@@ -223,22 +232,22 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
 /// Sends one command to a running array and returns its JSON answer.
 pub fn ask(name: &str, command: &str) -> Result<serde_json::Value> {
     let path = socket_path(name);
-    let stream = UnixStream::connect(&path).map_err(|source| Error::Io {
+    let stream = UnixStream::connect(&path).map_err(|error| Error::Io {
         path: path.clone(),
         context: "no running array answers (is it started? see `zapraid start`)",
-        source,
+        error,
     })?;
     stream.set_read_timeout(Some(ANSWER_TIMEOUT)).ok();
-    (&stream).write_all(format!("{command}\n").as_bytes()).map_err(|source| Error::Io {
+    (&stream).write_all(format!("{command}\n").as_bytes()).map_err(|error| Error::Io {
         path: path.clone(),
         context: "cannot send to",
-        source,
+        error,
     })?;
     let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line).map_err(|source| Error::Io {
+    BufReader::new(&stream).read_line(&mut line).map_err(|error| Error::Io {
         path: path.clone(),
         context: "no answer from",
-        source,
+        error,
     })?;
     serde_json::from_str(&line)
         .map_err(|e| Error::Config { reason: format!("bad answer from {}: {e}", path.display()) })
@@ -259,4 +268,47 @@ pub fn running() -> Vec<String> {
 /// Removes the socket when the array is gone.
 pub fn remove_socket(path: &Path) {
     let _ = std::fs::remove_file(path);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(level: RaidLevel, mode: Mode) -> Identity {
+        Identity {
+            name: "t".into(),
+            uuid: "u".into(),
+            level,
+            mode,
+            chunk_bytes: 4096,
+            drives: vec!["d0".into(); level.shape().0 + level.shape().1],
+            device: None,
+        }
+    }
+
+    #[test]
+    fn status_names_the_level_and_mode_by_fields() {
+        let status = ArrayStatus::default();
+        let s = status_json(&identity(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 256 }), &status);
+        assert_eq!(
+            (&s["level"], &s["data_drives"], &s["parity_drives"], &s["mode"], &s["group_size"]),
+            (
+                &serde_json::json!("raid5"),
+                &serde_json::json!(3),
+                &serde_json::json!(1),
+                &serde_json::json!("zapraid"),
+                &serde_json::json!(256)
+            ),
+            "{s}"
+        );
+        let s = status_json(&identity(RaidLevel::Raid6 { drives: 6 }, Mode::ZoneWriteOnly), &status);
+        assert_eq!(
+            (s["level"].as_str(), s["data_drives"].as_u64(), s["parity_drives"].as_u64()),
+            (Some("raid6"), Some(4), Some(2))
+        );
+        assert_eq!((s["mode"].as_str(), s["group_size"].is_null()), (Some("zone-write"), true), "{s}");
+        // A reader gets the level and mode back from the fields.
+        let level = RaidLevel::from_name(s["level"].as_str().unwrap(), 4, 2);
+        assert_eq!(level, Some(RaidLevel::Raid6 { drives: 6 }));
+    }
 }

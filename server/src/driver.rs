@@ -145,16 +145,16 @@ impl EngineThread {
         record: FailureRecord,
     ) -> Result<Self> {
         let (tx, rx) = crossbeam_channel::bounded(MESSAGE_QUEUE_CAPACITY);
-        let wake = Arc::new(EventFd::new().map_err(|source| Error::Io {
+        let wake = Arc::new(EventFd::new().map_err(|error| Error::Io {
             path: "eventfd".into(),
             context: "cannot create",
-            source,
+            error,
         })?);
         let thread_wake = wake.clone();
         let handle = std::thread::Builder::new()
             .name("zapraid-engine".into())
             .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, record, rx, thread_wake).run())
-            .map_err(|source| Error::Io { path: "engine thread".into(), context: "cannot start", source })?;
+            .map_err(|error| Error::Io { path: "engine thread".into(), context: "cannot start", error })?;
         Ok(EngineThread { tx: EngineSender { tx, wake }, handle })
     }
 

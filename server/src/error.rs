@@ -1,17 +1,20 @@
-//! The server crate's errors: each names the drive (by path) or the setting at fault.
+//! The server crate's errors: each names the drive (by path) or the setting at fault,
+//! once. An error that carries a lower one prints it and does not also return it from
+//! `source()` (anyhow's `{:#}` would print it again), and a drive's path is added only
+//! when the drive's own error does not name it already.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{}: {context}: {source}", path.display())]
-    Io { path: PathBuf, context: &'static str, source: std::io::Error },
+    #[error("{}: {context}: {error}", path.display())]
+    Io { path: PathBuf, context: &'static str, error: std::io::Error },
 
-    #[error("{}: {source}", path.display())]
-    Drive { path: PathBuf, source: zapraid_zns::Error },
+    #[error("{}{error}", drive_prefix(path, error))]
+    Drive { path: PathBuf, error: zapraid_zns::Error },
 
-    #[error("{}: {what} failed: {source}", path.display())]
-    DriveCommand { path: PathBuf, what: &'static str, source: zapraid_zns::Error },
+    #[error("{}{what} failed: {error}", drive_prefix(path, error))]
+    DriveCommand { path: PathBuf, what: &'static str, error: zapraid_zns::Error },
 
     #[error("{} refused: {reason}", path.display())]
     Refused { path: PathBuf, reason: String },
@@ -30,3 +33,36 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// "path: " before a drive's error, unless the error names the path itself (errors of
+/// opening a drive file do).
+fn drive_prefix(path: &Path, error: &zapraid_zns::Error) -> String {
+    if error.path() == Some(path) {
+        String::new()
+    } else {
+        format!("{}: ", path.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drive_path_is_said_once() {
+        let path = PathBuf::from("drives/drive0.zns");
+        let in_use = zapraid_zns::Error::DriveInUse { path: path.clone() };
+        let e = Error::Drive { path: path.clone(), error: in_use };
+        assert_eq!(e.to_string(), "drives/drive0.zns: drive is in use by another process");
+        assert!(std::error::Error::source(&e).is_none(), "the text holds the drive's error already");
+        let e = Error::DriveCommand {
+            path: path.clone(),
+            what: "zone reset",
+            error: zapraid_zns::Error::ZoneIsFull { zone: 3 },
+        };
+        assert_eq!(e.to_string(), "drives/drive0.zns: zone reset failed: zone 3 is full");
+        let other = zapraid_zns::Error::DriveInUse { path: "drives/drive1.zns".into() };
+        let e = Error::Drive { path, error: other };
+        assert_eq!(e.to_string(), "drives/drive0.zns: drives/drive1.zns: drive is in use by another process");
+    }
+}

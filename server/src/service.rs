@@ -80,8 +80,8 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
     let identity = Arc::new(Mutex::new(Identity {
         name: name.clone(),
         uuid: uuid_text(&config.array_uuid),
-        level: format!("{:?}", config.level),
-        mode: format!("{:?}", config.mode),
+        level: config.level,
+        mode: config.mode,
         chunk_bytes: config.chunk_bytes,
         drives: assembled.paths.iter().map(|p| p.display().to_string()).collect(),
         device: None,
@@ -118,7 +118,7 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
                     request_stop();
                 }
             })
-            .map_err(|source| crate::Error::Io { path: "signal thread".into(), context: "cannot start", source })?;
+            .map_err(|error| crate::Error::Io { path: "signal thread".into(), context: "cannot start", error })?;
     }
     let socket = control::listen(&name, identity.clone(), thread.tx.clone(), request_stop, stopped.clone())?;
     let socket_text = socket.display().to_string();

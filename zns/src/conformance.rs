@@ -175,7 +175,8 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let d = self.zone(zone)?;
         ensure(state.contains(&d.state) && d.write_pointer == d.start_lba + written, || {
             format!(
-                "zone {zone}: expected {state:?} with write pointer at +{written}, found {:?} at +{}",
+                "zone {zone}: expected {} with write pointer at +{written}, found {} at +{}",
+                state.iter().map(ZoneState::to_string).collect::<Vec<_>>().join(" or "),
                 d.state,
                 d.write_pointer - d.start_lba
             )
@@ -214,7 +215,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
     fn manage(&mut self, zone: u32, action: ZoneAction) -> CheckResultOf {
         let start_lba = self.geometry.zone_start_lba(zone);
         self.ok(
-            &format!("{action:?} zone {zone}"),
+            &format!("{action} zone {zone}"),
             Command::ManageZone { action, target: ZoneTarget::Zone { start_lba } },
         )
         .map(|_| ())
@@ -316,10 +317,10 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
             active += u32::from(z.state.is_active());
         }
         ensure(g.max_open_zones.is_none_or(|l| open <= l), || {
-            format!("{open} zones open, limit {:?}", g.max_open_zones)
+            format!("{open} zones open, limit {}", g.max_open_zones.map_or("none".into(), |l| l.to_string()))
         })?;
         ensure(g.max_active_zones.is_none_or(|l| active <= l), || {
-            format!("{active} zones active, limit {:?}", g.max_active_zones)
+            format!("{active} zones active, limit {}", g.max_active_zones.map_or("none".into(), |l| l.to_string()))
         })
     }
 
@@ -329,7 +330,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         for z in zones {
             let degraded = matches!(z.state, ZoneState::ReadOnly | ZoneState::Offline);
             ensure(degraded || (z.state == ZoneState::Empty && z.write_pointer == z.start_lba), || {
-                format!("zone {} is {:?} after reset all", z.zone, z.state)
+                format!("zone {} is {} after reset all", z.zone, z.state)
             })?;
         }
         Ok(())
@@ -716,7 +717,7 @@ pub fn check_after_crash<D: ZonedDevice + ?Sized>(device: &mut D, verify: &mut B
     report.record(
         "no zone is open after power loss",
         match zones.iter().find(|z| z.state.is_open()) {
-            Some(z) => fail(format!("zone {} is {:?}", z.zone, z.state)),
+            Some(z) => fail(format!("zone {} is {}", z.zone, z.state)),
             None => Ok(()),
         },
     );

@@ -77,6 +77,21 @@ pub enum DecodeError {
     Field(String),
 }
 
+/// Said inside a drive file error ("zone 3 record: checksum ..."), so in words.
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Short { needed, got } => write!(f, "{got} bytes, needs {needed}"),
+            DecodeError::Magic(found) => write!(f, "magic \"{}\", not \"ZRAIDEMU\"", found.escape_ascii()),
+            DecodeError::Version(v) => write!(f, "format version {v}, this build reads {DRIVE_FORMAT_VERSION}"),
+            DecodeError::Checksum { stored, computed } => {
+                write!(f, "checksum {stored:#010x} does not match contents ({computed:#010x})")
+            }
+            DecodeError::Field(what) => write!(f, "{what}"),
+        }
+    }
+}
+
 impl Superblock {
     pub fn new(geometry: &Geometry, drive_uuid: [u8; 16], landing_seed: u64) -> Self {
         let mut sb = Superblock {
@@ -220,6 +235,16 @@ mod tests {
         let decoded = Superblock::decode(sb.as_bytes()).unwrap();
         assert_eq!(decoded.geometry(), g);
         assert_eq!(decoded.landing_seed.get(), 42);
+    }
+
+    #[test]
+    fn decode_errors_read_as_words() {
+        let record = ZoneRecord::new(ZoneState::Closed, 17, 3);
+        let mut bytes = record.as_bytes().to_vec();
+        bytes[0] ^= 1;
+        let e = ZoneRecord::decode(&bytes, 100).unwrap_err();
+        assert!(e.to_string().starts_with("checksum 0x"), "{e}");
+        assert_eq!(DecodeError::Short { needed: 32, got: 4 }.to_string(), "4 bytes, needs 32");
     }
 
     #[test]

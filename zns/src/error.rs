@@ -4,6 +4,11 @@
 //! handles emulated and real drives alike) and carry the zone and LBA they concern.
 //! Errors about drive files carry the path. Nothing read from a drive file may panic:
 //! every decode failure is one of these variants.
+//!
+//! Each error's text is whole: a variant that carries a lower error (`error` fields)
+//! prints it and does not also return it from `source()`, so each thing is said once
+//! whether the error is printed alone (`{}`: logs, control socket answers) or as a chain
+//! (anyhow's `{:#}`, which would repeat a source the text already holds).
 
 use std::path::PathBuf;
 
@@ -39,7 +44,7 @@ pub enum Error {
     #[error("zone {zone}: too many active zones (limit {limit})")]
     TooManyActiveZones { zone: u32, limit: u32 },
 
-    #[error("zone {zone}: cannot {action:?} a zone in state {state:?}")]
+    #[error("zone {zone}: cannot {action} a zone that is {state}")]
     InvalidZoneStateTransition { zone: u32, state: ZoneState, action: ZoneAction },
 
     #[error("LBA {lba} is not the start of a zone")]
@@ -75,8 +80,8 @@ pub enum Error {
     #[error("zone {zone}: a Zone Write is already in flight; a zone takes one at a time")]
     ZoneWriteInFlight { zone: u32 },
 
-    #[error("{context} ({}): {source}", path.display())]
-    Io { path: PathBuf, context: &'static str, source: std::io::Error },
+    #[error("{context} ({}): {error}", path.display())]
+    Io { path: PathBuf, context: &'static str, error: std::io::Error },
 
     #[error("{}: {reason}", path.display())]
     BadDriveFile { path: PathBuf, reason: String },
@@ -92,4 +97,21 @@ pub enum Error {
 
     #[error("{}: {reason}", path.display())]
     BadDirectory { path: PathBuf, reason: String },
+}
+
+impl Error {
+    /// The drive file or device the error names in its text, if it names one: a caller
+    /// that knows the path adds it only when the error does not say it already.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            Error::UnsupportedDevice { path, .. }
+            | Error::Io { path, .. }
+            | Error::BadDriveFile { path, .. }
+            | Error::NotAnEmulatedDrive { path, .. }
+            | Error::UnsupportedVersion { path, .. }
+            | Error::DriveInUse { path }
+            | Error::BadDirectory { path, .. } => Some(path),
+            _ => None,
+        }
+    }
 }

@@ -176,7 +176,7 @@ pub(crate) struct OpenedFile {
 }
 
 fn io_error<'a>(path: &'a Path, context: &'static str) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |source| Error::Io { path: path.to_path_buf(), context, source }
+    move |error| Error::Io { path: path.to_path_buf(), context, error }
 }
 
 /// Takes an exclusive advisory lock on a drive (a drive file or an NVMe character device),
@@ -185,8 +185,8 @@ pub(crate) fn lock(file: &File, path: &Path) -> Result<()> {
     match file.try_lock() {
         Ok(()) => Ok(()),
         Err(TryLockError::WouldBlock) => Err(Error::DriveInUse { path: path.to_path_buf() }),
-        Err(TryLockError::Error(source)) => {
-            Err(Error::Io { path: path.to_path_buf(), context: "locking drive file", source })
+        Err(TryLockError::Error(error)) => {
+            Err(Error::Io { path: path.to_path_buf(), context: "locking drive file", error })
         }
     }
 }
@@ -256,7 +256,7 @@ impl FileMedia {
                     supported: crate::drive_file::DRIVE_FORMAT_VERSION,
                 })
             }
-            Err(other) => return Err(bad(format!("superblock: {other:?}"))),
+            Err(other) => return Err(bad(format!("superblock: {other}"))),
         };
         let geometry = sb.geometry();
         geometry.validate().map_err(|e| bad(format!("superblock geometry: {e}")))?;
@@ -270,7 +270,7 @@ impl FileMedia {
         let mut sequences = Vec::with_capacity(geometry.zone_count as usize);
         for (zone, bytes) in table.chunks_exact(ZONE_RECORD_BYTES).enumerate() {
             let (state, written_blocks, sequence) = ZoneRecord::decode(bytes, geometry.zone_capacity_blocks)
-                .map_err(|e| bad(format!("zone {zone} record: {e:?}")))?;
+                .map_err(|e| bad(format!("zone {zone} record: {e}")))?;
             zones.push(StoredZone { state, written_blocks });
             sequences.push(sequence);
         }

@@ -367,7 +367,7 @@ fn identify(
         rc if rc < 0 => Err(Error::Io {
             path: path.to_path_buf(),
             context: "NVMe identify",
-            source: std::io::Error::last_os_error(),
+            error: std::io::Error::last_os_error(),
         }),
         status => Err(Error::UnsupportedDevice {
             path: path.to_path_buf(),
@@ -398,10 +398,10 @@ impl NvmeDrive {
     /// geometry from the drive.
     pub fn open(path: &Path) -> Result<Self> {
         let unsupported = |reason: String| Error::UnsupportedDevice { path: path.to_path_buf(), reason };
-        let file = OpenOptions::new().read(true).write(true).open(path).map_err(|source| Error::Io {
+        let file = OpenOptions::new().read(true).write(true).open(path).map_err(|error| Error::Io {
             path: path.to_path_buf(),
             context: "opening NVMe device",
-            source,
+            error,
         })?;
         crate::media::lock(&file, path)?;
         let mut nsid = 0u32;
@@ -490,8 +490,8 @@ impl NvmeDrive {
             zone_append_max_blocks: u32::try_from(append_blocks).unwrap_or(u32::MAX),
             max_transfer_blocks: u32::try_from(max_transfer_blocks).unwrap_or(u32::MAX),
         };
-        let ring = IoUring::<squeue::Entry128, cqueue::Entry32>::builder().build(RING_ENTRIES).map_err(|source| {
-            Error::Io { path: path.to_path_buf(), context: "setting up io_uring (SQE128/CQE32)", source }
+        let ring = IoUring::<squeue::Entry128, cqueue::Entry32>::builder().build(RING_ENTRIES).map_err(|error| {
+            Error::Io { path: path.to_path_buf(), context: "setting up io_uring (SQE128/CQE32)", error }
         })?;
         let mut drive = NvmeDrive {
             path: path.to_path_buf(),
@@ -635,7 +635,7 @@ impl NvmeDrive {
                 Err(Error::Io {
                     path: self.path.clone(),
                     context: "NVMe passthrough",
-                    source: std::io::Error::from_raw_os_error(-res),
+                    error: std::io::Error::from_raw_os_error(-res),
                 })
             } else if res > 0 {
                 Err(status_to_error(res as u16, &flight.context))

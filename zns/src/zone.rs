@@ -67,6 +67,23 @@ impl ZoneState {
     }
 }
 
+/// The state as the NVMe specification names it, in lower case for use inside
+/// sentences ("zone 3 is implicitly open"); `name` is the short form for narrow tables.
+impl std::fmt::Display for ZoneState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // pad, not write: table columns set widths.
+        f.pad(match self {
+            ZoneState::Empty => "empty",
+            ZoneState::ImplicitlyOpen => "implicitly open",
+            ZoneState::ExplicitlyOpen => "explicitly open",
+            ZoneState::Closed => "closed",
+            ZoneState::ReadOnly => "read-only",
+            ZoneState::Full => "full",
+            ZoneState::Offline => "offline",
+        })
+    }
+}
+
 /// What a zone management send command does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ZoneAction {
@@ -78,6 +95,18 @@ pub enum ZoneAction {
     Open,
     /// To closed, releasing the open resource but keeping the active one.
     Close,
+}
+
+/// The action as a verb ("cannot reset a zone that is offline").
+impl std::fmt::Display for ZoneAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            ZoneAction::Reset => "reset",
+            ZoneAction::Finish => "finish",
+            ZoneAction::Open => "open",
+            ZoneAction::Close => "close",
+        })
+    }
 }
 
 /// Which zones a zone management send command applies to.
@@ -128,5 +157,15 @@ mod tests {
         assert!(ZoneState::ImplicitlyOpen.is_open());
         assert!(!ZoneState::Full.is_active());
         assert!(!ZoneState::ReadOnly.is_writable());
+    }
+
+    #[test]
+    fn states_and_actions_read_as_words() {
+        assert_eq!(ZoneState::ImplicitlyOpen.to_string(), "implicitly open");
+        assert_eq!(ZoneState::ReadOnly.to_string(), "read-only");
+        assert_eq!(format!("[{:>8}]", ZoneState::Full), "[    full]");
+        let e =
+            crate::Error::InvalidZoneStateTransition { zone: 3, state: ZoneState::Offline, action: ZoneAction::Reset };
+        assert_eq!(e.to_string(), "zone 3: cannot reset a zone that is offline");
     }
 }

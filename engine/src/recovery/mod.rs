@@ -312,13 +312,13 @@ impl Recovery {
                 return self.advance();
             }
             Err(zapraid_zns::Error::DeviceFailed) => {
-                self.fail(Error::Device { drive, source: zapraid_zns::Error::DeviceFailed });
+                self.fail(Error::Device { drive, error: zapraid_zns::Error::DeviceFailed });
                 return self.advance();
             }
-            Err(source) => {
+            Err(error) => {
                 // A media error on one read is damage like a bad checksum: the structure
                 // or blocks it covers are treated as unreadable and rebuilt from the others.
-                tracing::warn!(drive, "recovery read failed: {source}");
+                tracing::warn!(drive, "recovery read failed: {error}");
                 self.take_unreadable(drive, op);
                 return self.advance();
             }

@@ -1,0 +1,103 @@
+//! What `status` and `inspect` show people: a running array's status document and a
+//! drive's superblock, in words (the JSON and the superblock keep names and codes for
+//! programs; the engine's `Display` forms say them the one way).
+
+use serde_json::Value;
+use zapraid_engine::format::ArraySuperblock;
+use zapraid_engine::{Mode, RaidLevel};
+use zapraid_server::array::uuid_text;
+
+use crate::size::format_bytes;
+
+/// The level and mode of a status document, e.g. "RAID-5 (3+1), ZapRAID G=256"; the
+/// document's own names if they name nothing this build knows (a newer server).
+pub fn layout_of_status(s: &Value) -> String {
+    let name = s["level"].as_str().unwrap_or("?");
+    let count = |field: &str| s[field].as_u64().and_then(|n| usize::try_from(n).ok());
+    let level = match (count("data_drives"), count("parity_drives")) {
+        (Some(k), Some(m)) => RaidLevel::from_name(name, k, m).map(|l| l.to_string()),
+        _ => None,
+    };
+    let mode_name = s["mode"].as_str().unwrap_or("?");
+    let group_size = s["group_size"].as_u64().and_then(|g| u32::try_from(g).ok());
+    let mode = Mode::from_name(mode_name, group_size).map(|m| m.to_string());
+    format!("{}, {}", level.unwrap_or_else(|| name.to_string()), mode.unwrap_or_else(|| mode_name.to_string()))
+}
+
+/// Prints one running array's status document for people.
+pub fn print_status(s: &Value) {
+    let c = &s["capacity"];
+    println!(
+        "{}: {} ({}), {}, device {}",
+        s["name"].as_str().unwrap_or("?"),
+        s["state"].as_str().unwrap_or("?"),
+        s["uuid"].as_str().unwrap_or("?"),
+        layout_of_status(s),
+        s["device"].as_str().unwrap_or("none")
+    );
+    for d in s["drives"].as_array().into_iter().flatten() {
+        println!(
+            "  drive {}: {} {}",
+            d["index"],
+            d["path"].as_str().unwrap_or("?"),
+            d["state"].as_str().unwrap_or("?")
+        );
+    }
+    println!(
+        "  capacity {} used of {}; zones {} free of {}; segments {} in use, {} open, {} reclaimed",
+        format_bytes(c["used_bytes"].as_u64().unwrap_or(0)),
+        format_bytes(c["logical_bytes"].as_u64().unwrap_or(0)),
+        c["free_zones"],
+        c["zones"],
+        s["segments"]["in_use"],
+        s["segments"]["open"],
+        s["segments"]["reclaimed"]
+    );
+    let io = &s["io"];
+    let lat = &s["latency_us"];
+    println!(
+        "  io: {} reads, {} writes, {} flushes, {} discards, {} errors; latency us read p50/p99 {}/{}, write p50/p99 {}/{}",
+        io["reads"], io["writes"], io["flushes"], io["discards"], io["errors"],
+        lat["read"]["p50"], lat["read"]["p99"], lat["write"]["p50"], lat["write"]["p99"]
+    );
+}
+
+/// A drive's array superblock in one line (after "superblock: ").
+pub fn superblock_text(sb: &ArraySuperblock) -> String {
+    let drives = sb.drive_count.get() as usize;
+    let level = RaidLevel::from_code(sb.level, drives, sb.parity_chunks.get() as usize)
+        .map_or_else(|| format!("unknown level code {}", sb.level), |l| l.to_string());
+    let mode = Mode::from_code(sb.mode, sb.group_size.get())
+        .map_or_else(|| format!("unknown mode code {}", sb.mode), |m| m.to_string());
+    format!(
+        "array \"{}\" {}, drive {} of {drives}, {level}, {mode}, chunk {} B, {} logical blocks of {} B, \
+         {} reserved zone(s)",
+        sb.name(),
+        uuid_text(&sb.array_uuid),
+        sb.drive_index.get(),
+        sb.chunk_bytes.get(),
+        sb.logical_blocks.get(),
+        sb.block_size_bytes.get(),
+        sb.reserved_zones.get()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_layout_reads_as_people_write_it() {
+        let s = serde_json::json!({
+            "level": "raid5", "data_drives": 3, "parity_drives": 1, "mode": "zapraid", "group_size": 256
+        });
+        assert_eq!(layout_of_status(&s), "RAID-5 (3+1), ZapRAID G=256");
+        let s = serde_json::json!({
+            "level": "raid1", "data_drives": 1, "parity_drives": 2, "mode": "zone-append", "group_size": null
+        });
+        assert_eq!(layout_of_status(&s), "RAID-1 (3 copies), ZoneAppend-Only");
+        // Names this build does not know are shown as they are, not dropped.
+        let s = serde_json::json!({ "level": "raid9", "data_drives": 3, "parity_drives": 1, "mode": "new" });
+        assert_eq!(layout_of_status(&s), "raid9, new");
+    }
+}
