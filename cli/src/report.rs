@@ -53,6 +53,15 @@ pub fn print_status(s: &Value) {
         s["segments"]["open"],
         s["segments"]["reclaimed"]
     );
+    let r = &s["repairs"];
+    let count = |field: &str| r[field].as_u64().unwrap_or(0);
+    println!(
+        "  repairs: at start {} damaged headers/footers, {} blocks rebuilt from parity, {} lost; {} blocks rebuilt on read",
+        count("damaged_structures_at_start"),
+        count("blocks_repaired_at_start"),
+        count("blocks_lost_at_start"),
+        count("blocks_repaired_on_read")
+    );
     let io = &s["io"];
     let lat = &s["latency_us"];
     println!(
