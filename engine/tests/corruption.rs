@@ -231,6 +231,7 @@ fn sweep(level: RaidLevel, mode: Mode, chunk_blocks: u64, drives_hit: &[usize]) 
             let outcome = corrupt_and_check(config, ending, site, drives_hit);
             let repairs = outcome.status.recovery_repairs;
             assert_eq!(repairs.blocks_lost, 0, "{level:?} {mode:?} {ending:?}: {site:?} counted as a loss");
+            assert_eq!(repairs.blocks_dropped, 0, "{level:?} {mode:?} {ending:?}: {site:?} dropped blocks");
             let counted = repairs.damaged_structures + repairs.blocks_repaired + outcome.status.read_blocks_repaired;
             if outcome.used {
                 assert!(counted > 0, "{level:?} {mode:?} {ending:?}: the flip in {site:?} was not counted");

@@ -116,6 +116,9 @@ impl Run {
     }
 
     fn check(&mut self, what: &str) {
+        // A power cut tears only writes in flight: it never damages a complete segment.
+        let lost = self.sim.engine.status().recovery_repairs.blocks_lost;
+        assert_eq!(lost, 0, "{what}: recovery counted {lost} blocks of complete segments as lost");
         let data = self.read_all();
         for lba in 0..LOGICAL_BLOCKS {
             let got = &data[lba as usize * BLOCK..][..BLOCK];

@@ -210,6 +210,7 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
             "damaged_structures_at_start": s.engine.recovery_repairs.damaged_structures,
             "blocks_repaired_at_start": s.engine.recovery_repairs.blocks_repaired,
             "blocks_lost_at_start": s.engine.recovery_repairs.blocks_lost,
+            "blocks_dropped_at_start": s.engine.recovery_repairs.blocks_dropped,
             "blocks_repaired_on_read": s.engine.read_blocks_repaired,
         },
         "io": {

@@ -88,9 +88,14 @@ pub struct Repairs {
     /// Blocks a working drive had written but that did not read back intact, whose place
     /// in the array (LBA, timestamp) was rebuilt from the rest of their stripe.
     pub blocks_repaired: u64,
-    /// Such blocks that could not be rebuilt: their stripe lost more chunks than the
-    /// level's parity covers. Their LBAs keep an older copy, if any.
+    /// Such blocks of complete segments (sealed, or closed by a clean stop) that could not
+    /// be rebuilt: their stripe lost more chunks than the level's parity covers. Their LBAs
+    /// keep an older copy, if any.
     pub blocks_lost: u64,
+    /// Such blocks of a segment that was open at a crash: a power cut that tore a
+    /// stripe's writes leaves the same trace as damage, and such a stripe was never
+    /// acknowledged; counted apart from losses.
+    pub blocks_dropped: u64,
 }
 
 /// A data block found on a drive: where, and what its metadata says.
@@ -771,19 +776,30 @@ impl Recovery {
             let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
             let assembled =
                 assemble::assemble_zone(&self.layout, &codec, zone, &self.found[&zone], &self.failed, &data_end);
+            // A clean stop left a stop footer (on any drive: it is written once every stripe
+            // is persisted): the segment is complete and is kept like a sealed one.
+            let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());
+            let complete = self.sealed[&zone] || stopped;
             if assembled.repaired > 0 {
                 tracing::warn!(zone, "{} damaged blocks of this segment rebuilt from parity", assembled.repaired);
             }
-            if assembled.lost > 0 {
+            if assembled.lost > 0 && complete {
                 tracing::error!(
                     zone,
-                    "{} written blocks of this segment are unreadable and beyond what parity rebuilds \
-                     (a power cut during their write leaves the same trace; such writes were never acknowledged)",
+                    "{} blocks of this segment are damaged beyond what parity rebuilds",
                     assembled.lost
                 );
+                repairs.blocks_lost += assembled.lost;
+            } else if assembled.lost > 0 {
+                tracing::warn!(
+                    zone,
+                    "{} written blocks of this segment, open at a crash, are unreadable beyond what parity \
+                     rebuilds: torn by the power cut (never acknowledged) or damaged",
+                    assembled.lost
+                );
+                repairs.blocks_dropped += assembled.lost;
             }
             repairs.blocks_repaired += assembled.repaired;
-            repairs.blocks_lost += assembled.lost;
             for (lba, timestamp, physical) in assembled.blocks {
                 if lba == NO_LBA || lba >= self.config.logical_blocks {
                     continue;
@@ -794,10 +810,7 @@ impl Recovery {
                     best.insert(lba, (age, physical));
                 }
             }
-            // A clean stop left a stop footer (on any drive: it is written once every stripe
-            // is persisted): the segment is complete and is kept like a sealed one.
-            let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());
-            segments.push((zone, sequence, assembled.table, self.sealed[&zone] || stopped));
+            segments.push((zone, sequence, assembled.table, complete));
         }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
         let next_sequence = self.segments.values().max().map_or(1, |s| s + 1);
