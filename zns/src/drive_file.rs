@@ -1,9 +1,16 @@
 //! On-disk format of a file-backed emulated drive (documented in docs/FORMAT.md).
 //!
 //! A drive file holds a superblock (geometry, identity, seed), a table of zone records
-//! (state and write pointer of every zone), a per-block metadata area and a data area,
-//! at offsets derived from the geometry alone. All integers are little-endian; every
-//! structure carries a CRC32C, and decoding never panics on any input.
+//! (state and write pointer of every zone), a per-block metadata area, a data area and a
+//! second copy of the zone table, at offsets derived from the geometry alone. The
+//! superblock has a second copy too, in the same region. All integers are little-endian;
+//! every structure carries a CRC32C, and decoding never panics on any input.
+//!
+//! Invariant: both copies of a structure are written with the same contents (the
+//! primary first), so a damaged or torn copy falls back to its twin: the superblock to
+//! whichever copy is valid, a zone record to the valid copy with the higher
+//! `update_sequence`. Files made before the copies existed (zeros at the superblock
+//! copy, and the file ends after the data area) still open.
 
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -15,8 +22,10 @@ use crate::zone::ZoneState;
 pub const DRIVE_MAGIC: [u8; 8] = *b"ZRAIDEMU";
 /// Version of the layout this build writes and reads.
 pub const DRIVE_FORMAT_VERSION: u32 = 1;
-/// Bytes reserved for the superblock at the start of the file.
+/// Bytes reserved for the superblock (both copies) at the start of the file.
 pub const SUPERBLOCK_REGION_BYTES: u64 = 4096;
+/// Where the superblock's second copy starts, inside the superblock region.
+pub const SUPERBLOCK_COPY_OFFSET_BYTES: u64 = 2048;
 /// Alignment of the areas after the superblock.
 const AREA_ALIGN_BYTES: u64 = 4096;
 /// On-disk encoding of "no limit" for the open/active zone limits.
@@ -46,6 +55,10 @@ pub struct Superblock {
 }
 
 const _: () = assert!(std::mem::size_of::<Superblock>() == 96);
+const _: () = assert!(
+    std::mem::size_of::<Superblock>() as u64 <= SUPERBLOCK_COPY_OFFSET_BYTES
+        && SUPERBLOCK_COPY_OFFSET_BYTES + std::mem::size_of::<Superblock>() as u64 <= SUPERBLOCK_REGION_BYTES
+);
 const SUPERBLOCK_CRC_OFFSET: usize = 88;
 
 /// One zone's persistent state.
@@ -141,6 +154,18 @@ impl Superblock {
         Ok(sb)
     }
 
+    /// The superblock of a file's superblock region (or as much of it as the file holds):
+    /// the primary copy if it is valid, else the second copy (then `true`); if neither
+    /// is, the primary's error.
+    pub fn decode_region(region: &[u8]) -> Result<(Self, bool), DecodeError> {
+        let primary = match Superblock::decode(region) {
+            Ok(sb) => return Ok((sb, false)),
+            Err(e) => e,
+        };
+        let copy = region.get(SUPERBLOCK_COPY_OFFSET_BYTES as usize..).unwrap_or_default();
+        Superblock::decode(copy).map(|sb| (sb, true)).map_err(|_| primary)
+    }
+
     pub fn geometry(&self) -> Geometry {
         let limit = |v: U32| Some(v.get()).filter(|v| *v != NO_LIMIT);
         Geometry {
@@ -190,6 +215,24 @@ impl ZoneRecord {
         }
         Ok((state, written, record.update_sequence.get()))
     }
+
+    /// A zone's record from its two copies (`copy` is `None` in a file without the zone
+    /// table copy): the valid one with the higher update sequence (the primary on a tie);
+    /// if neither is valid, the primary's error.
+    pub fn decode_pair(
+        primary: &[u8],
+        copy: Option<&[u8]>,
+        zone_capacity_blocks: u64,
+    ) -> Result<(ZoneState, u64, u64), DecodeError> {
+        let first = ZoneRecord::decode(primary, zone_capacity_blocks);
+        let second = copy.map(|bytes| ZoneRecord::decode(bytes, zone_capacity_blocks));
+        match (first, second) {
+            (Ok(a), Some(Ok(b))) => Ok(if b.2 > a.2 { b } else { a }),
+            (Ok(a), _) => Ok(a),
+            (Err(_), Some(Ok(b))) => Ok(b),
+            (Err(e), _) => Err(e),
+        }
+    }
 }
 
 /// Byte offsets of the areas of a drive file of a given geometry.
@@ -198,6 +241,12 @@ pub struct FileLayout {
     pub zone_table_offset: u64,
     pub metadata_offset: u64,
     pub data_offset: u64,
+    /// The second copy of the zone table, after the data area.
+    pub zone_table_copy_offset: u64,
+    /// The length a file needs to open: the end of the data area (files made before the
+    /// zone table copy end there).
+    pub minimum_file_bytes: u64,
+    /// The length of a file with every area, as `create` makes it.
     pub file_bytes: u64,
 }
 
@@ -211,15 +260,24 @@ impl FileLayout {
         let zones = u64::from(geometry.zone_count);
         let blocks = zones.checked_mul(geometry.zone_capacity_blocks)?;
         let zone_table_offset = SUPERBLOCK_REGION_BYTES;
-        let metadata_offset =
-            align_up(zone_table_offset.checked_add(zones.checked_mul(ZONE_RECORD_BYTES as u64)?)?, AREA_ALIGN_BYTES);
+        let zone_table_bytes = zones.checked_mul(ZONE_RECORD_BYTES as u64)?;
+        let metadata_offset = align_up(zone_table_offset.checked_add(zone_table_bytes)?, AREA_ALIGN_BYTES);
         let metadata_bytes = blocks.checked_mul(u64::from(geometry.metadata_bytes_per_block))?;
         let data_offset = align_up(
             metadata_offset.checked_add(metadata_bytes)?,
             AREA_ALIGN_BYTES.max(u64::from(geometry.block_size_bytes)),
         );
-        let file_bytes = data_offset.checked_add(blocks.checked_mul(u64::from(geometry.block_size_bytes))?)?;
-        Some(FileLayout { zone_table_offset, metadata_offset, data_offset, file_bytes })
+        let minimum_file_bytes = data_offset.checked_add(blocks.checked_mul(u64::from(geometry.block_size_bytes))?)?;
+        let zone_table_copy_offset = align_up(minimum_file_bytes, AREA_ALIGN_BYTES);
+        let file_bytes = zone_table_copy_offset.checked_add(zone_table_bytes)?;
+        Some(FileLayout {
+            zone_table_offset,
+            metadata_offset,
+            data_offset,
+            zone_table_copy_offset,
+            minimum_file_bytes,
+            file_bytes,
+        })
     }
 }
 
@@ -272,13 +330,48 @@ mod tests {
         assert!(layout.metadata_offset >= layout.zone_table_offset + 31 * ZONE_RECORD_BYTES as u64);
         assert!(layout.data_offset >= layout.metadata_offset + 31 * 15872 * 64);
         assert_eq!(layout.data_offset % 4096, 0);
-        assert_eq!(layout.file_bytes, layout.data_offset + 31 * 15872 * 4096);
+        assert_eq!(layout.minimum_file_bytes, layout.data_offset + 31 * 15872 * 4096);
+        assert_eq!(layout.zone_table_copy_offset % 4096, 0);
+        assert!(layout.zone_table_copy_offset >= layout.minimum_file_bytes);
+        assert_eq!(layout.file_bytes, layout.zone_table_copy_offset + 31 * ZONE_RECORD_BYTES as u64);
+    }
+
+    #[test]
+    fn a_damaged_copy_falls_back_to_its_twin() {
+        let g = Geometry::small(6, 128, 100);
+        let sb = Superblock::new(&g, [7; 16], 42);
+        let mut region = vec![0u8; SUPERBLOCK_REGION_BYTES as usize];
+        region[..96].copy_from_slice(sb.as_bytes());
+        // A region of a file made before the copy: the primary alone.
+        assert!(!Superblock::decode_region(&region).unwrap().1);
+        let copy_at = SUPERBLOCK_COPY_OFFSET_BYTES as usize;
+        region.copy_within(..96, copy_at);
+        region[20] ^= 1;
+        let (decoded, from_copy) = Superblock::decode_region(&region).unwrap();
+        assert!(from_copy);
+        assert_eq!(decoded.geometry(), g);
+        region[copy_at + 20] ^= 1;
+        assert!(matches!(Superblock::decode_region(&region), Err(DecodeError::Checksum { .. })));
+
+        let older = ZoneRecord::new(ZoneState::Closed, 17, 3);
+        let newer = ZoneRecord::new(ZoneState::Full, 100, 4);
+        let pick = |a: &ZoneRecord, b: Option<&ZoneRecord>| {
+            ZoneRecord::decode_pair(a.as_bytes(), b.map(|b| b.as_bytes()), 100).map(|(_, written, _)| written)
+        };
+        assert_eq!(pick(&older, Some(&newer)), Ok(100));
+        assert_eq!(pick(&newer, Some(&older)), Ok(100));
+        assert_eq!(pick(&older, None), Ok(17));
+        let mut torn = newer;
+        torn.written_blocks = 99.into();
+        assert_eq!(pick(&torn, Some(&older)), Ok(17));
+        assert!(pick(&torn, Some(&torn)).is_err());
     }
 
     proptest! {
         #[test]
         fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), cap in 0u64..1000) {
             let _ = Superblock::decode(&bytes);
+            let _ = Superblock::decode_region(&bytes);
             let _ = ZoneRecord::decode(&bytes[..bytes.len().min(ZONE_RECORD_BYTES)], cap);
         }
     }

@@ -4,6 +4,9 @@
 //! Media address blocks by physical index `zone * zone_capacity + offset`; only written
 //! blocks are ever read back (the emulator returns zeros above the write pointer), so a
 //! reset need not erase anything on file media.
+//!
+//! File media write the drive file's superblock and every zone record twice (primary,
+//! then copy: see `drive_file`), and on open take the valid copy of each.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -12,7 +15,10 @@ use std::path::{Path, PathBuf};
 
 use zerocopy::IntoBytes;
 
-use crate::drive_file::{DecodeError, FileLayout, Superblock, ZoneRecord, SUPERBLOCK_REGION_BYTES, ZONE_RECORD_BYTES};
+use crate::drive_file::{
+    DecodeError, FileLayout, Superblock, ZoneRecord, SUPERBLOCK_COPY_OFFSET_BYTES, SUPERBLOCK_REGION_BYTES,
+    ZONE_RECORD_BYTES,
+};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::zone::ZoneState;
@@ -160,6 +166,8 @@ pub(crate) struct FileMedia {
     path: PathBuf,
     file: File,
     layout: FileLayout,
+    /// Whether the file has the zone table copy (files made before it do not).
+    zone_table_copy: bool,
     block_bytes: u64,
     metadata_bytes: u64,
     update_sequence: Vec<u64>,
@@ -209,19 +217,31 @@ impl FileMedia {
         for _ in 0..geometry.zone_count {
             table.extend_from_slice(ZoneRecord::new(ZoneState::Empty, 0, 0).as_bytes());
         }
-        file.write_all_at(&table, layout.zone_table_offset).map_err(io_error(path, "writing zone table"))?;
+        for offset in [layout.zone_table_offset, layout.zone_table_copy_offset] {
+            file.write_all_at(&table, offset).map_err(io_error(path, "writing zone table"))?;
+        }
         // The superblock goes last: a file without one is never taken for a drive.
         let sb = Superblock::new(geometry, drive_uuid, landing_seed);
-        file.write_all_at(sb.as_bytes(), 0).map_err(io_error(path, "writing superblock"))?;
+        for offset in [0, SUPERBLOCK_COPY_OFFSET_BYTES] {
+            file.write_all_at(sb.as_bytes(), offset).map_err(io_error(path, "writing superblock"))?;
+        }
         file.sync_all().map_err(io_error(path, "syncing drive file"))?;
-        Ok(Self::from_parts(path, file, layout, geometry, vec![0; geometry.zone_count as usize]))
+        Ok(Self::from_parts(path, file, layout, true, geometry, vec![0; geometry.zone_count as usize]))
     }
 
-    fn from_parts(path: &Path, file: File, layout: FileLayout, geometry: &Geometry, update_sequence: Vec<u64>) -> Self {
+    fn from_parts(
+        path: &Path,
+        file: File,
+        layout: FileLayout,
+        zone_table_copy: bool,
+        geometry: &Geometry,
+        update_sequence: Vec<u64>,
+    ) -> Self {
         FileMedia {
             path: path.to_path_buf(),
             file,
             layout,
+            zone_table_copy,
             block_bytes: u64::from(geometry.block_size_bytes),
             metadata_bytes: u64::from(geometry.metadata_bytes_per_block),
             update_sequence,
@@ -229,7 +249,8 @@ impl FileMedia {
         }
     }
 
-    /// Opens an existing drive file, checking every structure in it.
+    /// Opens an existing drive file, checking every structure in it (and taking the valid
+    /// copy of each).
     pub(crate) fn open(path: &Path) -> Result<OpenedFile> {
         let bad = |reason: String| Error::BadDriveFile { path: path.to_path_buf(), reason };
         let file =
@@ -238,8 +259,13 @@ impl FileMedia {
         let file_len = file.metadata().map_err(io_error(path, "reading drive file size"))?.len();
         let mut region = vec![0u8; SUPERBLOCK_REGION_BYTES as usize];
         let got = read_prefix(&file, &mut region, 0).map_err(io_error(path, "reading superblock"))?;
-        let sb = match Superblock::decode(&region[..got]) {
-            Ok(sb) => sb,
+        let sb = match Superblock::decode_region(&region[..got]) {
+            Ok((sb, from_copy)) => {
+                if from_copy {
+                    tracing::warn!(path = %path.display(), "drive file superblock damaged: opened from its copy");
+                }
+                sb
+            }
             Err(DecodeError::Magic(found)) => {
                 return Err(Error::NotAnEmulatedDrive { path: path.to_path_buf(), found })
             }
@@ -261,21 +287,27 @@ impl FileMedia {
         let geometry = sb.geometry();
         geometry.validate().map_err(|e| bad(format!("superblock geometry: {e}")))?;
         let layout = FileLayout::new(&geometry).ok_or_else(|| bad("geometry overflows file offsets".into()))?;
-        if file_len < layout.file_bytes {
-            return Err(bad(format!("file is {file_len} bytes, the geometry needs {}", layout.file_bytes)));
+        if file_len < layout.minimum_file_bytes {
+            return Err(bad(format!("file is {file_len} bytes, the geometry needs {}", layout.minimum_file_bytes)));
         }
-        let mut table = vec![0u8; geometry.zone_count as usize * ZONE_RECORD_BYTES];
+        let zone_table_copy = file_len >= layout.file_bytes;
+        let table_bytes = geometry.zone_count as usize * ZONE_RECORD_BYTES;
+        let mut table = vec![0u8; table_bytes];
         file.read_exact_at(&mut table, layout.zone_table_offset).map_err(io_error(path, "reading zone table"))?;
+        let mut copy = vec![0u8; if zone_table_copy { table_bytes } else { 0 }];
+        file.read_exact_at(&mut copy, layout.zone_table_copy_offset)
+            .map_err(io_error(path, "reading zone table copy"))?;
         let mut zones = Vec::with_capacity(geometry.zone_count as usize);
         let mut sequences = Vec::with_capacity(geometry.zone_count as usize);
         for (zone, bytes) in table.chunks_exact(ZONE_RECORD_BYTES).enumerate() {
-            let (state, written_blocks, sequence) = ZoneRecord::decode(bytes, geometry.zone_capacity_blocks)
-                .map_err(|e| bad(format!("zone {zone} record: {e}")))?;
+            let copy = copy.get(zone * ZONE_RECORD_BYTES..(zone + 1) * ZONE_RECORD_BYTES);
+            let (state, written_blocks, sequence) = ZoneRecord::decode_pair(bytes, copy, geometry.zone_capacity_blocks)
+                .map_err(|e| bad(format!("zone {zone} record (every copy): {e}")))?;
             zones.push(StoredZone { state, written_blocks });
             sequences.push(sequence);
         }
         Ok(OpenedFile {
-            media: Self::from_parts(path, file, layout, &geometry, sequences),
+            media: Self::from_parts(path, file, layout, zone_table_copy, &geometry, sequences),
             geometry,
             zones,
             landing_seed: sb.landing_seed.get(),
@@ -336,8 +368,16 @@ impl Media for FileMedia {
         let sequence = &mut self.update_sequence[zone as usize];
         *sequence += 1;
         let record = ZoneRecord::new(stored.state, stored.written_blocks, *sequence);
-        let offset = self.layout.zone_table_offset + u64::from(zone) * ZONE_RECORD_BYTES as u64;
-        self.file.write_all_at(record.as_bytes(), offset).map_err(io_error(&self.path, "writing zone record"))
+        let at = u64::from(zone) * ZONE_RECORD_BYTES as u64;
+        self.file
+            .write_all_at(record.as_bytes(), self.layout.zone_table_offset + at)
+            .map_err(io_error(&self.path, "writing zone record"))?;
+        if self.zone_table_copy {
+            self.file
+                .write_all_at(record.as_bytes(), self.layout.zone_table_copy_offset + at)
+                .map_err(io_error(&self.path, "writing zone record copy"))?;
+        }
+        Ok(())
     }
 
     fn discard_zone(&mut self, _zone: u32) -> Result<()> {
