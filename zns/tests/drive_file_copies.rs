@@ -79,7 +79,7 @@ fn a_zone_record_damaged_in_both_copies_names_the_zone() {
         flip_bit(&path, zone_record_offset(table, ZONE) + ZONE_RECORD_WRITTEN_BYTE);
     }
     let error = EmulatedDrive::open_file(&path).err().expect("both zone record copies damaged, yet it opened");
-    assert!(error.to_string().contains(&format!("zone {ZONE} record")), "{error}");
+    assert!(error.to_string().contains(&format!("zone {ZONE} record (every copy)")), "{error}");
 }
 
 /// A file as made before the copies: nothing at the superblock copy, no zone table copy.
