@@ -13,6 +13,7 @@ use zapraid_server::array::{
 };
 use zapraid_server::control;
 use zapraid_server::service::{self, Progress, StartOptions};
+use zapraid_server::superblock::{first_superblock, missing_superblock_reason};
 use zapraid_server::ublk::UblkOptions;
 use zapraid_zns::{execute, report_all_zones, Command};
 
@@ -209,12 +210,7 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
     refuse_repeated_drives(&args.drives)?;
     let name = match &args.name {
         Some(n) => n.clone(),
-        None => {
-            let mut drive = open_drive(&args.drives[0])?;
-            let sb = read_superblock(drive.as_mut())
-                .with_context(|| format!("{}: no zapraid array superblock", args.drives[0].display()))?;
-            sb.name()
-        }
+        None => first_superblock(&args.drives)?.name(),
     };
     let dir = control::run_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -369,7 +365,7 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
         g.metadata_bytes_per_block
     );
     match read_superblock(drive.as_mut()) {
-        None => println!("superblock: none (not a zapraid array member)"),
+        None => println!("superblock: none: {}", missing_superblock_reason(drive.as_mut())),
         Some(sb) => println!("superblock: {}", report::superblock_text(&sb)),
     }
     let zones = report_all_zones(drive.as_mut())?;

@@ -17,6 +17,8 @@ use zapraid_zns::{
 };
 
 use crate::error::{Error, Result};
+pub use crate::superblock::{failed_drives, read_superblock, read_superblock_at};
+use crate::superblock::{missing_superblock_reason, superblock_writes};
 
 /// Zones at the start of each drive kept for the array superblock.
 pub const SUPERBLOCK_ZONES: u32 = 1;
@@ -89,52 +91,6 @@ pub struct Formatted {
     pub block_size_bytes: u32,
 }
 
-/// Superblock generations read back from the end of zone 0 before giving up (a torn
-/// newest one falls back to the one before).
-const SUPERBLOCK_READ_BACK: u64 = 4;
-
-/// Reads the newest valid superblock of a raw drive, if it has one, and the LBA where the
-/// next generation goes (zone 0's write pointer).
-pub fn read_superblock_at(drive: &mut dyn ZonedDevice) -> Option<(ArraySuperblock, u64)> {
-    let g = drive.geometry();
-    let c = execute(drive, Command::ReportZones { start_lba: 0, max_zones: 1 });
-    let written = match c.result {
-        Ok(zapraid_zns::Done::Zones(zones)) => zones.first()?.written_blocks(),
-        _ => return None,
-    };
-    for back in 1..=written.min(SUPERBLOCK_READ_BACK) {
-        let c = execute(
-            drive,
-            Command::Read {
-                lba: written - back,
-                data: vec![0; g.block_size_bytes as usize],
-                metadata: vec![0; g.metadata_bytes_per_block as usize],
-            },
-        );
-        if let Some(sb) = c.result.ok().and_then(|_| ArraySuperblock::decode(&c.data).ok()) {
-            return Some((sb, written));
-        }
-    }
-    None
-}
-
-/// Reads the newest valid superblock of a raw drive, if it has one.
-pub fn read_superblock(drive: &mut dyn ZonedDevice) -> Option<ArraySuperblock> {
-    read_superblock_at(drive).map(|(sb, _)| sb)
-}
-
-/// The drives a superblock says have failed.
-pub fn failed_drives(sb: &ArraySuperblock) -> Vec<usize> {
-    (0..sb.drive_count.get() as usize).filter(|d| sb.failed_drives.get() >> d & 1 == 1).collect()
-}
-
-/// The block a superblock generation is written as.
-pub fn superblock_block(sb: &ArraySuperblock, block_size_bytes: usize) -> Vec<u8> {
-    let mut data = vec![0u8; block_size_bytes];
-    data[..std::mem::size_of::<ArraySuperblock>()].copy_from_slice(zerocopy::IntoBytes::as_bytes(sb));
-    data
-}
-
 fn check_completion(path: &Path, what: &'static str, c: Completion) -> Result<()> {
     c.result.map(|_| ()).map_err(|error| Error::DriveCommand { path: path.to_path_buf(), what, error })
 }
@@ -177,17 +133,21 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             }
             Some(_) => {}
         }
-        if let Some(existing) = read_superblock(drive.as_mut()) {
-            if !options.force {
-                return Err(Error::Refused {
-                    path: path.clone(),
-                    reason: format!(
-                        "it is drive {} of array \"{}\" ({}); add --force to overwrite it",
-                        existing.drive_index.get(),
-                        existing.name(),
-                        uuid_text(&existing.array_uuid)
-                    ),
-                });
+        if !options.force {
+            let reason = match read_superblock(drive.as_mut()) {
+                Some(existing) => Some(format!(
+                    "it is drive {} of array \"{}\" ({}); add --force to overwrite it",
+                    existing.drive_index.get(),
+                    existing.name(),
+                    uuid_text(&existing.array_uuid)
+                )),
+                None => crate::superblock::examine(drive.as_mut())
+                    .ok()
+                    .filter(|remains| remains.looks_like_member())
+                    .map(|remains| format!("{}; add --force to overwrite it", remains.describe())),
+            };
+            if let Some(reason) = reason {
+                return Err(Error::Refused { path: path.clone(), reason });
             }
         }
         drives.push(drive);
@@ -212,7 +172,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
     let (mode, group_size) = options.mode.code();
     let total = drives.len();
     for (index, (drive, path)) in drives.iter_mut().zip(paths).enumerate() {
-        // Empty every zone, then write the superblock as the first block of zone 0.
+        // Empty every zone, then write the superblock (every copy) at the start of zone 0.
         for zone in 0..raw.zone_count {
             let target = ZoneTarget::Zone { start_lba: raw.zone_start_lba(zone) };
             let c = execute(drive.as_mut(), Command::ManageZone { action: ZoneAction::Reset, target });
@@ -244,10 +204,9 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             crc32c: 0.into(),
         }
         .seal();
-        let data = superblock_block(&superblock, raw.block_size_bytes as usize);
-        let metadata = vec![0u8; raw.metadata_bytes_per_block as usize];
-        let c = execute(drive.as_mut(), Command::Write { lba: 0, data, metadata });
-        check_completion(path, "superblock write", c)?;
+        for command in superblock_writes(&superblock, &raw, 0) {
+            check_completion(path, "superblock write", execute(drive.as_mut(), command))?;
+        }
         progress(index + 1, total);
     }
     Ok(Formatted { uuid, logical_blocks, block_size_bytes: raw.block_size_bytes })
@@ -275,10 +234,7 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
     for path in paths {
         let mut drive = open_drive(path)?;
         let Some((sb, next)) = read_superblock_at(drive.as_mut()) else {
-            return Err(Error::Refused {
-                path: path.clone(),
-                reason: "it holds no zapraid array superblock (run zapraid format first)".into(),
-            });
+            return Err(Error::Refused { path: path.clone(), reason: missing_superblock_reason(drive.as_mut()) });
         };
         if let Some((first, _, first_path)) = found.first() {
             if first.array_uuid != sb.array_uuid {
@@ -361,13 +317,29 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
     })
 }
 
-/// Rebuilds the engine from the drives (after a clean stop or a crash).
+/// Rebuilds the engine from the drives (after a clean stop or a crash). Errors name zones
+/// as the drives number them (`zapraid inspect`), not as the engine does.
 pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
-    let mut recovery = Recovery::with_failed_drives(assembled.geometry, assembled.config, &assembled.failed)?;
+    let reserved_zones = assembled.superblock.reserved_zones.get();
+    let with_drive_zones = |error| engine_error_on_drive_zones(error, reserved_zones);
+    let mut recovery = Recovery::with_failed_drives(assembled.geometry, assembled.config, &assembled.failed)
+        .map_err(with_drive_zones)?;
     while !recovery.is_done() {
-        recovery.run_round(&mut assembled.drives)?;
+        recovery.run_round(&mut assembled.drives).map_err(with_drive_zones)?;
     }
-    Ok(recovery.finish()?)
+    recovery.finish().map_err(with_drive_zones)
+}
+
+/// An engine error over drives with `reserved_zones` hidden (`ReservedZones`), its zone
+/// numbered as on the drive: the engine numbers the zones after the reserved ones from 0.
+fn engine_error_on_drive_zones(error: zapraid_engine::Error, reserved_zones: u32) -> Error {
+    match error {
+        zapraid_engine::Error::Corrupt { drive, zone, offset_blocks, structure, reason } => {
+            let zone = zone.saturating_add(reserved_zones);
+            Error::Engine(zapraid_engine::Error::Corrupt { drive, zone, offset_blocks, structure, reason })
+        }
+        other => Error::Engine(other),
+    }
 }
 
 /// What differs between two drives' geometries, in words ("zone capacity 480 vs 240

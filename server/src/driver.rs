@@ -20,8 +20,9 @@ use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
 
 use zapraid_engine::format::ArraySuperblock;
 
-use crate::array::{superblock_block, Drive};
+use crate::array::Drive;
 use crate::error::{Error, Result};
+use crate::superblock::{superblock_writes, SUPERBLOCK_COPIES};
 use crate::wake::EventFd;
 
 /// Messages waiting for the engine thread at most: senders block beyond this.
@@ -31,10 +32,10 @@ pub const MESSAGE_QUEUE_CAPACITY: usize = 1024;
 /// from 0 and never get here).
 const RECORD_TAG: u64 = u64::MAX;
 
-/// Where the engine thread records drive failures: a new superblock generation appended
-/// to zone 0 of every live drive, before any answer that depends on the failure is given
-/// (a degraded write is acknowledged only once the failure is on the drives, so a
-/// restart knows the failed drive missed it).
+/// Where the engine thread records drive failures: a new superblock generation (every
+/// copy) appended to zone 0 of every live drive, before any answer that depends on the
+/// failure is given (a degraded write is acknowledged only once the failure is on the
+/// drives, so a restart knows the failed drive missed it).
 pub struct FailureRecord {
     pub superblock: ArraySuperblock,
     /// Per drive, the raw LBA of the next free block in zone 0.
@@ -381,27 +382,38 @@ impl EngineLoop {
         sb.failed_drives = failed.into();
         let sb = sb.seal();
         let g = self.drives[0].geometry();
-        let mut pending = 0;
+        // Per live drive, the writes of every copy, issued in order: a drive's next write
+        // goes out once its previous one completed (zone 0 takes them at its write pointer).
+        let mut writes: Vec<(usize, VecDeque<zapraid_zns::Command>)> = Vec::new();
         for i in 0..self.drives.len() {
             if failed >> i & 1 == 1 {
                 continue;
             }
             let lba = self.record.next_lba[i];
-            if lba >= self.record.zone_capacity_blocks {
+            if lba + SUPERBLOCK_COPIES > self.record.zone_capacity_blocks {
                 tracing::error!(drive = i, "zone 0 is full: cannot record the failed drives on it");
                 continue;
             }
-            self.record.next_lba[i] += 1;
+            self.record.next_lba[i] += SUPERBLOCK_COPIES;
             let mut own = sb;
             own.drive_index = (i as u32).into();
-            let data = superblock_block(&own.seal(), g.block_size_bytes as usize);
-            let metadata = vec![0u8; g.metadata_bytes_per_block as usize];
-            self.drives[i].inner_mut().submit(RECORD_TAG, zapraid_zns::Command::Write { lba, data, metadata });
-            pending += 1;
+            writes.push((i, superblock_writes(&own.seal(), &g, lba).into()));
         }
-        while pending > 0 {
-            pending -= self.poll_drives(true).1;
-            self.dispatch();
+        loop {
+            let mut pending = 0;
+            for (i, commands) in &mut writes {
+                if let Some(command) = commands.pop_front() {
+                    self.drives[*i].inner_mut().submit(RECORD_TAG, command);
+                    pending += 1;
+                }
+            }
+            if pending == 0 {
+                break;
+            }
+            while pending > 0 {
+                pending -= self.poll_drives(true).1;
+                self.dispatch();
+            }
         }
         tracing::warn!(
             generation = sb.generation.get(),

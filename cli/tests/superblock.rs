@@ -1,0 +1,224 @@
+//! The array superblock's copies as a user meets them: one damaged copy on a drive does
+//! not stop the array; a drive whose copies are all damaged is described, not sent to
+//! `zapraid format`; a bad segment header is reported in the zone `zapraid inspect` shows.
+//!
+//! Damage is done in the drive files directly, at the offsets `zns/src/drive_file.rs`
+//! gives blocks (the data area holds block `zone x capacity + offset`).
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use zapraid_zns::drive_file::{FileLayout, Superblock, ZoneRecord, SUPERBLOCK_REGION_BYTES, ZONE_RECORD_BYTES};
+use zapraid_zns::Geometry;
+
+/// A byte inside the array superblock's CRC-covered fields (the array UUID).
+const SUPERBLOCK_DAMAGE_BYTE: u64 = 20;
+/// Drives of the test arrays.
+const DRIVES: usize = 4;
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// Drive files in a temporary directory and a run directory for the array's socket.
+struct Setup {
+    _dir: tempfile::TempDir,
+    run_dir: PathBuf,
+    drives: Vec<String>,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        let d = dir.path().join("d");
+        let setup = Setup {
+            drives: (0..DRIVES).map(|i| format!("{}/drive{i}.zns", d.display())).collect(),
+            run_dir,
+            _dir: dir,
+        };
+        let d = d.to_str().unwrap();
+        let drives = DRIVES.to_string();
+        let geometry = ["--zones", "12", "--zone-size", "512K", "--zone-capacity", "480K", "--metadata", "64"];
+        let mut args = vec!["emu", "create", "--dir", d, "--drives", &drives];
+        args.extend(geometry);
+        setup.ok(&args);
+        setup
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_zapraid"))
+            .args(args)
+            .env("ZAPRAID_RUN_DIR", &self.run_dir)
+            .output()
+            .expect("run zapraid")
+    }
+
+    /// Runs `args` followed by every drive.
+    fn run_on_drives(&self, args: &[&str]) -> Output {
+        let mut all = args.to_vec();
+        all.extend(self.drives.iter().map(String::as_str));
+        self.run(&all)
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "zapraid {args:?}: {}", text(&out));
+        text(&out)
+    }
+
+    fn format(&self, name: &str) {
+        let out = self.run_on_drives(&["format", "--level", "raid5", "--group-size", "8", "--name", name]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+
+    /// Formats the drives (as "selftest") and leaves segments with data on them.
+    fn selftest(&self) {
+        let out = self.run_on_drives(&["selftest", "--size", "2M", "--erase"]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+
+    fn start(&self) -> Output {
+        self.run_on_drives(&["start", "--daemon", "--no-device"])
+    }
+
+    fn file(&self, drive: usize) -> DriveFile {
+        DriveFile::open(Path::new(&self.drives[drive]))
+    }
+}
+
+/// Where a drive file keeps its blocks.
+struct DriveFile {
+    path: PathBuf,
+    geometry: Geometry,
+    layout: FileLayout,
+}
+
+impl DriveFile {
+    fn open(path: &Path) -> Self {
+        let file = std::fs::File::open(path).unwrap();
+        let mut region = vec![0u8; SUPERBLOCK_REGION_BYTES as usize];
+        file.read_exact_at(&mut region, 0).unwrap();
+        let (sb, _) = Superblock::decode_region(&region).unwrap();
+        let geometry = sb.geometry();
+        DriveFile { path: path.to_path_buf(), geometry, layout: FileLayout::new(&geometry).unwrap() }
+    }
+
+    fn index(&self, zone: u32, block: u64) -> u64 {
+        u64::from(zone) * self.geometry.zone_capacity_blocks + block
+    }
+
+    fn data_offset(&self, zone: u32, block: u64) -> u64 {
+        self.layout.data_offset + self.index(zone, block) * u64::from(self.geometry.block_size_bytes)
+    }
+
+    fn metadata_offset(&self, zone: u32, block: u64) -> u64 {
+        self.layout.metadata_offset + self.index(zone, block) * u64::from(self.geometry.metadata_bytes_per_block)
+    }
+
+    fn written_blocks(&self, zone: u32) -> u64 {
+        let file = std::fs::File::open(&self.path).unwrap();
+        let mut record = [0u8; ZONE_RECORD_BYTES];
+        file.read_exact_at(&mut record, self.layout.zone_table_offset + u64::from(zone) * ZONE_RECORD_BYTES as u64)
+            .unwrap();
+        ZoneRecord::decode(&record, self.geometry.zone_capacity_blocks).unwrap().1
+    }
+
+    /// Flips one bit of a block's data, behind the drive's back.
+    fn damage(&self, zone: u32, block: u64, byte: u64) {
+        let file = OpenOptions::new().read(true).write(true).open(&self.path).unwrap();
+        let offset = self.data_offset(zone, block) + byte;
+        let mut b = [0u8];
+        file.read_exact_at(&mut b, offset).unwrap();
+        b[0] ^= 1;
+        file.write_all_at(&b, offset).unwrap();
+    }
+
+    /// Puts `from`'s block (data and metadata) in place of this drive's.
+    fn copy_block_from(&self, from: &DriveFile, zone: u32, block: u64) {
+        let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
+        let source = std::fs::File::open(&from.path).unwrap();
+        let (mut data, mut metadata) = (vec![0u8; bs], vec![0u8; ms]);
+        source.read_exact_at(&mut data, from.data_offset(zone, block)).unwrap();
+        source.read_exact_at(&mut metadata, from.metadata_offset(zone, block)).unwrap();
+        let target = OpenOptions::new().write(true).open(&self.path).unwrap();
+        target.write_all_at(&data, self.data_offset(zone, block)).unwrap();
+        target.write_all_at(&metadata, self.metadata_offset(zone, block)).unwrap();
+    }
+}
+
+#[test]
+fn one_damaged_superblock_copy_does_not_stop_the_array() {
+    let s = Setup::new();
+    s.format("sb1");
+    // The first copy of generation 0 on the first drive (the one `start` names the array from).
+    s.file(0).damage(0, 0, SUPERBLOCK_DAMAGE_BYTE);
+    let out = s.start();
+    assert!(out.status.success(), "{}", text(&out));
+    // A failed drive makes generation 1 (two more blocks); its first copy damaged on every
+    // live drive, the twin still says drive 2 failed.
+    s.ok(&["fail", "sb1", "2"]);
+    s.ok(&["stop", "sb1"]);
+    for drive in [0, 1, 3] {
+        let file = s.file(drive);
+        let written = file.written_blocks(0);
+        assert_eq!(written, 4, "drive {drive}: two generations of two copies");
+        file.damage(0, written - 2, SUPERBLOCK_DAMAGE_BYTE);
+    }
+    let out = s.start();
+    assert!(out.status.success(), "{}", text(&out));
+    let status: serde_json::Value = serde_json::from_str(&s.ok(&["status", "sb1", "--json"])).unwrap();
+    assert_eq!(status["drives"][2]["state"], "failed", "{status}");
+    s.ok(&["stop", "sb1"]);
+}
+
+#[test]
+fn a_drive_with_every_copy_damaged_is_described_not_sent_to_format() {
+    let s = Setup::new();
+    s.selftest();
+    let damaged = 0;
+    let file = s.file(damaged);
+    for block in 0..file.written_blocks(0) {
+        file.damage(0, block, SUPERBLOCK_DAMAGE_BYTE);
+    }
+    let out = s.start();
+    let message = text(&out);
+    assert!(!out.status.success(), "started without drive 0's superblock: {message}");
+    assert!(!message.contains("format first"), "{message}");
+    assert!(message.contains("looks like an array member") && message.contains("would erase"), "{message}");
+    assert!(message.contains(&format!("segment header of drive {damaged} of {DRIVES}")), "{message}");
+    let out = s.run(&["inspect", &s.drives[damaged]]);
+    assert!(out.status.success() && text(&out).contains("looks like an array member"), "{}", text(&out));
+    // Formatting it needs --force, as for a member of another array.
+    let out = s.run_on_drives(&["format", "--level", "raid5"]);
+    let refused = format!("{} refused: it holds no valid zapraid array superblock", s.drives[damaged]);
+    assert!(!out.status.success() && text(&out).contains(&refused) && text(&out).contains("--force"), "{}", text(&out));
+
+    // A blank drive is still told to format.
+    let blank = Setup::new();
+    let out = blank.start();
+    assert!(!out.status.success() && text(&out).contains("run zapraid format first"), "{}", text(&out));
+}
+
+#[test]
+fn a_segment_header_of_another_drive_is_reported_in_the_zone_inspect_shows() {
+    let s = Setup::new();
+    s.selftest();
+    let inspect = s.ok(&["inspect", &s.drives[0]]);
+    // The first zone with a segment header, as inspect numbers it (its first column).
+    let zone: u32 = inspect
+        .lines()
+        .find(|l| l.contains("sequence ") && l.contains(&format!("drive 0 of {DRIVES}")))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|z| z.parse().ok())
+        .unwrap_or_else(|| panic!("no segment header in:\n{inspect}"));
+    // Drive 2's header of the same segment, valid, in drive 0's place.
+    s.file(0).copy_block_from(&s.file(2), zone, 0);
+    let out = s.run_on_drives(&["start", "--no-device"]);
+    let message = text(&out);
+    assert!(!out.status.success(), "started with drive 2's header on drive 0: {message}");
+    assert!(message.contains(&format!("drive 0: segment header at zone {zone},")), "{message}");
+    assert!(message.contains("is drive 2 of the array"), "{message}");
+}
