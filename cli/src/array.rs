@@ -12,6 +12,7 @@ use zapraid_server::array::{
     format, open_drive, read_superblock, refuse_repeated_drives, uuid_text, FormatOptions, SUPERBLOCK_ZONES,
 };
 use zapraid_server::control;
+use zapraid_server::names::start_name;
 use zapraid_server::service::{self, Progress, StartOptions};
 use zapraid_server::superblock::{first_superblock, missing_superblock_reason};
 use zapraid_server::ublk::UblkOptions;
@@ -39,7 +40,8 @@ pub struct FormatArgs {
     /// Stripes per group for --mode zapraid.
     #[arg(long, default_value_t = DEFAULT_GROUP_SIZE)]
     group_size: u32,
-    /// Array name (names its control socket; at most 32 bytes).
+    /// Array name: names its control socket and log, so at most 32 bytes, no "/", no
+    /// leading ".", no whitespace.
     #[arg(long, default_value = "zapraid")]
     name: String,
     /// Overwrite drives that belong to another array.
@@ -208,9 +210,10 @@ pub fn run_start(args: StartArgs) -> Result<()> {
 fn start_daemon(args: &StartArgs) -> Result<()> {
     // Said here, not in the background server's log.
     refuse_repeated_drives(&args.drives)?;
+    // The name the server will take (names::start_name): its socket is what this waits for.
     let name = match &args.name {
-        Some(n) => n.clone(),
-        None => first_superblock(&args.drives)?.name(),
+        Some(n) => start_name(Some(n), "")?,
+        None => start_name(None, &first_superblock(&args.drives)?.name())?,
     };
     let dir = control::run_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -97,6 +97,7 @@ fn check_completion(path: &Path, what: &'static str, c: Completion) -> Result<()
 
 /// Formats `paths` as one array; `progress(done, total)` is told as each drive is done.
 pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnMut(usize, usize)) -> Result<Formatted> {
+    crate::names::check_name(&options.name)?;
     refuse_repeated_drives(paths)?;
     let (k, m) = options.level.shape();
     if k + m != paths.len() {

@@ -22,6 +22,11 @@ pub enum Error {
     #[error("{reason}")]
     Config { reason: String },
 
+    /// An array name that cannot be one (`names`); shown escaped, so a control
+    /// character in it is seen.
+    #[error("array name \"{}\" {problem}", name.escape_debug())]
+    Name { name: String, problem: String },
+
     #[error(transparent)]
     Engine(#[from] zapraid_engine::Error),
 

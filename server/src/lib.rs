@@ -1,12 +1,14 @@
 //! Runs a zapraid array on drives: `array` (format, assemble, recover), `superblock` (the
 //! array superblock's copies on one drive, and what a drive without one holds), `driver`
 //! (the engine on its own thread over the drives, fed through bounded channels), `ublk`
-//! (the Linux block device), `control` (the socket `zapraid stop/status/fail` talk to).
+//! (the Linux block device), `control` (the socket `zapraid stop/status/fail` talk to),
+//! `names` (which names an array may have).
 
 pub mod array;
 pub mod control;
 pub mod driver;
 pub mod error;
+pub mod names;
 pub mod service;
 pub mod superblock;
 pub mod ublk;

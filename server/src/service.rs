@@ -10,11 +10,13 @@ use crate::array::{assemble, recover, uuid_text};
 use crate::control::{self, Identity, Stopped};
 use crate::driver::{EngineThread, FailureRecord, Message};
 use crate::error::Result;
+use crate::names::{check_name, start_name};
 use crate::ublk::{self, DeviceShape, UblkOptions};
 
 #[derive(Clone, Debug, Default)]
 pub struct StartOptions {
-    /// Name for the control socket; the superblock's name if not given.
+    /// Name for the control socket and log; the superblock's name if not given
+    /// (`names::start_name`).
     pub name: Option<String>,
     /// Export `/dev/ublkbN` (else only the engine and the control socket run).
     pub block_device: bool,
@@ -63,9 +65,12 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
     // SAFETY: changes this thread's signal mask with a set built by sigemptyset/sigaddset.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &stop_signals, std::ptr::null_mut()) };
     let tell = |p: Progress| (progress.lock().expect("progress"))(p);
+    if let Some(name) = &options.name {
+        // Refused before the drives are touched.
+        check_name(name)?;
+    }
     let mut assembled = assemble(paths)?;
-    let name = options.name.clone().unwrap_or_else(|| assembled.name.clone());
-    let name = if name.is_empty() { "zapraid".to_string() } else { name };
+    let name = start_name(options.name.as_deref(), &assembled.name)?;
     tell(Progress::Assembled { name: &name, drives: assembled.drives.len() });
     let started = std::time::Instant::now();
     let engine = recover(&mut assembled)?;

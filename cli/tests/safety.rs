@@ -1,0 +1,150 @@
+//! The `zapraid` binary refusing what would harm an array or mislead its operator: array
+//! names that cannot name its files, a background start that did not start, failures
+//! the level cannot survive, and messages that say what really happens.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A temporary directory with its own run directory (control sockets and logs).
+struct World {
+    dir: tempfile::TempDir,
+    run_dir: PathBuf,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        World { dir, run_dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn cli_in(&self, cwd: &Path, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_zapraid"))
+            .args(args)
+            .current_dir(cwd)
+            .env("ZAPRAID_RUN_DIR", &self.run_dir)
+            .output()
+            .expect("run zapraid")
+    }
+
+    fn cli(&self, args: &[&str]) -> Output {
+        self.cli_in(self.path(), args)
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(out.status.success(), "zapraid {args:?} failed: {}", text(&out));
+        text(&out)
+    }
+
+    /// Runs `args` and returns what it said on stderr; it must fail, and not panic.
+    fn refused(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success(), "zapraid {args:?} accepted: {stdout}{stderr}");
+        assert!(!stderr.contains("panicked"), "zapraid {args:?} panicked: {stderr}");
+        stderr.into_owned()
+    }
+
+    /// `count` small drive files in `sub`, their paths.
+    fn drives(&self, sub: &str, count: usize) -> Vec<String> {
+        let d = self.path().join(sub);
+        let d = d.to_str().unwrap();
+        let count_text = count.to_string();
+        self.ok(&[
+            "emu",
+            "create",
+            "--dir",
+            d,
+            "--drives",
+            &count_text,
+            "--zones",
+            "12",
+            "--zone-size",
+            "512K",
+            "--zone-capacity",
+            "480K",
+        ]);
+        (0..count).map(|i| format!("{d}/drive{i}.zns")).collect()
+    }
+
+    fn format(&self, level: &str, name: &str, drives: &[String]) {
+        let mut args = vec!["format", "--level", level, "--name", name];
+        args.extend(drives.iter().map(String::as_str));
+        self.ok(&args);
+    }
+
+    fn start(&self, drives: &[String]) -> Output {
+        let mut args = vec!["start", "--daemon", "--no-device"];
+        args.extend(drives.iter().map(String::as_str));
+        self.cli(&args)
+    }
+}
+
+impl Drop for World {
+    /// Stops whatever array a failed test left running.
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.run_dir) else { return };
+        for entry in entries.flatten() {
+            if let Some(name) = entry.file_name().to_str().and_then(|n| n.strip_suffix(".sock")) {
+                let _ = self.cli(&["stop", name]);
+            }
+        }
+    }
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// Names that cannot name an array's socket and log are refused at format and at start
+/// (an empty one hung `start --daemon`; "a/b" was accepted, then failed; "../x" put the
+/// socket and log outside the run directory).
+#[test]
+fn array_names_are_checked_at_format_and_start() {
+    let world = World::new();
+    let drives = world.drives("d", 4);
+    let too_long = "n".repeat(33);
+    for (name, said) in [
+        ("", "array name \"\" is empty"),
+        ("a/b", "array name \"a/b\" contains \"/\""),
+        ("../x", "array name \"../x\" contains \"/\""),
+        (".x", "array name \".x\" starts with \".\""),
+        ("a b", "array name \"a b\" contains whitespace"),
+        ("a\nb", "array name \"a\\nb\" contains whitespace"),
+        (too_long.as_str(), "is 33 bytes long; the superblock holds at most 32"),
+    ] {
+        let mut args = vec!["format", "--level", "raid5", "--name", name];
+        args.extend(drives.iter().map(String::as_str));
+        let stderr = world.refused(&args);
+        assert!(stderr.contains(said), "{name:?}: {stderr}");
+        assert_eq!(stderr.matches("array name").count(), 1, "said more than once: {stderr}");
+    }
+    // Nothing was formatted.
+    let out = world.cli(&["inspect", &drives[0]]);
+    assert!(text(&out).contains("superblock: none"), "{}", text(&out));
+
+    world.format("raid5", "good", &drives);
+    for name in ["", "a/b", "../x"] {
+        let mut args = vec!["start", "--daemon", "--no-device", "--name", name];
+        args.extend(drives.iter().map(String::as_str));
+        let stderr = world.refused(&args);
+        assert!(stderr.contains(&format!("array name \"{name}\"")), "{name:?}: {stderr}");
+        let mut args = vec!["start", "--no-device", "--name", name];
+        args.extend(drives.iter().map(String::as_str));
+        let stderr = world.refused(&args);
+        assert!(stderr.contains(&format!("array name \"{name}\"")), "{name:?}: {stderr}");
+    }
+    // Nothing landed beside the run directory.
+    for file in ["x.sock", "x.log"] {
+        assert!(!world.path().join(file).exists(), "{file} written outside the run directory");
+    }
+    // The good name still starts.
+    let out = world.start(&drives);
+    assert!(out.status.success(), "{}", text(&out));
+    world.ok(&["stop", "good"]);
+}
