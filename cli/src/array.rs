@@ -251,7 +251,10 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
             bail!("the server exited ({status}) before the array came up:\n{log}");
         }
         if let Ok(status) = control::ask(&name, "status") {
-            if status.get("error").is_none() && (args.no_device || !status["device"].is_null()) {
+            // Another array's server may hold the name (this one then fails and exits):
+            // only the answer of the server started here counts.
+            let ours = status["pid"].as_u64() == Some(u64::from(child.id()));
+            if ours && status.get("error").is_none() && (args.no_device || !status["device"].is_null()) {
                 match status["device"].as_str() {
                     Some(device) => println!("{device}"),
                     None => println!("array \"{name}\" running without a block device"),

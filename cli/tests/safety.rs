@@ -148,3 +148,38 @@ fn array_names_are_checked_at_format_and_start() {
     assert!(out.status.success(), "{}", text(&out));
     world.ok(&["stop", "good"]);
 }
+
+/// A background start whose server dies says so, with the server's own error, and fails:
+/// another array answering under the same name is not taken for it (that start said
+/// "running in the background" while its server had exited).
+#[test]
+fn a_background_start_reports_its_own_server() {
+    let world = World::new();
+    let first = world.drives("a", 4);
+    let second = world.drives("b", 4);
+    world.format("raid5", "same", &first);
+    world.format("raid5", "same", &second);
+    let out = world.start(&first);
+    assert!(out.status.success(), "{}", text(&out));
+    let uuid_of = |status: &str| serde_json::from_str::<serde_json::Value>(status).unwrap()["uuid"].clone();
+    let running = uuid_of(&world.ok(&["status", "same", "--json"]));
+
+    let out = world.start(&second);
+    let said = text(&out);
+    assert!(!out.status.success(), "a second array named \"same\" reported as started: {said}");
+    assert!(said.contains("an array named \"same\" is already running"), "{said}");
+    assert!(!said.contains("running in the background"), "{said}");
+    // The first array runs on, still the one that answers, and names its server.
+    let status = world.ok(&["status", "same", "--json"]);
+    assert_eq!(uuid_of(&status), running);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert!(status["pid"].as_u64().is_some(), "status names no server pid: {status}");
+
+    // The first array's drives under another name: they are in use.
+    let mut args = vec!["start", "--daemon", "--no-device", "--name", "other"];
+    args.extend(first.iter().map(String::as_str));
+    let out = world.cli(&args);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("in use by another process"), "{}", text(&out));
+    world.ok(&["stop", "same"]);
+}

@@ -179,6 +179,9 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
     serde_json::json!({
         "name": identity.name,
         "uuid": identity.uuid,
+        // The server's process: `start --daemon` knows its own server by it (another
+        // array of the same name may answer on the socket).
+        "pid": std::process::id(),
         // Names and numbers for programs; `zapraid status` rebuilds the level and mode
         // from them (RaidLevel::from_name, Mode::from_name) to show them to people.
         "level": identity.level.name(),
