@@ -96,6 +96,10 @@ pub struct FailArgs {
     name: String,
     /// The drive: its index in the array, or its path.
     drive: String,
+    /// Fail it even when the array cannot survive that: its data is lost (reads and
+    /// writes fail, and it does not start again).
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Args)]
@@ -273,7 +277,7 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
 pub fn run_stop(args: StopArgs) -> Result<()> {
     let answer = control::ask(&args.name, "stop")?;
     if let Some(e) = answer.get("error") {
-        bail!("array \"{}\": {e}", args.name);
+        bail!("array \"{}\": {}", args.name, answer_text(e));
     }
     // The engine has stopped; the server exits next, releasing its drives and socket. A
     // `start` right after must find them free, so wait for the exit.
@@ -315,7 +319,7 @@ pub fn run_status(args: StatusArgs) -> Result<()> {
     for name in &names {
         let status = control::ask(name, "status")?;
         if let Some(e) = status.get("error") {
-            bail!("array \"{name}\": {e}");
+            bail!("array \"{name}\": {}", answer_text(e));
         }
         documents.push(status);
     }
@@ -337,25 +341,53 @@ pub fn run_status(args: StatusArgs) -> Result<()> {
 }
 
 pub fn run_fail(args: FailArgs) -> Result<()> {
+    let status = control::ask(&args.name, "status")?;
+    if let Some(e) = status.get("error") {
+        bail!("array \"{}\": {}", args.name, answer_text(e));
+    }
+    let drives = status["drives"].as_array().cloned().unwrap_or_default();
     let index = match args.drive.parse::<usize>() {
         Ok(i) => i,
-        Err(_) => {
-            let status = control::ask(&args.name, "status")?;
-            status["drives"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|d| d["path"].as_str() == Some(args.drive.as_str()))
-                .and_then(|d| d["index"].as_u64())
-                .with_context(|| format!("array \"{}\" has no drive {}", args.name, args.drive))? as usize
-        }
+        Err(_) => find_drive(&drives, &args.drive)
+            .with_context(|| format!("array \"{}\" has no drive {}", args.name, args.drive))?,
     };
-    let answer = control::ask(&args.name, &format!("fail {index}"))?;
+    let command = if args.force { format!("fail {index} force") } else { format!("fail {index}") };
+    let answer = control::ask(&args.name, &command)?;
     if let Some(e) = answer.get("error") {
-        bail!("array \"{}\": {e}", args.name);
+        bail!("array \"{}\": {}", args.name, answer_text(e));
     }
-    println!("array \"{}\": drive {index} marked failed; reads of its blocks are rebuilt from parity", args.name);
+    let drive = match drives.get(index).and_then(|d| d["path"].as_str()) {
+        Some(path) => format!("drive {index} ({path})"),
+        None => format!("drive {index}"),
+    };
+    if answer["data_lost"].as_bool() == Some(true) {
+        println!(
+            "array \"{}\": {drive} marked failed; more drives have failed than the array survives: its data is \
+             lost (reads and writes fail, and it will not start again)",
+            args.name
+        );
+    } else {
+        println!("array \"{}\": {drive} marked failed; its blocks are rebuilt from the other drives on read", args.name);
+    }
     Ok(())
+}
+
+/// The index of the drive at `path` (however spelled: compared canonicalized, as the
+/// server started it may have named it relative to another directory) among a status
+/// document's drives.
+fn find_drive(drives: &[serde_json::Value], path: &str) -> Option<usize> {
+    let canonical = std::fs::canonicalize(path).ok();
+    let canonical = canonical.as_ref().and_then(|p| p.to_str());
+    drives
+        .iter()
+        .find(|d| d["path"].as_str() == Some(path) || (canonical.is_some() && d["canonical_path"].as_str() == canonical))
+        .and_then(|d| d["index"].as_u64())
+        .and_then(|i| usize::try_from(i).ok())
+}
+
+/// An error in a control socket's answer, as text (not as a JSON string in quotes).
+fn answer_text(error: &serde_json::Value) -> String {
+    error.as_str().map_or_else(|| error.to_string(), str::to_string)
 }
 
 pub fn run_inspect(args: InspectArgs) -> Result<()> {
@@ -520,8 +552,8 @@ impl SelftestArray {
 
     fn fail_drive(&self, drive: usize) -> Result<()> {
         let (done, result) = crossbeam_channel::bounded(1);
-        self.thread.tx.send(zapraid_server::driver::Message::FailDrive { drive, done })?;
-        result.recv()?.map_err(anyhow::Error::from)
+        self.thread.tx.send(zapraid_server::driver::Message::FailDrive { drive, force: false, done })?;
+        result.recv()?.map(|_| ()).map_err(anyhow::Error::from)
     }
 
     fn stop(self) -> Result<()> {

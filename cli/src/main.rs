@@ -45,7 +45,9 @@ enum Top {
     /// State of running arrays: drives, capacity, segments, I/O counters, latency.
     Status(array::StatusArgs),
     /// Mark a drive of a running array failed (for testing and operations): nothing more
-    /// is sent to it; its blocks are rebuilt from parity on read.
+    /// is sent to it; its blocks are rebuilt from the other drives on read, and it stays
+    /// failed across restarts. A failure the RAID level cannot survive is refused (--force
+    /// fails it anyway, losing the array's data).
     Fail(array::FailArgs),
     /// Show a drive's array superblock, zones and segment headers.
     Inspect(array::InspectArgs),

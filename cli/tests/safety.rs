@@ -183,3 +183,74 @@ fn a_background_start_reports_its_own_server() {
     assert!(text(&out).contains("in use by another process"), "{}", text(&out));
     world.ok(&["stop", "same"]);
 }
+
+/// `fail` refuses what the level cannot survive (a RAID-0 drive; a second RAID-5 drive:
+/// both were accepted as "rebuilt from parity" and the array never started again), says
+/// a drive has failed already, and finds a drive by any spelling of its path.
+#[test]
+fn fail_refuses_what_the_array_cannot_survive() {
+    let world = World::new();
+    // RAID-0, started with absolute paths; failed by a path relative to another directory.
+    let drives = world.drives("r0", 4);
+    world.format("raid0", "r0", &drives);
+    let out = world.start(&drives);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = world.cli_in(&world.path().join("r0"), &["fail", "r0", "drive1.zns"]);
+    let said = text(&out);
+    assert!(!out.status.success(), "RAID-0 accepted a failure: {said}");
+    assert!(
+        said.contains(
+            "array \"r0\": RAID-0 (4) survives no failed drive: failing drive 1 would lose the array's data (reads \
+             and writes would fail, and it would not start again); add --force to fail it anyway"
+        ),
+        "{said}"
+    );
+    let status: serde_json::Value = serde_json::from_str(&world.ok(&["status", "r0", "--json"])).unwrap();
+    assert_eq!(status["state"], "optimal", "{status}");
+    // It starts again as it was.
+    world.ok(&["stop", "r0"]);
+    let out = world.start(&drives);
+    assert!(out.status.success(), "{}", text(&out));
+    // Forced, the failure is carried out and said for what it is.
+    let said = world.ok(&["fail", "r0", "2", "--force"]);
+    assert!(said.contains("drive 2 (") && said.contains("its data is lost"), "{said}");
+    assert!(!said.contains("rebuilt"), "{said}");
+    world.ok(&["stop", "r0"]);
+    let out = world.start(&drives);
+    assert!(!out.status.success(), "a RAID-0 array that lost a drive started: {}", text(&out));
+
+    // RAID-5, started with paths relative to the test directory; failed by absolute path.
+    world.drives("r5", 4);
+    let relative: Vec<String> = (0..4).map(|i| format!("r5/drive{i}.zns")).collect();
+    let absolute: Vec<String> = relative.iter().map(|p| world.path().join(p).display().to_string()).collect();
+    world.format("raid5", "r5", &absolute);
+    let out = world.start(&relative);
+    assert!(out.status.success(), "{}", text(&out));
+    let said = world.ok(&["fail", "r5", &absolute[1]]);
+    assert!(
+        said.contains(
+            "array \"r5\": drive 1 (r5/drive1.zns) marked failed; its blocks are rebuilt from the other drives"
+        ),
+        "{said}"
+    );
+    for again in ["1", absolute[1].as_str()] {
+        let stderr = world.refused(&["fail", "r5", again]);
+        assert!(stderr.contains("array \"r5\": drive 1 has failed already"), "{stderr}");
+    }
+    let stderr = world.refused(&["fail", "r5", "3"]);
+    assert!(
+        stderr.contains("RAID-5 (3+1) survives 1 failed drive, and drive 1 has failed already: failing drive 3 too"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("\"error\""), "a JSON form in the message: {stderr}");
+    let stderr = world.refused(&["fail", "r5", "7"]);
+    assert!(stderr.contains("no drive 7: the array has drives 0 to 3"), "{stderr}");
+    let status: serde_json::Value = serde_json::from_str(&world.ok(&["status", "r5", "--json"])).unwrap();
+    let states: Vec<&str> = (0..4).map(|i| status["drives"][i]["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["ok", "failed", "ok", "ok"], "{status}");
+    // Degraded, it starts again.
+    world.ok(&["stop", "r5"]);
+    let out = world.start(&relative);
+    assert!(out.status.success(), "{}", text(&out));
+    world.ok(&["stop", "r5"]);
+}

@@ -1,6 +1,6 @@
 //! The control socket of a running array: a Unix socket per array, one text command per
-//! connection (`status`, `stop`, `fail N`), one JSON line back. `zapraid status`, `stop`
-//! and `fail` are its clients.
+//! connection (`status`, `stop`, `fail N`, `fail N force`), one JSON line back. `zapraid
+//! status`, `stop` and `fail` are its clients.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -12,6 +12,7 @@ use zapraid_engine::{Mode, RaidLevel};
 
 use crate::driver::{ArrayStatus, EngineSender, Message};
 use crate::error::{Error, Result};
+use crate::failures::FailOutcome;
 
 /// Where control sockets live, unless `ZAPRAID_RUN_DIR` says otherwise.
 pub const DEFAULT_RUN_DIR: &str = "/run/zapraid";
@@ -35,7 +36,10 @@ pub struct Identity {
     pub level: RaidLevel,
     pub mode: Mode,
     pub chunk_bytes: u64,
+    /// The drives in array order, as the start named them, and canonicalized (absolute,
+    /// links resolved: a client elsewhere finds a drive by it, however it spells it).
     pub drives: Vec<String>,
+    pub canonical_drives: Vec<String>,
     pub device: Option<String>,
 }
 
@@ -129,21 +133,28 @@ fn handle(
                 Err(e) => error_json(&e),
             }
         }
-        ["fail", drive] => match drive.parse::<usize>() {
-            Err(_) => error_json(&format!("\"{drive}\" is not a drive index")),
-            Ok(drive) => {
-                let (done, result) = crossbeam_channel::bounded(1);
-                match engine.send(Message::FailDrive { drive, done }).ok().and_then(|()| result.recv().ok()) {
-                    Some(Ok(())) => serde_json::json!({ "failed_drive": drive }),
-                    Some(Err(e)) => error_json(&e.to_string()),
-                    None => error_json("the engine has stopped"),
-                }
-            }
-        },
-        _ => error_json(&format!("unknown command {:?} (status, stop, fail N)", line.trim())),
+        ["fail", drive] => fail(engine, drive, false),
+        ["fail", drive, "force"] => fail(engine, drive, true),
+        _ => error_json(&format!("unknown command \"{}\" (status, stop, fail N, fail N force)", line.trim())),
     };
     let mut stream = stream;
     writeln!(stream, "{answer}")
+}
+
+/// `fail N` (`force`: even beyond what the level survives): the answer says whether the
+/// array's data was lost.
+fn fail(engine: &EngineSender, drive: &str, force: bool) -> serde_json::Value {
+    let Ok(drive) = drive.parse::<usize>() else {
+        return error_json(&format!("\"{drive}\" is not a drive index"));
+    };
+    let (done, result) = crossbeam_channel::bounded(1);
+    match engine.send(Message::FailDrive { drive, force, done }).ok().and_then(|()| result.recv().ok()) {
+        Some(Ok(outcome)) => {
+            serde_json::json!({ "failed_drive": drive, "data_lost": outcome == FailOutcome::DataLost })
+        }
+        Some(Err(e)) => error_json(&e.to_string()),
+        None => error_json("the engine has stopped"),
+    }
 }
 
 fn error_json(reason: &str) -> serde_json::Value {
@@ -166,7 +177,12 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         .iter()
         .enumerate()
         .map(|(i, path)| {
-            serde_json::json!({ "index": i, "path": path, "state": if failed.contains(&i) { "failed" } else { "ok" } })
+            serde_json::json!({
+                "index": i,
+                "path": path,
+                "canonical_path": identity.canonical_drives.get(i).unwrap_or(path),
+                "state": if failed.contains(&i) { "failed" } else { "ok" },
+            })
         })
         .collect();
     let state = if s.stopping {
@@ -286,6 +302,7 @@ mod tests {
             mode,
             chunk_bytes: 4096,
             drives: vec!["d0".into(); level.shape().0 + level.shape().1],
+            canonical_drives: vec!["/d0".into(); level.shape().0 + level.shape().1],
             device: None,
         }
     }

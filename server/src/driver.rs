@@ -22,6 +22,7 @@ use zapraid_engine::format::ArraySuperblock;
 
 use crate::array::Drive;
 use crate::error::{Error, Result};
+use crate::failures::{check_fail, FailOutcome};
 use crate::superblock::{superblock_writes, SUPERBLOCK_COPIES};
 use crate::wake::EventFd;
 
@@ -65,10 +66,13 @@ pub enum Message {
         reply: Arc<ReplyTo>,
     },
     Status(Sender<ArrayStatus>),
-    /// Mark a drive failed (by array index): nothing more is sent to it.
+    /// Mark a drive failed (by array index): nothing more is sent to it. Refused for a
+    /// drive failed already, and beyond what the level survives unless `force`
+    /// (`failures::check_fail`).
     FailDrive {
         drive: usize,
-        done: Sender<Result<()>>,
+        force: bool,
+        done: Sender<Result<FailOutcome>>,
     },
     /// Clean stop: finish what was sent, write the stop footer, end the thread.
     Stop,
@@ -340,14 +344,18 @@ impl EngineLoop {
             Message::Status(tx) => {
                 let _ = tx.send(self.snapshot());
             }
-            Message::FailDrive { drive, done } => {
-                let result = if drive < self.drives.len() {
-                    tracing::warn!(drive, "drive marked failed");
+            Message::FailDrive { drive, force, done } => {
+                let failed: Vec<usize> = (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).collect();
+                let result = check_fail(self.engine.layout().level, &failed, drive, force);
+                if let Ok(outcome) = &result {
+                    match outcome {
+                        FailOutcome::Degraded => tracing::warn!(drive, "drive marked failed"),
+                        FailOutcome::DataLost => {
+                            tracing::error!(drive, "drive marked failed (forced): the array's data is lost")
+                        }
+                    }
                     self.engine.fail_drive(drive);
-                    Ok(())
-                } else {
-                    Err(Error::Config { reason: format!("no drive {drive}: the array has {}", self.drives.len()) })
-                };
+                }
                 let _ = done.send(result);
             }
             Message::Stop => {
@@ -758,7 +766,7 @@ mod tests {
         assert!(failed.is_empty());
         let (to, answers) = reply();
         let (done, result) = crossbeam_channel::bounded(1);
-        thread.tx.send(Message::FailDrive { drive: 1, done }).unwrap();
+        thread.tx.send(Message::FailDrive { drive: 1, force: false, done }).unwrap();
         result.recv().unwrap().unwrap();
         let data: Vec<u8> = (0..40 * block).map(|i| (i % 253) as u8).collect();
         thread
@@ -918,7 +926,7 @@ mod tests {
             load.batch(&thread, 32, |i| {
                 if b == fail_in_batch && i == 5 {
                     let (done, result) = crossbeam_channel::bounded(1);
-                    thread.tx.send(Message::FailDrive { drive: 1 + seed as usize % 3, done }).unwrap();
+                    thread.tx.send(Message::FailDrive { drive: 1 + seed as usize % 3, force: false, done }).unwrap();
                     result.recv().unwrap().unwrap();
                 }
             });
@@ -1005,7 +1013,7 @@ mod tests {
             }
             if n == fail_after_reads {
                 let (done, result) = crossbeam_channel::bounded(1);
-                thread.tx.send(Message::FailDrive { drive: 1, done }).unwrap();
+                thread.tx.send(Message::FailDrive { drive: 1, force: false, done }).unwrap();
                 result.recv().unwrap().unwrap();
             }
             let blocks = 128.min(span_blocks - start);

@@ -30,6 +30,16 @@ pub enum Error {
     #[error(transparent)]
     Engine(#[from] zapraid_engine::Error),
 
+    #[error("no drive {drive}: the array has drives 0 to {}", drives.saturating_sub(1))]
+    NoSuchDrive { drive: usize, drives: usize },
+
+    #[error("drive {drive} has failed already")]
+    AlreadyFailed { drive: usize },
+
+    /// A drive failure the level cannot survive, asked for without force (`failures`).
+    #[error("{}", crate::failures::unsurvivable_text(*level, failed, *drive))]
+    Unsurvivable { level: zapraid_engine::RaidLevel, failed: Vec<usize>, drive: usize },
+
     #[error("ublk: {reason}")]
     Ublk { reason: String },
 

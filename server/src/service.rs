@@ -89,6 +89,11 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         mode: config.mode,
         chunk_bytes: config.chunk_bytes,
         drives: assembled.paths.iter().map(|p| p.display().to_string()).collect(),
+        canonical_drives: assembled
+            .paths
+            .iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()).display().to_string())
+            .collect(),
         device: None,
     }));
     let record = FailureRecord {
