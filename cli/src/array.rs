@@ -1,5 +1,5 @@
 //! `zapraid format | start | stop | status | fail | inspect`: arrays on real NVMe ZNS
-//! drives (`/dev/ngXnY`) or emulated drive files.
+//! drives (`/dev/ngXnY`) or emulated drive files (`selftest` is in `selftest`).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -23,7 +23,7 @@ use crate::simulate::{raid_level, write_mode, Level, WriteMode};
 use crate::size::{format_bytes, parse_bytes};
 
 /// Default stripe group size (the paper's choice).
-const DEFAULT_GROUP_SIZE: u32 = 256;
+pub(crate) const DEFAULT_GROUP_SIZE: u32 = 256;
 
 #[derive(Args)]
 pub struct FormatArgs {
@@ -108,7 +108,8 @@ pub struct InspectArgs {
     drive: PathBuf,
 }
 
-fn bar(total: u64, what: &str) -> indicatif::ProgressBar {
+/// A progress bar on a terminal, nothing otherwise.
+pub(crate) fn bar(total: u64, what: &str) -> indicatif::ProgressBar {
     if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(total);
         bar.set_style(
@@ -367,7 +368,10 @@ pub fn run_fail(args: FailArgs) -> Result<()> {
             args.name
         );
     } else {
-        println!("array \"{}\": {drive} marked failed; its blocks are rebuilt from the other drives on read", args.name);
+        println!(
+            "array \"{}\": {drive} marked failed; its blocks are rebuilt from the other drives on read",
+            args.name
+        );
     }
     Ok(())
 }
@@ -380,7 +384,9 @@ fn find_drive(drives: &[serde_json::Value], path: &str) -> Option<usize> {
     let canonical = canonical.as_ref().and_then(|p| p.to_str());
     drives
         .iter()
-        .find(|d| d["path"].as_str() == Some(path) || (canonical.is_some() && d["canonical_path"].as_str() == canonical))
+        .find(|d| {
+            d["path"].as_str() == Some(path) || (canonical.is_some() && d["canonical_path"].as_str() == canonical)
+        })
         .and_then(|d| d["index"].as_u64())
         .and_then(|i| usize::try_from(i).ok())
 }
@@ -453,155 +459,5 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
             }
         }
     }
-    Ok(())
-}
-
-#[derive(Args)]
-pub struct SelftestArgs {
-    /// Data to write and verify.
-    #[arg(long, default_value = "64M", value_parser = parse_bytes)]
-    size: u64,
-    /// RAID level.
-    #[arg(long, value_enum, default_value = "raid5")]
-    level: Level,
-    /// Confirm that the drives' contents may be erased (they are formatted).
-    #[arg(long)]
-    erase: bool,
-    /// Drives (NVMe /dev/ngXnY or emulated drive files).
-    #[arg(required = true)]
-    drives: Vec<PathBuf>,
-}
-
-/// Requests in flight at once while the self-test writes or reads.
-const SELFTEST_QUEUE_DEPTH: usize = 32;
-/// Blocks per self-test request.
-const SELFTEST_REQUEST_BLOCKS: u64 = 64;
-
-/// A block's expected contents: its LBA and the pass that wrote it, spread over the block.
-fn selftest_block(lba: u64, pass: u64, block_bytes: usize) -> Vec<u8> {
-    let seed = lba.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ pass;
-    (0..block_bytes).map(|i| (seed >> ((i % 8) * 8)) as u8 ^ (i / 8) as u8).collect()
-}
-
-/// One running engine (no block device) for the self-test.
-struct SelftestArray {
-    thread: zapraid_server::driver::EngineThread,
-    reply: std::sync::Arc<zapraid_server::driver::ReplyTo>,
-    answers: crossbeam_channel::Receiver<zapraid_server::driver::Answer>,
-    block_bytes: usize,
-}
-
-impl SelftestArray {
-    fn start(drives: &[PathBuf]) -> Result<Self> {
-        use zapraid_server::driver::{EngineThread, FailureRecord, ReplyTo};
-        let mut assembled = zapraid_server::array::assemble(drives)?;
-        let engine = zapraid_server::array::recover(&mut assembled)?;
-        let record = FailureRecord {
-            superblock: assembled.superblock,
-            next_lba: assembled.superblock_next_lba.clone(),
-            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
-        };
-        let block_bytes = assembled.geometry.block_size_bytes as usize;
-        let thread = EngineThread::spawn(engine, assembled.drives, block_bytes as u32, record)?;
-        let (tx, answers) = crossbeam_channel::unbounded();
-        let reply = std::sync::Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
-        Ok(SelftestArray { thread, reply, answers, block_bytes })
-    }
-
-    fn send(&self, tag: u64, request: zapraid_engine::Request) -> Result<()> {
-        let message = zapraid_server::driver::Message::Io { tag, request, reply: self.reply.clone() };
-        self.thread.tx.send(message).map_err(|_| anyhow::anyhow!("the engine thread has stopped"))
-    }
-
-    /// Writes (pass > 0) or reads and checks `blocks` blocks of pass `pass`.
-    fn run(&self, blocks: u64, pass: u64, write: bool, what: &str) -> Result<()> {
-        let bar = bar(blocks, what);
-        let requests = blocks.div_ceil(SELFTEST_REQUEST_BLOCKS);
-        let (mut sent, mut done) = (0u64, 0u64);
-        while done < requests {
-            while sent < requests && sent - done < SELFTEST_QUEUE_DEPTH as u64 {
-                let lba = sent * SELFTEST_REQUEST_BLOCKS;
-                let n = SELFTEST_REQUEST_BLOCKS.min(blocks - lba);
-                let request = if write {
-                    let data = (lba..lba + n).flat_map(|l| selftest_block(l, pass, self.block_bytes)).collect();
-                    zapraid_engine::Request::Write { lba, data }
-                } else {
-                    zapraid_engine::Request::Read { lba, blocks: n }
-                };
-                self.send(sent, request)?;
-                sent += 1;
-            }
-            let (tag, result) = self.answers.recv().context("the engine thread has stopped")?;
-            let data = result.with_context(|| format!("{what}: request {tag} failed"))?;
-            if !write {
-                let lba = tag * SELFTEST_REQUEST_BLOCKS;
-                for (i, got) in data.chunks(self.block_bytes).enumerate() {
-                    let l = lba + i as u64;
-                    if got != selftest_block(l, pass, self.block_bytes).as_slice() {
-                        bail!("{what}: block {l} does not hold what was written");
-                    }
-                }
-            }
-            done += 1;
-            bar.inc(SELFTEST_REQUEST_BLOCKS);
-        }
-        bar.finish_and_clear();
-        println!("{what}: {} ok", format_bytes(blocks * self.block_bytes as u64));
-        Ok(())
-    }
-
-    fn fail_drive(&self, drive: usize) -> Result<()> {
-        let (done, result) = crossbeam_channel::bounded(1);
-        self.thread.tx.send(zapraid_server::driver::Message::FailDrive { drive, force: false, done })?;
-        result.recv()?.map(|_| ()).map_err(anyhow::Error::from)
-    }
-
-    fn stop(self) -> Result<()> {
-        let _ = self.thread.tx.send(zapraid_server::driver::Message::Stop);
-        Ok(self.thread.join()?)
-    }
-}
-
-/// The engine end to end on drives, without a block device: format, write, read back,
-/// stop, start, verify, fail a drive, verify degraded, stop, start, verify again.
-pub fn run_selftest(args: SelftestArgs) -> Result<()> {
-    if !args.erase {
-        bail!("selftest formats the drives and erases what they hold: add --erase to confirm");
-    }
-    let level = raid_level(args.level, args.drives.len());
-    let options = FormatOptions {
-        level,
-        mode: write_mode(WriteMode::Zapraid, DEFAULT_GROUP_SIZE),
-        chunk_bytes: 4096,
-        name: "selftest".into(),
-        force: true,
-    };
-    let formatted = format(&args.drives, &options, |_, _| {})?;
-    let blocks = (args.size / u64::from(formatted.block_size_bytes)).min(formatted.logical_blocks);
-    if blocks == 0 {
-        bail!("--size is smaller than one block");
-    }
-    println!("formatted {level} over {} drives; {} to write", args.drives.len(), format_bytes(args.size));
-    let array = SelftestArray::start(&args.drives)?;
-    array.run(blocks, 1, true, "write")?;
-    array.run(blocks, 1, false, "read back")?;
-    array.stop()?;
-    let array = SelftestArray::start(&args.drives)?;
-    array.run(blocks, 1, false, "verify after stop and start")?;
-    if level.tolerated_failures() > 0 {
-        array.fail_drive(1)?;
-        println!("drive 1 ({}) marked failed", args.drives[1].display());
-        array.run(blocks, 1, false, "degraded read")?;
-        array.run(blocks / 2, 2, true, "degraded write of half")?;
-        array.run(blocks / 2, 2, false, "degraded read of the new half")?;
-    }
-    array.stop()?;
-    let array = SelftestArray::start(&args.drives)?;
-    let pass2 = if level.tolerated_failures() > 0 { blocks / 2 } else { 0 };
-    if pass2 > 0 {
-        array.run(pass2, 2, false, "verify after restart (failed drive recorded)")?;
-    }
-    array.stop()?;
-    println!("selftest passed");
     Ok(())
 }

@@ -5,6 +5,7 @@ mod bench;
 mod device;
 mod emu;
 mod report;
+mod selftest;
 mod simulate;
 mod size;
 
@@ -54,7 +55,7 @@ enum Top {
     /// Exercise an array end to end without a block device (no ublk needed): format the
     /// drives, write a pattern, read it back, stop, start, verify, fail a drive, read and
     /// write degraded, restart, verify. Erases the drives (--erase).
-    Selftest(array::SelftestArgs),
+    Selftest(selftest::SelftestArgs),
     /// Emulated ZNS drives: create them, inspect them, calibrate their timing model.
     #[command(subcommand)]
     Emu(emu::EmuCommand),
@@ -94,7 +95,7 @@ fn main() {
         Top::Status(args) => array::run_status(args),
         Top::Fail(args) => array::run_fail(args),
         Top::Inspect(args) => array::run_inspect(args),
-        Top::Selftest(args) => array::run_selftest(args),
+        Top::Selftest(args) => selftest::run_selftest(args),
         Top::Emu(command) => emu::run(command),
         Top::Device(command) => device::run(command),
         Top::Bench(args) => bench::run(args),

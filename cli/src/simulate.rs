@@ -48,8 +48,8 @@ pub struct SimulateArgs {
     /// Data to write and verify.
     #[arg(long, default_value = "64M", value_parser = parse_bytes)]
     size: u64,
-    /// Drives to fail before reading back degraded (at most what the level tolerates,
-    /// unless you want to see the errors).
+    /// Drives to fail before reading back degraded (at most the array's drives; more than
+    /// the level survives shows the reads failing).
     #[arg(long, default_value_t = 1)]
     fail: usize,
     #[arg(long, default_value_t = 1)]
@@ -100,6 +100,11 @@ pub fn write_mode(mode: WriteMode, group_size: u32) -> Mode {
 
 pub fn run(args: SimulateArgs) -> Result<()> {
     let level = raid_level(args.level, args.drives);
+    level.validate()?;
+    if args.fail > args.drives {
+        bail!("--fail {}: the array has only {} drives to fail", args.fail, args.drives);
+    }
+    let tolerated = level.tolerated_failures();
     let mode = write_mode(args.mode, args.group_size);
     let g = geometry();
     let block = u64::from(g.block_size_bytes);
@@ -168,8 +173,13 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     if verify(&mut sim, "normal read", id)? != 0 {
         bail!("data read back differs from what was written");
     }
-    let tolerated = level.tolerated_failures();
-    for drive in 0..args.fail.min(layout.drives()) {
+    if args.fail > tolerated {
+        println!(
+            "failing {} drives, more than the {tolerated} {level} survives: the degraded read is expected to fail",
+            args.fail
+        );
+    }
+    for drive in 0..args.fail {
         sim.drives[drive].fail();
     }
     let bad = verify(&mut sim, &format!("degraded read, {} failed drive(s)", args.fail), id + 1)?;
@@ -180,8 +190,12 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         }
         _ => bail!("degraded read returned wrong data"),
     }
-    if args.crash && args.fail <= tolerated {
-        crash_and_recover(sim, g, config, blocks, block, id + 2, args.seed)?;
+    if args.crash {
+        if args.fail <= tolerated {
+            crash_and_recover(sim, g, config, blocks, block, id + 2, args.seed)?;
+        } else {
+            println!("no crash and recovery: the array has lost more drives than it survives");
+        }
     }
     Ok(())
 }

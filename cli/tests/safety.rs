@@ -254,3 +254,100 @@ fn fail_refuses_what_the_array_cannot_survive() {
     assert!(out.status.success(), "{}", text(&out));
     world.ok(&["stop", "r5"]);
 }
+
+/// Wrong drive counts are said in drives for the level as given (RAID-01 over 1 drive
+/// said "needs 0 drives", over 3 "needs 2"; RAID-1 over 37 said "1+36 chunks").
+#[test]
+fn format_says_drive_counts_as_given() {
+    let world = World::new();
+    let drives = world.drives("d", 37);
+    let refused = |level: &str, count: usize| {
+        let mut args = vec!["format", "--level", level];
+        args.extend(drives[..count].iter().map(String::as_str));
+        world.refused(&args)
+    };
+    for (level, count, said) in [
+        ("raid01", 1, "RAID-01 needs an even number of drives, at least 2 (1 given)"),
+        ("raid01", 3, "RAID-01 needs an even number of drives, at least 2 (3 given)"),
+        ("raid1", 37, "RAID-1 takes at most 5 drives (37 given)"),
+        ("raid1", 6, "RAID-1 takes at most 5 drives (6 given)"),
+        ("raid5", 37, "RAID-5 takes at most 33 drives (37 given)"),
+        ("raid0", 33, "RAID-0 takes at most 32 drives (33 given)"),
+        ("raid6", 3, "RAID-6 needs at least 4 drives (3 given)"),
+    ] {
+        let stderr = refused(level, count);
+        assert!(stderr.contains(said), "{level} over {count}: {stderr}");
+        assert!(!stderr.contains("needs 0") && !stderr.contains("chunks"), "{level} over {count}: {stderr}");
+    }
+    // The largest RAID-1 it names is made.
+    let mut args = vec!["format", "--level", "raid1"];
+    args.extend(drives[..5].iter().map(String::as_str));
+    world.ok(&args);
+}
+
+/// Drives of two arrays mixed: the one of the other array is refused wherever it was
+/// listed (listed first, the healthy drive listed second was blamed).
+#[test]
+fn a_foreign_drive_is_the_one_named() {
+    let world = World::new();
+    let a = world.drives("a", 4);
+    let b = world.drives("b", 4);
+    world.format("raid5", "a", &a);
+    world.format("raid5", "b", &b);
+    for mixed in [[&b[0], &a[1], &a[2], &a[3]], [&a[0], &a[1], &b[2], &a[3]]] {
+        let mut args = vec!["start", "--no-device"];
+        args.extend(mixed.iter().map(|p| p.as_str()));
+        let stderr = world.refused(&args);
+        let foreign = mixed.iter().find(|p| p.contains("/b/")).unwrap();
+        assert!(stderr.contains(&format!("{foreign} refused: it belongs to array ")), "{stderr}");
+        assert!(stderr.contains("(\"b\"), while 3 of the 4 drives given belong to array "), "{stderr}");
+        assert!(!stderr.contains("/a/drive1.zns refused"), "a healthy drive blamed: {stderr}");
+    }
+}
+
+/// The self-test says what it writes (its --size capped at what the array holds: it
+/// said "64 MiB to write" and wrote what fitted) and verifies all of it after the last
+/// restart (it verified half, and nothing at all on RAID-0).
+#[test]
+fn selftest_says_what_it_writes_and_verifies_it_all() {
+    let world = World::new();
+    let drives = world.drives("d", 4);
+    for level in ["raid5", "raid0"] {
+        let mut args = vec!["selftest", "--erase", "--level", level];
+        args.extend(drives.iter().map(String::as_str));
+        let stdout = world.ok(&args);
+        assert!(!stdout.contains("64 MiB to write"), "{stdout}");
+        let written = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("write: ").and_then(|l| l.strip_suffix(" ok")))
+            .unwrap_or_else(|| panic!("no write line: {stdout}"))
+            .to_string();
+        assert_ne!(written, "64 MiB", "{stdout}");
+        assert!(
+            stdout.contains(&format!("over 4 drives; writing {written} (all the array holds: --size 64 MiB is more)")),
+            "{stdout}"
+        );
+        assert!(stdout.contains(&format!("selftest passed: {written} written and verified")), "{stdout}");
+        if level == "raid5" {
+            assert!(stdout.contains("verify after restart (failed drive recorded), first half (written degraded): "));
+            assert!(stdout.contains("verify after restart (failed drive recorded), second half: "), "{stdout}");
+        } else {
+            assert!(stdout.contains(&format!("verify after a second stop and start: {written} ok")), "{stdout}");
+        }
+    }
+}
+
+/// simulate refuses to fail more drives than the array has (--fail 100 was accepted and
+/// said "100 failed drive(s)"), and says up front when the read is meant to fail.
+#[test]
+fn simulate_fails_only_drives_it_has() {
+    let world = World::new();
+    let stderr = world.refused(&["simulate", "--size", "1M", "--fail", "100"]);
+    assert!(stderr.contains("--fail 100: the array has only 4 drives to fail"), "{stderr}");
+    let stdout = world.ok(&["simulate", "--size", "1M", "--fail", "2"]);
+    assert!(
+        stdout
+            .contains("failing 2 drives, more than the 1 RAID-5 (3+1) survives: the degraded read is expected to fail"),
+        "{stdout}"
+    );
+}

@@ -12,7 +12,7 @@ use zapraid_zns::Geometry;
 
 use crate::error::{Error, Result};
 use crate::format::{footer_entries_per_block, BLOCK_METADATA_BYTES, MAX_DRIVES};
-use crate::parity::MAX_PARITY_CHUNKS;
+use crate::parity::{MAX_DATA_CHUNKS, MAX_PARITY_CHUNKS};
 
 /// RAID schemes of the paper's Exp#4 and general k+m.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,22 +136,52 @@ impl RaidLevel {
         (level.shape() == (data, parity)).then_some(level)
     }
 
-    fn validate(self) -> Result<()> {
-        let (k, m) = self.shape();
+    /// The most drives the level takes: what the array format holds (`MAX_DRIVES`) and
+    /// its code encodes (`MAX_DATA_CHUNKS` data and `MAX_PARITY_CHUNKS` redundancy chunks
+    /// per stripe).
+    pub fn max_drives(self) -> usize {
+        let most = match self {
+            RaidLevel::Raid0 { .. } => MAX_DATA_CHUNKS,
+            RaidLevel::Raid1 { .. } => 1 + MAX_PARITY_CHUNKS,
+            RaidLevel::Raid01 { .. } => 2 * MAX_PARITY_CHUNKS,
+            RaidLevel::Raid4 { .. } | RaidLevel::Raid5 { .. } => MAX_DATA_CHUNKS + 1,
+            RaidLevel::Raid6 { .. } => MAX_DATA_CHUNKS + 2,
+            RaidLevel::Erasure { .. } => MAX_DRIVES,
+        };
+        most.min(MAX_DRIVES)
+    }
+
+    /// Whether an array of this level can be made: enough drives for it, not more than it
+    /// takes. The reason is said in drives, as the level is given.
+    pub fn validate(self) -> Result<()> {
         let bad = |reason: String| Err(Error::InvalidConfig { reason });
         match self {
             RaidLevel::Raid01 { drives } if drives < 2 || !drives.is_multiple_of(2) => {
-                return bad(format!("RAID-01 needs an even number of drives, at least 2 (got {drives})"))
+                return bad(format!("RAID-01 needs an even number of drives, at least 2 ({drives} given)"))
             }
-            RaidLevel::Raid1 { drives } if drives < 2 => return bad("RAID-1 needs at least 2 drives".into()),
+            RaidLevel::Raid0 { drives } if drives < 1 => return bad("RAID-0 needs at least 1 drive".into()),
+            RaidLevel::Raid1 { drives } if drives < 2 => {
+                return bad(format!("RAID-1 needs at least 2 drives ({drives} given)"))
+            }
             RaidLevel::Raid4 { drives } | RaidLevel::Raid5 { drives } if drives < 3 => {
-                return bad(format!("{} needs at least 3 drives", self.label()))
+                return bad(format!("{} needs at least 3 drives ({drives} given)", self.label()))
             }
-            RaidLevel::Raid6 { drives } if drives < 4 => return bad("RAID-6 needs at least 4 drives".into()),
+            RaidLevel::Raid6 { drives } if drives < 4 => {
+                return bad(format!("RAID-6 needs at least 4 drives ({drives} given)"))
+            }
+            RaidLevel::Erasure { k, m }
+                if k == 0 || k > MAX_DATA_CHUNKS || m > MAX_PARITY_CHUNKS || k + m > MAX_DRIVES =>
+            {
+                return bad(format!(
+                    "{k}+{m}: a stripe takes 1 to {MAX_DATA_CHUNKS} data chunks and at most {MAX_PARITY_CHUNKS} \
+                     parity chunks, on at most {MAX_DRIVES} drives"
+                ))
+            }
             _ => {}
         }
-        if k == 0 || k + m > MAX_DRIVES || m > MAX_PARITY_CHUNKS {
-            return bad(format!("{k}+{m} chunks: need k >= 1, m <= {MAX_PARITY_CHUNKS}, k + m <= {MAX_DRIVES}"));
+        let (k, m) = self.shape();
+        if k + m > self.max_drives() {
+            return bad(format!("{} takes at most {} drives ({} given)", self.label(), self.max_drives(), k + m));
         }
         Ok(())
     }
@@ -494,6 +524,50 @@ mod tests {
         }
         assert_eq!(Mode::ZoneAppendOnly.group_size(), None);
         let err = Layout::new(&qemu(), RaidLevel::Raid5 { drives: 2 }, Mode::ZoneWriteOnly, 4096).unwrap_err();
-        assert_eq!(err.to_string(), "invalid array configuration: RAID-5 needs at least 3 drives");
+        assert_eq!(err.to_string(), "invalid array configuration: RAID-5 needs at least 3 drives (2 given)");
+    }
+
+    /// Too few or too many drives are said in drives, as the level was given (RAID-01
+    /// over 1 drive said "needs 0 drives"; RAID-1 over 37 said "1+36 chunks").
+    #[test]
+    fn drive_counts_are_checked_in_drives() {
+        let said = |level: RaidLevel| level.validate().unwrap_err().to_string();
+        assert_eq!(
+            said(RaidLevel::Raid01 { drives: 1 }),
+            "invalid array configuration: RAID-01 needs an even number of drives, at least 2 (1 given)"
+        );
+        assert!(said(RaidLevel::Raid01 { drives: 3 }).contains("even number of drives, at least 2 (3 given)"));
+        assert_eq!(
+            said(RaidLevel::Raid1 { drives: 37 }),
+            "invalid array configuration: RAID-1 takes at most 5 drives (37 given)"
+        );
+        assert!(said(RaidLevel::Raid0 { drives: 37 }).ends_with("RAID-0 takes at most 32 drives (37 given)"));
+        assert!(said(RaidLevel::Raid5 { drives: 34 }).ends_with("RAID-5 takes at most 33 drives (34 given)"));
+        assert!(said(RaidLevel::Raid6 { drives: 40 }).ends_with("RAID-6 takes at most 34 drives (40 given)"));
+        assert!(said(RaidLevel::Raid01 { drives: 10 }).ends_with("RAID-01 takes at most 8 drives (10 given)"));
+        assert!(said(RaidLevel::Erasure { k: 30, m: 8 }).contains("at most 4 parity chunks"));
+        // Every level takes as many drives as it says, and no more.
+        for level in [
+            RaidLevel::Raid0 { drives: 1 },
+            RaidLevel::Raid1 { drives: 2 },
+            RaidLevel::Raid01 { drives: 2 },
+            RaidLevel::Raid4 { drives: 3 },
+            RaidLevel::Raid5 { drives: 3 },
+            RaidLevel::Raid6 { drives: 4 },
+        ] {
+            let with = |drives: usize| match level {
+                RaidLevel::Raid0 { .. } => RaidLevel::Raid0 { drives },
+                RaidLevel::Raid1 { .. } => RaidLevel::Raid1 { drives },
+                RaidLevel::Raid01 { .. } => RaidLevel::Raid01 { drives },
+                RaidLevel::Raid4 { .. } => RaidLevel::Raid4 { drives },
+                RaidLevel::Raid5 { .. } => RaidLevel::Raid5 { drives },
+                _ => RaidLevel::Raid6 { drives },
+            };
+            let most = level.max_drives();
+            assert!(with(most).validate().is_ok(), "{level} over {most}");
+            assert!(crate::ParityCodec::for_level(with(most)).is_ok(), "{level} over {most}: no code");
+            let step = if matches!(level, RaidLevel::Raid01 { .. }) { 2 } else { 1 };
+            assert!(with(most + step).validate().is_err(), "{level} over {}", most + step);
+        }
     }
 }

@@ -98,6 +98,8 @@ fn check_completion(path: &Path, what: &'static str, c: Completion) -> Result<()
 /// Formats `paths` as one array; `progress(done, total)` is told as each drive is done.
 pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnMut(usize, usize)) -> Result<Formatted> {
     crate::names::check_name(&options.name)?;
+    // Said in drives for the level as given, before the count below is taken from it.
+    options.level.validate()?;
     refuse_repeated_drives(paths)?;
     let (k, m) = options.level.shape();
     if k + m != paths.len() {
@@ -237,28 +239,18 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
         let Some((sb, next)) = read_superblock_at(drive.as_mut()) else {
             return Err(Error::Refused { path: path.clone(), reason: missing_superblock_reason(drive.as_mut()) });
         };
-        if let Some((first, _, first_path)) = found.first() {
-            if first.array_uuid != sb.array_uuid {
-                return Err(Error::Refused {
-                    path: path.clone(),
-                    reason: format!(
-                        "it belongs to array {} (\"{}\"), {} to {}",
-                        uuid_text(&sb.array_uuid),
-                        sb.name(),
-                        first_path.display(),
-                        uuid_text(&first.array_uuid)
-                    ),
-                });
-            }
-        }
-        if let Some((_, _, other)) = found.iter().find(|(s, _, _)| s.drive_index.get() == sb.drive_index.get()) {
+        next_lba.push((sb.drive_index.get(), next));
+        found.push((sb, drive, path.clone()));
+    }
+    let superblocks: Vec<(&ArraySuperblock, &Path)> = found.iter().map(|(sb, _, path)| (sb, path.as_path())).collect();
+    refuse_mixed_arrays(&superblocks)?;
+    for (i, (sb, _, path)) in found.iter().enumerate() {
+        if let Some((_, _, other)) = found[..i].iter().find(|(s, _, _)| s.drive_index.get() == sb.drive_index.get()) {
             return Err(Error::Refused {
                 path: path.clone(),
                 reason: format!("it is drive {} of the array, as is {}", sb.drive_index.get(), other.display()),
             });
         }
-        next_lba.push((sb.drive_index.get(), next));
-        found.push((sb, drive, path.clone()));
     }
     next_lba.sort_unstable();
     let newest = found.iter().map(|(s, _, _)| *s).max_by_key(|s| s.generation.get());
@@ -315,6 +307,49 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
         geometry: geometry.expect("drives"),
         config,
         name: first.name(),
+    })
+}
+
+/// Refuses drives of more than one array. The odd one out is named: a drive of another
+/// array than most of the drives given belong to, wherever it was listed; with no such
+/// majority, each array's drives.
+fn refuse_mixed_arrays(drives: &[(&ArraySuperblock, &Path)]) -> Result<()> {
+    // Each array's superblock (the first drive's of it) and its drives, in the order given.
+    let mut arrays: Vec<(&ArraySuperblock, Vec<&Path>)> = Vec::new();
+    for &(sb, path) in drives {
+        match arrays.iter_mut().find(|(a, _)| a.array_uuid == sb.array_uuid) {
+            Some((_, paths)) => paths.push(path),
+            None => arrays.push((sb, vec![path])),
+        }
+    }
+    if arrays.len() < 2 {
+        return Ok(());
+    }
+    let named = |sb: &ArraySuperblock| format!("array {} (\"{}\")", uuid_text(&sb.array_uuid), sb.name());
+    let most = arrays.iter().map(|(_, paths)| paths.len()).max().unwrap_or(0);
+    let mut largest = arrays.iter().filter(|(_, paths)| paths.len() == most);
+    if let (Some((majority, _)), None) = (largest.next(), largest.next()) {
+        if let Some((odd, path)) = drives.iter().find(|(sb, _)| sb.array_uuid != majority.array_uuid) {
+            return Err(Error::Refused {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "it belongs to {}, while {most} of the {} drives given belong to {}",
+                    named(odd),
+                    drives.len(),
+                    named(majority)
+                ),
+            });
+        }
+    }
+    let groups: Vec<String> = arrays
+        .iter()
+        .map(|(sb, paths)| {
+            let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            format!("{} to {}", paths.join(", "), named(sb))
+        })
+        .collect();
+    Err(Error::Config {
+        reason: format!("the drives given belong to different arrays: {}; give one array's drives", groups.join("; ")),
     })
 }
 
@@ -390,4 +425,36 @@ fn new_uuid() -> [u8; 16] {
 pub fn uuid_text(uuid: &[u8; 16]) -> String {
     let h: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
     format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn superblock(uuid: u8, name: &str) -> ArraySuperblock {
+        let mut sb = <ArraySuperblock as zerocopy::FromZeros>::new_zeroed();
+        sb.array_uuid = [uuid; 16];
+        sb.name[..name.len()].copy_from_slice(name.as_bytes());
+        sb
+    }
+
+    /// The drive of another array is named wherever it was listed (listed first, it made
+    /// the healthy second drive the one refused).
+    #[test]
+    fn the_odd_drive_out_is_named() {
+        let (a, b) = (superblock(0xaa, "a"), superblock(0xbb, "b"));
+        let paths: Vec<PathBuf> = (0..4).map(|i| PathBuf::from(format!("d{i}"))).collect();
+        fn given<'a>(sbs: [&'a ArraySuperblock; 4], paths: &'a [PathBuf]) -> Vec<(&'a ArraySuperblock, &'a Path)> {
+            sbs.into_iter().zip(paths).map(|(sb, p)| (sb, p.as_path())).collect()
+        }
+        assert!(refuse_mixed_arrays(&given([&a, &a, &a, &a], &paths)).is_ok());
+        let e = refuse_mixed_arrays(&given([&b, &a, &a, &a], &paths)).unwrap_err().to_string();
+        assert!(e.starts_with("d0 refused: it belongs to array bbbbbbbb-"), "{e}");
+        assert!(e.contains("(\"b\"), while 3 of the 4 drives given belong to array aaaaaaaa-"), "{e}");
+        let e = refuse_mixed_arrays(&given([&a, &a, &b, &a], &paths)).unwrap_err().to_string();
+        assert!(e.starts_with("d2 refused: it belongs to array bbbbbbbb-"), "{e}");
+        let e = refuse_mixed_arrays(&given([&b, &a, &b, &a], &paths)).unwrap_err().to_string();
+        assert!(e.starts_with("the drives given belong to different arrays: d0, d2 to array bbbbbbbb-"), "{e}");
+        assert!(e.contains("; d1, d3 to array aaaaaaaa-"), "{e}");
+    }
 }

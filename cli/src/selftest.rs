@@ -1,0 +1,188 @@
+//! `zapraid selftest`: the engine end to end on drives, without a block device (no ublk
+//! needed): format, write a pattern, read it back, stop, start, verify, fail a drive (if
+//! the level survives one), read and write degraded, stop, start, verify everything
+//! again. It says what it really writes and verifies: `--size` is capped at what the
+//! array holds.
+
+use std::ops::Range;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use zapraid_server::array::{format, FormatOptions};
+use zapraid_server::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
+
+use crate::array::{bar, DEFAULT_GROUP_SIZE};
+use crate::simulate::{raid_level, write_mode, Level, WriteMode};
+use crate::size::{format_bytes, parse_bytes};
+
+#[derive(Args)]
+pub struct SelftestArgs {
+    /// Data to write and verify (at most what the array holds: less is written if the
+    /// drives are small, and said).
+    #[arg(long, default_value = "64M", value_parser = parse_bytes)]
+    size: u64,
+    /// RAID level.
+    #[arg(long, value_enum, default_value = "raid5")]
+    level: Level,
+    /// Confirm that the drives' contents may be erased (they are formatted).
+    #[arg(long)]
+    erase: bool,
+    /// Drives (NVMe /dev/ngXnY or emulated drive files).
+    #[arg(required = true)]
+    drives: Vec<PathBuf>,
+}
+
+/// Requests in flight at once while the self-test writes or reads.
+const SELFTEST_QUEUE_DEPTH: u64 = 32;
+/// Blocks per self-test request.
+const SELFTEST_REQUEST_BLOCKS: u64 = 64;
+/// Chunk size of the array the self-test formats.
+const SELFTEST_CHUNK_BYTES: u64 = 4096;
+/// The drive the self-test fails (any would do; the first is left alone).
+const SELFTEST_FAILED_DRIVE: usize = 1;
+
+/// A block's expected contents: its LBA and the pass that wrote it, spread over the block.
+fn selftest_block(lba: u64, pass: u64, block_bytes: usize) -> Vec<u8> {
+    let seed = lba.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ pass;
+    (0..block_bytes).map(|i| (seed >> ((i % 8) * 8)) as u8 ^ (i / 8) as u8).collect()
+}
+
+/// One running engine (no block device) for the self-test.
+struct SelftestArray {
+    thread: EngineThread,
+    reply: std::sync::Arc<ReplyTo>,
+    answers: crossbeam_channel::Receiver<Answer>,
+    block_bytes: usize,
+}
+
+impl SelftestArray {
+    fn start(drives: &[PathBuf]) -> Result<Self> {
+        let mut assembled = zapraid_server::array::assemble(drives)?;
+        let engine = zapraid_server::array::recover(&mut assembled)?;
+        let record = FailureRecord {
+            superblock: assembled.superblock,
+            next_lba: assembled.superblock_next_lba.clone(),
+            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
+        };
+        let block_bytes = assembled.geometry.block_size_bytes as usize;
+        let thread = EngineThread::spawn(engine, assembled.drives, block_bytes as u32, record)?;
+        let (tx, answers) = crossbeam_channel::unbounded();
+        let reply = std::sync::Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
+        Ok(SelftestArray { thread, reply, answers, block_bytes })
+    }
+
+    fn send(&self, tag: u64, request: zapraid_engine::Request) -> Result<()> {
+        let message = Message::Io { tag, request, reply: self.reply.clone() };
+        self.thread.tx.send(message).map_err(|_| anyhow::anyhow!("the engine thread has stopped"))
+    }
+
+    /// Writes (`write`) or reads and checks the blocks `lbas` as pass `pass` wrote them.
+    fn run(&self, lbas: Range<u64>, pass: u64, write: bool, what: &str) -> Result<()> {
+        let blocks = lbas.end - lbas.start;
+        let bar = bar(blocks, what);
+        let requests = blocks.div_ceil(SELFTEST_REQUEST_BLOCKS);
+        let (mut sent, mut done) = (0u64, 0u64);
+        while done < requests {
+            while sent < requests && sent - done < SELFTEST_QUEUE_DEPTH {
+                let lba = lbas.start + sent * SELFTEST_REQUEST_BLOCKS;
+                let n = SELFTEST_REQUEST_BLOCKS.min(lbas.end - lba);
+                let request = if write {
+                    let data = (lba..lba + n).flat_map(|l| selftest_block(l, pass, self.block_bytes)).collect();
+                    zapraid_engine::Request::Write { lba, data }
+                } else {
+                    zapraid_engine::Request::Read { lba, blocks: n }
+                };
+                self.send(sent, request)?;
+                sent += 1;
+            }
+            let (tag, result) = self.answers.recv().context("the engine thread has stopped")?;
+            let data = result.with_context(|| format!("{what}: request {tag} failed"))?;
+            if !write {
+                let lba = lbas.start + tag * SELFTEST_REQUEST_BLOCKS;
+                for (i, got) in data.chunks(self.block_bytes).enumerate() {
+                    let l = lba + i as u64;
+                    if got != selftest_block(l, pass, self.block_bytes).as_slice() {
+                        bail!("{what}: block {l} does not hold what was written");
+                    }
+                }
+            }
+            done += 1;
+            bar.inc(SELFTEST_REQUEST_BLOCKS);
+        }
+        bar.finish_and_clear();
+        println!("{what}: {} ok", format_bytes(blocks * self.block_bytes as u64));
+        Ok(())
+    }
+
+    fn fail_drive(&self, drive: usize) -> Result<()> {
+        let (done, result) = crossbeam_channel::bounded(1);
+        self.thread.tx.send(Message::FailDrive { drive, force: false, done })?;
+        result.recv()?.map(|_| ()).map_err(anyhow::Error::from)
+    }
+
+    fn stop(self) -> Result<()> {
+        let _ = self.thread.tx.send(Message::Stop);
+        Ok(self.thread.join()?)
+    }
+}
+
+/// The engine end to end on drives, without a block device: format, write, read back,
+/// stop, start, verify, fail a drive, verify degraded, stop, start, verify again.
+pub fn run_selftest(args: SelftestArgs) -> Result<()> {
+    if !args.erase {
+        bail!("selftest formats the drives and erases what they hold: add --erase to confirm");
+    }
+    let level = raid_level(args.level, args.drives.len());
+    let options = FormatOptions {
+        level,
+        mode: write_mode(WriteMode::Zapraid, DEFAULT_GROUP_SIZE),
+        chunk_bytes: SELFTEST_CHUNK_BYTES,
+        name: "selftest".into(),
+        force: true,
+    };
+    let formatted = format(&args.drives, &options, |_, _| {})?;
+    let block_bytes = u64::from(formatted.block_size_bytes);
+    let blocks = (args.size / block_bytes).min(formatted.logical_blocks);
+    if blocks == 0 {
+        bail!("--size is smaller than one block ({})", format_bytes(block_bytes));
+    }
+    let size = format_bytes(blocks * block_bytes);
+    let capped = if blocks == formatted.logical_blocks && args.size / block_bytes > blocks {
+        format!(" (all the array holds: --size {} is more)", format_bytes(args.size))
+    } else {
+        String::new()
+    };
+    println!("formatted {level} over {} drives; writing {size}{capped}", args.drives.len());
+    let all = 0..blocks;
+    let array = SelftestArray::start(&args.drives)?;
+    array.run(all.clone(), 1, true, "write")?;
+    array.run(all.clone(), 1, false, "read back")?;
+    array.stop()?;
+    let array = SelftestArray::start(&args.drives)?;
+    array.run(all.clone(), 1, false, "verify after stop and start")?;
+    // With a drive failed, the first half is written again (pass 2) degraded.
+    let half = blocks / 2;
+    let degraded = level.tolerated_failures() > 0;
+    if degraded {
+        array.fail_drive(SELFTEST_FAILED_DRIVE)?;
+        println!("drive {SELFTEST_FAILED_DRIVE} ({}) marked failed", args.drives[SELFTEST_FAILED_DRIVE].display());
+        array.run(all.clone(), 1, false, "degraded read")?;
+        array.run(0..half, 2, true, "degraded write of the first half")?;
+        array.run(0..half, 2, false, "degraded read of the first half")?;
+    } else {
+        println!("{level} survives no failed drive: no drive is failed");
+    }
+    array.stop()?;
+    let array = SelftestArray::start(&args.drives)?;
+    if degraded {
+        let what = "verify after restart (failed drive recorded)";
+        array.run(0..half, 2, false, &format!("{what}, first half (written degraded)"))?;
+        array.run(half..blocks, 1, false, &format!("{what}, second half"))?;
+    } else {
+        array.run(all, 1, false, "verify after a second stop and start")?;
+    }
+    array.stop()?;
+    println!("selftest passed: {size} written and verified");
+    Ok(())
+}
