@@ -247,7 +247,7 @@ pub fn recovery_point_with(sealed_segments: u64, seed: u64, shutdown: Shutdown) 
     let per_segment = layout.data_blocks_per_segment();
     let blocks = (sealed_segments * per_segment + per_segment / 2) / FILL_REQUEST_BLOCKS * FILL_REQUEST_BLOCKS;
     let segments = blocks.div_ceil(layout.data_blocks_per_segment());
-    let geometry = Geometry { zone_count: segments as u32 + 2, ..base };
+    let geometry = Geometry { zone_count: layout.zones_for_capacity(blocks), ..base };
     let config = config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096, blocks);
     let mut sim = Simulator::new(geometry, config, seed, Some(TimingParams::zn540()))?;
     fill_sequential(&mut sim, blocks, FILL_REQUEST_BLOCKS, block)?;

@@ -28,16 +28,20 @@
 //! moves only if it still points at the old place. Once every moved block is persisted
 //! and nothing is in flight on the old zones, they are reset and free. A crash before the
 //! reset leaves two copies with the same timestamp and contents; recovery takes the newer
-//! segment's. While a relocation runs, frontend stripes leave the last empty zone to it.
+//! segment's. How many empty zones frontend stripes and relocations leave, and why the
+//! exported capacity guarantees a victim worth moving, is in `capacity`.
 //!
 //! Invariants (asserted): a zone has at most one Zone Write in flight; appends of one
 //! group land inside the group's region; every persisted data block is in the footer
-//! records of its segment; a segment is reset only when the L2P maps nothing into it.
+//! records of its segment; a segment is reset only when the L2P maps nothing into it; the
+//! recovery reserve of empty zones is used only after a restart; at most one segment is
+//! being sealed when the next one opens.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneAction, ZoneTarget};
 
+use crate::capacity::{GC_RESERVED_ZONES, GC_START_FREE_ZONES, RECOVERY_RESERVED_ZONES, SEALING_SEGMENTS};
 use crate::error::{Error, Result};
 use crate::format::{
     encode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata, FooterBlockHeader, FooterEntry,
@@ -135,13 +139,6 @@ pub struct Status {
     /// segment, media error) and were rebuilt from their stripe.
     pub read_blocks_repaired: u64,
 }
-
-/// Garbage collection starts when this few empty zones are left.
-const GC_START_FREE_ZONES: usize = 2;
-
-/// While a segment is being relocated, frontend stripes leave this many empty zones to the
-/// relocation, so that it always has room to finish (else both would wait on each other).
-const GC_RESERVED_ZONES: usize = 1;
 
 /// Relocation reads in flight at once: bounds the memory garbage collection holds.
 const GC_MAX_READS_IN_FLIGHT: usize = 64;
@@ -366,6 +363,10 @@ pub struct Engine {
     gc_check_needed: bool,
     /// Segments recovered open may still wait to be reclaimed (none are made later).
     reclaim_pending: bool,
+    /// Recovered, and the segments that were open not all reclaimed yet or fewer than
+    /// `GC_START_FREE_ZONES` zones empty since: relocations may use the recovery reserve
+    /// (what it is for) until both are done.
+    restoring_reserve: bool,
     segments_reclaimed: u64,
     blocks_relocated: u64,
     recovery_repairs: crate::recovery::Repairs,
@@ -426,6 +427,7 @@ impl Engine {
             relocation: None,
             gc_check_needed: false,
             reclaim_pending: false,
+            restoring_reserve: false,
             segments_reclaimed: 0,
             recovery_repairs: Default::default(),
             read_blocks_repaired: 0,
@@ -470,6 +472,8 @@ impl Engine {
         }
         self.gc_check_needed = true;
         self.free_zones = recovered.free_zones.into();
+        self.restoring_reserve = true;
+        self.update_restoring_reserve();
         self.next_sequence = recovered.next_sequence;
         self.next_timestamp = recovered.next_timestamp;
         self.recovery_repairs = recovered.repairs;
@@ -792,6 +796,16 @@ impl Engine {
 
     fn open_new_segment(&mut self) -> bool {
         let Some(zone) = self.free_zones.pop_front() else { return false };
+        self.gc_check_needed = true; // empty zones may now be low
+        debug_assert!(
+            self.restoring_reserve || self.free_zones.len() >= RECOVERY_RESERVED_ZONES,
+            "the recovery reserve is used only after a restart"
+        );
+        debug_assert!(
+            self.segments.iter().flatten().filter(|s| s.state == SegmentState::Sealing).count()
+                <= SEALING_SEGMENTS as usize,
+            "more segments being sealed than drives are asked to keep active"
+        );
         let sequence = self.next_sequence;
         self.next_sequence += 1;
         let n = self.layout.drives();
@@ -905,8 +919,7 @@ impl Engine {
             let Some(&number) = (if gc { self.gc_queued.front() } else { self.queued.front() }) else { break };
             let relocating = self.relocation.is_some();
             let Some(seg_index) = self.open_segment else {
-                let reserved = if relocating && !gc { GC_RESERVED_ZONES } else { 0 };
-                if self.free_zones.len() > reserved {
+                if self.free_zones.len() > self.zones_to_leave(gc) {
                     self.open_new_segment();
                     continue;
                 }
@@ -919,8 +932,8 @@ impl Engine {
                 self.fail_queued_stripes();
                 break;
             };
-            if !gc && relocating && self.free_zones.is_empty() {
-                break; // the rest of the last segment is the relocation's
+            if !gc && relocating && self.free_zones.len() <= self.zones_to_leave(true) {
+                break; // the relocation may open no other zone: the rest of this one is its
             }
             let seg = self.seg(seg_index);
             if seg.header_pending > 0 || seg.group_issued == self.layout.group_stripes(seg.group) {
@@ -941,6 +954,39 @@ impl Engine {
 
     // ---- garbage collection --------------------------------------------------------
 
+    /// Empty zones that opening a segment must leave (see `capacity`): the recovery reserve
+    /// (relocations may use it while `restoring_reserve`), and for user stripes while a
+    /// relocation runs, the relocation's zone too.
+    fn zones_to_leave(&self, gc: bool) -> usize {
+        match &self.relocation {
+            Some(_) if !gc => RECOVERY_RESERVED_ZONES + GC_RESERVED_ZONES,
+            Some(_) => self.relocation_zones_to_leave(),
+            None => RECOVERY_RESERVED_ZONES,
+        }
+    }
+
+    /// Empty zones a relocation must leave: none after a restart until the segments that
+    /// were open are reclaimed and the reserve is whole again, else the recovery reserve.
+    fn relocation_zones_to_leave(&self) -> usize {
+        if self.restoring_reserve {
+            0
+        } else {
+            RECOVERY_RESERVED_ZONES
+        }
+    }
+
+    /// Whether recovered open segments still wait to be reclaimed.
+    fn reclaim_left(&self) -> bool {
+        let waiting = |s: &&Segment| s.reclaim_first && s.state != SegmentState::Relocating && !s.unreclaimable;
+        self.segments.iter().flatten().any(|s| waiting(&s))
+    }
+
+    /// Ends the use of the recovery reserve after a restart once the segments that were
+    /// open are reclaimed and enough zones are empty.
+    fn update_restoring_reserve(&mut self) {
+        self.restoring_reserve &= self.reclaim_left() || self.free_zones.len() < GC_START_FREE_ZONES;
+    }
+
     /// Data blocks the open segment can still take, counted in whole stripes.
     fn open_segment_room_blocks(&self) -> u64 {
         let Some(zone) = self.open_segment else { return 0 };
@@ -950,34 +996,31 @@ impl Engine {
     }
 
     /// Starts relocating a segment if one is due: a recovered open segment, or, when empty
-    /// zones run low, the sealed segment with the fewest live blocks (greedy). Only if the
-    /// relocation is sure to find room: an empty zone, or enough of the open segment.
+    /// zones run low, the sealed segment with the fewest live blocks (greedy), if moving it
+    /// frees space (`Layout::gc_victim_max_live_blocks`). Only if the relocation is sure to
+    /// find room: an empty zone it may open, or enough of the open segment.
     fn maybe_start_gc(&mut self) -> bool {
         if self.relocation.is_some() || !self.gc_check_needed || self.stop != StopState::Running {
             return false;
         }
-        let capacity = self.layout.data_blocks_per_segment();
+        let worth_moving = self.layout.gc_victim_max_live_blocks();
         let low = self.free_zones.len() <= GC_START_FREE_ZONES;
         if !low && !self.reclaim_pending {
             return false; // nothing due: spare the scan of every segment
         }
         self.gc_check_needed = false;
-        self.reclaim_pending = self
-            .segments
-            .iter()
-            .flatten()
-            .any(|s| s.reclaim_first && s.state == SegmentState::Sealed && !s.unreclaimable);
+        self.reclaim_pending = self.reclaim_left();
         let victim = self
             .segments
             .iter()
             .flatten()
             .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable)
-            .filter(|s| s.reclaim_first || (low && s.valid_blocks < capacity))
+            .filter(|s| s.reclaim_first || (low && s.valid_blocks <= worth_moving))
             .min_by_key(|s| (!s.reclaim_first, s.valid_blocks, s.sequence))
             .map(|s| (s.zone, s.valid_blocks));
         let Some((zone, valid_blocks)) = victim else { return false };
-        let stripe_blocks = self.layout.data_chunks as u64 * self.layout.chunk_blocks;
-        if self.free_zones.is_empty() && self.open_segment_room_blocks() < valid_blocks + stripe_blocks {
+        let may_open = self.free_zones.len() > self.relocation_zones_to_leave();
+        if !may_open && self.open_segment_room_blocks() < valid_blocks + self.layout.stripe_data_blocks() {
             return false;
         }
         tracing::debug!(zone, valid_blocks, "garbage collection: relocating a segment");
@@ -1053,6 +1096,7 @@ impl Engine {
         debug_assert_eq!(self.seg(zone).commands_in_flight, 0);
         self.segments[zone as usize] = None;
         self.free_zones.push_back(zone);
+        self.update_restoring_reserve();
         self.segments_reclaimed += 1;
         self.relocation = None;
         self.gc_check_needed = true;
@@ -1157,7 +1201,9 @@ impl Engine {
 
     fn fail_queued_stripes(&mut self) {
         while let Some(number) = self.queued.pop_front() {
-            let reason = "no empty zone left and no segment with space to reclaim (every block is live)".to_string();
+            let reason = "no empty zone left beyond what garbage collection and recovery need, and no segment \
+                          worth reclaiming (nearly every block is live)"
+                .to_string();
             self.stripe_failed(number, Error::ArrayFull { reason });
         }
     }
@@ -1208,6 +1254,7 @@ impl Engine {
         }
         if self.seg_mut(seg_index).footer_pending == 0 {
             self.seg_mut(seg_index).state = SegmentState::Sealed;
+            self.gc_check_needed = true;
         }
     }
 
@@ -1301,6 +1348,7 @@ impl Engine {
                     if seg.footer_pending == 0 {
                         seg.state = SegmentState::Sealed;
                         seg.footer = Vec::new(); // on the drives now
+                        self.gc_check_needed = true; // a new candidate (if padding left room)
                     }
                 }
             }

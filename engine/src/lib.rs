@@ -6,6 +6,7 @@
 //! `recovery` rebuilds it from the drives after a stop or a crash.
 
 pub mod bench;
+pub mod capacity;
 pub mod engine;
 pub mod error;
 pub mod format;

@@ -26,7 +26,8 @@ pub struct Simulator {
 
 impl Simulator {
     /// A formatted array over fresh in-memory drives; drive i lands concurrent commands
-    /// with seed `seed + i`. With `timing`, drives take virtual time; without, they
+    /// with seed `seed + i`. `config.logical_blocks` must be within the capacity a format
+    /// gives (`Layout::capacity_blocks`). With `timing`, drives take virtual time; without, they
     /// complete instantly (the engine's timers still advance the clock).
     pub fn new(geometry: Geometry, config: Config, seed: u64, timing: Option<TimingParams>) -> Result<Self> {
         Self::build(geometry, config, seed, timing, false)
@@ -46,6 +47,16 @@ impl Simulator {
         discard: bool,
     ) -> Result<Self> {
         let engine = Engine::format(geometry, config)?;
+        let capacity = engine.layout().capacity_blocks(geometry.zone_count);
+        if config.logical_blocks > capacity {
+            return Err(crate::Error::InvalidConfig {
+                reason: format!(
+                    "{} logical blocks exceed the {capacity} that drives of {} zones export (the rest is kept \
+                     for garbage collection and recovery)",
+                    config.logical_blocks, geometry.zone_count
+                ),
+            });
+        }
         let mut drives = Vec::new();
         for i in 0..engine.layout().drives() {
             let drive_seed = seed.wrapping_add(i as u64);
