@@ -4,10 +4,13 @@
 //!
 //! Drives are NVMe ZNS namespaces (`/dev/ngXnY`, io_uring passthrough) or emulated drive
 //! files. Everything read from a drive is checked: a drive of another array, a repeated
-//! or missing drive index, or mismatched geometry is an error naming the drive.
+//! or missing drive index, mismatched geometry, or open/active zone limits below what the
+//! array writes at once is an error naming the drive. The capacity exported is what
+//! garbage collection can always make room for (`Layout::capacity_blocks`).
 
 use std::path::{Path, PathBuf};
 
+use zapraid_engine::capacity::active_zones_needed;
 use zapraid_engine::format::{ArraySuperblock, BLOCK_METADATA_BYTES};
 use zapraid_engine::recovery::Recovery;
 use zapraid_engine::{Config, Engine, Layout, Mode, RaidLevel, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
@@ -79,10 +82,6 @@ pub struct FormatOptions {
     pub force: bool,
 }
 
-/// Zones left free on top of the exported capacity so that garbage collection always has
-/// room to work: this many, or a tenth of the zones if more.
-pub const SPARE_ZONES_MIN: u32 = 4;
-
 /// What `format` made.
 #[derive(Clone, Copy, Debug)]
 pub struct Formatted {
@@ -93,6 +92,35 @@ pub struct Formatted {
 
 fn check_completion(path: &Path, what: &'static str, c: Completion) -> Result<()> {
     c.result.map(|_| ()).map_err(|error| Error::DriveCommand { path: path.to_path_buf(), what, error })
+}
+
+/// Refuses a drive whose open or active zone limits cannot hold the zones the array writes
+/// into at once: the open segment and one being sealed (`active_zones_needed`), and for
+/// active zones also the superblock zone, which stays partly written.
+pub fn check_zone_limits(path: &Path, geometry: &Geometry, level: RaidLevel) -> Result<()> {
+    let engine = active_zones_needed();
+    let limits = [
+        ("open", geometry.max_open_zones, engine, "the open segment and a segment being sealed"),
+        (
+            "active",
+            geometry.max_active_zones,
+            engine + SUPERBLOCK_ZONES,
+            "the superblock zone, the open segment and a segment being sealed",
+        ),
+    ];
+    for (what, limit, needed, why) in limits {
+        if let Some(limit) = limit.filter(|limit| *limit < needed) {
+            let zones = if limit == 1 { "zone" } else { "zones" };
+            return Err(Error::Refused {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "it has at most {limit} {what} {zones}; a {} array needs {needed} ({why})",
+                    level.label()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Formats `paths` as one array; `progress(done, total)` is told as each drive is done.
@@ -123,6 +151,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
                 ),
             });
         }
+        check_zone_limits(path, &g, options.level)?;
         match geometry {
             None => geometry = Some(g),
             Some(first) if first != g => {
@@ -158,13 +187,19 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
     let raw = geometry.expect("at least one drive");
     let array_geometry = Geometry { zone_count: raw.zone_count - SUPERBLOCK_ZONES, ..raw };
     let layout = Layout::new(&array_geometry, options.level, options.mode, options.chunk_bytes)?;
-    let spare = SPARE_ZONES_MIN.max(array_geometry.zone_count / 10);
-    if array_geometry.zone_count <= spare + 1 {
+    // What garbage collection and recovery need stays unexported (engine/src/capacity.rs).
+    let logical_blocks = layout.capacity_blocks(array_geometry.zone_count);
+    if logical_blocks == 0 {
         return Err(Error::Config {
-            reason: format!("the drives have {} zones; an array needs more than {}", raw.zone_count, spare + 2),
+            reason: format!(
+                "the drives have {} zones; an array needs more than {} ({SUPERBLOCK_ZONES} for its superblock, {} kept \
+                 empty or open for writing, garbage collection and recovery)",
+                raw.zone_count,
+                SUPERBLOCK_ZONES + Layout::reserved_segments(),
+                Layout::reserved_segments()
+            ),
         });
     }
-    let logical_blocks = layout.data_blocks_per_segment() * u64::from(array_geometry.zone_count - spare);
     let uuid = new_uuid();
     let mut name = [0u8; 32];
     let bytes = options.name.as_bytes();
@@ -289,6 +324,7 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
     let mut ordered_paths = Vec::new();
     let mut geometry = None;
     for (sb, drive, path) in found {
+        check_zone_limits(&path, &drive.geometry(), level)?;
         let reserved = ReservedZones::new(drive, sb.reserved_zones.get())
             .map_err(|error| Error::Drive { path: path.clone(), error })?;
         let g = reserved.geometry();
@@ -298,13 +334,24 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
         drives.push(reserved);
         ordered_paths.push(path);
     }
+    let geometry = geometry.expect("drives");
+    let layout = Layout::new(&geometry, level, mode, config.chunk_bytes)?;
+    let capacity = layout.capacity_blocks(geometry.zone_count);
+    if config.logical_blocks > capacity {
+        tracing::warn!(
+            exported_blocks = config.logical_blocks,
+            capacity_blocks = capacity,
+            "the array exports more than garbage collection can always make room for (formatted by an older \
+             zapraid): filled near its size it may report itself full; reformat it to be safe"
+        );
+    }
     Ok(Assembled {
         drives,
         superblock: first,
         superblock_next_lba: next_lba.into_iter().map(|(_, lba)| lba).collect(),
         failed: failed_drives(&first),
         paths: ordered_paths,
-        geometry: geometry.expect("drives"),
+        geometry,
         config,
         name: first.name(),
     })
@@ -456,5 +503,23 @@ mod tests {
         let e = refuse_mixed_arrays(&given([&b, &a, &b, &a], &paths)).unwrap_err().to_string();
         assert!(e.starts_with("the drives given belong to different arrays: d0, d2 to array bbbbbbbb-"), "{e}");
         assert!(e.contains("; d1, d3 to array aaaaaaaa-"), "{e}");
+    }
+
+    #[test]
+    fn zone_limits_must_hold_what_the_array_writes_at_once() {
+        let path = Path::new("d0.zns");
+        let level = RaidLevel::Raid5 { drives: 3 };
+        let limits = |open, active| Geometry {
+            max_open_zones: Some(open),
+            max_active_zones: Some(active),
+            ..Geometry::small(16, 256, 240)
+        };
+        let err = check_zone_limits(path, &limits(1, 1), level).unwrap_err().to_string();
+        assert!(err.contains("d0.zns") && err.contains("at most 1 open zone; a RAID-5 array needs 2"), "{err}");
+        let err = check_zone_limits(path, &limits(2, 2), level).unwrap_err().to_string();
+        assert!(err.contains("at most 2 active zones; a RAID-5 array needs 3 (the superblock zone"), "{err}");
+        assert!(check_zone_limits(path, &limits(2, 3), level).is_ok());
+        let unlimited = Geometry { max_open_zones: None, max_active_zones: None, ..limits(1, 1) };
+        assert!(check_zone_limits(path, &unlimited, level).is_ok());
     }
 }
