@@ -336,3 +336,21 @@ fn every_level_at_sixteen_zones() {
         run(level, Mode::ZapRaid { group_size: 4 }, 16, 60, 1, 18).unwrap();
     }
 }
+
+/// A run whose power cut lands after a segment's footers and before its zones' finish:
+/// recovery found it sealed and left its zone active on drive 0, so the next segment
+/// exceeded the drive's two active zones and the drive was failed. Recovery now finishes
+/// such zones.
+#[test]
+fn a_sealed_segment_whose_finish_was_lost_is_finished_at_restart() {
+    run(RaidLevel::Raid1 { drives: 3 }, Mode::ZapRaid { group_size: 4 }, 32, 60, 2, 6764908510345885227).unwrap();
+}
+
+/// A run whose power cut tears a stripe of blocks garbage collection was moving: recovery
+/// rebuilt the chunk that never landed and mapped its blocks to the place it guessed for
+/// it, where they are not (and as the newer copy, over the intact old one), so reading
+/// them failed. Blocks of a place its drive never wrote are not mapped now.
+#[test]
+fn a_block_moved_into_a_torn_stripe_reads_from_its_old_copy() {
+    run(RaidLevel::Erasure { k: 2, m: 3 }, Mode::ZapRaid { group_size: 4 }, 32, 30, 2, 7747904143295016835).unwrap();
+}

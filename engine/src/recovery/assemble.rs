@@ -11,7 +11,10 @@
 //!   otherwise (a power cut in the middle of the stripe; such a stripe was never
 //!   acknowledged). Blocks of failed drives are neither: they are expected to be missing.
 //! - Every data block found intact is mapped, also in a stripe that cannot be rebuilt: an
-//!   acknowledged stripe damaged beyond parity keeps what is left of it.
+//!   acknowledged stripe damaged beyond parity keeps what is left of it. A rebuilt data
+//!   block is mapped only if its place was written (or its drive failed): an unwritten
+//!   place belongs to a stripe never acknowledged, and blocks garbage collection was
+//!   moving into it keep their intact old copies.
 //! - With Zone Append, a missing chunk's place is not recorded anywhere: it takes a place of
 //!   its group on that drive that no found chunk claims. When several are missing there, the
 //!   pairing may be wrong, which is safe: reads check each block's LBA, segment and checksum
@@ -161,6 +164,11 @@ pub(super) fn assemble_zone(
             for &drive in &missing {
                 let chunk = layout.chunk_on(number, drive);
                 let (Some(position), true) = (place(drive), chunk < k) else { continue };
+                // A place its drive never wrote: the stripe was never acknowledged, and its
+                // blocks' older copies (garbage collection keeps timestamps) must win.
+                if !failed[drive] && data_start + position * cb + row >= data_end[drive] {
+                    continue;
+                }
                 let Some((lba, timestamp)) = fields[chunk].as_deref().and_then(decode_fields) else { continue };
                 let physical = Physical { zone, drive, offset: data_start + position * cb + row };
                 assembled.blocks.push((lba, timestamp, physical));

@@ -826,11 +826,14 @@ impl Recovery {
         };
         let mut engine = Engine::format(self.geometry, self.config)?;
         engine.install_recovered(recovered);
-        // Recovered open segments are not appended to again; finishing their zones frees
-        // their active resources.
-        for (&zone, _) in self.segments.iter().filter(|(z, _)| !self.sealed[z]) {
+        // Recovered open segments are not appended to again, and a sealed segment's zone
+        // whose finish a power cut lost is not full: finishing their zones frees their
+        // active resources (drives allow only what the engine needs, `capacity`).
+        for &zone in self.segments.keys() {
             for drive in (0..n).filter(|d| !failed_drives.contains(d)) {
-                engine.finish_zone(drive, zone);
+                if !self.sealed[&zone] || self.reports[drive][zone as usize].state != ZoneState::Full {
+                    engine.finish_zone(drive, zone);
+                }
             }
         }
         Ok(engine)
