@@ -436,9 +436,9 @@ fn recovered_open_segment_is_rewritten_and_reclaimed() {
     }
 }
 
-/// Sealed segments stay sealed across a restart, whatever order the drives answer
-/// recovery's reads in (each seed lands them differently): only the segment that was open
-/// waits to be reclaimed, not every segment written before.
+/// Sealed segments stay sealed across a power cut, whatever order the drives answer
+/// recovery's reads in (each seed lands them differently): at most the segment that was
+/// open waits to be reclaimed, not every segment written before.
 #[test]
 fn sealed_segments_are_recovered_sealed() {
     for (level, mode) in schemes() {
@@ -450,13 +450,13 @@ fn sealed_segments_are_recovered_sealed() {
                 sim.submit(round, Request::Write { lba: 0, data });
                 sim.run_until_response(round).unwrap().result.unwrap();
             }
-            sim.stop();
+            sim.run_until_idle();
             let segments = sim.engine.status().segments;
             assert!(segments > 2, "{what}: {segments} segments written");
             let drives = sim.power_cut().unwrap();
             let sim = Simulator::recover_unsettled(geometry(ZONES), config(level, mode), drives).unwrap();
             let status = sim.engine.status();
-            assert_eq!(status.segments_to_reclaim, 1, "{what}: {status:?}");
+            assert!(status.segments_to_reclaim <= 1, "{what}: {status:?}");
         }
     }
 }
