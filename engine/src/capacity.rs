@@ -15,11 +15,11 @@
 //!   beyond the recovery reserve, and when it may open no zone, the rest of the open
 //!   segment: its live blocks fit in one segment, so it always finishes;
 //! - nobody opens the last `RECOVERY_RESERVED_ZONES` empty zones in normal running. After a
-//!   crash or a stop, the segments that were open (the open one and one being sealed: the
-//!   zones recovery holds, counted in the reserve as such) are closed for good, and
-//!   rewriting their live blocks needs an empty zone. After a restart, relocations may use
-//!   the reserve until those segments are reclaimed and `GC_START_FREE_ZONES` zones are
-//!   empty again. (A second power cut in that window may find no empty zone.)
+//!   crash, the segments that were open (the open one and one being sealed: the zones
+//!   recovery holds, counted in the reserve as such) are closed for good, and rewriting
+//!   their live blocks needs an empty zone. After a restart, relocations may use the
+//!   reserve until those segments are reclaimed and `GC_START_FREE_ZONES` zones are empty
+//!   again. (A second power cut in that window may find no empty zone.)
 //!
 //! Invariant (why `capacity_blocks` is what it is): when garbage collection must pick a
 //! victim, at most `GC_START_FREE_ZONES` zones are empty, one holds the open segment and one
@@ -45,8 +45,8 @@ pub const SEALING_SEGMENTS: u32 = 1;
 /// its live blocks fit in one segment.
 pub const GC_RESERVED_ZONES: usize = 1;
 
-/// Empty zones kept for after a restart: the segments that were open are closed for good
-/// and their live blocks are rewritten into an empty zone before they can be reset.
+/// Empty zones kept for after a crash: the segments that were open are closed for good and
+/// their live blocks are rewritten into an empty zone before they can be reset.
 pub const RECOVERY_RESERVED_ZONES: usize = 1;
 
 /// Garbage collection starts when this few empty zones are left: the relocation's own zone
