@@ -193,7 +193,13 @@ fn append_places(layout: &Layout, stripes: &Stripes) -> HashMap<(usize, u64, u32
     }
     let mut places = HashMap::new();
     let mut free: HashMap<(usize, u64), std::vec::IntoIter<u64>> = HashMap::new();
-    for (&(group, key), members) in stripes {
+    // Unclaimed places are handed out lowest first, and the lowest are the written ones
+    // (a power cut leaves unwritten places at the end): stripes found on the most drives,
+    // the ones most likely complete and acknowledged with a damaged chunk, take them first;
+    // stripes a power cut tore get the places never written, whose blocks are not mapped.
+    let mut order: Vec<(&(u64, u32), &BTreeMap<usize, u64>)> = stripes.iter().collect();
+    order.sort_by_key(|(&(group, key), members)| (group, std::cmp::Reverse(members.len()), key));
+    for (&(group, key), members) in order {
         for drive in (0..n).filter(|d| !members.contains_key(d)) {
             let unclaimed = free.entry((drive, group)).or_insert_with(|| {
                 let first = group * layout.group_size;
@@ -208,4 +214,57 @@ fn append_places(layout: &Layout, stripes: &Stripes) -> HashMap<(usize, u64, u32
         }
     }
     places
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{Mode, RaidLevel};
+    use zapraid_zns::Geometry;
+
+    /// Group 0 of a (3+1)-RAID-5 segment with 1-block chunks, drive 0 written up to its
+    /// third place: stripe 2's chunk on drive 0 was written and is damaged (the other three
+    /// drives have theirs), stripe 1 was torn by a power cut (found on drives 1 and 2 only).
+    /// The damaged chunk must take the written place and be rebuilt there; the torn stripe
+    /// gets the unwritten place, and nothing of it is mapped there.
+    #[test]
+    fn a_damaged_chunk_takes_the_written_place_before_a_torn_stripe() {
+        let level = RaidLevel::Raid5 { drives: 4 };
+        let layout = Layout::new(&Geometry::small(8, 64, 60), level, Mode::ZapRaid { group_size: 4 }, 4096).unwrap();
+        let codec = ParityCodec::for_level(level).unwrap();
+        let start = layout.data_start_blocks();
+        let fields = |stripe: u64, chunk: usize| (100 * stripe + chunk as u64, 7 + stripe);
+        let mut found = Vec::new();
+        let mut add = |drive: usize, position: u64, stripe: u32| {
+            let number = u64::from(stripe);
+            let chunk = layout.chunk_on(number, drive);
+            let (lba, timestamp) = if chunk < layout.data_chunks {
+                fields(number, chunk)
+            } else {
+                (0..layout.data_chunks).map(|c| fields(number, c)).fold((0, 0), |(a, b), (l, t)| (a ^ l, b ^ t))
+            };
+            found.push(Found { drive, offset: start + position, lba, timestamp, stripe_id: stripe });
+        };
+        // Drive 0: stripes 0 and 3 at places 0 and 1; place 2 holds stripe 2's damaged chunk.
+        add(0, 0, 0);
+        add(0, 1, 3);
+        for drive in 1..4 {
+            for (position, stripe) in [(0, 0), (1, 3), (2, 2)] {
+                add(drive, position, stripe);
+            }
+        }
+        add(1, 3, 1);
+        add(2, 3, 1);
+        let data_end = [start + 3, start + 4, start + 4, start + 4];
+        let assembled = assemble_zone(&layout, &codec, 5, &found, &[false; 4], &data_end);
+        let damaged_chunk = layout.chunk_on(2, 0);
+        let (lba, _) = fields(2, damaged_chunk);
+        let place = assembled.blocks.iter().find(|(l, _, _)| *l == lba).map(|(_, _, p)| *p);
+        assert_eq!(place, Some(Physical { zone: 5, drive: 0, offset: start + 2 }), "the damaged block is rebuilt");
+        assert_eq!(assembled.repaired, 1);
+        assert!(
+            assembled.blocks.iter().all(|(_, _, p)| !(p.drive == 0 && p.offset == start + 3)),
+            "nothing mapped to the place drive 0 never wrote"
+        );
+    }
 }
