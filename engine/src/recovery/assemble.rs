@@ -197,7 +197,7 @@ fn append_places(layout: &Layout, stripes: &Stripes) -> HashMap<(usize, u64, u32
     // (a power cut leaves unwritten places at the end): stripes found on the most drives,
     // the ones most likely complete and acknowledged with a damaged chunk, take them first;
     // stripes a power cut tore get the places never written, whose blocks are not mapped.
-    let mut order: Vec<(&(u64, u32), &BTreeMap<usize, u64>)> = stripes.iter().collect();
+    let mut order: Vec<_> = stripes.iter().collect();
     order.sort_by_key(|(&(group, key), members)| (group, std::cmp::Reverse(members.len()), key));
     for (&(group, key), members) in order {
         for drive in (0..n).filter(|d| !members.contains_key(d)) {
