@@ -14,11 +14,10 @@ use std::collections::{BTreeSet, HashMap};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use zapraid_engine::format::{BlockKind, BlockMetadata};
-use zapraid_engine::{Config, Layout, Mode, RaidLevel, Request, Simulator, Status, DEFAULT_STRIPE_TIMEOUT_NS};
+use zapraid_engine::{Config, Layout, Mode, RaidLevel, Request, Simulator, Status};
 use zapraid_zns::{Command, EmulatedDrive, Geometry, ZoneState, ZonedDevice};
 
 mod common;
-use common::BLOCK;
 
 /// Zones per drive: room for a few sealed segments and an open one.
 const ZONES: u32 = 12;
@@ -33,25 +32,11 @@ fn geometry() -> Geometry {
 }
 
 fn config(level: RaidLevel, mode: Mode, chunk_blocks: u64) -> Config {
-    Config {
-        level,
-        mode,
-        chunk_bytes: chunk_blocks * BLOCK as u64,
-        stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
-        logical_blocks: LOGICAL_BLOCKS,
-        array_uuid: [5; 16],
-        lookup_ps_per_entry: 0,
-    }
+    common::config(level, mode, chunk_blocks, LOGICAL_BLOCKS)
 }
 
 fn block(lba: u64, write: u64) -> Vec<u8> {
-    let mut b = vec![0u8; BLOCK];
-    b[..8].copy_from_slice(&lba.to_le_bytes());
-    b[8..16].copy_from_slice(&write.to_le_bytes());
-    for (i, x) in b[16..].iter_mut().enumerate() {
-        *x = (lba as u8).wrapping_mul(31) ^ (write as u8) ^ i as u8;
-    }
-    b
+    common::named_block(lba, write)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

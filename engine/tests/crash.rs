@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use zapraid_engine::{Config, Mode, RaidLevel, Request, Simulator, DEFAULT_STRIPE_TIMEOUT_NS};
+use zapraid_engine::{Config, Mode, RaidLevel, Request, Simulator};
 use zapraid_zns::Geometry;
 
 mod common;
@@ -29,26 +29,12 @@ fn geometry(zones: u32) -> Geometry {
 }
 
 fn config(level: RaidLevel, mode: Mode) -> Config {
-    Config {
-        level,
-        mode,
-        chunk_bytes: BLOCK as u64,
-        stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
-        logical_blocks: LOGICAL_BLOCKS,
-        array_uuid: [3; 16],
-        lookup_ps_per_entry: 0,
-    }
+    common::config(level, mode, 1, LOGICAL_BLOCKS)
 }
 
 /// Block contents that name their write: (LBA, write number).
 fn block(lba: u64, write: u64) -> Vec<u8> {
-    let mut b = vec![0u8; BLOCK];
-    b[..8].copy_from_slice(&lba.to_le_bytes());
-    b[8..16].copy_from_slice(&write.to_le_bytes());
-    for (i, x) in b[16..].iter_mut().enumerate() {
-        *x = (lba as u8) ^ (write as u8).wrapping_mul(7) ^ i as u8;
-    }
-    b
+    common::named_block(lba, write)
 }
 
 /// What each block may hold after a crash.

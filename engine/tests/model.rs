@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use zapraid_engine::{Config, Mode, RaidLevel, Request, Simulator, Status, DEFAULT_STRIPE_TIMEOUT_NS};
+use zapraid_engine::{Config, Mode, RaidLevel, Request, Simulator, Status};
 use zapraid_zns::Geometry;
 
 mod common;
@@ -79,15 +79,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn config(level: RaidLevel, mode: Mode, chunk_blocks: u64) -> Config {
-    Config {
-        level,
-        mode,
-        chunk_bytes: chunk_blocks * BLOCK as u64,
-        stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
-        logical_blocks: LOGICAL_BLOCKS,
-        array_uuid: [7; 16],
-        lookup_ps_per_entry: 0,
-    }
+    common::config(level, mode, chunk_blocks, LOGICAL_BLOCKS)
 }
 
 fn block_bytes(lba: u64, fill: u8) -> Vec<u8> {

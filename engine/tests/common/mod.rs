@@ -20,3 +20,35 @@ pub fn geometry(zone_count: u32, max_open_zones: u32, max_active_zones: u32) -> 
         max_transfer_blocks: 16,
     }
 }
+
+/// An array of `level` and `mode` over the test drives: chunks of `chunk_blocks` blocks,
+/// `logical_blocks` exported, the paper's stripe timeout, no modelled lookup cost.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn config(
+    level: zapraid_engine::RaidLevel,
+    mode: zapraid_engine::Mode,
+    chunk_blocks: u64,
+    logical_blocks: u64,
+) -> zapraid_engine::Config {
+    zapraid_engine::Config {
+        level,
+        mode,
+        chunk_bytes: chunk_blocks * BLOCK as u64,
+        stripe_timeout_ns: zapraid_engine::DEFAULT_STRIPE_TIMEOUT_NS,
+        logical_blocks,
+        array_uuid: [7; 16],
+        lookup_ps_per_entry: 0,
+    }
+}
+
+/// Block contents that name their write: (LBA, write number), then a pattern of both.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn named_block(lba: u64, write: u64) -> Vec<u8> {
+    let mut b = vec![0u8; BLOCK];
+    b[..8].copy_from_slice(&lba.to_le_bytes());
+    b[8..16].copy_from_slice(&write.to_le_bytes());
+    for (i, x) in b[16..].iter_mut().enumerate() {
+        *x = (lba as u8).wrapping_mul(31) ^ (write as u8).wrapping_mul(7) ^ i as u8;
+    }
+    b
+}
