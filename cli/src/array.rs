@@ -295,16 +295,22 @@ pub fn run_stop(args: StopArgs) -> Result<()> {
     Ok(())
 }
 
-/// Whether process `pid` still runs (an exited one nobody reaped yet does not).
+/// Whether process `pid` still runs or holds its files. An exited one nobody reaped yet
+/// does not; but its main thread turns zombie while its other threads still tear down
+/// (with the drives' locks), so it has exited only once it is a zombie with no other
+/// thread left.
 fn process_alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks that the process exists; nothing is delivered.
-    let exists = unsafe { libc::kill(pid, 0) } == 0;
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return false;
+    }
     // /proc/PID/stat: "pid (comm) state ..."; the command name may hold spaces.
     let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
         .unwrap_or(false);
-    exists && !zombie
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, Iterator::count);
+    !(zombie && threads <= 1)
 }
 
 /// How long `stop` waits for a stopped server to exit, and how often it looks.
