@@ -6,6 +6,15 @@ fn zapraid(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_zapraid")).args(args).output().expect("run zapraid")
 }
 
+/// Runs `zapraid` with its run directory (control sockets, logs) in `run_dir`.
+fn zapraid_in(run_dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zapraid"))
+        .args(args)
+        .env("ZAPRAID_RUN_DIR", run_dir)
+        .output()
+        .expect("run zapraid")
+}
+
 fn text(output: &Output) -> (String, String) {
     (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
@@ -119,13 +128,7 @@ fn simulate_verifies_degraded_reads_and_refuses_wrong_data() {
 fn format_start_status_fail_stop_inspect() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let cli = |args: &[&str]| -> Output {
-        Command::new(env!("CARGO_BIN_EXE_zapraid"))
-            .args(args)
-            .env("ZAPRAID_RUN_DIR", &run_dir)
-            .output()
-            .expect("run zapraid")
-    };
+    let cli = |args: &[&str]| zapraid_in(&run_dir, args);
     let d = dir.path().join("d");
     let bare = dir.path().join("bare");
     let (d, bare) = (d.to_str().unwrap(), bare.to_str().unwrap());
@@ -252,13 +255,7 @@ fn logs_to_a_pipe_carry_no_colour_escapes() {
 fn a_drive_in_use_is_named_once() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let cli = |args: &[&str]| -> Output {
-        Command::new(env!("CARGO_BIN_EXE_zapraid"))
-            .args(args)
-            .env("ZAPRAID_RUN_DIR", &run_dir)
-            .output()
-            .expect("run zapraid")
-    };
+    let cli = |args: &[&str]| zapraid_in(&run_dir, args);
     let drives = small_drives(&dir.path().join("d"));
     let drives: Vec<&str> = drives.iter().map(String::as_str).collect();
     let mut args = vec!["format", "--level", "raid5", "--name", "inuse"];
@@ -290,13 +287,7 @@ fn a_drive_in_use_is_named_once() {
 fn a_drive_given_twice_is_refused_as_such() {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().join("run");
-    let cli = |args: &[&str]| -> Output {
-        Command::new(env!("CARGO_BIN_EXE_zapraid"))
-            .args(args)
-            .env("ZAPRAID_RUN_DIR", &run_dir)
-            .output()
-            .expect("run zapraid")
-    };
+    let cli = |args: &[&str]| zapraid_in(&run_dir, args);
     let drives = small_drives(dir.path());
     let d1 = drives[1].as_str();
     let repeated = [drives[0].as_str(), d1, d1, drives[2].as_str()];
