@@ -7,6 +7,10 @@
 //!   reads of blocks it held), after filling one segment.
 //! - CPU cost: 4 KiB random writes through the engine on zero-latency in-memory drives,
 //!   in wall-clock time on one core.
+//! - Recovery (Exp#5): virtual time to recover after sequential writes, for several
+//!   amounts of data. The simulator's work for it (counted in `RecoveryWork`) grows
+//!   linearly with the data; the background work after writes or recovery must come to
+//!   rest (`settle`), else the measurement fails instead of running forever.
 
 use std::time::Instant;
 
@@ -124,8 +128,30 @@ fn fill_sequential(sim: &mut Simulator, blocks: u64, request_blocks: u64, block_
         next_lba += request_blocks;
         Request::Write { lba, data: data.clone() }
     })?;
-    sim.run_until_idle();
+    settle(sim)?;
     Ok(())
+}
+
+/// Runs until nothing is left to happen; returns the steps taken. After writes that
+/// overwrote nothing, garbage collection has little to do: relocating more segments than
+/// the array has zones means it goes round in circles and would never end (as it once did
+/// after recovery in a full array), and is an error instead.
+fn settle(sim: &mut Simulator) -> Result<u64> {
+    const REST_CHECK_STEPS: u64 = 4096;
+    let reclaimed = |sim: &Simulator| sim.engine.status().segments_reclaimed;
+    let (before, zones) = (reclaimed(sim), u64::from(sim.engine.status().zones));
+    let mut steps = 0;
+    while sim.step() {
+        steps += 1;
+        if steps % REST_CHECK_STEPS == 0 && reclaimed(sim) - before > zones {
+            let reason = format!(
+                "garbage collection does not come to rest: {} segments relocated in an array of {zones} zones",
+                reclaimed(sim) - before
+            );
+            return Err(Error::InvalidConfig { reason });
+        }
+    }
+    Ok(steps)
 }
 
 /// Exp#1: random writes of one chunk each at queue depth 64.
@@ -216,12 +242,26 @@ pub struct RecoveryPoint {
     /// Background work after that: the segment that was open is rewritten into a new one
     /// and its zones reclaimed.
     pub reclaim_s: f64,
+    /// What the measurement cost the simulator, counted.
+    pub work: RecoveryWork,
 }
 
-/// Fills an array with `sealed_segments` full segments and half of another (the open
-/// one, whose metadata recovery scans block by block) of sequential writes, cuts power,
-/// and measures the virtual time recovery takes. QEMU-sized zones (62 MiB), so that a few
-/// GiB make many sealed segments, as a large array has; ZN540 timing.
+/// What recovery and the background work after it did, counted: the simulator's cost of a
+/// measurement, which should grow linearly with the data (a garbage collection that went
+/// round in circles after recovery once made the larger measurements never finish).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryWork {
+    /// Blocks recovery read (headers, footers, the open segment's metadata scan), and
+    /// zones it scanned block by block.
+    pub blocks_read: u64,
+    pub zones_scanned: u64,
+    /// Segments garbage collection reclaimed after recovery, and live blocks it moved.
+    pub segments_reclaimed: u64,
+    pub blocks_relocated: u64,
+    /// Simulation steps of the background work.
+    pub reclaim_steps: u64,
+}
+
 /// How the array went down before a recovery measurement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shutdown {
@@ -233,22 +273,38 @@ pub enum Shutdown {
     Clean,
 }
 
+/// Zones of the recovery measurements: QEMU-sized (62 MiB), so that a few GiB make many
+/// sealed segments, as a large array has.
+fn recovery_zones() -> Geometry {
+    const ZONE_SIZE_BLOCKS: u64 = 16384;
+    const ZONE_CAPACITY_BLOCKS: u64 = 15872;
+    Geometry { max_transfer_blocks: 128, ..Geometry::small(1, ZONE_SIZE_BLOCKS, ZONE_CAPACITY_BLOCKS) }
+}
+
+/// Fills an array with `sealed_segments` full segments and half of another (the open
+/// one, whose metadata recovery scans block by block) of sequential writes, cuts power,
+/// and measures the virtual time recovery takes, on QEMU-sized zones with ZN540 timing.
 pub fn recovery_point(sealed_segments: u64, seed: u64) -> Result<RecoveryPoint> {
     recovery_point_with(sealed_segments, seed, Shutdown::PowerCut)
 }
 
 /// Like `recovery_point`, after `shutdown`.
 pub fn recovery_point_with(sealed_segments: u64, seed: u64, shutdown: Shutdown) -> Result<RecoveryPoint> {
+    recovery_point_on(recovery_zones(), sealed_segments, seed, shutdown)
+}
+
+/// Like `recovery_point_with`, on drives whose zones are shaped like `zones` (as many as
+/// the data needs).
+fn recovery_point_on(zones: Geometry, sealed_segments: u64, seed: u64, shutdown: Shutdown) -> Result<RecoveryPoint> {
     const FILL_REQUEST_BLOCKS: u64 = 32;
-    let base = Geometry { zone_append_max_blocks: 32, max_transfer_blocks: 128, ..Geometry::small(1, 16384, 15872) };
-    let layout =
-        crate::layout::Layout::new(&base, PAPER_LEVEL, Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096)?;
-    let block = u64::from(base.block_size_bytes);
+    let mode = Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE };
+    let layout = crate::layout::Layout::new(&zones, PAPER_LEVEL, mode, 4096)?;
+    let block = u64::from(zones.block_size_bytes);
     let per_segment = layout.data_blocks_per_segment();
     let blocks = (sealed_segments * per_segment + per_segment / 2) / FILL_REQUEST_BLOCKS * FILL_REQUEST_BLOCKS;
     let segments = blocks.div_ceil(layout.data_blocks_per_segment());
-    let geometry = Geometry { zone_count: layout.zones_for_capacity(blocks), ..base };
-    let config = config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096, blocks);
+    let geometry = Geometry { zone_count: layout.zones_for_capacity(blocks), ..zones };
+    let config = config(mode, 4096, blocks);
     let mut sim = Simulator::new(geometry, config, seed, Some(TimingParams::zn540()))?;
     fill_sequential(&mut sim, blocks, FILL_REQUEST_BLOCKS, block)?;
     if shutdown == Shutdown::Clean {
@@ -261,8 +317,61 @@ pub fn recovery_point_with(sealed_segments: u64, seed: u64, shutdown: Shutdown) 
     let started_ns = drives.iter().map(zapraid_zns::EmulatedDrive::now_ns).max().unwrap_or(0);
     let mut recovered = Simulator::recover_unsettled(geometry, config, drives)?;
     let recovered_ns = recovered.now_ns();
-    recovered.run_until_idle();
+    let reclaim_steps = settle(&mut recovered)?;
     let recovery_s = (recovered_ns - started_ns) as f64 / 1e9;
     let reclaim_s = (recovered.now_ns() - recovered_ns) as f64 / 1e9;
-    Ok(RecoveryPoint { data_bytes: blocks * block, segments, recovery_s, reclaim_s })
+    let (report, status) = (recovered.recovery_report, recovered.engine.status());
+    let work = RecoveryWork {
+        blocks_read: report.blocks_read,
+        zones_scanned: report.zones_scanned,
+        segments_reclaimed: status.segments_reclaimed,
+        blocks_relocated: status.blocks_relocated,
+        reclaim_steps,
+    };
+    Ok(RecoveryPoint { data_bytes: blocks * block, segments, recovery_s, reclaim_s, work })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The recovery measurement's work at zones small enough for a test, for every shutdown:
+    /// sealed segments cost recovery the same reads each (headers and footers, never their
+    /// data), the open segment's scan and the background work after recovery (rewriting
+    /// that segment alone) are the same at every size. Counts, not times.
+    #[test]
+    fn recovery_measurement_work_grows_linearly_with_the_data() {
+        const SEALED: [u64; 4] = [1, 2, 4, 8];
+        const ZONE_SIZE_BLOCKS: u64 = 256;
+        const ZONE_CAPACITY_BLOCKS: u64 = 240;
+        let zones = Geometry::small(1, ZONE_SIZE_BLOCKS, ZONE_CAPACITY_BLOCKS);
+        let per_segment =
+            crate::layout::Layout::new(&zones, PAPER_LEVEL, Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096)
+                .unwrap()
+                .data_blocks_per_segment();
+        let (k, m) = PAPER_LEVEL.shape();
+        let one_zone_per_drive = (k + m) as u64 * ZONE_CAPACITY_BLOCKS;
+        let work = |shutdown| -> Vec<RecoveryWork> {
+            SEALED.iter().map(|&sealed| recovery_point_on(zones, sealed, 1, shutdown).unwrap().work).collect()
+        };
+        let clean = work(Shutdown::Clean);
+        let per_sealed = clean[1].blocks_read - clean[0].blocks_read;
+        for (w, sealed) in clean.iter().zip(SEALED) {
+            assert_eq!(w.blocks_read, clean[0].blocks_read + (sealed - 1) * per_sealed, "{sealed} sealed: {clean:?}");
+            assert_eq!((w.zones_scanned, w.segments_reclaimed), (0, 0), "{sealed} sealed: {clean:?}");
+        }
+        for shutdown in [Shutdown::PowerCut, Shutdown::PowerCutAndFailedDrive] {
+            let cut = work(shutdown);
+            let least_steps = cut.iter().map(|w| w.reclaim_steps).min().unwrap_or(0);
+            for ((w, c), sealed) in cut.iter().zip(&clean).zip(SEALED) {
+                let what = format!("{shutdown:?}, {sealed} sealed: {cut:?}");
+                // Beyond a clean stop's reads, the open segment's scan: at most its zones.
+                assert!(w.blocks_read.abs_diff(c.blocks_read) <= one_zone_per_drive, "{what}");
+                assert_eq!(w.zones_scanned, cut[0].zones_scanned, "{what}");
+                assert_eq!(w.segments_reclaimed, 1, "{what}");
+                assert!(w.blocks_relocated < per_segment, "{what}");
+                assert!(w.reclaim_steps <= 2 * least_steps, "{what}");
+            }
+        }
+    }
 }
