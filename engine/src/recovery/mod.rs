@@ -483,7 +483,9 @@ impl Recovery {
     fn check_headers_and_read_contents(&mut self) {
         self.phase = Phase::StopProbes;
         let live = self.live_drives();
-        let zones: Vec<u32> = self.headers.keys().copied().collect();
+        // In zone order: the reads go out the same way in every run (same seed, same run).
+        let mut zones: Vec<u32> = self.headers.keys().copied().collect();
+        zones.sort_unstable();
         for zone in zones {
             let sequence = match self.agreed_sequence(zone) {
                 Ok(sequence) => sequence,
