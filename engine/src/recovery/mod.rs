@@ -35,6 +35,8 @@
 //! idempotent and survives a crash of its own at any point.
 
 mod assemble;
+mod install;
+mod structures;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -42,12 +44,11 @@ use zapraid_zns::{
     Command, Completion, Done, Geometry, Tag, ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget, ZonedDevice,
 };
 
-use crate::engine::{Config, DriveCommand, Engine};
+use crate::engine::{Config, DriveCommand};
 use crate::error::{Error, Result};
-use crate::format::{decode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata, SegmentHeader, NO_LBA};
+use crate::format::{decode_footer_block, SegmentHeader};
 use crate::l2p::Physical;
 use crate::layout::Layout;
-use crate::parity::ParityCodec;
 use crate::stripe_table::CompactStripeTable;
 
 /// What recovery hands the engine.
@@ -425,61 +426,6 @@ impl Recovery {
         self.advance();
     }
 
-    /// Damaged structures tolerated per stripe: what parity covers beyond the failed drives.
-    fn damage_budget(&self) -> usize {
-        let failed = self.failed.iter().filter(|f| **f).count();
-        self.config.level.tolerated_failures().saturating_sub(failed)
-    }
-
-    /// The segment a zone's headers agree on: a header of another array or drive, or two
-    /// that disagree, is an error (drives assembled wrongly, never repaired by guessing);
-    /// headers that did not decode are damage, tolerated on as many drives as parity covers.
-    fn agreed_sequence(&mut self, zone: u32) -> std::result::Result<u64, Error> {
-        let n = self.layout.drives();
-        let live = self.live_drives();
-        let headers = &self.headers[&zone];
-        let mut agreed: Option<(usize, u64)> = None;
-        let mut damaged = Vec::new();
-        for &drive in &live {
-            let Some(h) = headers[drive] else {
-                damaged.push(drive);
-                continue;
-            };
-            let problem = if h.array_uuid != self.config.array_uuid {
-                Some("belongs to another array".to_string())
-            } else if h.drive_index.get() as usize != drive {
-                Some(format!("is drive {} of the array, found in position {drive}", h.drive_index.get()))
-            } else if agreed.is_some_and(|(_, sequence)| sequence != h.segment_sequence.get())
-                || h.drive_count.get() as usize != n
-                || u64::from(h.chunk_blocks.get()) != self.layout.chunk_blocks
-            {
-                Some("disagrees with the other drives' headers of this segment".to_string())
-            } else {
-                None
-            };
-            if let Some(reason) = problem {
-                return Err(self.corrupt(drive, zone, 0, "segment header", reason));
-            }
-            agreed.get_or_insert((drive, h.segment_sequence.get()));
-        }
-        let budget = self.damage_budget();
-        match agreed {
-            Some((_, sequence)) if damaged.len() <= budget => {
-                self.report.damaged_headers += damaged.len() as u64;
-                Ok(sequence)
-            }
-            _ => {
-                let drive = damaged.first().copied().unwrap_or(0);
-                let reason = format!(
-                    "damaged on {} of {} drives, more than the {budget} parity can cover",
-                    damaged.len(),
-                    live.len()
-                );
-                Err(self.corrupt(drive, zone, 0, "segment header", reason))
-            }
-        }
-    }
-
     fn check_headers_and_read_contents(&mut self) {
         self.phase = Phase::StopProbes;
         let live = self.live_drives();
@@ -597,28 +543,6 @@ impl Recovery {
         }
     }
 
-    /// A stop footer ends exactly at the write pointer, names this segment and drive, and
-    /// records one entry per data block before it.
-    fn take_stop_probe(&mut self, drive: usize, zone: u32, written: u64, data: &[u8], metadata: &[u8]) {
-        let Ok((meta, kind)) = BlockMetadata::decode(data, metadata) else { return };
-        let Ok((header, entries)) = decode_footer_block(data) else { return };
-        let sequence = self.segments[&zone];
-        let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
-        let first_entry = u64::from(header.first_block.get());
-        let total_entries = first_entry + entries.len() as u64;
-        let blocks = first_entry / per_block + 1;
-        let start = written.checked_sub(blocks);
-        let consistent = kind == BlockKind::Footer
-            && u64::from(meta.segment_sequence_low.get()) == sequence & u64::from(u32::MAX)
-            && header.segment_sequence.get() == sequence
-            && header.drive_index.get() as usize == drive
-            && first_entry.is_multiple_of(per_block)
-            && start.is_some_and(|start| start == self.layout.data_start_blocks() + total_entries);
-        if consistent {
-            self.open_extents.insert((zone, drive), (written, start));
-        }
-    }
-
     /// Reads what open segments hold: a stop footer where a clean stop left one, else the
     /// data and metadata of every written block.
     fn read_open_segments(&mut self) {
@@ -682,63 +606,6 @@ impl Recovery {
         self.advance();
     }
 
-    /// Takes footer blocks read at zone-relative block `at_block` (a sealed segment's footer
-    /// region, or a stop footer).
-    fn take_footer(&mut self, drive: usize, zone: u32, at_block: u64, data: &[u8]) -> std::result::Result<(), String> {
-        let bs = self.geometry.block_size_bytes as usize;
-        let cb = self.layout.chunk_blocks;
-        let sequence = self.segments[&zone];
-        for (i, block) in data.chunks_exact(bs).enumerate() {
-            let offset = at_block + i as u64;
-            let (header, entries) =
-                decode_footer_block(block).map_err(|e| format!("footer block at zone offset {offset}: {e}"))?;
-            if header.segment_sequence.get() != sequence || header.drive_index.get() as usize != drive {
-                return Err(format!("footer block at zone offset {offset} is of another segment or drive"));
-            }
-            let first = u64::from(header.first_block.get());
-            for (j, e) in entries.iter().enumerate() {
-                let index = first + j as u64;
-                let found = Found {
-                    drive,
-                    offset: self.layout.data_start_blocks() + index,
-                    lba: e.lba.get(),
-                    timestamp: e.timestamp.get(),
-                    stripe_id: e.stripe_id.get(),
-                };
-                if index < self.layout.stripes * cb {
-                    self.found.get_mut(&zone).expect("segment").push(found);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn take_blocks(&mut self, drive: usize, zone: u32, first_offset: u64, data: &[u8], metadata: &[u8]) {
-        let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
-        let sequence_low = self.segments[&zone] & u64::from(u32::MAX);
-        for (i, (block, oob)) in data.chunks_exact(bs).zip(metadata.chunks_exact(ms)).enumerate() {
-            // Untrusted: torn, stale or corrupt blocks are simply not found.
-            let Ok((m, kind)) = BlockMetadata::decode(block, oob) else { continue };
-            if u64::from(m.segment_sequence_low.get()) != sequence_low {
-                continue;
-            }
-            if !matches!(kind, BlockKind::Data | BlockKind::Parity | BlockKind::Padding) {
-                // A stop footer left by a clean stop: the data region ends before it.
-                let end = self.data_end.entry((zone, drive)).or_insert(u64::MAX);
-                *end = (*end).min(first_offset + i as u64);
-                continue;
-            }
-            let found = Found {
-                drive,
-                offset: first_offset + i as u64,
-                lba: m.lba.get(),
-                timestamp: m.timestamp.get(),
-                stripe_id: m.stripe_id.get(),
-            };
-            self.found.get_mut(&zone).expect("segment").push(found);
-        }
-    }
-
     /// Resets zones some drive wrote into but whose segment never got past its header.
     fn reset_unused_zones(&mut self) {
         self.phase = Phase::Resets;
@@ -755,89 +622,5 @@ impl Recovery {
             }
         }
         self.advance();
-    }
-
-    /// The recovered engine, once `is_done`.
-    pub fn finish(self) -> Result<Engine> {
-        if let Some(e) = self.error {
-            return Err(e);
-        }
-        assert!(self.phase == Phase::Done, "finish() before recovery is done");
-        let codec = ParityCodec::for_level(self.config.level)?;
-        let n = self.layout.drives();
-        let mut segments = Vec::new();
-        // Per LBA the newest copy: highest timestamp, then (for a block garbage collection
-        // copied with its timestamp) the newest segment.
-        let mut best: HashMap<u64, ((u64, u64), Physical)> = HashMap::new();
-        let mut next_timestamp = 1;
-        let mut repairs = Repairs {
-            damaged_structures: self.report.damaged_headers + self.report.damaged_footers,
-            ..Repairs::default()
-        };
-        for (&zone, &sequence) in &self.segments {
-            let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
-            let assembled =
-                assemble::assemble_zone(&self.layout, &codec, zone, &self.found[&zone], &self.failed, &data_end);
-            // A clean stop left a stop footer (on any drive: it is written once every stripe
-            // is persisted): the segment is complete and is kept like a sealed one.
-            let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());
-            let complete = self.sealed[&zone] || stopped;
-            if assembled.repaired > 0 {
-                tracing::warn!(zone, "{} damaged blocks of this segment rebuilt from parity", assembled.repaired);
-            }
-            if assembled.lost > 0 && complete {
-                tracing::error!(
-                    zone,
-                    "{} blocks of this segment are damaged beyond what parity rebuilds",
-                    assembled.lost
-                );
-                repairs.blocks_lost += assembled.lost;
-            } else if assembled.lost > 0 {
-                tracing::warn!(
-                    zone,
-                    "{} written blocks of this segment, open at a crash, are unreadable beyond what parity \
-                     rebuilds: torn by the power cut (never acknowledged) or damaged",
-                    assembled.lost
-                );
-                repairs.blocks_dropped += assembled.lost;
-            }
-            repairs.blocks_repaired += assembled.repaired;
-            for (lba, timestamp, physical) in assembled.blocks {
-                if lba == NO_LBA || lba >= self.config.logical_blocks {
-                    continue;
-                }
-                next_timestamp = u64::max(next_timestamp, timestamp + 1);
-                let age = (timestamp, sequence);
-                if best.get(&lba).is_none_or(|(newest, _)| *newest < age) {
-                    best.insert(lba, (age, physical));
-                }
-            }
-            segments.push((zone, sequence, assembled.table, complete));
-        }
-        let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
-        let next_sequence = self.segments.values().max().map_or(1, |s| s + 1);
-        let failed_drives: Vec<usize> = (0..n).filter(|d| self.failed[*d]).collect();
-        let recovered = Recovered {
-            segments,
-            mappings: best.into_iter().map(|(lba, (_, p))| (lba, p)).collect(),
-            free_zones,
-            next_sequence,
-            next_timestamp,
-            failed_drives: failed_drives.clone(),
-            repairs,
-        };
-        let mut engine = Engine::format(self.geometry, self.config)?;
-        engine.install_recovered(recovered);
-        // Recovered open segments are not appended to again, and a sealed segment's zone
-        // whose finish a power cut lost is not full: finishing their zones frees their
-        // active resources (drives allow only what the engine needs, `capacity`).
-        for &zone in self.segments.keys() {
-            for drive in (0..n).filter(|d| !failed_drives.contains(d)) {
-                if !self.sealed[&zone] || self.reports[drive][zone as usize].state != ZoneState::Full {
-                    engine.finish_zone(drive, zone);
-                }
-            }
-        }
-        Ok(engine)
     }
 }

@@ -1,0 +1,99 @@
+//! The end of recovery: the stripes of every segment assembled (`assemble`), the L2P table
+//! (newest timestamp wins, then the newer segment), repairs counted and logged, and the
+//! engine built from it, with the zones of segments not to be appended to finished.
+
+use std::collections::HashMap;
+
+use super::{assemble, Phase, Recovered, Recovery, Repairs};
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::format::NO_LBA;
+use crate::l2p::Physical;
+use crate::parity::ParityCodec;
+use zapraid_zns::ZoneState;
+
+impl Recovery {
+    /// The recovered engine, once `is_done`.
+    pub fn finish(self) -> Result<Engine> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        assert!(self.phase == Phase::Done, "finish() before recovery is done");
+        let codec = ParityCodec::for_level(self.config.level)?;
+        let n = self.layout.drives();
+        let mut segments = Vec::new();
+        // Per LBA the newest copy: highest timestamp, then (for a block garbage collection
+        // copied with its timestamp) the newest segment.
+        let mut best: HashMap<u64, ((u64, u64), Physical)> = HashMap::new();
+        let mut next_timestamp = 1;
+        let mut repairs = Repairs {
+            damaged_structures: self.report.damaged_headers + self.report.damaged_footers,
+            ..Repairs::default()
+        };
+        for (&zone, &sequence) in &self.segments {
+            let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
+            let assembled =
+                assemble::assemble_zone(&self.layout, &codec, zone, &self.found[&zone], &self.failed, &data_end);
+            // A clean stop left a stop footer (on any drive: it is written once every stripe
+            // is persisted): the segment is complete and is kept like a sealed one.
+            let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());
+            let complete = self.sealed[&zone] || stopped;
+            if assembled.repaired > 0 {
+                tracing::warn!(zone, "{} damaged blocks of this segment rebuilt from parity", assembled.repaired);
+            }
+            if assembled.lost > 0 && complete {
+                tracing::error!(
+                    zone,
+                    "{} blocks of this segment are damaged beyond what parity rebuilds",
+                    assembled.lost
+                );
+                repairs.blocks_lost += assembled.lost;
+            } else if assembled.lost > 0 {
+                tracing::warn!(
+                    zone,
+                    "{} written blocks of this segment, open at a crash, are unreadable beyond what parity \
+                     rebuilds: torn by the power cut (never acknowledged) or damaged",
+                    assembled.lost
+                );
+                repairs.blocks_dropped += assembled.lost;
+            }
+            repairs.blocks_repaired += assembled.repaired;
+            for (lba, timestamp, physical) in assembled.blocks {
+                if lba == NO_LBA || lba >= self.config.logical_blocks {
+                    continue;
+                }
+                next_timestamp = u64::max(next_timestamp, timestamp + 1);
+                let age = (timestamp, sequence);
+                if best.get(&lba).is_none_or(|(newest, _)| *newest < age) {
+                    best.insert(lba, (age, physical));
+                }
+            }
+            segments.push((zone, sequence, assembled.table, complete));
+        }
+        let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
+        let next_sequence = self.segments.values().max().map_or(1, |s| s + 1);
+        let failed_drives: Vec<usize> = (0..n).filter(|d| self.failed[*d]).collect();
+        let recovered = Recovered {
+            segments,
+            mappings: best.into_iter().map(|(lba, (_, p))| (lba, p)).collect(),
+            free_zones,
+            next_sequence,
+            next_timestamp,
+            failed_drives: failed_drives.clone(),
+            repairs,
+        };
+        let mut engine = Engine::format(self.geometry, self.config)?;
+        engine.install_recovered(recovered);
+        // Recovered open segments are not appended to again, and a sealed segment's zone
+        // whose finish a power cut lost is not full: finishing their zones frees their
+        // active resources (drives allow only what the engine needs, `capacity`).
+        for &zone in self.segments.keys() {
+            for drive in (0..n).filter(|d| !failed_drives.contains(d)) {
+                if !self.sealed[&zone] || self.reports[drive][zone as usize].state != ZoneState::Full {
+                    engine.finish_zone(drive, zone);
+                }
+            }
+        }
+        Ok(engine)
+    }
+}

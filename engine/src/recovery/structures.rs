@@ -1,0 +1,150 @@
+//! What recovery makes of the structures it reads: segment headers judged across the
+//! drives (damage tolerated up to what parity covers, a header of another array or drive
+//! an error), stop footers, footer blocks and per-block metadata, each turned into the
+//! blocks found on a drive. Everything read is untrusted: nothing here panics on it.
+
+use super::{Found, Recovery};
+use crate::error::Error;
+use crate::format::{decode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata};
+
+impl Recovery {
+    /// Damaged structures tolerated per stripe: what parity covers beyond the failed drives.
+    pub(super) fn damage_budget(&self) -> usize {
+        let failed = self.failed.iter().filter(|f| **f).count();
+        self.config.level.tolerated_failures().saturating_sub(failed)
+    }
+
+    /// The segment a zone's headers agree on: a header of another array or drive, or two
+    /// that disagree, is an error (drives assembled wrongly, never repaired by guessing);
+    /// headers that did not decode are damage, tolerated on as many drives as parity covers.
+    pub(super) fn agreed_sequence(&mut self, zone: u32) -> std::result::Result<u64, Error> {
+        let n = self.layout.drives();
+        let live = self.live_drives();
+        let headers = &self.headers[&zone];
+        let mut agreed: Option<(usize, u64)> = None;
+        let mut damaged = Vec::new();
+        for &drive in &live {
+            let Some(h) = headers[drive] else {
+                damaged.push(drive);
+                continue;
+            };
+            let problem = if h.array_uuid != self.config.array_uuid {
+                Some("belongs to another array".to_string())
+            } else if h.drive_index.get() as usize != drive {
+                Some(format!("is drive {} of the array, found in position {drive}", h.drive_index.get()))
+            } else if agreed.is_some_and(|(_, sequence)| sequence != h.segment_sequence.get())
+                || h.drive_count.get() as usize != n
+                || u64::from(h.chunk_blocks.get()) != self.layout.chunk_blocks
+            {
+                Some("disagrees with the other drives' headers of this segment".to_string())
+            } else {
+                None
+            };
+            if let Some(reason) = problem {
+                return Err(self.corrupt(drive, zone, 0, "segment header", reason));
+            }
+            agreed.get_or_insert((drive, h.segment_sequence.get()));
+        }
+        let budget = self.damage_budget();
+        match agreed {
+            Some((_, sequence)) if damaged.len() <= budget => {
+                self.report.damaged_headers += damaged.len() as u64;
+                Ok(sequence)
+            }
+            _ => {
+                let drive = damaged.first().copied().unwrap_or(0);
+                let reason = format!(
+                    "damaged on {} of {} drives, more than the {budget} parity can cover",
+                    damaged.len(),
+                    live.len()
+                );
+                Err(self.corrupt(drive, zone, 0, "segment header", reason))
+            }
+        }
+    }
+
+    /// A stop footer ends exactly at the write pointer, names this segment and drive, and
+    /// records one entry per data block before it.
+    pub(super) fn take_stop_probe(&mut self, drive: usize, zone: u32, written: u64, data: &[u8], metadata: &[u8]) {
+        let Ok((meta, kind)) = BlockMetadata::decode(data, metadata) else { return };
+        let Ok((header, entries)) = decode_footer_block(data) else { return };
+        let sequence = self.segments[&zone];
+        let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
+        let first_entry = u64::from(header.first_block.get());
+        let total_entries = first_entry + entries.len() as u64;
+        let blocks = first_entry / per_block + 1;
+        let start = written.checked_sub(blocks);
+        let consistent = kind == BlockKind::Footer
+            && u64::from(meta.segment_sequence_low.get()) == sequence & u64::from(u32::MAX)
+            && header.segment_sequence.get() == sequence
+            && header.drive_index.get() as usize == drive
+            && first_entry.is_multiple_of(per_block)
+            && start.is_some_and(|start| start == self.layout.data_start_blocks() + total_entries);
+        if consistent {
+            self.open_extents.insert((zone, drive), (written, start));
+        }
+    }
+
+    /// Takes footer blocks read at zone-relative block `at_block` (a sealed segment's footer
+    /// region, or a stop footer).
+    pub(super) fn take_footer(
+        &mut self,
+        drive: usize,
+        zone: u32,
+        at_block: u64,
+        data: &[u8],
+    ) -> std::result::Result<(), String> {
+        let bs = self.geometry.block_size_bytes as usize;
+        let cb = self.layout.chunk_blocks;
+        let sequence = self.segments[&zone];
+        for (i, block) in data.chunks_exact(bs).enumerate() {
+            let offset = at_block + i as u64;
+            let (header, entries) =
+                decode_footer_block(block).map_err(|e| format!("footer block at zone offset {offset}: {e}"))?;
+            if header.segment_sequence.get() != sequence || header.drive_index.get() as usize != drive {
+                return Err(format!("footer block at zone offset {offset} is of another segment or drive"));
+            }
+            let first = u64::from(header.first_block.get());
+            for (j, e) in entries.iter().enumerate() {
+                let index = first + j as u64;
+                let found = Found {
+                    drive,
+                    offset: self.layout.data_start_blocks() + index,
+                    lba: e.lba.get(),
+                    timestamp: e.timestamp.get(),
+                    stripe_id: e.stripe_id.get(),
+                };
+                if index < self.layout.stripes * cb {
+                    self.found.get_mut(&zone).expect("segment").push(found);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn take_blocks(&mut self, drive: usize, zone: u32, first_offset: u64, data: &[u8], metadata: &[u8]) {
+        let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
+        let sequence_low = self.segments[&zone] & u64::from(u32::MAX);
+        for (i, (block, oob)) in data.chunks_exact(bs).zip(metadata.chunks_exact(ms)).enumerate() {
+            // Untrusted: torn, stale or corrupt blocks are simply not found.
+            let Ok((m, kind)) = BlockMetadata::decode(block, oob) else { continue };
+            if u64::from(m.segment_sequence_low.get()) != sequence_low {
+                continue;
+            }
+            if !matches!(kind, BlockKind::Data | BlockKind::Parity | BlockKind::Padding) {
+                // A stop footer left by a clean stop: the data region ends before it.
+                let end = self.data_end.entry((zone, drive)).or_insert(u64::MAX);
+                *end = (*end).min(first_offset + i as u64);
+                continue;
+            }
+            let found = Found {
+                drive,
+                offset: first_offset + i as u64,
+                lba: m.lba.get(),
+                timestamp: m.timestamp.get(),
+                stripe_id: m.stripe_id.get(),
+            };
+            self.found.get_mut(&zone).expect("segment").push(found);
+        }
+    }
+}
