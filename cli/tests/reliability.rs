@@ -4,13 +4,12 @@
 //! segment loses nothing and is repaired from parity.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use zapraid_zns::{EmulatedDrive, ZoneState, ZonedDevice};
 
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
+mod common;
+use common::text;
 
 struct World {
     _dir: tempfile::TempDir,
@@ -48,11 +47,7 @@ impl World {
     }
 
     fn cli(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_zapraid"))
-            .args(args)
-            .env("ZAPRAID_RUN_DIR", &self.run_dir)
-            .output()
-            .expect("run zapraid")
+        common::zapraid_in(&self.run_dir, args)
     }
 
     fn ok(&self, args: &[&str]) -> Output {

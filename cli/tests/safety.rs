@@ -2,6 +2,8 @@
 //! names that cannot name its files, a background start that did not start, failures
 //! the level cannot survive, and messages that say what really happens.
 
+mod common;
+use common::text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -95,10 +97,6 @@ impl Drop for World {
             }
         }
     }
-}
-
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
 /// Names that cannot name an array's socket and log are refused at format and at start

@@ -8,7 +8,7 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use zapraid_zns::drive_file::{FileLayout, Superblock, ZoneRecord, SUPERBLOCK_REGION_BYTES, ZONE_RECORD_BYTES};
 use zapraid_zns::Geometry;
@@ -18,9 +18,8 @@ const SUPERBLOCK_DAMAGE_BYTE: u64 = 20;
 /// Drives of the test arrays.
 const DRIVES: usize = 4;
 
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
+mod common;
+use common::text;
 
 /// Drive files in a temporary directory and a run directory for the array's socket.
 struct Setup {
@@ -49,11 +48,7 @@ impl Setup {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_zapraid"))
-            .args(args)
-            .env("ZAPRAID_RUN_DIR", &self.run_dir)
-            .output()
-            .expect("run zapraid")
+        common::zapraid_in(&self.run_dir, args)
     }
 
     /// Runs `args` followed by every drive.

@@ -1,0 +1,20 @@
+//! What the `zapraid` binary's test files share: running it with its own run directory
+//! (control sockets, logs), and its output as one text for messages to search.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs `zapraid` with its run directory in `run_dir`.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn zapraid_in(run_dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zapraid"))
+        .args(args)
+        .env("ZAPRAID_RUN_DIR", run_dir)
+        .output()
+        .expect("run zapraid")
+}
+
+/// Standard output, then standard error.
+pub fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
