@@ -1,0 +1,218 @@
+//! Garbage collection: when empty zones run low (or a segment recovered open waits to be
+//! reclaimed), the sealed segment with the fewest live blocks is relocated: an L2P scan
+//! finds its live blocks, they are read (rebuilt if need be) and rewritten, keeping their
+//! timestamps, in stripes of their own that go out before frontend stripes; the L2P entry
+//! moves only if it still points at the old place. Once every moved block is persisted
+//! and nothing is in flight on the old zones, they are reset and free. A crash before the
+//! reset leaves two copies with the same timestamp and contents; recovery takes the newer
+//! segment's. How many empty zones frontend stripes and relocations leave, and why the
+//! exported capacity guarantees a victim worth moving, is in `capacity`.
+//!
+//! Invariant: a segment is reset only when the L2P table maps nothing into it and nothing
+//! is in flight on its zones.
+
+use zapraid_zns::ZoneAction;
+
+use crate::capacity::{GC_RESERVED_ZONES, GC_START_FREE_ZONES, RECOVERY_RESERVED_ZONES};
+use crate::error::Result;
+use crate::l2p::Physical;
+
+use super::*;
+
+/// Relocation reads in flight at once: bounds the memory garbage collection holds.
+pub(super) const GC_MAX_READS_IN_FLIGHT: usize = 64;
+
+/// Garbage collection of one segment: its live blocks (found by scanning the L2P table)
+/// are read and rewritten with their timestamps; once all are persisted elsewhere, its
+/// zones are reset and become free.
+pub(super) struct Relocation {
+    pub(super) zone: u32,
+    /// Next LBA of the L2P scan.
+    pub(super) scan_lba: u64,
+    pub(super) reads_in_flight: usize,
+    /// Blocks read and not yet persisted in their new place.
+    pub(super) writes_in_flight: usize,
+    pub(super) resets_pending: usize,
+    pub(super) resetting: bool,
+    pub(super) failed: bool,
+}
+
+impl Engine {
+    /// Empty zones that opening a segment must leave (see `capacity`): the recovery reserve
+    /// (relocations may use it while `restoring_reserve`), and for user stripes while a
+    /// relocation runs, the relocation's zone too.
+    pub(super) fn zones_to_leave(&self, gc: bool) -> usize {
+        match &self.relocation {
+            Some(_) if !gc => RECOVERY_RESERVED_ZONES + GC_RESERVED_ZONES,
+            Some(_) => self.relocation_zones_to_leave(),
+            None => RECOVERY_RESERVED_ZONES,
+        }
+    }
+
+    /// Empty zones a relocation must leave: none after a restart until the segments that
+    /// were open are reclaimed and the reserve is whole again, else the recovery reserve.
+    pub(super) fn relocation_zones_to_leave(&self) -> usize {
+        if self.restoring_reserve {
+            0
+        } else {
+            RECOVERY_RESERVED_ZONES
+        }
+    }
+
+    /// Whether recovered open segments still wait to be reclaimed.
+    pub(super) fn reclaim_left(&self) -> bool {
+        let waiting = |s: &&Segment| s.reclaim_first && s.state != SegmentState::Relocating && !s.unreclaimable;
+        self.segments.iter().flatten().any(|s| waiting(&s))
+    }
+
+    /// Ends the use of the recovery reserve after a restart once the segments that were
+    /// open are reclaimed and enough zones are empty.
+    pub(super) fn update_restoring_reserve(&mut self) {
+        self.restoring_reserve &= self.reclaim_left() || self.free_zones.len() < GC_START_FREE_ZONES;
+    }
+
+    /// Data blocks the open segment can still take, counted in whole stripes.
+    pub(super) fn open_segment_room_blocks(&self) -> u64 {
+        let Some(zone) = self.open_segment else { return 0 };
+        let seg = self.seg(zone);
+        let issued = seg.group * self.layout.group_size + seg.group_issued;
+        (self.layout.stripes - issued) * self.layout.data_chunks as u64 * self.layout.chunk_blocks
+    }
+
+    /// Starts relocating a segment if one is due: a recovered open segment, or, when empty
+    /// zones run low, the sealed segment with the fewest live blocks (greedy), if moving it
+    /// frees space (`Layout::gc_victim_max_live_blocks`). Only if the relocation is sure to
+    /// find room: an empty zone it may open, or enough of the open segment.
+    pub(super) fn maybe_start_gc(&mut self) -> bool {
+        if self.relocation.is_some() || !self.gc_check_needed || self.stop != StopState::Running {
+            return false;
+        }
+        let worth_moving = self.layout.gc_victim_max_live_blocks();
+        let low = self.free_zones.len() <= GC_START_FREE_ZONES;
+        if !low && !self.reclaim_pending {
+            return false; // nothing due: spare the scan of every segment
+        }
+        self.gc_check_needed = false;
+        self.reclaim_pending = self.reclaim_left();
+        let victim = self
+            .segments
+            .iter()
+            .flatten()
+            .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable)
+            .filter(|s| s.reclaim_first || (low && s.valid_blocks <= worth_moving))
+            .min_by_key(|s| (!s.reclaim_first, s.valid_blocks, s.sequence))
+            .map(|s| (s.zone, s.valid_blocks));
+        let Some((zone, valid_blocks)) = victim else { return false };
+        let may_open = self.free_zones.len() > self.relocation_zones_to_leave();
+        if !may_open && self.open_segment_room_blocks() < valid_blocks + self.layout.stripe_data_blocks() {
+            return false;
+        }
+        tracing::debug!(zone, valid_blocks, "garbage collection: relocating a segment");
+        self.seg_mut(zone).state = SegmentState::Relocating;
+        self.relocation = Some(Relocation {
+            zone,
+            scan_lba: 0,
+            reads_in_flight: 0,
+            writes_in_flight: 0,
+            resets_pending: 0,
+            resetting: false,
+            failed: false,
+        });
+        true
+    }
+
+    /// Moves the relocation on: scans the L2P table for the segment's live blocks and reads
+    /// them (a bounded number at a time); when all are rewritten, resets the zones.
+    pub(super) fn advance_relocation(&mut self) {
+        let Some(zone) = self.relocation.as_ref().map(|r| r.zone) else { return };
+        let logical_blocks = self.l2p.logical_blocks();
+        loop {
+            let r = self.relocation.as_mut().expect("relocating");
+            if r.scan_lba == logical_blocks || r.reads_in_flight == GC_MAX_READS_IN_FLIGHT {
+                break;
+            }
+            let lba = r.scan_lba;
+            r.scan_lba += 1;
+            if let Some(physical) = self.l2p.get(lba).filter(|p| p.zone == zone) {
+                r.reads_in_flight += 1;
+                self.start_read(ReadOrigin::Relocation(physical), lba, 1);
+            }
+        }
+        let r = self.relocation.as_ref().expect("relocating");
+        if r.scan_lba < logical_blocks || r.reads_in_flight > 0 || r.resetting {
+            return;
+        }
+        self.pad_open_stripe(true);
+        let r = self.relocation.as_ref().expect("relocating");
+        if r.writes_in_flight > 0 || !self.gc_queued.is_empty() {
+            return;
+        }
+        if r.failed {
+            tracing::warn!(zone, "garbage collection: relocation failed, the segment stays");
+            let seg = self.seg_mut(zone);
+            seg.state = SegmentState::Sealed;
+            seg.unreclaimable = true;
+            self.relocation = None;
+            self.gc_check_needed = true;
+            return;
+        }
+        if self.seg(zone).commands_in_flight > 0 {
+            return; // reads or zone commands still on its zones
+        }
+        assert_eq!(self.seg(zone).valid_blocks, 0, "a relocated segment maps nothing");
+        let live: Vec<usize> = (0..self.layout.drives()).filter(|d| !self.failed[*d]).collect();
+        let r = self.relocation.as_mut().expect("relocating");
+        r.resetting = true;
+        r.resets_pending = live.len();
+        for drive in live {
+            self.zone_command(drive, zone, ZoneAction::Reset);
+        }
+        self.reset_done();
+    }
+
+    /// One reset of the relocated segment's zones completed (or none was needed).
+    pub(super) fn reset_done(&mut self) {
+        let r = self.relocation.as_ref().expect("relocating");
+        if r.resets_pending > 0 {
+            return;
+        }
+        let zone = r.zone;
+        debug_assert_eq!(self.seg(zone).commands_in_flight, 0);
+        self.segments[zone as usize] = None;
+        self.free_zones.push_back(zone);
+        self.update_restoring_reserve();
+        self.segments_reclaimed += 1;
+        self.relocation = None;
+        self.gc_check_needed = true;
+    }
+
+    /// A relocation read finished: the block joins a relocation stripe, unless it was
+    /// overwritten meanwhile.
+    pub(super) fn relocation_read_done(&mut self, from: Physical, lba: u64, timestamp: u64, result: Result<Vec<u8>>) {
+        let r = self.relocation.as_mut().expect("relocation reads belong to a relocation");
+        r.reads_in_flight -= 1;
+        match result {
+            Ok(_) if self.l2p.get(lba) != Some(from) => {}
+            Ok(data) => {
+                r.writes_in_flight += 1;
+                let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from) };
+                self.add_block(info, data, true);
+            }
+            Err(e) => {
+                tracing::warn!(lba, error = %e, "garbage collection: a live block cannot be read");
+                r.failed = true;
+            }
+        }
+    }
+
+    /// A relocated block is persisted at `to`: the L2P table follows, unless a newer write
+    /// got there first.
+    pub(super) fn relocated(&mut self, lba: u64, from: Physical, to: Physical) {
+        if self.l2p.get(lba) == Some(from) {
+            self.map_lba(lba, to);
+            self.blocks_relocated += 1;
+        }
+        let r = self.relocation.as_mut().expect("relocated blocks belong to a relocation");
+        r.writes_in_flight -= 1;
+    }
+}

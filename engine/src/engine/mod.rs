@@ -1,0 +1,530 @@
+//! The RAID engine: a single-threaded, sans-I/O state machine that owns all array state.
+//!
+//! Inputs: frontend requests (`submit`), device completions (`on_completion`) and time
+//! (`tick`). Outputs: device commands (`poll_command`) and frontend responses
+//! (`poll_response`). No I/O, no clock, no threads: drivers (the simulator, the real
+//! io_uring driver) connect it to the world.
+//!
+//! This module holds the entry points, the engine's state and the L2P bookkeeping; each
+//! role has a room of its own:
+//! - `stripe`: blocks fill open stripes, which are encoded (data and parity chunks, their
+//!   metadata) and queued;
+//! - `schedule`: queued stripes go out a group at a time into the open segment (Zone
+//!   Append groups, or Zone Write stripes at fixed offsets), are persisted, acknowledged;
+//! - `segment`: a segment's lifecycle: header, footer, sealing, finishing and resetting;
+//! - `read`: reads, and degraded reads that rebuild a block from its stripe;
+//! - `gc`: garbage collection, relocating the live blocks of a victim segment;
+//! - `stop`: the clean stop and its stop footers.
+//!
+//! Invariants (asserted where they are kept): a zone has at most one Zone Write in flight;
+//! appends of one group land inside the group's region; every persisted data block is in
+//! the footer records of its segment; a segment is reset only when the L2P maps nothing
+//! into it; the recovery reserve of empty zones is used only after a restart; at most one
+//! segment is being sealed when the next one opens. A write is acknowledged only when every
+//! chunk of its stripes is persisted; only then does the L2P table change, newest timestamp
+//! winning.
+
+mod gc;
+mod read;
+mod schedule;
+mod segment;
+mod stop;
+mod stripe;
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use zapraid_zns::{Command, Completion, Geometry, Tag, ZoneAction};
+
+use crate::error::{Error, Result};
+use crate::format::MAX_DRIVES;
+use crate::l2p::{L2pTable, Physical};
+use crate::layout::{Layout, Mode, RaidLevel};
+use crate::parity::ParityCodec;
+
+use gc::Relocation;
+use read::{ReadOrigin, ReadRequest, Rebuild};
+use segment::{FooterPlace, Segment, SegmentState};
+use stop::StopState;
+use stripe::{BlockInfo, OpenStripe, Stripe};
+
+/// Frontend request identifier, chosen by the caller.
+pub type RequestId = u64;
+
+/// What a frontend asks of the array. LBAs and lengths are in blocks of the drives' size.
+#[derive(Debug)]
+pub enum Request {
+    Write {
+        lba: u64,
+        data: Vec<u8>,
+    },
+    Read {
+        lba: u64,
+        blocks: u64,
+    },
+    /// Completes when every write submitted before it is persisted.
+    Flush,
+    /// The blocks read as zeros from now on (their L2P entries are dropped, so garbage
+    /// collection need not move them). Not persisted: after a restart a discarded block
+    /// may read as its old contents again, as a drive's discard allows.
+    Discard {
+        lba: u64,
+        blocks: u64,
+    },
+}
+
+/// The answer to a request: read data, or nothing for writes and flushes.
+#[derive(Debug)]
+pub struct Response {
+    pub id: RequestId,
+    pub result: Result<Vec<u8>>,
+}
+
+/// A command for one drive of the array.
+#[derive(Debug)]
+pub struct DriveCommand {
+    pub drive: usize,
+    pub tag: Tag,
+    pub command: Command,
+    /// Modelled engine CPU time spent before this command could be issued (stripe table
+    /// lookups); the simulator holds the command back this long. 0 for most commands.
+    pub delay_ns: u64,
+}
+
+/// Array configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub level: RaidLevel,
+    pub mode: Mode,
+    pub chunk_bytes: u64,
+    /// Pad and write an incomplete stripe after this long.
+    pub stripe_timeout_ns: u64,
+    /// Logical blocks exported (at most the data capacity of all segments).
+    pub logical_blocks: u64,
+    /// Modelled CPU cost of checking one compact stripe table entry, in picoseconds, charged
+    /// to degraded reads in simulation (see `PAPER_LOOKUP_PS_PER_ENTRY`).
+    pub lookup_ps_per_entry: u64,
+    pub array_uuid: [u8; 16],
+}
+
+/// The paper measures a compact stripe table query at G = 256 (768 entries) at about 1 us.
+pub const PAPER_LOOKUP_PS_PER_ENTRY: u64 = 1_000_000 / 768;
+
+/// Default partial-stripe timeout (the paper's 100 us).
+pub const DEFAULT_STRIPE_TIMEOUT_NS: u64 = 100_000;
+
+/// What the array holds and has done, for `zapraid status` and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    pub zones: u32,
+    pub free_zones: u32,
+    /// Segments holding data (open, sealing, sealed or being relocated).
+    pub segments: u32,
+    pub open_segments: u32,
+    /// Logical blocks mapped to a place on the drives (written at least once).
+    pub mapped_blocks: u64,
+    pub failed_drives: Vec<usize>,
+    /// Segments garbage collection reclaimed, and live blocks it moved.
+    pub segments_reclaimed: u64,
+    pub blocks_relocated: u64,
+    /// Recovered open segments still waiting to be rewritten and reclaimed.
+    pub segments_to_reclaim: u32,
+    /// Damage the last start found on the drives and what it rebuilt or lost.
+    pub recovery_repairs: crate::recovery::Repairs,
+    /// Blocks read from a working drive that were damaged (bad checksum, wrong LBA or
+    /// segment, media error) and were rebuilt from their stripe.
+    pub read_blocks_repaired: u64,
+}
+
+enum Op {
+    Header {
+        segment: u32,
+    },
+    Chunk {
+        stripe: u64,
+        drive: usize,
+    },
+    Footer {
+        segment: u32,
+        drive: usize,
+        next_block: u64,
+        place: FooterPlace,
+    },
+    Finish {
+        segment: u32,
+    },
+    Read {
+        read: u64,
+        block: usize,
+        physical: Physical,
+    },
+    Rebuild {
+        rebuild: u64,
+        drive: usize,
+        zone: u32,
+    },
+    /// Resetting a reclaimed segment's zone on one drive.
+    Reset {
+        segment: u32,
+    },
+}
+
+/// The engine. See the module documentation.
+pub struct Engine {
+    layout: Layout,
+    geometry: Geometry,
+    codec: ParityCodec,
+    config: Config,
+    l2p: L2pTable,
+    /// The segment each zone holds (a segment spans the same zone of every drive).
+    segments: Vec<Option<Segment>>,
+    /// Zone of the segment stripes are written into.
+    open_segment: Option<u32>,
+    free_zones: VecDeque<u32>,
+    next_sequence: u64,
+    next_timestamp: u64,
+    now_ns: u64,
+    failed: Vec<bool>,
+    open_stripe: Option<OpenStripe>,
+    queued: VecDeque<u64>,
+    /// Relocated blocks fill stripes of their own, issued before frontend stripes.
+    gc_open_stripe: Option<OpenStripe>,
+    gc_queued: VecDeque<u64>,
+    relocation: Option<Relocation>,
+    /// Something changed that may give garbage collection a victim.
+    gc_check_needed: bool,
+    /// Segments recovered open may still wait to be reclaimed (none are made later).
+    reclaim_pending: bool,
+    /// Recovered, and the segments that were open not all reclaimed yet or fewer than
+    /// `GC_START_FREE_ZONES` zones empty since: relocations may use the recovery reserve
+    /// (what it is for) until both are done.
+    restoring_reserve: bool,
+    segments_reclaimed: u64,
+    blocks_relocated: u64,
+    recovery_repairs: crate::recovery::Repairs,
+    read_blocks_repaired: u64,
+    stop: StopState,
+    stripes: HashMap<u64, Stripe>,
+    next_stripe: u64,
+    /// Newest timestamp mapped per LBA with writes in flight, and how many are in flight.
+    in_flight_lbas: HashMap<u64, (u64, u32)>,
+    write_blocks_left: HashMap<RequestId, usize>,
+    outstanding_writes: BTreeSet<RequestId>,
+    flushes: VecDeque<(RequestId, Option<RequestId>)>,
+    reads: HashMap<u64, ReadRequest>,
+    rebuilds: HashMap<u64, Rebuild>,
+    next_read: u64,
+    ops: HashMap<Tag, Op>,
+    next_tag: Tag,
+    commands: VecDeque<DriveCommand>,
+    responses: VecDeque<Response>,
+    /// Commands per drive waiting because the zone has a Zone Write in flight.
+    zone_write_busy: Vec<bool>,
+    zone_write_queue: Vec<VecDeque<(Tag, Command)>>,
+}
+
+impl Engine {
+    /// A new, empty array over drives of `geometry` (every zone empty).
+    pub fn format(geometry: Geometry, config: Config) -> Result<Self> {
+        let layout = Layout::new(&geometry, config.level, config.mode, config.chunk_bytes)?;
+        let codec = ParityCodec::for_level(config.level)?;
+        let n = layout.drives();
+        if n > MAX_DRIVES {
+            return Err(Error::InvalidConfig { reason: format!("{n} drives, at most {MAX_DRIVES}") });
+        }
+        let capacity = layout.data_blocks_per_segment() * u64::from(geometry.zone_count);
+        if config.logical_blocks == 0 || config.logical_blocks > capacity {
+            return Err(Error::InvalidConfig {
+                reason: format!("{} logical blocks, the drives hold at most {capacity}", config.logical_blocks),
+            });
+        }
+        let l2p = L2pTable::new(config.logical_blocks, n, geometry.zone_count, geometry.zone_capacity_blocks)?;
+        Ok(Engine {
+            layout,
+            geometry,
+            codec,
+            config,
+            l2p,
+            segments: (0..geometry.zone_count).map(|_| None).collect(),
+            open_segment: None,
+            free_zones: (0..geometry.zone_count).collect(),
+            next_sequence: 1,
+            next_timestamp: 1,
+            now_ns: 0,
+            failed: vec![false; n],
+            open_stripe: None,
+            queued: VecDeque::new(),
+            gc_open_stripe: None,
+            gc_queued: VecDeque::new(),
+            relocation: None,
+            gc_check_needed: false,
+            reclaim_pending: false,
+            restoring_reserve: false,
+            segments_reclaimed: 0,
+            recovery_repairs: Default::default(),
+            read_blocks_repaired: 0,
+            blocks_relocated: 0,
+            stop: StopState::Running,
+            stripes: HashMap::new(),
+            next_stripe: 0,
+            in_flight_lbas: HashMap::new(),
+            write_blocks_left: HashMap::new(),
+            outstanding_writes: BTreeSet::new(),
+            flushes: VecDeque::new(),
+            reads: HashMap::new(),
+            rebuilds: HashMap::new(),
+            next_read: 0,
+            ops: HashMap::new(),
+            next_tag: 0,
+            commands: VecDeque::new(),
+            responses: VecDeque::new(),
+            zone_write_busy: vec![false; n],
+            zone_write_queue: (0..n).map(|_| VecDeque::new()).collect(),
+        })
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Installs what recovery found on the drives: sealed segments (with their compact
+    /// stripe tables), the L2P entries, the zones still free, and the next sequence number
+    /// and timestamp (past everything on the drives).
+    pub(crate) fn install_recovered(&mut self, recovered: crate::recovery::Recovered) {
+        let n = self.layout.drives();
+        for (zone, sequence, table, sealed) in recovered.segments {
+            let mut segment = Segment::new(zone, sequence, SegmentState::Sealed, table, n);
+            segment.group = self.layout.groups();
+            segment.reclaim_first = !sealed;
+            self.reclaim_pending |= !sealed;
+            self.segments[zone as usize] = Some(segment);
+        }
+        for (lba, physical) in recovered.mappings {
+            self.map_lba(lba, physical);
+        }
+        self.gc_check_needed = true;
+        self.free_zones = recovered.free_zones.into();
+        self.restoring_reserve = true;
+        self.update_restoring_reserve();
+        self.next_sequence = recovered.next_sequence;
+        self.next_timestamp = recovered.next_timestamp;
+        self.recovery_repairs = recovered.repairs;
+        for drive in recovered.failed_drives {
+            self.fail_drive(drive);
+        }
+    }
+
+    /// Finishes a zone (recovery closes open segments this way).
+    pub(crate) fn finish_zone(&mut self, drive: usize, zone: u32) {
+        self.zone_command(drive, zone, ZoneAction::Finish);
+    }
+
+    fn unmap_lba(&mut self, lba: u64) {
+        if let Some(old) = self.l2p.get(lba) {
+            let segment = self.segments[old.zone as usize].as_mut().expect("mapped blocks are in segments");
+            segment.valid_blocks -= 1;
+            self.gc_check_needed = true;
+            self.l2p.clear(lba);
+        }
+    }
+
+    /// Points `lba` at `at`, keeping the segments' live block counts.
+    fn map_lba(&mut self, lba: u64, at: Physical) {
+        if let Some(old) = self.l2p.get(lba) {
+            let segment = self.segments[old.zone as usize].as_mut().expect("mapped blocks are in segments");
+            segment.valid_blocks -= 1;
+            self.gc_check_needed = true;
+        }
+        self.l2p.set(lba, at);
+        self.seg_mut(at.zone).valid_blocks += 1;
+    }
+
+    pub fn status(&self) -> Status {
+        let segments = || self.segments.iter().flatten();
+        Status {
+            zones: self.geometry.zone_count,
+            free_zones: self.free_zones.len() as u32,
+            segments: segments().count() as u32,
+            open_segments: u32::from(self.open_segment.is_some()),
+            mapped_blocks: segments().map(|s| s.valid_blocks).sum(),
+            failed_drives: (0..self.failed.len()).filter(|d| self.failed[*d]).collect(),
+            segments_reclaimed: self.segments_reclaimed,
+            blocks_relocated: self.blocks_relocated,
+            segments_to_reclaim: segments().filter(|s| s.reclaim_first).count() as u32,
+            recovery_repairs: self.recovery_repairs,
+            read_blocks_repaired: self.read_blocks_repaired,
+        }
+    }
+
+    pub fn logical_blocks(&self) -> u64 {
+        self.l2p.logical_blocks()
+    }
+
+    /// Where a logical block lives now, if it was ever written.
+    pub fn locate(&self, lba: u64) -> Option<Physical> {
+        self.l2p.get(lba)
+    }
+
+    /// Marks a drive failed: nothing more is sent to it, its chunks are rebuilt on read.
+    pub fn fail_drive(&mut self, drive: usize) {
+        self.failed[drive] = true;
+    }
+
+    pub fn is_failed(&self, drive: usize) -> bool {
+        self.failed.get(drive).copied().unwrap_or(false)
+    }
+
+    pub fn failed_drives(&self) -> usize {
+        self.failed.iter().filter(|f| **f).count()
+    }
+
+    /// When the engine next needs `tick` (the partial-stripe timeout), if ever.
+    pub fn next_timer_ns(&self) -> Option<u64> {
+        self.open_stripe.as_ref().map(|s| s.started_ns + self.config.stripe_timeout_ns)
+    }
+
+    pub fn poll_command(&mut self) -> Option<DriveCommand> {
+        self.commands.pop_front()
+    }
+
+    pub fn poll_response(&mut self) -> Option<Response> {
+        self.responses.pop_front()
+    }
+
+    fn block_bytes(&self) -> usize {
+        self.geometry.block_size_bytes as usize
+    }
+
+    fn meta_bytes(&self) -> usize {
+        self.geometry.metadata_bytes_per_block as usize
+    }
+
+    fn chunk_blocks(&self) -> usize {
+        self.layout.chunk_blocks as usize
+    }
+
+    /// Takes a frontend request at time `now_ns`.
+    pub fn submit(&mut self, id: RequestId, request: Request, now_ns: u64) {
+        self.now_ns = self.now_ns.max(now_ns);
+        match request {
+            Request::Write { lba, data } => self.write(id, lba, data),
+            Request::Read { lba, blocks } => self.read(id, lba, blocks),
+            Request::Discard { lba, blocks } => {
+                let result = self.check_range(lba, blocks).map(|()| {
+                    for lba in lba..lba + blocks {
+                        self.unmap_lba(lba);
+                    }
+                    Vec::new()
+                });
+                self.responses.push_back(Response { id, result });
+            }
+            Request::Flush => {
+                let last_before = self.outstanding_writes.iter().next_back().copied();
+                self.flushes.push_back((id, last_before));
+                self.pad_open_stripe(false);
+                self.complete_flushes();
+            }
+        }
+        self.pump();
+    }
+
+    fn check_range(&self, lba: u64, blocks: u64) -> Result<()> {
+        match lba.checked_add(blocks) {
+            Some(end) if blocks > 0 && end <= self.l2p.logical_blocks() => Ok(()),
+            _ => Err(Error::InvalidConfig {
+                reason: format!(
+                    "{blocks} blocks at LBA {lba} outside the {} logical blocks",
+                    self.l2p.logical_blocks()
+                ),
+            }),
+        }
+    }
+
+    /// Advances time: pads and writes an incomplete stripe whose timeout has passed.
+    pub fn tick(&mut self, now_ns: u64) {
+        self.now_ns = self.now_ns.max(now_ns);
+        if self.next_timer_ns().is_some_and(|t| t <= self.now_ns) {
+            self.pad_open_stripe(false);
+        }
+        self.pump();
+    }
+
+    fn new_tag(&mut self, op: Op) -> Tag {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        self.ops.insert(tag, op);
+        tag
+    }
+
+    /// Takes a device completion for `drive`.
+    pub fn on_completion(&mut self, drive: usize, completion: Completion, now_ns: u64) {
+        self.now_ns = self.now_ns.max(now_ns);
+        let Some(op) = self.ops.remove(&completion.tag) else {
+            debug_assert!(false, "completion for unknown tag {}", completion.tag);
+            return;
+        };
+        match op {
+            Op::Header { segment } => {
+                self.zone_write_done(drive);
+                if completion.result.is_err() {
+                    self.fail_drive(drive);
+                }
+                self.seg_mut(segment).header_pending -= 1;
+            }
+            Op::Chunk { stripe, drive } => self.chunk_done(stripe, drive, completion),
+            Op::Footer { segment, drive, next_block, place: place @ FooterPlace::Stop { blocks, .. } } => {
+                self.zone_write_done(drive);
+                if completion.result.is_err() {
+                    self.fail_drive(drive);
+                }
+                if completion.result.is_ok() && next_block < blocks {
+                    self.write_footer_blocks(segment, drive, next_block, place);
+                } else if let StopState::WritingFooters(left) = self.stop {
+                    self.stop = if left == 1 { StopState::Stopped } else { StopState::WritingFooters(left - 1) };
+                }
+            }
+            Op::Footer { segment, drive, next_block, place: FooterPlace::Sealing { .. } } => {
+                self.zone_write_done(drive);
+                if completion.result.is_err() {
+                    self.fail_drive(drive);
+                }
+                if completion.result.is_ok() && next_block < self.layout.footer_blocks {
+                    self.write_footer_piece(segment, drive, next_block);
+                } else {
+                    self.seg_mut(segment).footer_pending -= 1;
+                    if !self.failed[drive] {
+                        self.zone_command(drive, segment, ZoneAction::Finish);
+                    }
+                    let seg = self.seg_mut(segment);
+                    if seg.footer_pending == 0 {
+                        seg.state = SegmentState::Sealed;
+                        seg.footer = Vec::new(); // on the drives now
+                        self.gc_check_needed = true; // a new candidate (if padding left room)
+                    }
+                }
+            }
+            Op::Finish { segment } => {
+                if completion.result.is_err() {
+                    self.fail_drive(drive);
+                }
+                self.seg_mut(segment).commands_in_flight -= 1;
+            }
+            Op::Reset { segment } => {
+                if completion.result.is_err() {
+                    self.fail_drive(drive);
+                }
+                self.seg_mut(segment).commands_in_flight -= 1;
+                self.relocation.as_mut().expect("resets belong to a relocation").resets_pending -= 1;
+                self.reset_done();
+            }
+            Op::Read { read, block, physical } => {
+                self.seg_mut(physical.zone).commands_in_flight -= 1;
+                self.read_done(read, block, physical, completion);
+            }
+            Op::Rebuild { rebuild, drive, zone } => {
+                self.seg_mut(zone).commands_in_flight -= 1;
+                self.rebuild_shard_done(rebuild, drive, completion);
+            }
+        }
+        self.pump();
+    }
+}

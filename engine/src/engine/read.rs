@@ -1,0 +1,307 @@
+//! Reads and degraded reads: an L2P lookup, one read per block with its metadata;
+//! unwritten blocks read as zeros. A block on a failed drive, or that fails its checksum,
+//! LBA or sequence check, is rebuilt from the other chunks of its stripe, found by static
+//! offset (Zone Write) or the compact stripe table (Zone Append). Losing more than m chunks
+//! is an I/O error, never wrong data: a rebuilt block must say the LBA asked for.
+
+use zapraid_zns::{Command, Completion};
+
+use crate::error::{Error, Result};
+use crate::format::{BlockKind, BlockMetadata};
+use crate::l2p::Physical;
+
+use super::*;
+
+/// Who asked for a read.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum ReadOrigin {
+    Frontend(RequestId),
+    /// Garbage collection, moving the block that was at this place.
+    Relocation(Physical),
+}
+
+pub(super) struct ReadRequest {
+    pub(super) origin: ReadOrigin,
+    pub(super) lba: u64,
+    pub(super) blocks: Vec<Option<Vec<u8>>>,
+    /// Timestamp of each block read (garbage collection keeps it).
+    pub(super) timestamps: Vec<u64>,
+    pub(super) pending: usize,
+    pub(super) error: Option<Error>,
+}
+
+pub(super) struct Rebuild {
+    pub(super) read: u64,
+    pub(super) block: usize,
+    pub(super) lba: u64,
+    /// Stripe number within the segment: it says which chunk each drive holds.
+    pub(super) stripe_number: u64,
+    pub(super) lost_chunk: usize,
+    pub(super) shards: Vec<Option<(Vec<u8>, Vec<u8>)>>,
+    pub(super) pending: usize,
+    /// The block's drive is working: the block itself was damaged (a repair, counted).
+    pub(super) damaged: bool,
+}
+
+impl Engine {
+    pub(super) fn read(&mut self, id: RequestId, lba: u64, blocks: u64) {
+        if let Err(e) = self.check_range(lba, blocks) {
+            return self.responses.push_back(Response { id, result: Err(e) });
+        }
+        self.start_read(ReadOrigin::Frontend(id), lba, blocks);
+    }
+
+    pub(super) fn start_read(&mut self, origin: ReadOrigin, lba: u64, blocks: u64) {
+        let read = self.next_read;
+        self.next_read += 1;
+        let bs = self.block_bytes();
+        let mut request = ReadRequest {
+            origin,
+            lba,
+            blocks: vec![None; blocks as usize],
+            timestamps: vec![0; blocks as usize],
+            pending: 0,
+            error: None,
+        };
+        let mut to_read = Vec::new();
+        for i in 0..blocks as usize {
+            match self.l2p.get(lba + i as u64) {
+                None => request.blocks[i] = Some(vec![0; bs]),
+                Some(physical) => to_read.push((i, physical)),
+            }
+        }
+        request.pending = to_read.len();
+        self.reads.insert(read, request);
+        for (block, physical) in to_read {
+            if self.failed[physical.drive] {
+                self.start_rebuild(read, block, physical);
+            } else {
+                let lba = self.geometry.zone_start_lba(physical.zone) + physical.offset;
+                self.seg_mut(physical.zone).commands_in_flight += 1;
+                let tag = self.new_tag(Op::Read { read, block, physical });
+                self.commands.push_back(DriveCommand {
+                    drive: physical.drive,
+                    tag,
+                    command: Command::Read { lba, data: vec![0; bs], metadata: vec![0; self.meta_bytes()] },
+                    delay_ns: 0,
+                });
+            }
+        }
+        self.finish_read(read);
+    }
+
+    pub(super) fn read_done(&mut self, read: u64, block: usize, physical: Physical, completion: Completion) {
+        let Some(request) = self.reads.get(&read) else { return };
+        let expected_lba = request.lba + block as u64;
+        let sequence = self.segment_of_zone(physical.zone).map(|s| s.sequence);
+        let intact = match BlockMetadata::decode(&completion.data, &completion.metadata) {
+            Ok((m, kind)) if completion.result.is_ok() => {
+                let intact = kind == BlockKind::Data
+                    && m.lba.get() == expected_lba
+                    && Some(u64::from(m.segment_sequence_low.get())) == sequence.map(|s| s & u64::from(u32::MAX));
+                intact.then_some(m.timestamp.get())
+            }
+            _ => None,
+        };
+        if let Some(timestamp) = intact {
+            let request = self.reads.get_mut(&read).expect("read in flight");
+            request.blocks[block] = Some(completion.data);
+            request.timestamps[block] = timestamp;
+            request.pending -= 1;
+            self.finish_read(read);
+        } else {
+            if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
+                self.fail_drive(physical.drive);
+            }
+            self.start_rebuild(read, block, physical);
+        }
+    }
+
+    /// Rebuilds one block from the other chunks of its stripe.
+    pub(super) fn start_rebuild(&mut self, read: u64, block: usize, physical: Physical) {
+        let n = self.layout.drives();
+        let cb = self.layout.chunk_blocks;
+        let data_start = self.layout.data_start_blocks();
+        let position = (physical.offset - data_start) / cb;
+        let within = (physical.offset - data_start) % cb;
+        let lba = self.reads[&read].lba + block as u64;
+        let Some(seg) = self.segment_of_zone(physical.zone) else {
+            return self.read_block_failed(read, block, Error::InvalidConfig { reason: "no segment for zone".into() });
+        };
+        let group = position / self.layout.group_size;
+        let (stripe_id, stripe_number) = match &seg.table {
+            None => (0u32, position),
+            Some(table) => match table.get(physical.drive, position) {
+                Some(id) => (id, group * self.layout.group_size + u64::from(id)),
+                None => {
+                    return self.read_block_failed(
+                        read,
+                        block,
+                        Error::InvalidConfig { reason: format!("no stripe recorded for LBA {lba}") },
+                    )
+                }
+            },
+        };
+        // Where each other drive holds its chunk of the stripe.
+        let mut sources = Vec::new();
+        let mut entries_checked = 0u64;
+        for drive in 0..n {
+            if drive == physical.drive || self.failed[drive] {
+                continue;
+            }
+            let other = match &seg.table {
+                None => Some(position),
+                Some(table) => {
+                    let first = group * self.layout.group_size;
+                    let found = (first..first + self.layout.group_stripes(group))
+                        .find(|p| table.get(drive, *p) == Some(stripe_id));
+                    entries_checked += found.map_or(self.layout.group_stripes(group), |p| p - first + 1);
+                    found
+                }
+            };
+            if let Some(p) = other {
+                sources.push((drive, data_start + p * cb + within));
+            }
+        }
+        let lost_chunk = self.layout.chunk_on(stripe_number, physical.drive);
+        let needed = self.layout.data_chunks;
+        if sources.len() < needed || self.layout.parity_chunks == 0 {
+            let lost = n - sources.len();
+            return self.read_block_failed(
+                read,
+                block,
+                Error::TooManyErasures { lost, total: n, tolerated: self.layout.parity_chunks },
+            );
+        }
+        let zone_start = self.geometry.zone_start_lba(physical.zone);
+        let rebuild = self.next_read;
+        self.next_read += 1;
+        self.rebuilds.insert(
+            rebuild,
+            Rebuild {
+                read,
+                block,
+                lba,
+                stripe_number,
+                lost_chunk,
+                shards: (0..n).map(|_| None).collect(),
+                pending: sources.len(),
+                damaged: !self.failed[physical.drive],
+            },
+        );
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let delay_ns = entries_checked * self.config.lookup_ps_per_entry / 1000;
+        for (drive, offset) in sources {
+            self.seg_mut(physical.zone).commands_in_flight += 1;
+            let tag = self.new_tag(Op::Rebuild { rebuild, drive, zone: physical.zone });
+            self.commands.push_back(DriveCommand {
+                drive,
+                tag,
+                command: Command::Read { lba: zone_start + offset, data: vec![0; bs], metadata: vec![0; ms] },
+                delay_ns,
+            });
+        }
+    }
+
+    pub(super) fn rebuild_shard_done(&mut self, rebuild: u64, drive: usize, completion: Completion) {
+        let Some(r) = self.rebuilds.get_mut(&rebuild) else { return };
+        r.pending -= 1;
+        if completion.result.is_ok() && BlockMetadata::decode(&completion.data, &completion.metadata).is_ok() {
+            r.shards[drive] = Some((completion.data, completion.metadata));
+        } else if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
+            self.failed[drive] = true;
+        }
+        if self.rebuilds[&rebuild].pending > 0 {
+            return;
+        }
+        let r = self.rebuilds.remove(&rebuild).expect("rebuild in flight");
+        let result = self.reconstruct(&r);
+        match result {
+            Ok((data, timestamp)) => {
+                if r.damaged {
+                    self.read_blocks_repaired += 1;
+                    tracing::warn!(lba = r.lba, "a damaged block was rebuilt from its stripe");
+                }
+                if let Some(request) = self.reads.get_mut(&r.read) {
+                    request.blocks[r.block] = Some(data);
+                    request.timestamps[r.block] = timestamp;
+                    request.pending -= 1;
+                }
+                self.finish_read(r.read);
+            }
+            Err(e) => self.read_block_failed(r.read, r.block, e),
+        }
+    }
+
+    /// Decodes the lost block (data and its LBA/timestamp fields) from the shards read,
+    /// and checks that it is the block asked for.
+    pub(super) fn reconstruct(&self, r: &Rebuild) -> Result<(Vec<u8>, u64)> {
+        let n = self.layout.drives();
+        // Shards are indexed by chunk (data first, then parity), not by drive.
+        let mut data_shards: Vec<Option<Vec<u8>>> = vec![None; n];
+        let mut field_shards: Vec<Option<Vec<u8>>> = vec![None; n];
+        for (drive, shard) in r.shards.iter().enumerate() {
+            let Some((data, meta)) = shard else { continue };
+            let (m, _) = BlockMetadata::decode(data, meta).map_err(|e| Error::Corrupt {
+                drive,
+                zone: 0,
+                offset_blocks: 0,
+                structure: "block metadata",
+                reason: e.to_string(),
+            })?;
+            let chunk = self.layout.chunk_on(r.stripe_number, drive);
+            data_shards[chunk] = Some(data.clone());
+            let mut fields = m.lba.get().to_le_bytes().to_vec();
+            fields.extend_from_slice(&m.timestamp.get().to_le_bytes());
+            field_shards[chunk] = Some(fields);
+        }
+        self.codec.reconstruct(&mut data_shards)?;
+        self.codec.reconstruct(&mut field_shards)?;
+        let fields = field_shards[r.lost_chunk].as_ref().expect("reconstructed");
+        let lba = u64::from_le_bytes(fields[..8].try_into().expect("8 bytes"));
+        if lba != r.lba {
+            return Err(Error::Corrupt {
+                drive: 0,
+                zone: 0,
+                offset_blocks: 0,
+                structure: "rebuilt block",
+                reason: format!("rebuilt block says LBA {lba}, expected {}", r.lba),
+            });
+        }
+        let timestamp = u64::from_le_bytes(fields[8..16].try_into().expect("8 bytes"));
+        Ok((data_shards[r.lost_chunk].take().expect("reconstructed"), timestamp))
+    }
+
+    pub(super) fn read_block_failed(&mut self, read: u64, block: usize, error: Error) {
+        if let Some(request) = self.reads.get_mut(&read) {
+            debug_assert!(request.blocks[block].is_none());
+            request.pending -= 1;
+            request.error.get_or_insert(error);
+        }
+        self.finish_read(read);
+    }
+
+    pub(super) fn finish_read(&mut self, read: u64) {
+        if self.reads.get(&read).is_none_or(|r| r.pending > 0) {
+            return;
+        }
+        let request = self.reads.remove(&read).expect("read exists");
+        let result = match request.error {
+            Some(e) => Err(e),
+            None => {
+                let mut data = Vec::with_capacity(request.blocks.len() * self.block_bytes());
+                for block in request.blocks {
+                    data.extend_from_slice(&block.expect("every block read"));
+                }
+                Ok(data)
+            }
+        };
+        match request.origin {
+            ReadOrigin::Frontend(id) => self.responses.push_back(Response { id, result }),
+            ReadOrigin::Relocation(from) => {
+                debug_assert_eq!(request.timestamps.len(), 1, "relocation reads one block at a time");
+                self.relocation_read_done(from, request.lba, request.timestamps[0], result);
+            }
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! Group scheduling and persistence: queued stripes go into the open segment a group at a
+//! time. Every stripe of the current group is in flight at once (Zone Append: chunks land
+//! where the drive puts them and the compact stripe table records it); the next group
+//! starts only when the previous one is persisted, and the first waits for the header.
+//! With G = 1 (ZoneWrite-Only) a stripe is a group of its own, written with Zone Write at
+//! its fixed offset. Relocated stripes go before frontend stripes.
+//!
+//! A persisted stripe records its blocks in the segment's footer entries, updates the L2P
+//! table (newest timestamp wins) and acknowledges writes whose blocks are all persisted.
+//!
+//! Invariants: at most one Zone Write in flight per drive's zone (later ones wait in order);
+//! every chunk of a group lands inside the group's region.
+
+use std::collections::BTreeSet;
+
+use zapraid_zns::{Command, Completion, Done};
+
+use crate::error::Error;
+use crate::format::{BlockKind, BlockMetadata, FooterEntry, NO_LBA};
+use crate::l2p::Physical;
+
+use super::*;
+
+impl Engine {
+    /// Issues a Zone Write, or queues it behind the one in flight on that drive's zone.
+    pub(super) fn zone_write(&mut self, drive: usize, op: Op, command: Command) {
+        let tag = self.new_tag(op);
+        if self.zone_write_busy[drive] {
+            self.zone_write_queue[drive].push_back((tag, command));
+        } else {
+            self.zone_write_busy[drive] = true;
+            self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+        }
+    }
+
+    pub(super) fn zone_write_done(&mut self, drive: usize) {
+        match self.zone_write_queue[drive].pop_front() {
+            Some((tag, command)) => self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 }),
+            None => self.zone_write_busy[drive] = false,
+        }
+    }
+
+    /// Moves queued stripes into the current group while it has room, starts groups and
+    /// segments as they free up.
+    pub(super) fn pump(&mut self) {
+        loop {
+            // A group is done when all of its stripes were issued and persisted; the last
+            // group of a segment is followed by the footer, whether or not more is queued.
+            if let Some(seg_index) = self.open_segment {
+                let seg = self.seg(seg_index);
+                let group_done = seg.header_pending == 0
+                    && seg.group_in_flight == 0
+                    && seg.group_issued == self.layout.group_stripes(seg.group);
+                if group_done {
+                    let seg = self.seg_mut(seg_index);
+                    seg.group += 1;
+                    seg.group_issued = 0;
+                    seg.group_virtual.iter_mut().for_each(|v| *v = 0);
+                    if seg.group == self.layout.groups() {
+                        self.start_footer(seg_index);
+                    }
+                    continue;
+                }
+            }
+            self.advance_relocation();
+            let gc = !self.gc_queued.is_empty();
+            let Some(&number) = (if gc { self.gc_queued.front() } else { self.queued.front() }) else { break };
+            let relocating = self.relocation.is_some();
+            let Some(seg_index) = self.open_segment else {
+                if self.free_zones.len() > self.zones_to_leave(gc) {
+                    self.open_new_segment();
+                    continue;
+                }
+                if relocating {
+                    break; // the relocation frees a zone
+                }
+                if self.maybe_start_gc() {
+                    continue;
+                }
+                self.fail_queued_stripes();
+                break;
+            };
+            if !gc && relocating && self.free_zones.len() <= self.zones_to_leave(true) {
+                break; // the relocation may open no other zone: the rest of this one is its
+            }
+            let seg = self.seg(seg_index);
+            if seg.header_pending > 0 || seg.group_issued == self.layout.group_stripes(seg.group) {
+                break; // waiting for the header, or for the group to be persisted
+            }
+            if gc {
+                self.gc_queued.pop_front();
+            } else {
+                self.queued.pop_front();
+            }
+            self.issue_stripe(seg_index, number);
+        }
+        if self.maybe_start_gc() {
+            self.pump();
+        }
+        self.advance_stop();
+    }
+
+    pub(super) fn issue_stripe(&mut self, seg_index: u32, number: u64) {
+        let (k, cb, bs, ms) = (self.layout.data_chunks, self.chunk_blocks(), self.block_bytes(), self.meta_bytes());
+        let n = self.layout.drives();
+        let group_size = self.layout.group_size;
+        let seg = self.seg_mut(seg_index);
+        let id = seg.group_issued as u32;
+        let stripe_number = seg.group * group_size + u64::from(id);
+        seg.group_issued += 1;
+        seg.group_in_flight += 1;
+        let (zone, sequence) = (seg.zone, seg.sequence);
+        let zone_start = self.geometry.zone_start_lba(zone);
+        let mut stripe = self.stripes.remove(&number).expect("queued stripe exists");
+        stripe.id = id;
+        stripe.number = stripe_number;
+        let chunks = std::mem::take(&mut stripe.chunks);
+        let mut pending = 0;
+        let mut commands = Vec::new();
+        for (c, (data, mut metadata)) in chunks.into_iter().enumerate() {
+            let drive = self.layout.drive_of(stripe_number, c);
+            for o in 0..cb {
+                let (lba, timestamp, kind) = if c < k {
+                    let info = stripe.infos[c * cb + o];
+                    let kind = if info.lba == NO_LBA { BlockKind::Padding } else { BlockKind::Data };
+                    (info.lba, info.timestamp, kind)
+                } else {
+                    let f = &metadata[o * ms..o * ms + 16];
+                    (
+                        u64::from_le_bytes(f[..8].try_into().expect("8 bytes")),
+                        u64::from_le_bytes(f[8..16].try_into().expect("8 bytes")),
+                        BlockKind::Parity,
+                    )
+                };
+                BlockMetadata::new(lba, timestamp, id, sequence, kind)
+                    .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
+            }
+            if self.failed[drive] {
+                continue;
+            }
+            pending += 1;
+            commands.push((drive, data, metadata));
+        }
+        stripe.pending_chunks = pending;
+        self.stripes.insert(number, stripe);
+        for (drive, data, metadata) in commands {
+            let op = Op::Chunk { stripe: number, drive };
+            if self.layout.uses_append() {
+                let tag = self.new_tag(op);
+                self.commands.push_back(DriveCommand {
+                    drive,
+                    tag,
+                    command: Command::Append { zone_start_lba: zone_start, data, metadata },
+                    delay_ns: 0,
+                });
+            } else {
+                let lba = zone_start + self.layout.data_start_blocks() + stripe_number * self.layout.chunk_blocks;
+                self.zone_write(drive, op, Command::Write { lba, data, metadata });
+            }
+        }
+        if pending == 0 {
+            // Every drive of this stripe has failed: nothing can hold it.
+            self.stripe_failed(
+                number,
+                Error::TooManyErasures { lost: n, total: n, tolerated: self.layout.parity_chunks },
+            );
+        }
+    }
+
+    pub(super) fn fail_queued_stripes(&mut self) {
+        while let Some(number) = self.queued.pop_front() {
+            let reason = "no empty zone left beyond what garbage collection and recovery need, and no segment \
+                          worth reclaiming (nearly every block is live)"
+                .to_string();
+            self.stripe_failed(number, Error::ArrayFull { reason });
+        }
+    }
+
+    pub(super) fn stripe_failed(&mut self, number: u64, error: Error) {
+        let Some(stripe) = self.stripes.remove(&number) else { return };
+        let mut failed_requests = BTreeSet::new();
+        for info in stripe.infos {
+            if let Some(request) = info.request {
+                self.release_lba(info.lba);
+                failed_requests.insert(request);
+            }
+            if info.relocated_from.is_some() {
+                let r = self.relocation.as_mut().expect("relocated blocks belong to a relocation");
+                r.writes_in_flight -= 1;
+                r.failed = true;
+            }
+        }
+        for request in failed_requests {
+            if self.write_blocks_left.remove(&request).is_some() {
+                self.outstanding_writes.remove(&request);
+                self.responses.push_back(Response { id: request, result: Err(error.duplicate()) });
+            }
+        }
+        self.complete_flushes();
+    }
+
+    pub(super) fn release_lba(&mut self, lba: u64) {
+        if let Some(entry) = self.in_flight_lbas.get_mut(&lba) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                self.in_flight_lbas.remove(&lba);
+            }
+        }
+    }
+
+    pub(super) fn chunk_done(&mut self, number: u64, drive: usize, completion: Completion) {
+        if !self.layout.uses_append() {
+            self.zone_write_done(drive);
+        }
+        let seg_index = self.open_segment_of_stripe();
+        let cb = self.layout.chunk_blocks;
+        let data_start = self.layout.data_start_blocks();
+        let zone_start = self.geometry.zone_start_lba(self.seg(seg_index).zone);
+        match completion.result {
+            Ok(Done::Written { lba, .. }) => {
+                let position = (lba - zone_start - data_start) / cb;
+                let group = self.seg(seg_index).group;
+                let group_start = group * self.layout.group_size;
+                assert!(
+                    (group_start..group_start + self.layout.group_size).contains(&position),
+                    "a chunk of group {group} landed at position {position}",
+                );
+                let stripe = self.stripes.get_mut(&number).expect("stripe in flight");
+                stripe.positions[drive] = Some(position);
+                let id = stripe.id;
+                if let Some(table) = self.seg_mut(seg_index).table.as_mut() {
+                    table.set(drive, position, id);
+                }
+            }
+            Ok(other) => unreachable!("a chunk write completed as {other:?}"),
+            Err(_) => self.fail_drive(drive),
+        }
+        let stripe = self.stripes.get_mut(&number).expect("stripe in flight");
+        stripe.pending_chunks -= 1;
+        if stripe.pending_chunks > 0 {
+            return;
+        }
+        let stripe = self.stripes.remove(&number).expect("stripe in flight");
+        let live = stripe.positions.iter().filter(|p| p.is_some()).count();
+        if self.layout.drives() - live > self.layout.parity_chunks {
+            self.seg_mut(seg_index).group_in_flight -= 1;
+            let n = self.layout.drives();
+            let tolerated = self.layout.parity_chunks;
+            self.stripes.insert(number, stripe);
+            return self.stripe_failed(number, Error::TooManyErasures { lost: n - live, total: n, tolerated });
+        }
+        self.stripe_persisted(seg_index, stripe);
+    }
+
+    /// Stripes in flight belong to the open segment (a segment seals only when its last
+    /// group is persisted).
+    pub(super) fn open_segment_of_stripe(&self) -> u32 {
+        self.open_segment.expect("stripes in flight belong to the open segment")
+    }
+
+    pub(super) fn stripe_persisted(&mut self, seg_index: u32, mut stripe: Stripe) {
+        debug_assert_eq!(self.seg(seg_index).state, SegmentState::Open, "stripes persist into the open segment");
+        let (k, cb) = (self.layout.data_chunks, self.chunk_blocks());
+        let zone = self.seg(seg_index).zone;
+        let data_start = self.layout.data_start_blocks();
+        self.seg_mut(seg_index).group_in_flight -= 1;
+        // Chunks that never landed (their drive failed) still need a place in the stripe
+        // table, so that reads find the stripe and rebuild them: Zone Write puts them at
+        // the stripe's offset; for appends they take positions from the end of the group's
+        // region, which landed chunks (filling it from the start) never reach.
+        let group = self.seg(seg_index).group;
+        let group_end = group * self.layout.group_size + self.layout.group_stripes(group);
+        for drive in 0..self.layout.drives() {
+            if stripe.positions[drive].is_some() {
+                continue;
+            }
+            let position = if self.layout.uses_append() {
+                let seg = self.seg_mut(seg_index);
+                seg.group_virtual[drive] += 1;
+                group_end - seg.group_virtual[drive]
+            } else {
+                stripe.number
+            };
+            stripe.positions[drive] = Some(position);
+            if let Some(table) = self.seg_mut(seg_index).table.as_mut() {
+                table.set(drive, position, stripe.id);
+            }
+        }
+        let mut acked = Vec::new();
+        for c in 0..self.layout.drives() {
+            let drive = self.layout.drive_of(stripe.number, c);
+            let position = stripe.positions[drive].expect("every chunk has a position");
+            for o in 0..cb {
+                let footer_index = (position * self.layout.chunk_blocks) as usize + o;
+                let (lba, timestamp) = if c < k {
+                    let info = stripe.infos[c * cb + o];
+                    (info.lba, info.timestamp)
+                } else {
+                    // Parity blocks record the parity of the data blocks' fields, so a
+                    // lost data chunk's LBAs can be rebuilt from footers alone.
+                    let f = &stripe.parity_fields[c - k][o * 16..o * 16 + 16];
+                    (
+                        u64::from_le_bytes(f[..8].try_into().expect("8 bytes")),
+                        u64::from_le_bytes(f[8..].try_into().expect("8 bytes")),
+                    )
+                };
+                self.seg_mut(seg_index).footer[drive][footer_index] = FooterEntry {
+                    lba: lba.into(),
+                    timestamp: timestamp.into(),
+                    stripe_id: stripe.id.into(),
+                    reserved: 0.into(),
+                };
+            }
+        }
+        for c in 0..k {
+            let drive = self.layout.drive_of(stripe.number, c);
+            let position = stripe.positions[drive].expect("every chunk has a position");
+            for o in 0..cb {
+                let info = stripe.infos[c * cb + o];
+                let offset = data_start + position * self.layout.chunk_blocks + o as u64;
+                let Some(request) = info.request else {
+                    if let Some(from) = info.relocated_from {
+                        self.relocated(info.lba, from, Physical { zone, drive, offset });
+                    }
+                    continue;
+                };
+                let entry = self.in_flight_lbas.get_mut(&info.lba).expect("block in flight");
+                if info.timestamp > entry.0 {
+                    entry.0 = info.timestamp;
+                    self.map_lba(info.lba, Physical { zone, drive, offset });
+                }
+                self.release_lba(info.lba);
+                let left = self.write_blocks_left.get_mut(&request).expect("request in flight");
+                *left -= 1;
+                if *left == 0 {
+                    acked.push(request);
+                }
+            }
+        }
+        for request in acked {
+            self.write_blocks_left.remove(&request);
+            self.outstanding_writes.remove(&request);
+            self.responses.push_back(Response { id: request, result: Ok(Vec::new()) });
+        }
+        self.complete_flushes();
+    }
+
+    pub(super) fn complete_flushes(&mut self) {
+        while let Some(&(id, last_before)) = self.flushes.front() {
+            let done = match last_before {
+                None => true,
+                Some(last) => self.outstanding_writes.range(..=last).next().is_none(),
+            };
+            if !done {
+                break;
+            }
+            self.flushes.pop_front();
+            self.responses.push_back(Response { id, result: Ok(Vec::new()) });
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Segment lifecycle: a segment is the same zone on every drive. It opens with a header
+//! (one chunk per drive), takes stripes until its data region is full, then gets its
+//! footer (every data-region block's LBA, timestamp and stripe ID), its zones are finished
+//! and it is sealed. Garbage collection later resets its zones (see `gc`).
+//!
+//! Invariants: a free zone holds no segment; only an open segment gets a footer; at most
+//! `SEALING_SEGMENTS` segments are being sealed when the next opens.
+
+use zapraid_zns::{Command, ZoneAction, ZoneTarget};
+
+use crate::capacity::{RECOVERY_RESERVED_ZONES, SEALING_SEGMENTS};
+use crate::format::{
+    encode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata, FooterBlockHeader, FooterEntry,
+    SegmentHeader, MAX_DRIVES, NO_LBA,
+};
+use crate::layout::Mode;
+use crate::stripe_table::CompactStripeTable;
+
+use super::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SegmentState {
+    Open,
+    Sealing,
+    Sealed,
+    /// Its live blocks are being rewritten elsewhere; then its zones are reset.
+    Relocating,
+}
+
+pub(super) struct Segment {
+    pub(super) zone: u32,
+    pub(super) sequence: u64,
+    pub(super) state: SegmentState,
+    pub(super) header_pending: usize,
+    pub(super) table: Option<CompactStripeTable>,
+    /// Per drive, per data-region block: what the footer will say.
+    pub(super) footer: Vec<Vec<FooterEntry>>,
+    pub(super) footer_pending: usize,
+    /// Current group, stripes issued in it, stripes of it still in flight.
+    pub(super) group: u64,
+    pub(super) group_issued: u64,
+    pub(super) group_in_flight: usize,
+    /// Per drive, chunks of the current group that never landed (failed drive) and got a
+    /// position counted from the end of the group's region.
+    pub(super) group_virtual: Vec<u64>,
+    /// Data blocks the L2P table maps into this segment.
+    pub(super) valid_blocks: u64,
+    /// Reads and zone commands in flight on this segment's zones: its zones are reset only
+    /// when none are left (drives may reorder commands in flight).
+    pub(super) commands_in_flight: u32,
+    /// Recovered while open: its live blocks are to be rewritten into a new segment and its
+    /// zones reclaimed, whether or not space is short.
+    pub(super) reclaim_first: bool,
+    /// A relocation of it failed (too many drives lost): not chosen again.
+    pub(super) unreclaimable: bool,
+}
+
+impl Segment {
+    pub(super) fn new(
+        zone: u32,
+        sequence: u64,
+        state: SegmentState,
+        table: Option<CompactStripeTable>,
+        drives: usize,
+    ) -> Self {
+        Segment {
+            zone,
+            sequence,
+            state,
+            header_pending: 0,
+            table,
+            footer: Vec::new(),
+            footer_pending: 0,
+            group: 0,
+            group_issued: 0,
+            group_in_flight: 0,
+            group_virtual: vec![0; drives],
+            valid_blocks: 0,
+            commands_in_flight: 0,
+            reclaim_first: false,
+            unreclaimable: false,
+        }
+    }
+}
+
+/// Where a footer goes: the footer region of a segment being sealed, or, at a clean stop,
+/// right after the open segment's data (a stop footer: the next start reads it instead of
+/// every block's metadata). `start_blocks` is zone-relative; `entries` are the leading
+/// footer entries it records.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum FooterPlace {
+    Sealing { start_blocks: u64, blocks: u64, entries: usize },
+    Stop { start_blocks: u64, blocks: u64, entries: usize },
+}
+
+impl Engine {
+    pub(super) fn open_new_segment(&mut self) -> bool {
+        let Some(zone) = self.free_zones.pop_front() else { return false };
+        self.gc_check_needed = true; // empty zones may now be low
+        debug_assert!(
+            self.restoring_reserve || self.free_zones.len() >= RECOVERY_RESERVED_ZONES,
+            "the recovery reserve is used only after a restart"
+        );
+        debug_assert!(
+            self.segments.iter().flatten().filter(|s| s.state == SegmentState::Sealing).count()
+                <= SEALING_SEGMENTS as usize,
+            "more segments being sealed than drives are asked to keep active"
+        );
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        let n = self.layout.drives();
+        let index = zone;
+        let entries = (self.layout.stripes * self.layout.chunk_blocks) as usize;
+        let empty_entry =
+            FooterEntry { lba: NO_LBA.into(), timestamp: 0.into(), stripe_id: 0.into(), reserved: 0.into() };
+        let mut segment = Segment::new(zone, sequence, SegmentState::Open, CompactStripeTable::new(&self.layout), n);
+        segment.footer = vec![vec![empty_entry; entries]; n];
+        debug_assert!(self.segments[zone as usize].is_none(), "a free zone holds no segment");
+        self.segments[zone as usize] = Some(segment);
+        self.open_segment = Some(index);
+        let mut zones = [0u32.into(); MAX_DRIVES];
+        zones.iter_mut().take(n).for_each(|z| *z = zone.into());
+        let mode = match self.layout.mode {
+            Mode::ZapRaid { .. } => 0,
+            Mode::ZoneWriteOnly => 1,
+            Mode::ZoneAppendOnly => 2,
+        };
+        let (bs, ms, cb) = (self.block_bytes(), self.meta_bytes(), self.chunk_blocks());
+        for drive in 0..n {
+            if self.failed[drive] {
+                continue;
+            }
+            let header = SegmentHeader {
+                magic: [0; 8],
+                version: 0.into(),
+                header_bytes: 0.into(),
+                array_uuid: self.config.array_uuid,
+                segment_sequence: sequence.into(),
+                drive_index: (drive as u32).into(),
+                drive_count: (n as u32).into(),
+                data_chunks: (self.layout.data_chunks as u32).into(),
+                parity_chunks: (self.layout.parity_chunks as u32).into(),
+                level: self.layout.level.code(),
+                mode,
+                reserved0: 0.into(),
+                chunk_blocks: (cb as u32).into(),
+                group_size: (self.layout.group_size as u32).into(),
+                block_size_bytes: (bs as u32).into(),
+                stripes: self.layout.stripes.into(),
+                created_timestamp: self.next_timestamp.into(),
+                zones,
+                reserved1: 0.into(),
+                crc32c: 0.into(),
+            }
+            .seal();
+            let mut data = vec![0u8; cb * bs];
+            data[..std::mem::size_of::<SegmentHeader>()].copy_from_slice(zerocopy::IntoBytes::as_bytes(&header));
+            let mut metadata = vec![0u8; cb * ms];
+            for o in 0..cb {
+                BlockMetadata::new(NO_LBA, 0, 0, sequence, BlockKind::Header)
+                    .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
+            }
+            let lba = self.geometry.zone_start_lba(zone);
+            self.seg_mut(index).header_pending += 1;
+            self.zone_write(drive, Op::Header { segment: index }, Command::Write { lba, data, metadata });
+        }
+        true
+    }
+
+    /// Finishes or resets a segment's zone on one drive.
+    pub(super) fn zone_command(&mut self, drive: usize, zone: u32, action: ZoneAction) {
+        let op = match action {
+            ZoneAction::Reset => Op::Reset { segment: zone },
+            _ => Op::Finish { segment: zone },
+        };
+        self.seg_mut(zone).commands_in_flight += 1;
+        let tag = self.new_tag(op);
+        let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
+        let command = Command::ManageZone { action, target };
+        self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+    }
+
+    pub(super) fn start_footer(&mut self, seg_index: u32) {
+        let seg = self.seg_mut(seg_index);
+        assert_eq!(seg.state, SegmentState::Open, "only an open segment gets a footer");
+        seg.state = SegmentState::Sealing;
+        self.open_segment = None;
+        let n = self.layout.drives();
+        for drive in 0..n {
+            if !self.failed[drive] {
+                self.seg_mut(seg_index).footer_pending += 1;
+                self.write_footer_piece(seg_index, drive, 0);
+            }
+        }
+        if self.seg_mut(seg_index).footer_pending == 0 {
+            self.seg_mut(seg_index).state = SegmentState::Sealed;
+            self.gc_check_needed = true;
+        }
+    }
+
+    /// Writes footer blocks from `first` on (as many as one transfer takes).
+    pub(super) fn write_footer_piece(&mut self, seg_index: u32, drive: usize, first: u64) {
+        let place = FooterPlace::Sealing {
+            start_blocks: self.layout.footer_start_blocks(),
+            blocks: self.layout.footer_blocks,
+            entries: self.seg(seg_index).footer[drive].len(),
+        };
+        self.write_footer_blocks(seg_index, drive, first, place);
+    }
+
+    /// Writes blocks `first..` of a footer (as many as one transfer takes) at `place`.
+    pub(super) fn write_footer_blocks(&mut self, seg_index: u32, drive: usize, first: u64, place: FooterPlace) {
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
+        let (start_blocks, total, count) = match place {
+            FooterPlace::Sealing { start_blocks, blocks, entries }
+            | FooterPlace::Stop { start_blocks, blocks, entries } => (start_blocks, blocks, entries),
+        };
+        let blocks = (total - first).min(u64::from(self.geometry.max_transfer_blocks));
+        let seg = self.seg(seg_index);
+        let mut data = vec![0u8; blocks as usize * bs];
+        let mut metadata = vec![0u8; blocks as usize * ms];
+        let entries = &seg.footer[drive][..count];
+        for b in 0..blocks {
+            let block_index = first + b;
+            let from = (block_index * per_block) as usize;
+            let to = (from + per_block as usize).min(entries.len());
+            let header = FooterBlockHeader {
+                magic: [0; 8],
+                version: 0.into(),
+                drive_index: (drive as u32).into(),
+                segment_sequence: seg.sequence.into(),
+                first_block: (from as u32).into(),
+                entries: 0.into(),
+            };
+            let out = &mut data[b as usize * bs..(b as usize + 1) * bs];
+            encode_footer_block(header, &entries[from.min(to)..to], out);
+            BlockMetadata::new(NO_LBA, 0, 0, seg.sequence, BlockKind::Footer)
+                .encode(out, &mut metadata[b as usize * ms..(b as usize + 1) * ms]);
+        }
+        let lba = self.geometry.zone_start_lba(seg.zone) + start_blocks + first;
+        let op = Op::Footer { segment: seg_index, drive, next_block: first + blocks, place };
+        self.zone_write(drive, op, Command::Write { lba, data, metadata });
+    }
+
+    pub(super) fn segment_of_zone(&self, zone: u32) -> Option<&Segment> {
+        let segment = self.segments.get(zone as usize)?.as_ref()?;
+        debug_assert_eq!(segment.zone, zone);
+        Some(segment)
+    }
+
+    pub(super) fn seg(&self, zone: u32) -> &Segment {
+        self.segments[zone as usize].as_ref().expect("a segment in this zone")
+    }
+
+    pub(super) fn seg_mut(&mut self, zone: u32) -> &mut Segment {
+        self.segments[zone as usize].as_mut().expect("a segment in this zone")
+    }
+}
