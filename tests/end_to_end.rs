@@ -29,6 +29,7 @@ fn config(level: RaidLevel, mode: Mode) -> Config {
         level,
         mode,
         chunk_bytes: u64::from(g.block_size_bytes),
+        open_segments: zapraid::engine::OpenSegments::SINGLE,
         stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks: layout.capacity_blocks(g.zone_count) / 2,
         array_uuid: [1; 16],

@@ -116,6 +116,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         level,
         mode,
         chunk_bytes: args.chunk,
+        open_segments: zapraid_engine::OpenSegments::SINGLE,
         stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks: blocks,
         array_uuid: [1; 16],

@@ -66,6 +66,7 @@ fn config(mode: Mode, chunk_bytes: u64, logical_blocks: u64) -> Config {
         level: PAPER_LEVEL,
         mode,
         chunk_bytes,
+        open_segments: crate::hybrid::OpenSegments::SINGLE,
         stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks,
         array_uuid: [0x2a; 16],

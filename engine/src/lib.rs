@@ -10,6 +10,7 @@ pub mod capacity;
 pub mod engine;
 pub mod error;
 pub mod format;
+pub mod hybrid;
 pub mod l2p;
 pub mod layout;
 pub mod parity;
@@ -22,6 +23,7 @@ pub use engine::{
     PAPER_LOOKUP_PS_PER_ENTRY,
 };
 pub use error::{Error, Result};
+pub use hybrid::{ChunkClass, OpenSegments, SegmentPlan};
 pub use layout::{Layout, Mode, RaidLevel};
 pub use parity::ParityCodec;
 pub use recovery::{RecoveryReport, Repairs};

@@ -271,6 +271,7 @@ fn run(
         level,
         mode,
         chunk_bytes,
+        open_segments: zapraid_engine::OpenSegments::SINGLE,
         stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks,
         array_uuid: [5; 16],

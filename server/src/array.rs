@@ -315,6 +315,7 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
         level,
         mode,
         chunk_bytes: u64::from(first.chunk_bytes.get()),
+        open_segments: zapraid_engine::OpenSegments::SINGLE,
         stripe_timeout_ns: first.stripe_timeout_ns.get(),
         logical_blocks: first.logical_blocks.get(),
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,

@@ -37,6 +37,7 @@ use zapraid_zns::{Command, Completion, Geometry, Tag, ZoneAction};
 
 use crate::error::{Error, Result};
 use crate::format::MAX_DRIVES;
+use crate::hybrid::OpenSegments;
 use crate::l2p::{L2pTable, Physical};
 use crate::layout::{Layout, Mode, RaidLevel};
 use crate::parity::ParityCodec;
@@ -95,7 +96,10 @@ pub struct DriveCommand {
 pub struct Config {
     pub level: RaidLevel,
     pub mode: Mode,
+    /// The chunk size of every segment, or with hybrid management the small chunk (Cs).
     pub chunk_bytes: u64,
+    /// Segments written at once: Ns of small chunks, Nl of large (`hybrid`).
+    pub open_segments: OpenSegments,
     /// Pad and write an incomplete stripe after this long.
     pub stripe_timeout_ns: u64,
     /// Logical blocks exported (at most the data capacity of all segments).
@@ -227,6 +231,11 @@ impl Engine {
     pub fn format(geometry: Geometry, config: Config) -> Result<Self> {
         let layout = Layout::new(&geometry, config.level, config.mode, config.chunk_bytes)?;
         let codec = ParityCodec::for_level(config.level)?;
+        if config.open_segments.is_hybrid() {
+            return Err(Error::InvalidConfig {
+                reason: "several open segments (hybrid management) are not built yet".into(),
+            });
+        }
         let n = layout.drives();
         if n > MAX_DRIVES {
             return Err(Error::InvalidConfig { reason: format!("{n} drives, at most {MAX_DRIVES}") });

@@ -4,11 +4,11 @@
 //! and it is sealed. Garbage collection later resets its zones (see `gc`).
 //!
 //! Invariants: a free zone holds no segment; only an open segment gets a footer; at most
-//! `SEALING_SEGMENTS` segments are being sealed when the next opens.
+//! one segment per slot is being sealed when the slot opens its next (`capacity`).
 
 use zapraid_zns::{Command, ZoneAction, ZoneTarget};
 
-use crate::capacity::{RECOVERY_RESERVED_ZONES, SEALING_SEGMENTS};
+use crate::capacity::{RECOVERY_RESERVED_ZONES, SEALING_SEGMENTS_PER_OPEN};
 use crate::format::{
     encode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata, FooterBlockHeader, FooterEntry,
     SegmentHeader, MAX_DRIVES, NO_LBA,
@@ -103,7 +103,7 @@ impl Engine {
         );
         debug_assert!(
             self.segments.iter().flatten().filter(|s| s.state == SegmentState::Sealing).count()
-                <= SEALING_SEGMENTS as usize,
+                <= SEALING_SEGMENTS_PER_OPEN as usize,
             "more segments being sealed than drives are asked to keep active"
         );
         let sequence = self.next_sequence;

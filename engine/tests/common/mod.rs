@@ -34,6 +34,7 @@ pub fn config(
         level,
         mode,
         chunk_bytes: chunk_blocks * BLOCK as u64,
+        open_segments: zapraid_engine::OpenSegments::SINGLE,
         stripe_timeout_ns: zapraid_engine::DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks,
         array_uuid: [7; 16],
