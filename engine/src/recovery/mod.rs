@@ -47,15 +47,26 @@ use zapraid_zns::{
 use crate::engine::{Config, DriveCommand};
 use crate::error::{Error, Result};
 use crate::format::{decode_footer_block, SegmentHeader};
+use crate::hybrid::{ChunkClass, SegmentPlan};
 use crate::l2p::Physical;
 use crate::layout::Layout;
 use crate::stripe_table::CompactStripeTable;
 
+/// A segment recovery found.
+pub(crate) struct RecoveredSegment {
+    pub zone: u32,
+    pub sequence: u64,
+    /// Its shape, as its header says (one of the array's `SegmentPlan` layouts).
+    pub layout: Layout,
+    pub class: ChunkClass,
+    pub table: Option<CompactStripeTable>,
+    /// Sealed or cleanly stopped: complete, not to be rewritten.
+    pub complete: bool,
+}
+
 /// What recovery hands the engine.
 pub(crate) struct Recovered {
-    /// (zone, sequence, compact stripe table, complete: sealed or cleanly stopped, so not
-    /// to be rewritten)
-    pub segments: Vec<(u32, u64, Option<CompactStripeTable>, bool)>,
+    pub segments: Vec<RecoveredSegment>,
     pub mappings: Vec<(u64, Physical)>,
     pub free_zones: Vec<u32>,
     pub next_sequence: u64,
@@ -115,7 +126,8 @@ enum Op {
     Header {
         zone: u32,
     },
-    /// The first footer block: a segment is sealed only if every drive has its footer
+    /// The first footer block (where the segment's layout puts it, known once its headers
+    /// are judged): a segment is sealed only if every drive has its footer
     /// (a zone can be full without one: finished after recovery, or cut mid-footer).
     FooterProbe {
         zone: u32,
@@ -151,6 +163,7 @@ enum Op {
 enum Phase {
     Reports,
     Headers,
+    FooterProbes,
     StopProbes,
     Contents,
     Rescans,
@@ -162,7 +175,12 @@ enum Phase {
 pub struct Recovery {
     geometry: Geometry,
     config: Config,
+    /// The array's open segments and the layouts its segments may have.
+    plan: SegmentPlan,
+    /// The first slot's layout: the drive count and shape every layout shares.
     layout: Layout,
+    /// Per segment's zone, its layout and chunk class, from its headers.
+    zone_layouts: HashMap<u32, (Layout, ChunkClass)>,
     phase: Phase,
     commands: VecDeque<DriveCommand>,
     ops: HashMap<Tag, (usize, Op)>,
@@ -202,11 +220,14 @@ impl Recovery {
     /// Like `new`, with drives known to have failed (the array superblock records drives
     /// failed while it ran): nothing is read from them, their blocks are rebuilt.
     pub fn with_failed_drives(geometry: Geometry, config: Config, failed_drives: &[usize]) -> Result<Self> {
-        let layout = Layout::new(&geometry, config.level, config.mode, config.chunk_bytes)?;
+        let plan = SegmentPlan::new(&geometry, config.level, config.mode, config.chunk_bytes, config.open_segments)?;
+        let layout = *plan.primary();
         let mut recovery = Recovery {
             geometry,
             config,
+            plan,
             layout,
+            zone_layouts: HashMap::new(),
             phase: Phase::Reports,
             commands: VecDeque::new(),
             ops: HashMap::new(),
@@ -377,7 +398,8 @@ impl Recovery {
         }
         match self.phase {
             Phase::Reports => self.read_headers(),
-            Phase::Headers => self.check_headers_and_read_contents(),
+            Phase::Headers => self.judge_headers_and_probe_footers(),
+            Phase::FooterProbes => self.judge_segments_and_read_contents(),
             Phase::StopProbes => self.read_open_segments(),
             Phase::Contents => self.rescan_damaged_footers(),
             Phase::Rescans => self.reset_unused_zones(),
@@ -399,25 +421,51 @@ impl Recovery {
         }
     }
 
+    /// The layout of the segment in `zone` (its headers were judged).
+    fn layout_of(&self, zone: u32) -> Layout {
+        self.zone_layouts[&zone].0
+    }
+
     fn read_headers(&mut self) {
         self.phase = Phase::Headers;
         let n = self.layout.drives();
         let live = self.live_drives();
         let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
         for zone in 0..self.geometry.zone_count {
-            let past_header = live.iter().all(|d| self.written(*d, zone) >= self.layout.header_blocks);
+            let past_header = live.iter().all(|d| self.written(*d, zone) >= self.plan.min_header_blocks());
             if !past_header {
                 continue;
             }
             self.headers.insert(zone, vec![None; n]);
             self.footer_probes.insert(zone, vec![None; n]);
-            let footer_end = self.layout.footer_start_blocks() + self.layout.footer_blocks;
-            let footer_written = live.iter().all(|d| self.written(*d, zone) >= footer_end);
             for &drive in &live {
                 let lba = self.geometry.zone_start_lba(zone);
                 self.issue(drive, Op::Header { zone }, Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] });
-                if footer_written {
-                    let lba = lba + self.layout.footer_start_blocks();
+            }
+        }
+        self.advance();
+    }
+
+    /// Judges every zone's headers (the segment, its layout) and reads the first footer
+    /// block of segments whose zones are written past their footer on every drive.
+    fn judge_headers_and_probe_footers(&mut self) {
+        self.phase = Phase::FooterProbes;
+        let live = self.live_drives();
+        let (bs, ms) = self.block_and_metadata_bytes();
+        // In zone order: the reads go out the same way in every run (same seed, same run).
+        let mut zones: Vec<u32> = self.headers.keys().copied().collect();
+        zones.sort_unstable();
+        for zone in zones {
+            let (sequence, layout, class) = match self.agreed_sequence(zone) {
+                Ok(found) => found,
+                Err(e) => return self.fail(e),
+            };
+            self.segments.insert(zone, sequence);
+            self.zone_layouts.insert(zone, (layout, class));
+            let footer_end = layout.footer_start_blocks() + layout.footer_blocks;
+            if live.iter().all(|d| self.written(*d, zone) >= footer_end) {
+                let lba = self.geometry.zone_start_lba(zone) + layout.footer_start_blocks();
+                for &drive in &live {
                     let command = Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] };
                     self.issue(drive, Op::FooterProbe { zone }, command);
                 }
@@ -426,20 +474,14 @@ impl Recovery {
         self.advance();
     }
 
-    fn check_headers_and_read_contents(&mut self) {
+    fn judge_segments_and_read_contents(&mut self) {
         self.phase = Phase::StopProbes;
         let live = self.live_drives();
-        // In zone order: the reads go out the same way in every run (same seed, same run).
-        let mut zones: Vec<u32> = self.headers.keys().copied().collect();
-        zones.sort_unstable();
-        for zone in zones {
-            let sequence = match self.agreed_sequence(zone) {
-                Ok(sequence) => sequence,
-                Err(e) => return self.fail(e),
-            };
-            self.segments.insert(zone, sequence);
-            let footer_start = self.layout.footer_start_blocks();
-            let footer_end = footer_start + self.layout.footer_blocks;
+        let zones: Vec<(u32, u64)> = self.segments.iter().map(|(z, s)| (*z, *s)).collect();
+        for (zone, sequence) in zones {
+            let layout = self.layout_of(zone);
+            let footer_start = layout.footer_start_blocks();
+            let footer_end = footer_start + layout.footer_blocks;
             // Sealing writes the footer to every drive before the zones are full, so a
             // full zone whose footer names the segment on any drive was sealed; drives
             // whose footer does not (damaged) are read block by block.
@@ -454,7 +496,7 @@ impl Recovery {
                     if self.reports[drive][zone as usize].state == ZoneState::Full {
                         // Finished by an earlier start: the write pointer no longer says
                         // where the writes end.
-                        self.search_end(drive, zone, self.layout.data_start_blocks() - 1, footer_start);
+                        self.search_end(drive, zone, layout.data_start_blocks() - 1, footer_start);
                     } else {
                         self.open_zone_ends(drive, zone, self.written(drive, zone).min(footer_start));
                     }
@@ -494,7 +536,7 @@ impl Recovery {
     fn open_zone_ends(&mut self, drive: usize, zone: u32, written: u64) {
         self.open_extents.insert((zone, drive), (written, None));
         self.data_end.insert((zone, drive), written);
-        if written > self.layout.data_start_blocks() {
+        if written > self.layout_of(zone).data_start_blocks() {
             let (bs, ms) = self.block_and_metadata_bytes();
             let lba = self.geometry.zone_start_lba(zone) + written - 1;
             self.issue(
@@ -576,10 +618,8 @@ impl Recovery {
                 }
                 None => {
                     self.report.zones_scanned += 1;
-                    self.read_range(drive, zone, self.layout.data_start_blocks(), written, |at| Op::Blocks {
-                        zone,
-                        first_offset: at,
-                    });
+                    let data_start = self.layout_of(zone).data_start_blocks();
+                    self.read_range(drive, zone, data_start, written, |at| Op::Blocks { zone, first_offset: at });
                 }
             }
         }
@@ -598,10 +638,8 @@ impl Recovery {
                 found.retain(|f| f.drive != drive);
             }
             let end = self.data_end[&(zone, drive)];
-            self.read_range(drive, zone, self.layout.data_start_blocks(), end, |at| Op::Blocks {
-                zone,
-                first_offset: at,
-            });
+            let data_start = self.layout_of(zone).data_start_blocks();
+            self.read_range(drive, zone, data_start, end, |at| Op::Blocks { zone, first_offset: at });
         }
         self.advance();
     }
