@@ -15,6 +15,8 @@ use crate::format::{
 };
 use crate::stripe_table::CompactStripeTable;
 
+use crate::layout::Layout;
+
 use super::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,6 +253,12 @@ impl Engine {
         let lba = self.geometry.zone_start_lba(seg.zone) + start_blocks + first;
         let op = Op::Footer { segment: seg_index, drive, next_block: first + blocks, place };
         self.zone_write(drive, seg.zone, op, Command::Write { lba, data, metadata });
+    }
+
+    /// The layout of the segment in `zone` (engine zone numbers, as in `locate`), if it
+    /// holds one.
+    pub fn segment_layout(&self, zone: u32) -> Option<Layout> {
+        self.segment_of_zone(zone).map(|s| s.layout)
     }
 
     pub(super) fn segment_of_zone(&self, zone: u32) -> Option<&Segment> {
