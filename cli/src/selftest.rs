@@ -163,11 +163,13 @@ pub fn run_selftest(args: SelftestArgs) -> Result<()> {
     } else {
         String::new()
     };
-    println!(
-        "formatted {level} over {} drives, {}; writing {size}{capped}",
-        args.drives.len(),
-        chunks_text(options.chunk_bytes, &options.open_segments)
-    );
+    // Said only for several open segments: the default array reads as it always did.
+    let open = if options.open_segments.is_hybrid() {
+        format!(", {}", chunks_text(options.chunk_bytes, &options.open_segments))
+    } else {
+        String::new()
+    };
+    println!("formatted {level} over {} drives{open}; writing {size}{capped}", args.drives.len());
     let all = 0..blocks;
     let array = SelftestArray::start(&args.drives)?;
     array.run(all.clone(), 1, true, "write")?;
