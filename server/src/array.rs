@@ -104,7 +104,7 @@ fn check_completion(path: &Path, what: &'static str, c: Completion) -> Result<()
 
 /// The open segments of an array on drives of `raw` geometry (the superblock zones
 /// included), and their layouts.
-pub fn segment_plan(
+fn segment_plan(
     raw: &Geometry,
     level: RaidLevel,
     mode: Mode,
