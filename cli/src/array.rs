@@ -432,16 +432,7 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
             let c =
                 execute(drive.as_mut(), Command::Read { lba: z.start_lba, data: vec![0; bs], metadata: vec![0; ms] });
             match c.result.ok().map(|_| SegmentHeader::decode(&c.data)) {
-                Some(Ok(h)) => format!(
-                    "sequence {}, drive {} of {}, {}+{}, chunk {} blocks, G {}",
-                    h.segment_sequence.get(),
-                    h.drive_index.get(),
-                    h.drive_count.get(),
-                    h.data_chunks.get(),
-                    h.parity_chunks.get(),
-                    h.chunk_blocks.get(),
-                    h.group_size.get()
-                ),
+                Some(Ok(h)) => report::segment_header_text(&h),
                 Some(Err(e)) => format!("no valid segment header ({e})"),
                 None => "header unreadable".into(),
             }

@@ -3,10 +3,9 @@
 //! programs; the engine's `Display` forms say them the one way).
 
 use serde_json::Value;
-use zapraid_engine::format::ArraySuperblock;
-use zapraid_engine::{Mode, OpenSegments, RaidLevel};
+use zapraid_engine::format::{ArraySuperblock, SegmentHeader};
+use zapraid_engine::{ChunkClass, Mode, OpenSegments, RaidLevel};
 use zapraid_server::array::uuid_text;
-use zapraid_server::superblock::open_segments;
 
 use crate::hybrid::open_segments_text;
 use crate::size::format_bytes;
@@ -96,7 +95,7 @@ pub fn superblock_text(sb: &ArraySuperblock) -> String {
     let mode = Mode::from_code(sb.mode, sb.group_size.get())
         .map_or_else(|| format!("unknown mode code {}", sb.mode), |m| m.to_string());
     let chunk_bytes = u64::from(sb.chunk_bytes.get());
-    let open = open_segments(sb).map_or_else(|e| e, |open| open_segments_text(chunk_bytes, &open));
+    let open = open_segments_text(chunk_bytes, &sb.open_segments());
     format!(
         "array \"{}\" {}, drive {} of {drives}, {level}, {mode}, chunk {chunk_bytes} B, open segments: {open}, \
          {} logical blocks of {} B, {} reserved zone(s)",
@@ -108,6 +107,39 @@ pub fn superblock_text(sb: &ArraySuperblock) -> String {
         sb.reserved_zones.get()
     )
 }
+
+/// A segment header in one line (`inspect`): its place, shape, chunk class and how it is
+/// written (each segment of an array with several open segments says its own).
+pub fn segment_header_text(h: &SegmentHeader) -> String {
+    let class = match ChunkClass::from_code(h.segment_class) {
+        Some(ChunkClass::Small) => "small chunks".to_string(),
+        Some(ChunkClass::Large) => "large chunks".to_string(),
+        None => format!("unknown chunk class {}", h.segment_class),
+    };
+    // Groups of one stripe are written with Zone Write at fixed offsets (`Layout::new`).
+    let written = match h.mode {
+        SEGMENT_MODE_GROUPS if h.group_size.get() == 1 => "Zone Write",
+        SEGMENT_MODE_GROUPS => "Zone Append groups",
+        SEGMENT_MODE_ZONE_WRITE => "Zone Write",
+        SEGMENT_MODE_ONE_GROUP => "Zone Append, one group",
+        _ => "unknown mode",
+    };
+    format!(
+        "sequence {}, drive {} of {}, {}+{}, chunk {} blocks, G {}, {class}, {written}",
+        h.segment_sequence.get(),
+        h.drive_index.get(),
+        h.drive_count.get(),
+        h.data_chunks.get(),
+        h.parity_chunks.get(),
+        h.chunk_blocks.get(),
+        h.group_size.get()
+    )
+}
+
+/// A segment header's mode codes (docs/FORMAT.md): how that segment is written.
+const SEGMENT_MODE_GROUPS: u8 = 0;
+const SEGMENT_MODE_ZONE_WRITE: u8 = 1;
+const SEGMENT_MODE_ONE_GROUP: u8 = 2;
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use zapraid_engine::{
-    Config, Mode, RaidLevel, Request, Simulator, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
+    ChunkClass, Config, Mode, RaidLevel, Request, Simulator, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
 };
 use zapraid_zns::{Geometry, TimingParams};
 
@@ -133,13 +133,23 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     };
     let mut sim = Simulator::new(g, config, args.seed, Some(TimingParams::zn540()))?;
     let layout = *sim.engine.layout();
+    let plan = sim.engine.plan();
+    let stripes = if plan.has_class(ChunkClass::Small) && plan.has_class(ChunkClass::Large) {
+        let of = |class| plan.class_layout(class).stripes;
+        format!(
+            "{} stripes per small-chunk segment, {} per large-chunk one",
+            of(ChunkClass::Small),
+            of(ChunkClass::Large)
+        )
+    } else {
+        format!("{} stripes per segment", layout.stripes)
+    };
     println!(
-        "array: {level}, {mode}, {}, {} drives x {} zones of {} (emulated, ZN540 timing); {} stripes per segment",
+        "array: {level}, {mode}, {}, {} drives x {} zones of {} (emulated, ZN540 timing); {stripes}",
         chunks_text(chunk_bytes, &open_segments),
         layout.drives(),
         g.zone_count,
         format_bytes(g.zone_capacity_blocks * block),
-        layout.stripes
     );
     let mut id = 0;
     for (lba, n) in requests(0..blocks, REQUEST_BLOCKS, &open_segments, g.block_size_bytes) {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use zapraid_engine::format::{ArraySuperblock, ARRAY_SUPERBLOCK_BYTES};
-use zapraid_engine::{Layout, Mode, OpenSegments, RaidLevel};
+use zapraid_engine::{Layout, Mode, OpenSegments, RaidLevel, SegmentPlan};
 use zapraid_zns::drive_file::{FileLayout, Superblock, SUPERBLOCK_COPY_OFFSET_BYTES, SUPERBLOCK_REGION_BYTES};
 use zapraid_zns::Geometry;
 
@@ -130,9 +130,18 @@ fn a_hybrid_array_records_its_open_segments_and_shows_them() {
         assert_eq!(bytes[LARGE_CHUNK_BYTES], 16384u32.to_le_bytes(), "drive {drive}");
         let sb = ArraySuperblock::decode(&bytes).unwrap();
         assert_eq!(sb.chunk_bytes.get(), 8192);
-        let open = zapraid_server::superblock::open_segments(&sb).unwrap();
-        assert_eq!(open, OpenSegments { small: 2, large: 2, large_chunk_bytes: 16384 });
+        assert_eq!(sb.open_segments(), OpenSegments { small: 2, large: 2, large_chunk_bytes: 16384 });
     }
+    // The capacity exported is what the plan of four open segments guarantees (less than
+    // one open segment of 8 KiB chunks would).
+    let sb = ArraySuperblock::decode(&s.superblock(0)).unwrap();
+    let raw = s.geometry(0);
+    let array = Geometry { zone_count: raw.zone_count - zapraid_server::array::SUPERBLOCK_ZONES, ..raw };
+    let (level, mode) = (RaidLevel::Raid5 { drives: DRIVES }, Mode::ZapRaid { group_size: 8 });
+    let plan = SegmentPlan::new(&array, level, mode, 8192, sb.open_segments()).unwrap();
+    assert_eq!(sb.logical_blocks.get(), plan.capacity_blocks(array.zone_count));
+    let single = Layout::new(&array, level, mode, 8192).unwrap().capacity_blocks(array.zone_count);
+    assert!(sb.logical_blocks.get() < single, "{} vs {single}", sb.logical_blocks.get());
     let inspect = s.ok(&["inspect", &s.drives[1]]);
     assert!(inspect.contains("chunk 8192 B, open segments: 2 of 8 KiB chunks + 2 of 16 KiB chunks"), "{inspect}");
 }
@@ -250,6 +259,56 @@ fn a_default_array_formats_and_starts_as_before() {
     let human = s.ok(&["status", "explicit"]);
     assert!(human.contains("  open segments: 1 of 4 KiB chunks\n"), "{human}");
     s.ok(&["stop", "explicit"]);
+}
+
+/// The engine on a hybrid array, end to end on drive files: the self-test (write, read
+/// back, stop, start, verify, a failed drive, degraded writes, restart, verify) with small
+/// and large requests, both kinds of segment on the drives; then the array started as a
+/// server, its status, stopped and started again.
+#[test]
+fn a_hybrid_array_runs_end_to_end() {
+    let s = Setup::new(&[]);
+    let out = s.on_drives(&["selftest", "--erase", "--level", "raid5", "--size", "4M"], &HYBRID);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("open segments 2 of 8 KiB chunks + 2 of 16 KiB chunks; writing 4 MiB"), "{said}");
+    assert!(said.contains("selftest passed: 4 MiB written and verified"), "{said}");
+    let inspect = s.ok(&["inspect", &s.drives[0]]);
+    // Which small-chunk segment a small stripe goes to depends on which is idle; large
+    // chunks are always written with Zone Write under ZapRAID.
+    for segment in ["chunk 2 blocks, G ", ", small chunks, ", "chunk 4 blocks, G 1, large chunks, Zone Write"] {
+        assert!(inspect.contains(segment), "no segment of {segment}:\n{inspect}");
+    }
+
+    let out = s.format("hy", &[&["--force"][..], &HYBRID].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    for round in ["first start", "second start"] {
+        s.start();
+        let status = s.status("hy");
+        let fields = ["small_segments", "large_segments", "small_chunk_bytes", "large_chunk_bytes"];
+        let values: Vec<serde_json::Value> = fields.iter().map(|f| status[f].clone()).collect();
+        assert_eq!(serde_json::Value::Array(values), serde_json::json!([2, 2, 8192, 16384]), "{round}: {status}");
+        assert_eq!(status["state"], "optimal", "{round}: {status}");
+        let human = s.ok(&["status", "hy"]);
+        assert!(human.contains("  open segments: 2 of 8 KiB chunks + 2 of 16 KiB chunks\n"), "{round}: {human}");
+        s.ok(&["stop", "hy"]);
+    }
+}
+
+/// `simulate` takes the same options: small and large writes, a failed drive, a power cut
+/// and recovery, every block checked.
+#[test]
+fn simulate_takes_the_open_segments() {
+    let s = Setup::new(&[]);
+    let out = s.run(&[&["simulate", "--size", "2M", "--crash"][..], &HYBRID].concat());
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("open segments 2 of 8 KiB chunks + 2 of 16 KiB chunks"), "{said}");
+    assert!(said.contains("stripes per small-chunk segment"), "{said}");
+    assert!(said.contains("every block verified"), "{said}");
+    assert!(said.contains("acknowledged overwritten blocks hold their new contents"), "{said}");
+    let out = s.run(&["simulate", "--size", "1M", "--large-segments", "1"]);
+    assert!(!out.status.success() && text(&out).contains("--large-segments 1 needs --large-chunk"), "{}", text(&out));
 }
 
 #[test]

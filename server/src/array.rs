@@ -24,7 +24,7 @@ use zapraid_zns::{
 
 use crate::error::{Error, Result};
 pub use crate::superblock::{failed_drives, read_superblock, read_superblock_at};
-use crate::superblock::{missing_superblock_reason, open_segments, set_open_segments, superblock_writes};
+use crate::superblock::{missing_superblock_reason, superblock_writes};
 pub use crate::zone_limits::check_zone_limits;
 
 /// Zones at the start of each drive kept for the array superblock.
@@ -230,7 +230,8 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             parity_chunks: (m as u32).into(),
             level: options.level.code(),
             mode,
-            reserved0: 0.into(),
+            small_segments: 0,
+            large_segments: 0,
             chunk_bytes: chunk_bytes.into(),
             group_size: group_size.into(),
             block_size_bytes: raw.block_size_bytes.into(),
@@ -241,10 +242,14 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             name,
             generation: 0.into(),
             failed_drives: 0.into(),
-            reserved1: 0.into(),
+            large_chunk_bytes: 0.into(),
             crc32c: 0.into(),
         };
-        set_open_segments(&mut superblock, options.open_segments)?;
+        // One open segment stays recorded as zeros: a default array's superblock is byte for
+        // byte what it always was.
+        if options.open_segments.is_hybrid() {
+            superblock.set_open_segments(options.open_segments);
+        }
         let superblock = superblock.seal();
         for command in superblock_writes(&superblock, &raw, 0) {
             check_completion(path, "superblock write", execute(drive.as_mut(), command))?;
@@ -278,9 +283,6 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
         let Some((sb, next)) = read_superblock_at(drive.as_mut()) else {
             return Err(Error::Refused { path: path.clone(), reason: missing_superblock_reason(drive.as_mut()) });
         };
-        if let Err(reason) = open_segments(&sb) {
-            return Err(Error::Refused { path: path.clone(), reason });
-        }
         next_lba.push((sb.drive_index.get(), next));
         found.push((sb, drive, path.clone()));
     }
@@ -322,8 +324,7 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
         level,
         mode,
         chunk_bytes: u64::from(first.chunk_bytes.get()),
-        // Checked for every drive as it was read.
-        open_segments: open_segments(&first).map_err(|reason| Error::Config { reason })?,
+        open_segments: first.open_segments(),
         stripe_timeout_ns: first.stripe_timeout_ns.get(),
         logical_blocks: first.logical_blocks.get(),
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,

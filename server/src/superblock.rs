@@ -10,17 +10,10 @@
 //! A drive without a valid superblock is examined before anyone is told to format it:
 //! a drive whose zone 0 was written, or whose zones hold segment headers, is an array
 //! member with a damaged superblock, and formatting would erase it.
-//!
-//! The superblock's open-segment fields (Ns, Nl, Cl: hybrid segment management) sit in
-//! bytes the engine's `ArraySuperblock` still names `reserved0` and `reserved1`; they are
-//! read and written here (`open_segments`, `set_open_segments`). All zero, as in every
-//! superblock written before them, means one open segment of the array's chunk size.
 
 use std::path::PathBuf;
 
 use zapraid_engine::format::{ArraySuperblock, SegmentHeader};
-use zapraid_engine::hybrid::MAX_OPEN_SEGMENTS;
-use zapraid_engine::OpenSegments;
 use zapraid_zns::{execute, report_all_zones, Command, Done, Geometry, ZonedDevice};
 
 use crate::array::{open_drive, uuid_text, SUPERBLOCK_ZONES};
@@ -101,67 +94,6 @@ pub fn read_superblock_at(drive: &mut dyn ZonedDevice) -> Option<(ArraySuperbloc
 /// Reads the newest valid superblock of a raw drive, if it has one.
 pub fn read_superblock(drive: &mut dyn ZonedDevice) -> Option<ArraySuperblock> {
     read_superblock_at(drive).map(|(sb, _)| sb)
-}
-
-/// Where the open-segment fields are: Ns at byte 50 and Nl at byte 51 (`reserved0`), Cl
-/// in bytes 140..144 (`reserved1`), as docs/FORMAT.md gives them.
-const SMALL_SEGMENTS_OFFSET: usize = 50;
-const LARGE_CHUNK_BYTES_OFFSET: usize = 140;
-const _: () = assert!(std::mem::offset_of!(ArraySuperblock, reserved0) == SMALL_SEGMENTS_OFFSET);
-const _: () = assert!(std::mem::offset_of!(ArraySuperblock, reserved1) == LARGE_CHUNK_BYTES_OFFSET);
-
-/// The open segments a superblock records, or why its fields are inconsistent (the
-/// superblock's CRC held, so a newer format or a bug wrote them).
-pub fn open_segments(sb: &ArraySuperblock) -> std::result::Result<OpenSegments, String> {
-    let [small, large] = sb.reserved0.get().to_le_bytes();
-    let large_chunk_bytes = u64::from(sb.reserved1.get());
-    if (small, large, large_chunk_bytes) == (0, 0, 0) {
-        return Ok(OpenSegments::SINGLE);
-    }
-    let open = OpenSegments { small: u32::from(small), large: u32::from(large), large_chunk_bytes };
-    let chunk_bytes = u64::from(sb.chunk_bytes.get());
-    let problem = if open.total() == 0 {
-        Some("no open segment, yet a large chunk size".to_string())
-    } else if open.total() > MAX_OPEN_SEGMENTS {
-        Some(format!("{} open segments, more than {MAX_OPEN_SEGMENTS}", open.total()))
-    } else if open.large > 0 && large_chunk_bytes <= chunk_bytes {
-        Some(format!("large chunk {large_chunk_bytes} B not larger than the small chunk {chunk_bytes} B"))
-    } else if open.large == 0 && large_chunk_bytes != 0 {
-        Some(format!("large chunk {large_chunk_bytes} B without large-chunk segments"))
-    } else {
-        None
-    };
-    match problem {
-        None => Ok(open),
-        Some(problem) => {
-            Err(format!("its superblock's open segments are inconsistent ({small} small, {large} large: {problem})"))
-        }
-    }
-}
-
-/// Records `open` in a superblock (before it is sealed). One open segment is recorded as
-/// all zeros, so an array formatted with the defaults has the superblock it always had.
-pub fn set_open_segments(sb: &mut ArraySuperblock, open: OpenSegments) -> Result<()> {
-    let (small, large, large_chunk_bytes) = if open.is_hybrid() {
-        let count = |n: u32| {
-            u8::try_from(n).map_err(|_| Error::Config {
-                reason: format!("{n} open segments of one chunk size; at most {MAX_OPEN_SEGMENTS} in all"),
-            })
-        };
-        let large_chunk_bytes = u32::try_from(open.large_chunk_bytes).map_err(|_| Error::Config {
-            reason: format!(
-                "a large chunk of {} B does not fit the superblock (at most 4 GiB)",
-                open.large_chunk_bytes
-            ),
-        })?;
-        let large_chunk_bytes = if open.large > 0 { large_chunk_bytes } else { 0 };
-        (count(open.small)?, count(open.large)?, large_chunk_bytes)
-    } else {
-        (0, 0, 0)
-    };
-    sb.reserved0 = u16::from_le_bytes([small, large]).into();
-    sb.reserved1 = large_chunk_bytes.into();
-    Ok(())
 }
 
 /// The drives a superblock says have failed.
@@ -286,7 +218,8 @@ mod tests {
             parity_chunks: 1.into(),
             level: 5,
             mode: 0,
-            reserved0: 0.into(),
+            small_segments: 0,
+            large_segments: 0,
             chunk_bytes: 4096.into(),
             group_size: 8.into(),
             block_size_bytes: 4096.into(),
@@ -297,7 +230,7 @@ mod tests {
             name: [0; 32],
             generation: generation.into(),
             failed_drives: 0.into(),
-            reserved1: 0.into(),
+            large_chunk_bytes: 0.into(),
             crc32c: 0.into(),
         }
         .seal()
@@ -353,44 +286,6 @@ mod tests {
         torn[ARRAY_UUID_BYTE] ^= 1;
         write(&mut drive, 2, torn);
         assert_eq!(generation(&mut drive), Some((1, 3)));
-    }
-
-    /// Superblocks written before the open-segment fields (zeros there) and with the
-    /// defaults read as one open segment; hybrid ones read back as written, sealed and
-    /// decoded; inconsistent ones are refused with the reason.
-    #[test]
-    fn open_segments_round_trip_and_old_superblocks_are_one_open_segment() {
-        let old = superblock(0);
-        assert_eq!(open_segments(&old), Ok(OpenSegments::SINGLE));
-        let mut default = old;
-        set_open_segments(&mut default, OpenSegments::SINGLE).unwrap();
-        assert_eq!(zerocopy::IntoBytes::as_bytes(&default.seal()), zerocopy::IntoBytes::as_bytes(&old));
-        let hybrid = OpenSegments { small: 2, large: 2, large_chunk_bytes: 16384 };
-        let mut sb = old;
-        set_open_segments(&mut sb, hybrid).unwrap();
-        let block = superblock_block(&sb.seal(), 4096);
-        assert_eq!(&block[SMALL_SEGMENTS_OFFSET..SMALL_SEGMENTS_OFFSET + 2], &[2, 2]);
-        assert_eq!(&block[LARGE_CHUNK_BYTES_OFFSET..LARGE_CHUNK_BYTES_OFFSET + 4], &16384u32.to_le_bytes());
-        let decoded = ArraySuperblock::decode(&block).unwrap();
-        assert_eq!(open_segments(&decoded), Ok(hybrid));
-        // Only small-chunk segments: no large chunk recorded, whatever was asked.
-        let mut sb = old;
-        set_open_segments(&mut sb, OpenSegments { small: 3, large: 0, large_chunk_bytes: 65536 }).unwrap();
-        assert_eq!(open_segments(&sb), Ok(OpenSegments { small: 3, large: 0, large_chunk_bytes: 0 }));
-        for (small, large, large_chunk, expect) in [
-            (0, 0, 16384, "no open segment"),
-            (10, 10, 16384, "20 open segments, more than 16"),
-            (1, 1, 4096, "large chunk 4096 B not larger than the small chunk 4096 B"),
-            (2, 0, 16384, "large chunk 16384 B without large-chunk segments"),
-        ] {
-            let mut sb = old;
-            sb.reserved0 = u16::from_le_bytes([small, large]).into();
-            sb.reserved1 = large_chunk.into();
-            let e = open_segments(&sb.seal()).unwrap_err();
-            assert!(e.contains("open segments are inconsistent") && e.contains(expect), "{e}");
-        }
-        let too_many = OpenSegments { small: 300, large: 0, large_chunk_bytes: 0 };
-        assert!(set_open_segments(&mut sb, too_many).is_err());
     }
 
     /// A byte of the array UUID, covered by the superblock's CRC.
