@@ -46,7 +46,7 @@ use gc::Relocation;
 
 /// Chunk classes (`hybrid::ChunkClass`): per-class state is indexed by `ChunkClass::index`.
 const CLASSES: usize = 2;
-use read::{ReadOrigin, ReadRequest, Rebuild};
+use read::{BlockRebuild, ReadOrigin, ReadRequest};
 use segment::{FooterPlace, Segment, SegmentState};
 use stop::StopState;
 use stripe::{BlockInfo, Fill, OpenStripe, Stripe};
@@ -164,7 +164,7 @@ enum Op {
         block: usize,
         physical: Physical,
     },
-    Rebuild {
+    DegradedShard {
         rebuild: u64,
         drive: usize,
         zone: u32,
@@ -223,7 +223,7 @@ pub struct Engine {
     outstanding_writes: BTreeSet<RequestId>,
     flushes: VecDeque<(RequestId, Option<RequestId>)>,
     reads: HashMap<u64, ReadRequest>,
-    rebuilds: HashMap<u64, Rebuild>,
+    block_rebuilds: HashMap<u64, BlockRebuild>,
     next_read: u64,
     ops: HashMap<Tag, Op>,
     next_tag: Tag,
@@ -286,7 +286,7 @@ impl Engine {
             outstanding_writes: BTreeSet::new(),
             flushes: VecDeque::new(),
             reads: HashMap::new(),
-            rebuilds: HashMap::new(),
+            block_rebuilds: HashMap::new(),
             next_read: 0,
             ops: HashMap::new(),
             next_tag: 0,
@@ -542,7 +542,7 @@ impl Engine {
                 self.seg_mut(physical.zone).commands_in_flight -= 1;
                 self.read_done(read, block, physical, completion);
             }
-            Op::Rebuild { rebuild, drive, zone } => {
+            Op::DegradedShard { rebuild, drive, zone } => {
                 self.seg_mut(zone).commands_in_flight -= 1;
                 self.rebuild_shard_done(rebuild, drive, completion);
             }

@@ -206,7 +206,7 @@ impl Engine {
                 BlockMetadata::new(lba, timestamp, id, sequence, kind)
                     .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
             }
-            if self.failed[drive] {
+            if !self.holds(seg_index, drive) {
                 continue;
             }
             pending += 1;
