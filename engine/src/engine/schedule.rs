@@ -67,6 +67,7 @@ impl Engine {
         if self.maybe_start_gc() {
             self.pump();
         }
+        self.advance_drive_rebuild();
         self.advance_stop();
     }
 
