@@ -87,8 +87,12 @@ pub struct SegmentHeader {
     pub data_chunks: U32,
     pub parity_chunks: U32,
     pub level: u8,
+    /// How this segment is written: 0 stripe groups (Zone Append), 1 Zone Write, 2 one
+    /// group of the whole segment (Zone Append).
     pub mode: u8,
-    pub reserved0: U16,
+    /// 0 small chunks, 1 large chunks (`hybrid::ChunkClass`).
+    pub segment_class: u8,
+    pub reserved0: u8,
     pub chunk_blocks: U32,
     pub group_size: U32,
     pub block_size_bytes: U32,
@@ -169,7 +173,11 @@ pub struct ArraySuperblock {
     pub level: u8,
     /// 0 ZapRAID (hybrid groups), 1 ZoneWrite-Only, 2 ZoneAppend-Only.
     pub mode: u8,
-    pub reserved0: U16,
+    /// Open segments of small chunks (Ns) and of large chunks (Nl); both 0 in superblocks
+    /// written before hybrid management: one open segment (Ns 1, Nl 0).
+    pub small_segments: u8,
+    pub large_segments: u8,
+    /// The small chunk (Cs), the only one when Nl is 0.
     pub chunk_bytes: U32,
     pub group_size: U32,
     pub block_size_bytes: U32,
@@ -185,7 +193,8 @@ pub struct ArraySuperblock {
     /// Drives failed while the array ran, bit i for drive i: they stay failed (they
     /// missed writes) until rebuilt.
     pub failed_drives: U64,
-    pub reserved1: U32,
+    /// The large chunk (Cl); 0 when Nl is 0.
+    pub large_chunk_bytes: U32,
     pub crc32c: U32,
 }
 
@@ -219,6 +228,8 @@ impl ArraySuperblock {
             || s.mode > 2
             || s.logical_blocks.get() == 0
             || s.failed_drives.get() >> drives != 0
+            || u32::from(s.small_segments) + u32::from(s.large_segments) > crate::hybrid::MAX_OPEN_SEGMENTS
+            || (s.large_segments > 0 && s.large_chunk_bytes.get() <= s.chunk_bytes.get())
         {
             return Err(DecodeError::Field(format!(
                 "inconsistent shape: drive {} of {drives}, {}+{}, chunk {} bytes, group {}, mode {}",
@@ -231,6 +242,27 @@ impl ArraySuperblock {
             )));
         }
         Ok(s)
+    }
+
+    /// The open segments the array writes into (`hybrid`).
+    pub fn open_segments(&self) -> crate::hybrid::OpenSegments {
+        if self.small_segments == 0 && self.large_segments == 0 {
+            return crate::hybrid::OpenSegments::SINGLE;
+        }
+        crate::hybrid::OpenSegments {
+            small: u32::from(self.small_segments),
+            large: u32::from(self.large_segments),
+            large_chunk_bytes: u64::from(self.large_chunk_bytes.get()),
+        }
+    }
+
+    /// Records the open segments (the caller checked them with `SegmentPlan::new`, which
+    /// keeps them within `MAX_OPEN_SEGMENTS`).
+    pub fn set_open_segments(&mut self, open: crate::hybrid::OpenSegments) {
+        debug_assert!(open.total() <= crate::hybrid::MAX_OPEN_SEGMENTS);
+        self.small_segments = open.small.min(u32::from(u8::MAX)) as u8;
+        self.large_segments = open.large.min(u32::from(u8::MAX)) as u8;
+        self.large_chunk_bytes = u32::try_from(open.large_chunk_bytes).unwrap_or(u32::MAX).into();
     }
 
     /// The name as text (up to the first zero byte; invalid UTF-8 shown lossily).
@@ -439,7 +471,8 @@ mod tests {
             parity_chunks: 1.into(),
             level: 5,
             mode: 0,
-            reserved0: 0.into(),
+            segment_class: 0,
+            reserved0: 0,
             chunk_blocks: 1.into(),
             group_size: 256.into(),
             block_size_bytes: 4096.into(),
@@ -483,7 +516,8 @@ mod tests {
             parity_chunks: 1.into(),
             level: 5,
             mode: 0,
-            reserved0: 0.into(),
+            small_segments: 0,
+            large_segments: 0,
             chunk_bytes: 4096.into(),
             group_size: 256.into(),
             block_size_bytes: 4096.into(),
@@ -494,7 +528,7 @@ mod tests {
             name,
             generation: 3.into(),
             failed_drives: 0b10.into(),
-            reserved1: 0.into(),
+            large_chunk_bytes: 0.into(),
             crc32c: 0.into(),
         }
         .seal();

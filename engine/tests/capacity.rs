@@ -1,4 +1,4 @@
-//! The advertised capacity holds: an array written to `Layout::capacity_blocks` (first in
+//! The advertised capacity holds: an array written to `SegmentPlan::capacity_blocks` (first in
 //! small requests whose stripes the timeout pads, so that padding takes most of the space
 //! before anything is overwritten) and then overwritten five times over (random writes of
 //! random sizes, sequential passes, clean stops and power cuts with restarts) never reports
@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use zapraid_engine::capacity::active_zones_needed;
-use zapraid_engine::{Config, Layout, Mode, RaidLevel, Request, Simulator, DEFAULT_STRIPE_TIMEOUT_NS};
+use zapraid_engine::{
+    Config, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator, DEFAULT_STRIPE_TIMEOUT_NS,
+};
 use zapraid_zns::Geometry;
 
 mod common;
@@ -63,9 +64,9 @@ fn modes() -> Vec<Mode> {
 }
 
 /// Tiny drives: `zones` zones of `zone_capacity_blocks` 512-byte blocks, and only the open
-/// and active zones the engine needs.
-fn geometry(zones: u32, zone_capacity_blocks: u64) -> Geometry {
-    let limit = active_zones_needed();
+/// and active zones the engine says it needs for `open_segments` open segments.
+fn geometry(zones: u32, zone_capacity_blocks: u64, open_segments: u32) -> Geometry {
+    let limit = 2 * open_segments;
     Geometry { zone_capacity_blocks, ..common::geometry(zones, limit, limit) }
 }
 
@@ -262,23 +263,38 @@ fn run(
     chunk_blocks: u64,
     seed: u64,
 ) -> Result<u64, TestCaseError> {
-    let geometry = geometry(zones, zone_capacity_blocks);
+    run_open(level, mode, OpenSegments::SINGLE, zones, zone_capacity_blocks, chunk_blocks, seed)
+}
+
+/// `run` with `open` segments (large chunks twice `chunk_blocks`).
+fn run_open(
+    level: RaidLevel,
+    mode: Mode,
+    open: OpenSegments,
+    zones: u32,
+    zone_capacity_blocks: u64,
+    chunk_blocks: u64,
+    seed: u64,
+) -> Result<u64, TestCaseError> {
     let chunk_bytes = chunk_blocks * BLOCK as u64;
-    let layout = Layout::new(&geometry, level, mode, chunk_bytes).expect("a valid layout");
-    let logical_blocks = layout.capacity_blocks(zones);
+    let open = OpenSegments { large_chunk_bytes: 2 * chunk_bytes, ..open };
+    let geometry = geometry(zones, zone_capacity_blocks, open.total());
+    let plan = SegmentPlan::new(&geometry, level, mode, chunk_bytes, open).expect("a valid plan");
+    assert_eq!(plan.active_zones_needed(), 2 * open.total(), "the drives allow what the engine needs");
+    let logical_blocks = plan.capacity_blocks(zones);
     prop_assume!(logical_blocks > 0);
     let config = Config {
         level,
         mode,
         chunk_bytes,
-        open_segments: zapraid_engine::OpenSegments::SINGLE,
+        open_segments: open,
         stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks,
         array_uuid: [5; 16],
         lookup_ps_per_entry: 0,
     };
     let what = format!(
-        "{level:?} {mode:?}, {zones} zones of {zone_capacity_blocks} blocks, chunk {chunk_blocks}, \
+        "{level:?} {mode:?} {open:?}, {zones} zones of {zone_capacity_blocks} blocks, chunk {chunk_blocks}, \
          {logical_blocks} logical blocks, seed {seed}"
     );
     let sim = Simulator::new(geometry, config, seed, None).expect("an array within its capacity");
@@ -325,6 +341,23 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let reclaimed = run(level, mode, zones, zone_capacity_blocks, chunk_blocks, seed)?;
+        prop_assert!(reclaimed > 0, "garbage collection never reclaimed a segment");
+    }
+
+    /// The same with hybrid open segments: their zones come out of the capacity too.
+    #[test]
+    fn hybrid_data_within_capacity_can_be_overwritten_forever(
+        level in proptest::sample::select(levels()),
+        mode in proptest::sample::select(modes()),
+        (small, large) in proptest::sample::select(vec![(2u32, 0u32), (1, 1), (2, 1), (0, 2), (1, 2)]),
+        zones_beyond_reserve in proptest::sample::select(vec![2u32, 10, 30]),
+        zone_capacity_blocks in proptest::sample::select(vec![30u64, 60]),
+        chunk_blocks in 1..=2u64,
+        seed in any::<u64>(),
+    ) {
+        let open = OpenSegments { small, large, large_chunk_bytes: 0 };
+        let zones = 2 * (small + large) + 2 + zones_beyond_reserve;
+        let reclaimed = run_open(level, mode, open, zones, zone_capacity_blocks, chunk_blocks, seed)?;
         prop_assert!(reclaimed > 0, "garbage collection never reclaimed a segment");
     }
 }

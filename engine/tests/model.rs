@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use zapraid_engine::{Config, Mode, RaidLevel, Request, Simulator, Status};
+use zapraid_engine::{Config, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator, Status};
 use zapraid_zns::Geometry;
 
 mod common;
@@ -20,6 +20,10 @@ fn geometry() -> Geometry {
 /// So few zones that a few hundred written blocks fill the array and garbage collection
 /// must reclaim segments for writes to go on.
 const FEW_ZONES: u32 = 6;
+
+/// Zones beyond the reserve (`SegmentPlan::reserved_segments`) in hybrid runs that fill the
+/// array many times over.
+const FEW_ZONES_BEYOND_RESERVE: u32 = 2;
 
 fn levels() -> Vec<RaidLevel> {
     vec![
@@ -78,8 +82,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn config(level: RaidLevel, mode: Mode, chunk_blocks: u64) -> Config {
-    common::config(level, mode, chunk_blocks, LOGICAL_BLOCKS)
+fn config(level: RaidLevel, mode: Mode, chunk_blocks: u64, open: OpenSegments) -> Config {
+    Config { open_segments: open, ..common::config(level, mode, chunk_blocks, LOGICAL_BLOCKS) }
 }
 
 fn block_bytes(lba: u64, fill: u8) -> Vec<u8> {
@@ -87,7 +91,7 @@ fn block_bytes(lba: u64, fill: u8) -> Vec<u8> {
 }
 
 fn run(level: RaidLevel, mode: Mode, chunk_blocks: u64, ops: &[Op], seed: u64) -> Result<Status, TestCaseError> {
-    run_on(geometry(), level, mode, chunk_blocks, ops, seed)
+    run_on(geometry(), level, mode, chunk_blocks, OpenSegments::SINGLE, ops, seed)
 }
 
 fn run_on(
@@ -95,10 +99,11 @@ fn run_on(
     level: RaidLevel,
     mode: Mode,
     chunk_blocks: u64,
+    open: OpenSegments,
     ops: &[Op],
     seed: u64,
 ) -> Result<Status, TestCaseError> {
-    let mut sim = Simulator::new(geometry, config(level, mode, chunk_blocks), seed, None).unwrap();
+    let mut sim = Simulator::new(geometry, config(level, mode, chunk_blocks, open), seed, None).unwrap();
     let m = level.tolerated_failures();
     let drives = sim.engine.layout().drives();
     let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
@@ -106,7 +111,9 @@ fn run_on(
     let mut next_id = 0u64;
     // Writes are submitted in batches (concurrently); a read or failure ends the batch.
     let mut batch_writes: Vec<u64> = Vec::new();
-    let ctx = |step: usize, op: &Op| format!("{level:?} {mode:?} chunk {chunk_blocks} seed {seed} step {step}: {op:?}");
+    let ctx = |step: usize, op: &Op| {
+        format!("{level:?} {mode:?} chunk {chunk_blocks} {open:?} seed {seed} step {step}: {op:?}")
+    };
     for (step, op) in ops.iter().enumerate() {
         match op {
             Op::Write { lba, blocks, fill } => {
@@ -195,7 +202,25 @@ proptest! {
         seed in any::<u64>(),
         zones in proptest::sample::select(vec![FEW_ZONES, 24]),
     ) {
-        run_on(common::geometry(zones, 6, 8), level, mode, chunk_blocks, &ops, seed)?;
+        run_on(common::geometry(zones, 6, 8), level, mode, chunk_blocks, OpenSegments::SINGLE, &ops, seed)?;
+    }
+
+    /// Hybrid open segments: small chunks of one block, large of two (writes of more than
+    /// one block), several of each, on drives that allow them (6 open, 8 active zones).
+    #[test]
+    fn hybrid_engine_matches_reference_model(
+        level in proptest::sample::select(levels()),
+        mode in proptest::sample::select(modes()),
+        (small, large) in proptest::sample::select(vec![(2u32, 0u32), (1, 1), (2, 1), (0, 2), (1, 2)]),
+        ops in proptest::collection::vec(op(), 1..60),
+        seed in any::<u64>(),
+        extra_zones in proptest::sample::select(vec![FEW_ZONES_BEYOND_RESERVE, 16]),
+    ) {
+        let open = OpenSegments { small, large, large_chunk_bytes: 2 * BLOCK as u64 };
+        let geometry = common::geometry(24, 6, 8);
+        let plan = SegmentPlan::new(&geometry, level, mode, BLOCK as u64, open).unwrap();
+        let zones = plan.reserved_segments() + extra_zones;
+        run_on(common::geometry(zones, 6, 8), level, mode, 1, open, &ops, seed)?;
     }
 }
 
@@ -222,12 +247,43 @@ fn garbage_collection_keeps_every_block_while_reclaiming_segments() {
                     ops.push(Op::FailDrive { drive: 1 });
                 }
             }
-            let status = run_on(geometry, level, mode, 1, &ops, 9).unwrap();
+            let status = run_on(geometry, level, mode, 1, OpenSegments::SINGLE, &ops, 9).unwrap();
             assert!(status.segments_reclaimed > 0, "{level:?} {mode:?}: nothing reclaimed: {status:?}");
             eprintln!(
                 "{level:?} {mode:?}: {} segments reclaimed, {} live blocks moved",
                 status.segments_reclaimed, status.blocks_relocated
             );
+        }
+    }
+}
+
+/// The same with hybrid open segments (small chunks of one block, large of two): garbage
+/// collection rewrites into large-chunk segments (small ones without any) and reclaims
+/// segments of both sizes.
+#[test]
+fn garbage_collection_with_hybrid_segments_keeps_every_block() {
+    for (small, large) in [(2, 1), (1, 2), (3, 0), (0, 2)] {
+        for mode in modes() {
+            let level = RaidLevel::Raid5 { drives: 4 };
+            let open = OpenSegments { small, large, large_chunk_bytes: 2 * BLOCK as u64 };
+            let plan = SegmentPlan::new(&geometry(), level, mode, BLOCK as u64, open).unwrap();
+            let geometry = common::geometry(plan.reserved_segments() + FEW_ZONES_BEYOND_RESERVE, 6, 8);
+            let mut ops = Vec::new();
+            for i in 0..800u64 {
+                let blocks = 1 + i % 5;
+                ops.push(Op::Write { lba: (i * 37) % (LOGICAL_BLOCKS - blocks), blocks, fill: i as u8 });
+                if i % 50 == 49 {
+                    ops.push(Op::Read { lba: (i * 11) % (LOGICAL_BLOCKS - 6), blocks: 6 });
+                }
+                if i % 13 == 0 {
+                    ops.push(Op::Settle);
+                }
+                if i == 400 {
+                    ops.push(Op::FailDrive { drive: 2 });
+                }
+            }
+            let status = run_on(geometry, level, mode, 1, open, &ops, 9).unwrap();
+            assert!(status.segments_reclaimed > 0, "Ns={small} Nl={large} {mode}: nothing reclaimed: {status:?}");
         }
     }
 }
@@ -251,7 +307,7 @@ fn every_scheme_and_mode_round_trips_with_m_failures() {
 fn more_than_m_failures_give_errors_not_wrong_data() {
     for level in [RaidLevel::Raid5 { drives: 4 }, RaidLevel::Raid6 { drives: 5 }] {
         for mode in modes() {
-            let mut sim = Simulator::new(geometry(), config(level, mode, 1), 1, None).unwrap();
+            let mut sim = Simulator::new(geometry(), config(level, mode, 1, OpenSegments::SINGLE), 1, None).unwrap();
             let data: Vec<u8> = (0..48).flat_map(|l| block_bytes(l, 9)).collect();
             sim.submit(0, Request::Write { lba: 0, data: data.clone() });
             sim.run_until_idle();
@@ -277,7 +333,9 @@ fn full_segments_are_sealed_with_footers() {
     use zapraid_engine::format::{decode_footer_block, footer_entries_per_block, NO_LBA};
     use zapraid_zns::{execute, Command, ZoneState};
     for mode in modes() {
-        let mut sim = Simulator::new(geometry(), config(RaidLevel::Raid5 { drives: 4 }, mode, 1), 3, None).unwrap();
+        let mut sim =
+            Simulator::new(geometry(), config(RaidLevel::Raid5 { drives: 4 }, mode, 1, OpenSegments::SINGLE), 3, None)
+                .unwrap();
         let layout = *sim.engine.layout();
         let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
         let rounds = 3 * layout.data_blocks_per_segment() / LOGICAL_BLOCKS + 1;
@@ -324,7 +382,9 @@ fn full_segments_are_sealed_with_footers() {
 #[test]
 fn corrupted_blocks_are_rebuilt() {
     for mode in modes() {
-        let mut sim = Simulator::new(geometry(), config(RaidLevel::Raid6 { drives: 5 }, mode, 2), 5, None).unwrap();
+        let mut sim =
+            Simulator::new(geometry(), config(RaidLevel::Raid6 { drives: 5 }, mode, 2, OpenSegments::SINGLE), 5, None)
+                .unwrap();
         let data: Vec<u8> = (0..LOGICAL_BLOCKS).flat_map(|l| block_bytes(l, 3)).collect();
         sim.submit(0, Request::Write { lba: 0, data: data.clone() });
         sim.run_until_idle();

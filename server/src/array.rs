@@ -227,7 +227,8 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             parity_chunks: (m as u32).into(),
             level: options.level.code(),
             mode,
-            reserved0: 0.into(),
+            small_segments: 0,
+            large_segments: 0,
             chunk_bytes: (options.chunk_bytes as u32).into(),
             group_size: group_size.into(),
             block_size_bytes: raw.block_size_bytes.into(),
@@ -238,7 +239,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             name,
             generation: 0.into(),
             failed_drives: 0.into(),
-            reserved1: 0.into(),
+            large_chunk_bytes: 0.into(),
             crc32c: 0.into(),
         }
         .seal();

@@ -218,7 +218,8 @@ mod tests {
             parity_chunks: 1.into(),
             level: 5,
             mode: 0,
-            reserved0: 0.into(),
+            small_segments: 0,
+            large_segments: 0,
             chunk_bytes: 4096.into(),
             group_size: 8.into(),
             block_size_bytes: 4096.into(),
@@ -229,7 +230,7 @@ mod tests {
             name: [0; 32],
             generation: generation.into(),
             failed_drives: 0.into(),
-            reserved1: 0.into(),
+            large_chunk_bytes: 0.into(),
             crc32c: 0.into(),
         }
         .seal()

@@ -71,23 +71,28 @@ impl Engine {
         self.restoring_reserve &= self.reclaim_left() || self.free_zones.len() < GC_START_FREE_ZONES;
     }
 
-    /// Data blocks the open segment can still take, counted in whole stripes.
-    pub(super) fn open_segment_room_blocks(&self) -> u64 {
-        let Some(zone) = self.open_segment else { return 0 };
-        let seg = self.seg(zone);
-        let issued = seg.group * self.layout.group_size + seg.group_issued;
-        (self.layout.stripes - issued) * self.layout.data_chunks as u64 * self.layout.chunk_blocks
+    /// Data blocks the open segments relocated stripes go to can still take, counted in
+    /// whole stripes.
+    pub(super) fn relocation_room_blocks(&self) -> u64 {
+        let class = self.plan.gc_class();
+        let open = (0..self.slots.len()).filter(|s| self.plan.slots[*s].class == class).filter_map(|s| self.slots[s]);
+        open.map(|zone| {
+            let seg = self.seg(zone);
+            let issued = seg.group * seg.layout.group_size + seg.group_issued;
+            (seg.layout.stripes - issued) * seg.layout.stripe_data_blocks()
+        })
+        .sum()
     }
 
     /// Starts relocating a segment if one is due: a recovered open segment, or, when empty
     /// zones run low, the sealed segment with the fewest live blocks (greedy), if moving it
-    /// frees space (`Layout::gc_victim_max_live_blocks`). Only if the relocation is sure to
-    /// find room: an empty zone it may open, or enough of the open segment.
+    /// frees space (`SegmentPlan::gc_victim_max_live_blocks`). Only if the relocation is
+    /// sure to find room: an empty zone it may open, or enough of the open segments it
+    /// writes into.
     pub(super) fn maybe_start_gc(&mut self) -> bool {
         if self.relocation.is_some() || !self.gc_check_needed || self.stop != StopState::Running {
             return false;
         }
-        let worth_moving = self.layout.gc_victim_max_live_blocks();
         let low = self.free_zones.len() <= GC_START_FREE_ZONES;
         if !low && !self.reclaim_pending {
             return false; // nothing due: spare the scan of every segment
@@ -99,12 +104,13 @@ impl Engine {
             .iter()
             .flatten()
             .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable)
-            .filter(|s| s.reclaim_first || (low && s.valid_blocks <= worth_moving))
+            .filter(|s| s.reclaim_first || (low && s.valid_blocks <= self.plan.gc_victim_max_live_blocks(&s.layout)))
             .min_by_key(|s| (!s.reclaim_first, s.valid_blocks, s.sequence))
             .map(|s| (s.zone, s.valid_blocks));
         let Some((zone, valid_blocks)) = victim else { return false };
         let may_open = self.free_zones.len() > self.relocation_zones_to_leave();
-        if !may_open && self.open_segment_room_blocks() < valid_blocks + self.layout.stripe_data_blocks() {
+        let padding = self.plan.class_layout(self.plan.gc_class()).stripe_data_blocks();
+        if !may_open && self.relocation_room_blocks() < valid_blocks + padding {
             return false;
         }
         tracing::debug!(zone, valid_blocks, "garbage collection: relocating a segment");
@@ -142,7 +148,7 @@ impl Engine {
         if r.scan_lba < logical_blocks || r.reads_in_flight > 0 || r.resetting {
             return;
         }
-        self.pad_open_stripe(true);
+        self.pad_open_stripe(Fill::Relocation);
         let r = self.relocation.as_ref().expect("relocating");
         if r.writes_in_flight > 0 || !self.gc_queued.is_empty() {
             return;
@@ -196,7 +202,7 @@ impl Engine {
             Ok(data) => {
                 r.writes_in_flight += 1;
                 let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from) };
-                self.add_block(info, data, true);
+                self.add_block(info, data, Fill::Relocation);
             }
             Err(e) => {
                 tracing::warn!(lba, error = %e, "garbage collection: a live block cannot be read");

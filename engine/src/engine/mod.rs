@@ -37,16 +37,19 @@ use zapraid_zns::{Command, Completion, Geometry, Tag, ZoneAction};
 
 use crate::error::{Error, Result};
 use crate::format::MAX_DRIVES;
-use crate::hybrid::OpenSegments;
+use crate::hybrid::{ChunkClass, OpenSegments, SegmentPlan};
 use crate::l2p::{L2pTable, Physical};
 use crate::layout::{Layout, Mode, RaidLevel};
 use crate::parity::ParityCodec;
 
 use gc::Relocation;
+
+/// Chunk classes (`hybrid::ChunkClass`): per-class state is indexed by `ChunkClass::index`.
+const CLASSES: usize = 2;
 use read::{ReadOrigin, ReadRequest, Rebuild};
 use segment::{FooterPlace, Segment, SegmentState};
 use stop::StopState;
-use stripe::{BlockInfo, OpenStripe, Stripe};
+use stripe::{BlockInfo, Fill, OpenStripe, Stripe};
 
 /// Frontend request identifier, chosen by the caller.
 pub type RequestId = u64;
@@ -181,16 +184,21 @@ pub struct Engine {
     l2p: L2pTable,
     /// The segment each zone holds (a segment spans the same zone of every drive).
     segments: Vec<Option<Segment>>,
-    /// Zone of the segment stripes are written into.
-    open_segment: Option<u32>,
+    /// The open segments' places (`hybrid`) and the zone of each one's open segment.
+    plan: SegmentPlan,
+    slots: Vec<Option<u32>>,
+    /// Per chunk class, the slot the round robin looks at first.
+    next_slot: [usize; CLASSES],
     free_zones: VecDeque<u32>,
     next_sequence: u64,
     next_timestamp: u64,
     now_ns: u64,
     failed: Vec<bool>,
-    open_stripe: Option<OpenStripe>,
-    queued: VecDeque<u64>,
-    /// Relocated blocks fill stripes of their own, issued before frontend stripes.
+    /// Per chunk class, the stripe frontend writes fill, and stripes encoded and waiting.
+    open_stripes: [Option<OpenStripe>; CLASSES],
+    queued: [VecDeque<u64>; CLASSES],
+    /// Relocated blocks fill stripes of their own (of the plan's `gc_class`), issued
+    /// before frontend stripes.
     gc_open_stripe: Option<OpenStripe>,
     gc_queued: VecDeque<u64>,
     relocation: Option<Relocation>,
@@ -221,26 +229,22 @@ pub struct Engine {
     next_tag: Tag,
     commands: VecDeque<DriveCommand>,
     responses: VecDeque<Response>,
-    /// Commands per drive waiting because the zone has a Zone Write in flight.
-    zone_write_busy: Vec<bool>,
-    zone_write_queue: Vec<VecDeque<(Tag, Command)>>,
+    /// Per drive and zone with a Zone Write in flight, the ones waiting behind it.
+    zone_writes: HashMap<(usize, u32), VecDeque<(Tag, Command)>>,
 }
 
 impl Engine {
     /// A new, empty array over drives of `geometry` (every zone empty).
     pub fn format(geometry: Geometry, config: Config) -> Result<Self> {
-        let layout = Layout::new(&geometry, config.level, config.mode, config.chunk_bytes)?;
+        let plan = SegmentPlan::new(&geometry, config.level, config.mode, config.chunk_bytes, config.open_segments)?;
+        let layout = *plan.primary();
         let codec = ParityCodec::for_level(config.level)?;
-        if config.open_segments.is_hybrid() {
-            return Err(Error::InvalidConfig {
-                reason: "several open segments (hybrid management) are not built yet".into(),
-            });
-        }
         let n = layout.drives();
         if n > MAX_DRIVES {
             return Err(Error::InvalidConfig { reason: format!("{n} drives, at most {MAX_DRIVES}") });
         }
-        let capacity = layout.data_blocks_per_segment() * u64::from(geometry.zone_count);
+        let per_segment = plan.layouts().iter().map(Layout::data_blocks_per_segment).min().unwrap_or(0);
+        let capacity = per_segment * u64::from(geometry.zone_count);
         if config.logical_blocks == 0 || config.logical_blocks > capacity {
             return Err(Error::InvalidConfig {
                 reason: format!("{} logical blocks, the drives hold at most {capacity}", config.logical_blocks),
@@ -254,14 +258,16 @@ impl Engine {
             config,
             l2p,
             segments: (0..geometry.zone_count).map(|_| None).collect(),
-            open_segment: None,
+            slots: vec![None; plan.slots.len()],
+            plan,
+            next_slot: [0; CLASSES],
             free_zones: (0..geometry.zone_count).collect(),
             next_sequence: 1,
             next_timestamp: 1,
             now_ns: 0,
             failed: vec![false; n],
-            open_stripe: None,
-            queued: VecDeque::new(),
+            open_stripes: [None, None],
+            queued: [VecDeque::new(), VecDeque::new()],
             gc_open_stripe: None,
             gc_queued: VecDeque::new(),
             relocation: None,
@@ -286,13 +292,19 @@ impl Engine {
             next_tag: 0,
             commands: VecDeque::new(),
             responses: VecDeque::new(),
-            zone_write_busy: vec![false; n],
-            zone_write_queue: (0..n).map(|_| VecDeque::new()).collect(),
+            zone_writes: HashMap::new(),
         })
     }
 
+    /// The layout of the first open segment's segments (the only one without hybrid
+    /// management).
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// Every open segment's place and the layout of its segments.
+    pub fn plan(&self) -> &SegmentPlan {
+        &self.plan
     }
 
     /// Installs what recovery found on the drives: sealed segments (with their compact
@@ -300,11 +312,13 @@ impl Engine {
     /// and timestamp (past everything on the drives).
     pub(crate) fn install_recovered(&mut self, recovered: crate::recovery::Recovered) {
         let n = self.layout.drives();
-        for (zone, sequence, table, sealed) in recovered.segments {
-            let mut segment = Segment::new(zone, sequence, SegmentState::Sealed, table, n);
-            segment.group = self.layout.groups();
-            segment.reclaim_first = !sealed;
-            self.reclaim_pending |= !sealed;
+        for found in recovered.segments {
+            let (zone, layout) = (found.zone, found.layout);
+            let mut segment =
+                Segment::new(zone, found.sequence, SegmentState::Sealed, layout, found.class, found.table, n);
+            segment.group = layout.groups();
+            segment.reclaim_first = !found.complete;
+            self.reclaim_pending |= !found.complete;
             self.segments[zone as usize] = Some(segment);
         }
         for (lba, physical) in recovered.mappings {
@@ -353,7 +367,7 @@ impl Engine {
             zones: self.geometry.zone_count,
             free_zones: self.free_zones.len() as u32,
             segments: segments().count() as u32,
-            open_segments: u32::from(self.open_segment.is_some()),
+            open_segments: self.slots.iter().flatten().count() as u32,
             mapped_blocks: segments().map(|s| s.valid_blocks).sum(),
             failed_drives: (0..self.failed.len()).filter(|d| self.failed[*d]).collect(),
             segments_reclaimed: self.segments_reclaimed,
@@ -388,7 +402,7 @@ impl Engine {
 
     /// When the engine next needs `tick` (the partial-stripe timeout), if ever.
     pub fn next_timer_ns(&self) -> Option<u64> {
-        self.open_stripe.as_ref().map(|s| s.started_ns + self.config.stripe_timeout_ns)
+        self.open_stripes.iter().flatten().map(|s| s.started_ns + self.config.stripe_timeout_ns).min()
     }
 
     pub fn poll_command(&mut self) -> Option<DriveCommand> {
@@ -405,10 +419,6 @@ impl Engine {
 
     fn meta_bytes(&self) -> usize {
         self.geometry.metadata_bytes_per_block as usize
-    }
-
-    fn chunk_blocks(&self) -> usize {
-        self.layout.chunk_blocks as usize
     }
 
     /// Takes a frontend request at time `now_ns`.
@@ -429,7 +439,7 @@ impl Engine {
             Request::Flush => {
                 let last_before = self.outstanding_writes.iter().next_back().copied();
                 self.flushes.push_back((id, last_before));
-                self.pad_open_stripe(false);
+                self.pad_frontend_stripes();
                 self.complete_flushes();
             }
         }
@@ -448,11 +458,14 @@ impl Engine {
         }
     }
 
-    /// Advances time: pads and writes an incomplete stripe whose timeout has passed.
+    /// Advances time: pads and writes incomplete stripes whose timeout has passed.
     pub fn tick(&mut self, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
-        if self.next_timer_ns().is_some_and(|t| t <= self.now_ns) {
-            self.pad_open_stripe(false);
+        for class in [ChunkClass::Small, ChunkClass::Large] {
+            let started = self.open_stripes[class.index()].as_ref().map(|s| s.started_ns);
+            if started.is_some_and(|t| t + self.config.stripe_timeout_ns <= self.now_ns) {
+                self.pad_open_stripe(Fill::Frontend(class));
+            }
         }
         self.pump();
     }
@@ -473,7 +486,7 @@ impl Engine {
         };
         match op {
             Op::Header { segment } => {
-                self.zone_write_done(drive);
+                self.zone_write_done(drive, segment);
                 if completion.result.is_err() {
                     self.fail_drive(drive);
                 }
@@ -481,7 +494,7 @@ impl Engine {
             }
             Op::Chunk { stripe, drive } => self.chunk_done(stripe, drive, completion),
             Op::Footer { segment, drive, next_block, place: place @ FooterPlace::Stop { blocks, .. } } => {
-                self.zone_write_done(drive);
+                self.zone_write_done(drive, segment);
                 if completion.result.is_err() {
                     self.fail_drive(drive);
                 }
@@ -492,11 +505,11 @@ impl Engine {
                 }
             }
             Op::Footer { segment, drive, next_block, place: FooterPlace::Sealing { .. } } => {
-                self.zone_write_done(drive);
+                self.zone_write_done(drive, segment);
                 if completion.result.is_err() {
                     self.fail_drive(drive);
                 }
-                if completion.result.is_ok() && next_block < self.layout.footer_blocks {
+                if completion.result.is_ok() && next_block < self.seg(segment).layout.footer_blocks {
                     self.write_footer_piece(segment, drive, next_block);
                 } else {
                     self.seg_mut(segment).footer_pending -= 1;

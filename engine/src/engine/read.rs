@@ -119,20 +119,21 @@ impl Engine {
 
     /// Rebuilds one block from the other chunks of its stripe.
     pub(super) fn start_rebuild(&mut self, read: u64, block: usize, physical: Physical) {
-        let n = self.layout.drives();
-        let cb = self.layout.chunk_blocks;
-        let data_start = self.layout.data_start_blocks();
-        let position = (physical.offset - data_start) / cb;
-        let within = (physical.offset - data_start) % cb;
         let lba = self.reads[&read].lba + block as u64;
         let Some(seg) = self.segment_of_zone(physical.zone) else {
             return self.read_block_failed(read, block, Error::InvalidConfig { reason: "no segment for zone".into() });
         };
-        let group = position / self.layout.group_size;
+        let layout = seg.layout;
+        let n = layout.drives();
+        let cb = layout.chunk_blocks;
+        let data_start = layout.data_start_blocks();
+        let position = (physical.offset - data_start) / cb;
+        let within = (physical.offset - data_start) % cb;
+        let group = position / layout.group_size;
         let (stripe_id, stripe_number) = match &seg.table {
             None => (0u32, position),
             Some(table) => match table.get(physical.drive, position) {
-                Some(id) => (id, group * self.layout.group_size + u64::from(id)),
+                Some(id) => (id, group * layout.group_size + u64::from(id)),
                 None => {
                     return self.read_block_failed(
                         read,
@@ -152,10 +153,10 @@ impl Engine {
             let other = match &seg.table {
                 None => Some(position),
                 Some(table) => {
-                    let first = group * self.layout.group_size;
-                    let found = (first..first + self.layout.group_stripes(group))
-                        .find(|p| table.get(drive, *p) == Some(stripe_id));
-                    entries_checked += found.map_or(self.layout.group_stripes(group), |p| p - first + 1);
+                    let first = group * layout.group_size;
+                    let found =
+                        (first..first + layout.group_stripes(group)).find(|p| table.get(drive, *p) == Some(stripe_id));
+                    entries_checked += found.map_or(layout.group_stripes(group), |p| p - first + 1);
                     found
                 }
             };
@@ -163,14 +164,14 @@ impl Engine {
                 sources.push((drive, data_start + p * cb + within));
             }
         }
-        let lost_chunk = self.layout.chunk_on(stripe_number, physical.drive);
-        let needed = self.layout.data_chunks;
-        if sources.len() < needed || self.layout.parity_chunks == 0 {
+        let lost_chunk = layout.chunk_on(stripe_number, physical.drive);
+        let needed = layout.data_chunks;
+        if sources.len() < needed || layout.parity_chunks == 0 {
             let lost = n - sources.len();
             return self.read_block_failed(
                 read,
                 block,
-                Error::TooManyErasures { lost, total: n, tolerated: self.layout.parity_chunks },
+                Error::TooManyErasures { lost, total: n, tolerated: layout.parity_chunks },
             );
         }
         let zone_start = self.geometry.zone_start_lba(physical.zone);

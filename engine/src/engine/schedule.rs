@@ -11,7 +11,7 @@
 //! Invariants: at most one Zone Write in flight per drive's zone (later ones wait in order);
 //! every chunk of a group lands inside the group's region.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 use zapraid_zns::{Command, Completion, Done};
 
@@ -23,76 +23,46 @@ use super::*;
 
 impl Engine {
     /// Issues a Zone Write, or queues it behind the one in flight on that drive's zone.
-    pub(super) fn zone_write(&mut self, drive: usize, op: Op, command: Command) {
+    pub(super) fn zone_write(&mut self, drive: usize, zone: u32, op: Op, command: Command) {
         let tag = self.new_tag(op);
-        if self.zone_write_busy[drive] {
-            self.zone_write_queue[drive].push_back((tag, command));
-        } else {
-            self.zone_write_busy[drive] = true;
-            self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+        match self.zone_writes.get_mut(&(drive, zone)) {
+            Some(waiting) => waiting.push_back((tag, command)),
+            None => {
+                self.zone_writes.insert((drive, zone), VecDeque::new());
+                self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+            }
         }
     }
 
-    pub(super) fn zone_write_done(&mut self, drive: usize) {
-        match self.zone_write_queue[drive].pop_front() {
+    /// The Zone Write in flight on `drive`'s `zone` completed: the next one waiting goes.
+    pub(super) fn zone_write_done(&mut self, drive: usize, zone: u32) {
+        let waiting = self.zone_writes.get_mut(&(drive, zone)).expect("a Zone Write was in flight");
+        match waiting.pop_front() {
             Some((tag, command)) => self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 }),
-            None => self.zone_write_busy[drive] = false,
+            None => {
+                self.zone_writes.remove(&(drive, zone));
+            }
         }
     }
 
-    /// Moves queued stripes into the current group while it has room, starts groups and
-    /// segments as they free up.
+    /// Moves queued stripes into open segments while they have room (relocated stripes
+    /// first), starts groups and segments as they free up.
     pub(super) fn pump(&mut self) {
         loop {
-            // A group is done when all of its stripes were issued and persisted; the last
-            // group of a segment is followed by the footer, whether or not more is queued.
-            if let Some(seg_index) = self.open_segment {
-                let seg = self.seg(seg_index);
-                let group_done = seg.header_pending == 0
-                    && seg.group_in_flight == 0
-                    && seg.group_issued == self.layout.group_stripes(seg.group);
-                if group_done {
-                    let seg = self.seg_mut(seg_index);
-                    seg.group += 1;
-                    seg.group_issued = 0;
-                    seg.group_virtual.iter_mut().for_each(|v| *v = 0);
-                    if seg.group == self.layout.groups() {
-                        self.start_footer(seg_index);
-                    }
-                    continue;
-                }
+            if self.advance_groups() {
+                continue;
             }
             self.advance_relocation();
-            let gc = !self.gc_queued.is_empty();
-            let Some(&number) = (if gc { self.gc_queued.front() } else { self.queued.front() }) else { break };
-            let relocating = self.relocation.is_some();
-            let Some(seg_index) = self.open_segment else {
-                if self.free_zones.len() > self.zones_to_leave(gc) {
-                    self.open_new_segment();
-                    continue;
-                }
-                if relocating {
-                    break; // the relocation frees a zone
-                }
-                if self.maybe_start_gc() {
-                    continue;
-                }
-                self.fail_queued_stripes();
+            // Before any slot opens a segment: with several slots, one pass may open more
+            // than one, and garbage collection must start while an empty zone is left
+            // for it (`capacity`).
+            let mut progressed = self.maybe_start_gc();
+            for fill in [Fill::Relocation, Fill::Frontend(ChunkClass::Small), Fill::Frontend(ChunkClass::Large)] {
+                progressed |= self.pump_step(fill);
+            }
+            if !progressed {
                 break;
-            };
-            if !gc && relocating && self.free_zones.len() <= self.zones_to_leave(true) {
-                break; // the relocation may open no other zone: the rest of this one is its
             }
-            let seg = self.seg(seg_index);
-            if seg.header_pending > 0 || seg.group_issued == self.layout.group_stripes(seg.group) {
-                break; // waiting for the header, or for the group to be persisted
-            }
-            if gc {
-                self.gc_queued.pop_front();
-            } else {
-                self.queued.pop_front();
-            }
-            self.issue_stripe(seg_index, number);
         }
         if self.maybe_start_gc() {
             self.pump();
@@ -100,10 +70,108 @@ impl Engine {
         self.advance_stop();
     }
 
+    /// Starts the next group of an open segment whose group is done: all of its stripes
+    /// were issued and persisted. The last group of a segment is followed by the footer,
+    /// whether or not more is queued. Whether a group moved on.
+    fn advance_groups(&mut self) -> bool {
+        for slot in 0..self.slots.len() {
+            let Some(zone) = self.slots[slot] else { continue };
+            let seg = self.seg(zone);
+            let group_done = seg.header_pending == 0
+                && seg.group_in_flight == 0
+                && seg.group_issued == seg.layout.group_stripes(seg.group);
+            if group_done {
+                let seg = self.seg_mut(zone);
+                seg.group += 1;
+                seg.group_issued = 0;
+                seg.group_virtual.iter_mut().for_each(|v| *v = 0);
+                if seg.group == seg.layout.groups() {
+                    self.start_footer(zone);
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    /// One step for the stripes `fill` queues: the first one goes into a slot that takes
+    /// it, or a slot of its class opens a segment, or garbage collection starts. Whether
+    /// anything happened.
+    fn pump_step(&mut self, fill: Fill) -> bool {
+        let class = self.class_of(fill);
+        let gc = fill == Fill::Relocation;
+        let queue = if gc { &self.gc_queued } else { &self.queued[class.index()] };
+        let Some(&number) = queue.front() else { return false };
+        let relocating = self.relocation.is_some();
+        if !gc && class == self.plan.gc_class() {
+            if !self.gc_queued.is_empty() {
+                return false; // relocated stripes go first into the slots they share
+            }
+            if relocating && self.free_zones.len() <= self.zones_to_leave(true) {
+                return false; // the relocation may open no other zone: the rest of these is its
+            }
+        }
+        if let Some(slot) = self.accepting_slot(class) {
+            if gc {
+                self.gc_queued.pop_front();
+            } else {
+                self.queued[class.index()].pop_front();
+            }
+            let zone = self.slots[slot].expect("an accepting slot has a segment");
+            self.issue_stripe(zone, number);
+            return true;
+        }
+        let in_class = |s: &usize| self.plan.slots[*s].class == class;
+        let header_pending = (0..self.slots.len())
+            .filter(in_class)
+            .filter_map(|s| self.slots[s])
+            .any(|z| self.seg(z).header_pending > 0);
+        let empty_slot = (0..self.slots.len()).filter(in_class).find(|s| self.slots[*s].is_none());
+        if let (Some(slot), false) = (empty_slot, header_pending) {
+            if self.free_zones.len() > self.zones_to_leave(gc) {
+                return self.open_new_segment(slot);
+            }
+        }
+        let open_in_class = (0..self.slots.len()).any(|s| self.plan.slots[s].class == class && self.slots[s].is_some());
+        if open_in_class || relocating {
+            return false; // a segment of the class takes it later, or the relocation frees a zone
+        }
+        if self.maybe_start_gc() {
+            return true;
+        }
+        self.fail_queued_stripes(class);
+        false
+    }
+
+    /// The slot of `class` that takes a stripe now: an idle Zone Write slot (round robin),
+    /// else a Zone Append slot whose current group has room (the paper's hybrid rule);
+    /// never one waiting for its header.
+    fn accepting_slot(&mut self, class: ChunkClass) -> Option<usize> {
+        let slots = self.slots.len();
+        let first = self.next_slot[class.index()];
+        for append in [false, true] {
+            for i in 0..slots {
+                let slot = (first + i) % slots;
+                let planned = &self.plan.slots[slot];
+                if planned.class != class || planned.layout.uses_append() != append {
+                    continue;
+                }
+                let Some(zone) = self.slots[slot] else { continue };
+                let seg = self.seg(zone);
+                if seg.header_pending == 0 && seg.group_issued < seg.layout.group_stripes(seg.group) {
+                    self.next_slot[class.index()] = (slot + 1) % slots;
+                    return Some(slot);
+                }
+            }
+        }
+        None
+    }
+
     pub(super) fn issue_stripe(&mut self, seg_index: u32, number: u64) {
-        let (k, cb, bs, ms) = (self.layout.data_chunks, self.chunk_blocks(), self.block_bytes(), self.meta_bytes());
-        let n = self.layout.drives();
-        let group_size = self.layout.group_size;
+        let layout = self.seg(seg_index).layout;
+        let (k, cb, bs, ms) = (layout.data_chunks, layout.chunk_blocks as usize, self.block_bytes(), self.meta_bytes());
+        let n = layout.drives();
+        let group_size = layout.group_size;
         let seg = self.seg_mut(seg_index);
         let id = seg.group_issued as u32;
         let stripe_number = seg.group * group_size + u64::from(id);
@@ -112,13 +180,16 @@ impl Engine {
         let (zone, sequence) = (seg.zone, seg.sequence);
         let zone_start = self.geometry.zone_start_lba(zone);
         let mut stripe = self.stripes.remove(&number).expect("queued stripe exists");
+        debug_assert_eq!(stripe.class, self.seg(seg_index).class, "a stripe goes to a slot of its class");
+        debug_assert_eq!(stripe.infos.len() as u64, layout.stripe_data_blocks());
+        stripe.segment = Some(seg_index);
         stripe.id = id;
         stripe.number = stripe_number;
         let chunks = std::mem::take(&mut stripe.chunks);
         let mut pending = 0;
         let mut commands = Vec::new();
         for (c, (data, mut metadata)) in chunks.into_iter().enumerate() {
-            let drive = self.layout.drive_of(stripe_number, c);
+            let drive = layout.drive_of(stripe_number, c);
             for o in 0..cb {
                 let (lba, timestamp, kind) = if c < k {
                     let info = stripe.infos[c * cb + o];
@@ -145,7 +216,7 @@ impl Engine {
         self.stripes.insert(number, stripe);
         for (drive, data, metadata) in commands {
             let op = Op::Chunk { stripe: number, drive };
-            if self.layout.uses_append() {
+            if layout.uses_append() {
                 let tag = self.new_tag(op);
                 self.commands.push_back(DriveCommand {
                     drive,
@@ -154,21 +225,19 @@ impl Engine {
                     delay_ns: 0,
                 });
             } else {
-                let lba = zone_start + self.layout.data_start_blocks() + stripe_number * self.layout.chunk_blocks;
-                self.zone_write(drive, op, Command::Write { lba, data, metadata });
+                let lba = zone_start + layout.data_start_blocks() + stripe_number * layout.chunk_blocks;
+                self.zone_write(drive, zone, op, Command::Write { lba, data, metadata });
             }
         }
         if pending == 0 {
             // Every drive of this stripe has failed: nothing can hold it.
-            self.stripe_failed(
-                number,
-                Error::TooManyErasures { lost: n, total: n, tolerated: self.layout.parity_chunks },
-            );
+            self.stripe_failed(number, Error::TooManyErasures { lost: n, total: n, tolerated: layout.parity_chunks });
         }
     }
 
-    pub(super) fn fail_queued_stripes(&mut self) {
-        while let Some(number) = self.queued.pop_front() {
+    /// Fails the frontend stripes of `class` waiting for room (the array is full).
+    pub(super) fn fail_queued_stripes(&mut self, class: ChunkClass) {
+        while let Some(number) = self.queued[class.index()].pop_front() {
             let reason = "no empty zone left beyond what garbage collection and recovery need, and no segment \
                           worth reclaiming (nearly every block is live)"
                 .to_string();
@@ -209,20 +278,24 @@ impl Engine {
     }
 
     pub(super) fn chunk_done(&mut self, number: u64, drive: usize, completion: Completion) {
-        if !self.layout.uses_append() {
-            self.zone_write_done(drive);
+        // Stripes in flight belong to an open segment (a segment seals only when its last
+        // group is persisted).
+        let seg_index = self.stripes[&number].segment.expect("a stripe in flight was issued into a segment");
+        let layout = self.seg(seg_index).layout;
+        debug_assert_eq!(self.seg(seg_index).state, SegmentState::Open, "stripes in flight are in open segments");
+        if !layout.uses_append() {
+            self.zone_write_done(drive, seg_index);
         }
-        let seg_index = self.open_segment_of_stripe();
-        let cb = self.layout.chunk_blocks;
-        let data_start = self.layout.data_start_blocks();
+        let cb = layout.chunk_blocks;
+        let data_start = layout.data_start_blocks();
         let zone_start = self.geometry.zone_start_lba(self.seg(seg_index).zone);
         match completion.result {
             Ok(Done::Written { lba, .. }) => {
                 let position = (lba - zone_start - data_start) / cb;
                 let group = self.seg(seg_index).group;
-                let group_start = group * self.layout.group_size;
+                let group_start = group * layout.group_size;
                 assert!(
-                    (group_start..group_start + self.layout.group_size).contains(&position),
+                    (group_start..group_start + layout.group_size).contains(&position),
                     "a chunk of group {group} landed at position {position}",
                 );
                 let stripe = self.stripes.get_mut(&number).expect("stripe in flight");
@@ -242,39 +315,34 @@ impl Engine {
         }
         let stripe = self.stripes.remove(&number).expect("stripe in flight");
         let live = stripe.positions.iter().filter(|p| p.is_some()).count();
-        if self.layout.drives() - live > self.layout.parity_chunks {
+        if layout.drives() - live > layout.parity_chunks {
             self.seg_mut(seg_index).group_in_flight -= 1;
-            let n = self.layout.drives();
-            let tolerated = self.layout.parity_chunks;
+            let n = layout.drives();
+            let tolerated = layout.parity_chunks;
             self.stripes.insert(number, stripe);
             return self.stripe_failed(number, Error::TooManyErasures { lost: n - live, total: n, tolerated });
         }
         self.stripe_persisted(seg_index, stripe);
     }
 
-    /// Stripes in flight belong to the open segment (a segment seals only when its last
-    /// group is persisted).
-    pub(super) fn open_segment_of_stripe(&self) -> u32 {
-        self.open_segment.expect("stripes in flight belong to the open segment")
-    }
-
     pub(super) fn stripe_persisted(&mut self, seg_index: u32, mut stripe: Stripe) {
-        debug_assert_eq!(self.seg(seg_index).state, SegmentState::Open, "stripes persist into the open segment");
-        let (k, cb) = (self.layout.data_chunks, self.chunk_blocks());
+        debug_assert_eq!(self.seg(seg_index).state, SegmentState::Open, "stripes persist into open segments");
+        let layout = self.seg(seg_index).layout;
+        let (k, cb) = (layout.data_chunks, layout.chunk_blocks as usize);
         let zone = self.seg(seg_index).zone;
-        let data_start = self.layout.data_start_blocks();
+        let data_start = layout.data_start_blocks();
         self.seg_mut(seg_index).group_in_flight -= 1;
         // Chunks that never landed (their drive failed) still need a place in the stripe
         // table, so that reads find the stripe and rebuild them: Zone Write puts them at
         // the stripe's offset; for appends they take positions from the end of the group's
         // region, which landed chunks (filling it from the start) never reach.
         let group = self.seg(seg_index).group;
-        let group_end = group * self.layout.group_size + self.layout.group_stripes(group);
-        for drive in 0..self.layout.drives() {
+        let group_end = group * layout.group_size + layout.group_stripes(group);
+        for drive in 0..layout.drives() {
             if stripe.positions[drive].is_some() {
                 continue;
             }
-            let position = if self.layout.uses_append() {
+            let position = if layout.uses_append() {
                 let seg = self.seg_mut(seg_index);
                 seg.group_virtual[drive] += 1;
                 group_end - seg.group_virtual[drive]
@@ -287,11 +355,11 @@ impl Engine {
             }
         }
         let mut acked = Vec::new();
-        for c in 0..self.layout.drives() {
-            let drive = self.layout.drive_of(stripe.number, c);
+        for c in 0..layout.drives() {
+            let drive = layout.drive_of(stripe.number, c);
             let position = stripe.positions[drive].expect("every chunk has a position");
             for o in 0..cb {
-                let footer_index = (position * self.layout.chunk_blocks) as usize + o;
+                let footer_index = (position * layout.chunk_blocks) as usize + o;
                 let (lba, timestamp) = if c < k {
                     let info = stripe.infos[c * cb + o];
                     (info.lba, info.timestamp)
@@ -313,11 +381,11 @@ impl Engine {
             }
         }
         for c in 0..k {
-            let drive = self.layout.drive_of(stripe.number, c);
+            let drive = layout.drive_of(stripe.number, c);
             let position = stripe.positions[drive].expect("every chunk has a position");
             for o in 0..cb {
                 let info = stripe.infos[c * cb + o];
-                let offset = data_start + position * self.layout.chunk_blocks + o as u64;
+                let offset = data_start + position * layout.chunk_blocks + o as u64;
                 let Some(request) = info.request else {
                     if let Some(from) = info.relocated_from {
                         self.relocated(info.lba, from, Physical { zone, drive, offset });

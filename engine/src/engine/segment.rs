@@ -13,7 +13,6 @@ use crate::format::{
     encode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata, FooterBlockHeader, FooterEntry,
     SegmentHeader, MAX_DRIVES, NO_LBA,
 };
-use crate::layout::Mode;
 use crate::stripe_table::CompactStripeTable;
 
 use super::*;
@@ -31,6 +30,10 @@ pub(super) struct Segment {
     pub(super) zone: u32,
     pub(super) sequence: u64,
     pub(super) state: SegmentState,
+    /// Its shape (chunk size, how it is written): its slot's, or what its header said.
+    pub(super) layout: Layout,
+    /// The chunk class of its slot.
+    pub(super) class: ChunkClass,
     pub(super) header_pending: usize,
     pub(super) table: Option<CompactStripeTable>,
     /// Per drive, per data-region block: what the footer will say.
@@ -60,6 +63,8 @@ impl Segment {
         zone: u32,
         sequence: u64,
         state: SegmentState,
+        layout: Layout,
+        class: ChunkClass,
         table: Option<CompactStripeTable>,
         drives: usize,
     ) -> Self {
@@ -67,6 +72,8 @@ impl Segment {
             zone,
             sequence,
             state,
+            layout,
+            class,
             header_pending: 0,
             table,
             footer: Vec::new(),
@@ -94,7 +101,9 @@ pub(super) enum FooterPlace {
 }
 
 impl Engine {
-    pub(super) fn open_new_segment(&mut self) -> bool {
+    /// Opens a segment for `slot` in the first empty zone and writes its headers.
+    pub(super) fn open_new_segment(&mut self, slot: usize) -> bool {
+        debug_assert!(self.slots[slot].is_none(), "a slot holds one open segment");
         let Some(zone) = self.free_zones.pop_front() else { return false };
         self.gc_check_needed = true; // empty zones may now be low
         debug_assert!(
@@ -103,29 +112,27 @@ impl Engine {
         );
         debug_assert!(
             self.segments.iter().flatten().filter(|s| s.state == SegmentState::Sealing).count()
-                <= SEALING_SEGMENTS_PER_OPEN as usize,
+                <= (SEALING_SEGMENTS_PER_OPEN * self.plan.open_segments()) as usize,
             "more segments being sealed than drives are asked to keep active"
         );
         let sequence = self.next_sequence;
         self.next_sequence += 1;
-        let n = self.layout.drives();
+        let (layout, class) = (self.plan.slots[slot].layout, self.plan.slots[slot].class);
+        let n = layout.drives();
         let index = zone;
-        let entries = (self.layout.stripes * self.layout.chunk_blocks) as usize;
+        let entries = (layout.stripes * layout.chunk_blocks) as usize;
         let empty_entry =
             FooterEntry { lba: NO_LBA.into(), timestamp: 0.into(), stripe_id: 0.into(), reserved: 0.into() };
-        let mut segment = Segment::new(zone, sequence, SegmentState::Open, CompactStripeTable::new(&self.layout), n);
+        let table = CompactStripeTable::new(&layout);
+        let mut segment = Segment::new(zone, sequence, SegmentState::Open, layout, class, table, n);
         segment.footer = vec![vec![empty_entry; entries]; n];
         debug_assert!(self.segments[zone as usize].is_none(), "a free zone holds no segment");
         self.segments[zone as usize] = Some(segment);
-        self.open_segment = Some(index);
+        self.slots[slot] = Some(index);
         let mut zones = [0u32.into(); MAX_DRIVES];
         zones.iter_mut().take(n).for_each(|z| *z = zone.into());
-        let mode = match self.layout.mode {
-            Mode::ZapRaid { .. } => 0,
-            Mode::ZoneWriteOnly => 1,
-            Mode::ZoneAppendOnly => 2,
-        };
-        let (bs, ms, cb) = (self.block_bytes(), self.meta_bytes(), self.chunk_blocks());
+        let (mode, _) = layout.mode.code();
+        let (bs, ms, cb) = (self.block_bytes(), self.meta_bytes(), layout.chunk_blocks as usize);
         for drive in 0..n {
             if self.failed[drive] {
                 continue;
@@ -138,15 +145,16 @@ impl Engine {
                 segment_sequence: sequence.into(),
                 drive_index: (drive as u32).into(),
                 drive_count: (n as u32).into(),
-                data_chunks: (self.layout.data_chunks as u32).into(),
-                parity_chunks: (self.layout.parity_chunks as u32).into(),
-                level: self.layout.level.code(),
+                data_chunks: (layout.data_chunks as u32).into(),
+                parity_chunks: (layout.parity_chunks as u32).into(),
+                level: layout.level.code(),
                 mode,
-                reserved0: 0.into(),
+                segment_class: class.code(),
+                reserved0: 0,
                 chunk_blocks: (cb as u32).into(),
-                group_size: (self.layout.group_size as u32).into(),
+                group_size: (layout.group_size as u32).into(),
                 block_size_bytes: (bs as u32).into(),
-                stripes: self.layout.stripes.into(),
+                stripes: layout.stripes.into(),
                 created_timestamp: self.next_timestamp.into(),
                 zones,
                 reserved1: 0.into(),
@@ -162,7 +170,7 @@ impl Engine {
             }
             let lba = self.geometry.zone_start_lba(zone);
             self.seg_mut(index).header_pending += 1;
-            self.zone_write(drive, Op::Header { segment: index }, Command::Write { lba, data, metadata });
+            self.zone_write(drive, zone, Op::Header { segment: index }, Command::Write { lba, data, metadata });
         }
         true
     }
@@ -184,7 +192,8 @@ impl Engine {
         let seg = self.seg_mut(seg_index);
         assert_eq!(seg.state, SegmentState::Open, "only an open segment gets a footer");
         seg.state = SegmentState::Sealing;
-        self.open_segment = None;
+        let slot = self.slots.iter().position(|z| *z == Some(seg_index)).expect("an open segment has a slot");
+        self.slots[slot] = None;
         let n = self.layout.drives();
         for drive in 0..n {
             if !self.failed[drive] {
@@ -200,10 +209,11 @@ impl Engine {
 
     /// Writes footer blocks from `first` on (as many as one transfer takes).
     pub(super) fn write_footer_piece(&mut self, seg_index: u32, drive: usize, first: u64) {
+        let seg = self.seg(seg_index);
         let place = FooterPlace::Sealing {
-            start_blocks: self.layout.footer_start_blocks(),
-            blocks: self.layout.footer_blocks,
-            entries: self.seg(seg_index).footer[drive].len(),
+            start_blocks: seg.layout.footer_start_blocks(),
+            blocks: seg.layout.footer_blocks,
+            entries: seg.footer[drive].len(),
         };
         self.write_footer_blocks(seg_index, drive, first, place);
     }
@@ -240,7 +250,7 @@ impl Engine {
         }
         let lba = self.geometry.zone_start_lba(seg.zone) + start_blocks + first;
         let op = Op::Footer { segment: seg_index, drive, next_block: first + blocks, place };
-        self.zone_write(drive, op, Command::Write { lba, data, metadata });
+        self.zone_write(drive, seg.zone, op, Command::Write { lba, data, metadata });
     }
 
     pub(super) fn segment_of_zone(&self, zone: u32) -> Option<&Segment> {

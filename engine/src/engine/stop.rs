@@ -13,21 +13,21 @@ pub(super) enum StopState {
     Running,
     /// No new writes; waiting for stripes, flushes and garbage collection to finish.
     Draining,
-    /// Stop footers in flight, on this many drives.
+    /// Stop footers in flight: this many (one per open segment and working drive).
     WritingFooters(usize),
     Stopped,
 }
 
 impl Engine {
-    /// Starts a clean stop: new writes are refused, the open stripe is padded and written,
-    /// running garbage collection finishes, and then the open segment gets a stop footer
+    /// Starts a clean stop: new writes are refused, open stripes are padded and written,
+    /// running garbage collection finishes, and then every open segment gets a stop footer
     /// after its data (its blocks' footer entries), so that the next start reads that
     /// instead of every block's metadata. Drive the engine until `is_stopped`.
     pub fn stop(&mut self, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
         if self.stop == StopState::Running {
             self.stop = StopState::Draining;
-            self.pad_open_stripe(false);
+            self.pad_frontend_stripes();
             self.pump();
         }
     }
@@ -39,9 +39,9 @@ impl Engine {
 
     pub(super) fn advance_stop(&mut self) {
         let idle = self.ops.is_empty()
-            && self.open_stripe.is_none()
+            && self.open_stripes.iter().all(Option::is_none)
             && self.gc_open_stripe.is_none()
-            && self.queued.is_empty()
+            && self.queued.iter().all(VecDeque::is_empty)
             && self.gc_queued.is_empty()
             && self.stripes.is_empty()
             && self.relocation.is_none();
@@ -49,24 +49,28 @@ impl Engine {
             return;
         }
         self.stop = StopState::Stopped;
-        let Some(zone) = self.open_segment else { return };
-        let seg = self.seg(zone);
-        let issued = seg.group * self.layout.group_size + seg.group_issued;
-        let entries = issued * self.layout.chunk_blocks;
-        let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
-        let blocks = entries.div_ceil(per_block);
-        let start_blocks = self.layout.data_start_blocks() + entries;
-        if entries == 0 || start_blocks + blocks > self.layout.footer_start_blocks() {
-            return; // nothing to record, or no room: the next start reads the metadata
-        }
         let live: Vec<usize> = (0..self.layout.drives()).filter(|d| !self.failed[*d]).collect();
-        if live.is_empty() {
+        let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
+        let mut footers = Vec::new();
+        for zone in self.slots.iter().flatten() {
+            let seg = self.seg(*zone);
+            let issued = seg.group * seg.layout.group_size + seg.group_issued;
+            let entries = issued * seg.layout.chunk_blocks;
+            let blocks = entries.div_ceil(per_block);
+            let start_blocks = seg.layout.data_start_blocks() + entries;
+            if entries == 0 || start_blocks + blocks > seg.layout.footer_start_blocks() {
+                continue; // nothing to record, or no room: the next start reads the metadata
+            }
+            footers.push((*zone, FooterPlace::Stop { start_blocks, blocks, entries: entries as usize }));
+        }
+        if live.is_empty() || footers.is_empty() {
             return;
         }
-        self.stop = StopState::WritingFooters(live.len());
-        let place = FooterPlace::Stop { start_blocks, blocks, entries: entries as usize };
-        for drive in live {
-            self.write_footer_blocks(zone, drive, 0, place);
+        self.stop = StopState::WritingFooters(live.len() * footers.len());
+        for (zone, place) in footers {
+            for &drive in &live {
+                self.write_footer_blocks(zone, drive, 0, place);
+            }
         }
     }
 }

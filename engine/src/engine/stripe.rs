@@ -26,6 +26,14 @@ impl BlockInfo {
     const PADDING: BlockInfo = BlockInfo { lba: NO_LBA, timestamp: 0, request: None, relocated_from: None };
 }
 
+/// Which open stripe a block fills: frontend writes by chunk class (`hybrid`), or the
+/// relocation's, of the plan's `gc_class`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fill {
+    Frontend(ChunkClass),
+    Relocation,
+}
+
 pub(super) struct OpenStripe {
     pub(super) blocks: Vec<(BlockInfo, Vec<u8>)>,
     pub(super) started_ns: u64,
@@ -33,6 +41,10 @@ pub(super) struct OpenStripe {
 
 /// A stripe encoded and waiting for (or in) its group.
 pub(super) struct Stripe {
+    /// The chunk class: which slots may take it (its chunk size is theirs).
+    pub(super) class: ChunkClass,
+    /// The zone of the segment it was issued into.
+    pub(super) segment: Option<u32>,
     pub(super) infos: Vec<BlockInfo>,
     /// All k + m chunks (data then parity), with their metadata; taken when issued.
     pub(super) chunks: Vec<(Vec<u8>, Vec<u8>)>,
@@ -64,42 +76,68 @@ impl Engine {
         }
         self.outstanding_writes.insert(id);
         self.write_blocks_left.insert(id, blocks as usize);
+        let fill = Fill::Frontend(self.plan.class_of_write(data.len() as u64));
         for (i, block) in data.chunks_exact(bs).enumerate() {
             let timestamp = self.next_timestamp;
             self.next_timestamp += 1;
             let lba = lba + i as u64;
             self.in_flight_lbas.entry(lba).or_insert((0, 0)).1 += 1;
             let info = BlockInfo { lba, timestamp, request: Some(id), relocated_from: None };
-            self.add_block(info, block.to_vec(), false);
+            self.add_block(info, block.to_vec(), fill);
         }
     }
 
-    /// Adds a block to the open frontend (or relocation) stripe; a full stripe is sealed.
-    pub(super) fn add_block(&mut self, info: BlockInfo, block: Vec<u8>, gc: bool) {
+    /// The chunk class of the stripes `fill` makes.
+    pub(super) fn class_of(&self, fill: Fill) -> ChunkClass {
+        match fill {
+            Fill::Frontend(class) => class,
+            Fill::Relocation => self.plan.gc_class(),
+        }
+    }
+
+    fn open_stripe_mut(&mut self, fill: Fill) -> &mut Option<OpenStripe> {
+        match fill {
+            Fill::Frontend(class) => &mut self.open_stripes[class.index()],
+            Fill::Relocation => &mut self.gc_open_stripe,
+        }
+    }
+
+    /// Adds a block to an open stripe; a full stripe is sealed.
+    pub(super) fn add_block(&mut self, info: BlockInfo, block: Vec<u8>, fill: Fill) {
         let now = self.now_ns;
-        let slot = if gc { &mut self.gc_open_stripe } else { &mut self.open_stripe };
+        let want = self.plan.class_layout(self.class_of(fill)).stripe_data_blocks() as usize;
+        let slot = self.open_stripe_mut(fill);
         let open = slot.get_or_insert_with(|| OpenStripe { blocks: Vec::new(), started_ns: now });
         open.blocks.push((info, block));
-        if open.blocks.len() == self.layout.data_chunks * self.layout.chunk_blocks as usize {
+        if open.blocks.len() == want {
             let open = slot.take().expect("an open stripe");
-            self.seal_stripe(open, gc);
+            self.seal_stripe(open, fill);
         }
     }
 
-    pub(super) fn pad_open_stripe(&mut self, gc: bool) {
-        let slot = if gc { &mut self.gc_open_stripe } else { &mut self.open_stripe };
-        let Some(mut open) = slot.take() else { return };
-        let want = self.layout.data_chunks * self.layout.chunk_blocks as usize;
+    /// Pads an incomplete open stripe and seals it.
+    pub(super) fn pad_open_stripe(&mut self, fill: Fill) {
+        let Some(mut open) = self.open_stripe_mut(fill).take() else { return };
+        let want = self.plan.class_layout(self.class_of(fill)).stripe_data_blocks() as usize;
         let bs = self.geometry.block_size_bytes as usize;
         while open.blocks.len() < want {
             open.blocks.push((BlockInfo::PADDING, vec![0; bs]));
         }
-        self.seal_stripe(open, gc);
+        self.seal_stripe(open, fill);
+    }
+
+    /// Pads and seals every frontend open stripe (a flush or a stop).
+    pub(super) fn pad_frontend_stripes(&mut self) {
+        for class in [ChunkClass::Small, ChunkClass::Large] {
+            self.pad_open_stripe(Fill::Frontend(class));
+        }
     }
 
     /// Encodes a full stripe and queues it.
-    pub(super) fn seal_stripe(&mut self, open: OpenStripe, gc: bool) {
-        let (k, m, cb) = (self.layout.data_chunks, self.layout.parity_chunks, self.chunk_blocks());
+    pub(super) fn seal_stripe(&mut self, open: OpenStripe, fill: Fill) {
+        let class = self.class_of(fill);
+        let layout = *self.plan.class_layout(class);
+        let (k, m, cb) = (layout.data_chunks, layout.parity_chunks, layout.chunk_blocks as usize);
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let infos: Vec<BlockInfo> = open.blocks.iter().map(|(i, _)| *i).collect();
         let mut data_chunks: Vec<Vec<u8>> = vec![Vec::with_capacity(cb * bs); k];
@@ -147,13 +185,21 @@ impl Engine {
                 meta[o * ms..o * ms + 16].copy_from_slice(&fields[o * 16..o * 16 + 16]);
             }
         }
-        let stripe =
-            Stripe { infos, chunks, pending_chunks: 0, id: 0, number: 0, positions: vec![None; k + m], parity_fields };
+        let stripe = Stripe {
+            class,
+            segment: None,
+            infos,
+            chunks,
+            pending_chunks: 0,
+            id: 0,
+            number: 0,
+            positions: vec![None; k + m],
+            parity_fields,
+        };
         self.stripes.insert(number, stripe);
-        if gc {
-            self.gc_queued.push_back(number);
-        } else {
-            self.queued.push_back(number);
+        match fill {
+            Fill::Relocation => self.gc_queued.push_back(number),
+            Fill::Frontend(class) => self.queued[class.index()].push_back(number),
         }
     }
 }

@@ -15,6 +15,11 @@
 //!   block is mapped only if its place was written (or its drive failed): an unwritten
 //!   place belongs to a stripe never acknowledged, and blocks garbage collection was
 //!   moving into it keep their intact old copies.
+//! - With Zone Append, a power cut may land an append in part (a prefix of its chunk) and
+//!   others in flight after it, which then straddle chunk positions: a position holding
+//!   blocks of two stripes. Everything from the first such position on a drive landed at
+//!   the power cut (chunks that completed before it are aligned), so belongs to stripes
+//!   never acknowledged: it counts as unwritten, never pairs with other drives' chunks.
 //! - With Zone Append, a missing chunk's place is not recorded anywhere: it takes a place of
 //!   its group on that drive that no found chunk claims. When several are missing there, the
 //!   pairing may be wrong, which is safe: reads check each block's LBA, segment and checksum
@@ -84,9 +89,17 @@ pub(super) fn assemble_zone(
     let append = layout.uses_append();
     debug_assert_eq!(failed.len(), n);
     debug_assert_eq!(data_end.len(), n);
+    let mut data_end = data_end.to_vec();
+    if append {
+        cut_straddling_appends(layout, zone, found, &mut data_end);
+    }
+    let data_end = &data_end[..];
 
     let mut chunks: HashMap<(usize, u64), Chunk> = HashMap::new();
     for f in found {
+        if f.drive >= n || f.offset >= data_end[f.drive] {
+            continue;
+        }
         let Some(relative) = f.offset.checked_sub(data_start) else { continue };
         let (position, row) = (relative / cb, (relative % cb) as usize);
         if position >= layout.stripes || f.drive >= n {
@@ -176,6 +189,36 @@ pub(super) fn assemble_zone(
         }
     }
     assembled
+}
+
+/// Lowers each drive's data end to its first chunk position holding blocks of more than
+/// one stripe (see the module documentation).
+fn cut_straddling_appends(layout: &Layout, zone: u32, found: &[Found], data_end: &mut [u64]) {
+    let data_start = layout.data_start_blocks();
+    let mut ids: BTreeMap<(usize, u64), u32> = BTreeMap::new();
+    let mut first_mixed: BTreeMap<usize, u64> = BTreeMap::new();
+    for f in found {
+        let Some(relative) = f.offset.checked_sub(data_start) else { continue };
+        let position = relative / layout.chunk_blocks;
+        if *ids.entry((f.drive, position)).or_insert(f.stripe_id) != f.stripe_id {
+            let first = first_mixed.entry(f.drive).or_insert(position);
+            *first = (*first).min(position);
+        }
+    }
+    for (drive, position) in first_mixed {
+        let Some(end) = data_end.get_mut(drive) else { continue };
+        let cut = data_start + position * layout.chunk_blocks;
+        if cut < *end {
+            tracing::warn!(
+                drive,
+                zone,
+                position,
+                "appends landed in part at the power cut: blocks from this chunk position on were never \
+                 acknowledged and are not used"
+            );
+            *end = cut;
+        }
+    }
 }
 
 /// With Zone Append, the place of each chunk not found: per drive and group, the positions

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{assemble, Phase, Recovered, Recovery, Repairs};
+use super::{assemble, Phase, Recovered, RecoveredSegment, Recovery, Repairs};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::format::NO_LBA;
@@ -32,8 +32,8 @@ impl Recovery {
         };
         for (&zone, &sequence) in &self.segments {
             let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
-            let assembled =
-                assemble::assemble_zone(&self.layout, &codec, zone, &self.found[&zone], &self.failed, &data_end);
+            let (layout, class) = self.zone_layouts[&zone];
+            let assembled = assemble::assemble_zone(&layout, &codec, zone, &self.found[&zone], &self.failed, &data_end);
             // A clean stop left a stop footer (on any drive: it is written once every stripe
             // is persisted): the segment is complete and is kept like a sealed one.
             let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());
@@ -68,7 +68,7 @@ impl Recovery {
                     best.insert(lba, (age, physical));
                 }
             }
-            segments.push((zone, sequence, assembled.table, complete));
+            segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete });
         }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
         let next_sequence = self.segments.values().max().map_or(1, |s| s + 1);

@@ -6,6 +6,8 @@
 use super::{Found, Recovery};
 use crate::error::Error;
 use crate::format::{decode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata};
+use crate::hybrid::ChunkClass;
+use crate::layout::Layout;
 
 impl Recovery {
     /// Damaged structures tolerated per stripe: what parity covers beyond the failed drives.
@@ -14,14 +16,15 @@ impl Recovery {
         self.config.level.tolerated_failures().saturating_sub(failed)
     }
 
-    /// The segment a zone's headers agree on: a header of another array or drive, or two
-    /// that disagree, is an error (drives assembled wrongly, never repaired by guessing);
-    /// headers that did not decode are damage, tolerated on as many drives as parity covers.
-    pub(super) fn agreed_sequence(&mut self, zone: u32) -> std::result::Result<u64, Error> {
+    /// The segment a zone's headers agree on and its layout: a header of another array or
+    /// drive, of a shape the array does not write, or two that disagree, is an error
+    /// (drives assembled wrongly, never repaired by guessing); headers that did not decode
+    /// are damage, tolerated on as many drives as parity covers.
+    pub(super) fn agreed_sequence(&mut self, zone: u32) -> std::result::Result<(u64, Layout, ChunkClass), Error> {
         let n = self.layout.drives();
         let live = self.live_drives();
         let headers = &self.headers[&zone];
-        let mut agreed: Option<(usize, u64)> = None;
+        let mut agreed: Option<(u64, Layout, ChunkClass)> = None;
         let mut damaged = Vec::new();
         for &drive in &live {
             let Some(h) = headers[drive] else {
@@ -32,24 +35,41 @@ impl Recovery {
                 Some("belongs to another array".to_string())
             } else if h.drive_index.get() as usize != drive {
                 Some(format!("is drive {} of the array, found in position {drive}", h.drive_index.get()))
-            } else if agreed.is_some_and(|(_, sequence)| sequence != h.segment_sequence.get())
-                || h.drive_count.get() as usize != n
-                || u64::from(h.chunk_blocks.get()) != self.layout.chunk_blocks
-            {
-                Some("disagrees with the other drives' headers of this segment".to_string())
+            } else if h.drive_count.get() as usize != n {
+                Some(format!("says {} drives, the array has {n}", h.drive_count.get()))
             } else {
                 None
             };
             if let Some(reason) = problem {
                 return Err(self.corrupt(drive, zone, 0, "segment header", reason));
             }
-            agreed.get_or_insert((drive, h.segment_sequence.get()));
+            let class = ChunkClass::from_code(h.segment_class);
+            let shape = class.and_then(|class| {
+                let layout =
+                    self.plan.layout_for(class, u64::from(h.chunk_blocks.get()), u64::from(h.group_size.get()))?;
+                Some((h.segment_sequence.get(), layout, class))
+            });
+            let Some(shape) = shape else {
+                let reason = format!(
+                    "describes segments of {} blocks per chunk in groups of {} (class {}), which this array does \
+                     not write",
+                    h.chunk_blocks.get(),
+                    h.group_size.get(),
+                    h.segment_class
+                );
+                return Err(self.corrupt(drive, zone, 0, "segment header", reason));
+            };
+            if agreed.is_some_and(|agreed| agreed != shape) {
+                let reason = "disagrees with the other drives' headers of this segment".to_string();
+                return Err(self.corrupt(drive, zone, 0, "segment header", reason));
+            }
+            agreed.get_or_insert(shape);
         }
         let budget = self.damage_budget();
         match agreed {
-            Some((_, sequence)) if damaged.len() <= budget => {
+            Some(shape) if damaged.len() <= budget => {
                 self.report.damaged_headers += damaged.len() as u64;
-                Ok(sequence)
+                Ok(shape)
             }
             _ => {
                 let drive = damaged.first().copied().unwrap_or(0);
@@ -79,7 +99,7 @@ impl Recovery {
             && header.segment_sequence.get() == sequence
             && header.drive_index.get() as usize == drive
             && first_entry.is_multiple_of(per_block)
-            && start.is_some_and(|start| start == self.layout.data_start_blocks() + total_entries);
+            && start.is_some_and(|start| start == self.layout_of(zone).data_start_blocks() + total_entries);
         if consistent {
             self.open_extents.insert((zone, drive), (written, start));
         }
@@ -95,7 +115,8 @@ impl Recovery {
         data: &[u8],
     ) -> std::result::Result<(), String> {
         let bs = self.geometry.block_size_bytes as usize;
-        let cb = self.layout.chunk_blocks;
+        let layout = self.layout_of(zone);
+        let cb = layout.chunk_blocks;
         let sequence = self.segments[&zone];
         for (i, block) in data.chunks_exact(bs).enumerate() {
             let offset = at_block + i as u64;
@@ -109,12 +130,12 @@ impl Recovery {
                 let index = first + j as u64;
                 let found = Found {
                     drive,
-                    offset: self.layout.data_start_blocks() + index,
+                    offset: layout.data_start_blocks() + index,
                     lba: e.lba.get(),
                     timestamp: e.timestamp.get(),
                     stripe_id: e.stripe_id.get(),
                 };
-                if index < self.layout.stripes * cb {
+                if index < layout.stripes * cb {
                     self.found.get_mut(&zone).expect("segment").push(found);
                 }
             }
