@@ -15,7 +15,8 @@ use crate::size::format_bytes;
 
 #[derive(Clone, Copy, Default, ValueEnum)]
 enum Experiment {
-    /// Exp#1 (writes), Exp#2 (reads), Exp#3 (group size) and the engine's CPU cost.
+    /// Exp#1 (writes), Exp#2 (reads), Exp#3 (group size), Exp#7 (hybrid segments) and the
+    /// engine's CPU cost.
     #[default]
     Paper,
     /// Crash recovery time for several amounts of written data (Exp#5).
@@ -37,7 +38,7 @@ pub struct BenchArgs {
     /// Seed of addresses and of the drives' landing order.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Only Exp#1 (writes) and the CPU cost.
+    /// Only Exp#1 (writes) and the CPU cost (with `paper`).
     #[arg(long)]
     writes_only: bool,
     /// Requests per Exp#7 cell (default: 200000, 50000 with --quick).
@@ -69,7 +70,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     match args.experiment {
         Experiment::Paper => paper(args),
         Experiment::Recovery => recovery(args),
-        Experiment::Hybrid => hybrid(args),
+        Experiment::Hybrid => hybrid(&args),
     }
 }
 
@@ -78,7 +79,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
 const EXP7_REQUESTS: u64 = 200_000;
 const EXP7_QUICK_REQUESTS: u64 = 50_000;
 
-fn hybrid(args: BenchArgs) -> Result<()> {
+fn hybrid(args: &BenchArgs) -> Result<()> {
     let requests = args.requests.unwrap_or(if args.quick { EXP7_QUICK_REQUESTS } else { EXP7_REQUESTS });
     println!(
         "Exp#7: hybrid segment management. (3+1)-RAID-5 on four emulated WD ZN540 drives (ZN540 timing model), \
@@ -107,19 +108,20 @@ fn hybrid(args: BenchArgs) -> Result<()> {
     let percent = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:+.1}%", x * 100.0));
     println!("\nThe paper's findings beside ours:");
     println!(
-        "  ZoneAppend-Only over ZoneWrite-Only at 4 KiB, Ns = 1:   paper {:+.1}%, ours {}",
+        "  {:<54} paper {:+.1}%, ours {}",
+        "ZoneAppend-Only over ZoneWrite-Only at 4 KiB, Ns = 1:",
         hybrid::PAPER_APPEND_OVER_WRITE_4K * 100.0,
         percent(f.append_over_write_4k_one_small)
     );
     println!(
-        "  ZoneWrite-Only over ZoneAppend-Only at 16 KiB, Ns = 1:  paper {:+.1}%, ours {}",
+        "  {:<54} paper {:+.1}%, ours {}",
+        "ZoneWrite-Only over ZoneAppend-Only at 16 KiB, Ns = 1:",
         hybrid::PAPER_WRITE_OVER_APPEND_16K * 100.0,
         percent(f.write_over_append_16k_one_small)
     );
     println!(
-        "  ZapRAID best or within {:.0}% of the best:               paper: in every cell (\"within a few %\"), \
-         ours: {} of {} cells",
-        WITHIN_BEST * 100.0,
+        "  {:<54} paper: in every cell (\"within a few %\"), ours: {} of {} cells",
+        format!("ZapRAID best or within {:.0}% of the best:", WITHIN_BEST * 100.0),
         f.zapraid_within_best,
         f.cells
     );
@@ -290,6 +292,11 @@ fn paper(args: BenchArgs) -> Result<()> {
             println!("{g:>6} {:>9.1} {:>16.1}", w.mib_per_s, d.p50_us);
         }
         println!("(paper: throughput grows with G up to 256, then flat; degraded reads at G = 4096 are 13.2-24.7% above G = 256)");
+    }
+
+    if !args.writes_only {
+        println!();
+        hybrid(&args)?;
     }
 
     let cpu_requests = if args.quick { 50_000 } else { 200_000 };
