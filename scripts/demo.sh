@@ -53,5 +53,5 @@ fi
 # sed reads to the end (head would close the pipe early and fail the demo under pipefail).
 "$ZAPRAID" inspect "$DEMO_DIR/drives/drive0.zns" | sed -n 1,4p
 section "Not built yet"
-echo "Full-drive rebuild onto a replacement drive, L2P offload with CLOCK, hybrid small/large-chunk"
-echo "segments and Alibaba trace replay are the next milestones (see README)."
+echo "Full-drive rebuild onto a replacement drive, L2P offload with CLOCK and Alibaba trace replay"
+echo "are the next milestones (see README)."

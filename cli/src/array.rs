@@ -18,9 +18,10 @@ use zapraid_server::superblock::{first_superblock, missing_superblock_reason};
 use zapraid_server::ublk::UblkOptions;
 use zapraid_zns::{execute, report_all_zones, Command};
 
+use crate::hybrid::{chunks_text, OpenSegmentArgs};
 use crate::report;
 use crate::simulate::{raid_level, write_mode, Level, WriteMode};
-use crate::size::{format_bytes, parse_bytes};
+use crate::size::format_bytes;
 
 /// Default stripe group size (the paper's choice).
 pub(crate) const DEFAULT_GROUP_SIZE: u32 = 256;
@@ -30,9 +31,6 @@ pub struct FormatArgs {
     /// RAID level.
     #[arg(long, value_enum, default_value = "raid5")]
     level: Level,
-    /// Chunk size (a multiple of the drives' block size), e.g. 4K, 16K.
-    #[arg(long, default_value = "4K", value_parser = parse_bytes)]
-    chunk: u64,
     /// How stripes are written: zapraid (stripe groups by Zone Append, the paper's design),
     /// zone-write (every stripe at a fixed offset), zone-append (one group per segment).
     #[arg(long, value_enum, default_value = "zapraid")]
@@ -51,6 +49,9 @@ pub struct FormatArgs {
     /// per-block metadata) or emulated drive files (`zapraid emu create`).
     #[arg(required = true)]
     drives: Vec<PathBuf>,
+    /// Chunk sizes and open segments.
+    #[command(flatten)]
+    segments: OpenSegmentArgs,
 }
 
 #[derive(Args)]
@@ -126,10 +127,12 @@ pub(crate) fn bar(total: u64, what: &str) -> indicatif::ProgressBar {
 
 pub fn run_format(args: FormatArgs) -> Result<()> {
     let level = raid_level(args.level, args.drives.len());
+    let mode = write_mode(args.mode, args.group_size);
     let options = FormatOptions {
         level,
-        mode: write_mode(args.mode, args.group_size),
-        chunk_bytes: args.chunk,
+        mode,
+        chunk_bytes: args.segments.small_chunk_bytes,
+        open_segments: args.segments.open_segments(mode)?,
         name: args.name.clone(),
         force: args.force,
     };
@@ -142,12 +145,12 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
     })?;
     progress.finish_and_clear();
     println!(
-        "formatted array \"{}\" ({}): {}, {}, {} chunks, {} drives, {} usable ({} blocks of {} B)",
+        "formatted array \"{}\" ({}): {}, {}, {}, {} drives, {} usable ({} blocks of {} B)",
         args.name,
         uuid_text(&formatted.uuid),
         level,
         options.mode,
-        format_bytes(args.chunk),
+        chunks_text(options.chunk_bytes, &options.open_segments),
         args.drives.len(),
         format_bytes(formatted.logical_blocks * u64::from(formatted.block_size_bytes)),
         formatted.logical_blocks,
@@ -429,16 +432,7 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
             let c =
                 execute(drive.as_mut(), Command::Read { lba: z.start_lba, data: vec![0; bs], metadata: vec![0; ms] });
             match c.result.ok().map(|_| SegmentHeader::decode(&c.data)) {
-                Some(Ok(h)) => format!(
-                    "sequence {}, drive {} of {}, {}+{}, chunk {} blocks, G {}",
-                    h.segment_sequence.get(),
-                    h.drive_index.get(),
-                    h.drive_count.get(),
-                    h.data_chunks.get(),
-                    h.parity_chunks.get(),
-                    h.chunk_blocks.get(),
-                    h.group_size.get()
-                ),
+                Some(Ok(h)) => report::segment_header_text(&h),
                 Some(Err(e)) => format!("no valid segment header ({e})"),
                 None => "header unreadable".into(),
             }

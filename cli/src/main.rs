@@ -4,6 +4,7 @@ mod array;
 mod bench;
 mod device;
 mod emu;
+mod hybrid;
 mod report;
 mod selftest;
 mod simulate;
@@ -32,6 +33,7 @@ enum Top {
     /// Make an array of ZNS drives (NVMe /dev/ngXnY or emulated drive files): empties
     /// them and writes the array superblock to each. Refuses drives of another array
     /// unless --force.
+    #[command(after_help = hybrid::FORMAT_HELP)]
     Format(array::FormatArgs),
     /// Assemble an array from its drives (any order), recover it, and export it as a
     /// block device (/dev/ublkbN, needs the ublk kernel module); prints the device path.

@@ -3,10 +3,11 @@
 //! programs; the engine's `Display` forms say them the one way).
 
 use serde_json::Value;
-use zapraid_engine::format::ArraySuperblock;
-use zapraid_engine::{Mode, RaidLevel};
+use zapraid_engine::format::{ArraySuperblock, SegmentHeader};
+use zapraid_engine::{ChunkClass, Mode, OpenSegments, RaidLevel};
 use zapraid_server::array::uuid_text;
 
+use crate::hybrid::open_segments_text;
 use crate::size::format_bytes;
 
 /// The level and mode of a status document, e.g. "RAID-5 (3+1), ZapRAID G=256"; the
@@ -24,6 +25,18 @@ pub fn layout_of_status(s: &Value) -> String {
     format!("{}, {}", level.unwrap_or_else(|| name.to_string()), mode.unwrap_or_else(|| mode_name.to_string()))
 }
 
+/// The open segments of a status document in words ("2 of 8 KiB chunks + 2 of 16 KiB
+/// chunks"), if it gives them (servers before hybrid segment management did not).
+pub fn open_segments_of_status(s: &Value) -> Option<String> {
+    let count = |field: &str| s[field].as_u64().and_then(|n| u32::try_from(n).ok());
+    let open = OpenSegments {
+        small: count("small_segments")?,
+        large: count("large_segments")?,
+        large_chunk_bytes: s["large_chunk_bytes"].as_u64().unwrap_or(0),
+    };
+    Some(open_segments_text(s["small_chunk_bytes"].as_u64()?, &open))
+}
+
 /// Prints one running array's status document for people.
 pub fn print_status(s: &Value) {
     let c = &s["capacity"];
@@ -35,6 +48,9 @@ pub fn print_status(s: &Value) {
         layout_of_status(s),
         s["device"].as_str().unwrap_or("none")
     );
+    if let Some(open) = open_segments_of_status(s) {
+        println!("  open segments: {open}");
+    }
     for d in s["drives"].as_array().into_iter().flatten() {
         println!(
             "  drive {}: {} {}",
@@ -78,18 +94,52 @@ pub fn superblock_text(sb: &ArraySuperblock) -> String {
         .map_or_else(|| format!("unknown level code {}", sb.level), |l| l.to_string());
     let mode = Mode::from_code(sb.mode, sb.group_size.get())
         .map_or_else(|| format!("unknown mode code {}", sb.mode), |m| m.to_string());
+    let chunk_bytes = u64::from(sb.chunk_bytes.get());
+    let open = open_segments_text(chunk_bytes, &sb.open_segments());
     format!(
-        "array \"{}\" {}, drive {} of {drives}, {level}, {mode}, chunk {} B, {} logical blocks of {} B, \
-         {} reserved zone(s)",
+        "array \"{}\" {}, drive {} of {drives}, {level}, {mode}, chunk {chunk_bytes} B, open segments: {open}, \
+         {} logical blocks of {} B, {} reserved zone(s)",
         sb.name(),
         uuid_text(&sb.array_uuid),
         sb.drive_index.get(),
-        sb.chunk_bytes.get(),
         sb.logical_blocks.get(),
         sb.block_size_bytes.get(),
         sb.reserved_zones.get()
     )
 }
+
+/// A segment header in one line (`inspect`): its place, shape, chunk class and how it is
+/// written (each segment of an array with several open segments says its own).
+pub fn segment_header_text(h: &SegmentHeader) -> String {
+    let class = match ChunkClass::from_code(h.segment_class) {
+        Some(ChunkClass::Small) => "small chunks".to_string(),
+        Some(ChunkClass::Large) => "large chunks".to_string(),
+        None => format!("unknown chunk class {}", h.segment_class),
+    };
+    // Groups of one stripe are written with Zone Write at fixed offsets (`Layout::new`).
+    let written = match h.mode {
+        SEGMENT_MODE_GROUPS if h.group_size.get() == 1 => "Zone Write",
+        SEGMENT_MODE_GROUPS => "Zone Append groups",
+        SEGMENT_MODE_ZONE_WRITE => "Zone Write",
+        SEGMENT_MODE_ONE_GROUP => "Zone Append, one group",
+        _ => "unknown mode",
+    };
+    format!(
+        "sequence {}, drive {} of {}, {}+{}, chunk {} blocks, G {}, {class}, {written}",
+        h.segment_sequence.get(),
+        h.drive_index.get(),
+        h.drive_count.get(),
+        h.data_chunks.get(),
+        h.parity_chunks.get(),
+        h.chunk_blocks.get(),
+        h.group_size.get()
+    )
+}
+
+/// A segment header's mode codes (docs/FORMAT.md): how that segment is written.
+const SEGMENT_MODE_GROUPS: u8 = 0;
+const SEGMENT_MODE_ZONE_WRITE: u8 = 1;
+const SEGMENT_MODE_ONE_GROUP: u8 = 2;
 
 #[cfg(test)]
 mod tests {
@@ -108,5 +158,19 @@ mod tests {
         // Names this build does not know are shown as they are, not dropped.
         let s = serde_json::json!({ "level": "raid9", "data_drives": 3, "parity_drives": 1, "mode": "new" });
         assert_eq!(layout_of_status(&s), "raid9, new");
+    }
+
+    #[test]
+    fn status_open_segments_in_words() {
+        let s = serde_json::json!({
+            "small_segments": 2, "large_segments": 2, "small_chunk_bytes": 8192, "large_chunk_bytes": 16384
+        });
+        assert_eq!(open_segments_of_status(&s).as_deref(), Some("2 of 8 KiB chunks + 2 of 16 KiB chunks"));
+        let s = serde_json::json!({
+            "small_segments": 1, "large_segments": 0, "small_chunk_bytes": 4096, "large_chunk_bytes": null
+        });
+        assert_eq!(open_segments_of_status(&s).as_deref(), Some("1 of 4 KiB chunks"));
+        // A server that does not say: nothing shown.
+        assert_eq!(open_segments_of_status(&serde_json::json!({ "chunk_bytes": 4096 })), None);
     }
 }

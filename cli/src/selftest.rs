@@ -2,7 +2,8 @@
 //! needed): format, write a pattern, read it back, stop, start, verify, fail a drive (if
 //! the level survives one), read and write degraded, stop, start, verify everything
 //! again. It says what it really writes and verifies: `--size` is capped at what the
-//! array holds.
+//! array holds. With several open segments (`hybrid`), small and large requests
+//! alternate, so every kind of segment is written, read back and recovered.
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use zapraid_server::array::{format, FormatOptions};
 use zapraid_server::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
 
 use crate::array::{bar, DEFAULT_GROUP_SIZE};
+use crate::hybrid::{chunks_text, requests, OpenSegmentArgs};
 use crate::simulate::{raid_level, write_mode, Level, WriteMode};
 use crate::size::{format_bytes, parse_bytes};
 
@@ -31,14 +33,16 @@ pub struct SelftestArgs {
     /// Drives (NVMe /dev/ngXnY or emulated drive files).
     #[arg(required = true)]
     drives: Vec<PathBuf>,
+    /// Chunk sizes and open segments of the array formatted, as `zapraid format` takes
+    /// them.
+    #[command(flatten)]
+    segments: OpenSegmentArgs,
 }
 
 /// Requests in flight at once while the self-test writes or reads.
 const SELFTEST_QUEUE_DEPTH: u64 = 32;
 /// Blocks per self-test request.
 const SELFTEST_REQUEST_BLOCKS: u64 = 64;
-/// Chunk size of the array the self-test formats.
-const SELFTEST_CHUNK_BYTES: u64 = 4096;
 /// The drive the self-test fails (any would do; the first is left alone).
 const SELFTEST_FAILED_DRIVE: usize = 1;
 
@@ -54,6 +58,7 @@ struct SelftestArray {
     reply: std::sync::Arc<ReplyTo>,
     answers: crossbeam_channel::Receiver<Answer>,
     block_bytes: usize,
+    open_segments: zapraid_engine::OpenSegments,
 }
 
 impl SelftestArray {
@@ -66,10 +71,11 @@ impl SelftestArray {
             zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
         };
         let block_bytes = assembled.geometry.block_size_bytes as usize;
+        let open_segments = assembled.config.open_segments;
         let thread = EngineThread::spawn(engine, assembled.drives, block_bytes as u32, record)?;
         let (tx, answers) = crossbeam_channel::unbounded();
         let reply = std::sync::Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
-        Ok(SelftestArray { thread, reply, answers, block_bytes })
+        Ok(SelftestArray { thread, reply, answers, block_bytes, open_segments })
     }
 
     fn send(&self, tag: u64, request: zapraid_engine::Request) -> Result<()> {
@@ -81,12 +87,12 @@ impl SelftestArray {
     fn run(&self, lbas: Range<u64>, pass: u64, write: bool, what: &str) -> Result<()> {
         let blocks = lbas.end - lbas.start;
         let bar = bar(blocks, what);
-        let requests = blocks.div_ceil(SELFTEST_REQUEST_BLOCKS);
+        let requests = requests(lbas, SELFTEST_REQUEST_BLOCKS, &self.open_segments, self.block_bytes as u32);
+        let count = requests.len() as u64;
         let (mut sent, mut done) = (0u64, 0u64);
-        while done < requests {
-            while sent < requests && sent - done < SELFTEST_QUEUE_DEPTH {
-                let lba = lbas.start + sent * SELFTEST_REQUEST_BLOCKS;
-                let n = SELFTEST_REQUEST_BLOCKS.min(lbas.end - lba);
+        while done < count {
+            while sent < count && sent - done < SELFTEST_QUEUE_DEPTH {
+                let (lba, n) = requests[sent as usize];
                 let request = if write {
                     let data = (lba..lba + n).flat_map(|l| selftest_block(l, pass, self.block_bytes)).collect();
                     zapraid_engine::Request::Write { lba, data }
@@ -98,8 +104,10 @@ impl SelftestArray {
             }
             let (tag, result) = self.answers.recv().context("the engine thread has stopped")?;
             let data = result.with_context(|| format!("{what}: request {tag} failed"))?;
+            let Some(&(lba, n)) = requests.get(tag as usize) else {
+                bail!("{what}: an answer to request {tag}, which was not sent");
+            };
             if !write {
-                let lba = lbas.start + tag * SELFTEST_REQUEST_BLOCKS;
                 for (i, got) in data.chunks(self.block_bytes).enumerate() {
                     let l = lba + i as u64;
                     if got != selftest_block(l, pass, self.block_bytes).as_slice() {
@@ -108,7 +116,7 @@ impl SelftestArray {
                 }
             }
             done += 1;
-            bar.inc(SELFTEST_REQUEST_BLOCKS);
+            bar.inc(n);
         }
         bar.finish_and_clear();
         println!("{what}: {} ok", format_bytes(blocks * self.block_bytes as u64));
@@ -134,10 +142,12 @@ pub fn run_selftest(args: SelftestArgs) -> Result<()> {
         bail!("selftest formats the drives and erases what they hold: add --erase to confirm");
     }
     let level = raid_level(args.level, args.drives.len());
+    let mode = write_mode(WriteMode::Zapraid, DEFAULT_GROUP_SIZE);
     let options = FormatOptions {
         level,
-        mode: write_mode(WriteMode::Zapraid, DEFAULT_GROUP_SIZE),
-        chunk_bytes: SELFTEST_CHUNK_BYTES,
+        mode,
+        chunk_bytes: args.segments.small_chunk_bytes,
+        open_segments: args.segments.open_segments(mode)?,
         name: "selftest".into(),
         force: true,
     };
@@ -153,7 +163,13 @@ pub fn run_selftest(args: SelftestArgs) -> Result<()> {
     } else {
         String::new()
     };
-    println!("formatted {level} over {} drives; writing {size}{capped}", args.drives.len());
+    // Said only for several open segments: the default array reads as it always did.
+    let open = if options.open_segments.is_hybrid() {
+        format!(", {}", chunks_text(options.chunk_bytes, &options.open_segments))
+    } else {
+        String::new()
+    };
+    println!("formatted {level} over {} drives{open}; writing {size}{capped}", args.drives.len());
     let all = 0..blocks;
     let array = SelftestArray::start(&args.drives)?;
     array.run(all.clone(), 1, true, "write")?;

@@ -1,14 +1,17 @@
 //! `zapraid simulate`: an array of emulated in-memory drives driven by the engine in the
 //! deterministic simulator: write data, read it back and verify, fail drives, read
-//! degraded and verify. A self-check and a demonstration of the engine.
+//! degraded and verify. A self-check and a demonstration of the engine. With several
+//! open segments (`hybrid`), small and large writes alternate, so both kinds of segment
+//! are written.
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use zapraid_engine::{
-    Config, Mode, RaidLevel, Request, Simulator, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
+    ChunkClass, Config, Mode, RaidLevel, Request, Simulator, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
 };
 use zapraid_zns::{Geometry, TimingParams};
 
+use crate::hybrid::{chunks_text, requests, OpenSegmentArgs};
 use crate::size::{format_bytes, parse_bytes};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -43,8 +46,6 @@ pub struct SimulateArgs {
     /// Stripe group size for --mode zapraid.
     #[arg(long, default_value_t = 256)]
     group_size: u32,
-    #[arg(long, default_value = "4K", value_parser = parse_bytes)]
-    chunk: u64,
     /// Data to write and verify.
     #[arg(long, default_value = "64M", value_parser = parse_bytes)]
     size: u64,
@@ -58,7 +59,13 @@ pub struct SimulateArgs {
     /// alone (with the failed drives still failed) and check every acknowledged write.
     #[arg(long)]
     crash: bool,
+    /// Chunk sizes and open segments, as `zapraid format` takes them.
+    #[command(flatten)]
+    segments: OpenSegmentArgs,
 }
+
+/// Blocks per write request (with several open segments, every other one is small).
+const REQUEST_BLOCKS: u64 = 32;
 
 /// Drives of the QEMU-like geometry, in memory.
 fn geometry() -> Geometry {
@@ -112,11 +119,13 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     if blocks == 0 {
         bail!("--size must be at least one block");
     }
+    let open_segments = args.segments.open_segments(mode)?;
+    let chunk_bytes = args.segments.small_chunk_bytes;
     let config = Config {
         level,
         mode,
-        chunk_bytes: args.chunk,
-        open_segments: zapraid_engine::OpenSegments::SINGLE,
+        chunk_bytes,
+        open_segments,
         stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks: blocks,
         array_uuid: [1; 16],
@@ -124,18 +133,26 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     };
     let mut sim = Simulator::new(g, config, args.seed, Some(TimingParams::zn540()))?;
     let layout = *sim.engine.layout();
+    let plan = sim.engine.plan();
+    let stripes = if plan.has_class(ChunkClass::Small) && plan.has_class(ChunkClass::Large) {
+        let of = |class| plan.class_layout(class).stripes;
+        format!(
+            "{} stripes per small-chunk segment, {} per large-chunk one",
+            of(ChunkClass::Small),
+            of(ChunkClass::Large)
+        )
+    } else {
+        format!("{} stripes per segment", layout.stripes)
+    };
     println!(
-        "array: {level}, {mode}, {} chunks, {} drives x {} zones of {} (emulated, ZN540 timing); {} stripes per segment",
-        format_bytes(args.chunk),
+        "array: {level}, {mode}, {}, {} drives x {} zones of {} (emulated, ZN540 timing); {stripes}",
+        chunks_text(chunk_bytes, &open_segments),
         layout.drives(),
         g.zone_count,
         format_bytes(g.zone_capacity_blocks * block),
-        layout.stripes
     );
-    const REQUEST_BLOCKS: u64 = 32;
     let mut id = 0;
-    for lba in (0..blocks).step_by(REQUEST_BLOCKS as usize) {
-        let n = REQUEST_BLOCKS.min(blocks - lba);
+    for (lba, n) in requests(0..blocks, REQUEST_BLOCKS, &open_segments, g.block_size_bytes) {
         let data: Vec<u8> = (lba..lba + n).flat_map(|l| block_pattern(l, args.seed, block as usize)).collect();
         sim.submit(id, Request::Write { lba, data });
         id += 1;

@@ -392,8 +392,12 @@ fn drives_with_too_few_open_or_active_zones_are_refused() {
         (0..4).map(|i| format!("{d}/drive{i}.zns")).collect()
     };
     for (name, limits, expect) in [
-        ("active1", &["--max-open", "1", "--max-active", "1"][..], "at most 1 open zone; a RAID-5 array needs 2"),
-        ("active2", &["--max-open", "2", "--max-active", "2"][..], "at most 2 active zones; a RAID-5 array needs 3"),
+        ("active1", &["--max-open", "1", "--max-active", "1"][..], "it allows 1 open zone; 1 open segment needs 2 ("),
+        (
+            "active2",
+            &["--max-open", "2", "--max-active", "2"][..],
+            "it allows 2 active zones; 1 open segment needs 2 (+1 for the superblock zone): 1 short",
+        ),
     ] {
         let drives = create(name, limits);
         let mut args = vec!["format", "--level", "raid5"];

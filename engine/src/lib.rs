@@ -19,7 +19,7 @@ pub mod sim;
 pub mod stripe_table;
 
 pub use engine::{
-    Config, DriveCommand, Engine, Request, RequestId, Response, Status, DEFAULT_STRIPE_TIMEOUT_NS,
+    Config, DriveCommand, Engine, RebuildStatus, Request, RequestId, Response, Status, DEFAULT_STRIPE_TIMEOUT_NS,
     PAPER_LOOKUP_PS_PER_ENTRY,
 };
 pub use error::{Error, Result};

@@ -27,7 +27,7 @@ pub struct Simulator {
 impl Simulator {
     /// A formatted array over fresh in-memory drives; drive i lands concurrent commands
     /// with seed `seed + i`. `config.logical_blocks` must be within the capacity a format
-    /// gives (`Layout::capacity_blocks`). With `timing`, drives take virtual time; without, they
+    /// gives (`SegmentPlan::capacity_blocks`). With `timing`, drives take virtual time; without, they
     /// complete instantly (the engine's timers still advance the clock).
     pub fn new(geometry: Geometry, config: Config, seed: u64, timing: Option<TimingParams>) -> Result<Self> {
         Self::build(geometry, config, seed, timing, false)
@@ -47,7 +47,7 @@ impl Simulator {
         discard: bool,
     ) -> Result<Self> {
         let engine = Engine::format(geometry, config)?;
-        let capacity = engine.layout().capacity_blocks(geometry.zone_count);
+        let capacity = engine.plan().capacity_blocks(geometry.zone_count);
         if config.logical_blocks > capacity {
             return Err(crate::Error::InvalidConfig {
                 reason: format!(
@@ -168,6 +168,28 @@ impl Simulator {
             drive.power_cut().map_err(|error| crate::Error::Device { drive: i, error })?;
         }
         Ok(drives)
+    }
+
+    /// Puts a new, empty in-memory drive (seeded with `seed`) in failed drive `drive`'s
+    /// place, once the old one has nothing in flight, and starts rebuilding onto it
+    /// (`Engine::rebuild_drive`); `step` drives the rebuild on.
+    pub fn replace_drive(&mut self, drive: usize, seed: u64) -> Result<()> {
+        while self.drives.get(drive).is_some_and(|d| d.in_flight() > 0) && self.step() {}
+        let old = self
+            .drives
+            .get(drive)
+            .ok_or_else(|| crate::Error::InvalidConfig { reason: format!("drive {drive} of {}", self.drives.len()) })?;
+        let geometry = old.geometry();
+        let timing = old.timing_params().cloned();
+        let mut new = EmulatedDrive::memory(geometry, seed).map_err(|error| crate::Error::Device { drive, error })?;
+        if let Some(params) = timing {
+            new = new.with_timing(params).map_err(|error| crate::Error::Device { drive, error })?;
+        }
+        new.advance_to(self.now_ns);
+        self.engine.rebuild_drive(drive)?;
+        self.drives[drive] = new;
+        self.dispatch();
+        Ok(())
     }
 
     /// Stops the array cleanly (see `Engine::stop`) and runs until it has.

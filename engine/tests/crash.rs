@@ -69,6 +69,9 @@ impl Scheme {
     }
 }
 
+/// Power cuts that landed while a drive was being rebuilt (for the exploration's summary).
+static CUTS_DURING_REBUILD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Large chunks of hybrid schemes: writes of one block go to small-chunk stripes, longer
 /// ones to large-chunk stripes.
 const LARGE_CHUNK_BLOCKS: u64 = 2;
@@ -224,6 +227,9 @@ struct Twists {
     /// A clean stop begins at the crash point, and power is cut this many steps into it
     /// (or after it, if it takes fewer).
     stop_then_cut_after_steps: Option<usize>,
+    /// A drive fails and a new one takes its place before this write: the power cut lands
+    /// during (or after) its rebuild, `cut_after_steps` counted from the replacement.
+    replace: Option<DriveFailure>,
 }
 
 impl Default for Twists {
@@ -234,13 +240,15 @@ impl Default for Twists {
             failure: None,
             cut_reclaim_after_steps: None,
             stop_then_cut_after_steps: None,
+            replace: None,
         }
     }
 }
 
 /// Like `explore`, with `twists`.
-fn explore_with(scheme: Scheme, seed: u64, writes: usize, cut_after_steps: usize, twists: Twists) -> usize {
-    let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps, stop_then_cut_after_steps } = twists;
+fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps: usize, twists: Twists) -> usize {
+    let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps, stop_then_cut_after_steps, replace } =
+        twists;
     let geometry = || self::geometry(zones);
     let what = format!("{scheme} seed {seed} cut after {cut_after_steps} steps, {twists:?}");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -251,6 +259,12 @@ fn explore_with(scheme: Scheme, seed: u64, writes: usize, cut_after_steps: usize
     for i in 0..writes {
         if let Some(f) = failure.filter(|f| f.before_write == i) {
             run.sim.drives[f.drive].fail();
+        }
+        if let Some(r) = replace.filter(|r| r.before_write == i) {
+            run.sim.drives[r.drive].fail();
+            run.sim.engine.fail_drive(r.drive);
+            run.sim.replace_drive(r.drive, seed ^ 0x9e3).unwrap_or_else(|e| panic!("{what}: replace: {e}"));
+            cut_after_steps = cut_after_steps.saturating_add(steps);
         }
         run.write(&mut rng);
         if rng.random_bool(0.3) {
@@ -276,6 +290,10 @@ fn explore_with(scheme: Scheme, seed: u64, writes: usize, cut_after_steps: usize
         }
     }
     run.collect_acks();
+    // A rebuild cut short: the new drive counts as failed again (the array's superblock
+    // says it is being rebuilt); recovery reads nothing from it and the rebuild starts over.
+    let rebuilding: Vec<usize> = run.sim.engine.status().rebuild.map(|r| r.drive).into_iter().collect();
+    CUTS_DURING_REBUILD.fetch_add(rebuilding.len(), std::sync::atomic::Ordering::Relaxed);
     let mut drives = run.sim.power_cut().unwrap();
     if let Some(f) = failure.filter(|f| f.before_write >= writes) {
         drives[f.drive].fail();
@@ -291,8 +309,11 @@ fn explore_with(scheme: Scheme, seed: u64, writes: usize, cut_after_steps: usize
             Err(e) => panic!("{what}: interrupted recovery: {e}"),
         }
     }
-    let mut sim = Simulator::recover_unsettled(geometry(), config(scheme), drives)
+    let mut sim = Simulator::recover_with_failed(geometry(), config(scheme), drives, &rebuilding)
         .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
+    for &drive in &rebuilding {
+        sim.replace_drive(drive, seed ^ 0x9e4).unwrap_or_else(|e| panic!("{what}: rebuild again: {e}"));
+    }
     if let Some(steps) = cut_reclaim_after_steps {
         for _ in 0..steps {
             if !sim.step() {
@@ -462,10 +483,20 @@ fn crash_exploration() {
             let twists = Twists { failure: Some(failure), ..Twists::default() };
             explored += explore_with(scheme, i as u64, 50, cut, twists);
         }
+        // Power cuts while a failed drive is rebuilt onto a new one (or after).
+        for i in 0..target / 10 {
+            let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x4eb1);
+            let replace = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(40..100) };
+            let twists = Twists { replace: Some(replace), ..Twists::default() };
+            explored += explore_with(scheme, i as u64, 120, rng.random_range(0..150), twists);
+        }
         eprintln!("crash exploration: {scheme}: {explored} crash states, 0 violations");
         total += explored;
     }
-    eprintln!("crash exploration: {total} crash states in all, 0 violations");
+    let during_rebuild = CUTS_DURING_REBUILD.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!(
+        "crash exploration: {total} crash states in all ({during_rebuild} power cuts during a rebuild), 0 violations"
+    );
     assert!(total >= schemes().len() * target);
 }
 

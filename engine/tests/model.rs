@@ -398,3 +398,28 @@ fn corrupted_blocks_are_rebuilt() {
         assert!(got == data, "{mode:?}: corrupted blocks were not rebuilt");
     }
 }
+
+/// Under ZapRAID, small stripes go to an idle Zone Write segment before the Zone Append
+/// one (the paper's hybrid rule): with many small writes at once, both kinds hold data.
+#[test]
+fn small_stripes_use_the_zone_write_segments_too() {
+    let level = RaidLevel::Raid5 { drives: 4 };
+    let open = OpenSegments { small: 3, large: 0, large_chunk_bytes: 0 };
+    // Groups larger than the writes' stripes: the Zone Append segment alone could take
+    // them all at once.
+    let config = config(level, Mode::ZapRaid { group_size: 64 }, 1, open);
+    let mut sim = Simulator::new(geometry(), config, 1, None).unwrap();
+    for lba in 0..LOGICAL_BLOCKS {
+        sim.submit(lba, Request::Write { lba, data: block_bytes(lba, 1) });
+    }
+    sim.run_until_idle();
+    let (mut appended, mut written) = (0, 0);
+    for lba in 0..LOGICAL_BLOCKS {
+        let at = sim.engine.locate(lba).expect("written");
+        match sim.engine.segment_layout(at.zone).expect("a segment").uses_append() {
+            true => appended += 1,
+            false => written += 1,
+        }
+    }
+    assert!(appended > 0 && written > 0, "{appended} blocks appended, {written} written with Zone Write");
+}

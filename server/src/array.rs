@@ -5,15 +5,18 @@
 //! Drives are NVMe ZNS namespaces (`/dev/ngXnY`, io_uring passthrough) or emulated drive
 //! files. Everything read from a drive is checked: a drive of another array, a repeated
 //! or missing drive index, mismatched geometry, or open/active zone limits below what the
-//! array writes at once is an error naming the drive. The capacity exported is what
-//! garbage collection can always make room for (`Layout::capacity_blocks`).
+//! array writes at once (`zone_limits`) is an error naming the drive. An array has one or
+//! more open segments (hybrid segment management, recorded in the superblock); the
+//! capacity exported is what garbage collection can always make room for with them
+//! (`SegmentPlan::capacity_blocks`).
 
 use std::path::{Path, PathBuf};
 
-use zapraid_engine::capacity::active_zones_needed;
 use zapraid_engine::format::{ArraySuperblock, BLOCK_METADATA_BYTES};
 use zapraid_engine::recovery::Recovery;
-use zapraid_engine::{Config, Engine, Layout, Mode, RaidLevel, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
+use zapraid_engine::{
+    Config, Engine, Mode, OpenSegments, RaidLevel, SegmentPlan, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
+};
 use zapraid_zns::{
     execute, Command, Completion, EmulatedDrive, Geometry, NvmeDrive, ReservedZones, ZoneAction, ZoneTarget,
     ZonedDevice,
@@ -22,6 +25,7 @@ use zapraid_zns::{
 use crate::error::{Error, Result};
 pub use crate::superblock::{failed_drives, read_superblock, read_superblock_at};
 use crate::superblock::{missing_superblock_reason, superblock_writes};
+pub use crate::zone_limits::check_zone_limits;
 
 /// Zones at the start of each drive kept for the array superblock.
 pub const SUPERBLOCK_ZONES: u32 = 1;
@@ -76,7 +80,11 @@ pub fn refuse_repeated_drives(paths: &[PathBuf]) -> Result<()> {
 pub struct FormatOptions {
     pub level: RaidLevel,
     pub mode: Mode,
+    /// The chunk size, or with several open segments the small chunk (Cs).
     pub chunk_bytes: u64,
+    /// Open segments: Ns of small chunks, Nl of large chunks (Cl) (`OpenSegments::SINGLE`:
+    /// one of `chunk_bytes`).
+    pub open_segments: OpenSegments,
     pub name: String,
     /// Overwrite drives that hold another array.
     pub force: bool,
@@ -94,33 +102,17 @@ fn check_completion(path: &Path, what: &'static str, c: Completion) -> Result<()
     c.result.map(|_| ()).map_err(|error| Error::DriveCommand { path: path.to_path_buf(), what, error })
 }
 
-/// Refuses a drive whose open or active zone limits cannot hold the zones the array writes
-/// into at once: the open segment and one being sealed (`active_zones_needed`), and for
-/// active zones also the superblock zone, which stays partly written.
-pub fn check_zone_limits(path: &Path, geometry: &Geometry, level: RaidLevel) -> Result<()> {
-    let engine = active_zones_needed();
-    let limits = [
-        ("open", geometry.max_open_zones, engine, "the open segment and a segment being sealed"),
-        (
-            "active",
-            geometry.max_active_zones,
-            engine + SUPERBLOCK_ZONES,
-            "the superblock zone, the open segment and a segment being sealed",
-        ),
-    ];
-    for (what, limit, needed, why) in limits {
-        if let Some(limit) = limit.filter(|limit| *limit < needed) {
-            let zones = if limit == 1 { "zone" } else { "zones" };
-            return Err(Error::Refused {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "it has at most {limit} {what} {zones}; a {} array needs {needed} ({why})",
-                    level.label()
-                ),
-            });
-        }
-    }
-    Ok(())
+/// The open segments of an array on drives of `raw` geometry (the superblock zones
+/// included), and their layouts.
+fn segment_plan(
+    raw: &Geometry,
+    level: RaidLevel,
+    mode: Mode,
+    chunk_bytes: u64,
+    open: OpenSegments,
+) -> Result<SegmentPlan> {
+    let array_geometry = Geometry { zone_count: raw.zone_count.saturating_sub(SUPERBLOCK_ZONES), ..*raw };
+    Ok(SegmentPlan::new(&array_geometry, level, mode, chunk_bytes, open)?)
 }
 
 /// Formats `paths` as one array; `progress(done, total)` is told as each drive is done.
@@ -137,6 +129,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
     }
     let mut drives = Vec::new();
     let mut geometry: Option<Geometry> = None;
+    let mut plan: Option<SegmentPlan> = None;
     for path in paths {
         let mut drive = open_drive(path)?;
         let g = drive.geometry();
@@ -151,7 +144,6 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
                 ),
             });
         }
-        check_zone_limits(path, &g, options.level)?;
         match geometry {
             None => geometry = Some(g),
             Some(first) if first != g => {
@@ -165,6 +157,13 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             }
             Some(_) => {}
         }
+        let plan = match &plan {
+            Some(plan) => plan,
+            None => {
+                plan.insert(segment_plan(&g, options.level, options.mode, options.chunk_bytes, options.open_segments)?)
+            }
+        };
+        check_zone_limits(path, &g, plan)?;
         if !options.force {
             let reason = match read_superblock(drive.as_mut()) {
                 Some(existing) => Some(format!(
@@ -184,22 +183,26 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
         }
         drives.push(drive);
     }
-    let raw = geometry.expect("at least one drive");
-    let array_geometry = Geometry { zone_count: raw.zone_count - SUPERBLOCK_ZONES, ..raw };
-    let layout = Layout::new(&array_geometry, options.level, options.mode, options.chunk_bytes)?;
+    let (Some(raw), Some(plan)) = (geometry, plan) else {
+        return Err(Error::Config { reason: "no drives given".into() });
+    };
     // What garbage collection and recovery need stays unexported (engine/src/capacity.rs).
-    let logical_blocks = layout.capacity_blocks(array_geometry.zone_count);
+    let logical_blocks = plan.capacity_blocks(raw.zone_count.saturating_sub(SUPERBLOCK_ZONES));
     if logical_blocks == 0 {
         return Err(Error::Config {
             reason: format!(
-                "the drives have {} zones; an array needs more than {} ({SUPERBLOCK_ZONES} for its superblock, {} kept \
-                 empty or open for writing, garbage collection and recovery)",
+                "the drives have {} zones; an array of {} needs more than {} ({SUPERBLOCK_ZONES} for its superblock, \
+                 {} kept empty or open for writing, garbage collection and recovery)",
                 raw.zone_count,
-                SUPERBLOCK_ZONES + Layout::reserved_segments(),
-                Layout::reserved_segments()
+                crate::zone_limits::open_segments_words(&plan),
+                SUPERBLOCK_ZONES + plan.reserved_segments(),
+                plan.reserved_segments()
             ),
         });
     }
+    let chunk_bytes = u32::try_from(options.chunk_bytes).map_err(|_| Error::Config {
+        reason: format!("a chunk of {} B does not fit the superblock (at most 4 GiB)", options.chunk_bytes),
+    })?;
     let uuid = new_uuid();
     let mut name = [0u8; 32];
     let bytes = options.name.as_bytes();
@@ -216,7 +219,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             let c = execute(drive.as_mut(), Command::ManageZone { action: ZoneAction::Reset, target });
             check_completion(path, "zone reset", c)?;
         }
-        let superblock = ArraySuperblock {
+        let mut superblock = ArraySuperblock {
             magic: [0; 8],
             version: 0.into(),
             superblock_bytes: 0.into(),
@@ -229,7 +232,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             mode,
             small_segments: 0,
             large_segments: 0,
-            chunk_bytes: (options.chunk_bytes as u32).into(),
+            chunk_bytes: chunk_bytes.into(),
             group_size: group_size.into(),
             block_size_bytes: raw.block_size_bytes.into(),
             reserved_zones: SUPERBLOCK_ZONES.into(),
@@ -241,8 +244,13 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             failed_drives: 0.into(),
             large_chunk_bytes: 0.into(),
             crc32c: 0.into(),
+        };
+        // One open segment stays recorded as zeros: a default array's superblock is byte for
+        // byte what it always was.
+        if options.open_segments.is_hybrid() {
+            superblock.set_open_segments(options.open_segments);
         }
-        .seal();
+        let superblock = superblock.seal();
         for command in superblock_writes(&superblock, &raw, 0) {
             check_completion(path, "superblock write", execute(drive.as_mut(), command))?;
         }
@@ -316,7 +324,7 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
         level,
         mode,
         chunk_bytes: u64::from(first.chunk_bytes.get()),
-        open_segments: zapraid_engine::OpenSegments::SINGLE,
+        open_segments: first.open_segments(),
         stripe_timeout_ns: first.stripe_timeout_ns.get(),
         logical_blocks: first.logical_blocks.get(),
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
@@ -326,7 +334,6 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
     let mut ordered_paths = Vec::new();
     let mut geometry = None;
     for (sb, drive, path) in found {
-        check_zone_limits(&path, &drive.geometry(), level)?;
         let reserved = ReservedZones::new(drive, sb.reserved_zones.get())
             .map_err(|error| Error::Drive { path: path.clone(), error })?;
         let g = reserved.geometry();
@@ -337,8 +344,11 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
         ordered_paths.push(path);
     }
     let geometry = geometry.expect("drives");
-    let layout = Layout::new(&geometry, level, mode, config.chunk_bytes)?;
-    let capacity = layout.capacity_blocks(geometry.zone_count);
+    let plan = SegmentPlan::new(&geometry, level, mode, config.chunk_bytes, config.open_segments)?;
+    for (drive, path) in drives.iter().zip(&ordered_paths) {
+        check_zone_limits(path, &drive.geometry(), &plan)?;
+    }
+    let capacity = plan.capacity_blocks(geometry.zone_count);
     if config.logical_blocks > capacity {
         tracing::warn!(
             exported_blocks = config.logical_blocks,
@@ -505,23 +515,5 @@ mod tests {
         let e = refuse_mixed_arrays(&given([&b, &a, &b, &a], &paths)).unwrap_err().to_string();
         assert!(e.starts_with("the drives given belong to different arrays: d0, d2 to array bbbbbbbb-"), "{e}");
         assert!(e.contains("; d1, d3 to array aaaaaaaa-"), "{e}");
-    }
-
-    #[test]
-    fn zone_limits_must_hold_what_the_array_writes_at_once() {
-        let path = Path::new("d0.zns");
-        let level = RaidLevel::Raid5 { drives: 3 };
-        let limits = |open, active| Geometry {
-            max_open_zones: Some(open),
-            max_active_zones: Some(active),
-            ..Geometry::small(16, 256, 240)
-        };
-        let err = check_zone_limits(path, &limits(1, 1), level).unwrap_err().to_string();
-        assert!(err.contains("d0.zns") && err.contains("at most 1 open zone; a RAID-5 array needs 2"), "{err}");
-        let err = check_zone_limits(path, &limits(2, 2), level).unwrap_err().to_string();
-        assert!(err.contains("at most 2 active zones; a RAID-5 array needs 3 (the superblock zone"), "{err}");
-        assert!(check_zone_limits(path, &limits(2, 3), level).is_ok());
-        let unlimited = Geometry { max_open_zones: None, max_active_zones: None, ..limits(1, 1) };
-        assert!(check_zone_limits(path, &unlimited, level).is_ok());
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use zapraid_engine::{Mode, RaidLevel};
+use zapraid_engine::{Mode, OpenSegments, RaidLevel};
 
 use crate::driver::{ArrayStatus, EngineSender, Message};
 use crate::error::{Error, Result};
@@ -35,7 +35,10 @@ pub struct Identity {
     pub uuid: String,
     pub level: RaidLevel,
     pub mode: Mode,
+    /// The chunk size, or with several open segments the small chunk (Cs).
     pub chunk_bytes: u64,
+    /// Open segments: Ns of small chunks, Nl of large chunks.
+    pub open_segments: OpenSegments,
     /// The drives in array order, as the start named them, and canonicalized (absolute,
     /// links resolved: a client elsewhere finds a drive by it, however it spells it).
     pub drives: Vec<String>,
@@ -206,6 +209,12 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         "mode": identity.mode.name(),
         "group_size": identity.mode.group_size(),
         "chunk_bytes": identity.chunk_bytes,
+        // The open segments (hybrid segment management): Ns of the small chunk (the chunk
+        // size above), Nl of the large one (null without large-chunk segments).
+        "small_segments": identity.open_segments.small,
+        "large_segments": identity.open_segments.large,
+        "small_chunk_bytes": identity.chunk_bytes,
+        "large_chunk_bytes": (identity.open_segments.large > 0).then_some(identity.open_segments.large_chunk_bytes),
         "device": identity.device,
         "state": state,
         "rebuilding": false,
@@ -301,6 +310,7 @@ mod tests {
             level,
             mode,
             chunk_bytes: 4096,
+            open_segments: OpenSegments::SINGLE,
             drives: vec!["d0".into(); level.shape().0 + level.shape().1],
             canonical_drives: vec!["/d0".into(); level.shape().0 + level.shape().1],
             device: None,
@@ -331,5 +341,21 @@ mod tests {
         // A reader gets the level and mode back from the fields.
         let level = RaidLevel::from_name(s["level"].as_str().unwrap(), 4, 2);
         assert_eq!(level, Some(RaidLevel::Raid6 { drives: 6 }));
+    }
+
+    #[test]
+    fn status_gives_the_open_segments() {
+        let status = ArrayStatus::default();
+        let mut id = identity(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 256 });
+        let s = status_json(&id, &status);
+        let fields = |s: &serde_json::Value| {
+            ["small_segments", "large_segments", "small_chunk_bytes", "large_chunk_bytes"].map(|f| s[f].clone())
+        };
+        assert_eq!(fields(&s), serde_json::json!([1, 0, 4096, null]).as_array().unwrap().as_slice(), "{s}");
+        id.chunk_bytes = 8192;
+        id.open_segments = OpenSegments { small: 2, large: 2, large_chunk_bytes: 16384 };
+        let s = status_json(&id, &status);
+        assert_eq!(fields(&s), serde_json::json!([2, 2, 8192, 16384]).as_array().unwrap().as_slice(), "{s}");
+        assert_eq!(s["chunk_bytes"], 8192, "{s}");
     }
 }

@@ -583,6 +583,7 @@ mod tests {
             level: RaidLevel::Raid5 { drives: 4 },
             mode: Mode::ZapRaid { group_size },
             chunk_bytes: 4096,
+            open_segments: zapraid_engine::OpenSegments::SINGLE,
             name: "t".into(),
             force: false,
         };

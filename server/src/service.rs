@@ -88,6 +88,7 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         level: config.level,
         mode: config.mode,
         chunk_bytes: config.chunk_bytes,
+        open_segments: config.open_segments,
         drives: assembled.paths.iter().map(|p| p.display().to_string()).collect(),
         canonical_drives: assembled
             .paths

@@ -104,6 +104,7 @@ impl Engine {
             .iter()
             .flatten()
             .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable)
+            .filter(|s| Some(s.zone) != self.zone_being_rebuilt())
             .filter(|s| s.reclaim_first || (low && s.valid_blocks <= self.plan.gc_victim_max_live_blocks(&s.layout)))
             .min_by_key(|s| (!s.reclaim_first, s.valid_blocks, s.sequence))
             .map(|s| (s.zone, s.valid_blocks));

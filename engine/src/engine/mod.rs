@@ -26,6 +26,7 @@
 
 mod gc;
 mod read;
+mod rebuild;
 mod schedule;
 mod segment;
 mod stop;
@@ -43,10 +44,11 @@ use crate::layout::{Layout, Mode, RaidLevel};
 use crate::parity::ParityCodec;
 
 use gc::Relocation;
+pub use rebuild::RebuildStatus;
 
 /// Chunk classes (`hybrid::ChunkClass`): per-class state is indexed by `ChunkClass::index`.
 const CLASSES: usize = 2;
-use read::{ReadOrigin, ReadRequest, Rebuild};
+use read::{BlockRebuild, ReadOrigin, ReadRequest};
 use segment::{FooterPlace, Segment, SegmentState};
 use stop::StopState;
 use stripe::{BlockInfo, Fill, OpenStripe, Stripe};
@@ -140,6 +142,9 @@ pub struct Status {
     /// Blocks read from a working drive that were damaged (bad checksum, wrong LBA or
     /// segment, media error) and were rebuilt from their stripe.
     pub read_blocks_repaired: u64,
+    /// The drive rebuild running, if any, and rebuilds finished since the start.
+    pub rebuild: Option<RebuildStatus>,
+    pub rebuilds_completed: u64,
 }
 
 enum Op {
@@ -164,10 +169,16 @@ enum Op {
         block: usize,
         physical: Physical,
     },
-    Rebuild {
+    /// One other chunk's block, read to rebuild a block a read could not use.
+    DegradedShard {
         rebuild: u64,
         drive: usize,
         zone: u32,
+    },
+    /// A command of the drive rebuild, on the segment in `zone`.
+    Rebuild {
+        zone: u32,
+        op: rebuild::RebuildOp,
     },
     /// Resetting a reclaimed segment's zone on one drive.
     Reset {
@@ -202,6 +213,9 @@ pub struct Engine {
     gc_open_stripe: Option<OpenStripe>,
     gc_queued: VecDeque<u64>,
     relocation: Option<Relocation>,
+    /// The drive being rebuilt onto a new drive, and how far it is.
+    drive_rebuild: Option<rebuild::DriveRebuild>,
+    rebuilds_completed: u64,
     /// Something changed that may give garbage collection a victim.
     gc_check_needed: bool,
     /// Segments recovered open may still wait to be reclaimed (none are made later).
@@ -223,7 +237,7 @@ pub struct Engine {
     outstanding_writes: BTreeSet<RequestId>,
     flushes: VecDeque<(RequestId, Option<RequestId>)>,
     reads: HashMap<u64, ReadRequest>,
-    rebuilds: HashMap<u64, Rebuild>,
+    block_rebuilds: HashMap<u64, BlockRebuild>,
     next_read: u64,
     ops: HashMap<Tag, Op>,
     next_tag: Tag,
@@ -271,6 +285,8 @@ impl Engine {
             gc_open_stripe: None,
             gc_queued: VecDeque::new(),
             relocation: None,
+            drive_rebuild: None,
+            rebuilds_completed: 0,
             gc_check_needed: false,
             reclaim_pending: false,
             restoring_reserve: false,
@@ -286,7 +302,7 @@ impl Engine {
             outstanding_writes: BTreeSet::new(),
             flushes: VecDeque::new(),
             reads: HashMap::new(),
-            rebuilds: HashMap::new(),
+            block_rebuilds: HashMap::new(),
             next_read: 0,
             ops: HashMap::new(),
             next_tag: 0,
@@ -375,6 +391,8 @@ impl Engine {
             segments_to_reclaim: segments().filter(|s| s.reclaim_first).count() as u32,
             recovery_repairs: self.recovery_repairs,
             read_blocks_repaired: self.read_blocks_repaired,
+            rebuild: self.rebuild_status(),
+            rebuilds_completed: self.rebuilds_completed,
         }
     }
 
@@ -542,7 +560,8 @@ impl Engine {
                 self.seg_mut(physical.zone).commands_in_flight -= 1;
                 self.read_done(read, block, physical, completion);
             }
-            Op::Rebuild { rebuild, drive, zone } => {
+            Op::Rebuild { zone, op } => self.rebuild_done(drive, zone, op, completion),
+            Op::DegradedShard { rebuild, drive, zone } => {
                 self.seg_mut(zone).commands_in_flight -= 1;
                 self.rebuild_shard_done(rebuild, drive, completion);
             }

@@ -30,7 +30,17 @@ pub(super) struct ReadRequest {
     pub(super) error: Option<Error>,
 }
 
-pub(super) struct Rebuild {
+/// A stripe's chunks as `Engine::stripe_places` finds them.
+pub(super) struct StripePlaces {
+    /// Stripe number within the segment: it says which chunk each drive holds.
+    pub(super) stripe_number: u64,
+    /// The other drives holding the segment and the chunk position of their chunk.
+    pub(super) others: Vec<(usize, u64)>,
+    /// Compact stripe table entries looked at (modelled CPU cost).
+    pub(super) entries_checked: u64,
+}
+
+pub(super) struct BlockRebuild {
     pub(super) read: u64,
     pub(super) block: usize,
     pub(super) lba: u64,
@@ -73,8 +83,8 @@ impl Engine {
         request.pending = to_read.len();
         self.reads.insert(read, request);
         for (block, physical) in to_read {
-            if self.failed[physical.drive] {
-                self.start_rebuild(read, block, physical);
+            if !self.holds(physical.zone, physical.drive) {
+                self.rebuild_block(read, block, physical);
             } else {
                 let lba = self.geometry.zone_start_lba(physical.zone) + physical.offset;
                 self.seg_mut(physical.zone).commands_in_flight += 1;
@@ -113,12 +123,49 @@ impl Engine {
             if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
                 self.fail_drive(physical.drive);
             }
-            self.start_rebuild(read, block, physical);
+            self.rebuild_block(read, block, physical);
         }
     }
 
+    /// The stripe whose chunk `drive` holds (or would hold) at chunk position `position` of
+    /// the segment in `zone`, and where the other drives holding the segment keep theirs:
+    /// the static offset (Zone Write) or the compact stripe table (Zone Append).
+    pub(super) fn stripe_places(&self, zone: u32, drive: usize, position: u64) -> Option<StripePlaces> {
+        let seg = self.segment_of_zone(zone)?;
+        let layout = seg.layout;
+        let group = position / layout.group_size;
+        let (stripe_id, stripe_number) = match &seg.table {
+            None => (0u32, position),
+            Some(table) => {
+                let id = table.get(drive, position)?;
+                (id, group * layout.group_size + u64::from(id))
+            }
+        };
+        let mut others = Vec::new();
+        let mut entries_checked = 0u64;
+        for other in 0..layout.drives() {
+            if other == drive || !self.holds(zone, other) {
+                continue;
+            }
+            let found = match &seg.table {
+                None => Some(position),
+                Some(table) => {
+                    let first = group * layout.group_size;
+                    let found =
+                        (first..first + layout.group_stripes(group)).find(|p| table.get(other, *p) == Some(stripe_id));
+                    entries_checked += found.map_or(layout.group_stripes(group), |p| p - first + 1);
+                    found
+                }
+            };
+            if let Some(p) = found {
+                others.push((other, p));
+            }
+        }
+        Some(StripePlaces { stripe_number, others, entries_checked })
+    }
+
     /// Rebuilds one block from the other chunks of its stripe.
-    pub(super) fn start_rebuild(&mut self, read: u64, block: usize, physical: Physical) {
+    pub(super) fn rebuild_block(&mut self, read: u64, block: usize, physical: Physical) {
         let lba = self.reads[&read].lba + block as u64;
         let Some(seg) = self.segment_of_zone(physical.zone) else {
             return self.read_block_failed(read, block, Error::InvalidConfig { reason: "no segment for zone".into() });
@@ -129,41 +176,13 @@ impl Engine {
         let data_start = layout.data_start_blocks();
         let position = (physical.offset - data_start) / cb;
         let within = (physical.offset - data_start) % cb;
-        let group = position / layout.group_size;
-        let (stripe_id, stripe_number) = match &seg.table {
-            None => (0u32, position),
-            Some(table) => match table.get(physical.drive, position) {
-                Some(id) => (id, group * layout.group_size + u64::from(id)),
-                None => {
-                    return self.read_block_failed(
-                        read,
-                        block,
-                        Error::InvalidConfig { reason: format!("no stripe recorded for LBA {lba}") },
-                    )
-                }
-            },
+        let Some(places) = self.stripe_places(physical.zone, physical.drive, position) else {
+            let reason = format!("no stripe recorded for LBA {lba}");
+            return self.read_block_failed(read, block, Error::InvalidConfig { reason });
         };
-        // Where each other drive holds its chunk of the stripe.
-        let mut sources = Vec::new();
-        let mut entries_checked = 0u64;
-        for drive in 0..n {
-            if drive == physical.drive || self.failed[drive] {
-                continue;
-            }
-            let other = match &seg.table {
-                None => Some(position),
-                Some(table) => {
-                    let first = group * layout.group_size;
-                    let found =
-                        (first..first + layout.group_stripes(group)).find(|p| table.get(drive, *p) == Some(stripe_id));
-                    entries_checked += found.map_or(layout.group_stripes(group), |p| p - first + 1);
-                    found
-                }
-            };
-            if let Some(p) = other {
-                sources.push((drive, data_start + p * cb + within));
-            }
-        }
+        let (stripe_number, entries_checked) = (places.stripe_number, places.entries_checked);
+        let sources: Vec<(usize, u64)> =
+            places.others.iter().map(|&(drive, p)| (drive, data_start + p * cb + within)).collect();
         let lost_chunk = layout.chunk_on(stripe_number, physical.drive);
         let needed = layout.data_chunks;
         if sources.len() < needed || layout.parity_chunks == 0 {
@@ -177,9 +196,9 @@ impl Engine {
         let zone_start = self.geometry.zone_start_lba(physical.zone);
         let rebuild = self.next_read;
         self.next_read += 1;
-        self.rebuilds.insert(
+        self.block_rebuilds.insert(
             rebuild,
-            Rebuild {
+            BlockRebuild {
                 read,
                 block,
                 lba,
@@ -187,14 +206,14 @@ impl Engine {
                 lost_chunk,
                 shards: (0..n).map(|_| None).collect(),
                 pending: sources.len(),
-                damaged: !self.failed[physical.drive],
+                damaged: self.holds(physical.zone, physical.drive),
             },
         );
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let delay_ns = entries_checked * self.config.lookup_ps_per_entry / 1000;
         for (drive, offset) in sources {
             self.seg_mut(physical.zone).commands_in_flight += 1;
-            let tag = self.new_tag(Op::Rebuild { rebuild, drive, zone: physical.zone });
+            let tag = self.new_tag(Op::DegradedShard { rebuild, drive, zone: physical.zone });
             self.commands.push_back(DriveCommand {
                 drive,
                 tag,
@@ -205,17 +224,17 @@ impl Engine {
     }
 
     pub(super) fn rebuild_shard_done(&mut self, rebuild: u64, drive: usize, completion: Completion) {
-        let Some(r) = self.rebuilds.get_mut(&rebuild) else { return };
+        let Some(r) = self.block_rebuilds.get_mut(&rebuild) else { return };
         r.pending -= 1;
         if completion.result.is_ok() && BlockMetadata::decode(&completion.data, &completion.metadata).is_ok() {
             r.shards[drive] = Some((completion.data, completion.metadata));
         } else if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
             self.failed[drive] = true;
         }
-        if self.rebuilds[&rebuild].pending > 0 {
+        if self.block_rebuilds[&rebuild].pending > 0 {
             return;
         }
-        let r = self.rebuilds.remove(&rebuild).expect("rebuild in flight");
+        let r = self.block_rebuilds.remove(&rebuild).expect("rebuild in flight");
         let result = self.reconstruct(&r);
         match result {
             Ok((data, timestamp)) => {
@@ -236,7 +255,7 @@ impl Engine {
 
     /// Decodes the lost block (data and its LBA/timestamp fields) from the shards read,
     /// and checks that it is the block asked for.
-    pub(super) fn reconstruct(&self, r: &Rebuild) -> Result<(Vec<u8>, u64)> {
+    pub(super) fn reconstruct(&self, r: &BlockRebuild) -> Result<(Vec<u8>, u64)> {
         let n = self.layout.drives();
         // Shards are indexed by chunk (data first, then parity), not by drive.
         let mut data_shards: Vec<Option<Vec<u8>>> = vec![None; n];

@@ -67,6 +67,7 @@ impl Engine {
         if self.maybe_start_gc() {
             self.pump();
         }
+        self.advance_drive_rebuild();
         self.advance_stop();
     }
 
@@ -111,6 +112,17 @@ impl Engine {
                 return false; // the relocation may open no other zone: the rest of these is its
             }
         }
+        // A slot of the class without a segment opens one first, while the stripe goes
+        // where there is room: every slot takes part (an idle Zone Write segment is
+        // preferred to the Zone Append one, so it must be open), not only when the others
+        // are full.
+        let in_class = |s: &usize| self.plan.slots[*s].class == class;
+        let empty_slot = (0..self.slots.len()).filter(in_class).find(|s| self.slots[*s].is_none());
+        if let Some(slot) = empty_slot {
+            if self.free_zones.len() > self.zones_to_leave(gc) {
+                return self.open_new_segment(slot);
+            }
+        }
         if let Some(slot) = self.accepting_slot(class) {
             if gc {
                 self.gc_queued.pop_front();
@@ -120,17 +132,6 @@ impl Engine {
             let zone = self.slots[slot].expect("an accepting slot has a segment");
             self.issue_stripe(zone, number);
             return true;
-        }
-        let in_class = |s: &usize| self.plan.slots[*s].class == class;
-        let header_pending = (0..self.slots.len())
-            .filter(in_class)
-            .filter_map(|s| self.slots[s])
-            .any(|z| self.seg(z).header_pending > 0);
-        let empty_slot = (0..self.slots.len()).filter(in_class).find(|s| self.slots[*s].is_none());
-        if let (Some(slot), false) = (empty_slot, header_pending) {
-            if self.free_zones.len() > self.zones_to_leave(gc) {
-                return self.open_new_segment(slot);
-            }
         }
         let open_in_class = (0..self.slots.len()).any(|s| self.plan.slots[s].class == class && self.slots[s].is_some());
         if open_in_class || relocating {
@@ -206,7 +207,7 @@ impl Engine {
                 BlockMetadata::new(lba, timestamp, id, sequence, kind)
                     .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
             }
-            if self.failed[drive] {
+            if !self.holds(seg_index, drive) {
                 continue;
             }
             pending += 1;

@@ -15,6 +15,8 @@ use crate::format::{
 };
 use crate::stripe_table::CompactStripeTable;
 
+use crate::layout::Layout;
+
 use super::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +58,9 @@ pub(super) struct Segment {
     pub(super) reclaim_first: bool,
     /// A relocation of it failed (too many drives lost): not chosen again.
     pub(super) unreclaimable: bool,
+    /// A drive being rebuilt that does not hold this segment's chunks yet (the segment
+    /// was written before the rebuild started): reads rebuild them from the others.
+    pub(super) absent: Option<usize>,
 }
 
 impl Segment {
@@ -86,6 +91,7 @@ impl Segment {
             commands_in_flight: 0,
             reclaim_first: false,
             unreclaimable: false,
+            absent: None,
         }
     }
 }
@@ -132,7 +138,7 @@ impl Engine {
         let mut zones = [0u32.into(); MAX_DRIVES];
         zones.iter_mut().take(n).for_each(|z| *z = zone.into());
         let (mode, _) = layout.mode.code();
-        let (bs, ms, cb) = (self.block_bytes(), self.meta_bytes(), layout.chunk_blocks as usize);
+        let (bs, cb) = (self.block_bytes(), layout.chunk_blocks as usize);
         for drive in 0..n {
             if self.failed[drive] {
                 continue;
@@ -161,18 +167,26 @@ impl Engine {
                 crc32c: 0.into(),
             }
             .seal();
-            let mut data = vec![0u8; cb * bs];
-            data[..std::mem::size_of::<SegmentHeader>()].copy_from_slice(zerocopy::IntoBytes::as_bytes(&header));
-            let mut metadata = vec![0u8; cb * ms];
-            for o in 0..cb {
-                BlockMetadata::new(NO_LBA, 0, 0, sequence, BlockKind::Header)
-                    .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
-            }
+            let (data, metadata) = self.header_chunk(&header, cb);
             let lba = self.geometry.zone_start_lba(zone);
             self.seg_mut(index).header_pending += 1;
             self.zone_write(drive, zone, Op::Header { segment: index }, Command::Write { lba, data, metadata });
         }
         true
+    }
+
+    /// A segment's header region on one drive: `header` in the first block of a chunk of
+    /// `chunk_blocks` blocks, with their metadata.
+    pub(super) fn header_chunk(&self, header: &SegmentHeader, chunk_blocks: usize) -> (Vec<u8>, Vec<u8>) {
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let mut data = vec![0u8; chunk_blocks * bs];
+        data[..std::mem::size_of::<SegmentHeader>()].copy_from_slice(zerocopy::IntoBytes::as_bytes(header));
+        let mut metadata = vec![0u8; chunk_blocks * ms];
+        for o in 0..chunk_blocks {
+            BlockMetadata::new(NO_LBA, 0, 0, header.segment_sequence.get(), BlockKind::Header)
+                .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
+        }
+        (data, metadata)
     }
 
     /// Finishes or resets a segment's zone on one drive.
@@ -196,7 +210,7 @@ impl Engine {
         self.slots[slot] = None;
         let n = self.layout.drives();
         for drive in 0..n {
-            if !self.failed[drive] {
+            if self.holds(seg_index, drive) {
                 self.seg_mut(seg_index).footer_pending += 1;
                 self.write_footer_piece(seg_index, drive, 0);
             }
@@ -220,17 +234,33 @@ impl Engine {
 
     /// Writes blocks `first..` of a footer (as many as one transfer takes) at `place`.
     pub(super) fn write_footer_blocks(&mut self, seg_index: u32, drive: usize, first: u64, place: FooterPlace) {
-        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-        let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
         let (start_blocks, total, count) = match place {
             FooterPlace::Sealing { start_blocks, blocks, entries }
             | FooterPlace::Stop { start_blocks, blocks, entries } => (start_blocks, blocks, entries),
         };
-        let blocks = (total - first).min(u64::from(self.geometry.max_transfer_blocks));
         let seg = self.seg(seg_index);
+        let (zone, sequence) = (seg.zone, seg.sequence);
+        let (blocks, data, metadata) = self.footer_piece(sequence, drive, first, total, &seg.footer[drive][..count]);
+        let lba = self.geometry.zone_start_lba(zone) + start_blocks + first;
+        let op = Op::Footer { segment: seg_index, drive, next_block: first + blocks, place };
+        self.zone_write(drive, zone, op, Command::Write { lba, data, metadata });
+    }
+
+    /// Blocks `first..` of a footer of `total` blocks recording `entries` (as many as one
+    /// transfer takes): how many, their data and metadata.
+    pub(super) fn footer_piece(
+        &self,
+        sequence: u64,
+        drive: usize,
+        first: u64,
+        total: u64,
+        entries: &[FooterEntry],
+    ) -> (u64, Vec<u8>, Vec<u8>) {
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
+        let blocks = (total - first).min(u64::from(self.geometry.max_transfer_blocks));
         let mut data = vec![0u8; blocks as usize * bs];
         let mut metadata = vec![0u8; blocks as usize * ms];
-        let entries = &seg.footer[drive][..count];
         for b in 0..blocks {
             let block_index = first + b;
             let from = (block_index * per_block) as usize;
@@ -239,18 +269,28 @@ impl Engine {
                 magic: [0; 8],
                 version: 0.into(),
                 drive_index: (drive as u32).into(),
-                segment_sequence: seg.sequence.into(),
+                segment_sequence: sequence.into(),
                 first_block: (from as u32).into(),
                 entries: 0.into(),
             };
             let out = &mut data[b as usize * bs..(b as usize + 1) * bs];
             encode_footer_block(header, &entries[from.min(to)..to], out);
-            BlockMetadata::new(NO_LBA, 0, 0, seg.sequence, BlockKind::Footer)
+            BlockMetadata::new(NO_LBA, 0, 0, sequence, BlockKind::Footer)
                 .encode(out, &mut metadata[b as usize * ms..(b as usize + 1) * ms]);
         }
-        let lba = self.geometry.zone_start_lba(seg.zone) + start_blocks + first;
-        let op = Op::Footer { segment: seg_index, drive, next_block: first + blocks, place };
-        self.zone_write(drive, seg.zone, op, Command::Write { lba, data, metadata });
+        (blocks, data, metadata)
+    }
+
+    /// The layout of the segment in `zone` (engine zone numbers, as in `locate`), if it
+    /// holds one.
+    pub fn segment_layout(&self, zone: u32) -> Option<Layout> {
+        self.segment_of_zone(zone).map(|s| s.layout)
+    }
+
+    /// Whether `drive` holds the chunks of the segment in `zone`: it works, and it is not
+    /// a drive being rebuilt that has not received them yet.
+    pub(super) fn holds(&self, zone: u32, drive: usize) -> bool {
+        !self.failed[drive] && self.segment_of_zone(zone).is_none_or(|s| s.absent != Some(drive))
     }
 
     pub(super) fn segment_of_zone(&self, zone: u32) -> Option<&Segment> {

@@ -49,7 +49,6 @@ impl Engine {
             return;
         }
         self.stop = StopState::Stopped;
-        let live: Vec<usize> = (0..self.layout.drives()).filter(|d| !self.failed[*d]).collect();
         let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
         let mut footers = Vec::new();
         for zone in self.slots.iter().flatten() {
@@ -61,14 +60,16 @@ impl Engine {
             if entries == 0 || start_blocks + blocks > seg.layout.footer_start_blocks() {
                 continue; // nothing to record, or no room: the next start reads the metadata
             }
-            footers.push((*zone, FooterPlace::Stop { start_blocks, blocks, entries: entries as usize }));
+            let holding: Vec<usize> = (0..self.layout.drives()).filter(|d| self.holds(*zone, *d)).collect();
+            footers.push((*zone, holding, FooterPlace::Stop { start_blocks, blocks, entries: entries as usize }));
         }
-        if live.is_empty() || footers.is_empty() {
+        let writes: usize = footers.iter().map(|(_, holding, _)| holding.len()).sum();
+        if writes == 0 {
             return;
         }
-        self.stop = StopState::WritingFooters(live.len() * footers.len());
-        for (zone, place) in footers {
-            for &drive in &live {
+        self.stop = StopState::WritingFooters(writes);
+        for (zone, holding, place) in footers {
+            for drive in holding {
                 self.write_footer_blocks(zone, drive, 0, place);
             }
         }

@@ -1,0 +1,518 @@
+//! Full-drive rebuild, online: a failed drive's place gets a new, empty drive, and every
+//! segment written before is rebuilt onto it, one at a time, while the array serves I/O.
+//!
+//! When the rebuild starts, every existing segment marks the drive `absent`: reads rebuild
+//! its chunks from the others, as for a failed drive. Segments opened from then on are
+//! written to the new drive from the start. Each sealed segment in turn: the new drive's
+//! zone is reset (it may hold a part written before a crash), its header is the others'
+//! with its own drive index, then chunk position by position (in order, since a zone takes
+//! writes only at its write pointer) each chunk is reconstructed from the stripe's other
+//! chunks (found by static offset, or where the compact stripe table says with Zone
+//! Append), data, parity and the blocks' metadata alike, then the footer (from the
+//! reconstructed metadata), and the zone is finished. Only then does the segment stop being
+//! `absent`: reads go to the new drive. The segments open when the rebuild starts are
+//! retired: their slots open new segments (which include the new drive), and once their
+//! stripes in flight are persisted their zones are finished and garbage collection
+//! reclaims them first, as it does for segments open at a crash (their live blocks move to
+//! segments the new drive holds). Segments recovered open are reclaimed the same way.
+//!
+//! Invariants: a segment being rebuilt is never chosen by garbage collection; the new
+//! drive's zone of a segment is written in order and read from only once finished; a chunk
+//! that cannot be reconstructed (more chunks lost than parity covers) is written as a block
+//! whose metadata does not decode, so reads fail on it rather than return wrong data.
+
+use std::collections::BTreeMap;
+
+use zapraid_zns::{Command, Completion, ZoneAction, ZoneTarget};
+
+use crate::format::{BlockKind, BlockMetadata, FooterEntry, SegmentHeader, NO_LBA};
+
+use super::*;
+
+/// Chunk positions read and reconstructed ahead of the one being written.
+const REBUILD_WINDOW_CHUNKS: u64 = 8;
+
+/// Bytes of a block's (LBA, timestamp) fields, which parity blocks carry the parity of.
+const FIELD_BYTES: usize = 16;
+
+/// Progress of a drive rebuild, for `status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RebuildStatus {
+    pub drive: usize,
+    /// Segments rebuilt onto the drive, and those it does not hold yet.
+    pub segments_rebuilt: u64,
+    pub segments_left: u64,
+    /// Blocks written to the new drive (headers, chunks, footers).
+    pub blocks_written: u64,
+    /// Blocks that could not be reconstructed (their stripes lost more than parity covers).
+    pub blocks_unrecoverable: u64,
+}
+
+pub(super) struct DriveRebuild {
+    pub(super) drive: usize,
+    current: Option<ZoneRebuild>,
+    /// Segments that were open when the rebuild started, until their stripes in flight
+    /// are persisted.
+    retiring: Vec<u32>,
+    segments_rebuilt: u64,
+    blocks_written: u64,
+    blocks_unrecoverable: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Resetting,
+    /// Reading another drive's header block.
+    Header,
+    Chunks,
+    Footer,
+    Finishing,
+}
+
+/// The segment being rebuilt onto the new drive.
+struct ZoneRebuild {
+    zone: u32,
+    step: Step,
+    /// Drives the header may be read from, the next to try first.
+    header_sources: Vec<usize>,
+    next_read: u64,
+    next_write: u64,
+    /// Chunk positions being read: the stripe and the other drives' chunks read so far.
+    reading: BTreeMap<u64, ChunkSources>,
+    /// Reconstructed chunks (data, metadata) waiting for their turn to be written.
+    ready: BTreeMap<u64, (Vec<u8>, Vec<u8>)>,
+    writes_in_flight: usize,
+    /// The new drive's footer entries, one per data-region block, as chunks are rebuilt.
+    footer: Vec<FooterEntry>,
+}
+
+struct ChunkSources {
+    stripe_number: u64,
+    /// Per drive, its chunk of the stripe (data, metadata), once read intact.
+    shards: Vec<Option<(Vec<u8>, Vec<u8>)>>,
+    pending: usize,
+}
+
+/// What a rebuild command was for.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum RebuildOp {
+    Reset,
+    Header,
+    Read { position: u64, source: usize },
+    Write { blocks: u64 },
+    Finish,
+}
+
+impl Engine {
+    /// Starts rebuilding failed drive `drive` onto the drive now in its place (the caller
+    /// swapped it in: an empty drive of at least the old one's geometry). New segments are
+    /// written to it at once; existing ones are rebuilt in the background (`status` shows
+    /// progress). Refused if the drive has not failed or a rebuild runs.
+    pub fn rebuild_drive(&mut self, drive: usize) -> Result<()> {
+        if drive >= self.failed.len() || !self.failed[drive] {
+            return Err(Error::InvalidConfig { reason: format!("drive {drive} has not failed: nothing to rebuild") });
+        }
+        if let Some(r) = &self.drive_rebuild {
+            return Err(Error::Unavailable { reason: format!("drive {} is being rebuilt", r.drive) });
+        }
+        self.failed[drive] = false;
+        for segment in self.segments.iter_mut().flatten() {
+            segment.absent = Some(drive);
+        }
+        let retiring: Vec<u32> = self.slots.iter_mut().filter_map(Option::take).collect();
+        self.drive_rebuild = Some(DriveRebuild {
+            drive,
+            current: None,
+            retiring,
+            segments_rebuilt: 0,
+            blocks_written: 0,
+            blocks_unrecoverable: 0,
+        });
+        tracing::info!(drive, "rebuild started");
+        self.pump();
+        Ok(())
+    }
+
+    /// Progress of the running rebuild, if any.
+    pub fn rebuild_status(&self) -> Option<RebuildStatus> {
+        let r = self.drive_rebuild.as_ref()?;
+        let segments_left = self.segments.iter().flatten().filter(|s| s.absent == Some(r.drive)).count() as u64;
+        Some(RebuildStatus {
+            drive: r.drive,
+            segments_rebuilt: r.segments_rebuilt,
+            segments_left,
+            blocks_written: r.blocks_written,
+            blocks_unrecoverable: r.blocks_unrecoverable,
+        })
+    }
+
+    /// The zone of the segment being rebuilt, which garbage collection leaves alone.
+    pub(super) fn zone_being_rebuilt(&self) -> Option<u32> {
+        self.drive_rebuild.as_ref()?.current.as_ref().map(|z| z.zone)
+    }
+
+    /// Moves the rebuild on: picks the next segment, issues reads within the window and
+    /// writes reconstructed chunks in order. Called from `pump`.
+    pub(super) fn advance_drive_rebuild(&mut self) {
+        self.retire_idle_segments();
+        let Some(r) = self.drive_rebuild.as_ref() else { return };
+        let drive = r.drive;
+        if self.stop != StopState::Running {
+            // A stop lets what is in flight complete and goes no further; the next start
+            // rebuilds the segment again from its beginning.
+            return;
+        }
+        if r.current.is_none() {
+            let next = self
+                .segments
+                .iter()
+                .flatten()
+                .filter(|s| s.absent == Some(drive) && s.state == SegmentState::Sealed && !s.reclaim_first)
+                .map(|s| s.zone)
+                .min();
+            match next {
+                Some(zone) => self.start_zone_rebuild(zone),
+                None if self.segments.iter().flatten().all(|s| s.absent != Some(drive)) => {
+                    let r = self.drive_rebuild.take().expect("a rebuild");
+                    self.rebuilds_completed += 1;
+                    tracing::info!(
+                        drive,
+                        segments = r.segments_rebuilt,
+                        blocks = r.blocks_written,
+                        unrecoverable = r.blocks_unrecoverable,
+                        "rebuild finished"
+                    );
+                }
+                None => {} // the rest are open, being sealed or relocated, or to be reclaimed
+            }
+            return;
+        }
+        self.issue_rebuild_reads();
+        self.write_ready_chunks();
+    }
+
+    /// Closes the retired segments whose stripes in flight are all persisted: their zones
+    /// are finished and garbage collection reclaims them first.
+    fn retire_idle_segments(&mut self) {
+        let Some(r) = self.drive_rebuild.as_mut() else { return };
+        let retiring = std::mem::take(&mut r.retiring);
+        let mut waiting = Vec::new();
+        for zone in retiring {
+            let seg = self.seg(zone);
+            if seg.header_pending > 0 || seg.group_in_flight > 0 {
+                waiting.push(zone);
+                continue;
+            }
+            debug_assert_eq!(seg.state, SegmentState::Open);
+            for drive in 0..self.layout.drives() {
+                if self.holds(zone, drive) {
+                    self.zone_command(drive, zone, ZoneAction::Finish);
+                }
+            }
+            let seg = self.seg_mut(zone);
+            seg.state = SegmentState::Sealed;
+            seg.reclaim_first = true;
+            seg.footer = Vec::new();
+            self.reclaim_pending = true;
+            self.gc_check_needed = true;
+            tracing::debug!(zone, "a segment open when the rebuild started is closed, to be reclaimed");
+        }
+        if let Some(r) = self.drive_rebuild.as_mut() {
+            r.retiring = waiting;
+        }
+    }
+
+    fn start_zone_rebuild(&mut self, zone: u32) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let layout = self.seg(zone).layout;
+        let header_sources: Vec<usize> = (0..layout.drives()).filter(|d| self.holds(zone, *d)).collect();
+        let empty_entry =
+            FooterEntry { lba: NO_LBA.into(), timestamp: 0.into(), stripe_id: 0.into(), reserved: 0.into() };
+        let rebuild = self.drive_rebuild.as_mut().expect("a rebuild");
+        rebuild.current = Some(ZoneRebuild {
+            zone,
+            step: Step::Resetting,
+            header_sources,
+            next_read: 0,
+            next_write: 0,
+            reading: BTreeMap::new(),
+            ready: BTreeMap::new(),
+            writes_in_flight: 0,
+            footer: vec![empty_entry; (layout.stripes * layout.chunk_blocks) as usize],
+        });
+        tracing::debug!(drive, zone, "rebuilding a segment");
+        let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
+        self.rebuild_command(zone, drive, RebuildOp::Reset, Command::ManageZone { action: ZoneAction::Reset, target });
+    }
+
+    fn rebuild_command(&mut self, zone: u32, drive: usize, op: RebuildOp, command: Command) {
+        self.seg_mut(zone).commands_in_flight += 1;
+        let tag = self.new_tag(Op::Rebuild { zone, op });
+        self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+    }
+
+    fn current(&mut self) -> &mut ZoneRebuild {
+        self.drive_rebuild.as_mut().and_then(|r| r.current.as_mut()).expect("a segment being rebuilt")
+    }
+
+    /// Reads the header block of the next drive holding the segment.
+    fn read_rebuild_header(&mut self, zone: u32) {
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let Some(source) = self.current().header_sources.pop() else {
+            return self.abandon_zone_rebuild(zone, "no drive holding the segment has a readable header");
+        };
+        let lba = self.geometry.zone_start_lba(zone);
+        let command = Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] };
+        self.seg_mut(zone).commands_in_flight += 1;
+        let tag = self.new_tag(Op::Rebuild { zone, op: RebuildOp::Header });
+        self.commands.push_back(DriveCommand { drive: source, tag, command, delay_ns: 0 });
+    }
+
+    /// Reads the stripes of the next chunk positions, up to the window.
+    fn issue_rebuild_reads(&mut self) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        loop {
+            let z = self.current();
+            if z.step != Step::Chunks {
+                return;
+            }
+            let (zone, position) = (z.zone, z.next_read);
+            let in_window = position < z.next_write + REBUILD_WINDOW_CHUNKS;
+            let layout = self.seg(zone).layout;
+            if position >= layout.stripes || !in_window {
+                return;
+            }
+            self.current().next_read += 1;
+            let places = self.stripe_places(zone, drive, position);
+            let enough = places.as_ref().is_some_and(|p| p.others.len() >= layout.data_chunks);
+            let Some(places) = places.filter(|_| enough && layout.parity_chunks > 0) else {
+                self.unrecoverable_chunk(zone, position);
+                continue;
+            };
+            let cb = layout.chunk_blocks as usize;
+            let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+            let zone_start = self.geometry.zone_start_lba(zone) + layout.data_start_blocks();
+            let sources = ChunkSources {
+                stripe_number: places.stripe_number,
+                shards: (0..layout.drives()).map(|_| None).collect(),
+                pending: places.others.len(),
+            };
+            self.current().reading.insert(position, sources);
+            for (source, at) in places.others {
+                let lba = zone_start + at * cb as u64;
+                let command = Command::Read { lba, data: vec![0; cb * bs], metadata: vec![0; cb * ms] };
+                self.rebuild_command(zone, source, RebuildOp::Read { position, source }, command);
+            }
+        }
+    }
+
+    /// A chunk no stripe can give back: blocks whose metadata does not decode, so that reads
+    /// of them fail instead of returning wrong data.
+    fn unrecoverable_chunk(&mut self, zone: u32, position: u64) {
+        let cb = self.seg(zone).layout.chunk_blocks as usize;
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let r = self.drive_rebuild.as_mut().expect("a rebuild");
+        r.blocks_unrecoverable += cb as u64;
+        tracing::error!(drive = r.drive, zone, position, "a chunk cannot be rebuilt: its stripe lost too many chunks");
+        self.current().ready.insert(position, (vec![0; cb * bs], vec![0; cb * ms]));
+    }
+
+    /// Writes reconstructed chunks in position order, then the footer.
+    fn write_ready_chunks(&mut self) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        loop {
+            let z = self.current();
+            if z.step != Step::Chunks {
+                return;
+            }
+            let (zone, position) = (z.zone, z.next_write);
+            let Some((data, metadata)) = z.ready.remove(&position) else { break };
+            z.next_write += 1;
+            let layout = self.seg(zone).layout;
+            let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + position * layout.chunk_blocks;
+            self.rebuild_write(zone, drive, layout.chunk_blocks, lba, data, metadata);
+        }
+        let z = self.current();
+        let zone = z.zone;
+        let layout = self.seg(zone).layout;
+        if self.current().next_write < layout.stripes {
+            return;
+        }
+        self.current().step = Step::Footer;
+        let sequence = self.seg(zone).sequence;
+        let footer = std::mem::take(&mut self.current().footer);
+        let mut first = 0;
+        while first < layout.footer_blocks {
+            let (blocks, data, metadata) = self.footer_piece(sequence, drive, first, layout.footer_blocks, &footer);
+            let lba = self.geometry.zone_start_lba(zone) + layout.footer_start_blocks() + first;
+            self.rebuild_write(zone, drive, blocks, lba, data, metadata);
+            first += blocks;
+        }
+    }
+
+    fn rebuild_write(&mut self, zone: u32, drive: usize, blocks: u64, lba: u64, data: Vec<u8>, metadata: Vec<u8>) {
+        self.current().writes_in_flight += 1;
+        self.seg_mut(zone).commands_in_flight += 1;
+        let op = Op::Rebuild { zone, op: RebuildOp::Write { blocks } };
+        self.zone_write(drive, zone, op, Command::Write { lba, data, metadata });
+    }
+
+    /// A rebuild command completed.
+    pub(super) fn rebuild_done(&mut self, drive: usize, zone: u32, op: RebuildOp, completion: Completion) {
+        self.seg_mut(zone).commands_in_flight -= 1;
+        let target = self.drive_rebuild.as_ref().map(|r| r.drive);
+        if matches!(op, RebuildOp::Write { .. }) {
+            self.zone_write_done(drive, zone);
+        }
+        if target != Some(drive) && completion.result.is_err() {
+            if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
+                self.fail_drive(drive);
+            }
+        } else if completion.result.is_err() {
+            // The new drive refuses writes: the rebuild cannot go on.
+            tracing::error!(drive, zone, "the drive being rebuilt failed; the rebuild stops");
+            return self.abandon_drive_rebuild();
+        }
+        if self.drive_rebuild.as_ref().and_then(|r| r.current.as_ref()).is_none_or(|z| z.zone != zone) {
+            return; // abandoned meanwhile
+        }
+        match op {
+            RebuildOp::Reset => {
+                self.current().step = Step::Header;
+                self.read_rebuild_header(zone);
+            }
+            RebuildOp::Header => {
+                let decoded = completion.result.ok().and_then(|_| SegmentHeader::decode(&completion.data).ok());
+                let sequence = self.seg(zone).sequence;
+                let Some(mut header) = decoded.filter(|h| h.segment_sequence.get() == sequence) else {
+                    return self.read_rebuild_header(zone);
+                };
+                let drive = target.expect("a rebuild");
+                header.drive_index = (drive as u32).into();
+                let header = header.seal();
+                let layout = self.seg(zone).layout;
+                let (data, metadata) = self.header_chunk(&header, layout.chunk_blocks as usize);
+                let lba = self.geometry.zone_start_lba(zone);
+                self.rebuild_write(zone, drive, layout.chunk_blocks, lba, data, metadata);
+                self.current().step = Step::Chunks;
+            }
+            RebuildOp::Read { position, source } => {
+                let intact = completion.result.is_ok()
+                    && chunk_blocks_decode(
+                        &completion.data,
+                        &completion.metadata,
+                        self.block_bytes(),
+                        self.meta_bytes(),
+                    );
+                let Some(sources) = self.current().reading.get_mut(&position) else { return };
+                sources.pending -= 1;
+                if intact {
+                    sources.shards[source] = Some((completion.data, completion.metadata));
+                }
+                if sources.pending == 0 {
+                    let sources = self.current().reading.remove(&position).expect("being read");
+                    self.reconstruct_chunk(zone, position, sources);
+                }
+            }
+            RebuildOp::Write { blocks } => {
+                self.current().writes_in_flight -= 1;
+                self.drive_rebuild.as_mut().expect("a rebuild").blocks_written += blocks;
+                let z = self.current();
+                if z.step == Step::Footer && z.writes_in_flight == 0 {
+                    z.step = Step::Finishing;
+                    let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
+                    let command = Command::ManageZone { action: ZoneAction::Finish, target };
+                    self.rebuild_command(zone, drive, RebuildOp::Finish, command);
+                }
+            }
+            RebuildOp::Finish => {
+                self.seg_mut(zone).absent = None;
+                let r = self.drive_rebuild.as_mut().expect("a rebuild");
+                r.current = None;
+                r.segments_rebuilt += 1;
+                self.gc_check_needed = true;
+            }
+        }
+    }
+
+    /// Rebuilds one chunk of the new drive from the stripe's other chunks: data and the
+    /// blocks' (LBA, timestamp) fields, then their metadata and footer entries.
+    fn reconstruct_chunk(&mut self, zone: u32, position: u64, sources: ChunkSources) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let seg = self.seg(zone);
+        let (layout, sequence) = (seg.layout, seg.sequence);
+        let (n, k, cb) = (layout.drives(), layout.data_chunks, layout.chunk_blocks as usize);
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let number = sources.stripe_number;
+        let mut data_shards: Vec<Option<Vec<u8>>> = vec![None; n];
+        let mut field_shards: Vec<Option<Vec<u8>>> = vec![None; n];
+        let mut stripe_id = None;
+        for (source, shard) in sources.shards.into_iter().enumerate() {
+            let Some((data, metadata)) = shard else { continue };
+            // Sources were checked to decode when read; one that does not is left out.
+            let decoded: Option<Vec<BlockMetadata>> = (0..cb)
+                .map(|o| BlockMetadata::decode(&data[o * bs..(o + 1) * bs], &metadata[o * ms..(o + 1) * ms]).ok())
+                .map(|m| m.map(|(m, _)| m))
+                .collect();
+            let Some(decoded) = decoded else { continue };
+            let mut fields = Vec::with_capacity(FIELD_BYTES * cb);
+            for m in &decoded {
+                stripe_id.get_or_insert(m.stripe_id.get());
+                fields.extend_from_slice(&m.lba.get().to_le_bytes());
+                fields.extend_from_slice(&m.timestamp.get().to_le_bytes());
+            }
+            let chunk = layout.chunk_on(number, source);
+            data_shards[chunk] = Some(data);
+            field_shards[chunk] = Some(fields);
+        }
+        let lost = layout.chunk_on(number, drive);
+        let rebuilt = self.codec.reconstruct(&mut data_shards).and_then(|()| self.codec.reconstruct(&mut field_shards));
+        let (Ok(()), Some(stripe_id)) = (rebuilt, stripe_id) else {
+            return self.unrecoverable_chunk(zone, position);
+        };
+        let data = data_shards[lost].take().expect("reconstructed");
+        let fields = field_shards[lost].take().expect("reconstructed");
+        let mut metadata = vec![0u8; cb * ms];
+        for o in 0..cb {
+            let field = &fields[o * FIELD_BYTES..(o + 1) * FIELD_BYTES];
+            let lba = u64::from_le_bytes(field[..8].try_into().expect("8 bytes"));
+            let timestamp = u64::from_le_bytes(field[8..].try_into().expect("8 bytes"));
+            let kind = match (lost < k, lba == NO_LBA) {
+                (false, _) => BlockKind::Parity,
+                (true, true) => BlockKind::Padding,
+                (true, false) => BlockKind::Data,
+            };
+            BlockMetadata::new(lba, timestamp, stripe_id, sequence, kind)
+                .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
+            self.current().footer[position as usize * cb + o] = FooterEntry {
+                lba: lba.into(),
+                timestamp: timestamp.into(),
+                stripe_id: stripe_id.into(),
+                reserved: 0.into(),
+            };
+        }
+        self.current().ready.insert(position, (data, metadata));
+    }
+
+    /// Gives up the segment being rebuilt (it stays `absent`: reads keep rebuilding it).
+    fn abandon_zone_rebuild(&mut self, zone: u32, why: &str) {
+        tracing::error!(zone, "a segment cannot be rebuilt: {why}");
+        self.abandon_drive_rebuild();
+    }
+
+    /// Stops the rebuild: the drive counts as failed again (segments written to it since
+    /// the start hold its chunks, but nothing is read from a failed drive).
+    fn abandon_drive_rebuild(&mut self) {
+        if let Some(r) = self.drive_rebuild.take() {
+            self.failed[r.drive] = true;
+        }
+    }
+}
+
+/// Whether every block of a chunk read back decodes (checksum, magic): a chunk with a
+/// damaged block is not used as a source.
+fn chunk_blocks_decode(data: &[u8], metadata: &[u8], block_bytes: usize, meta_bytes: usize) -> bool {
+    data.chunks_exact(block_bytes)
+        .zip(metadata.chunks_exact(meta_bytes))
+        .all(|(block, meta)| BlockMetadata::decode(block, meta).is_ok())
+}
