@@ -3,6 +3,9 @@
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
+use zapraid_engine::bench::hybrid::{
+    self, exp7, findings, Exp7Row, LARGE_CHUNK_BYTES, OPEN_SEGMENTS, SMALL_CHUNK_BYTES, WITHIN_BEST,
+};
 use zapraid_engine::bench::{
     cpu_cost_iops, exp1, exp2, exp3, paper_modes, paper_segment_blocks, recovery_point, recovery_point_with, Measured,
     Shutdown,
@@ -12,11 +15,15 @@ use crate::size::format_bytes;
 
 #[derive(Clone, Copy, Default, ValueEnum)]
 enum Experiment {
-    /// Exp#1 (writes), Exp#2 (reads), Exp#3 (group size) and the engine's CPU cost.
+    /// Exp#1 (writes), Exp#2 (reads), Exp#3 (group size), Exp#7 (hybrid segments) and the
+    /// engine's CPU cost.
     #[default]
     Paper,
     /// Crash recovery time for several amounts of written data (Exp#5).
     Recovery,
+    /// Hybrid segment management (Exp#7): four open segments of small and large chunks
+    /// under random writes of 4, 8, 16 KiB and a 4/16 KiB mix.
+    Hybrid,
 }
 
 #[derive(Args)]
@@ -31,9 +38,12 @@ pub struct BenchArgs {
     /// Seed of addresses and of the drives' landing order.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Only Exp#1 (writes) and the CPU cost.
+    /// Only Exp#1 (writes) and the CPU cost (with `paper`).
     #[arg(long)]
     writes_only: bool,
+    /// Requests per Exp#7 cell (default: 200000, 50000 with --quick).
+    #[arg(long)]
+    requests: Option<u64>,
 }
 
 const CHUNKS: [u64; 3] = [4096, 8192, 16384];
@@ -60,7 +70,87 @@ pub fn run(args: BenchArgs) -> Result<()> {
     match args.experiment {
         Experiment::Paper => paper(args),
         Experiment::Recovery => recovery(args),
+        Experiment::Hybrid => hybrid(&args),
     }
+}
+
+/// Requests per Exp#7 cell: each cell's figures differ by under 1% from a run of twice as
+/// many (README), and the whole table runs in about two minutes in a release build.
+const EXP7_REQUESTS: u64 = 200_000;
+const EXP7_QUICK_REQUESTS: u64 = 50_000;
+
+fn hybrid(args: &BenchArgs) -> Result<()> {
+    let requests = args.requests.unwrap_or(if args.quick { EXP7_QUICK_REQUESTS } else { EXP7_REQUESTS });
+    println!(
+        "Exp#7: hybrid segment management. (3+1)-RAID-5 on four emulated WD ZN540 drives (ZN540 timing model), \
+         {OPEN_SEGMENTS} open segments: Ns of small chunks (Cs = {} KiB), Nl of large chunks (Cl = {} KiB)",
+        SMALL_CHUNK_BYTES / 1024,
+        LARGE_CHUNK_BYTES / 1024
+    );
+    println!(
+        "random writes (4/16 KiB: 75% 4 KiB, 25% 16 KiB), queue depth {}, {requests} requests per cell, \
+         virtual time, seed {}",
+        hybrid::QUEUE_DEPTH,
+        args.seed
+    );
+    println!("ZapRAID: G = 256 on small-chunk segment 0 (Zone Append), Zone Write elsewhere\n");
+    let names: Vec<&str> = paper_modes().iter().map(|(n, _)| *n).collect();
+    let mut header = format!("{:<9} {:>2} {:>2}", "workload", "Ns", "Nl");
+    let mut units = format!("{:<15}", "");
+    for name in &names {
+        header += &format!("  {name:>18}");
+        units += &format!("  {:>8} {:>9}", "MiB/s", "p95 us");
+    }
+    println!("{header}  {:>12}", "ZapRAID");
+    println!("{units}  {:>12}", "vs best");
+    let rows = exp7(requests, args.seed, |row| println!("{}", exp7_line(row)))?;
+    let f = findings(&rows);
+    let percent = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:+.1}%", x * 100.0));
+    println!("\nThe paper's findings beside ours:");
+    println!(
+        "  {:<54} paper {:+.1}%, ours {}",
+        "ZoneAppend-Only over ZoneWrite-Only at 4 KiB, Ns = 1:",
+        hybrid::PAPER_APPEND_OVER_WRITE_4K * 100.0,
+        percent(f.append_over_write_4k_one_small)
+    );
+    println!(
+        "  {:<54} paper {:+.1}%, ours {}",
+        "ZoneWrite-Only over ZoneAppend-Only at 16 KiB, Ns = 1:",
+        hybrid::PAPER_WRITE_OVER_APPEND_16K * 100.0,
+        percent(f.write_over_append_16k_one_small)
+    );
+    println!(
+        "  {:<54} paper: in every cell (\"within a few %\"), ours: {} of {} cells",
+        format!("ZapRAID best or within {:.0}% of the best:", WITHIN_BEST * 100.0),
+        f.zapraid_within_best,
+        f.cells
+    );
+    for row in rows.iter().filter(|r| r.zapraid_gap().is_some_and(|g| g < -WITHIN_BEST)) {
+        let (best, _) = row.best().expect("measured");
+        println!(
+            "    ZapRAID {} below {best} at {}, Ns = {}, Nl = {}",
+            percent(row.zapraid_gap()),
+            row.workload.name,
+            row.small,
+            row.large
+        );
+    }
+    Ok(())
+}
+
+/// One table line of Exp#7: the workload, the split, each scheme's MiB/s and p95, and
+/// ZapRAID's gap to the best ("best" when it is the best).
+fn exp7_line(row: &Exp7Row) -> String {
+    let mut line = format!("{:<9} {:>2} {:>2}", row.workload.name, row.small, row.large);
+    for (_, m) in &row.schemes {
+        line += &format!("  {:>8.1} {:>9.1}", m.mib_per_s, m.p95_us);
+    }
+    let gap = match row.zapraid_gap() {
+        Some(g) if g >= 0.0 => "best".to_string(),
+        Some(g) => format!("{:+.1}%", g * 100.0),
+        None => "-".to_string(),
+    };
+    line + &format!("  {gap:>12}")
 }
 
 fn recovery(args: BenchArgs) -> Result<()> {
@@ -202,6 +292,11 @@ fn paper(args: BenchArgs) -> Result<()> {
             println!("{g:>6} {:>9.1} {:>16.1}", w.mib_per_s, d.p50_us);
         }
         println!("(paper: throughput grows with G up to 256, then flat; degraded reads at G = 4096 are 13.2-24.7% above G = 256)");
+    }
+
+    if !args.writes_only {
+        println!();
+        hybrid(&args)?;
     }
 
     let cpu_requests = if args.quick { 50_000 } else { 200_000 };

@@ -200,8 +200,9 @@ pub fn figure2(params: &TimingParams, seed: u64, mut progress: impl FnMut(&Point
 mod tests {
     use super::*;
 
-    /// The acceptance criterion of the timing model: single-zone figures within 15% of
-    /// the paper, Zone Write growing with open zones, Zone Append peaking at two.
+    /// The acceptance criterion of the timing model: every figure the paper states (one
+    /// open zone, and Zone Write at 6 and 8 zones, Zone Append at 2) within 15% of it, Zone
+    /// Write growing with open zones, Zone Append peaking at two.
     #[test]
     fn zn540_preset_reproduces_figure_2() {
         let points = figure2(&TimingParams::zn540(), 1, |_| {}).unwrap();
@@ -212,7 +213,9 @@ mod tests {
                 .unwrap()
                 .mib_per_s
         };
-        for p in points.iter().filter(|p| p.open_zones == 1) {
+        let stated: Vec<&Point> = points.iter().filter(|p| p.paper_mib_per_s.is_some()).collect();
+        assert!(stated.iter().any(|p| p.open_zones > 1), "the multi-zone figures are checked too");
+        for p in stated {
             let deviation = p.deviation().unwrap();
             assert!(deviation.abs() <= 0.15, "{p:?} deviates {:.1}%", deviation * 100.0);
         }

@@ -11,6 +11,10 @@
 //!   amounts of data. The simulator's work for it (counted in `RecoveryWork`) grows
 //!   linearly with the data; the background work after writes or recovery must come to
 //!   rest (`settle`), else the measurement fails instead of running forever.
+//! - Exp#7 (hybrid segment management): random writes of several sizes into four open
+//!   segments of small and large chunks, in `hybrid`.
+
+pub mod hybrid;
 
 use std::time::Instant;
 
@@ -83,13 +87,26 @@ fn closed_loop(
     bytes_per_request: u64,
     mut next: impl FnMut(&mut Simulator) -> Request,
 ) -> Result<Measured> {
+    closed_loop_sized(sim, requests, queue_depth, |sim| (next(sim), bytes_per_request))
+}
+
+/// Like `closed_loop`, for requests of several sizes: `next` gives each request and its
+/// bytes, and throughput is the bytes of all requests over the virtual time.
+fn closed_loop_sized(
+    sim: &mut Simulator,
+    requests: u64,
+    queue_depth: u64,
+    mut next: impl FnMut(&mut Simulator) -> (Request, u64),
+) -> Result<Measured> {
     let start_ns = sim.now_ns();
     let mut issued_at = std::collections::HashMap::new();
     let mut latencies = Vec::with_capacity(requests as usize);
     let mut submitted: RequestId = 0;
+    let mut bytes = 0;
     while submitted < queue_depth.min(requests) {
         issued_at.insert(submitted, sim.now_ns());
-        let request = next(sim);
+        let (request, request_bytes) = next(sim);
+        bytes += request_bytes;
         sim.submit(submitted, request);
         submitted += 1;
     }
@@ -103,7 +120,8 @@ fn closed_loop(
             latencies.push(sim.now_ns() - at);
             if submitted < requests {
                 issued_at.insert(submitted, sim.now_ns());
-                let request = next(sim);
+                let (request, request_bytes) = next(sim);
+                bytes += request_bytes;
                 sim.submit(submitted, request);
                 submitted += 1;
             }
@@ -112,7 +130,7 @@ fn closed_loop(
     let elapsed_s = (sim.now_ns() - start_ns) as f64 / 1e9;
     latencies.sort_unstable();
     Ok(Measured {
-        mib_per_s: (requests * bytes_per_request) as f64 / (1024.0 * 1024.0) / elapsed_s,
+        mib_per_s: bytes as f64 / (1024.0 * 1024.0) / elapsed_s,
         p50_us: percentile(&latencies, 0.5),
         p95_us: percentile(&latencies, 0.95),
     })
