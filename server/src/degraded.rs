@@ -89,11 +89,12 @@ pub fn check_absent(
         return Err(Error::MissingDrives {
             array: name.to_string(),
             reason: format!(
-                "{level} survives {}, and {} {} missing or failed ({}){given}: its data cannot be read",
+                "{level} survives {}, and {} {} missing or failed ({}{}): its data cannot be read",
                 failures_text(tolerated),
                 drives_text(&down),
                 if down.len() == 1 { "is" } else { "are" },
-                each.join(", ")
+                each.join(", "),
+                given.as_deref().map_or_else(String::new, |g| format!("; {g}"))
             ),
         });
     }
@@ -103,10 +104,11 @@ pub fn check_absent(
         return Err(Error::MissingDrives {
             array: name.to_string(),
             reason: format!(
-                "{them} {} missing{given}. If {} gone, add --degraded to start the array without {}: {them} {} \
+                "{them} {} missing{}. If {} gone, add --degraded to start the array without {}: {them} {} \
                  then recorded failed, and {} failed even if {} back (rebuilding onto a new drive, zapraid \
                  replace, is not built yet)",
                 if newly.len() == 1 { "is" } else { "are" },
+                given.as_deref().map_or_else(String::new, |g| format!(" ({g})")),
                 if newly.len() == 1 { "it is" } else { "they are" },
                 if newly.len() == 1 { "it" } else { "them" },
                 if newly.len() == 1 { "is" } else { "are" },
@@ -131,16 +133,17 @@ pub fn absent_line(name: &str, absent: &[AbsentDrive], unusable: &[UnusableDrive
             format!("drive {} missing ({when})", d.index)
         })
         .collect();
-    Some(format!("array \"{name}\" runs degraded: {}{}", each.join(", "), given_text(unusable)))
+    let given = given_text(unusable).map_or_else(String::new, |g| format!("; {g}"));
+    Some(format!("array \"{name}\" runs degraded: {}{given}", each.join(", ")))
 }
 
-/// "; given but not used: PATH: REASON; ..." for drives given and not used, else nothing.
-fn given_text(unusable: &[UnusableDrive]) -> String {
+/// "given but not used: PATH: REASON, PATH: REASON" for drives given and not used.
+fn given_text(unusable: &[UnusableDrive]) -> Option<String> {
     if unusable.is_empty() {
-        return String::new();
+        return None;
     }
     let each: Vec<String> = unusable.iter().map(UnusableDrive::text).collect();
-    format!(" (given but not used: {})", each.join("; "))
+    Some(format!("given but not used: {}", each.join(", ")))
 }
 
 /// "drive 1", "drives 0 and 2", "drives 0, 1 and 3".
@@ -282,7 +285,12 @@ mod tests {
         assert_eq!(
             line,
             "array \"a\" runs degraded: drive 0 missing (recorded failed now), drive 3 missing (recorded failed \
-             before) (given but not used: d/x.zns: it is blank)"
+             before); given but not used: d/x.zns: it is blank"
+        );
+        let e = check_absent("a", RAID5, &[1], &[0], &unusable, NewlyMissing::RecordFailed).unwrap_err().to_string();
+        assert!(
+            e.contains("(drive 0 missing, drive 1 recorded failed; given but not used: d/x.zns: it is blank): its"),
+            "{e}"
         );
         assert_eq!(absent_line("a", &[], &unusable), None);
     }
