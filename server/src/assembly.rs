@@ -137,11 +137,11 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
     let mut ordered_paths = Vec::with_capacity(drive_count);
     let mut next_lba = vec![0; drive_count];
     let mut present = found.into_iter().peekable();
-    for index in 0..drive_count {
+    for (index, next_lba_of_drive) in next_lba.iter_mut().enumerate() {
         let member = present.next_if(|(s, _, _, _)| s.drive_index.get() as usize == index);
         let (drive, path) = match member {
             Some((sb, next, drive, path)) => {
-                next_lba[index] = next;
+                *next_lba_of_drive = next;
                 let reserved = ReservedZones::new(drive, sb.reserved_zones.get())
                     .map_err(|error| Error::Drive { path: path.clone(), error })?;
                 (reserved, Some(path))
