@@ -9,18 +9,19 @@
 //! role has a room of its own:
 //! - `stripe`: blocks fill open stripes, which are encoded (data and parity chunks, their
 //!   metadata) and queued;
-//! - `schedule`: queued stripes go out a group at a time into the open segment (Zone
+//! - `schedule`: queued stripes go out a group at a time into the open segments (Zone
 //!   Append groups, or Zone Write stripes at fixed offsets), are persisted, acknowledged;
 //! - `segment`: a segment's lifecycle: header, footer, sealing, finishing and resetting;
 //! - `read`: reads, and degraded reads that rebuild a block from its stripe;
 //! - `gc`: garbage collection, relocating the live blocks of a victim segment;
+//! - `rebuild`: a failed drive rebuilt onto a new one, online;
 //! - `stop`: the clean stop and its stop footers.
 //!
 //! Invariants (asserted where they are kept): a zone has at most one Zone Write in flight;
 //! appends of one group land inside the group's region; every persisted data block is in
 //! the footer records of its segment; a segment is reset only when the L2P maps nothing
 //! into it; the recovery reserve of empty zones is used only after a restart; at most one
-//! segment is being sealed when the next one opens. A write is acknowledged only when every
+//! segment per slot is being sealed when the slot opens its next. A write is acknowledged only when every
 //! chunk of its stripes is persisted; only then does the L2P table change, newest timestamp
 //! winning.
 
