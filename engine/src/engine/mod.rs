@@ -217,6 +217,9 @@ pub struct Engine {
     /// The drive being rebuilt onto a new drive, and how far it is.
     drive_rebuild: Option<rebuild::DriveRebuild>,
     rebuilds_completed: u64,
+    /// Segments taken from their slots (a rebuild started), until their stripes in flight
+    /// are persisted and they can be closed for garbage collection to reclaim.
+    retiring: Vec<u32>,
     /// Something changed that may give garbage collection a victim.
     gc_check_needed: bool,
     /// Segments recovered open may still wait to be reclaimed (none are made later).
@@ -288,6 +291,7 @@ impl Engine {
             relocation: None,
             drive_rebuild: None,
             rebuilds_completed: 0,
+            retiring: Vec::new(),
             gc_check_needed: false,
             reclaim_pending: false,
             restoring_reserve: false,
@@ -407,8 +411,13 @@ impl Engine {
     }
 
     /// Marks a drive failed: nothing more is sent to it, its chunks are rebuilt on read.
+    /// A drive being rebuilt that fails stops its rebuild.
     pub fn fail_drive(&mut self, drive: usize) {
         self.failed[drive] = true;
+        if self.drive_rebuild.as_ref().is_some_and(|r| r.drive == drive) {
+            tracing::error!(drive, "the drive being rebuilt failed; the rebuild stops");
+            self.drive_rebuild = None;
+        }
     }
 
     pub fn is_failed(&self, drive: usize) -> bool {
