@@ -202,6 +202,8 @@ fn rebuild(args: &BenchArgs) -> Result<()> {
         "", "", "", "", "got", "s", "MiB/s", per_100, "", per_100, per_100, per_100
     );
     let mut rows: Vec<(&str, RebuildPoint)> = Vec::new();
+    // Progress on a terminal only: in a log or a pipe it would be a line of clutter.
+    let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     for chunk in CHUNKS_BYTES {
         for (name, mode) in full_drive::modes() {
             let label = format!("{} KiB {name}", chunk / 1024);
@@ -214,10 +216,14 @@ fn rebuild(args: &BenchArgs) -> Result<()> {
                         format!("rebuilding: {segments_rebuilt} of {segments} segments")
                     }
                 };
-                eprint!("\r{label}: {status:<40}");
-                let _ = std::io::stderr().flush();
+                if show_progress {
+                    eprint!("\r{label}: {status:<40}");
+                    let _ = std::io::stderr().flush();
+                }
             })?;
-            eprint!("\r{:<80}\r", "");
+            if show_progress {
+                eprint!("\r{:<80}\r", "");
+            }
             let at_4k = rows.iter().find(|(n, p)| *n == name && p.chunk_bytes == CHUNKS_BYTES[0]);
             let vs_4k = match at_4k {
                 Some((_, p)) if chunk != CHUNKS_BYTES[0] => {

@@ -30,7 +30,7 @@ use crate::format::{BlockKind, BlockMetadata, FooterEntry, SegmentHeader, NO_LBA
 use super::*;
 
 /// Chunk positions read and reconstructed ahead of the one being written.
-const REBUILD_WINDOW_CHUNKS: u64 = 8;
+const REBUILD_WINDOW_CHUNKS: u64 = 32;
 
 /// Bytes of a block's (LBA, timestamp) fields, which parity blocks carry the parity of.
 const FIELD_BYTES: usize = 16;
