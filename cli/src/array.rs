@@ -9,7 +9,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use zapraid_engine::format::{decode_footer_block, BlockMetadata, SegmentHeader};
 use zapraid_server::array::{
-    format, open_drive, read_superblock, refuse_repeated_drives, uuid_text, FormatOptions, SUPERBLOCK_ZONES,
+    format, open_drive, read_superblock, refuse_repeated_drives, uuid_text, FormatOptions, NewlyMissing,
+    SUPERBLOCK_ZONES,
 };
 use zapraid_server::control;
 use zapraid_server::names::start_name;
@@ -70,6 +71,13 @@ pub struct StartArgs {
     queues: u16,
     #[arg(long, default_value_t = 64)]
     queue_depth: u16,
+    /// Start even when drives are missing that the array does not record failed (not
+    /// given, or given but unreadable or without a valid superblock of the array), as long
+    /// as the RAID level survives their loss: they are recorded failed first, and stay
+    /// failed even if they come back. Drives recorded failed already may be missing
+    /// without it.
+    #[arg(long)]
+    degraded: bool,
     /// The array's drives, in any order: their superblocks say where each belongs.
     #[arg(required = true)]
     drives: Vec<PathBuf>,
@@ -178,11 +186,17 @@ pub fn run_start(args: StartArgs) -> Result<()> {
         name: args.name.clone(),
         block_device,
         ublk: UblkOptions { queues: args.queues, depth: args.queue_depth, ..UblkOptions::default() },
+        newly_missing: if args.degraded { NewlyMissing::RecordFailed } else { NewlyMissing::Refuse },
     };
     let mut spinner: Option<indicatif::ProgressBar> = None;
     service::run(&args.drives, options, move |p| match p {
-        Progress::Assembled { name, drives } => {
-            eprintln!("array \"{name}\": {drives} drives assembled, recovering");
+        Progress::Assembled { name, drives, drive_count, degraded } => {
+            if let Some(line) = degraded {
+                eprintln!("{line}");
+                eprintln!("array \"{name}\": {drives} of {drive_count} drives assembled, recovering");
+            } else {
+                eprintln!("array \"{name}\": {drives} drives assembled, recovering");
+            }
             if std::io::stderr().is_terminal() {
                 let bar = indicatif::ProgressBar::new_spinner().with_message("recovering from the drives");
                 bar.enable_steady_tick(Duration::from_millis(100));
@@ -239,6 +253,9 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
     if args.no_device {
         command.arg("--no-device");
     }
+    if args.degraded {
+        command.arg("--degraded");
+    }
     command.args(["--queues", &args.queues.to_string(), "--queue-depth", &args.queue_depth.to_string()]);
     command.args(&args.drives);
     command.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
@@ -266,6 +283,9 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
                 match status["device"].as_str() {
                     Some(device) => println!("{device}"),
                     None => println!("array \"{name}\" running without a block device"),
+                }
+                if let Some(line) = missing_line(&name, &status) {
+                    eprintln!("{line}");
                 }
                 eprintln!("running in the background (pid {}, log {})", child.id(), log_path.display());
                 return Ok(());
@@ -398,6 +418,19 @@ fn find_drive(drives: &[serde_json::Value], path: &str) -> Option<usize> {
         })
         .and_then(|d| d["index"].as_u64())
         .and_then(|i| usize::try_from(i).ok())
+}
+
+/// What a background start says of drives missing, from its status document: "array
+/// \"NAME\" runs degraded: drive 1 missing (recorded failed)" (the server's log says
+/// which were recorded at this start, and which drives given it did not use).
+fn missing_line(name: &str, status: &serde_json::Value) -> Option<String> {
+    let missing: Vec<String> = status["drives"]
+        .as_array()?
+        .iter()
+        .filter(|d| d["missing"].as_bool() == Some(true))
+        .map(|d| format!("drive {} missing (recorded failed)", d["index"]))
+        .collect();
+    (!missing.is_empty()).then(|| format!("array \"{name}\" runs degraded: {}", missing.join(", ")))
 }
 
 /// An error in a control socket's answer, as text (not as a JSON string in quotes).

@@ -40,7 +40,9 @@ enum Top {
     /// Runs until `zapraid stop`, in the foreground or with --daemon in the background.
     /// After a server died without `stop` (kill -9, a crash), start takes its device over:
     /// the same /dev/ublkbN, with the requests the kernel held for it, under a mounted
-    /// file system.
+    /// file system. Up to as many drives as the RAID level survives may be missing: those
+    /// recorded failed already may be left out; one missing that is not needs --degraded,
+    /// and is then recorded failed (it stays failed even if it comes back).
     Start(array::StartArgs),
     /// Stop a running array cleanly: remove its block device, write what is in flight,
     /// record the open segment so the next start is fast.

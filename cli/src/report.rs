@@ -5,7 +5,8 @@
 use serde_json::Value;
 use zapraid_engine::format::{ArraySuperblock, SegmentHeader};
 use zapraid_engine::{ChunkClass, Mode, OpenSegments, RaidLevel};
-use zapraid_server::array::uuid_text;
+use zapraid_server::array::{failed_drives, uuid_text};
+use zapraid_server::degraded::drives_text;
 
 use crate::hybrid::open_segments_text;
 use crate::size::format_bytes;
@@ -52,12 +53,13 @@ pub fn print_status(s: &Value) {
         println!("  open segments: {open}");
     }
     for d in s["drives"].as_array().into_iter().flatten() {
-        println!(
-            "  drive {}: {} {}",
-            d["index"],
-            d["path"].as_str().unwrap_or("?"),
-            d["state"].as_str().unwrap_or("?")
-        );
+        // A drive absent at start has no path.
+        let path = match (d["missing"].as_bool(), d["path"].as_str()) {
+            (Some(true), _) => "(missing)",
+            (_, Some(path)) => path,
+            (_, None) => "?",
+        };
+        println!("  drive {}: {path} {}", d["index"], d["state"].as_str().unwrap_or("?"));
     }
     println!(
         "  capacity {} used of {}; zones {} free of {}; segments {} in use, {} open, {} reclaimed",
@@ -96,15 +98,20 @@ pub fn superblock_text(sb: &ArraySuperblock) -> String {
         .map_or_else(|| format!("unknown mode code {}", sb.mode), |m| m.to_string());
     let chunk_bytes = u64::from(sb.chunk_bytes.get());
     let open = open_segments_text(chunk_bytes, &sb.open_segments());
+    let failed = match failed_drives(sb).as_slice() {
+        [] => "no failed drive".to_string(),
+        failed => format!("failed {}", drives_text(failed)),
+    };
     format!(
         "array \"{}\" {}, drive {} of {drives}, {level}, {mode}, chunk {chunk_bytes} B, open segments: {open}, \
-         {} logical blocks of {} B, {} reserved zone(s)",
+         {} logical blocks of {} B, {} reserved zone(s), generation {}, {failed}",
         sb.name(),
         uuid_text(&sb.array_uuid),
         sb.drive_index.get(),
         sb.logical_blocks.get(),
         sb.block_size_bytes.get(),
-        sb.reserved_zones.get()
+        sb.reserved_zones.get(),
+        sb.generation.get()
     )
 }
 
@@ -158,6 +165,20 @@ mod tests {
         // Names this build does not know are shown as they are, not dropped.
         let s = serde_json::json!({ "level": "raid9", "data_drives": 3, "parity_drives": 1, "mode": "new" });
         assert_eq!(layout_of_status(&s), "raid9, new");
+    }
+
+    #[test]
+    fn a_superblock_says_its_generation_and_failed_drives() {
+        let mut sb = <ArraySuperblock as zerocopy::FromZeros>::new_zeroed();
+        sb.drive_count = 4.into();
+        sb.parity_chunks = 1.into();
+        sb.level = RaidLevel::Raid5 { drives: 4 }.code();
+        sb.generation = 2.into();
+        let text = superblock_text(&sb);
+        assert!(text.ends_with(", generation 2, no failed drive"), "{text}");
+        sb.failed_drives = 0b1010.into();
+        let text = superblock_text(&sb);
+        assert!(text.ends_with(", generation 2, failed drives 1 and 3"), "{text}");
     }
 
     #[test]

@@ -224,6 +224,26 @@ proptest! {
     }
 }
 
+/// `writes` writes of 1 to 5 blocks spread over the logical space, reads and settles along
+/// the way, and `failed_drive` failing halfway.
+fn overwrite_workload(writes: u64, failed_drive: Option<usize>) -> Vec<Op> {
+    let mut ops = Vec::new();
+    for i in 0..writes {
+        let blocks = 1 + i % 5;
+        ops.push(Op::Write { lba: (i * 37) % (LOGICAL_BLOCKS - blocks), blocks, fill: i as u8 });
+        if i % 50 == 49 {
+            ops.push(Op::Read { lba: (i * 11) % (LOGICAL_BLOCKS - 6), blocks: 6 });
+        }
+        if i % 13 == 0 {
+            ops.push(Op::Settle);
+        }
+        if let Some(drive) = failed_drive.filter(|_| i == writes / 2) {
+            ops.push(Op::FailDrive { drive });
+        }
+    }
+    ops
+}
+
 /// Many times the array's capacity written over a small logical space, with reads and
 /// drive failures up to m along the way: garbage collection reclaims segments (moving
 /// their live blocks) and every read still matches the model.
@@ -232,21 +252,8 @@ fn garbage_collection_keeps_every_block_while_reclaiming_segments() {
     for level in levels() {
         for mode in modes() {
             let geometry = common::geometry(FEW_ZONES, 6, 8);
-            let m = level.tolerated_failures();
-            let mut ops = Vec::new();
-            for i in 0..600u64 {
-                let blocks = 1 + i % 5;
-                ops.push(Op::Write { lba: (i * 37) % (LOGICAL_BLOCKS - blocks), blocks, fill: i as u8 });
-                if i % 50 == 49 {
-                    ops.push(Op::Read { lba: (i * 11) % (LOGICAL_BLOCKS - 6), blocks: 6 });
-                }
-                if i % 13 == 0 {
-                    ops.push(Op::Settle);
-                }
-                if i == 300 && m > 0 {
-                    ops.push(Op::FailDrive { drive: 1 });
-                }
-            }
+            let failure = (level.tolerated_failures() > 0).then_some(1);
+            let ops = overwrite_workload(600, failure);
             let status = run_on(geometry, level, mode, 1, OpenSegments::SINGLE, &ops, 9).unwrap();
             assert!(status.segments_reclaimed > 0, "{level:?} {mode:?}: nothing reclaimed: {status:?}");
             eprintln!(
@@ -268,20 +275,7 @@ fn garbage_collection_with_hybrid_segments_keeps_every_block() {
             let open = OpenSegments { small, large, large_chunk_bytes: 2 * BLOCK as u64 };
             let plan = SegmentPlan::new(&geometry(), level, mode, BLOCK as u64, open).unwrap();
             let geometry = common::geometry(plan.reserved_segments() + FEW_ZONES_BEYOND_RESERVE, 6, 8);
-            let mut ops = Vec::new();
-            for i in 0..800u64 {
-                let blocks = 1 + i % 5;
-                ops.push(Op::Write { lba: (i * 37) % (LOGICAL_BLOCKS - blocks), blocks, fill: i as u8 });
-                if i % 50 == 49 {
-                    ops.push(Op::Read { lba: (i * 11) % (LOGICAL_BLOCKS - 6), blocks: 6 });
-                }
-                if i % 13 == 0 {
-                    ops.push(Op::Settle);
-                }
-                if i == 400 {
-                    ops.push(Op::FailDrive { drive: 2 });
-                }
-            }
+            let ops = overwrite_workload(800, Some(2));
             let status = run_on(geometry, level, mode, 1, open, &ops, 9).unwrap();
             assert!(status.segments_reclaimed > 0, "Ns={small} Nl={large} {mode}: nothing reclaimed: {status:?}");
         }

@@ -1,30 +1,30 @@
 //! Arrays on drives: `format` writes the array superblock to zone 0 of every drive (and
-//! empties the rest); `assemble` reads the superblocks back, puts the drives in array
-//! order whatever order they were named in, and `recover` rebuilds the engine from them.
+//! empties the rest); `assemble` (in `assembly`, re-exported here) reads the superblocks
+//! back and puts the drives in array order, standing in for absent ones (`degraded`), and
+//! `recover` rebuilds the engine from them.
 //!
 //! Drives are NVMe ZNS namespaces (`/dev/ngXnY`, io_uring passthrough) or emulated drive
 //! files. Everything read from a drive is checked: a drive of another array, a repeated
-//! or missing drive index, mismatched geometry, or open/active zone limits below what the
-//! array writes at once (`zone_limits`) is an error naming the drive. An array has one or
-//! more open segments (hybrid segment management, recorded in the superblock); the
-//! capacity exported is what garbage collection can always make room for with them
+//! drive index, mismatched geometry, or open/active zone limits below what the array
+//! writes at once (`zone_limits`) is an error naming the drive. An array has one or more
+//! open segments (hybrid segment management, recorded in the superblock); the capacity
+//! exported is what garbage collection can always make room for with them
 //! (`SegmentPlan::capacity_blocks`).
 
 use std::path::{Path, PathBuf};
 
 use zapraid_engine::format::{ArraySuperblock, BLOCK_METADATA_BYTES};
 use zapraid_engine::recovery::Recovery;
-use zapraid_engine::{
-    Config, Engine, Mode, OpenSegments, RaidLevel, SegmentPlan, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
-};
+use zapraid_engine::{Engine, Mode, OpenSegments, RaidLevel, SegmentPlan, DEFAULT_STRIPE_TIMEOUT_NS};
 use zapraid_zns::{
-    execute, Command, Completion, EmulatedDrive, Geometry, NvmeDrive, ReservedZones, ZoneAction, ZoneTarget,
-    ZonedDevice,
+    execute, Command, Completion, EmulatedDrive, Geometry, NvmeDrive, ZoneAction, ZoneTarget, ZonedDevice,
 };
 
+pub use crate::assembly::{assemble, assemble_with, Assembled};
+pub use crate::degraded::NewlyMissing;
 use crate::error::{Error, Result};
+use crate::superblock::superblock_writes;
 pub use crate::superblock::{failed_drives, read_superblock, read_superblock_at};
-use crate::superblock::{missing_superblock_reason, superblock_writes};
 pub use crate::zone_limits::check_zone_limits;
 
 /// Zones at the start of each drive kept for the array superblock.
@@ -259,159 +259,6 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
     Ok(Formatted { uuid, logical_blocks, block_size_bytes: raw.block_size_bytes })
 }
 
-/// An array's drives in array order, and what it is.
-pub struct Assembled {
-    pub drives: Vec<ReservedZones<Drive>>,
-    /// The newest superblock (any drive's), and where each drive's next one goes.
-    pub superblock: ArraySuperblock,
-    pub superblock_next_lba: Vec<u64>,
-    /// Drives the superblock records as failed.
-    pub failed: Vec<usize>,
-    pub paths: Vec<PathBuf>,
-    pub geometry: Geometry,
-    pub config: Config,
-    pub name: String,
-}
-
-/// Opens `paths`, reads their superblocks and orders them as the array's drives.
-pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
-    refuse_repeated_drives(paths)?;
-    let mut found: Vec<(ArraySuperblock, Drive, PathBuf)> = Vec::new();
-    let mut next_lba = Vec::new();
-    for path in paths {
-        let mut drive = open_drive(path)?;
-        let Some((sb, next)) = read_superblock_at(drive.as_mut()) else {
-            return Err(Error::Refused { path: path.clone(), reason: missing_superblock_reason(drive.as_mut()) });
-        };
-        next_lba.push((sb.drive_index.get(), next));
-        found.push((sb, drive, path.clone()));
-    }
-    let superblocks: Vec<(&ArraySuperblock, &Path)> = found.iter().map(|(sb, _, path)| (sb, path.as_path())).collect();
-    refuse_mixed_arrays(&superblocks)?;
-    for (i, (sb, _, path)) in found.iter().enumerate() {
-        if let Some((_, _, other)) = found[..i].iter().find(|(s, _, _)| s.drive_index.get() == sb.drive_index.get()) {
-            return Err(Error::Refused {
-                path: path.clone(),
-                reason: format!("it is drive {} of the array, as is {}", sb.drive_index.get(), other.display()),
-            });
-        }
-    }
-    next_lba.sort_unstable();
-    let newest = found.iter().map(|(s, _, _)| *s).max_by_key(|s| s.generation.get());
-    let Some((first, _, _)) = found.first() else {
-        return Err(Error::Config { reason: "no drives given".into() });
-    };
-    let first = newest.unwrap_or(*first);
-    let drive_count = first.drive_count.get() as usize;
-    if found.len() != drive_count {
-        let missing: Vec<u32> =
-            (0..drive_count as u32).filter(|i| !found.iter().any(|(s, _, _)| s.drive_index.get() == *i)).collect();
-        return Err(Error::Config {
-            reason: format!(
-                "array \"{}\" has {drive_count} drives, {} given (missing drive indexes {})",
-                first.name(),
-                found.len(),
-                missing.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
-            ),
-        });
-    }
-    found.sort_by_key(|(s, _, _)| s.drive_index.get());
-    let level = RaidLevel::from_code(first.level, drive_count, first.parity_chunks.get() as usize)
-        .ok_or_else(|| Error::Config { reason: format!("unknown RAID level code {}", first.level) })?;
-    let mode = Mode::from_code(first.mode, first.group_size.get())
-        .ok_or_else(|| Error::Config { reason: format!("unknown mode code {}", first.mode) })?;
-    let config = Config {
-        level,
-        mode,
-        chunk_bytes: u64::from(first.chunk_bytes.get()),
-        open_segments: first.open_segments(),
-        stripe_timeout_ns: first.stripe_timeout_ns.get(),
-        logical_blocks: first.logical_blocks.get(),
-        lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
-        array_uuid: first.array_uuid,
-    };
-    let mut drives = Vec::new();
-    let mut ordered_paths = Vec::new();
-    let mut geometry = None;
-    for (sb, drive, path) in found {
-        let reserved = ReservedZones::new(drive, sb.reserved_zones.get())
-            .map_err(|error| Error::Drive { path: path.clone(), error })?;
-        let g = reserved.geometry();
-        if *geometry.get_or_insert(g) != g {
-            return Err(Error::Refused { path, reason: "its geometry differs from the other drives'".into() });
-        }
-        drives.push(reserved);
-        ordered_paths.push(path);
-    }
-    let geometry = geometry.expect("drives");
-    let plan = SegmentPlan::new(&geometry, level, mode, config.chunk_bytes, config.open_segments)?;
-    for (drive, path) in drives.iter().zip(&ordered_paths) {
-        check_zone_limits(path, &drive.geometry(), &plan)?;
-    }
-    let capacity = plan.capacity_blocks(geometry.zone_count);
-    if config.logical_blocks > capacity {
-        tracing::warn!(
-            exported_blocks = config.logical_blocks,
-            capacity_blocks = capacity,
-            "the array exports more than garbage collection can always make room for (formatted by an older \
-             zapraid): filled near its size it may report itself full; reformat it to be safe"
-        );
-    }
-    Ok(Assembled {
-        drives,
-        superblock: first,
-        superblock_next_lba: next_lba.into_iter().map(|(_, lba)| lba).collect(),
-        failed: failed_drives(&first),
-        paths: ordered_paths,
-        geometry,
-        config,
-        name: first.name(),
-    })
-}
-
-/// Refuses drives of more than one array. The odd one out is named: a drive of another
-/// array than most of the drives given belong to, wherever it was listed; with no such
-/// majority, each array's drives.
-fn refuse_mixed_arrays(drives: &[(&ArraySuperblock, &Path)]) -> Result<()> {
-    // Each array's superblock (the first drive's of it) and its drives, in the order given.
-    let mut arrays: Vec<(&ArraySuperblock, Vec<&Path>)> = Vec::new();
-    for &(sb, path) in drives {
-        match arrays.iter_mut().find(|(a, _)| a.array_uuid == sb.array_uuid) {
-            Some((_, paths)) => paths.push(path),
-            None => arrays.push((sb, vec![path])),
-        }
-    }
-    if arrays.len() < 2 {
-        return Ok(());
-    }
-    let named = |sb: &ArraySuperblock| format!("array {} (\"{}\")", uuid_text(&sb.array_uuid), sb.name());
-    let most = arrays.iter().map(|(_, paths)| paths.len()).max().unwrap_or(0);
-    let mut largest = arrays.iter().filter(|(_, paths)| paths.len() == most);
-    if let (Some((majority, _)), None) = (largest.next(), largest.next()) {
-        if let Some((odd, path)) = drives.iter().find(|(sb, _)| sb.array_uuid != majority.array_uuid) {
-            return Err(Error::Refused {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "it belongs to {}, while {most} of the {} drives given belong to {}",
-                    named(odd),
-                    drives.len(),
-                    named(majority)
-                ),
-            });
-        }
-    }
-    let groups: Vec<String> = arrays
-        .iter()
-        .map(|(sb, paths)| {
-            let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-            format!("{} to {}", paths.join(", "), named(sb))
-        })
-        .collect();
-    Err(Error::Config {
-        reason: format!("the drives given belong to different arrays: {}; give one array's drives", groups.join("; ")),
-    })
-}
-
 /// Rebuilds the engine from the drives (after a clean stop or a crash). Errors name zones
 /// as the drives number them (`zapraid inspect`), not as the engine does.
 pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
@@ -484,36 +331,4 @@ fn new_uuid() -> [u8; 16] {
 pub fn uuid_text(uuid: &[u8; 16]) -> String {
     let h: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
     format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn superblock(uuid: u8, name: &str) -> ArraySuperblock {
-        let mut sb = <ArraySuperblock as zerocopy::FromZeros>::new_zeroed();
-        sb.array_uuid = [uuid; 16];
-        sb.name[..name.len()].copy_from_slice(name.as_bytes());
-        sb
-    }
-
-    /// The drive of another array is named wherever it was listed (listed first, it made
-    /// the healthy second drive the one refused).
-    #[test]
-    fn the_odd_drive_out_is_named() {
-        let (a, b) = (superblock(0xaa, "a"), superblock(0xbb, "b"));
-        let paths: Vec<PathBuf> = (0..4).map(|i| PathBuf::from(format!("d{i}"))).collect();
-        fn given<'a>(sbs: [&'a ArraySuperblock; 4], paths: &'a [PathBuf]) -> Vec<(&'a ArraySuperblock, &'a Path)> {
-            sbs.into_iter().zip(paths).map(|(sb, p)| (sb, p.as_path())).collect()
-        }
-        assert!(refuse_mixed_arrays(&given([&a, &a, &a, &a], &paths)).is_ok());
-        let e = refuse_mixed_arrays(&given([&b, &a, &a, &a], &paths)).unwrap_err().to_string();
-        assert!(e.starts_with("d0 refused: it belongs to array bbbbbbbb-"), "{e}");
-        assert!(e.contains("(\"b\"), while 3 of the 4 drives given belong to array aaaaaaaa-"), "{e}");
-        let e = refuse_mixed_arrays(&given([&a, &a, &b, &a], &paths)).unwrap_err().to_string();
-        assert!(e.starts_with("d2 refused: it belongs to array bbbbbbbb-"), "{e}");
-        let e = refuse_mixed_arrays(&given([&b, &a, &b, &a], &paths)).unwrap_err().to_string();
-        assert!(e.starts_with("the drives given belong to different arrays: d0, d2 to array bbbbbbbb-"), "{e}");
-        assert!(e.contains("; d1, d3 to array aaaaaaaa-"), "{e}");
-    }
 }

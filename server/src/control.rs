@@ -40,9 +40,10 @@ pub struct Identity {
     /// Open segments: Ns of small chunks, Nl of large chunks.
     pub open_segments: OpenSegments,
     /// The drives in array order, as the start named them, and canonicalized (absolute,
-    /// links resolved: a client elsewhere finds a drive by it, however it spells it).
-    pub drives: Vec<String>,
-    pub canonical_drives: Vec<String>,
+    /// links resolved: a client elsewhere finds a drive by it, however it spells it);
+    /// `None` for a drive absent at start (a `MissingDrive` stands in for it).
+    pub drives: Vec<Option<String>>,
+    pub canonical_drives: Vec<Option<String>>,
     pub device: Option<String>,
 }
 
@@ -180,11 +181,13 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         .iter()
         .enumerate()
         .map(|(i, path)| {
+            // An absent drive is failed (the engine sends it nothing) and has no path.
             serde_json::json!({
                 "index": i,
                 "path": path,
-                "canonical_path": identity.canonical_drives.get(i).unwrap_or(path),
+                "canonical_path": identity.canonical_drives.get(i).cloned().flatten(),
                 "state": if failed.contains(&i) { "failed" } else { "ok" },
+                "missing": path.is_none(),
             })
         })
         .collect();
@@ -311,8 +314,8 @@ mod tests {
             mode,
             chunk_bytes: 4096,
             open_segments: OpenSegments::SINGLE,
-            drives: vec!["d0".into(); level.shape().0 + level.shape().1],
-            canonical_drives: vec!["/d0".into(); level.shape().0 + level.shape().1],
+            drives: vec![Some("d0".into()); level.shape().0 + level.shape().1],
+            canonical_drives: vec![Some("/d0".into()); level.shape().0 + level.shape().1],
             device: None,
         }
     }
@@ -341,6 +344,23 @@ mod tests {
         // A reader gets the level and mode back from the fields.
         let level = RaidLevel::from_name(s["level"].as_str().unwrap(), 4, 2);
         assert_eq!(level, Some(RaidLevel::Raid6 { drives: 6 }));
+    }
+
+    #[test]
+    fn a_missing_drive_shows_failed_without_a_path() {
+        let mut id = identity(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 256 });
+        id.drives[1] = None;
+        id.canonical_drives[1] = None;
+        let mut status = ArrayStatus::default();
+        status.engine.failed_drives = vec![1];
+        let s = status_json(&id, &status);
+        assert_eq!(s["state"], "degraded", "{s}");
+        let drive = |i: usize| {
+            (s["drives"][i]["path"].clone(), s["drives"][i]["state"].clone(), s["drives"][i]["missing"].clone())
+        };
+        assert_eq!(drive(1), (serde_json::Value::Null, "failed".into(), true.into()), "{s}");
+        assert_eq!(drive(0), ("d0".into(), "ok".into(), false.into()), "{s}");
+        assert_eq!(s["drives"][1]["index"], 1, "{s}");
     }
 
     #[test]

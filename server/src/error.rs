@@ -40,6 +40,10 @@ pub enum Error {
     #[error("{}", crate::failures::unsurvivable_text(*level, failed, *drive))]
     Unsurvivable { level: zapraid_engine::RaidLevel, failed: Vec<usize>, drive: usize },
 
+    /// Drives absent at start that the array may not start without (`degraded`).
+    #[error("array \"{array}\" cannot start: {reason}")]
+    MissingDrives { array: String, reason: String },
+
     #[error("ublk: {reason}")]
     Ublk { reason: String },
 

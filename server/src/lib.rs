@@ -1,12 +1,16 @@
-//! Runs a zapraid array on drives: `array` (format, assemble, recover), `superblock` (the
-//! array superblock's copies on one drive, and what a drive without one holds), `driver`
-//! (the engine on its own thread over the drives, fed through bounded channels), `ublk`
-//! (the Linux block device), `control` (the socket `zapraid stop/status/fail` talk to),
-//! `names` (which names an array may have), `failures` (which drive failures asked for are
-//! carried out), `zone_limits` (whether drives allow the zones an array keeps open).
+//! Runs a zapraid array on drives: `array` (format, recover), `assembly` (the drives given
+//! at start put in array order), `degraded` (drives absent at start: whether the array may
+//! start without them, and recording them failed), `superblock` (the array superblock's
+//! copies on one drive, and what a drive without one holds), `driver` (the engine on its
+//! own thread over the drives, fed through bounded channels), `ublk` (the Linux block
+//! device), `control` (the socket `zapraid stop/status/fail` talk to), `names` (which
+//! names an array may have), `failures` (which drive failures asked for are carried out),
+//! `zone_limits` (whether drives allow the zones an array keeps open).
 
 pub mod array;
+pub mod assembly;
 pub mod control;
+pub mod degraded;
 pub mod driver;
 pub mod error;
 pub mod failures;

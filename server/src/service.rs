@@ -6,8 +6,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::array::{assemble, recover, uuid_text};
+use crate::array::{assemble_with, recover, uuid_text};
 use crate::control::{self, Identity, Stopped};
+use crate::degraded::{absent_line, NewlyMissing};
 use crate::driver::{EngineThread, FailureRecord, Message};
 use crate::error::Result;
 use crate::names::{check_name, start_name};
@@ -21,13 +22,20 @@ pub struct StartOptions {
     /// Export `/dev/ublkbN` (else only the engine and the control socket run).
     pub block_device: bool,
     pub ublk: UblkOptions,
+    /// What to do with a drive absent that the superblock does not record failed
+    /// (`--degraded`: record it failed and start without it).
+    pub newly_missing: NewlyMissing,
 }
 
 /// What happens during start, for the caller to show.
 pub enum Progress<'a> {
+    /// `drives` present of `drive_count`; `degraded`: the line saying which drives are
+    /// missing (`degraded::absent_line`), if any is.
     Assembled {
         name: &'a str,
         drives: usize,
+        drive_count: usize,
+        degraded: Option<&'a str>,
     },
     Recovered {
         seconds: f64,
@@ -69,9 +77,19 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         // Refused before the drives are touched.
         check_name(name)?;
     }
-    let mut assembled = assemble(paths)?;
+    let mut assembled = assemble_with(paths, options.newly_missing)?;
     let name = start_name(options.name.as_deref(), &assembled.name)?;
-    tell(Progress::Assembled { name: &name, drives: assembled.drives.len() });
+    let degraded = absent_line(&name, &assembled.absent, &assembled.unusable);
+    if let Some(line) = &degraded {
+        tracing::warn!("{line}");
+    }
+    let drive_count = assembled.drives.len();
+    tell(Progress::Assembled {
+        name: &name,
+        drives: drive_count - assembled.absent.len(),
+        drive_count,
+        degraded: degraded.as_deref(),
+    });
     let started = std::time::Instant::now();
     let engine = recover(&mut assembled)?;
     let mapped_blocks = engine.status().mapped_blocks;
@@ -89,11 +107,11 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         mode: config.mode,
         chunk_bytes: config.chunk_bytes,
         open_segments: config.open_segments,
-        drives: assembled.paths.iter().map(|p| p.display().to_string()).collect(),
+        drives: assembled.paths.iter().map(|p| p.as_ref().map(|p| p.display().to_string())).collect(),
         canonical_drives: assembled
             .paths
             .iter()
-            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()).display().to_string())
+            .map(|p| p.as_ref().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()).display().to_string()))
             .collect(),
         device: None,
     }));

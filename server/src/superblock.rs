@@ -187,18 +187,27 @@ pub fn missing_superblock_reason(drive: &mut dyn ZonedDevice) -> String {
 }
 
 /// The superblock of the first of `paths` that has a valid one (one drive's damaged
-/// superblock does not hide the array); if none has, why the first drive has none.
+/// superblock, or a drive gone, does not hide the array); if none has, why the first
+/// drive has none (or cannot be opened).
 pub fn first_superblock(paths: &[PathBuf]) -> Result<ArraySuperblock> {
+    let mut first_error = None;
     for path in paths {
-        if let Some(sb) = read_superblock(open_drive(path)?.as_mut()) {
-            return Ok(sb);
+        match open_drive(path) {
+            Ok(mut drive) => {
+                if let Some(sb) = read_superblock(drive.as_mut()) {
+                    return Ok(sb);
+                }
+                if first_error.is_none() {
+                    let reason = missing_superblock_reason(drive.as_mut());
+                    first_error = Some(Error::Refused { path: path.clone(), reason });
+                }
+            }
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
         }
     }
-    let Some(first) = paths.first() else {
-        return Err(Error::Config { reason: "no drives given".into() });
-    };
-    let reason = missing_superblock_reason(open_drive(first)?.as_mut());
-    Err(Error::Refused { path: first.clone(), reason })
+    Err(first_error.unwrap_or_else(|| Error::Config { reason: "no drives given".into() }))
 }
 
 #[cfg(test)]

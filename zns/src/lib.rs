@@ -3,8 +3,9 @@
 //! It owns the zone model (`zone`), device geometry (`geometry`), the submission/completion
 //! device interface every backend implements (`device`), the emulated ZNS drive over memory
 //! or file media (`emulator`, `media`, `drive_file`), its virtual-time performance model
-//! (`timing`, `calibrate`), real NVMe ZNS drives through io_uring passthrough (`nvme`), and
-//! the conformance suite any backend must pass (`conformance`).
+//! (`timing`, `calibrate`), real NVMe ZNS drives through io_uring passthrough (`nvme`), the
+//! stand-in for an absent drive that fails every command (`missing`), and the conformance
+//! suite any backend must pass (`conformance`).
 
 pub mod calibrate;
 pub mod conformance;
@@ -14,6 +15,7 @@ pub mod emulator;
 pub mod error;
 pub mod geometry;
 mod media;
+pub mod missing;
 pub mod nvme;
 pub mod reserved;
 pub mod timing;
@@ -23,6 +25,7 @@ pub use device::{execute, report_all_zones, Command, Completion, Done, Tag, Zone
 pub use emulator::{EmulatedDrive, PowerCutReport};
 pub use error::{Error, Result};
 pub use geometry::Geometry;
+pub use missing::MissingDrive;
 pub use nvme::NvmeDrive;
 pub use reserved::ReservedZones;
 pub use timing::TimingParams;

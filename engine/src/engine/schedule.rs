@@ -21,6 +21,11 @@ use crate::l2p::Physical;
 
 use super::*;
 
+/// Stripes a Zone Append segment has in flight at most when its chunk class also has Zone
+/// Write segments (hybrid management): a drive gains nothing from more than four appends
+/// in flight to one zone (the paper's Figure 2).
+const HYBRID_APPEND_STRIPES_IN_FLIGHT: u64 = 4;
+
 impl Engine {
     /// Issues a Zone Write, or queues it behind the one in flight on that drive's zone.
     pub(super) fn zone_write(&mut self, drive: usize, zone: u32, op: Op, command: Command) {
@@ -146,10 +151,15 @@ impl Engine {
 
     /// The slot of `class` that takes a stripe now: an idle Zone Write slot (round robin),
     /// else a Zone Append slot whose current group has room (the paper's hybrid rule);
-    /// never one waiting for its header.
+    /// never one waiting for its header. Where the class also has Zone Write slots, a Zone
+    /// Append slot takes at most `HYBRID_APPEND_STRIPES_IN_FLIGHT`: more appends to one
+    /// zone go no faster, and the stripes would queue on the drives ahead of the Zone
+    /// Write segments' instead of waiting for the first segment free.
     fn accepting_slot(&mut self, class: ChunkClass) -> Option<usize> {
         let slots = self.slots.len();
         let first = self.next_slot[class.index()];
+        let has_zone_write =
+            self.plan.slots.iter().any(|planned| planned.class == class && !planned.layout.uses_append());
         for append in [false, true] {
             for i in 0..slots {
                 let slot = (first + i) % slots;
@@ -159,7 +169,8 @@ impl Engine {
                 }
                 let Some(zone) = self.slots[slot] else { continue };
                 let seg = self.seg(zone);
-                if seg.header_pending == 0 && seg.group_issued < seg.layout.group_stripes(seg.group) {
+                let capped = append && has_zone_write && seg.group_in_flight as u64 >= HYBRID_APPEND_STRIPES_IN_FLIGHT;
+                if seg.header_pending == 0 && seg.group_issued < seg.layout.group_stripes(seg.group) && !capped {
                     self.next_slot[class.index()] = (slot + 1) % slots;
                     return Some(slot);
                 }

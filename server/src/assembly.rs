@@ -1,0 +1,422 @@
+//! Assembling an array from the drives given at start: their superblocks are read back,
+//! the drives put in array order whatever order they were named in, and the array's
+//! configuration taken from the newest superblock generation.
+//!
+//! Everything read is checked: drives of more than one array, a drive index held by two
+//! drives, mismatched geometry, or open/active zone limits below what the array keeps open
+//! (`zone_limits`) is an error naming the drive. A drive given that cannot be opened (but
+//! is not in use by another process) or holds no valid superblock is not used; the array's
+//! drives not found are absent, and whether the array may start without them is decided
+//! and recorded by `degraded`. Invariant of `Assembled`: one device per drive index, an
+//! absent drive's being a `MissingDrive` (nothing is read from or written to where it
+//! was), and every absent drive is failed in `superblock` before anything else is written.
+
+use std::path::{Path, PathBuf};
+
+use zapraid_engine::format::ArraySuperblock;
+use zapraid_engine::{Config, Mode, RaidLevel, SegmentPlan, PAPER_LOOKUP_PS_PER_ENTRY};
+use zapraid_zns::{Geometry, MissingDrive, ReservedZones, ZonedDevice};
+
+use crate::array::{open_drive, refuse_repeated_drives, uuid_text, Drive};
+use crate::degraded::{check_absent, record_failed, AbsentDrive, NewlyMissing, UnusableDrive};
+use crate::error::{Error, Result};
+use crate::superblock::{failed_drives, missing_superblock_reason, read_superblock_at};
+use crate::zone_limits::check_zone_limits;
+
+/// An array's drives in array order, and what it is.
+pub struct Assembled {
+    /// One per drive index; an absent drive's is a `MissingDrive`.
+    pub drives: Vec<ReservedZones<Drive>>,
+    /// The newest superblock (any drive's; the one this start wrote if it recorded absent
+    /// drives failed), and per drive where its next one goes (0 for absent drives).
+    pub superblock: ArraySuperblock,
+    pub superblock_next_lba: Vec<u64>,
+    /// Drives the superblock records as failed (the absent ones among them).
+    pub failed: Vec<usize>,
+    /// Drives absent at this start, and drives given that were not used.
+    pub absent: Vec<AbsentDrive>,
+    pub unusable: Vec<UnusableDrive>,
+    /// Per drive index, the path it was given as (`None`: absent).
+    pub paths: Vec<Option<PathBuf>>,
+    pub geometry: Geometry,
+    pub config: Config,
+    pub name: String,
+}
+
+/// Opens `paths`, reads their superblocks and orders them as the array's drives; a drive
+/// absent that the superblock does not record failed is refused (`NewlyMissing::Refuse`).
+pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
+    assemble_with(paths, NewlyMissing::Refuse)
+}
+
+/// A drive given at start, as read.
+enum Given {
+    Member { superblock: ArraySuperblock, next_lba: u64, drive: Drive },
+    Unusable(Error),
+}
+
+/// Opens a drive and reads its newest superblock. A drive in use by another process is an
+/// error (it is there, and another program has it: perhaps this array, running); any
+/// other failure to open it, or no valid superblock, makes it unusable.
+fn read_given(path: &Path) -> Result<Given> {
+    let mut drive = match open_drive(path) {
+        Ok(drive) => drive,
+        Err(error @ Error::Drive { error: zapraid_zns::Error::DriveInUse { .. }, .. }) => return Err(error),
+        Err(error) => return Ok(Given::Unusable(error)),
+    };
+    Ok(match read_superblock_at(drive.as_mut()) {
+        Some((superblock, next_lba)) => Given::Member { superblock, next_lba, drive },
+        None => {
+            let reason = missing_superblock_reason(drive.as_mut());
+            Given::Unusable(Error::Refused { path: path.to_path_buf(), reason })
+        }
+    })
+}
+
+/// As `assemble`, with `newly_missing` saying what to do with a drive absent that the
+/// superblock does not record failed (`zapraid start --degraded`: record it failed).
+pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<Assembled> {
+    refuse_repeated_drives(paths)?;
+    let mut found: Vec<(ArraySuperblock, u64, Drive, PathBuf)> = Vec::new();
+    let mut unusable = Vec::new();
+    for path in paths {
+        match read_given(path)? {
+            Given::Member { superblock, next_lba, drive } => found.push((superblock, next_lba, drive, path.clone())),
+            // Closed at once: nothing more is read from it.
+            Given::Unusable(error) => unusable.push(UnusableDrive { path: path.clone(), error }),
+        }
+    }
+    let Some(newest) = found.iter().map(|(s, _, _, _)| *s).max_by_key(|s| s.generation.get()) else {
+        // No drive of any array: why the first one given is not.
+        return Err(unusable
+            .into_iter()
+            .next()
+            .map_or_else(|| Error::Config { reason: "no drives given".into() }, |u| u.error));
+    };
+    let superblocks: Vec<(&ArraySuperblock, &Path)> =
+        found.iter().map(|(sb, _, _, path)| (sb, path.as_path())).collect();
+    refuse_mixed_arrays(&superblocks)?;
+    for (i, (sb, _, _, path)) in found.iter().enumerate() {
+        let index = sb.drive_index.get();
+        if let Some((_, _, _, other)) = found[..i].iter().find(|(s, _, _, _)| s.drive_index.get() == index) {
+            return Err(Error::Refused {
+                path: path.clone(),
+                reason: format!("it is drive {index} of the array, as is {}", other.display()),
+            });
+        }
+    }
+    let drive_count = newest.drive_count.get() as usize;
+    let level = RaidLevel::from_code(newest.level, drive_count, newest.parity_chunks.get() as usize)
+        .ok_or_else(|| Error::Config { reason: format!("unknown RAID level code {}", newest.level) })?;
+    let mode = Mode::from_code(newest.mode, newest.group_size.get())
+        .ok_or_else(|| Error::Config { reason: format!("unknown mode code {}", newest.mode) })?;
+    let config = Config {
+        level,
+        mode,
+        chunk_bytes: u64::from(newest.chunk_bytes.get()),
+        open_segments: newest.open_segments(),
+        stripe_timeout_ns: newest.stripe_timeout_ns.get(),
+        logical_blocks: newest.logical_blocks.get(),
+        lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        array_uuid: newest.array_uuid,
+    };
+    let absent_indexes: Vec<usize> =
+        (0..drive_count).filter(|i| !found.iter().any(|(s, _, _, _)| s.drive_index.get() as usize == *i)).collect();
+    // Every drive is here: a drive given besides them is a mistake, said as it is.
+    if absent_indexes.is_empty() && !unusable.is_empty() {
+        return Err(unusable.swap_remove(0).error);
+    }
+    let recorded_failed = failed_drives(&newest);
+    let absent = check_absent(&newest.name(), level, &recorded_failed, &absent_indexes, &unusable, newly_missing)?;
+    found.sort_by_key(|(s, _, _, _)| s.drive_index.get());
+    // The raw geometry (superblock zones included) a missing drive stands in with, and the
+    // array's (`ReservedZones`), the same on every drive present.
+    let raw = found[0].2.geometry();
+    let reserved_zones = newest.reserved_zones.get();
+    let mut drives = Vec::with_capacity(drive_count);
+    let mut ordered_paths = Vec::with_capacity(drive_count);
+    let mut next_lba = vec![0; drive_count];
+    let mut present = found.into_iter().peekable();
+    for (index, next_lba_of_drive) in next_lba.iter_mut().enumerate() {
+        let member = present.next_if(|(s, _, _, _)| s.drive_index.get() as usize == index);
+        let (drive, path) = match member {
+            Some((sb, next, drive, path)) => {
+                *next_lba_of_drive = next;
+                let reserved = ReservedZones::new(drive, sb.reserved_zones.get())
+                    .map_err(|error| Error::Drive { path: path.clone(), error })?;
+                (reserved, Some(path))
+            }
+            None => {
+                let missing: Drive = Box::new(MissingDrive::new(raw));
+                let reserved = ReservedZones::new(missing, reserved_zones)
+                    .map_err(|error| Error::Config { reason: format!("drive {index} (missing): {error}") })?;
+                (reserved, None)
+            }
+        };
+        drives.push(drive);
+        ordered_paths.push(path);
+    }
+    let geometry = drives[0].geometry();
+    for (drive, path) in drives.iter().zip(&ordered_paths) {
+        if let Some(path) = path {
+            if drive.geometry() != geometry {
+                return Err(Error::Refused {
+                    path: path.clone(),
+                    reason: "its geometry differs from the other drives'".into(),
+                });
+            }
+        }
+    }
+    let plan = SegmentPlan::new(&geometry, level, mode, config.chunk_bytes, config.open_segments)?;
+    for (drive, path) in drives.iter().zip(&ordered_paths) {
+        if let Some(path) = path {
+            check_zone_limits(path, &drive.geometry(), &plan)?;
+        }
+    }
+    let capacity = plan.capacity_blocks(geometry.zone_count);
+    if config.logical_blocks > capacity {
+        tracing::warn!(
+            exported_blocks = config.logical_blocks,
+            capacity_blocks = capacity,
+            "the array exports more than garbage collection can always make room for (formatted by an older \
+             zapraid): filled near its size it may report itself full; reformat it to be safe"
+        );
+    }
+    let newly: Vec<usize> = absent.iter().filter(|d| !d.recorded_before).map(|d| d.index).collect();
+    let superblock = if newly.is_empty() {
+        newest
+    } else {
+        record_failed(&mut drives, &ordered_paths, &newest, &mut next_lba, &newly)?
+    };
+    Ok(Assembled {
+        drives,
+        superblock,
+        superblock_next_lba: next_lba,
+        failed: failed_drives(&superblock),
+        absent,
+        unusable,
+        paths: ordered_paths,
+        geometry,
+        config,
+        name: superblock.name(),
+    })
+}
+
+/// Refuses drives of more than one array. The odd one out is named: a drive of another
+/// array than most of the drives given belong to, wherever it was listed; with no such
+/// majority, each array's drives.
+fn refuse_mixed_arrays(drives: &[(&ArraySuperblock, &Path)]) -> Result<()> {
+    // Each array's superblock (the first drive's of it) and its drives, in the order given.
+    let mut arrays: Vec<(&ArraySuperblock, Vec<&Path>)> = Vec::new();
+    for &(sb, path) in drives {
+        match arrays.iter_mut().find(|(a, _)| a.array_uuid == sb.array_uuid) {
+            Some((_, paths)) => paths.push(path),
+            None => arrays.push((sb, vec![path])),
+        }
+    }
+    if arrays.len() < 2 {
+        return Ok(());
+    }
+    let named = |sb: &ArraySuperblock| format!("array {} (\"{}\")", uuid_text(&sb.array_uuid), sb.name());
+    let most = arrays.iter().map(|(_, paths)| paths.len()).max().unwrap_or(0);
+    let mut largest = arrays.iter().filter(|(_, paths)| paths.len() == most);
+    if let (Some((majority, _)), None) = (largest.next(), largest.next()) {
+        if let Some((odd, path)) = drives.iter().find(|(sb, _)| sb.array_uuid != majority.array_uuid) {
+            return Err(Error::Refused {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "it belongs to {}, while {most} of the {} drives given belong to {}",
+                    named(odd),
+                    drives.len(),
+                    named(majority)
+                ),
+            });
+        }
+    }
+    let groups: Vec<String> = arrays
+        .iter()
+        .map(|(sb, paths)| {
+            let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            format!("{} to {}", paths.join(", "), named(sb))
+        })
+        .collect();
+    Err(Error::Config {
+        reason: format!("the drives given belong to different arrays: {}; give one array's drives", groups.join("; ")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn superblock(uuid: u8, name: &str) -> ArraySuperblock {
+        let mut sb = <ArraySuperblock as zerocopy::FromZeros>::new_zeroed();
+        sb.array_uuid = [uuid; 16];
+        sb.name[..name.len()].copy_from_slice(name.as_bytes());
+        sb
+    }
+
+    /// The drive of another array is named wherever it was listed (listed first, it made
+    /// the healthy second drive the one refused).
+    #[test]
+    fn the_odd_drive_out_is_named() {
+        let (a, b) = (superblock(0xaa, "a"), superblock(0xbb, "b"));
+        let paths: Vec<PathBuf> = (0..4).map(|i| PathBuf::from(format!("d{i}"))).collect();
+        fn given<'a>(sbs: [&'a ArraySuperblock; 4], paths: &'a [PathBuf]) -> Vec<(&'a ArraySuperblock, &'a Path)> {
+            sbs.into_iter().zip(paths).map(|(sb, p)| (sb, p.as_path())).collect()
+        }
+        assert!(refuse_mixed_arrays(&given([&a, &a, &a, &a], &paths)).is_ok());
+        let e = refuse_mixed_arrays(&given([&b, &a, &a, &a], &paths)).unwrap_err().to_string();
+        assert!(e.starts_with("d0 refused: it belongs to array bbbbbbbb-"), "{e}");
+        assert!(e.contains("(\"b\"), while 3 of the 4 drives given belong to array aaaaaaaa-"), "{e}");
+        let e = refuse_mixed_arrays(&given([&a, &a, &b, &a], &paths)).unwrap_err().to_string();
+        assert!(e.starts_with("d2 refused: it belongs to array bbbbbbbb-"), "{e}");
+        let e = refuse_mixed_arrays(&given([&b, &a, &b, &a], &paths)).unwrap_err().to_string();
+        assert!(e.starts_with("the drives given belong to different arrays: d0, d2 to array bbbbbbbb-"), "{e}");
+        assert!(e.contains("; d1, d3 to array aaaaaaaa-"), "{e}");
+    }
+
+    use crate::array::{format, recover, FormatOptions};
+    use crate::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
+    use crate::superblock::read_superblock;
+    use std::sync::Arc;
+    use zapraid_engine::{OpenSegments, Request};
+    use zapraid_zns::EmulatedDrive;
+
+    /// Drives of the test arrays, and the level's.
+    const DRIVES: usize = 4;
+    /// Blocks written and read back.
+    const BLOCKS: u64 = 96;
+
+    fn drive_geometry() -> Geometry {
+        Geometry { metadata_bytes_per_block: 64, ..Geometry::small(12, 256, 240) }
+    }
+
+    /// Four drive files formatted as a RAID-5 array.
+    fn formatted_drives() -> (tempfile::TempDir, Vec<PathBuf>) {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<_> = (0..DRIVES).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
+        for (i, p) in paths.iter().enumerate() {
+            EmulatedDrive::create_file(p, drive_geometry(), i as u64).unwrap();
+        }
+        let options = FormatOptions {
+            level: RaidLevel::Raid5 { drives: DRIVES },
+            mode: Mode::ZapRaid { group_size: 4 },
+            chunk_bytes: 4096,
+            open_segments: OpenSegments::SINGLE,
+            name: "t".into(),
+            force: false,
+        };
+        format(&paths, &options, |_, _| {}).unwrap();
+        (dir, paths)
+    }
+
+    /// Block `lba` as pass `pass` writes it.
+    fn pattern(lba: u64, pass: u64, block: usize) -> Vec<u8> {
+        (0..block).map(|i| (lba as u8).wrapping_mul(31) ^ (pass as u8) ^ (i as u8)).collect()
+    }
+
+    /// Recovers an assembled array, runs `requests` on it one at a time (each answer
+    /// checked: reads against `pass`'s pattern), stops it cleanly.
+    fn run(mut assembled: Assembled, write_pass: Option<u64>, read_pass: u64) {
+        let engine = recover(&mut assembled).unwrap();
+        let block = assembled.geometry.block_size_bytes as usize;
+        let record = FailureRecord {
+            superblock: assembled.superblock,
+            next_lba: assembled.superblock_next_lba.clone(),
+            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
+        };
+        let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+        let (tx, answers) = crossbeam_channel::unbounded::<Answer>();
+        let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
+        let ask = |request: Request| {
+            thread.tx.send(Message::Io { tag: 0, request, reply: reply.clone() }).unwrap();
+            answers.recv().unwrap().1.unwrap()
+        };
+        if let Some(pass) = write_pass {
+            let data = (0..BLOCKS).flat_map(|l| pattern(l, pass, block)).collect();
+            ask(Request::Write { lba: 0, data });
+            ask(Request::Flush);
+        }
+        let got = ask(Request::Read { lba: 0, blocks: BLOCKS });
+        for (l, data) in got.chunks(block).enumerate() {
+            assert!(data == pattern(l as u64, read_pass, block), "block {l} differs");
+        }
+        thread.tx.send(Message::Stop).unwrap();
+        thread.join().unwrap();
+    }
+
+    fn generation(path: &Path) -> (u64, Vec<usize>) {
+        let sb = read_superblock(open_drive(path).unwrap().as_mut()).unwrap();
+        (sb.generation.get(), failed_drives(&sb))
+    }
+
+    /// A drive gone since the last stop: refused without the flag (nothing written), with
+    /// it recorded failed on the others before the array runs, its blocks rebuilt on read;
+    /// the next start needs no flag. Nothing is ever created where the drive was.
+    #[test]
+    fn a_drive_gone_is_refused_then_recorded_failed_and_rebuilt_on_read() {
+        let (_dir, paths) = formatted_drives();
+        run(assemble(&paths).unwrap(), Some(1), 1);
+        std::fs::remove_file(&paths[1]).unwrap();
+        let without: Vec<PathBuf> = paths.iter().enumerate().filter(|(i, _)| *i != 1).map(|(_, p)| p.clone()).collect();
+        let before = generation(&paths[0]);
+        for given in [&without, &paths] {
+            let e = assemble(given).err().expect("refused").to_string();
+            assert!(e.starts_with("array \"t\" cannot start: drive 1 is missing"), "{e}");
+            assert!(e.contains("add --degraded"), "{e}");
+            assert_eq!(generation(&paths[0]), before, "a refused start wrote a superblock");
+        }
+        let mut assembled = assemble_with(&paths, NewlyMissing::RecordFailed).unwrap();
+        assert_eq!(assembled.absent, [AbsentDrive { index: 1, recorded_before: false }]);
+        assert_eq!(assembled.failed, [1]);
+        assert_eq!(assembled.paths[1], None);
+        assert_eq!(assembled.unusable.len(), 1, "the path given for drive 1 is said as not used");
+        for i in [0, 2, 3] {
+            // Read through the assembled drives: they hold the files' locks.
+            let sb = read_superblock(assembled.drives[i].inner_mut().as_mut()).unwrap();
+            assert_eq!((sb.generation.get(), failed_drives(&sb)), (before.0 + 1, vec![1]), "drive {i}: recorded");
+        }
+        run(assembled, Some(2), 2);
+        let assembled = assemble(&without).unwrap();
+        assert_eq!(assembled.absent, [AbsentDrive { index: 1, recorded_before: true }]);
+        run(assembled, None, 2);
+        for p in &without {
+            assert_eq!(generation(p), (before.0 + 1, vec![1]), "{}: recorded once", p.display());
+        }
+        assert!(!paths[1].exists(), "something was written where the missing drive was");
+    }
+
+    /// A blank drive given in a drive's place is not used, and nothing is written to it.
+    #[test]
+    fn a_blank_drive_in_a_drive_place_is_left_untouched() {
+        let (_dir, paths) = formatted_drives();
+        run(assemble(&paths).unwrap(), Some(1), 1);
+        std::fs::remove_file(&paths[2]).unwrap();
+        EmulatedDrive::create_file(&paths[2], drive_geometry(), 9).unwrap();
+        let e = assemble(&paths).err().expect("refused").to_string();
+        assert!(e.contains("drive 2 is missing (given but not used: "), "{e}");
+        assert!(e.contains("it is blank"), "{e}");
+        let assembled = assemble_with(&paths, NewlyMissing::RecordFailed).unwrap();
+        assert_eq!(assembled.failed, [2]);
+        run(assembled, None, 1);
+        let mut blank = open_drive(&paths[2]).unwrap();
+        let zones = zapraid_zns::report_all_zones(blank.as_mut()).unwrap();
+        assert!(zones.iter().all(|z| z.written_blocks() == 0), "the blank drive was written");
+    }
+
+    /// Beyond what the level survives, even with the flag: refused naming the drives.
+    #[test]
+    fn more_drives_gone_than_the_level_survives_is_refused() {
+        let (_dir, paths) = formatted_drives();
+        let e = assemble_with(&paths[..2], NewlyMissing::RecordFailed).err().expect("refused").to_string();
+        assert!(e.contains("RAID-5 (3+1) survives 1 failed drive, and drives 2 and 3 are missing or failed"), "{e}");
+        // All here, and a drive of nothing besides: named as before.
+        let extra = paths[0].with_file_name("extra.zns");
+        EmulatedDrive::create_file(&extra, drive_geometry(), 7).unwrap();
+        let mut given = paths.clone();
+        given.push(extra);
+        let e = assemble(&given).err().expect("refused").to_string();
+        assert!(e.contains("extra.zns refused: it holds no zapraid array superblock: it is blank"), "{e}");
+    }
+}
