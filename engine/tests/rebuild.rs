@@ -185,3 +185,44 @@ fn rebuilt_drives_hold_everything() {
         rebuild_then_fail_others(scheme);
     }
 }
+
+/// The new drive fails in the middle of its rebuild: the rebuild stops, the drive counts
+/// as failed again, nothing is lost (segments written to it since are rebuilt from the
+/// others on read), and another new drive then takes its place.
+#[test]
+fn a_new_drive_failing_during_its_rebuild_loses_nothing() {
+    let scheme = Scheme {
+        level: RaidLevel::Raid5 { drives: 4 },
+        mode: Mode::ZapRaid { group_size: 4 },
+        chunk_blocks: 2,
+        open: OpenSegments::SINGLE,
+    };
+    let sim = Simulator::new(geometry(), scheme.config(), 9, None).unwrap();
+    let mut run = Run { sim, model: HashMap::new(), next_id: 0, round: 0, what: format!("{scheme:?}") };
+    for _ in 0..6 {
+        run.write_round(0..LOGICAL_BLOCKS);
+    }
+    run.settle();
+    run.sim.drives[2].fail();
+    run.sim.engine.fail_drive(2);
+    run.sim.replace_drive(2, 50).unwrap();
+    run.write_round(0..LOGICAL_BLOCKS / 8);
+    for _ in 0..20 {
+        run.sim.step();
+    }
+    assert!(run.sim.engine.status().rebuild.is_some(), "the rebuild ended too soon for the test");
+    run.sim.drives[2].fail();
+    run.settle();
+    let status = run.sim.engine.status();
+    assert!(status.rebuild.is_none() && status.failed_drives == [2], "{status:?}");
+    assert_eq!(status.rebuilds_completed, 0);
+    run.verify("after the new drive failed during its rebuild");
+    run.sim.replace_drive(2, 51).unwrap();
+    run.settle();
+    let status = run.sim.engine.status();
+    assert!(status.rebuild.is_none() && status.failed_drives.is_empty(), "{status:?}");
+    assert_eq!(status.rebuilds_completed, 1);
+    run.sim.drives[0].fail();
+    run.sim.engine.fail_drive(0);
+    run.verify("with drive 0 failed after the second rebuild");
+}

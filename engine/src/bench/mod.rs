@@ -11,10 +11,13 @@
 //!   amounts of data. The simulator's work for it (counted in `RecoveryWork`) grows
 //!   linearly with the data; the background work after writes or recovery must come to
 //!   rest (`settle`), else the measurement fails instead of running forever.
+//! - Full-drive recovery (Exp#5): virtual time to rebuild a failed drive onto a new one,
+//!   in `rebuild`.
 //! - Exp#7 (hybrid segment management): random writes of several sizes into four open
 //!   segments of small and large chunks, in `hybrid`.
 
 pub mod hybrid;
+pub mod rebuild;
 
 use std::time::Instant;
 

@@ -9,18 +9,19 @@
 //! role has a room of its own:
 //! - `stripe`: blocks fill open stripes, which are encoded (data and parity chunks, their
 //!   metadata) and queued;
-//! - `schedule`: queued stripes go out a group at a time into the open segment (Zone
+//! - `schedule`: queued stripes go out a group at a time into the open segments (Zone
 //!   Append groups, or Zone Write stripes at fixed offsets), are persisted, acknowledged;
 //! - `segment`: a segment's lifecycle: header, footer, sealing, finishing and resetting;
 //! - `read`: reads, and degraded reads that rebuild a block from its stripe;
 //! - `gc`: garbage collection, relocating the live blocks of a victim segment;
+//! - `rebuild`: a failed drive rebuilt onto a new one, online;
 //! - `stop`: the clean stop and its stop footers.
 //!
 //! Invariants (asserted where they are kept): a zone has at most one Zone Write in flight;
 //! appends of one group land inside the group's region; every persisted data block is in
 //! the footer records of its segment; a segment is reset only when the L2P maps nothing
 //! into it; the recovery reserve of empty zones is used only after a restart; at most one
-//! segment is being sealed when the next one opens. A write is acknowledged only when every
+//! segment per slot is being sealed when the slot opens its next. A write is acknowledged only when every
 //! chunk of its stripes is persisted; only then does the L2P table change, newest timestamp
 //! winning.
 
@@ -216,6 +217,9 @@ pub struct Engine {
     /// The drive being rebuilt onto a new drive, and how far it is.
     drive_rebuild: Option<rebuild::DriveRebuild>,
     rebuilds_completed: u64,
+    /// Segments taken from their slots (a rebuild started), until their stripes in flight
+    /// are persisted and they can be closed for garbage collection to reclaim.
+    retiring: Vec<u32>,
     /// Something changed that may give garbage collection a victim.
     gc_check_needed: bool,
     /// Segments recovered open may still wait to be reclaimed (none are made later).
@@ -287,6 +291,7 @@ impl Engine {
             relocation: None,
             drive_rebuild: None,
             rebuilds_completed: 0,
+            retiring: Vec::new(),
             gc_check_needed: false,
             reclaim_pending: false,
             restoring_reserve: false,
@@ -406,8 +411,13 @@ impl Engine {
     }
 
     /// Marks a drive failed: nothing more is sent to it, its chunks are rebuilt on read.
+    /// A drive being rebuilt that fails stops its rebuild.
     pub fn fail_drive(&mut self, drive: usize) {
         self.failed[drive] = true;
+        if self.drive_rebuild.as_ref().is_some_and(|r| r.drive == drive) {
+            tracing::error!(drive, "the drive being rebuilt failed; the rebuild stops");
+            self.drive_rebuild = None;
+        }
     }
 
     pub fn is_failed(&self, drive: usize) -> bool {

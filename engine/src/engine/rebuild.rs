@@ -51,9 +51,6 @@ pub struct RebuildStatus {
 pub(super) struct DriveRebuild {
     pub(super) drive: usize,
     current: Option<ZoneRebuild>,
-    /// Segments that were open when the rebuild started, until their stripes in flight
-    /// are persisted.
-    retiring: Vec<u32>,
     segments_rebuilt: u64,
     blocks_written: u64,
     blocks_unrecoverable: u64,
@@ -119,11 +116,11 @@ impl Engine {
         for segment in self.segments.iter_mut().flatten() {
             segment.absent = Some(drive);
         }
-        let retiring: Vec<u32> = self.slots.iter_mut().filter_map(Option::take).collect();
+        let open: Vec<u32> = self.slots.iter_mut().filter_map(Option::take).collect();
+        self.retiring.extend(open);
         self.drive_rebuild = Some(DriveRebuild {
             drive,
             current: None,
-            retiring,
             segments_rebuilt: 0,
             blocks_written: 0,
             blocks_unrecoverable: 0,
@@ -194,8 +191,7 @@ impl Engine {
     /// Closes the retired segments whose stripes in flight are all persisted: their zones
     /// are finished and garbage collection reclaims them first.
     fn retire_idle_segments(&mut self) {
-        let Some(r) = self.drive_rebuild.as_mut() else { return };
-        let retiring = std::mem::take(&mut r.retiring);
+        let retiring = std::mem::take(&mut self.retiring);
         let mut waiting = Vec::new();
         for zone in retiring {
             let seg = self.seg(zone);
@@ -217,9 +213,7 @@ impl Engine {
             self.gc_check_needed = true;
             tracing::debug!(zone, "a segment open when the rebuild started is closed, to be reclaimed");
         }
-        if let Some(r) = self.drive_rebuild.as_mut() {
-            r.retiring = waiting;
-        }
+        self.retiring = waiting;
     }
 
     fn start_zone_rebuild(&mut self, zone: u32) {

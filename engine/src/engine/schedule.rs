@@ -1,9 +1,12 @@
-//! Group scheduling and persistence: queued stripes go into the open segment a group at a
-//! time. Every stripe of the current group is in flight at once (Zone Append: chunks land
-//! where the drive puts them and the compact stripe table records it); the next group
-//! starts only when the previous one is persisted, and the first waits for the header.
-//! With G = 1 (ZoneWrite-Only) a stripe is a group of its own, written with Zone Write at
-//! its fixed offset. Relocated stripes go before frontend stripes.
+//! Group scheduling and persistence: queued stripes go into the open segments (one per
+//! slot, `hybrid`) a group at a time. Every stripe of a segment's current group is in
+//! flight at once (Zone Append: chunks land where the drive puts them and the compact
+//! stripe table records it); the next group starts only when the previous one is
+//! persisted, and the first waits for the header. With G = 1 (Zone Write segments) a
+//! stripe is a group of its own, written at its fixed offset. A stripe goes to a slot of
+//! its chunk class: an idle Zone Write segment first (round robin), else the Zone Append
+//! one; each slot opens its next segment as soon as its class has stripes waiting.
+//! Relocated stripes go before frontend stripes in the slots they share.
 //!
 //! A persisted stripe records its blocks in the segment's footer entries, updates the L2P
 //! table (newest timestamp wins) and acknowledges writes whose blocks are all persisted.
