@@ -339,6 +339,7 @@ impl Engine {
                 Segment::new(zone, found.sequence, SegmentState::Sealed, layout, found.class, found.table, n);
             segment.group = layout.groups();
             segment.reclaim_first = !found.complete;
+            segment.stopped_short = found.complete && !found.full;
             self.reclaim_pending |= !found.complete;
             self.segments[zone as usize] = Some(segment);
         }

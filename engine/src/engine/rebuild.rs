@@ -14,7 +14,9 @@
 //! retired: their slots open new segments (which include the new drive), and once their
 //! stripes in flight are persisted their zones are finished and garbage collection
 //! reclaims them first, as it does for segments open at a crash (their live blocks move to
-//! segments the new drive holds). Segments recovered open are reclaimed the same way.
+//! segments the new drive holds). Segments recovered open are reclaimed the same way, and
+//! so are segments a clean stop closed short of full (their stripes end before the footer
+//! region, with a stop footer).
 //!
 //! Invariants: a segment being rebuilt is never chosen by garbage collection; the new
 //! drive's zone of a segment is written in order and read from only once finished; a chunk
@@ -115,6 +117,11 @@ impl Engine {
         self.failed[drive] = false;
         for segment in self.segments.iter_mut().flatten() {
             segment.absent = Some(drive);
+            if segment.stopped_short && !segment.reclaim_first {
+                segment.reclaim_first = true;
+                self.reclaim_pending = true;
+                self.gc_check_needed = true;
+            }
         }
         let open: Vec<u32> = self.slots.iter_mut().filter_map(Option::take).collect();
         self.retiring.extend(open);

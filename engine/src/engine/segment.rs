@@ -61,6 +61,10 @@ pub(super) struct Segment {
     /// A drive being rebuilt that does not hold this segment's chunks yet (the segment
     /// was written before the rebuild started): reads rebuild them from the others.
     pub(super) absent: Option<usize>,
+    /// Recovered complete but not full: a clean stop closed it with a stop footer after
+    /// its data. A rebuild does not write it onto a new drive (its stripes end short of
+    /// the footer region); garbage collection reclaims it instead.
+    pub(super) stopped_short: bool,
 }
 
 impl Segment {
@@ -92,6 +96,7 @@ impl Segment {
             reclaim_first: false,
             unreclaimable: false,
             absent: None,
+            stopped_short: false,
         }
     }
 }

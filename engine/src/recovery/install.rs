@@ -68,7 +68,8 @@ impl Recovery {
                     best.insert(lba, (age, physical));
                 }
             }
-            segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete });
+            let full = self.sealed[&zone];
+            segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete, full });
         }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
         let next_sequence = self.segments.values().max().map_or(1, |s| s + 1);

@@ -63,6 +63,8 @@ pub(crate) struct RecoveredSegment {
     pub table: Option<CompactStripeTable>,
     /// Sealed or cleanly stopped: complete, not to be rewritten.
     pub complete: bool,
+    /// Sealed: every stripe written and the footer (not a clean stop's stop footer).
+    pub full: bool,
 }
 
 /// What recovery hands the engine.
