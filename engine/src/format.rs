@@ -569,7 +569,7 @@ mod tests {
     /// chunk) reads with no drive rebuilding; a damaged one is still refused.
     #[test]
     fn legacy_array_superblock_reads_with_no_drive_rebuilding() {
-        let mut s = ArraySuperblock {
+        let s = ArraySuperblock {
             magic: ARRAY_SUPERBLOCK_MAGIC,
             version: FORMAT_VERSION.into(),
             superblock_bytes: (LEGACY_ARRAY_SUPERBLOCK_BYTES as u32).into(),
@@ -608,7 +608,6 @@ mod tests {
         );
         flips_detected(&legacy[..LEGACY_ARRAY_SUPERBLOCK_BYTES], |b| ArraySuperblock::decode(b).is_ok());
         // Sealed again, it is written in the current layout.
-        s.generation = 8.into();
         let resealed = ArraySuperblock::decode(decoded.seal().as_bytes()).unwrap();
         assert_eq!(resealed.superblock_bytes.get() as usize, ARRAY_SUPERBLOCK_BYTES);
     }
