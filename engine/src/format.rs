@@ -223,10 +223,9 @@ impl ArraySuperblock {
         let size = bytes.get(12..16).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
         let s: ArraySuperblock = if size == Some(LEGACY_ARRAY_SUPERBLOCK_BYTES) {
             // Older layout: no rebuilding drives (0), the CRC right after the large chunk.
-            let legacy = bytes.get(..LEGACY_ARRAY_SUPERBLOCK_BYTES).ok_or(DecodeError::Short {
-                needed: LEGACY_ARRAY_SUPERBLOCK_BYTES,
-                got: bytes.len(),
-            })?;
+            let legacy = bytes
+                .get(..LEGACY_ARRAY_SUPERBLOCK_BYTES)
+                .ok_or(DecodeError::Short { needed: LEGACY_ARRAY_SUPERBLOCK_BYTES, got: bytes.len() })?;
             let covered = &legacy[..LEGACY_ARRAY_SUPERBLOCK_BYTES - 4];
             let mut widened = [0u8; ARRAY_SUPERBLOCK_BYTES];
             widened[..covered.len()].copy_from_slice(covered);

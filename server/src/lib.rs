@@ -15,6 +15,7 @@ pub mod driver;
 pub mod error;
 pub mod failures;
 pub mod names;
+pub mod replace;
 pub mod service;
 pub mod superblock;
 pub mod ublk;
