@@ -129,6 +129,11 @@ pub fn superblock_text(sb: &ArraySuperblock) -> String {
         [] => "no failed drive".to_string(),
         failed => format!("failed {}", drives_text(failed)),
     };
+    let rebuilding: Vec<usize> = (0..drives).filter(|d| sb.rebuilding_drives.get() >> d & 1 == 1).collect();
+    let failed = match rebuilding.as_slice() {
+        [] => failed,
+        rebuilding => format!("{failed}, rebuilding {}", drives_text(rebuilding)),
+    };
     format!(
         "array \"{}\" {}, drive {} of {drives}, {level}, {mode}, chunk {chunk_bytes} B, open segments: {open}, \
          {} logical blocks of {} B, {} reserved zone(s), generation {}, {failed}",
@@ -206,6 +211,9 @@ mod tests {
         sb.failed_drives = 0b1010.into();
         let text = superblock_text(&sb);
         assert!(text.ends_with(", generation 2, failed drives 1 and 3"), "{text}");
+        sb.rebuilding_drives = 0b10.into();
+        let text = superblock_text(&sb);
+        assert!(text.ends_with(", generation 2, failed drives 1 and 3, rebuilding drive 1"), "{text}");
     }
 
     #[test]
