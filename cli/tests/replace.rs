@@ -24,6 +24,15 @@ use common::text;
 /// Blocks per request.
 const REQUEST_BLOCKS: u64 = 64;
 
+/// One test at a time: a `zapraid` process forked by one test holds, until it execs, the
+/// drive files another test opened in this process at that moment (their locks with
+/// them), and a start of that other test's array then finds its drives in use.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 struct World {
     dir: tempfile::TempDir,
     run_dir: PathBuf,
@@ -204,6 +213,7 @@ fn check_rebuilt_data() -> bool {
 
 #[test]
 fn raid5_drive_gone_replaced_then_another_fails_and_everything_reads() {
+    let _serial = serial();
     let mut world = World::new("raid5", 4, 12, 1200);
     world.write_and_verify(Some(1), 1);
     std::fs::remove_file(&world.drives[1]).unwrap();
@@ -267,6 +277,7 @@ fn raid5_drive_gone_replaced_then_another_fails_and_everything_reads() {
 
 #[test]
 fn raid6_two_drives_replaced_one_after_the_other() {
+    let _serial = serial();
     let mut world = World::new("raid6", 5, 12, 1000);
     world.write_and_verify(Some(1), 1);
     world.start(&[], &[]);
@@ -306,6 +317,7 @@ fn drive_states(s: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn a_server_killed_mid_rebuild_starts_it_again_and_it_completes() {
+    let _serial = serial();
     // Enough data that the rebuild outlasts the kill right after `replace` answers.
     let mut world = World::new("raid5", 4, 96, 15_000);
     world.write_and_verify(Some(1), 1);
