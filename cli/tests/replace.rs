@@ -353,3 +353,24 @@ fn a_server_killed_mid_rebuild_starts_it_again_and_it_completes() {
     world.ok(&["stop", "rp"]);
     world.write_and_verify(None, 1);
 }
+
+#[test]
+fn a_second_replace_while_a_rebuild_runs_is_refused() {
+    let _serial = serial();
+    // Enough data that the first rebuild still runs when the second replace comes.
+    let world = World::new("raid6", 5, 96, 15_000);
+    world.write_and_verify(Some(1), 1);
+    world.start(&[], &[]);
+    world.ok(&["fail", "rp", "0"]);
+    world.ok(&["fail", "rp", "3"]);
+    let first = world.new_drive("new0");
+    let second = world.new_drive("new3");
+    world.ok(&["replace", "rp", "0", &first]);
+    let e = world.refused(&["replace", "rp", "3", &second]);
+    assert!(e.contains("cannot replace drive 3: drive 0 is being rebuilt: one rebuild runs at a time"), "{e}");
+    world.wait_rebuilt(0);
+    // Refused, the second drive was not touched: it is still empty and can be used now.
+    world.ok(&["replace", "rp", "3", &second]);
+    world.wait_rebuilt(3);
+    assert_eq!(world.status()["rebuilds_completed"], 2);
+}
