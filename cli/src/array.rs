@@ -209,6 +209,10 @@ pub fn run_start(args: StartArgs) -> Result<()> {
             }
             eprintln!("recovered in {seconds:.3} s ({mapped_blocks} blocks mapped)")
         }
+        Progress::RebuildResumed { drive, path } => eprintln!(
+            "drive {drive} ({path}) was being rebuilt when the array stopped: its zones were reset and the rebuild \
+             starts again (zapraid status shows its progress)"
+        ),
         Progress::Ready { device, socket, taken_over } => {
             match device {
                 Some(d) => println!("{d}"),
@@ -286,6 +290,9 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
                 }
                 if let Some(line) = missing_line(&name, &status) {
                     eprintln!("{line}");
+                }
+                if let Some(line) = crate::report::rebuild_line(&status["rebuild"]) {
+                    eprintln!("array \"{name}\": {line} (a rebuild cut short starts again from the beginning)");
                 }
                 eprintln!("running in the background (pid {}, log {})", child.id(), log_path.display());
                 return Ok(());
@@ -408,7 +415,7 @@ pub fn run_fail(args: FailArgs) -> Result<()> {
 /// The index of the drive at `path` (however spelled: compared canonicalized, as the
 /// server started it may have named it relative to another directory) among a status
 /// document's drives.
-fn find_drive(drives: &[serde_json::Value], path: &str) -> Option<usize> {
+pub(crate) fn find_drive(drives: &[serde_json::Value], path: &str) -> Option<usize> {
     let canonical = std::fs::canonicalize(path).ok();
     let canonical = canonical.as_ref().and_then(|p| p.to_str());
     drives
@@ -434,7 +441,7 @@ fn missing_line(name: &str, status: &serde_json::Value) -> Option<String> {
 }
 
 /// An error in a control socket's answer, as text (not as a JSON string in quotes).
-fn answer_text(error: &serde_json::Value) -> String {
+pub(crate) fn answer_text(error: &serde_json::Value) -> String {
     error.as_str().map_or_else(|| error.to_string(), str::to_string)
 }
 

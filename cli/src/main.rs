@@ -5,6 +5,7 @@ mod bench;
 mod device;
 mod emu;
 mod hybrid;
+mod replace;
 mod report;
 mod selftest;
 mod simulate;
@@ -54,6 +55,10 @@ enum Top {
     /// failed across restarts. A failure the RAID level cannot survive is refused (--force
     /// fails it anyway, losing the array's data).
     Fail(array::FailArgs),
+    /// Replace a failed drive of a running array with a new one and rebuild onto it
+    /// while the array serves I/O: the new drive must be empty (or --force) and of the
+    /// array's geometry. A rebuild cut short (stop, crash) starts again at the next start.
+    Replace(replace::ReplaceArgs),
     /// Show a drive's array superblock, zones and segment headers.
     Inspect(array::InspectArgs),
     /// Exercise an array end to end without a block device (no ublk needed): format the
@@ -98,6 +103,7 @@ fn main() {
         Top::Stop(args) => array::run_stop(args),
         Top::Status(args) => array::run_status(args),
         Top::Fail(args) => array::run_fail(args),
+        Top::Replace(args) => replace::run_replace(args),
         Top::Inspect(args) => array::run_inspect(args),
         Top::Selftest(args) => selftest::run_selftest(args),
         Top::Emu(command) => emu::run(command),

@@ -61,6 +61,9 @@ pub fn print_status(s: &Value) {
         };
         println!("  drive {}: {path} {}", d["index"], d["state"].as_str().unwrap_or("?"));
     }
+    if let Some(line) = rebuild_line(&s["rebuild"]) {
+        println!("  {line}");
+    }
     println!(
         "  capacity {} used of {}; zones {} free of {}; segments {} in use, {} open, {} reclaimed",
         format_bytes(c["used_bytes"].as_u64().unwrap_or(0)),
@@ -89,6 +92,30 @@ pub fn print_status(s: &Value) {
     );
 }
 
+/// The running rebuild in one line: "rebuild of drive 1: 40.0% (4 of 10 segments),
+/// 12.5 MiB written, 3.1 MiB/s, ETA 6 s" (rate and ETA once known), or `None`.
+pub fn rebuild_line(r: &Value) -> Option<String> {
+    let drive = r["drive"].as_u64()?;
+    let done = r["segments_rebuilt"].as_u64().unwrap_or(0);
+    let total = done + r["segments_left"].as_u64().unwrap_or(0);
+    let mut line = format!(
+        "rebuild of drive {drive}: {:.1}% ({done} of {total} segments), {} written",
+        r["percent_done"].as_f64().unwrap_or(0.0),
+        format_bytes(r["bytes_written"].as_u64().unwrap_or(0))
+    );
+    if let Some(rate) = r["rate_mib_s"].as_f64() {
+        line += &format!(", {rate:.1} MiB/s");
+    }
+    match r["eta_s"].as_f64() {
+        Some(eta) => line += &format!(", ETA {eta:.0} s"),
+        None => line += ", ETA when the first segment is done",
+    }
+    if let Some(lost) = r["blocks_unrecoverable"].as_u64().filter(|n| *n > 0) {
+        line += &format!(", {lost} blocks unrecoverable");
+    }
+    Some(line)
+}
+
 /// A drive's array superblock in one line (after "superblock: ").
 pub fn superblock_text(sb: &ArraySuperblock) -> String {
     let drives = sb.drive_count.get() as usize;
@@ -101,6 +128,11 @@ pub fn superblock_text(sb: &ArraySuperblock) -> String {
     let failed = match failed_drives(sb).as_slice() {
         [] => "no failed drive".to_string(),
         failed => format!("failed {}", drives_text(failed)),
+    };
+    let rebuilding: Vec<usize> = (0..drives).filter(|d| sb.rebuilding_drives.get() >> d & 1 == 1).collect();
+    let failed = match rebuilding.as_slice() {
+        [] => failed,
+        rebuilding => format!("{failed}, rebuilding {}", drives_text(rebuilding)),
     };
     format!(
         "array \"{}\" {}, drive {} of {drives}, {level}, {mode}, chunk {chunk_bytes} B, open segments: {open}, \
@@ -179,6 +211,9 @@ mod tests {
         sb.failed_drives = 0b1010.into();
         let text = superblock_text(&sb);
         assert!(text.ends_with(", generation 2, failed drives 1 and 3"), "{text}");
+        sb.rebuilding_drives = 0b10.into();
+        let text = superblock_text(&sb);
+        assert!(text.ends_with(", generation 2, failed drives 1 and 3, rebuilding drive 1"), "{text}");
     }
 
     #[test]

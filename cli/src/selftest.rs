@@ -125,7 +125,10 @@ impl SelftestArray {
 
     fn fail_drive(&self, drive: usize) -> Result<()> {
         let (done, result) = crossbeam_channel::bounded(1);
-        self.thread.tx.send(Message::FailDrive { drive, force: false, done })?;
+        self.thread
+            .tx
+            .send(Message::FailDrive { drive, force: false, done })
+            .map_err(|_| zapraid_server::Error::EngineGone)?;
         result.recv()?.map(|_| ()).map_err(anyhow::Error::from)
     }
 

@@ -195,10 +195,17 @@ pub struct ArraySuperblock {
     pub failed_drives: U64,
     /// The large chunk (Cl); 0 when Nl is 0.
     pub large_chunk_bytes: U32,
+    /// Drives being rebuilt onto a new drive (`zapraid replace`), bit i for drive i; each
+    /// is failed in `failed_drives` too until its rebuild completes. Superblocks written
+    /// before this field (`LEGACY_ARRAY_SUPERBLOCK_BYTES`) read as 0.
+    pub rebuilding_drives: U64,
     pub crc32c: U32,
 }
 
-pub const ARRAY_SUPERBLOCK_BYTES: usize = 148;
+pub const ARRAY_SUPERBLOCK_BYTES: usize = 156;
+/// Superblocks written before `rebuilding_drives`: the same fields up to
+/// `large_chunk_bytes`, then the CRC.
+pub const LEGACY_ARRAY_SUPERBLOCK_BYTES: usize = 148;
 const _: () = assert!(std::mem::size_of::<ArraySuperblock>() == ARRAY_SUPERBLOCK_BYTES);
 
 impl ArraySuperblock {
@@ -212,22 +219,40 @@ impl ArraySuperblock {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        let s: ArraySuperblock = read(bytes)?;
-        check_sealed(
-            s.magic,
-            ARRAY_SUPERBLOCK_MAGIC,
-            s.version.get(),
-            &s.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4],
-            s.crc32c.get(),
-        )?;
+        // `superblock_bytes` follows the magic and the version.
+        let size = bytes.get(12..16).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        let s: ArraySuperblock = if size == Some(LEGACY_ARRAY_SUPERBLOCK_BYTES) {
+            // Older layout: no rebuilding drives (0), the CRC right after the large chunk.
+            let legacy = bytes
+                .get(..LEGACY_ARRAY_SUPERBLOCK_BYTES)
+                .ok_or(DecodeError::Short { needed: LEGACY_ARRAY_SUPERBLOCK_BYTES, got: bytes.len() })?;
+            let covered = &legacy[..LEGACY_ARRAY_SUPERBLOCK_BYTES - 4];
+            let mut widened = [0u8; ARRAY_SUPERBLOCK_BYTES];
+            widened[..covered.len()].copy_from_slice(covered);
+            widened[ARRAY_SUPERBLOCK_BYTES - 4..].copy_from_slice(&legacy[LEGACY_ARRAY_SUPERBLOCK_BYTES - 4..]);
+            let s: ArraySuperblock = read(&widened)?;
+            check_sealed(s.magic, ARRAY_SUPERBLOCK_MAGIC, s.version.get(), covered, s.crc32c.get())?;
+            s
+        } else {
+            let s: ArraySuperblock = read(bytes)?;
+            check_sealed(
+                s.magic,
+                ARRAY_SUPERBLOCK_MAGIC,
+                s.version.get(),
+                &s.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4],
+                s.crc32c.get(),
+            )?;
+            s
+        };
         let drives = s.drive_count.get() as usize;
-        if s.superblock_bytes.get() as usize != ARRAY_SUPERBLOCK_BYTES
+        if !matches!(s.superblock_bytes.get() as usize, ARRAY_SUPERBLOCK_BYTES | LEGACY_ARRAY_SUPERBLOCK_BYTES)
             || !drive_shape_is_valid(drives, s.drive_index.get(), s.data_chunks.get(), s.parity_chunks.get())
             || s.chunk_bytes.get() == 0
             || s.group_size.get() == 0
             || s.mode > 2
             || s.logical_blocks.get() == 0
             || s.failed_drives.get() >> drives != 0
+            || s.rebuilding_drives.get() >> drives != 0
             || u32::from(s.small_segments) + u32::from(s.large_segments) > crate::hybrid::MAX_OPEN_SEGMENTS
             || (s.large_segments > 0 && s.large_chunk_bytes.get() <= s.chunk_bytes.get())
         {
@@ -529,12 +554,61 @@ mod tests {
             generation: 3.into(),
             failed_drives: 0b10.into(),
             large_chunk_bytes: 0.into(),
+            rebuilding_drives: 0b10.into(),
             crc32c: 0.into(),
         }
         .seal();
         let decoded = ArraySuperblock::decode(s.as_bytes()).unwrap();
         assert_eq!((decoded.drive_index.get(), decoded.name()), (2, "tank".to_string()));
         flips_detected(s.as_bytes(), |b| ArraySuperblock::decode(b).is_ok());
+        assert_eq!(decoded.rebuilding_drives.get(), 0b10);
+    }
+
+    /// A superblock written before `rebuilding_drives` (148 bytes, the CRC after the large
+    /// chunk) reads with no drive rebuilding; a damaged one is still refused.
+    #[test]
+    fn legacy_array_superblock_reads_with_no_drive_rebuilding() {
+        let s = ArraySuperblock {
+            magic: ARRAY_SUPERBLOCK_MAGIC,
+            version: FORMAT_VERSION.into(),
+            superblock_bytes: (LEGACY_ARRAY_SUPERBLOCK_BYTES as u32).into(),
+            array_uuid: [5; 16],
+            drive_index: 1.into(),
+            drive_count: 4.into(),
+            data_chunks: 3.into(),
+            parity_chunks: 1.into(),
+            level: 5,
+            mode: 0,
+            small_segments: 0,
+            large_segments: 0,
+            chunk_bytes: 4096.into(),
+            group_size: 256.into(),
+            block_size_bytes: 4096.into(),
+            reserved_zones: 1.into(),
+            logical_blocks: 1000.into(),
+            stripe_timeout_ns: 100_000.into(),
+            created_unix_s: 1.into(),
+            name: [0; 32],
+            generation: 7.into(),
+            failed_drives: 0b100.into(),
+            large_chunk_bytes: 0.into(),
+            rebuilding_drives: 0.into(),
+            crc32c: 0.into(),
+        };
+        let covered = LEGACY_ARRAY_SUPERBLOCK_BYTES - 4;
+        let mut legacy = s.as_bytes()[..covered].to_vec();
+        legacy.extend_from_slice(&crc32c::crc32c(&legacy).to_le_bytes());
+        // A whole block: what follows the legacy superblock is zeros.
+        legacy.resize(512, 0);
+        let decoded = ArraySuperblock::decode(&legacy).unwrap();
+        assert_eq!(
+            (decoded.generation.get(), decoded.failed_drives.get(), decoded.rebuilding_drives.get()),
+            (7, 0b100, 0)
+        );
+        flips_detected(&legacy[..LEGACY_ARRAY_SUPERBLOCK_BYTES], |b| ArraySuperblock::decode(b).is_ok());
+        // Sealed again, it is written in the current layout.
+        let resealed = ArraySuperblock::decode(decoded.seal().as_bytes()).unwrap();
+        assert_eq!(resealed.superblock_bytes.get() as usize, ARRAY_SUPERBLOCK_BYTES);
     }
 
     #[test]

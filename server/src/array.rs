@@ -243,6 +243,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
             generation: 0.into(),
             failed_drives: 0.into(),
             large_chunk_bytes: 0.into(),
+            rebuilding_drives: 0.into(),
             crc32c: 0.into(),
         };
         // One open segment stays recorded as zeros: a default array's superblock is byte for

@@ -1,6 +1,6 @@
 //! The control socket of a running array: a Unix socket per array, one text command per
-//! connection (`status`, `stop`, `fail N`, `fail N force`), one JSON line back. `zapraid
-//! status`, `stop` and `fail` are its clients.
+//! connection (`status`, `stop`, `fail N`, `fail N force`, `replace N force|check PATH`),
+//! one JSON line back. `zapraid status`, `stop`, `fail` and `replace` are its clients.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -45,6 +45,8 @@ pub struct Identity {
     pub drives: Vec<Option<String>>,
     pub canonical_drives: Vec<Option<String>>,
     pub device: Option<String>,
+    /// The drives' geometry, superblock zones included (a replacement must have it).
+    pub drive_geometry: zapraid_zns::Geometry,
 }
 
 /// Set when the array has stopped cleanly; `stop` answers only then.
@@ -139,6 +141,7 @@ fn handle(
         }
         ["fail", drive] => fail(engine, drive, false),
         ["fail", drive, "force"] => fail(engine, drive, true),
+        ["replace", ..] => replace(identity, engine, line.trim_end_matches(['\r', '\n'])),
         _ => error_json(&format!("unknown command \"{}\" (status, stop, fail N, fail N force)", line.trim())),
     };
     let mut stream = stream;
@@ -155,6 +158,57 @@ fn fail(engine: &EngineSender, drive: &str, force: bool) -> serde_json::Value {
     match engine.send(Message::FailDrive { drive, force, done }).ok().and_then(|()| result.recv().ok()) {
         Some(Ok(outcome)) => {
             serde_json::json!({ "failed_drive": drive, "data_lost": outcome == FailOutcome::DataLost })
+        }
+        Some(Err(e)) => error_json(&e.to_string()),
+        None => error_json("the engine has stopped"),
+    }
+}
+
+/// `replace N force|check PATH` (the path is the rest of the line, spaces and all): the
+/// new drive is checked and emptied here, then swapped in on the engine thread.
+fn replace(identity: &Mutex<Identity>, engine: &EngineSender, line: &str) -> serde_json::Value {
+    let mut words = line.splitn(4, ' ');
+    let (Some(_), Some(drive), Some(force), Some(path)) = (words.next(), words.next(), words.next(), words.next())
+    else {
+        return error_json("replace needs a drive index, force or check, and the new drive's path");
+    };
+    let Ok(drive) = drive.parse::<usize>() else {
+        return error_json(&format!("\"{drive}\" is not a drive index"));
+    };
+    let (geometry, members) = {
+        let id = identity.lock().expect("identity");
+        (id.drive_geometry, id.canonical_drives.clone())
+    };
+    // Refused before the new drive is touched; the engine thread checks again.
+    if let Some(status) = query_status(engine) {
+        if let Some(r) = status.engine.rebuild {
+            return error_json(&format!(
+                "drive {} is being rebuilt: one rebuild runs at a time (see zapraid status)",
+                r.drive
+            ));
+        }
+        if drive < members.len() && !status.engine.failed_drives.contains(&drive) {
+            return error_json(&format!(
+                "drive {drive} has not failed: only a failed drive is replaced (zapraid fail marks one)"
+            ));
+        }
+    }
+    if drive >= members.len() {
+        return error_json(&Error::NoSuchDrive { drive, drives: members.len() }.to_string());
+    }
+    let path = std::path::Path::new(path);
+    let device = match crate::replace::prepare_new_drive(path, drive, &geometry, &members, force == "force") {
+        Ok(device) => device,
+        Err(e) => return error_json(&e.to_string()),
+    };
+    let (done, result) = crossbeam_channel::bounded(1);
+    match engine.send(Message::ReplaceDrive { drive, device, done }).ok().and_then(|()| result.recv().ok()) {
+        Some(Ok(())) => {
+            let mut id = identity.lock().expect("identity");
+            id.drives[drive] = Some(path.display().to_string());
+            id.canonical_drives[drive] =
+                Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string());
+            serde_json::json!({ "replaced_drive": drive, "path": path.display().to_string() })
         }
         Some(Err(e)) => error_json(&e.to_string()),
         None => error_json("the engine has stopped"),
@@ -186,13 +240,21 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
                 "index": i,
                 "path": path,
                 "canonical_path": identity.canonical_drives.get(i).cloned().flatten(),
-                "state": if failed.contains(&i) { "failed" } else { "ok" },
+                "state": if failed.contains(&i) {
+                    "failed"
+                } else if s.engine.rebuild.is_some_and(|r| r.drive == i) {
+                    "rebuilding"
+                } else {
+                    "ok"
+                },
                 "missing": path.is_none(),
             })
         })
         .collect();
     let state = if s.stopping {
         "stopping"
+    } else if s.engine.rebuild.is_some() {
+        "rebuilding"
     } else if failed.is_empty() {
         "optimal"
     } else {
@@ -220,7 +282,9 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         "large_chunk_bytes": (identity.open_segments.large > 0).then_some(identity.open_segments.large_chunk_bytes),
         "device": identity.device,
         "state": state,
-        "rebuilding": false,
+        "rebuilding": s.engine.rebuild.is_some(),
+        "rebuild": rebuild_json(s),
+        "rebuilds_completed": s.engine.rebuilds_completed,
         "drives": drives,
         "capacity": {
             "block_size_bytes": block,
@@ -258,6 +322,32 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
             "write": { "p50": s.write_latency_us[0], "p99": s.write_latency_us[1], "p999": s.write_latency_us[2] },
         },
         "uptime_s": s.uptime_s,
+    })
+}
+
+/// The running rebuild's progress, or null: % done counts segments; the rate is the
+/// average since the rebuild started on this server (blocks written to the new drive over
+/// the time since), and the ETA the time per segment so far times the segments left
+/// (null until a segment is done).
+fn rebuild_json(s: &ArrayStatus) -> serde_json::Value {
+    let Some(r) = s.engine.rebuild else { return serde_json::Value::Null };
+    let total = r.segments_rebuilt + r.segments_left;
+    let percent = if total == 0 { 100.0 } else { r.segments_rebuilt as f64 * 100.0 / total as f64 };
+    let bytes_written = r.blocks_written * u64::from(s.block_size_bytes);
+    let elapsed_s = s.rebuild_elapsed_s.unwrap_or(0.0);
+    let rate_mib_s = (elapsed_s > 0.0).then(|| bytes_written as f64 / (1024.0 * 1024.0) / elapsed_s);
+    let eta_s = (r.segments_rebuilt > 0).then(|| elapsed_s / r.segments_rebuilt as f64 * r.segments_left as f64);
+    serde_json::json!({
+        "drive": r.drive,
+        "segments_rebuilt": r.segments_rebuilt,
+        "segments_left": r.segments_left,
+        "percent_done": percent,
+        "blocks_written": r.blocks_written,
+        "bytes_written": bytes_written,
+        "blocks_unrecoverable": r.blocks_unrecoverable,
+        "elapsed_s": elapsed_s,
+        "rate_mib_s": rate_mib_s,
+        "eta_s": eta_s,
     })
 }
 
@@ -317,6 +407,7 @@ mod tests {
             drives: vec![Some("d0".into()); level.shape().0 + level.shape().1],
             canonical_drives: vec![Some("/d0".into()); level.shape().0 + level.shape().1],
             device: None,
+            drive_geometry: zapraid_zns::Geometry::small(4, 64, 60),
         }
     }
 
@@ -361,6 +452,28 @@ mod tests {
         assert_eq!(drive(1), (serde_json::Value::Null, "failed".into(), true.into()), "{s}");
         assert_eq!(drive(0), ("d0".into(), "ok".into(), false.into()), "{s}");
         assert_eq!(s["drives"][1]["index"], 1, "{s}");
+    }
+
+    #[test]
+    fn a_rebuild_shows_its_progress_rate_and_eta() {
+        let id = identity(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 256 });
+        let mut status = ArrayStatus { block_size_bytes: 4096, rebuild_elapsed_s: Some(2.0), ..Default::default() };
+        let s = status_json(&id, &status);
+        assert_eq!((s["rebuilding"].clone(), s["rebuild"].clone()), (false.into(), serde_json::Value::Null), "{s}");
+        status.engine.rebuild = Some(zapraid_engine::RebuildStatus {
+            drive: 2,
+            segments_rebuilt: 3,
+            segments_left: 1,
+            blocks_written: 512,
+            blocks_unrecoverable: 0,
+        });
+        let s = status_json(&id, &status);
+        let r = &s["rebuild"];
+        assert_eq!((s["state"].as_str(), s["drives"][2]["state"].as_str()), (Some("rebuilding"), Some("rebuilding")));
+        assert_eq!((r["drive"].as_u64(), r["percent_done"].as_f64()), (Some(2), Some(75.0)), "{s}");
+        // 2 MiB in 2 s; 3 segments in 2 s, 1 left.
+        assert_eq!((r["rate_mib_s"].as_f64(), r["bytes_written"].as_u64()), (Some(1.0), Some(2 << 20)), "{s}");
+        assert!((r["eta_s"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9, "{s}");
     }
 
     #[test]

@@ -74,6 +74,13 @@ pub enum Message {
         force: bool,
         done: Sender<Result<FailOutcome>>,
     },
+    /// Put `device` (every zone of it reset) in failed drive `drive`'s place and rebuild
+    /// the drive onto it (`replace`).
+    ReplaceDrive {
+        drive: usize,
+        device: ReservedZones<Drive>,
+        done: Sender<Result<()>>,
+    },
     /// Clean stop: finish what was sent, write the stop footer, end the thread.
     Stop,
 }
@@ -97,6 +104,8 @@ pub struct ArrayStatus {
     pub write_latency_us: [f64; 3],
     pub uptime_s: f64,
     pub stopping: bool,
+    /// Seconds since the running rebuild started (on this server), if one runs.
+    pub rebuild_elapsed_s: Option<f64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -173,11 +182,11 @@ impl EngineThread {
     }
 }
 
-struct EngineLoop {
-    engine: Engine,
-    drives: Vec<ReservedZones<Drive>>,
+pub(crate) struct EngineLoop {
+    pub(crate) engine: Engine,
+    pub(crate) drives: Vec<ReservedZones<Drive>>,
     rx: Receiver<Message>,
-    wake: Arc<EventFd>,
+    pub(crate) wake: Arc<EventFd>,
     started: Instant,
     next_id: u64,
     pending: HashMap<u64, Pending>,
@@ -185,7 +194,14 @@ struct EngineLoop {
     read_latencies: VecDeque<u32>,
     write_latencies: VecDeque<u32>,
     stopping: bool,
-    record: FailureRecord,
+    pub(crate) record: FailureRecord,
+    /// Whether every drive signals `wake` on completions (a drive swapped in must too).
+    pub(crate) notified: bool,
+    /// Drives being rebuilt (`replace`), bit per drive: recorded failed and rebuilding in
+    /// the superblock until the rebuild ends (`replace::watch_rebuild`).
+    pub(crate) rebuilding: u64,
+    /// When the running rebuild started, for its rate.
+    pub(crate) rebuild_started: Option<Instant>,
 }
 
 impl EngineLoop {
@@ -197,6 +213,7 @@ impl EngineLoop {
         rx: Receiver<Message>,
         wake: Arc<EventFd>,
     ) -> Self {
+        let engine_rebuilding = engine.rebuild_status().map_or(0, |r| 1u64 << r.drive);
         let status = ArrayStatus {
             drives: drives.len(),
             logical_blocks: engine.logical_blocks(),
@@ -216,6 +233,10 @@ impl EngineLoop {
             write_latencies: VecDeque::new(),
             stopping: false,
             record,
+            notified: false,
+            // A rebuild resumed at start (`service::run`) runs already.
+            rebuilding: engine_rebuilding,
+            rebuild_started: (engine_rebuilding != 0).then(Instant::now),
         }
     }
 
@@ -234,6 +255,7 @@ impl EngineLoop {
             let fd = self.wake.raw();
             self.drives.iter_mut().all(|d| d.notify_completions(fd))
         };
+        self.notified = notified;
         tracing::info!(completion_eventfd = notified, "engine thread running");
         loop {
             let progressed = if notified { self.turn_notified() } else { self.turn_blocking() };
@@ -262,6 +284,7 @@ impl EngineLoop {
         self.engine.tick(now);
         // Commands dispatched after the reap are handed to the kernel by the next turn's.
         dispatched += self.dispatch();
+        self.watch_rebuild();
         self.record_failures();
         let answered = self.answer();
         messages + dispatched + reaped + answered > 0
@@ -296,6 +319,7 @@ impl EngineLoop {
         let now = self.now_ns();
         self.engine.tick(now);
         self.dispatch();
+        self.watch_rebuild();
         self.record_failures();
         self.answer();
         true
@@ -358,6 +382,9 @@ impl EngineLoop {
                 }
                 let _ = done.send(result);
             }
+            Message::ReplaceDrive { drive, device, done } => {
+                let _ = done.send(self.replace_drive(drive, device));
+            }
             Message::Stop => {
                 if !self.stopping {
                     tracing::info!("clean stop requested");
@@ -369,32 +396,48 @@ impl EngineLoop {
         }
     }
 
-    fn failed_mask(&self) -> u64 {
+    /// Drives the engine counts failed.
+    fn engine_failed_mask(&self) -> u64 {
         (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).fold(0, |mask, d| mask | 1 << d)
     }
 
-    /// Appends a superblock generation naming the failed drives to every live drive, if
-    /// the engine failed a drive since the last one; waits for it (feeding the engine the
-    /// completions of its own commands meanwhile).
-    fn record_failures(&mut self) {
+    /// Drives failed as the superblock records them: a drive being rebuilt stays failed
+    /// there until its rebuild completes (a restart must not trust its zones).
+    fn failed_mask(&self) -> u64 {
+        self.engine_failed_mask() | self.rebuilding
+    }
+
+    fn recorded(&self) -> bool {
+        self.failed_mask() == self.record.superblock.failed_drives.get()
+            && self.rebuilding == self.record.superblock.rebuilding_drives.get()
+    }
+
+    /// Appends a superblock generation naming the failed and rebuilding drives to every
+    /// live drive and every drive being rebuilt, if either changed since the last one;
+    /// waits for it (feeding the engine the completions of its own commands meanwhile).
+    pub(crate) fn record_failures(&mut self) {
         // Completions taken while recording may fail another drive: record until stable.
-        while self.failed_mask() != self.record.superblock.failed_drives.get() {
+        while !self.recorded() {
             self.record_once();
         }
     }
 
     fn record_once(&mut self) {
         let failed = self.failed_mask();
+        // Written to the drives not failed, and to a new drive being rebuilt (its first
+        // superblock says it is being rebuilt).
+        let skipped = self.engine_failed_mask() & !self.rebuilding;
         let mut sb = self.record.superblock;
         sb.generation = (sb.generation.get() + 1).into();
         sb.failed_drives = failed.into();
+        sb.rebuilding_drives = self.rebuilding.into();
         let sb = sb.seal();
         let g = self.drives[0].geometry();
         // Per live drive, the writes of every copy, issued in order: a drive's next write
         // goes out once its previous one completed (zone 0 takes them at its write pointer).
         let mut writes: Vec<(usize, VecDeque<zapraid_zns::Command>)> = Vec::new();
         for i in 0..self.drives.len() {
-            if failed >> i & 1 == 1 {
+            if skipped >> i & 1 == 1 {
                 continue;
             }
             let lba = self.record.next_lba[i];
@@ -426,7 +469,8 @@ impl EngineLoop {
         tracing::warn!(
             generation = sb.generation.get(),
             failed_drives = failed,
-            "failed drives recorded in the superblock"
+            rebuilding_drives = self.rebuilding,
+            "failed and rebuilding drives recorded in the superblock"
         );
         self.record.superblock = sb;
     }
@@ -434,7 +478,7 @@ impl EngineLoop {
     /// Takes every drive's completions: the engine's to the engine, the engine thread's
     /// own superblock writes counted apart. With `block` and nothing reaped, waits for a
     /// drive with commands in flight. Returns (completions reaped, superblock writes).
-    fn poll_drives(&mut self, block: bool) -> (usize, usize) {
+    pub(crate) fn poll_drives(&mut self, block: bool) -> (usize, usize) {
         let mut completions = Vec::new();
         let mut reaped = 0;
         let mut records = 0;
@@ -468,7 +512,7 @@ impl EngineLoop {
     }
 
     /// Hands the engine's commands to the drives; returns how many.
-    fn dispatch(&mut self) -> usize {
+    pub(crate) fn dispatch(&mut self) -> usize {
         let mut n = 0;
         while let Some(cmd) = self.engine.poll_command() {
             self.drives[cmd.drive].submit(cmd.tag, cmd.command);
@@ -522,6 +566,7 @@ impl EngineLoop {
             write_latency_us: percentiles(&self.write_latencies),
             uptime_s: self.started.elapsed().as_secs_f64(),
             stopping: self.stopping,
+            rebuild_elapsed_s: self.rebuild_started.map(|t| t.elapsed().as_secs_f64()),
             ..self.status.clone()
         }
     }

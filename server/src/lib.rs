@@ -3,8 +3,10 @@
 //! start without them, and recording them failed), `superblock` (the array superblock's
 //! copies on one drive, and what a drive without one holds), `driver` (the engine on its
 //! own thread over the drives, fed through bounded channels), `ublk` (the Linux block
-//! device), `control` (the socket `zapraid stop/status/fail` talk to), `names` (which
+//! device), `control` (the socket `zapraid stop/status/fail/replace` talk to), `names` (which
 //! names an array may have), `failures` (which drive failures asked for are carried out),
+//! `replace` (a new drive in a failed one's place, the rebuild onto it recorded in the
+//! superblock, and resumed at start),
 //! `zone_limits` (whether drives allow the zones an array keeps open).
 
 pub mod array;
@@ -15,6 +17,7 @@ pub mod driver;
 pub mod error;
 pub mod failures;
 pub mod names;
+pub mod replace;
 pub mod service;
 pub mod superblock;
 pub mod ublk;

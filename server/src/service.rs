@@ -12,6 +12,7 @@ use crate::degraded::{absent_line, NewlyMissing};
 use crate::driver::{EngineThread, FailureRecord, Message};
 use crate::error::Result;
 use crate::names::{check_name, start_name};
+use crate::replace::wipe_rebuilding;
 use crate::ublk::{self, DeviceShape, UblkOptions};
 
 #[derive(Clone, Debug, Default)]
@@ -40,6 +41,12 @@ pub enum Progress<'a> {
     Recovered {
         seconds: f64,
         mapped_blocks: u64,
+    },
+    /// Drive `drive` (at `path`) was being rebuilt when the array last stopped or crashed:
+    /// every zone of it was reset, and its rebuild starts again from the beginning.
+    RebuildResumed {
+        drive: usize,
+        path: &'a str,
     },
     /// `taken_over`: the device is one a server that died left, taken over with the
     /// requests the kernel held for it.
@@ -90,10 +97,23 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         drive_count,
         degraded: degraded.as_deref(),
     });
+    // A drive being rebuilt holds half a rebuild: emptied before recovery (which counts it
+    // failed), rebuilt again once the engine runs.
+    let resumed = wipe_rebuilding(&mut assembled)?;
     let started = std::time::Instant::now();
-    let engine = recover(&mut assembled)?;
+    let mut engine = recover(&mut assembled)?;
     let mapped_blocks = engine.status().mapped_blocks;
     tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
+    if let Some(drive) = resumed {
+        engine.rebuild_drive(drive)?;
+        let path = assembled.paths[drive].as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        tracing::warn!(
+            drive,
+            path,
+            "the rebuild cut short starts again from the beginning (the drive's zones were reset)"
+        );
+        tell(Progress::RebuildResumed { drive, path: &path });
+    }
     let config = assembled.config;
     let shape = DeviceShape {
         logical_blocks: config.logical_blocks,
@@ -114,6 +134,10 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
             .map(|p| p.as_ref().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()).display().to_string()))
             .collect(),
         device: None,
+        drive_geometry: zapraid_zns::Geometry {
+            zone_count: assembled.geometry.zone_count + assembled.superblock.reserved_zones.get(),
+            ..assembled.geometry
+        },
     }));
     let record = FailureRecord {
         superblock: assembled.superblock,

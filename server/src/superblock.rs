@@ -240,6 +240,7 @@ mod tests {
             generation: generation.into(),
             failed_drives: 0.into(),
             large_chunk_bytes: 0.into(),
+            rebuilding_drives: 0.into(),
             crc32c: 0.into(),
         }
         .seal()

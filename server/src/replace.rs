@@ -1,0 +1,189 @@
+//! Replacing a failed drive (`zapraid replace`) and rebuilding onto it: the checks of the
+//! new drive, its swap into the running engine thread, the superblock generations that
+//! say a drive is being rebuilt and then that it is not, and the rebuild resumed at start.
+//!
+//! Invariants: the new drive is taken only if it is not one of the array's, has the
+//! array's geometry, and holds nothing (no array superblock of any array, no written
+//! zone) unless forced; every zone of it is reset before it is swapped in. The drive it
+//! replaces (failed, or a `MissingDrive`) has nothing in flight when swapped out. From the
+//! swap until the rebuild completes, the superblock records the drive both failed and
+//! rebuilding, so a restart never trusts the new drive's zones: `start` resets them and
+//! rebuilds it again from the start (`resume_rebuild`). Only when the engine says the
+//! rebuild is done (and the drive not failed) is a generation recorded with neither bit.
+
+use std::path::Path;
+use std::time::Instant;
+
+use zapraid_zns::{execute, Command, Geometry, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
+
+use crate::array::{open_drive, uuid_text, Assembled, Drive, SUPERBLOCK_ZONES};
+use crate::driver::EngineLoop;
+use crate::error::{Error, Result};
+use crate::superblock::{examine, read_superblock};
+
+/// Opens the drive at `path` to take failed drive `drive`'s place in an array whose drives
+/// have the raw geometry `raw` (superblock zones included) and are at `members`
+/// (canonical paths), checks it, and resets every zone of it. Unless `force`, a drive
+/// that holds anything (an array superblock, written zones) is refused.
+pub fn prepare_new_drive(
+    path: &Path,
+    drive: usize,
+    raw: &Geometry,
+    members: &[Option<String>],
+    force: bool,
+) -> Result<ReservedZones<Drive>> {
+    let refuse = |reason: String| Error::Refused { path: path.to_path_buf(), reason };
+    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if let Some(index) = members.iter().position(|m| m.as_deref() == canonical.to_str()) {
+        return Err(refuse(format!(
+            "it is drive {index} of this array; give a new drive to rebuild drive {drive} onto"
+        )));
+    }
+    let mut device = open_drive(path)?;
+    check_geometry(&device.geometry(), raw).map_err(refuse)?;
+    if !force {
+        if let Some(sb) = read_superblock(device.as_mut()) {
+            return Err(refuse(format!(
+                "it is drive {} of array \"{}\" ({}); add --force to erase it",
+                sb.drive_index.get(),
+                sb.name(),
+                uuid_text(&sb.array_uuid)
+            )));
+        }
+        let remains = examine(device.as_mut()).map_err(|error| Error::Drive { path: path.to_path_buf(), error })?;
+        if remains.looks_like_member() || remains.written_zones > 0 {
+            let written = remains.written_zones + u32::from(remains.superblock_zone_blocks > 0);
+            return Err(refuse(format!("it is not empty ({written} written zone(s)); add --force to erase it")));
+        }
+    }
+    // Zone 0 too: the first superblock generation goes to its start (a forced drive's
+    // old superblocks could otherwise outrank it).
+    for zone in 0..raw.zone_count {
+        let target = ZoneTarget::Zone { start_lba: raw.zone_start_lba(zone) };
+        let c = execute(device.as_mut(), Command::ManageZone { action: ZoneAction::Reset, target });
+        c.result.map_err(|error| Error::DriveCommand { path: path.to_path_buf(), what: "zone reset", error })?;
+    }
+    ReservedZones::new(device, SUPERBLOCK_ZONES).map_err(|error| Error::Drive { path: path.to_path_buf(), error })
+}
+
+/// Whether a drive of geometry `new` can take the place of one of `raw`: why not, if not.
+/// Assembly wants every drive of an array to have one geometry, so it must be the same.
+fn check_geometry(new: &Geometry, raw: &Geometry) -> std::result::Result<(), String> {
+    if new.block_size_bytes != raw.block_size_bytes || new.metadata_bytes_per_block != raw.metadata_bytes_per_block {
+        return Err(format!(
+            "its blocks are {} B with {} B of metadata; the array's drives have {} B with {} B",
+            new.block_size_bytes, new.metadata_bytes_per_block, raw.block_size_bytes, raw.metadata_bytes_per_block
+        ));
+    }
+    if new.zone_count < raw.zone_count || new.zone_capacity_blocks < raw.zone_capacity_blocks {
+        return Err(format!(
+            "it is too small: {} zones of {} blocks; the array's drives have {} zones of {} blocks",
+            new.zone_count, new.zone_capacity_blocks, raw.zone_count, raw.zone_capacity_blocks
+        ));
+    }
+    if new != raw {
+        return Err(format!(
+            "its geometry differs from the array's drives' (zone size {} vs {} blocks, {} vs {} zones, capacity {} vs \
+             {} blocks, limits): an array's drives must all have one geometry",
+            new.zone_size_blocks,
+            raw.zone_size_blocks,
+            new.zone_count,
+            raw.zone_count,
+            new.zone_capacity_blocks,
+            raw.zone_capacity_blocks
+        ));
+    }
+    Ok(())
+}
+
+/// Resets every zone (but the superblock zones) of each present drive the superblock
+/// records as being rebuilt: what a rebuild cut short wrote is never trusted. Returns the
+/// drive whose rebuild starts again (one at a time; any other stays failed).
+pub fn wipe_rebuilding(assembled: &mut Assembled) -> Result<Option<usize>> {
+    let rebuilding = assembled.superblock.rebuilding_drives.get();
+    let mut resumed = None;
+    for drive in 0..assembled.drives.len() {
+        let Some(path) = assembled.paths[drive].clone() else { continue };
+        if rebuilding >> drive & 1 == 0 || resumed.is_some() {
+            continue;
+        }
+        let device = &mut assembled.drives[drive];
+        let g = device.geometry();
+        for zone in 0..g.zone_count {
+            let target = ZoneTarget::Zone { start_lba: g.zone_start_lba(zone) };
+            let c = execute(device, Command::ManageZone { action: ZoneAction::Reset, target });
+            c.result.map_err(|error| Error::DriveCommand { path: path.clone(), what: "zone reset", error })?;
+        }
+        resumed = Some(drive);
+    }
+    Ok(resumed)
+}
+
+impl EngineLoop {
+    /// Swaps `device` into failed drive `drive`'s place, records the drive rebuilding
+    /// (the new drive gets its first superblock), and starts the rebuild.
+    pub(crate) fn replace_drive(&mut self, drive: usize, mut device: ReservedZones<Drive>) -> Result<()> {
+        let drives = self.drives.len();
+        if drive >= drives {
+            return Err(Error::NoSuchDrive { drive, drives });
+        }
+        if let Some(r) = self.engine.rebuild_status() {
+            return Err(Error::Config {
+                reason: format!("drive {} is being rebuilt: one rebuild runs at a time (see zapraid status)", r.drive),
+            });
+        }
+        if !self.engine.is_failed(drive) {
+            return Err(Error::Config {
+                reason: format!(
+                    "drive {drive} has not failed: only a failed drive is replaced (zapraid fail marks one)"
+                ),
+            });
+        }
+        if self.drives[drive].in_flight() > 0 {
+            return Err(Error::Config {
+                reason: format!("drive {drive} still has commands in flight; try again in a moment"),
+            });
+        }
+        if self.notified && !device.notify_completions(self.wake.raw()) {
+            return Err(Error::Config {
+                reason: "the new drive cannot signal its completions as the array's drives do (an NVMe namespace \
+                         and a drive file cannot be mixed)"
+                    .into(),
+            });
+        }
+        self.drives[drive] = device;
+        self.record.next_lba[drive] = 0;
+        self.rebuilding |= 1 << drive;
+        // On the drives before the rebuild writes anything to the new one.
+        self.record_failures();
+        if let Err(e) = self.engine.rebuild_drive(drive) {
+            self.rebuilding &= !(1 << drive);
+            self.record_failures();
+            return Err(e.into());
+        }
+        self.rebuild_started = Some(Instant::now());
+        tracing::warn!(drive, "drive replaced: rebuild started");
+        Ok(())
+    }
+
+    /// Notices a rebuild that ended: completed (the drive serves again), or stopped
+    /// because the new drive failed. Either way it is no longer recorded rebuilding.
+    pub(crate) fn watch_rebuild(&mut self) {
+        if self.rebuilding == 0 {
+            return;
+        }
+        let running = self.engine.rebuild_status().map(|r| r.drive);
+        for drive in 0..self.drives.len() {
+            if self.rebuilding >> drive & 1 == 0 || running == Some(drive) {
+                continue;
+            }
+            self.rebuilding &= !(1 << drive);
+            self.rebuild_started = None;
+            if self.engine.is_failed(drive) {
+                tracing::error!(drive, "rebuild stopped: the new drive failed");
+            } else {
+                tracing::warn!(drive, "rebuild complete: the array is optimal again");
+            }
+        }
+    }
+}
