@@ -15,6 +15,10 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Most drives in an array (k + m), bounded by the header's zone table.
 pub const MAX_DRIVES: usize = 36;
 
+mod superblock;
+
+pub use superblock::*;
+
 pub const SEGMENT_HEADER_MAGIC: [u8; 8] = *b"ZRAIDSEG";
 pub const FOOTER_MAGIC: [u8; 8] = *b"ZRAIDFTR";
 pub const BLOCK_METADATA_MAGIC: u16 = 0x525a; // "ZR"
@@ -151,150 +155,6 @@ fn drive_shape_is_valid(drives: usize, drive_index: u32, data_chunks: u32, parit
     (1..=MAX_DRIVES).contains(&drives)
         && (drive_index as usize) < drives
         && u64::from(data_chunks) + u64::from(parity_chunks) == drives as u64
-}
-
-pub const ARRAY_SUPERBLOCK_MAGIC: [u8; 8] = *b"ZRAIDARR";
-
-/// The array superblock: first block of zone 0 of every drive, written by `zapraid
-/// format` (zone 0 is reserved for it; segments use the zones after it). `zapraid start`
-/// reads it to learn the array's shape and each drive's place, whatever order the drives
-/// are named in.
-#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
-#[repr(C)]
-pub struct ArraySuperblock {
-    pub magic: [u8; 8],
-    pub version: U32,
-    pub superblock_bytes: U32,
-    pub array_uuid: [u8; 16],
-    pub drive_index: U32,
-    pub drive_count: U32,
-    pub data_chunks: U32,
-    pub parity_chunks: U32,
-    pub level: u8,
-    /// 0 ZapRAID (hybrid groups), 1 ZoneWrite-Only, 2 ZoneAppend-Only.
-    pub mode: u8,
-    /// Open segments of small chunks (Ns) and of large chunks (Nl); both 0 in superblocks
-    /// written before hybrid management: one open segment (Ns 1, Nl 0).
-    pub small_segments: u8,
-    pub large_segments: u8,
-    /// The small chunk (Cs), the only one when Nl is 0.
-    pub chunk_bytes: U32,
-    pub group_size: U32,
-    pub block_size_bytes: U32,
-    pub reserved_zones: U32,
-    pub logical_blocks: U64,
-    pub stripe_timeout_ns: U64,
-    pub created_unix_s: U64,
-    /// Array name, UTF-8, zero-padded.
-    pub name: [u8; 32],
-    /// Superblocks are appended to zone 0 (format writes generation 0 at its first block);
-    /// the valid one with the highest generation on any drive is in force.
-    pub generation: U64,
-    /// Drives failed while the array ran, bit i for drive i: they stay failed (they
-    /// missed writes) until rebuilt.
-    pub failed_drives: U64,
-    /// The large chunk (Cl); 0 when Nl is 0.
-    pub large_chunk_bytes: U32,
-    /// Drives being rebuilt onto a new drive (`zapraid replace`), bit i for drive i; each
-    /// is failed in `failed_drives` too until its rebuild completes. Superblocks written
-    /// before this field (`LEGACY_ARRAY_SUPERBLOCK_BYTES`) read as 0.
-    pub rebuilding_drives: U64,
-    pub crc32c: U32,
-}
-
-pub const ARRAY_SUPERBLOCK_BYTES: usize = 156;
-/// Superblocks written before `rebuilding_drives`: the same fields up to
-/// `large_chunk_bytes`, then the CRC.
-pub const LEGACY_ARRAY_SUPERBLOCK_BYTES: usize = 148;
-const _: () = assert!(std::mem::size_of::<ArraySuperblock>() == ARRAY_SUPERBLOCK_BYTES);
-
-impl ArraySuperblock {
-    /// Seals the superblock: sets magic, version, size and the CRC over everything before it.
-    pub fn seal(mut self) -> Self {
-        self.magic = ARRAY_SUPERBLOCK_MAGIC;
-        self.version = FORMAT_VERSION.into();
-        self.superblock_bytes = (ARRAY_SUPERBLOCK_BYTES as u32).into();
-        self.crc32c = crc32c::crc32c(&self.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4]).into();
-        self
-    }
-
-    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
-        // `superblock_bytes` follows the magic and the version.
-        let size = bytes.get(12..16).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-        let s: ArraySuperblock = if size == Some(LEGACY_ARRAY_SUPERBLOCK_BYTES) {
-            // Older layout: no rebuilding drives (0), the CRC right after the large chunk.
-            let legacy = bytes
-                .get(..LEGACY_ARRAY_SUPERBLOCK_BYTES)
-                .ok_or(DecodeError::Short { needed: LEGACY_ARRAY_SUPERBLOCK_BYTES, got: bytes.len() })?;
-            let covered = &legacy[..LEGACY_ARRAY_SUPERBLOCK_BYTES - 4];
-            let mut widened = [0u8; ARRAY_SUPERBLOCK_BYTES];
-            widened[..covered.len()].copy_from_slice(covered);
-            widened[ARRAY_SUPERBLOCK_BYTES - 4..].copy_from_slice(&legacy[LEGACY_ARRAY_SUPERBLOCK_BYTES - 4..]);
-            let s: ArraySuperblock = read(&widened)?;
-            check_sealed(s.magic, ARRAY_SUPERBLOCK_MAGIC, s.version.get(), covered, s.crc32c.get())?;
-            s
-        } else {
-            let s: ArraySuperblock = read(bytes)?;
-            check_sealed(
-                s.magic,
-                ARRAY_SUPERBLOCK_MAGIC,
-                s.version.get(),
-                &s.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4],
-                s.crc32c.get(),
-            )?;
-            s
-        };
-        let drives = s.drive_count.get() as usize;
-        if !matches!(s.superblock_bytes.get() as usize, ARRAY_SUPERBLOCK_BYTES | LEGACY_ARRAY_SUPERBLOCK_BYTES)
-            || !drive_shape_is_valid(drives, s.drive_index.get(), s.data_chunks.get(), s.parity_chunks.get())
-            || s.chunk_bytes.get() == 0
-            || s.group_size.get() == 0
-            || s.mode > 2
-            || s.logical_blocks.get() == 0
-            || s.failed_drives.get() >> drives != 0
-            || s.rebuilding_drives.get() >> drives != 0
-            || u32::from(s.small_segments) + u32::from(s.large_segments) > crate::hybrid::MAX_OPEN_SEGMENTS
-            || (s.large_segments > 0 && s.large_chunk_bytes.get() <= s.chunk_bytes.get())
-        {
-            return Err(DecodeError::Field(format!(
-                "inconsistent shape: drive {} of {drives}, {}+{}, chunk {} bytes, group {}, mode {}",
-                s.drive_index.get(),
-                s.data_chunks.get(),
-                s.parity_chunks.get(),
-                s.chunk_bytes.get(),
-                s.group_size.get(),
-                s.mode
-            )));
-        }
-        Ok(s)
-    }
-
-    /// The open segments the array writes into (`hybrid`).
-    pub fn open_segments(&self) -> crate::hybrid::OpenSegments {
-        if self.small_segments == 0 && self.large_segments == 0 {
-            return crate::hybrid::OpenSegments::SINGLE;
-        }
-        crate::hybrid::OpenSegments {
-            small: u32::from(self.small_segments),
-            large: u32::from(self.large_segments),
-            large_chunk_bytes: u64::from(self.large_chunk_bytes.get()),
-        }
-    }
-
-    /// Records the open segments (the caller checked them with `SegmentPlan::new`, which
-    /// keeps them within `MAX_OPEN_SEGMENTS`).
-    pub fn set_open_segments(&mut self, open: crate::hybrid::OpenSegments) {
-        debug_assert!(open.total() <= crate::hybrid::MAX_OPEN_SEGMENTS);
-        self.small_segments = open.small.min(u32::from(u8::MAX)) as u8;
-        self.large_segments = open.large.min(u32::from(u8::MAX)) as u8;
-        self.large_chunk_bytes = u32::try_from(open.large_chunk_bytes).unwrap_or(u32::MAX).into();
-    }
-
-    /// The name as text (up to the first zero byte; invalid UTF-8 shown lossily).
-    pub fn name(&self) -> String {
-        let end = self.name.iter().position(|b| *b == 0).unwrap_or(self.name.len());
-        String::from_utf8_lossy(&self.name[..end]).into_owned()
-    }
 }
 
 /// Header of each footer block; entries follow, the block's CRC32C is in its last 4 bytes.
