@@ -9,7 +9,7 @@ use std::process::Output;
 use zapraid_zns::{EmulatedDrive, ZoneState, ZonedDevice};
 
 mod common;
-use common::text;
+use common::{serial, text};
 
 struct World {
     _dir: tempfile::TempDir,
@@ -90,6 +90,7 @@ fn sealed_zones(path: &Path) -> Vec<(u64, u64)> {
 
 #[test]
 fn clean_stops_and_starts_rewrite_nothing() {
+    let _serial = serial();
     let world = World::new();
     let mut used = None;
     for cycle in 0..5 {
@@ -105,6 +106,7 @@ fn clean_stops_and_starts_rewrite_nothing() {
 
 #[test]
 fn a_damaged_block_in_sealed_segments_loses_nothing() {
+    let _serial = serial();
     let world = World::new();
     let before = world.start_and_status();
     world.stop();

@@ -19,19 +19,10 @@ use zapraid_server::array::{assemble, recover};
 use zapraid_server::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
 
 mod common;
-use common::text;
+use common::{serial, text};
 
 /// Blocks per request.
 const REQUEST_BLOCKS: u64 = 64;
-
-/// One test at a time: a `zapraid` process forked by one test holds, until it execs, the
-/// drive files another test opened in this process at that moment (their locks with
-/// them), and a start of that other test's array then finds its drives in use.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 struct World {
     dir: tempfile::TempDir,

@@ -18,3 +18,14 @@ pub fn zapraid_in(run_dir: &Path, args: &[&str]) -> Output {
 pub fn text(output: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
+
+/// One test at a time in a binary whose tests open drive files in-process: a `zapraid`
+/// process forked by one test holds, until it execs, the drive files another test opened
+/// at that moment (their locks with them), and a start of that other test's array then
+/// finds its drives in use.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
