@@ -310,10 +310,7 @@ impl Load {
                 }
             } else {
                 for (j, l) in (lba..lba + blocks).enumerate() {
-                    assert!(
-                        data[j * self.block..][..self.block] == self.expected(l)[..],
-                        "LBA {l} read back wrong"
-                    );
+                    assert!(data[j * self.block..][..self.block] == self.expected(l)[..], "LBA {l} read back wrong");
                 }
             }
         }
@@ -422,10 +419,7 @@ fn qemu_sized_drive_failed_during_reclaim(threaded: bool, seed: u64, fail_after_
         let blocks = 128.min(span_blocks - start);
         load.version += 1;
         let data = (start..start + blocks).flat_map(|l| pattern(l, load.version, block)).collect();
-        thread
-            .tx
-            .send(Message::Io { tag, request: Request::Write { lba: start, data }, reply: to.clone() })
-            .unwrap();
+        thread.tx.send(Message::Io { tag, request: Request::Write { lba: start, data }, reply: to.clone() }).unwrap();
         for l in start..start + blocks {
             load.reference.insert(l, load.version);
         }
