@@ -7,6 +7,7 @@ mod emu;
 mod hybrid;
 mod replace;
 mod report;
+mod scrub;
 mod selftest;
 mod simulate;
 mod size;
@@ -59,6 +60,11 @@ enum Top {
     /// while the array serves I/O: the new drive must be empty (or --force) and of the
     /// array's geometry. A rebuild cut short (stop, crash) starts again at the next start.
     Replace(replace::ReplaceArgs),
+    /// Read and check every live block of a running array (checksum, LBA, segment) and
+    /// each stripe's parity, in the background; live blocks in damaged rows are rebuilt and
+    /// rewritten elsewhere, as garbage collection moves blocks. --wait follows it to the
+    /// end; --rate limits its reads.
+    Scrub(scrub::ScrubArgs),
     /// Show a drive's array superblock, zones and segment headers.
     Inspect(array::InspectArgs),
     /// Exercise an array end to end without a block device (no ublk needed): format the
@@ -104,6 +110,7 @@ fn main() {
         Top::Status(args) => array::run_status(args),
         Top::Fail(args) => array::run_fail(args),
         Top::Replace(args) => replace::run_replace(args),
+        Top::Scrub(args) => scrub::run_scrub(args),
         Top::Inspect(args) => array::run_inspect(args),
         Top::Selftest(args) => selftest::run_selftest(args),
         Top::Emu(command) => emu::run(command),

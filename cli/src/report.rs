@@ -64,6 +64,11 @@ pub fn print_status(s: &Value) {
     if let Some(line) = rebuild_line(&s["rebuild"]) {
         println!("  {line}");
     }
+    if let Some(line) = crate::scrub::progress_line(&s["scrub"]["running"]) {
+        println!("  {line}");
+    } else if s["scrub"]["last"].is_object() {
+        println!("  last {}", crate::scrub::report_text(&s["scrub"]["last"]));
+    }
     println!(
         "  capacity {} used of {}; zones {} free of {}; segments {} in use, {} open, {} reclaimed",
         format_bytes(c["used_bytes"].as_u64().unwrap_or(0)),
@@ -77,11 +82,13 @@ pub fn print_status(s: &Value) {
     let r = &s["repairs"];
     let count = |field: &str| r[field].as_u64().unwrap_or(0);
     println!(
-        "  repairs: at start {} damaged headers/footers, {} blocks rebuilt from parity, {} lost; {} blocks rebuilt on read",
+        "  repairs: at start {} damaged headers/footers, {} blocks rebuilt from parity, {} lost; {} blocks rebuilt \
+         on read, {} of them rewritten",
         count("damaged_structures_at_start"),
         count("blocks_repaired_at_start"),
         count("blocks_lost_at_start"),
-        count("blocks_repaired_on_read")
+        count("blocks_repaired_on_read"),
+        s["scrub"]["read_repairs_done"].as_u64().unwrap_or(0)
     );
     let io = &s["io"];
     let lat = &s["latency_us"];

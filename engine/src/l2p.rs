@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 const UNMAPPED: u32 = u32::MAX;
 
 /// Where a logical block lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Physical {
     pub zone: u32,
     pub drive: usize,

@@ -192,6 +192,13 @@ impl Simulator {
         Ok(())
     }
 
+    /// Starts a scrub (`Engine::start_scrub`); `step` drives it on.
+    pub fn start_scrub(&mut self, rate_bytes_per_s: Option<u64>) -> Result<()> {
+        self.engine.start_scrub(rate_bytes_per_s)?;
+        self.dispatch();
+        Ok(())
+    }
+
     /// Stops the array cleanly (see `Engine::stop`) and runs until it has.
     pub fn stop(&mut self) {
         self.begin_stop();

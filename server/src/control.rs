@@ -1,5 +1,6 @@
 //! The control socket of a running array: a Unix socket per array, one text command per
-//! connection (`status`, `stop`, `fail N`, `fail N force`, `replace N force|check PATH`),
+//! connection (`status`, `stop`, `fail N`, `fail N force`, `replace N force|check PATH`,
+//! `scrub [RATE]`, `scrub rate RATE`),
 //! one JSON line back. `zapraid status`, `stop`, `fail` and `replace` are its clients.
 
 use std::io::{BufRead, BufReader, Write};
@@ -142,7 +143,11 @@ fn handle(
         ["fail", drive] => fail(engine, drive, false),
         ["fail", drive, "force"] => fail(engine, drive, true),
         ["replace", ..] => replace(identity, engine, line.trim_end_matches(['\r', '\n'])),
-        _ => error_json(&format!("unknown command \"{}\" (status, stop, fail N, fail N force)", line.trim())),
+        ["scrub", rest @ ..] => crate::scrub::control(engine, rest),
+        _ => error_json(&format!(
+            "unknown command \"{}\" (status, stop, fail N, fail N force, replace, scrub [RATE])",
+            line.trim()
+        )),
     };
     let mut stream = stream;
     writeln!(stream, "{answer}")
@@ -285,6 +290,7 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         "rebuilding": s.engine.rebuild.is_some(),
         "rebuild": rebuild_json(s),
         "rebuilds_completed": s.engine.rebuilds_completed,
+        "scrub": crate::scrub::status_json(s),
         "drives": drives,
         "capacity": {
             "block_size_bytes": block,

@@ -6,7 +6,7 @@
 //! device), `control` (the socket `zapraid stop/status/fail/replace` talk to), `names` (which
 //! names an array may have), `failures` (which drive failures asked for are carried out),
 //! `replace` (a new drive in a failed one's place, the rebuild onto it recorded in the
-//! superblock, and resumed at start),
+//! superblock, and resumed at start), `scrub` (the socket's scrub command and its status),
 //! `zone_limits` (whether drives allow the zones an array keeps open).
 
 pub mod array;
@@ -18,6 +18,7 @@ pub mod error;
 pub mod failures;
 pub mod names;
 pub mod replace;
+pub mod scrub;
 pub mod service;
 pub mod superblock;
 pub mod ublk;

@@ -104,7 +104,7 @@ impl Engine {
             .iter()
             .flatten()
             .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable)
-            .filter(|s| Some(s.zone) != self.zone_being_rebuilt())
+            .filter(|s| Some(s.zone) != self.zone_being_rebuilt() && Some(s.zone) != self.zone_being_scrubbed())
             .filter(|s| s.reclaim_first || (low && s.valid_blocks <= self.plan.gc_victim_max_live_blocks(&s.layout)))
             .min_by_key(|s| (!s.reclaim_first, s.valid_blocks, s.sequence))
             .map(|s| (s.zone, s.valid_blocks));
@@ -202,7 +202,7 @@ impl Engine {
             Ok(_) if self.l2p.get(lba) != Some(from) => {}
             Ok(data) => {
                 r.writes_in_flight += 1;
-                let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from) };
+                let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: false };
                 self.add_block(info, data, Fill::Relocation);
             }
             Err(e) => {

@@ -15,6 +15,8 @@
 //! - `read`: reads, and degraded reads that rebuild a block from its stripe;
 //! - `gc`: garbage collection, relocating the live blocks of a victim segment;
 //! - `rebuild`: a failed drive rebuilt onto a new one, online;
+//! - `scrub`: every sealed segment read and checked, damaged rows' live blocks rewritten,
+//!   and the rewrite of damaged blocks frontend reads came across;
 //! - `stop`: the clean stop and its stop footers.
 //!
 //! Invariants (asserted where they are kept): a zone has at most one Zone Write in flight;
@@ -29,6 +31,7 @@ mod gc;
 mod read;
 mod rebuild;
 mod schedule;
+mod scrub;
 mod segment;
 mod stop;
 mod stripe;
@@ -46,6 +49,7 @@ use crate::parity::ParityCodec;
 
 use gc::Relocation;
 pub use rebuild::RebuildStatus;
+pub use scrub::{ScrubReport, ScrubStatus};
 
 /// Chunk classes (`hybrid::ChunkClass`): per-class state is indexed by `ChunkClass::index`.
 const CLASSES: usize = 2;
@@ -146,6 +150,8 @@ pub struct Status {
     /// The drive rebuild running, if any, and rebuilds finished since the start.
     pub rebuild: Option<RebuildStatus>,
     pub rebuilds_completed: u64,
+    /// The scrub running, the last one, and repairs of damaged blocks.
+    pub scrub: ScrubStatus,
 }
 
 enum Op {
@@ -176,6 +182,8 @@ enum Op {
         drive: usize,
         zone: u32,
     },
+    /// A chunk read by the scrub.
+    Scrub(scrub::ScrubRead),
     /// A command of the drive rebuild, on the segment in `zone`.
     Rebuild {
         zone: u32,
@@ -217,6 +225,9 @@ pub struct Engine {
     /// The drive being rebuilt onto a new drive, and how far it is.
     drive_rebuild: Option<rebuild::DriveRebuild>,
     rebuilds_completed: u64,
+    scrub: Option<scrub::Scrub>,
+    last_scrub: Option<ScrubReport>,
+    repairs: scrub::Repairs,
     /// Segments taken from their slots (a rebuild started), until their stripes in flight
     /// are persisted and they can be closed for garbage collection to reclaim.
     retiring: Vec<u32>,
@@ -291,6 +302,9 @@ impl Engine {
             relocation: None,
             drive_rebuild: None,
             rebuilds_completed: 0,
+            scrub: None,
+            last_scrub: None,
+            repairs: Default::default(),
             retiring: Vec::new(),
             gc_check_needed: false,
             reclaim_pending: false,
@@ -399,6 +413,7 @@ impl Engine {
             read_blocks_repaired: self.read_blocks_repaired,
             rebuild: self.rebuild_status(),
             rebuilds_completed: self.rebuilds_completed,
+            scrub: self.scrub_status(),
         }
     }
 
@@ -431,7 +446,8 @@ impl Engine {
 
     /// When the engine next needs `tick` (the partial-stripe timeout), if ever.
     pub fn next_timer_ns(&self) -> Option<u64> {
-        self.open_stripes.iter().flatten().map(|s| s.started_ns + self.config.stripe_timeout_ns).min()
+        let stripes = self.open_stripes.iter().flatten().map(|s| s.started_ns + self.config.stripe_timeout_ns).min();
+        [stripes, self.scrub_timer_ns()].into_iter().flatten().min()
     }
 
     pub fn poll_command(&mut self) -> Option<DriveCommand> {
@@ -572,6 +588,7 @@ impl Engine {
                 self.read_done(read, block, physical, completion);
             }
             Op::Rebuild { zone, op } => self.rebuild_done(drive, zone, op, completion),
+            Op::Scrub(read) => self.scrub_read_done(drive, read, completion),
             Op::DegradedShard { rebuild, drive, zone } => {
                 self.seg_mut(zone).commands_in_flight -= 1;
                 self.rebuild_shard_done(rebuild, drive, completion);

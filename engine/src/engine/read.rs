@@ -51,6 +51,8 @@ pub(super) struct BlockRebuild {
     pub(super) pending: usize,
     /// The block's drive is working: the block itself was damaged (a repair, counted).
     pub(super) damaged: bool,
+    /// Where the block was (a damaged one is rewritten after a frontend read).
+    pub(super) physical: Physical,
 }
 
 impl Engine {
@@ -207,6 +209,7 @@ impl Engine {
                 shards: (0..n).map(|_| None).collect(),
                 pending: sources.len(),
                 damaged: self.holds(physical.zone, physical.drive),
+                physical,
             },
         );
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
@@ -241,6 +244,11 @@ impl Engine {
                 if r.damaged {
                     self.read_blocks_repaired += 1;
                     tracing::warn!(lba = r.lba, "a damaged block was rebuilt from its stripe");
+                    let frontend = self.reads.get(&r.read).is_some_and(|q| matches!(q.origin, ReadOrigin::Frontend(_)));
+                    if frontend {
+                        // Garbage collection rewrites the blocks it reads anyway.
+                        self.schedule_read_repair(r.lba, timestamp, r.physical, data.clone());
+                    }
                 }
                 if let Some(request) = self.reads.get_mut(&r.read) {
                     request.blocks[r.block] = Some(data);

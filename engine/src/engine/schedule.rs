@@ -76,6 +76,10 @@ impl Engine {
             self.pump();
         }
         self.advance_drive_rebuild();
+        self.advance_scrub();
+        if self.flush_repairs() {
+            return self.pump(); // the padded repair stripe goes out
+        }
         self.advance_stop();
     }
 
@@ -268,7 +272,9 @@ impl Engine {
                 self.release_lba(info.lba);
                 failed_requests.insert(request);
             }
-            if info.relocated_from.is_some() {
+            if let (Some(from), true) = (info.relocated_from, info.repair) {
+                self.repair_done(info.lba, from, None);
+            } else if info.relocated_from.is_some() {
                 let r = self.relocation.as_mut().expect("relocated blocks belong to a relocation");
                 r.writes_in_flight -= 1;
                 r.failed = true;
@@ -402,8 +408,12 @@ impl Engine {
                 let info = stripe.infos[c * cb + o];
                 let offset = data_start + position * layout.chunk_blocks + o as u64;
                 let Some(request) = info.request else {
-                    if let Some(from) = info.relocated_from {
-                        self.relocated(info.lba, from, Physical { zone, drive, offset });
+                    match info.relocated_from {
+                        Some(from) if info.repair => {
+                            self.repair_done(info.lba, from, Some(Physical { zone, drive, offset }))
+                        }
+                        Some(from) => self.relocated(info.lba, from, Physical { zone, drive, offset }),
+                        None => {}
                     }
                     continue;
                 };

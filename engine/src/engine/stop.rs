@@ -28,6 +28,7 @@ impl Engine {
         if self.stop == StopState::Running {
             self.stop = StopState::Draining;
             self.pad_frontend_stripes();
+            self.repairs.unpadded |= self.gc_open_stripe.is_some() && self.relocation.is_none();
             self.pump();
         }
     }

@@ -20,10 +20,13 @@ pub(super) struct BlockInfo {
     /// A block moved by garbage collection: where it was. It keeps its timestamp, so that
     /// a newer write of the same LBA still wins in recovery.
     pub(super) relocated_from: Option<Physical>,
+    /// Moved by a repair (`scrub`), not by a relocation.
+    pub(super) repair: bool,
 }
 
 impl BlockInfo {
-    const PADDING: BlockInfo = BlockInfo { lba: NO_LBA, timestamp: 0, request: None, relocated_from: None };
+    const PADDING: BlockInfo =
+        BlockInfo { lba: NO_LBA, timestamp: 0, request: None, relocated_from: None, repair: false };
 }
 
 /// Which open stripe a block fills: frontend writes by chunk class (`hybrid`), or the
@@ -82,7 +85,7 @@ impl Engine {
             self.next_timestamp += 1;
             let lba = lba + i as u64;
             self.in_flight_lbas.entry(lba).or_insert((0, 0)).1 += 1;
-            let info = BlockInfo { lba, timestamp, request: Some(id), relocated_from: None };
+            let info = BlockInfo { lba, timestamp, request: Some(id), relocated_from: None, repair: false };
             self.add_block(info, block.to_vec(), fill);
         }
     }

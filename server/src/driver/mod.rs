@@ -81,6 +81,11 @@ pub enum Message {
         device: ReservedZones<Drive>,
         done: Sender<Result<()>>,
     },
+    /// Start a scrub, or change the running one's rate (`zapraid scrub`).
+    Scrub {
+        request: crate::scrub::ScrubRequest,
+        done: crate::scrub::ScrubAnswer,
+    },
     /// Clean stop: finish what was sent, write the stop footer, end the thread.
     Stop,
 }
@@ -106,6 +111,8 @@ pub struct ArrayStatus {
     pub stopping: bool,
     /// Seconds since the running rebuild started (on this server), if one runs.
     pub rebuild_elapsed_s: Option<f64>,
+    /// Seconds since the running scrub started, if one runs.
+    pub scrub_elapsed_s: Option<f64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -202,6 +209,8 @@ pub(crate) struct EngineLoop {
     pub(crate) rebuilding: u64,
     /// When the running rebuild started, for its rate.
     pub(crate) rebuild_started: Option<Instant>,
+    /// When the last scrub started, for its rate while it runs.
+    scrub_started: Option<Instant>,
 }
 
 impl EngineLoop {
@@ -237,6 +246,7 @@ impl EngineLoop {
             // A rebuild resumed at start (`service::run`) runs already.
             rebuilding: engine_rebuilding,
             rebuild_started: (engine_rebuilding != 0).then(Instant::now),
+            scrub_started: None,
         }
     }
 
@@ -384,6 +394,26 @@ impl EngineLoop {
             }
             Message::ReplaceDrive { drive, device, done } => {
                 let _ = done.send(self.replace_drive(drive, device));
+            }
+            Message::Scrub { request, done } => {
+                let result = match request {
+                    crate::scrub::ScrubRequest::Start { rate_bytes_per_s } => {
+                        let started = self.engine.start_scrub(rate_bytes_per_s);
+                        if started.is_ok() {
+                            self.scrub_started = Some(Instant::now());
+                        }
+                        started.map_err(|e| format!("cannot start a scrub: {e}"))
+                    }
+                    crate::scrub::ScrubRequest::SetRate { rate_bytes_per_s } => {
+                        if self.engine.scrub_status().running.is_some() {
+                            self.engine.set_scrub_rate(rate_bytes_per_s);
+                            Ok(())
+                        } else {
+                            Err("no scrub is running".to_string())
+                        }
+                    }
+                };
+                let _ = done.send(result);
             }
             Message::Stop => {
                 if !self.stopping {
@@ -567,6 +597,7 @@ impl EngineLoop {
             uptime_s: self.started.elapsed().as_secs_f64(),
             stopping: self.stopping,
             rebuild_elapsed_s: self.rebuild_started.map(|t| t.elapsed().as_secs_f64()),
+            scrub_elapsed_s: self.scrub_started.map(|t| t.elapsed().as_secs_f64()),
             ..self.status.clone()
         }
     }

@@ -1,0 +1,541 @@
+//! Scrub and read repair: silent corruption found and moved off before it adds up.
+//!
+//! A scrub walks the sealed segments (those sealed when it started) one at a time. The
+//! L2P table says which of a segment's blocks are live; then stripe by stripe (a window
+//! of them in flight) every chunk is read from every drive holding the segment, and each
+//! block is checked: its metadata decodes (checksum of data and metadata), it belongs to
+//! this segment (sequence) and stripe (stripe ID), its kind matches its chunk (data or
+//! padding in data chunks, parity in parity chunks), and a live block says the LBA the
+//! L2P table maps there. A row of a stripe (the same block offset of every chunk) whose
+//! blocks all pass has its parity recomputed from the data blocks (contents and the
+//! (LBA, timestamp) fields parity blocks carry) and compared.
+//!
+//! Repair, as garbage collection moves blocks: a zone is written only at its write
+//! pointer, so nothing is fixed in place. Every live block of a row that is damaged or
+//! whose parity disagrees is rewritten (reconstructed if it was the damaged one) with its
+//! timestamp into a relocation stripe; the L2P entry follows only if it still points at
+//! the old place. The damaged copy stays behind, no longer live, until garbage collection
+//! resets its zone, so a later scrub does not count it again (damage in rows with no live
+//! block is reported apart). A frontend read that had to rebuild a damaged block from its
+//! stripe schedules the same rewrite of that block.
+//!
+//! Invariants: garbage collection does not take the segment being scrubbed; a repair
+//! rewrite never maps an LBA a newer write or a relocation moved meanwhile; a scrub issues
+//! reads only while the array runs and within its rate (bytes read over virtual time).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use zapraid_zns::{Command, Completion};
+
+use crate::error::{Error, Result};
+use crate::format::{BlockKind, BlockMetadata};
+use crate::l2p::Physical;
+
+use super::*;
+
+/// Stripes read ahead at once: bounds the memory a scrub holds.
+const SCRUB_WINDOW_STRIPES: usize = 16;
+
+/// Bytes of a block's (LBA, timestamp) fields, which parity blocks carry the parity of.
+const FIELD_BYTES: usize = 16;
+
+/// A rate-limited scrub may read ahead of its average rate by this long (one burst).
+const SCRUB_BURST_NS: u64 = 10_000_000;
+
+const NS_PER_S: u128 = 1_000_000_000;
+
+/// What a scrub found and did. Counts are blocks unless named otherwise.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScrubReport {
+    pub segments_checked: u64,
+    /// Segments still to check (0 once finished).
+    pub segments_left: u64,
+    pub stripes_checked: u64,
+    pub blocks_checked: u64,
+    pub bytes_read: u64,
+    /// Blocks that failed a check (checksum, segment, stripe, kind, LBA) or could not be
+    /// read, in rows holding live data.
+    pub blocks_damaged: u64,
+    /// Rows whose blocks all passed but whose parity disagreed with their data.
+    pub parity_mismatches: u64,
+    /// Live blocks rewritten elsewhere (damaged ones reconstructed), persisted.
+    pub blocks_rewritten: u64,
+    /// Live blocks in rows that lost more than parity covers: they cannot be repaired.
+    pub blocks_unrecoverable: u64,
+    /// Damaged blocks in rows without live data (nothing to repair; garbage collection
+    /// reclaims them).
+    pub stale_blocks_damaged: u64,
+}
+
+/// The scrub running, if any, and the last one finished.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScrubStatus {
+    pub running: Option<ScrubReport>,
+    pub last: Option<ScrubReport>,
+    /// The running scrub's read rate limit, if it has one.
+    pub rate_bytes_per_s: Option<u64>,
+    /// Damaged blocks frontend reads rebuilt whose rewrite they scheduled, and repair
+    /// rewrites (scrub's and reads') not yet persisted.
+    pub read_repairs_scheduled: u64,
+    pub read_repairs_done: u64,
+    pub repairs_in_flight: u64,
+}
+
+pub(super) struct Scrub {
+    zones: VecDeque<u32>,
+    current: Option<SegmentScrub>,
+    report: ScrubReport,
+    rate_bytes_per_s: Option<u64>,
+    /// Bytes read since the rate was last set, and when that was.
+    paced_bytes: u64,
+    paced_since_ns: u64,
+}
+
+/// The segment being scrubbed.
+struct SegmentScrub {
+    zone: u32,
+    /// The drive whose chunk positions enumerate the stripes (each stripe has one chunk
+    /// on every drive holding the segment).
+    scan_drive: usize,
+    next_position: u64,
+    /// The first position found unwritten: a segment a clean stop closed short ends there.
+    end: u64,
+    /// Live blocks: (drive, zone offset) -> LBA, from the L2P table.
+    live: HashMap<(usize, u64), u64>,
+    reading: BTreeMap<u64, StripeRead>,
+    /// Repairs were scheduled: the relocation stripe is padded when the segment is done.
+    repaired: bool,
+}
+
+struct StripeRead {
+    stripe_number: u64,
+    /// Per drive: the chunk position, and what was read (None: read failed).
+    chunks: Vec<Option<(u64, Option<(Vec<u8>, Vec<u8>)>)>>,
+    pending: usize,
+}
+
+/// What a scrub command was for.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ScrubRead {
+    pub(super) zone: u32,
+    pub(super) position: u64,
+}
+
+/// Repairs scheduled (scrub's and reads'), keyed by the damaged place.
+#[derive(Default)]
+pub(super) struct Repairs {
+    /// Per damaged place being rewritten: whether the scrub (not a read) asked for it.
+    pending: HashMap<Physical, bool>,
+    /// Read repairs persisted.
+    read_repairs_done: u64,
+    read_repairs_scheduled: u64,
+    /// Blocks added to the relocation stripe that no relocation will pad.
+    pub(super) unpadded: bool,
+}
+
+/// One block of a row as checked: intact (its metadata), or not usable.
+type RowBlock = Option<BlockMetadata>;
+
+impl Engine {
+    /// Starts a scrub of every sealed segment, reading at most `rate_bytes_per_s` (None:
+    /// as fast as the drives go). Refused while one runs or the array stops.
+    pub fn start_scrub(&mut self, rate_bytes_per_s: Option<u64>) -> Result<()> {
+        if self.scrub.is_some() {
+            return Err(Error::Unavailable { reason: "a scrub is running".into() });
+        }
+        if self.stop != StopState::Running {
+            return Err(Error::Unavailable { reason: "it is stopping".into() });
+        }
+        let zones: VecDeque<u32> =
+            self.segments.iter().flatten().filter(|s| s.state == SegmentState::Sealed).map(|s| s.zone).collect();
+        tracing::info!(segments = zones.len(), "scrub started");
+        self.scrub = Some(Scrub {
+            report: ScrubReport { segments_left: zones.len() as u64, ..Default::default() },
+            zones,
+            current: None,
+            rate_bytes_per_s: rate_bytes_per_s.filter(|r| *r > 0),
+            paced_bytes: 0,
+            paced_since_ns: self.now_ns,
+        });
+        self.pump();
+        Ok(())
+    }
+
+    /// Changes the running scrub's rate limit (None: unlimited).
+    pub fn set_scrub_rate(&mut self, rate_bytes_per_s: Option<u64>) {
+        if let Some(s) = self.scrub.as_mut() {
+            s.rate_bytes_per_s = rate_bytes_per_s.filter(|r| *r > 0);
+            s.paced_since_ns = self.now_ns;
+            s.paced_bytes = 0;
+        }
+        self.pump();
+    }
+
+    pub fn scrub_status(&self) -> ScrubStatus {
+        ScrubStatus {
+            running: self.scrub.as_ref().map(|s| s.report),
+            last: self.last_scrub,
+            rate_bytes_per_s: self.scrub.as_ref().and_then(|s| s.rate_bytes_per_s),
+            read_repairs_scheduled: self.repairs.read_repairs_scheduled,
+            read_repairs_done: self.repairs.read_repairs_done,
+            repairs_in_flight: self.repairs.pending.len() as u64,
+        }
+    }
+
+    /// The zone of the segment being scrubbed, which garbage collection leaves alone.
+    pub(super) fn zone_being_scrubbed(&self) -> Option<u32> {
+        self.scrub.as_ref()?.current.as_ref().map(|s| s.zone)
+    }
+
+    /// When a rate-limited scrub may read again, if it waits for that.
+    pub(super) fn scrub_timer_ns(&self) -> Option<u64> {
+        let s = self.scrub.as_ref()?;
+        let rate = u128::from(s.rate_bytes_per_s?);
+        let due = u128::from(s.paced_since_ns) + u128::from(s.paced_bytes) * NS_PER_S / rate;
+        let due = due.saturating_sub(u128::from(SCRUB_BURST_NS));
+        let due = u64::try_from(due).unwrap_or(u64::MAX);
+        (due > self.now_ns).then_some(due)
+    }
+
+    /// Moves the scrub on: the next segment, reads within the window and the rate; the
+    /// end. Called from `pump`.
+    pub(super) fn advance_scrub(&mut self) {
+        if self.scrub.is_none() {
+            return;
+        }
+        if self.stop != StopState::Running {
+            // Reads in flight complete and are dropped; the report says how far it got.
+            if self.scrub.as_ref().and_then(|s| s.current.as_ref()).is_none_or(|c| c.reading.is_empty()) {
+                self.finish_scrub();
+            }
+            return;
+        }
+        loop {
+            let s = self.scrub.as_mut().expect("a scrub");
+            if s.current.is_none() {
+                let Some(zone) = s.zones.pop_front() else {
+                    return self.finish_scrub();
+                };
+                self.start_segment_scrub(zone);
+                continue;
+            }
+            let c = s.current.as_ref().expect("a segment");
+            if c.next_position >= c.end && c.reading.is_empty() {
+                let s = self.scrub.as_mut().expect("a scrub");
+                let repaired = s.current.take().is_some_and(|c| c.repaired);
+                s.report.segments_checked += 1;
+                s.report.segments_left -= 1;
+                // The segment's repairs fill relocation stripes; the last one is padded.
+                self.repairs.unpadded |= repaired;
+                continue;
+            }
+            if c.next_position >= c.end || c.reading.len() >= SCRUB_WINDOW_STRIPES || self.scrub_timer_ns().is_some() {
+                return;
+            }
+            self.issue_scrub_stripe();
+        }
+    }
+
+    fn finish_scrub(&mut self) {
+        let Some(s) = self.scrub.take() else { return };
+        let r = s.report;
+        tracing::info!(
+            segments = r.segments_checked,
+            blocks = r.blocks_checked,
+            damaged = r.blocks_damaged,
+            parity_mismatches = r.parity_mismatches,
+            rewritten = r.blocks_rewritten,
+            unrecoverable = r.blocks_unrecoverable,
+            "scrub finished"
+        );
+        self.last_scrub = Some(r);
+    }
+
+    /// Takes the next segment: skipped if it is no longer sealed (garbage collection took
+    /// it) or a drive being rebuilt does not hold it yet (its chunks there do not exist).
+    fn start_segment_scrub(&mut self, zone: u32) {
+        let usable = self.segment_of_zone(zone).is_some_and(|s| s.state == SegmentState::Sealed && s.absent.is_none());
+        let scan_drive = (0..self.layout.drives()).find(|d| self.holds(zone, *d));
+        let (true, Some(scan_drive)) = (usable, scan_drive) else {
+            let s = self.scrub.as_mut().expect("a scrub");
+            s.report.segments_left -= 1;
+            return;
+        };
+        let mut live = HashMap::new();
+        for lba in 0..self.l2p.logical_blocks() {
+            if let Some(p) = self.l2p.get(lba).filter(|p| p.zone == zone) {
+                live.insert((p.drive, p.offset), lba);
+            }
+        }
+        let end = self.seg(zone).layout.stripes;
+        self.scrub.as_mut().expect("a scrub").current = Some(SegmentScrub {
+            zone,
+            scan_drive,
+            next_position: 0,
+            end,
+            live,
+            reading: BTreeMap::new(),
+            repaired: false,
+        });
+    }
+
+    fn scrub_segment(&mut self) -> &mut SegmentScrub {
+        self.scrub.as_mut().and_then(|s| s.current.as_mut()).expect("a segment being scrubbed")
+    }
+
+    /// Reads every chunk of the stripe at the scan drive's next position.
+    fn issue_scrub_stripe(&mut self) {
+        let c = self.scrub_segment();
+        let (zone, position, scan_drive) = (c.zone, c.next_position, c.scan_drive);
+        c.next_position += 1;
+        let Some(places) = self.stripe_places(zone, scan_drive, position) else { return };
+        let layout = self.seg(zone).layout;
+        let n = layout.drives();
+        let mut chunks: Vec<Option<(u64, Option<(Vec<u8>, Vec<u8>)>)>> = vec![None; n];
+        chunks[scan_drive] = Some((position, None));
+        for (drive, at) in places.others {
+            chunks[drive] = Some((at, None));
+        }
+        let (cb, bs, ms) = (layout.chunk_blocks as usize, self.block_bytes(), self.meta_bytes());
+        let zone_start = self.geometry.zone_start_lba(zone) + layout.data_start_blocks();
+        let reads: Vec<(usize, u64)> =
+            chunks.iter().enumerate().filter_map(|(d, c)| c.as_ref().map(|(p, _)| (d, *p))).collect();
+        self.scrub_segment()
+            .reading
+            .insert(position, StripeRead { stripe_number: places.stripe_number, chunks, pending: reads.len() });
+        let s = self.scrub.as_mut().expect("a scrub");
+        s.report.bytes_read += (reads.len() * cb * bs) as u64;
+        s.paced_bytes += (reads.len() * cb * bs) as u64;
+        for (drive, at) in reads {
+            let lba = zone_start + at * cb as u64;
+            self.seg_mut(zone).commands_in_flight += 1;
+            let tag = self.new_tag(Op::Scrub(ScrubRead { zone, position }));
+            let command = Command::Read { lba, data: vec![0; cb * bs], metadata: vec![0; cb * ms] };
+            self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+        }
+    }
+
+    /// A scrub read completed.
+    pub(super) fn scrub_read_done(&mut self, drive: usize, read: ScrubRead, completion: Completion) {
+        self.seg_mut(read.zone).commands_in_flight -= 1;
+        if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
+            self.fail_drive(drive);
+        }
+        let Some(c) = self.scrub.as_mut().and_then(|s| s.current.as_mut()).filter(|c| c.zone == read.zone) else {
+            return;
+        };
+        let Some(stripe) = c.reading.get_mut(&read.position) else { return };
+        stripe.pending -= 1;
+        if completion.result.is_ok() {
+            if let Some((_, got)) = stripe.chunks[drive].as_mut() {
+                *got = Some((completion.data, completion.metadata));
+            }
+        }
+        if stripe.pending > 0 {
+            return;
+        }
+        let stripe = self.scrub_segment().reading.remove(&read.position).expect("being read");
+        // A rebuild that started meanwhile rewrites a drive's zone of this segment: what
+        // was read from it is not the segment's.
+        if self.stop == StopState::Running && self.seg(read.zone).absent.is_none() {
+            self.check_stripe(read.zone, read.position, stripe);
+        }
+    }
+
+    /// Checks a stripe read whole, row by row, and schedules the repairs it needs.
+    fn check_stripe(&mut self, zone: u32, position: u64, stripe: StripeRead) {
+        let seg = self.seg(zone);
+        let (layout, sequence) = (seg.layout, seg.sequence);
+        let (n, k, cb) = (layout.drives(), layout.data_chunks, layout.chunk_blocks as usize);
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let number = stripe.stripe_number;
+        let stripe_id = (number % layout.group_size) as u32;
+        let blank = stripe.chunks.iter().flatten().all(|(_, got)| got.as_ref().is_some_and(|(_, m)| is_blank(m)));
+        if blank {
+            // Never written: a segment a clean stop closed short ends here.
+            let c = self.scrub_segment();
+            c.end = c.end.min(position);
+            return;
+        }
+        let zone_data_start = layout.data_start_blocks();
+        let mut report = ScrubReport { stripes_checked: 1, ..Default::default() };
+        let mut repairs: Vec<(u64, u64, Physical, Vec<u8>)> = Vec::new();
+        for o in 0..cb {
+            // Per chunk index: the drive, the place, the block as read and whether it passed.
+            let mut places: Vec<Option<Physical>> = vec![None; n];
+            let mut data: Vec<Option<Vec<u8>>> = vec![None; n];
+            let mut fields: Vec<Option<Vec<u8>>> = vec![None; n];
+            let mut metas: Vec<RowBlock> = vec![None; n];
+            let mut damaged = 0u64;
+            let mut missing = 0usize;
+            for (drive, chunk) in stripe.chunks.iter().enumerate() {
+                let c = layout.chunk_on(number, drive);
+                let Some((at, got)) = chunk.as_ref().filter(|_| self.holds(zone, drive)) else {
+                    missing += 1; // a failed drive (perhaps since the read was issued)
+                    continue;
+                };
+                let offset = zone_data_start + at * cb as u64 + o as u64;
+                places[c] = Some(Physical { zone, drive, offset });
+                report.blocks_checked += 1;
+                let expected_lba = self.scrub_segment_ref().live.get(&(drive, offset)).copied();
+                let block = got.as_ref().and_then(|(d, m)| {
+                    let (d, m) = (&d[o * bs..(o + 1) * bs], &m[o * ms..(o + 1) * ms]);
+                    let (meta, kind) = BlockMetadata::decode(d, m).ok()?;
+                    let kind_ok = if c < k { kind != BlockKind::Parity } else { kind == BlockKind::Parity };
+                    let ok = kind_ok
+                        && u64::from(meta.segment_sequence_low.get()) == sequence & u64::from(u32::MAX)
+                        && meta.stripe_id.get() == stripe_id
+                        && expected_lba.is_none_or(|l| l == meta.lba.get());
+                    ok.then(|| (d.to_vec(), meta))
+                });
+                match block {
+                    Some((d, meta)) => {
+                        let mut f = meta.lba.get().to_le_bytes().to_vec();
+                        f.extend_from_slice(&meta.timestamp.get().to_le_bytes());
+                        data[c] = Some(d);
+                        fields[c] = Some(f);
+                        metas[c] = Some(meta);
+                    }
+                    None => damaged += 1,
+                }
+            }
+            let live_in_row: Vec<(usize, Physical, u64)> = (0..k)
+                .filter_map(|c| places[c].map(|p| (c, p)))
+                .filter_map(|(c, p)| self.scrub_segment_ref().live.get(&(p.drive, p.offset)).map(|l| (c, p, *l)))
+                .collect();
+            if live_in_row.is_empty() {
+                report.stale_blocks_damaged += damaged;
+                continue;
+            }
+            report.blocks_damaged += damaged;
+            let mut rewrite = damaged > 0;
+            if damaged == 0 && missing == 0 && layout.parity_chunks > 0 && !self.row_parity_holds(&data, &fields) {
+                report.parity_mismatches += 1;
+                rewrite = true;
+            }
+            if !rewrite {
+                continue;
+            }
+            if damaged > 0 && damaged as usize + missing <= layout.parity_chunks {
+                // Within what parity covers: the damaged blocks come back (a failure leaves
+                // them None, and they count as unrecoverable below).
+                let rebuilt = self.codec.reconstruct(&mut data).and_then(|()| self.codec.reconstruct(&mut fields));
+                if let Err(e) = rebuilt {
+                    tracing::error!(zone, position, error = %e, "scrub: a damaged row cannot be rebuilt");
+                }
+            }
+            for (c, place, lba) in live_in_row {
+                let (Some(d), Some(f)) = (&data[c], &fields[c]) else {
+                    report.blocks_unrecoverable += 1; // damaged beyond what parity covers
+                    continue;
+                };
+                let got_lba = u64::from_le_bytes(f[..8].try_into().expect("8 bytes"));
+                let timestamp = u64::from_le_bytes(f[8..FIELD_BYTES].try_into().expect("8 bytes"));
+                if got_lba != lba {
+                    report.blocks_unrecoverable += 1; // rebuilt, but not the block mapped here
+                    continue;
+                }
+                repairs.push((lba, timestamp, place, d.clone()));
+            }
+        }
+        let s = self.scrub.as_mut().expect("a scrub");
+        add_report(&mut s.report, &report);
+        if let Some(c) = s.current.as_mut() {
+            c.repaired |= !repairs.is_empty();
+        }
+        for (lba, timestamp, place, data) in repairs {
+            self.schedule_repair(lba, timestamp, place, data, true);
+        }
+    }
+
+    fn scrub_segment_ref(&self) -> &SegmentScrub {
+        self.scrub.as_ref().and_then(|s| s.current.as_ref()).expect("a segment being scrubbed")
+    }
+
+    /// Whether a row's parity blocks (contents and fields) are what its data blocks give.
+    fn row_parity_holds(&self, data: &[Option<Vec<u8>>], fields: &[Option<Vec<u8>>]) -> bool {
+        let (k, m) = (self.codec.data_chunks(), self.codec.parity_chunks());
+        for shards in [data, fields] {
+            let Some(all) = shards.iter().map(|s| s.as_deref()).collect::<Option<Vec<&[u8]>>>() else {
+                return false;
+            };
+            let len = all[0].len();
+            let mut parity = vec![vec![0u8; len]; m];
+            let mut outs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
+            self.codec.encode(&all[..k], &mut outs);
+            if parity.iter().zip(&all[k..]).any(|(computed, read)| computed.as_slice() != *read) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Rewrites a live block (its contents as they should be) into a relocation stripe,
+    /// keeping its timestamp; the L2P entry follows if it still points at `from`. Once per
+    /// place while one is in flight; none while the array stops.
+    fn schedule_repair(&mut self, lba: u64, timestamp: u64, from: Physical, data: Vec<u8>, by_scrub: bool) {
+        if self.stop != StopState::Running || self.repairs.pending.contains_key(&from) {
+            return;
+        }
+        self.repairs.pending.insert(from, by_scrub);
+        tracing::debug!(lba, zone = from.zone, drive = from.drive, "a damaged block's stripe row is rewritten");
+        let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: true };
+        self.add_block(info, data, Fill::Relocation);
+        self.repairs.unpadded = true;
+    }
+
+    /// A frontend read rebuilt a damaged block of a working drive: rewrite it.
+    pub(super) fn schedule_read_repair(&mut self, lba: u64, timestamp: u64, from: Physical, data: Vec<u8>) {
+        if self.l2p.get(lba) != Some(from) {
+            return;
+        }
+        self.repairs.read_repairs_scheduled += 1;
+        self.schedule_repair(lba, timestamp, from, data, false);
+    }
+
+    /// Pads the relocation stripe holding repairs, unless a relocation runs (it pads it).
+    /// Whether a stripe was padded.
+    pub(super) fn flush_repairs(&mut self) -> bool {
+        if !self.repairs.unpadded || self.relocation.is_some() {
+            return false;
+        }
+        self.repairs.unpadded = false;
+        if self.gc_open_stripe.is_none() {
+            return false;
+        }
+        self.pad_open_stripe(Fill::Relocation);
+        true
+    }
+
+    /// A repair rewrite was persisted at `to` (or failed: `to` is None).
+    pub(super) fn repair_done(&mut self, lba: u64, from: Physical, to: Option<Physical>) {
+        let by_scrub = self.repairs.pending.remove(&from);
+        debug_assert!(by_scrub.is_some(), "a repair of a place not scheduled");
+        let Some(to) = to else { return };
+        if self.l2p.get(lba) != Some(from) {
+            return; // overwritten or moved meanwhile: the newer place stays
+        }
+        self.map_lba(lba, to);
+        if by_scrub != Some(true) {
+            self.repairs.read_repairs_done += 1;
+        } else if let Some(s) = self.scrub.as_mut() {
+            s.report.blocks_rewritten += 1;
+        } else if let Some(last) = self.last_scrub.as_mut() {
+            last.blocks_rewritten += 1;
+        }
+    }
+}
+
+fn add_report(total: &mut ScrubReport, add: &ScrubReport) {
+    total.stripes_checked += add.stripes_checked;
+    total.blocks_checked += add.blocks_checked;
+    total.blocks_damaged += add.blocks_damaged;
+    total.parity_mismatches += add.parity_mismatches;
+    total.blocks_unrecoverable += add.blocks_unrecoverable;
+    total.stale_blocks_damaged += add.stale_blocks_damaged;
+}
+
+/// Whether a chunk's metadata is all zeros: the blocks were never written.
+fn is_blank(metadata: &[u8]) -> bool {
+    metadata.iter().all(|b| *b == 0)
+}

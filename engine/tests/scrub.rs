@@ -1,0 +1,225 @@
+//! Scrub and read repair over the simulator: silent corruption planted with the emulator's
+//! fault (`EmulatedDrive::corrupt_block`) in live data blocks and parity blocks of sealed
+//! segments is found by a scrub, every damaged row's live blocks are rewritten, every
+//! block reads back exactly (also after a restart), and a second scrub finds no damage in
+//! live data. A clean array scrubs with nothing found; a frontend read that rebuilt a
+//! damaged block moves it; a rate-limited scrub keeps to its rate in virtual time.
+
+use std::collections::HashMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use zapraid_engine::format::{BlockKind, BlockMetadata};
+use zapraid_engine::{Config, Mode, RaidLevel, Request, ScrubReport, Simulator};
+use zapraid_zns::{Command, EmulatedDrive, Geometry, ZoneState, ZonedDevice};
+
+mod common;
+
+const ZONES: u32 = 16;
+const LOGICAL_BLOCKS: u64 = 150;
+const BLOCKS_WRITTEN: u64 = 420;
+
+fn geometry() -> Geometry {
+    common::geometry(ZONES, 8, 10)
+}
+
+fn config(level: RaidLevel, mode: Mode, chunk_blocks: u64) -> Config {
+    common::config(level, mode, chunk_blocks, LOGICAL_BLOCKS)
+}
+
+/// The schemes scrubbed: RAID-5 and RAID-6, Zone Append groups and Zone Write, 1- and
+/// 2-block chunks.
+fn schemes() -> Vec<(RaidLevel, Mode, u64)> {
+    vec![
+        (RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }, 1),
+        (RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly, 2),
+        (RaidLevel::Raid5 { drives: 4 }, Mode::ZoneAppendOnly, 2),
+        (RaidLevel::Raid6 { drives: 4 }, Mode::ZapRaid { group_size: 4 }, 1),
+    ]
+}
+
+/// An array written with random writes (every one acknowledged), and what each LBA holds.
+fn world(config: Config, seed: u64) -> (Simulator, HashMap<u64, Vec<u8>>) {
+    let mut sim = Simulator::new(geometry(), config, seed, None).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut expected = HashMap::new();
+    let (mut written, mut id) = (0, 0);
+    while written < BLOCKS_WRITTEN {
+        let blocks = rng.random_range(1..=3u64);
+        let lba = rng.random_range(0..LOGICAL_BLOCKS - blocks);
+        let data: Vec<u8> = (lba..lba + blocks).flat_map(|l| common::named_block(l, id)).collect();
+        sim.submit(id, Request::Write { lba, data });
+        sim.run_until_response(id).expect("answered").result.expect("acknowledged");
+        for l in lba..lba + blocks {
+            expected.insert(l, common::named_block(l, id));
+        }
+        written += blocks;
+        id += 1;
+    }
+    sim.run_until_idle();
+    (sim, expected)
+}
+
+/// Reads every LBA back and checks it. Request ids start at `first_id`.
+fn verify(sim: &mut Simulator, expected: &HashMap<u64, Vec<u8>>, first_id: u64, when: &str) {
+    for (i, (lba, want)) in expected.iter().enumerate() {
+        let id = first_id + i as u64;
+        sim.submit(id, Request::Read { lba: *lba, blocks: 1 });
+        let got = sim.run_until_response(id).expect("answered").result;
+        assert_eq!(got.as_ref().ok(), Some(want), "LBA {lba} read back wrong {when}");
+    }
+    sim.run_until_idle();
+}
+
+/// Runs a scrub to its end (repairs persisted) and returns its report.
+fn scrub(sim: &mut Simulator) -> ScrubReport {
+    sim.start_scrub(None).unwrap();
+    sim.run_until_idle();
+    let status = sim.engine.scrub_status();
+    assert!(status.running.is_none(), "the scrub finished: {status:?}");
+    assert_eq!(status.repairs_in_flight, 0, "every repair persisted");
+    status.last.expect("a scrub finished")
+}
+
+/// The kind a block's metadata gives, if it decodes.
+fn kind_of(drive: &mut EmulatedDrive, lba: u64) -> Option<BlockKind> {
+    let g = drive.geometry();
+    let (data, metadata) = (vec![0; g.block_size_bytes as usize], vec![0; g.metadata_bytes_per_block as usize]);
+    drive.submit(0, Command::Read { lba, data, metadata });
+    let mut out = Vec::new();
+    while out.is_empty() {
+        drive.wait(&mut out);
+    }
+    let completion = out.pop().expect("one completion");
+    BlockMetadata::decode(&completion.data, &completion.metadata).ok().map(|(_, kind)| kind)
+}
+
+/// Zones holding sealed segments (finished on drive 0, with a segment the engine knows).
+fn sealed_zones(sim: &Simulator) -> Vec<u32> {
+    (0..ZONES)
+        .filter(|z| sim.engine.segment_layout(*z).is_some())
+        .filter(|z| sim.drives[0].zones()[*z as usize].state == ZoneState::Full)
+        .collect()
+}
+
+/// Plants silent corruption in the sealed segments: a live data block in every other
+/// segment, a parity block in the others (on another drive than the live block, in every
+/// segment when the level has two parity chunks). Returns how many live data blocks and
+/// how many blocks in all were damaged.
+fn plant(sim: &mut Simulator, parity_chunks: usize, rng: &mut ChaCha8Rng) -> (u64, u64) {
+    let g = geometry();
+    let bits = common::BLOCK as u64 * 8;
+    let (mut live, mut all) = (0, 0);
+    for (i, zone) in sealed_zones(sim).into_iter().enumerate() {
+        let layout = sim.engine.segment_layout(zone).unwrap();
+        let places: Vec<_> =
+            (0..LOGICAL_BLOCKS).filter_map(|l| sim.engine.locate(l)).filter(|p| p.zone == zone).collect();
+        let mut damaged_drive = None;
+        if (i % 2 == 0 || parity_chunks >= 2) && !places.is_empty() {
+            let p = places[rng.random_range(0..places.len())];
+            sim.drives[p.drive].corrupt_block(g.zone_start_lba(zone) + p.offset, rng.random_range(0..bits)).unwrap();
+            damaged_drive = Some(p.drive);
+            live += 1;
+            all += 1;
+        }
+        if i % 2 == 0 && parity_chunks < 2 {
+            continue;
+        }
+        let drive = (0..layout.drives()).find(|d| Some(*d) != damaged_drive).unwrap();
+        let data_region = layout.data_start_blocks()..layout.footer_start_blocks();
+        let parity = data_region
+            .map(|o| g.zone_start_lba(zone) + o)
+            .find(|lba| kind_of(&mut sim.drives[drive], *lba) == Some(BlockKind::Parity));
+        if let Some(lba) = parity {
+            sim.drives[drive].corrupt_block(lba, rng.random_range(0..bits)).unwrap();
+            all += 1;
+        }
+    }
+    (live, all)
+}
+
+#[test]
+fn scrub_of_a_clean_array_finds_nothing() {
+    for (level, mode, chunk_blocks) in schemes() {
+        let (mut sim, expected) = world(config(level, mode, chunk_blocks), 3);
+        let report = scrub(&mut sim);
+        let what = format!("{} {} chunks of {chunk_blocks}", level.label(), mode.name());
+        assert!(report.segments_checked > 0 && report.blocks_checked > 0, "{what}: the scrub read nothing: {report:?}");
+        let found = (report.blocks_damaged, report.stale_blocks_damaged, report.parity_mismatches);
+        assert_eq!(found, (0, 0, 0), "{what}: damage found on a clean array: {report:?}");
+        assert_eq!((report.blocks_rewritten, report.blocks_unrecoverable), (0, 0), "{what}: {report:?}");
+        verify(&mut sim, &expected, 1_000_000, "after a clean scrub");
+        println!("{what}: clean scrub: {report:?}");
+    }
+}
+
+#[test]
+fn scrub_finds_and_repairs_every_planted_corruption() {
+    for (level, mode, chunk_blocks) in schemes() {
+        let config = config(level, mode, chunk_blocks);
+        let what = format!("{} {} chunks of {chunk_blocks}", level.label(), mode.name());
+        let (mut sim, expected) = world(config, 5);
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let (live, all) = plant(&mut sim, level.shape().1, &mut rng);
+        assert!(live >= 2, "{what}: the workload sealed too few segments to plant in");
+        let report = scrub(&mut sim);
+        println!("{what}: {live} live and {all} blocks in all corrupted: {report:?}");
+        assert_eq!(report.blocks_damaged + report.stale_blocks_damaged, all, "{what}: every corruption found");
+        assert!(report.blocks_damaged >= live, "{what}: damaged live blocks counted");
+        assert_eq!((report.blocks_unrecoverable, report.parity_mismatches), (0, 0), "{what}");
+        assert!(report.blocks_rewritten >= live, "{what}: every damaged live block rewritten");
+        let repaired_by_reads = sim.engine.status().read_blocks_repaired;
+        verify(&mut sim, &expected, 1_000_000, "after the scrub");
+        assert_eq!(
+            sim.engine.status().read_blocks_repaired,
+            repaired_by_reads,
+            "{what}: a read still came across a damaged block after the scrub moved them all"
+        );
+        let again = scrub(&mut sim);
+        assert_eq!((again.blocks_damaged, again.parity_mismatches, again.blocks_rewritten), (0, 0, 0), "{what}");
+        // The rewrites survive a restart.
+        sim.stop();
+        let drives = std::mem::take(&mut sim.drives);
+        let mut sim = Simulator::recover(geometry(), config, drives).unwrap();
+        verify(&mut sim, &expected, 2_000_000, "after the scrub and a restart");
+    }
+}
+
+#[test]
+fn a_read_that_rebuilt_a_damaged_block_rewrites_it() {
+    let config = config(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }, 1);
+    let (mut sim, expected) = world(config, 7);
+    let zone = sealed_zones(&sim)[0];
+    let lba = (0..LOGICAL_BLOCKS).find(|l| sim.engine.locate(*l).is_some_and(|p| p.zone == zone)).unwrap();
+    let before = sim.engine.locate(lba).unwrap();
+    sim.drives[before.drive].corrupt_block(geometry().zone_start_lba(zone) + before.offset, 100).unwrap();
+    sim.submit(1, Request::Read { lba, blocks: 1 });
+    let got = sim.run_until_response(1).unwrap().result.unwrap();
+    assert_eq!(got, expected[&lba], "the damaged block was rebuilt");
+    sim.run_until_idle();
+    let status = sim.engine.status();
+    assert_eq!((status.read_blocks_repaired, status.scrub.read_repairs_scheduled), (1, 1));
+    assert_eq!((status.scrub.read_repairs_done, status.scrub.repairs_in_flight), (1, 0));
+    assert_ne!(sim.engine.locate(lba), Some(before), "the block moved off its damaged place");
+    verify(&mut sim, &expected, 10, "after the read repair");
+    assert_eq!(sim.engine.status().read_blocks_repaired, 1, "no read came across the damage again");
+}
+
+#[test]
+fn a_rate_limited_scrub_keeps_to_its_rate_in_virtual_time() {
+    let config = config(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }, 1);
+    let (mut sim, _) = world(config, 11);
+    let rate_bytes_per_s = 1_000_000;
+    let started_ns = sim.now_ns();
+    sim.start_scrub(Some(rate_bytes_per_s)).unwrap();
+    assert_eq!(sim.engine.scrub_status().rate_bytes_per_s, Some(rate_bytes_per_s));
+    sim.run_until_idle();
+    let report = sim.engine.scrub_status().last.expect("finished");
+    let elapsed_ns = sim.now_ns() - started_ns;
+    // Reads may run one burst (10 ms) and one stripe (4 chunks of 512 B: 2 ms here) ahead
+    // of the average rate.
+    let floor_ns = (report.bytes_read * 1_000_000_000 / rate_bytes_per_s).saturating_sub(10_000_000 + 3_000_000);
+    println!("{} bytes in {elapsed_ns} ns of virtual time", report.bytes_read);
+    assert!(report.bytes_read > 50_000, "enough read to measure: {report:?}");
+    assert!(elapsed_ns >= floor_ns, "{} bytes read in {elapsed_ns} ns at {rate_bytes_per_s} B/s", report.bytes_read);
+}
