@@ -107,10 +107,13 @@ struct SegmentScrub {
     repaired: bool,
 }
 
+/// A chunk read back: its data and metadata.
+type ChunkRead = (Vec<u8>, Vec<u8>);
+
 struct StripeRead {
     stripe_number: u64,
     /// Per drive: the chunk position, and what was read (None: read failed).
-    chunks: Vec<Option<(u64, Option<(Vec<u8>, Vec<u8>)>)>>,
+    chunks: Vec<Option<(u64, Option<ChunkRead>)>>,
     pending: usize,
 }
 
@@ -291,7 +294,7 @@ impl Engine {
         let Some(places) = self.stripe_places(zone, scan_drive, position) else { return };
         let layout = self.seg(zone).layout;
         let n = layout.drives();
-        let mut chunks: Vec<Option<(u64, Option<(Vec<u8>, Vec<u8>)>)>> = vec![None; n];
+        let mut chunks: Vec<Option<(u64, Option<ChunkRead>)>> = vec![None; n];
         chunks[scan_drive] = Some((position, None));
         for (drive, at) in places.others {
             chunks[drive] = Some((at, None));

@@ -1,0 +1,174 @@
+//! A formatted array on drive files in a temporary directory, driven as an operator does
+//! (the `zapraid` binary: start, status, stop) with its data written and read back through
+//! the server library (assemble, recover, the engine thread: what `start` runs) while the
+//! array is stopped, since without ublk the CLI has no block device to write through.
+#![allow(dead_code)] // not every test binary uses every helper
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zapraid_engine::Request;
+use zapraid_server::array::{assemble, recover};
+use zapraid_server::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
+
+use super::{text, zapraid_in};
+
+/// Blocks per request.
+pub const REQUEST_BLOCKS: u64 = 64;
+
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub run_dir: PathBuf,
+    /// The array's drives, in array order (a replaced one's new file in its place).
+    pub drives: Vec<String>,
+    pub zone_args: Vec<String>,
+    /// Blocks written and verified.
+    pub blocks: u64,
+}
+
+impl World {
+    /// `count` drive files of `zones` zones of 512 KiB, formatted as array "rp" of `level`.
+    pub fn new(level: &str, count: usize, zones: u32, blocks: u64) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        let d = dir.path().join("d").display().to_string();
+        let drives = (0..count).map(|i| format!("{d}/drive{i}.zns")).collect();
+        let zone_args = ["--zones", &zones.to_string(), "--zone-size", "512K", "--zone-capacity", "480K"]
+            .map(str::to_string)
+            .to_vec();
+        let world = World { dir, run_dir, drives, zone_args, blocks };
+        world.create(&d, count);
+        let mut args = vec!["format", "--level", level, "--group-size", "8", "--name", "rp"];
+        args.extend(world.drives.iter().map(String::as_str));
+        world.ok(&args);
+        world
+    }
+
+    /// `count` new drive files in `dir` (drive0.zns, ...), of the array's geometry.
+    pub fn create(&self, dir: &str, count: usize) {
+        let count = count.to_string();
+        let mut args = vec!["emu", "create", "--dir", dir, "--drives", &count];
+        args.extend(self.zone_args.iter().map(String::as_str));
+        self.ok(&args);
+    }
+
+    /// A new, empty drive file named `name`.
+    pub fn new_drive(&self, name: &str) -> String {
+        let dir = self.dir.path().join(name).display().to_string();
+        self.create(&dir, 1);
+        format!("{dir}/drive0.zns")
+    }
+
+    pub fn cli(&self, args: &[&str]) -> Output {
+        zapraid_in(&self.run_dir, args)
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(out.status.success(), "zapraid {args:?} failed: {}", text(&out));
+        text(&out)
+    }
+
+    pub fn refused(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(!out.status.success(), "zapraid {args:?} succeeded: {}", text(&out));
+        text(&out)
+    }
+
+    /// `start --daemon --no-device` (and `extra`) on the drives but those of `gone`.
+    pub fn start(&self, extra: &[&str], gone: &[usize]) -> String {
+        let mut args = vec!["start", "--daemon", "--no-device"];
+        args.extend(extra);
+        args.extend(self.drives.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, d)| d.as_str()));
+        self.ok(&args)
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        serde_json::from_str(&self.ok(&["status", "rp", "--json"])).expect("status --json is JSON")
+    }
+
+    /// Polls `status` until no rebuild runs and drive `drive` is ok; returns what the
+    /// human status said while the rebuild ran, if a poll saw it running.
+    pub fn wait_rebuilt(&self, drive: usize) -> Option<String> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut seen = None;
+        loop {
+            let s = self.status();
+            if s["rebuild"].is_null() && s["drives"][drive]["state"] == "ok" {
+                assert!(!s["rebuilding"].as_bool().unwrap(), "{s}");
+                return seen;
+            }
+            if !s["rebuild"].is_null() {
+                assert_eq!(s["rebuild"]["drive"], drive, "{s}");
+                assert_eq!(s["state"], "rebuilding", "{s}");
+                let human = self.ok(&["status", "rp"]);
+                if human.contains("rebuild of drive") {
+                    seen = Some(human);
+                }
+            }
+            assert!(Instant::now() < deadline, "rebuild of drive {drive} not done: {s}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What `inspect` says of a drive's superblock.
+    pub fn superblock_line(&self, drive: usize) -> String {
+        let said = self.ok(&["inspect", &self.drives[drive]]);
+        said.lines().find(|l| l.starts_with("superblock: ")).expect("a superblock line").to_string()
+    }
+
+    /// Runs the array (stopped) on its drives, writes blocks as `write_pass` if given,
+    /// reads them all back as `read_pass`, stops it cleanly.
+    pub fn write_and_verify(&self, write_pass: Option<u64>, read_pass: u64) {
+        let paths: Vec<PathBuf> = self.drives.iter().map(PathBuf::from).collect();
+        let mut assembled = assemble(&paths).unwrap_or_else(|e| panic!("assemble {paths:?}: {e}"));
+        let engine = recover(&mut assembled).unwrap();
+        let block = assembled.geometry.block_size_bytes as usize;
+        let record = FailureRecord {
+            superblock: assembled.superblock,
+            next_lba: assembled.superblock_next_lba.clone(),
+            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
+        };
+        let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+        let (tx, answers) = crossbeam_channel::unbounded::<Answer>();
+        let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
+        let ask = |request: Request| {
+            let sent = thread.tx.send(Message::Io { tag: 0, request, reply: reply.clone() });
+            assert!(sent.is_ok(), "the engine thread has stopped");
+            answers.recv().unwrap().1.unwrap_or_else(|e| panic!("request failed: {e}"))
+        };
+        for start in (0..self.blocks).step_by(REQUEST_BLOCKS as usize) {
+            let blocks = REQUEST_BLOCKS.min(self.blocks - start);
+            if let Some(pass) = write_pass {
+                let data = (start..start + blocks).flat_map(|l| pattern(l, pass, block)).collect();
+                ask(Request::Write { lba: start, data });
+            }
+        }
+        ask(Request::Flush);
+        for start in (0..self.blocks).step_by(REQUEST_BLOCKS as usize) {
+            let blocks = REQUEST_BLOCKS.min(self.blocks - start);
+            let got = ask(Request::Read { lba: start, blocks });
+            for (i, data) in got.chunks(block).enumerate() {
+                let lba = start + i as u64;
+                assert!(data == pattern(lba, read_pass, block), "block {lba} does not hold pass {read_pass}");
+            }
+        }
+        assert!(thread.tx.send(Message::Stop).is_ok());
+        thread.join().unwrap();
+    }
+}
+
+/// A test that fails with the array running leaves no server behind.
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = self.cli(&["stop", "rp"]);
+    }
+}
+
+/// Block `lba` as pass `pass` writes it.
+pub fn pattern(lba: u64, pass: u64, block: usize) -> Vec<u8> {
+    let seed = lba.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ pass;
+    (0..block).map(|i| (seed >> ((i % 8) * 8)) as u8 ^ (i / 8) as u8).collect()
+}
