@@ -17,9 +17,9 @@ FIO=/usr/bin/fio
 REBUILD_TIMEOUT=900
 # Each fio pass: a new file, random 4 KiB and 64 KiB direct writes, verified as they go
 # (the backlog) and all again at the end. A new file per pass, so that a stale block of an
-# earlier pass (right offset and checksum, old data) cannot pass for a new one. At 1 MiB/s:
-# the rebuild writes the new drive one 4 KiB chunk at a time (queue depth 1), and under
-# TCG with fio unthrottled it got 0.2-0.3 MiB/s (a 62 MiB zone in about 4.5 minutes).
+# earlier pass (right offset and checksum, old data) cannot pass for a new one. At 1 MiB/s,
+# to leave the rebuild room: it writes the new drive one 4 KiB chunk at a time (queue
+# depth 1), and under TCG beside unthrottled fio it wrote 0.2-0.3 MiB/s (README).
 FIO_SIZE_MIB=32
 FIO_OPTS="--ioengine=io_uring --direct=1 --rw=randwrite --bssplit=4k/50:64k/50 --iodepth=16 --size=${FIO_SIZE_MIB}m \
 --rate=1m --verify=crc32c --verify_fatal=1 --output-format=terse --minimal"
