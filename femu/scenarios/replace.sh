@@ -117,6 +117,7 @@ while :; do
     sleep 2
 done
 zapraid status z | tee /tmp/status.out
+echo "server log:"; grep -E 'replaced|rebuild' /tmp/run/z.log | tail -n 6
 grep -q "drive 1: $NEW ok" /tmp/status.out || fail "drive 1 is not $NEW and ok"
 zapraid status z --json | grep -q "\"path\":\"$NEW\"" || fail "status --json does not give drive 1 as $NEW"
 kill -0 $fio_pid 2>/dev/null && echo "fio still running after the rebuild: let it finish its pass"
