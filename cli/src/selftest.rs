@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use zapraid_server::array::{format, FormatOptions};
-use zapraid_server::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
+use zapraid_server::driver::Message;
+use zapraid_server::session::Session;
 
 use crate::array::{bar, DEFAULT_GROUP_SIZE};
 use crate::hybrid::{chunks_text, requests, OpenSegmentArgs};
@@ -54,63 +55,43 @@ fn selftest_block(lba: u64, pass: u64, block_bytes: usize) -> Vec<u8> {
 
 /// One running engine (no block device) for the self-test.
 struct SelftestArray {
-    thread: EngineThread,
-    reply: std::sync::Arc<ReplyTo>,
-    answers: crossbeam_channel::Receiver<Answer>,
-    block_bytes: usize,
-    open_segments: zapraid_engine::OpenSegments,
+    session: Session,
 }
 
 impl SelftestArray {
     fn start(drives: &[PathBuf]) -> Result<Self> {
-        let mut assembled = zapraid_server::array::assemble(drives)?;
-        let engine = zapraid_server::array::recover(&mut assembled)?;
-        let record = FailureRecord {
-            superblock: assembled.superblock,
-            next_lba: assembled.superblock_next_lba.clone(),
-            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
-        };
-        let block_bytes = assembled.geometry.block_size_bytes as usize;
-        let open_segments = assembled.config.open_segments;
-        let thread = EngineThread::spawn(engine, assembled.drives, block_bytes as u32, record)?;
-        let (tx, answers) = crossbeam_channel::unbounded();
-        let reply = std::sync::Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
-        Ok(SelftestArray { thread, reply, answers, block_bytes, open_segments })
-    }
-
-    fn send(&self, tag: u64, request: zapraid_engine::Request) -> Result<()> {
-        let message = Message::Io { tag, request, reply: self.reply.clone() };
-        self.thread.tx.send(message).map_err(|_| anyhow::anyhow!("the engine thread has stopped"))
+        Ok(SelftestArray { session: Session::start(zapraid_server::array::assemble(drives)?)? })
     }
 
     /// Writes (`write`) or reads and checks the blocks `lbas` as pass `pass` wrote them.
     fn run(&self, lbas: Range<u64>, pass: u64, write: bool, what: &str) -> Result<()> {
         let blocks = lbas.end - lbas.start;
         let bar = bar(blocks, what);
-        let requests = requests(lbas, SELFTEST_REQUEST_BLOCKS, &self.open_segments, self.block_bytes as u32);
+        let block_bytes = self.session.block_bytes;
+        let requests = requests(lbas, SELFTEST_REQUEST_BLOCKS, &self.session.open_segments, block_bytes as u32);
         let count = requests.len() as u64;
         let (mut sent, mut done) = (0u64, 0u64);
         while done < count {
             while sent < count && sent - done < SELFTEST_QUEUE_DEPTH {
                 let (lba, n) = requests[sent as usize];
                 let request = if write {
-                    let data = (lba..lba + n).flat_map(|l| selftest_block(l, pass, self.block_bytes)).collect();
+                    let data = (lba..lba + n).flat_map(|l| selftest_block(l, pass, block_bytes)).collect();
                     zapraid_engine::Request::Write { lba, data }
                 } else {
                     zapraid_engine::Request::Read { lba, blocks: n }
                 };
-                self.send(sent, request)?;
+                self.session.send(sent, request)?;
                 sent += 1;
             }
-            let (tag, result) = self.answers.recv().context("the engine thread has stopped")?;
+            let (tag, result) = self.session.recv()?;
             let data = result.with_context(|| format!("{what}: request {tag} failed"))?;
             let Some(&(lba, n)) = requests.get(tag as usize) else {
                 bail!("{what}: an answer to request {tag}, which was not sent");
             };
             if !write {
-                for (i, got) in data.chunks(self.block_bytes).enumerate() {
+                for (i, got) in data.chunks(block_bytes).enumerate() {
                     let l = lba + i as u64;
-                    if got != selftest_block(l, pass, self.block_bytes).as_slice() {
+                    if got != selftest_block(l, pass, block_bytes).as_slice() {
                         bail!("{what}: block {l} does not hold what was written");
                     }
                 }
@@ -119,13 +100,14 @@ impl SelftestArray {
             bar.inc(n);
         }
         bar.finish_and_clear();
-        println!("{what}: {} ok", format_bytes(blocks * self.block_bytes as u64));
+        println!("{what}: {} ok", format_bytes(blocks * block_bytes as u64));
         Ok(())
     }
 
     fn fail_drive(&self, drive: usize) -> Result<()> {
         let (done, result) = crossbeam_channel::bounded(1);
-        self.thread
+        self.session
+            .thread
             .tx
             .send(Message::FailDrive { drive, force: false, done })
             .map_err(|_| zapraid_server::Error::EngineGone)?;
@@ -133,8 +115,7 @@ impl SelftestArray {
     }
 
     fn stop(self) -> Result<()> {
-        let _ = self.thread.tx.send(Message::Stop);
-        Ok(self.thread.join()?)
+        Ok(self.session.stop()?)
     }
 }
 

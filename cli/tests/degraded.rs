@@ -10,19 +10,12 @@
 
 use std::path::PathBuf;
 use std::process::Output;
-use std::sync::Arc;
-
-use zapraid_engine::Request;
-use zapraid_server::array::{assemble, recover};
-use zapraid_server::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
 
 mod common;
 use common::text;
 
 /// Blocks written and verified: several segments' worth on the test drives.
 const BLOCKS: u64 = 1200;
-/// Blocks per request.
-const REQUEST_BLOCKS: u64 = 64;
 
 struct World {
     _dir: tempfile::TempDir,
@@ -123,50 +116,10 @@ impl Drop for World {
     }
 }
 
-/// Block `lba` as pass `pass` writes it.
-fn pattern(lba: u64, pass: u64, block: usize) -> Vec<u8> {
-    let seed = lba.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ pass;
-    (0..block).map(|i| (seed >> ((i % 8) * 8)) as u8 ^ (i / 8) as u8).collect()
-}
-
-/// Runs the array on `drives` (no flag: every drive absent must be recorded failed),
-/// writes blocks 0..BLOCKS as `write_pass` if given, reads them all back as `read_pass`,
-/// stops it cleanly.
+/// Runs the array on `drives`, writes blocks 0..BLOCKS as `write_pass` if given, reads
+/// them all back as `read_pass`, stops it cleanly.
 fn write_and_verify(drives: &[String], write_pass: Option<u64>, read_pass: u64) {
-    let paths: Vec<PathBuf> = drives.iter().map(PathBuf::from).collect();
-    let mut assembled = assemble(&paths).unwrap_or_else(|e| panic!("assemble {drives:?}: {e}"));
-    let engine = recover(&mut assembled).unwrap();
-    let block = assembled.geometry.block_size_bytes as usize;
-    let record = FailureRecord {
-        superblock: assembled.superblock,
-        next_lba: assembled.superblock_next_lba.clone(),
-        zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
-    };
-    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
-    let (tx, answers) = crossbeam_channel::unbounded::<Answer>();
-    let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
-    let ask = |request: Request| {
-        thread.tx.send(Message::Io { tag: 0, request, reply: reply.clone() }).unwrap();
-        answers.recv().unwrap().1.unwrap_or_else(|e| panic!("request failed: {e}"))
-    };
-    for start in (0..BLOCKS).step_by(REQUEST_BLOCKS as usize) {
-        let blocks = REQUEST_BLOCKS.min(BLOCKS - start);
-        if let Some(pass) = write_pass {
-            let data = (start..start + blocks).flat_map(|l| pattern(l, pass, block)).collect();
-            ask(Request::Write { lba: start, data });
-        }
-    }
-    ask(Request::Flush);
-    for start in (0..BLOCKS).step_by(REQUEST_BLOCKS as usize) {
-        let blocks = REQUEST_BLOCKS.min(BLOCKS - start);
-        let got = ask(Request::Read { lba: start, blocks });
-        for (i, data) in got.chunks(block).enumerate() {
-            let lba = start + i as u64;
-            assert!(data == pattern(lba, read_pass, block), "block {lba} does not hold pass {read_pass}");
-        }
-    }
-    thread.tx.send(Message::Stop).unwrap();
-    thread.join().unwrap();
+    common::world::write_and_verify(drives, BLOCKS, write_pass, read_pass);
 }
 
 #[test]

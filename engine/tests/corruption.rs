@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use zapraid_engine::format::{BlockKind, BlockMetadata};
+use zapraid_engine::format::BlockKind;
 use zapraid_engine::{Config, Layout, Mode, RaidLevel, Request, Simulator, Status};
 use zapraid_zns::{Command, EmulatedDrive, Geometry, ZoneState, ZonedDevice};
 
@@ -107,19 +107,6 @@ impl Site {
     }
 }
 
-/// The kind a block's metadata gives, if it decodes.
-fn kind_of(drive: &mut EmulatedDrive, lba: u64) -> Option<BlockKind> {
-    let g = drive.geometry();
-    let (data, metadata) = (vec![0; g.block_size_bytes as usize], vec![0; g.metadata_bytes_per_block as usize]);
-    drive.submit(0, Command::Read { lba, data, metadata });
-    let mut out = Vec::new();
-    while out.is_empty() {
-        drive.wait(&mut out);
-    }
-    let completion = out.pop().expect("one completion");
-    BlockMetadata::decode(&completion.data, &completion.metadata).ok().map(|(_, kind)| kind)
-}
-
 /// Every structure of every segment on drive `drive`, and a sample of data blocks.
 fn sites(layout: &Layout, drive: &mut EmulatedDrive, ending: Ending) -> Vec<Site> {
     let mut sites = Vec::new();
@@ -144,7 +131,7 @@ fn sites(layout: &Layout, drive: &mut EmulatedDrive, ending: Ending) -> Vec<Site
             let zone_start = drive.geometry().zone_start_lba(zone);
             let mut start = written;
             while start > layout.data_start_blocks()
-                && kind_of(drive, zone_start + start - 1) == Some(BlockKind::Footer)
+                && common::kind_of(drive, zone_start + start - 1) == Some(BlockKind::Footer)
             {
                 start -= 1;
                 sites.push(Site::StopFooter { zone, offset: start });

@@ -9,9 +9,9 @@ use std::collections::HashMap;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use zapraid_engine::format::{BlockKind, BlockMetadata};
+use zapraid_engine::format::BlockKind;
 use zapraid_engine::{Config, Mode, RaidLevel, Request, ScrubReport, Simulator};
-use zapraid_zns::{Command, EmulatedDrive, Geometry, ZoneState, ZonedDevice};
+use zapraid_zns::{Geometry, ZoneState};
 
 mod common;
 
@@ -81,19 +81,6 @@ fn scrub(sim: &mut Simulator) -> ScrubReport {
     status.last.expect("a scrub finished")
 }
 
-/// The kind a block's metadata gives, if it decodes.
-fn kind_of(drive: &mut EmulatedDrive, lba: u64) -> Option<BlockKind> {
-    let g = drive.geometry();
-    let (data, metadata) = (vec![0; g.block_size_bytes as usize], vec![0; g.metadata_bytes_per_block as usize]);
-    drive.submit(0, Command::Read { lba, data, metadata });
-    let mut out = Vec::new();
-    while out.is_empty() {
-        drive.wait(&mut out);
-    }
-    let completion = out.pop().expect("one completion");
-    BlockMetadata::decode(&completion.data, &completion.metadata).ok().map(|(_, kind)| kind)
-}
-
 /// Zones holding sealed segments (finished on drive 0, with a segment the engine knows).
 fn sealed_zones(sim: &Simulator) -> Vec<u32> {
     (0..ZONES)
@@ -129,7 +116,7 @@ fn plant(sim: &mut Simulator, parity_chunks: usize, rng: &mut ChaCha8Rng) -> (u6
         let data_region = layout.data_start_blocks()..layout.footer_start_blocks();
         let parity = data_region
             .map(|o| g.zone_start_lba(zone) + o)
-            .find(|lba| kind_of(&mut sim.drives[drive], *lba) == Some(BlockKind::Parity));
+            .find(|lba| common::kind_of(&mut sim.drives[drive], *lba) == Some(BlockKind::Parity));
         if let Some(lba) = parity {
             sim.drives[drive].corrupt_block(lba, rng.random_range(0..bits)).unwrap();
             all += 1;

@@ -276,10 +276,8 @@ mod tests {
         assert!(e.contains("; d1, d3 to array aaaaaaaa-"), "{e}");
     }
 
-    use crate::array::{format, recover, FormatOptions};
-    use crate::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
+    use crate::array::{format, FormatOptions};
     use crate::superblock::read_superblock;
-    use std::sync::Arc;
     use zapraid_engine::{OpenSegments, Request};
     use zapraid_zns::EmulatedDrive;
 
@@ -316,34 +314,21 @@ mod tests {
         (0..block).map(|i| (lba as u8).wrapping_mul(31) ^ (pass as u8) ^ (i as u8)).collect()
     }
 
-    /// Recovers an assembled array, runs `requests` on it one at a time (each answer
-    /// checked: reads against `pass`'s pattern), stops it cleanly.
-    fn run(mut assembled: Assembled, write_pass: Option<u64>, read_pass: u64) {
-        let engine = recover(&mut assembled).unwrap();
-        let block = assembled.geometry.block_size_bytes as usize;
-        let record = FailureRecord {
-            superblock: assembled.superblock,
-            next_lba: assembled.superblock_next_lba.clone(),
-            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
-        };
-        let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
-        let (tx, answers) = crossbeam_channel::unbounded::<Answer>();
-        let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
-        let ask = |request: Request| {
-            thread.tx.send(Message::Io { tag: 0, request, reply: reply.clone() }).unwrap();
-            answers.recv().unwrap().1.unwrap()
-        };
+    /// Runs an assembled array (`Session`): writes blocks 0..BLOCKS as `write_pass` if
+    /// given, reads them back against `read_pass`'s pattern, stops it cleanly.
+    fn run(assembled: Assembled, write_pass: Option<u64>, read_pass: u64) {
+        let session = crate::session::Session::start(assembled).unwrap();
+        let block = session.block_bytes;
         if let Some(pass) = write_pass {
             let data = (0..BLOCKS).flat_map(|l| pattern(l, pass, block)).collect();
-            ask(Request::Write { lba: 0, data });
-            ask(Request::Flush);
+            session.ask(Request::Write { lba: 0, data }).unwrap();
+            session.ask(Request::Flush).unwrap();
         }
-        let got = ask(Request::Read { lba: 0, blocks: BLOCKS });
+        let got = session.ask(Request::Read { lba: 0, blocks: BLOCKS }).unwrap();
         for (l, data) in got.chunks(block).enumerate() {
             assert!(data == pattern(l as u64, read_pass, block), "block {l} differs");
         }
-        thread.tx.send(Message::Stop).unwrap();
-        thread.join().unwrap();
+        session.stop().unwrap();
     }
 
     fn generation(path: &Path) -> (u64, Vec<usize>) {

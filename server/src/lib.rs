@@ -7,6 +7,7 @@
 //! names an array may have), `failures` (which drive failures asked for are carried out),
 //! `replace` (a new drive in a failed one's place, the rebuild onto it recorded in the
 //! superblock, and resumed at start), `scrub` (the socket's scrub command and its status),
+//! `session` (an array run without a block device, asked requests directly: selftest, tests),
 //! `zone_limits` (whether drives allow the zones an array keeps open).
 
 pub mod array;
@@ -20,6 +21,7 @@ pub mod names;
 pub mod replace;
 pub mod scrub;
 pub mod service;
+pub mod session;
 pub mod superblock;
 pub mod ublk;
 pub mod wake;

@@ -6,12 +6,11 @@
 
 use std::path::PathBuf;
 use std::process::Output;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zapraid_engine::Request;
-use zapraid_server::array::{assemble, recover};
-use zapraid_server::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
+use zapraid_server::array::assemble;
+use zapraid_server::session::Session;
 
 use super::{text, zapraid_in};
 
@@ -122,41 +121,7 @@ impl World {
     /// Runs the array (stopped) on its drives, writes blocks as `write_pass` if given,
     /// reads them all back as `read_pass`, stops it cleanly.
     pub fn write_and_verify(&self, write_pass: Option<u64>, read_pass: u64) {
-        let paths: Vec<PathBuf> = self.drives.iter().map(PathBuf::from).collect();
-        let mut assembled = assemble(&paths).unwrap_or_else(|e| panic!("assemble {paths:?}: {e}"));
-        let engine = recover(&mut assembled).unwrap();
-        let block = assembled.geometry.block_size_bytes as usize;
-        let record = FailureRecord {
-            superblock: assembled.superblock,
-            next_lba: assembled.superblock_next_lba.clone(),
-            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
-        };
-        let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
-        let (tx, answers) = crossbeam_channel::unbounded::<Answer>();
-        let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
-        let ask = |request: Request| {
-            let sent = thread.tx.send(Message::Io { tag: 0, request, reply: reply.clone() });
-            assert!(sent.is_ok(), "the engine thread has stopped");
-            answers.recv().unwrap().1.unwrap_or_else(|e| panic!("request failed: {e}"))
-        };
-        for start in (0..self.blocks).step_by(REQUEST_BLOCKS as usize) {
-            let blocks = REQUEST_BLOCKS.min(self.blocks - start);
-            if let Some(pass) = write_pass {
-                let data = (start..start + blocks).flat_map(|l| pattern(l, pass, block)).collect();
-                ask(Request::Write { lba: start, data });
-            }
-        }
-        ask(Request::Flush);
-        for start in (0..self.blocks).step_by(REQUEST_BLOCKS as usize) {
-            let blocks = REQUEST_BLOCKS.min(self.blocks - start);
-            let got = ask(Request::Read { lba: start, blocks });
-            for (i, data) in got.chunks(block).enumerate() {
-                let lba = start + i as u64;
-                assert!(data == pattern(lba, read_pass, block), "block {lba} does not hold pass {read_pass}");
-            }
-        }
-        assert!(thread.tx.send(Message::Stop).is_ok());
-        thread.join().unwrap();
+        write_and_verify(&self.drives, self.blocks, write_pass, read_pass);
     }
 }
 
@@ -165,6 +130,34 @@ impl Drop for World {
     fn drop(&mut self) {
         let _ = self.cli(&["stop", "rp"]);
     }
+}
+
+/// Runs the array (stopped) on `drives` (every drive absent must be recorded failed),
+/// writes blocks 0..`blocks` as `write_pass` if given, reads them all back as
+/// `read_pass`, stops it cleanly.
+pub fn write_and_verify(drives: &[String], blocks: u64, write_pass: Option<u64>, read_pass: u64) {
+    let paths: Vec<PathBuf> = drives.iter().map(PathBuf::from).collect();
+    let assembled = assemble(&paths).unwrap_or_else(|e| panic!("assemble {paths:?}: {e}"));
+    let session = Session::start(assembled).unwrap();
+    let block = session.block_bytes;
+    let ask = |request: Request| session.ask(request).unwrap_or_else(|e| panic!("request failed: {e}"));
+    let requests =
+        || (0..blocks).step_by(REQUEST_BLOCKS as usize).map(|start| (start, REQUEST_BLOCKS.min(blocks - start)));
+    if let Some(pass) = write_pass {
+        for (start, n) in requests() {
+            let data = (start..start + n).flat_map(|l| pattern(l, pass, block)).collect();
+            ask(Request::Write { lba: start, data });
+        }
+    }
+    ask(Request::Flush);
+    for (start, n) in requests() {
+        let got = ask(Request::Read { lba: start, blocks: n });
+        for (i, data) in got.chunks(block).enumerate() {
+            let lba = start + i as u64;
+            assert!(data == pattern(lba, read_pass, block), "block {lba} does not hold pass {read_pass}");
+        }
+    }
+    session.stop().unwrap();
 }
 
 /// Block `lba` as pass `pass` writes it.
