@@ -6,7 +6,8 @@
 //! device), `control` (the socket `zapraid stop/status/fail/replace` talk to), `names` (which
 //! names an array may have), `failures` (which drive failures asked for are carried out),
 //! `replace` (a new drive in a failed one's place, the rebuild onto it recorded in the
-//! superblock, and resumed at start),
+//! superblock, and resumed at start), `spare` (a hot spare's record on its drive) and
+//! `spare_pool` (a running array's spares, and the rebuild onto one started by itself),
 //! `zone_limits` (whether drives allow the zones an array keeps open).
 
 pub mod array;
@@ -19,6 +20,8 @@ pub mod failures;
 pub mod names;
 pub mod replace;
 pub mod service;
+pub mod spare;
+pub mod spare_pool;
 pub mod superblock;
 pub mod ublk;
 pub mod wake;

@@ -81,6 +81,9 @@ pub enum Message {
         device: ReservedZones<Drive>,
         done: Sender<Result<()>>,
     },
+    /// Be told (a `()`, dropped if one waits already) of every superblock generation the
+    /// thread records: a drive failed, a rebuild started or ended (`spare_pool::watch`).
+    WatchGenerations(Sender<()>),
     /// Clean stop: finish what was sent, write the stop footer, end the thread.
     Stop,
 }
@@ -202,6 +205,8 @@ pub(crate) struct EngineLoop {
     pub(crate) rebuilding: u64,
     /// When the running rebuild started, for its rate.
     pub(crate) rebuild_started: Option<Instant>,
+    /// Told of every superblock generation recorded (`Message::WatchGenerations`).
+    watchers: Vec<Sender<()>>,
 }
 
 impl EngineLoop {
@@ -237,6 +242,7 @@ impl EngineLoop {
             // A rebuild resumed at start (`service::run`) runs already.
             rebuilding: engine_rebuilding,
             rebuild_started: (engine_rebuilding != 0).then(Instant::now),
+            watchers: Vec::new(),
         }
     }
 
@@ -385,6 +391,7 @@ impl EngineLoop {
             Message::ReplaceDrive { drive, device, done } => {
                 let _ = done.send(self.replace_drive(drive, device));
             }
+            Message::WatchGenerations(tx) => self.watchers.push(tx),
             Message::Stop => {
                 if !self.stopping {
                     tracing::info!("clean stop requested");
@@ -473,6 +480,7 @@ impl EngineLoop {
             "failed and rebuilding drives recorded in the superblock"
         );
         self.record.superblock = sb;
+        self.watchers.retain(|w| !matches!(w.try_send(()), Err(crossbeam_channel::TrySendError::Disconnected(_))));
     }
 
     /// Takes every drive's completions: the engine's to the engine, the engine thread's
