@@ -162,8 +162,9 @@ mod tests {
     /// An array superblock is not a spare record, and a spare record not a superblock.
     #[test]
     fn spare_records_and_superblocks_are_told_apart() {
-        let r = record();
-        assert_eq!(ArraySuperblock::decode(r.as_bytes()).err(), Some(DecodeError::Magic));
+        let mut block = vec![0u8; 512];
+        block[..SPARE_RECORD_BYTES].copy_from_slice(record().as_bytes());
+        assert_eq!(ArraySuperblock::decode(&block).err(), Some(DecodeError::Magic));
         let mut block = vec![0u8; 512];
         block[..8].copy_from_slice(&ARRAY_SUPERBLOCK_MAGIC);
         assert_eq!(SpareRecord::decode(&block).err(), Some(DecodeError::Magic));
