@@ -303,15 +303,20 @@ fn spares_that_cannot_be_are_refused_saying_why() {
     let other = World::new("raid5", 4, 0, 64);
     let fresh = world.new_drive("fresh", 12);
 
-    // At format: a member also given as a spare, a drive too small, one not empty.
+    // At format (on blank drives, so that only the spare is refused): a member also given
+    // as a spare, a drive too small, one not empty. Nothing is written before the checks.
+    let blank: Vec<String> = (0..4).map(|i| world.new_drive(&format!("m{i}"), 12)).collect();
     let mut format = vec!["format", "--level", "raid5", "--name", "sp2"];
-    format.extend(other.drives.iter().map(String::as_str));
-    let e = world.refused(&[format.as_slice(), &["--force", "--spare", &other.drives[1]]].concat());
-    assert!(e.contains("given twice"), "{e}");
-    let e = world.refused(&[format.as_slice(), &["--force", "--spare", &small]].concat());
-    assert!(e.contains("refused: it is too small: 8 zones"), "{e}");
-    let e = world.refused(&[format.as_slice(), &["--force", "--spare", &world.drives[0]]].concat());
-    assert!(e.contains("refused: it is drive 0 of array \"sp\"") && e.contains("add --force"), "{e}");
+    format.extend(blank.iter().map(String::as_str));
+    let e = world.refused(&[format.as_slice(), &["--spare", &blank[1]]].concat());
+    assert!(e.contains(&format!("drive {} given twice", blank[1])), "{e}");
+    let e = world.refused(&[format.as_slice(), &["--spare", &small]].concat());
+    assert!(e.contains(&format!("{small} refused: it is too small: 8 zones")), "{e}");
+    let e = world.refused(&[format.as_slice(), &["--spare", &world.drives[0]]].concat());
+    assert!(e.contains("refused: it is drive 0 of array \"sp\"") && e.contains("add --force to erase it"), "{e}");
+    for drive in &blank {
+        assert!(world.superblock_line(drive).contains("it is blank"), "{drive} was written");
+    }
 
     // On the running array.
     world.start();

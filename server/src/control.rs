@@ -188,6 +188,13 @@ fn replace(identity: &Mutex<Identity>, engine: &EngineSender, spares: &Spares, l
     let Ok(drive) = drive.parse::<usize>() else {
         return error_json(&format!("\"{drive}\" is not a drive index"));
     };
+    let path = std::path::Path::new(path);
+    if spares.holds(path) {
+        return error_json(&format!(
+            "{} is a spare of this array: it takes a failed drive's place by itself (zapraid remove-spare frees it)",
+            path.display()
+        ));
+    }
     let (geometry, members) = {
         let id = identity.lock().expect("identity");
         (id.drive_geometry, id.canonical_drives.clone())
@@ -208,13 +215,6 @@ fn replace(identity: &Mutex<Identity>, engine: &EngineSender, spares: &Spares, l
     }
     if drive >= members.len() {
         return error_json(&Error::NoSuchDrive { drive, drives: members.len() }.to_string());
-    }
-    let path = std::path::Path::new(path);
-    if spares.holds(path) {
-        return error_json(&format!(
-            "{} is a spare of this array: it takes a failed drive's place by itself (zapraid remove-spare frees it)",
-            path.display()
-        ));
     }
     let device = match crate::replace::prepare_new_drive(path, drive, &geometry, &members, force == "force") {
         Ok(device) => device,
