@@ -200,7 +200,10 @@ fn raid5_drive_failed_is_rebuilt_onto_the_spare_by_itself_then_another_fails_and
     let mut world = World::new("raid5", 4, 1, 1200);
     let spare = world.spares[0].clone();
     let line = world.superblock_line(&spare);
-    assert!(line.starts_with("superblock: none: it holds no array superblock: it is a spare of array \"sp\" ("), "{line}");
+    assert!(
+        line.starts_with("superblock: none: it holds no array superblock: it is a spare of array \"sp\" ("),
+        "{line}"
+    );
     world.write_and_verify(Some(1), 1);
 
     // Started with the spare among the drives: it stays a spare, the array is whole.
@@ -354,7 +357,13 @@ fn spares_that_cannot_be_are_refused_saying_why() {
     args.extend(other.drives.iter().map(String::as_str));
     world.ok(&args);
     world.spares.push(theirs.clone());
-    let e = world.refused(&[&["start", "--no-device"][..], &world.drives.iter().chain(&world.spares).map(String::as_str).collect::<Vec<_>>()].concat());
+    let e = world.refused(
+        &[
+            &["start", "--no-device"][..],
+            &world.drives.iter().chain(&world.spares).map(String::as_str).collect::<Vec<_>>(),
+        ]
+        .concat(),
+    );
     assert!(e.contains(&format!("{theirs} refused: it is a spare of array \"sp3\"")), "{e}");
     assert!(e.contains("not of array \"sp\""), "{e}");
 }

@@ -35,7 +35,8 @@ pub fn prepare_new_drive(
     members: &[Option<String>],
     force: bool,
 ) -> Result<ReservedZones<Drive>> {
-    let member = |index: usize| format!("it is drive {index} of this array; give a new drive to rebuild drive {drive} onto");
+    let member =
+        |index: usize| format!("it is drive {index} of this array; give a new drive to rebuild drive {drive} onto");
     let mut device = check_new_drive(path, raw, members, force, member)?;
     reset_every_zone(&mut device, raw, path)?;
     ReservedZones::new(device, SUPERBLOCK_ZONES).map_err(|error| Error::Drive { path: path.to_path_buf(), error })

@@ -39,7 +39,11 @@ pub fn write_spare_record(drive: &mut dyn ZonedDevice, record: &SpareRecord, pat
     let g = drive.geometry();
     for command in record_writes(record.as_bytes(), &g, 0) {
         let c = execute(drive, command);
-        c.result.map_err(|error| Error::DriveCommand { path: path.to_path_buf(), what: "spare record write", error })?;
+        c.result.map_err(|error| Error::DriveCommand {
+            path: path.to_path_buf(),
+            what: "spare record write",
+            error,
+        })?;
     }
     Ok(())
 }
@@ -62,7 +66,12 @@ pub fn check_format_spares(spares: &[PathBuf], raw: &Geometry, force: bool) -> R
 }
 
 /// Empties every zone of each spare of a freshly formatted array and writes its record.
-pub fn write_format_spares(drives: &mut [Drive], spares: &[PathBuf], raw: &Geometry, record: &SpareRecord) -> Result<()> {
+pub fn write_format_spares(
+    drives: &mut [Drive],
+    spares: &[PathBuf],
+    raw: &Geometry,
+    record: &SpareRecord,
+) -> Result<()> {
     for (device, path) in drives.iter_mut().zip(spares) {
         reset_every_zone(device, raw, path)?;
         write_spare_record(device.as_mut(), record, path)?;
@@ -102,7 +111,9 @@ mod tests {
         damaged[..record.as_bytes().len()].copy_from_slice(record.as_bytes());
         damaged[20] ^= 1;
         let metadata = vec![0u8; g.metadata_bytes_per_block as usize];
-        execute(&mut drive, Command::Write { lba: 0, data: damaged.clone(), metadata: metadata.clone() }).result.unwrap();
+        execute(&mut drive, Command::Write { lba: 0, data: damaged.clone(), metadata: metadata.clone() })
+            .result
+            .unwrap();
         assert!(read_spare_record(&mut drive).is_none());
         let mut good = vec![0u8; g.block_size_bytes as usize];
         good[..record.as_bytes().len()].copy_from_slice(record.as_bytes());

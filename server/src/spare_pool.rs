@@ -214,7 +214,8 @@ pub fn supply(spares: &Spares, identity: &Mutex<Identity>, engine: &EngineSender
         Err(refused) => {
             // The engine closed the drive with its refusal: reopened, a spare again.
             tracing::info!("spare {} not taken for drive {drive} yet: {refused}", path.display());
-            let again = open_drive(&path).and_then(|mut d| write_spare_record(d.as_mut(), &spares.record, &path).map(|()| d));
+            let again =
+                open_drive(&path).and_then(|mut d| write_spare_record(d.as_mut(), &spares.record, &path).map(|()| d));
             spares.give_back(&path, again);
             Supplied::Retry
         }
@@ -284,7 +285,8 @@ pub fn remove_spare(spares: &Spares, path: &Path) -> Result<()> {
     let canonical = canonical(path);
     let mut list = spares.list.lock().expect("spares");
     let refuse = |reason: &str| Error::Refused { path: path.to_path_buf(), reason: reason.into() };
-    let index = list.iter().position(|s| s.canonical == canonical).ok_or_else(|| refuse("it is not a spare of this array"))?;
+    let index =
+        list.iter().position(|s| s.canonical == canonical).ok_or_else(|| refuse("it is not a spare of this array"))?;
     if list[index].state == SpareState::Taken {
         return Err(refuse("it is being taken into the array now (see zapraid status)"));
     }
