@@ -367,3 +367,29 @@ fn spares_that_cannot_be_are_refused_saying_why() {
     assert!(e.contains(&format!("{theirs} refused: it is a spare of array \"sp3\"")), "{e}");
     assert!(e.contains("not of array \"sp\""), "{e}");
 }
+
+#[test]
+fn a_drive_gone_at_start_is_rebuilt_onto_the_spare_given_with_the_others() {
+    let _serial = serial();
+    let mut world = World::new("raid5", 4, 1, 600);
+    world.write_and_verify(Some(1), 1);
+    std::fs::remove_file(&world.drives[2]).unwrap();
+    let spare = world.spares[0].clone();
+    let mut args = vec!["start", "--daemon", "--no-device", "--degraded", &spare];
+    args.extend(world.drives.iter().enumerate().filter(|(i, _)| *i != 2).map(|(_, d)| d.as_str()));
+    // By the time `start` reports, drive 2 may be the spare already: the log says both.
+    world.ok(&args);
+    world.wait_rebuilt(&[2]);
+    let log = world.log();
+    assert!(log.contains("drive 2 missing"), "{log}");
+    assert!(log.contains(&format!("rebuilding drive 2 onto spare {spare}")), "{log}");
+    let s = world.status();
+    assert_eq!((s["state"].as_str(), s["drives"][2]["path"].as_str()), (Some("optimal"), Some(spare.as_str())), "{s}");
+    world.ok(&["stop", "sp"]);
+    spare_became(&mut world, 0, 2);
+    world.write_and_verify(None, 1);
+    world.start();
+    world.ok(&["fail", "sp", "0"]);
+    world.ok(&["stop", "sp"]);
+    world.write_and_verify(None, 1);
+}
