@@ -2,8 +2,9 @@
 //! spare among the drives (it stays a spare), `zapraid fail` and the rebuild onto the
 //! spare starting by itself, followed in `status` until done; then a *different* drive
 //! fails and every block still reads back, which only holds if the rebuilt spare holds the
-//! right data. `add-spare` on a degraded array starts the rebuild at once; two drives
-//! failed with two spares are rebuilt one after the other; and the refusals.
+//! right data. `add-spare` on a degraded array, and a `start --degraded` with a spare
+//! among the drives, start the rebuild at once; two drives failed with two spares are
+//! rebuilt one after the other; and the refusals, each saying why.
 //!
 //! The data is written and read back through the server library (assemble, recover, the
 //! engine thread: what `start` runs) with the array stopped, since without ublk the CLI
