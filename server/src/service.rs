@@ -1,8 +1,8 @@
 //! One running array: assemble its drives (hot spares kept apart), recover, start the
 //! engine thread and the thread that rebuilds onto a spare by itself (`spare_pool`),
-//! export the block device (optional), answer the control socket, and on `stop` shut down in order:
-//! delete the block device (no more I/O), stop the engine cleanly (stop footer), remove
-//! the socket.
+//! export the block device (optional), answer the control socket, and on `stop` shut
+//! down in order: delete the block device (no more I/O), stop the engine cleanly (stop
+//! footer), remove the socket.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
