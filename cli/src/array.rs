@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use zapraid_engine::format::{decode_footer_block, BlockMetadata, SegmentHeader};
 use zapraid_server::array::{
-    format, open_drive, read_superblock, refuse_repeated_drives, uuid_text, FormatOptions, NewlyMissing,
+    format_with_spares, open_drive, read_superblock, refuse_repeated_drives, uuid_text, FormatOptions, NewlyMissing,
     SUPERBLOCK_ZONES,
 };
 use zapraid_server::control;
@@ -50,6 +50,11 @@ pub struct FormatArgs {
     /// per-block metadata) or emulated drive files (`zapraid emu create`).
     #[arg(required = true)]
     drives: Vec<PathBuf>,
+    /// A hot spare (repeat for more): a drive of the same geometry, empty (or --force),
+    /// that holds a spare record of the array. Given to `start` among the drives, it
+    /// stays a spare; when a drive fails, the array rebuilds onto it by itself.
+    #[arg(long = "spare", value_name = "DRIVE")]
+    spares: Vec<PathBuf>,
     /// Chunk sizes and open segments.
     #[command(flatten)]
     segments: OpenSegmentArgs,
@@ -78,7 +83,9 @@ pub struct StartArgs {
     /// without it.
     #[arg(long)]
     degraded: bool,
-    /// The array's drives, in any order: their superblocks say where each belongs.
+    /// The array's drives, in any order: their superblocks say where each belongs. The
+    /// array's hot spares (format --spare, add-spare) are given among them too: their
+    /// spare records say so, and they stay spares until a drive fails.
     #[arg(required = true)]
     drives: Vec<PathBuf>,
 }
@@ -145,7 +152,7 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
         force: args.force,
     };
     let progress = bar(args.drives.len() as u64, "formatting drives");
-    let formatted = format(&args.drives, &options, |done, total| {
+    let formatted = format_with_spares(&args.drives, &args.spares, &options, |done, total| {
         progress.set_position(done as u64);
         if progress.is_hidden() {
             eprintln!("formatted drive {done} of {total}");
@@ -164,9 +171,12 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
         formatted.logical_blocks,
         formatted.block_size_bytes
     );
+    for spare in &args.spares {
+        println!("spare: {} (rebuilt onto by itself when a drive fails)", spare.display());
+    }
     println!(
         "start it with: zapraid start {}",
-        args.drives.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
+        args.drives.iter().chain(&args.spares).map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
     );
     Ok(())
 }
@@ -201,6 +211,13 @@ pub fn run_start(args: StartArgs) -> Result<()> {
                 let bar = indicatif::ProgressBar::new_spinner().with_message("recovering from the drives");
                 bar.enable_steady_tick(Duration::from_millis(100));
                 spinner = Some(bar);
+            }
+        }
+        Progress::Spares { paths } => {
+            let line = format!("spares: {} (used by themselves when a drive fails)", paths.join(", "));
+            match &spinner {
+                Some(bar) => bar.suspend(|| eprintln!("{line}")),
+                None => eprintln!("{line}"),
             }
         }
         Progress::Recovered { seconds, mapped_blocks } => {
@@ -290,6 +307,9 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
                 }
                 if let Some(line) = missing_line(&name, &status) {
                     eprintln!("{line}");
+                }
+                if let Some(line) = crate::spare::spares_line(&status) {
+                    eprintln!("array \"{name}\": {line}");
                 }
                 if let Some(line) = crate::report::rebuild_line(&status["rebuild"]) {
                     eprintln!("array \"{name}\": {line} (a rebuild cut short starts again from the beginning)");

@@ -11,6 +11,7 @@ mod scrub;
 mod selftest;
 mod simulate;
 mod size;
+mod spare;
 
 use std::io::IsTerminal;
 
@@ -65,6 +66,15 @@ enum Top {
     /// rewritten elsewhere, as garbage collection moves blocks. --wait follows it to the
     /// end; --rate limits its reads.
     Scrub(scrub::ScrubArgs),
+    /// Add a hot spare to a running array: a drive of the array's geometry, not a member,
+    /// empty (or --force, which erases it), given a spare record of the array. When a
+    /// drive fails (zapraid fail, or an I/O error) and no rebuild runs, the array rebuilds
+    /// it onto a spare by itself; a drive failed already is rebuilt onto it at once. The
+    /// array must run (start it with --no-device to add one to a stopped array); give the
+    /// spare to `start` among the drives from then on.
+    AddSpare(spare::AddSpareArgs),
+    /// Take a hot spare out of a running array: its spare record is erased.
+    RemoveSpare(spare::RemoveSpareArgs),
     /// Show a drive's array superblock, zones and segment headers.
     Inspect(array::InspectArgs),
     /// Exercise an array end to end without a block device (no ublk needed): format the
@@ -111,6 +121,8 @@ fn main() {
         Top::Fail(args) => array::run_fail(args),
         Top::Replace(args) => replace::run_replace(args),
         Top::Scrub(args) => scrub::run_scrub(args),
+        Top::AddSpare(args) => spare::run_add_spare(args),
+        Top::RemoveSpare(args) => spare::run_remove_spare(args),
         Top::Inspect(args) => array::run_inspect(args),
         Top::Selftest(args) => selftest::run_selftest(args),
         Top::Emu(command) => emu::run(command),

@@ -61,6 +61,12 @@ pub fn print_status(s: &Value) {
         };
         println!("  drive {}: {path} {}", d["index"], d["state"].as_str().unwrap_or("?"));
     }
+    if let Some(line) = crate::spare::spares_line(s) {
+        println!("  {line}");
+    }
+    if let Some(line) = crate::spare::spare_rebuild_line(s) {
+        println!("  {line}");
+    }
     if let Some(line) = rebuild_line(&s["rebuild"]) {
         println!("  {line}");
     }

@@ -1,5 +1,5 @@
 //! Arrays on drives: `format` writes the array superblock to zone 0 of every drive (and
-//! empties the rest); `assemble` (in `assembly`, re-exported here) reads the superblocks
+//! empties the rest; `format_with_spares` makes hot spares too); `assemble` (in `assembly`, re-exported here) reads the superblocks
 //! back and puts the drives in array order, standing in for absent ones (`degraded`), and
 //! `recover` rebuilds the engine from them.
 //!
@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use zapraid_engine::format::{ArraySuperblock, BLOCK_METADATA_BYTES};
+use zapraid_engine::format::{ArraySuperblock, SpareRecord, BLOCK_METADATA_BYTES};
 use zapraid_engine::recovery::Recovery;
 use zapraid_engine::{Engine, Mode, OpenSegments, RaidLevel, SegmentPlan, DEFAULT_STRIPE_TIMEOUT_NS};
 use zapraid_zns::{
@@ -116,11 +116,22 @@ fn segment_plan(
 }
 
 /// Formats `paths` as one array; `progress(done, total)` is told as each drive is done.
-pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnMut(usize, usize)) -> Result<Formatted> {
+pub fn format(paths: &[PathBuf], options: &FormatOptions, progress: impl FnMut(usize, usize)) -> Result<Formatted> {
+    format_with_spares(paths, &[], options, progress)
+}
+
+/// Formats `paths` as one array and makes `spares` its hot spares (`spare`): each is
+/// checked with the drives before any is written, emptied, and given its spare record.
+pub fn format_with_spares(
+    paths: &[PathBuf],
+    spares: &[PathBuf],
+    options: &FormatOptions,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Formatted> {
     crate::names::check_name(&options.name)?;
     // Said in drives for the level as given, before the count below is taken from it.
     options.level.validate()?;
-    refuse_repeated_drives(paths)?;
+    refuse_repeated_drives(&[paths, spares].concat())?;
     let (k, m) = options.level.shape();
     if k + m != paths.len() {
         return Err(Error::Config {
@@ -172,10 +183,15 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
                     existing.name(),
                     uuid_text(&existing.array_uuid)
                 )),
-                None => crate::superblock::examine(drive.as_mut())
-                    .ok()
-                    .filter(|remains| remains.looks_like_member())
-                    .map(|remains| format!("{}; add --force to overwrite it", remains.describe())),
+                None => match crate::spare::read_spare_record(drive.as_mut()) {
+                    Some(record) => {
+                        Some(format!("it is {}; add --force to overwrite it", crate::spare::spare_text(&record)))
+                    }
+                    None => crate::superblock::examine(drive.as_mut())
+                        .ok()
+                        .filter(|remains| remains.looks_like_member())
+                        .map(|remains| format!("{}; add --force to overwrite it", remains.describe())),
+                },
             };
             if let Some(reason) = reason {
                 return Err(Error::Refused { path: path.clone(), reason });
@@ -186,6 +202,7 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
     let (Some(raw), Some(plan)) = (geometry, plan) else {
         return Err(Error::Config { reason: "no drives given".into() });
     };
+    let mut spare_drives = crate::spare::check_format_spares(spares, &raw, options.force)?;
     // What garbage collection and recovery need stays unexported (engine/src/capacity.rs).
     let logical_blocks = plan.capacity_blocks(raw.zone_count.saturating_sub(SUPERBLOCK_ZONES));
     if logical_blocks == 0 {
@@ -257,6 +274,8 @@ pub fn format(paths: &[PathBuf], options: &FormatOptions, mut progress: impl FnM
         }
         progress(index + 1, total);
     }
+    let record = SpareRecord::new(uuid, &options.name, total as u32, raw.block_size_bytes, unix_now_s());
+    crate::spare::write_format_spares(&mut spare_drives, spares, &raw, &record)?;
     Ok(Formatted { uuid, logical_blocks, block_size_bytes: raw.block_size_bytes })
 }
 
@@ -308,7 +327,7 @@ fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
         .join(", ")
 }
 
-fn unix_now_s() -> u64 {
+pub(crate) fn unix_now_s() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 

@@ -7,7 +7,9 @@
 //! (`zone_limits`) is an error naming the drive. A drive given that cannot be opened (but
 //! is not in use by another process) or holds no valid superblock is not used; the array's
 //! drives not found are absent, and whether the array may start without them is decided
-//! and recorded by `degraded`. Invariant of `Assembled`: one device per drive index, an
+//! and recorded by `degraded`. A drive holding a spare record of the array is kept apart
+//! as a hot spare (`spare_pool`), never a member; one of another array, or of another
+//! geometry, is refused. Invariant of `Assembled`: one device per drive index, an
 //! absent drive's being a `MissingDrive` (nothing is read from or written to where it
 //! was), and every absent drive is failed in `superblock` before anything else is written.
 
@@ -20,6 +22,7 @@ use zapraid_zns::{Geometry, MissingDrive, ReservedZones, ZonedDevice};
 use crate::array::{open_drive, refuse_repeated_drives, uuid_text, Drive};
 use crate::degraded::{check_absent, record_failed, AbsentDrive, NewlyMissing, UnusableDrive};
 use crate::error::{Error, Result};
+use crate::spare::{read_spare_record, spare_text};
 use crate::superblock::{failed_drives, missing_superblock_reason, read_superblock_at};
 use crate::zone_limits::check_zone_limits;
 
@@ -41,6 +44,8 @@ pub struct Assembled {
     pub geometry: Geometry,
     pub config: Config,
     pub name: String,
+    /// The array's hot spares given (their spare records name it), opened, with their paths.
+    pub spares: Vec<(PathBuf, Drive)>,
 }
 
 /// Opens `paths`, reads their superblocks and orders them as the array's drives; a drive
@@ -52,6 +57,7 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
 /// A drive given at start, as read.
 enum Given {
     Member { superblock: ArraySuperblock, next_lba: u64, drive: Drive },
+    Spare { record: zapraid_engine::format::SpareRecord, drive: Drive },
     Unusable(Error),
 }
 
@@ -66,10 +72,13 @@ fn read_given(path: &Path) -> Result<Given> {
     };
     Ok(match read_superblock_at(drive.as_mut()) {
         Some((superblock, next_lba)) => Given::Member { superblock, next_lba, drive },
-        None => {
-            let reason = missing_superblock_reason(drive.as_mut());
-            Given::Unusable(Error::Refused { path: path.to_path_buf(), reason })
-        }
+        None => match read_spare_record(drive.as_mut()) {
+            Some(record) => Given::Spare { record, drive },
+            None => {
+                let reason = missing_superblock_reason(drive.as_mut());
+                Given::Unusable(Error::Refused { path: path.to_path_buf(), reason })
+            }
+        },
     })
 }
 
@@ -79,14 +88,22 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
     refuse_repeated_drives(paths)?;
     let mut found: Vec<(ArraySuperblock, u64, Drive, PathBuf)> = Vec::new();
     let mut unusable = Vec::new();
+    let mut spares = Vec::new();
     for path in paths {
         match read_given(path)? {
             Given::Member { superblock, next_lba, drive } => found.push((superblock, next_lba, drive, path.clone())),
+            Given::Spare { record, drive } => spares.push((record, drive, path.clone())),
             // Closed at once: nothing more is read from it.
             Given::Unusable(error) => unusable.push(UnusableDrive { path: path.clone(), error }),
         }
     }
     let Some(newest) = found.iter().map(|(s, _, _, _)| *s).max_by_key(|s| s.generation.get()) else {
+        if let Some((record, _, path)) = spares.first() {
+            return Err(Error::Refused {
+                path: path.clone(),
+                reason: format!("it is {}: give the array's drives too", spare_text(record)),
+            });
+        }
         // No drive of any array: why the first one given is not.
         return Err(unusable
             .into_iter()
@@ -167,6 +184,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
             }
         }
     }
+    let spares = array_spares(spares, &newest, &raw)?;
     let plan = SegmentPlan::new(&geometry, level, mode, config.chunk_bytes, config.open_segments)?;
     for (drive, path) in drives.iter().zip(&ordered_paths) {
         if let Some(path) = path {
@@ -199,7 +217,36 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         geometry,
         config,
         name: superblock.name(),
+        spares,
     })
+}
+
+/// The spares given at start, if they are all the array's (their records name its UUID)
+/// and of its drives' raw geometry `raw`: a spare of another array, or of another
+/// geometry, is a mistake, said as such.
+fn array_spares(
+    spares: Vec<(zapraid_engine::format::SpareRecord, Drive, PathBuf)>,
+    array: &ArraySuperblock,
+    raw: &Geometry,
+) -> Result<Vec<(PathBuf, Drive)>> {
+    let mut kept = Vec::with_capacity(spares.len());
+    for (record, drive, path) in spares {
+        let reason = if record.array_uuid != array.array_uuid {
+            format!(
+                "it is {}, not of array \"{}\" ({}) whose drives were given",
+                spare_text(&record),
+                array.name(),
+                uuid_text(&array.array_uuid)
+            )
+        } else if drive.geometry() != *raw {
+            "it is a spare of the array, but its geometry differs from the array's drives'".to_string()
+        } else {
+            kept.push((path, drive));
+            continue;
+        };
+        return Err(Error::Refused { path, reason });
+    }
+    Ok(kept)
 }
 
 /// Refuses drives of more than one array. The odd one out is named: a drive of another

@@ -1,7 +1,8 @@
 //! The control socket of a running array: a Unix socket per array, one text command per
 //! connection (`status`, `stop`, `fail N`, `fail N force`, `replace N force|check PATH`,
-//! `scrub [RATE]`, `scrub rate RATE`),
-//! one JSON line back. `zapraid status`, `stop`, `fail` and `replace` are its clients.
+//! `scrub [RATE]`, `scrub rate RATE`, `add-spare force|check PATH`, `remove-spare PATH`),
+//! one JSON line back. `zapraid status`, `stop`, `fail`, `replace`, `scrub`, `add-spare`
+//! and `remove-spare` are its clients.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -14,6 +15,7 @@ use zapraid_engine::{Mode, OpenSegments, RaidLevel};
 use crate::driver::{ArrayStatus, EngineSender, Message};
 use crate::error::{Error, Result};
 use crate::failures::FailOutcome;
+use crate::spare_pool::{self, Spares, Supplied};
 
 /// Where control sockets live, unless `ZAPRAID_RUN_DIR` says otherwise.
 pub const DEFAULT_RUN_DIR: &str = "/run/zapraid";
@@ -78,6 +80,7 @@ pub fn listen(
     name: &str,
     identity: Arc<Mutex<Identity>>,
     engine: EngineSender,
+    spares: Arc<Spares>,
     request_stop: Arc<dyn Fn() + Send + Sync>,
     stopped: Arc<Stopped>,
 ) -> Result<PathBuf> {
@@ -99,10 +102,10 @@ pub fn listen(
         .name("zapraid-control".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (identity, engine, request_stop, stopped) =
-                    (identity.clone(), engine.clone(), request_stop.clone(), stopped.clone());
+                let (identity, engine, spares, request_stop, stopped) =
+                    (identity.clone(), engine.clone(), spares.clone(), request_stop.clone(), stopped.clone());
                 std::thread::spawn(move || {
-                    if let Err(e) = handle(stream, &identity, &engine, &*request_stop, &stopped) {
+                    if let Err(e) = handle(stream, &identity, &engine, &spares, &*request_stop, &stopped) {
                         tracing::warn!("control connection: {e}");
                     }
                 });
@@ -116,6 +119,7 @@ fn handle(
     stream: UnixStream,
     identity: &Mutex<Identity>,
     engine: &EngineSender,
+    spares: &Spares,
     request_stop: &(dyn Fn() + Send + Sync),
     stopped: &Stopped,
 ) -> std::io::Result<()> {
@@ -129,7 +133,11 @@ fn handle(
     let words: Vec<&str> = line.split_whitespace().collect();
     let answer = match words.as_slice() {
         ["status"] => match query_status(engine) {
-            Some(status) => status_json(&identity.lock().expect("identity"), &status),
+            Some(status) => {
+                let mut doc = status_json(&identity.lock().expect("identity"), &status);
+                spares.annotate(&mut doc);
+                doc
+            }
             None => error_json("the engine has stopped"),
         },
         ["stop"] => {
@@ -142,10 +150,13 @@ fn handle(
         }
         ["fail", drive] => fail(engine, drive, false),
         ["fail", drive, "force"] => fail(engine, drive, true),
-        ["replace", ..] => replace(identity, engine, line.trim_end_matches(['\r', '\n'])),
+        ["replace", ..] => replace(identity, engine, spares, line.trim_end_matches(['\r', '\n'])),
+        ["add-spare", ..] => add_spare(identity, engine, spares, line.trim_end_matches(['\r', '\n'])),
+        ["remove-spare", ..] => remove_spare(spares, line.trim_end_matches(['\r', '\n'])),
         ["scrub", rest @ ..] => crate::scrub::control(engine, rest),
         _ => error_json(&format!(
-            "unknown command \"{}\" (status, stop, fail N, fail N force, replace, scrub [RATE])",
+            "unknown command \"{}\" (status, stop, fail N, fail N force, replace, add-spare, remove-spare, \
+             scrub [RATE])",
             line.trim()
         )),
     };
@@ -171,7 +182,7 @@ fn fail(engine: &EngineSender, drive: &str, force: bool) -> serde_json::Value {
 
 /// `replace N force|check PATH` (the path is the rest of the line, spaces and all): the
 /// new drive is checked and emptied here, then swapped in on the engine thread.
-fn replace(identity: &Mutex<Identity>, engine: &EngineSender, line: &str) -> serde_json::Value {
+fn replace(identity: &Mutex<Identity>, engine: &EngineSender, spares: &Spares, line: &str) -> serde_json::Value {
     let mut words = line.splitn(4, ' ');
     let (Some(_), Some(drive), Some(force), Some(path)) = (words.next(), words.next(), words.next(), words.next())
     else {
@@ -180,6 +191,13 @@ fn replace(identity: &Mutex<Identity>, engine: &EngineSender, line: &str) -> ser
     let Ok(drive) = drive.parse::<usize>() else {
         return error_json(&format!("\"{drive}\" is not a drive index"));
     };
+    let path = std::path::Path::new(path);
+    if spares.holds(path) {
+        return error_json(&format!(
+            "{} is a spare of this array: it takes a failed drive's place by itself (zapraid remove-spare frees it)",
+            path.display()
+        ));
+    }
     let (geometry, members) = {
         let id = identity.lock().expect("identity");
         (id.drive_geometry, id.canonical_drives.clone())
@@ -201,22 +219,45 @@ fn replace(identity: &Mutex<Identity>, engine: &EngineSender, line: &str) -> ser
     if drive >= members.len() {
         return error_json(&Error::NoSuchDrive { drive, drives: members.len() }.to_string());
     }
-    let path = std::path::Path::new(path);
     let device = match crate::replace::prepare_new_drive(path, drive, &geometry, &members, force == "force") {
         Ok(device) => device,
         Err(e) => return error_json(&e.to_string()),
     };
-    let (done, result) = crossbeam_channel::bounded(1);
-    match engine.send(Message::ReplaceDrive { drive, device, done }).ok().and_then(|()| result.recv().ok()) {
-        Some(Ok(())) => {
-            let mut id = identity.lock().expect("identity");
-            id.drives[drive] = Some(path.display().to_string());
-            id.canonical_drives[drive] =
-                Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string());
+    match crate::replace::swap_in(identity, engine, drive, device, path) {
+        Ok(()) => {
+            spares.forget_rebuild(drive);
             serde_json::json!({ "replaced_drive": drive, "path": path.display().to_string() })
         }
-        Some(Err(e)) => error_json(&e.to_string()),
-        None => error_json("the engine has stopped"),
+        Err(Error::EngineGone) => error_json("the engine has stopped"),
+        Err(e) => error_json(&e.to_string()),
+    }
+}
+
+/// `add-spare force|check PATH` (the path is the rest of the line): the drive is checked
+/// and made a spare; the answer says which failed drive is rebuilt onto it, if one is.
+fn add_spare(identity: &Mutex<Identity>, engine: &EngineSender, spares: &Spares, line: &str) -> serde_json::Value {
+    let mut words = line.splitn(3, ' ');
+    let (Some(_), Some(force), Some(path)) = (words.next(), words.next(), words.next()) else {
+        return error_json("add-spare needs force or check, and the drive's path");
+    };
+    let path = std::path::Path::new(path);
+    match spare_pool::add_spare(spares, identity, engine, path, force == "force") {
+        Ok(Supplied::Started { drive, .. }) => {
+            serde_json::json!({ "spare": path.display().to_string(), "rebuilding_drive": drive })
+        }
+        Ok(_) => serde_json::json!({ "spare": path.display().to_string(), "rebuilding_drive": null }),
+        Err(e) => error_json(&e.to_string()),
+    }
+}
+
+/// `remove-spare PATH` (the path is the rest of the line).
+fn remove_spare(spares: &Spares, line: &str) -> serde_json::Value {
+    let Some((_, path)) = line.split_once(' ') else {
+        return error_json("remove-spare needs the spare's path");
+    };
+    match spare_pool::remove_spare(spares, std::path::Path::new(path)) {
+        Ok(()) => serde_json::json!({ "removed_spare": path }),
+        Err(e) => error_json(&e.to_string()),
     }
 }
 
@@ -224,7 +265,7 @@ fn error_json(reason: &str) -> serde_json::Value {
     serde_json::json!({ "error": reason })
 }
 
-fn query_status(engine: &EngineSender) -> Option<ArrayStatus> {
+pub(crate) fn query_status(engine: &EngineSender) -> Option<ArrayStatus> {
     let (tx, rx) = crossbeam_channel::bounded(1);
     engine.send(Message::Status(tx)).ok()?;
     rx.recv_timeout(ANSWER_TIMEOUT).ok()

@@ -8,6 +8,8 @@
 //! `replace` (a new drive in a failed one's place, the rebuild onto it recorded in the
 //! superblock, and resumed at start), `scrub` (the socket's scrub command and its status),
 //! `session` (an array run without a block device, asked requests directly: selftest, tests),
+//! superblock, and resumed at start), `spare` (a hot spare's record on its drive) and
+//! `spare_pool` (a running array's spares, and the rebuild onto one started by itself),
 //! `zone_limits` (whether drives allow the zones an array keeps open).
 
 pub mod array;
@@ -22,6 +24,8 @@ pub mod replace;
 pub mod scrub;
 pub mod service;
 pub mod session;
+pub mod spare;
+pub mod spare_pool;
 pub mod superblock;
 pub mod ublk;
 pub mod wake;

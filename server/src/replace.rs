@@ -1,10 +1,11 @@
 //! Replacing a failed drive (`zapraid replace`) and rebuilding onto it: the checks of the
-//! new drive, its swap into the running engine thread, the superblock generations that
-//! say a drive is being rebuilt and then that it is not, and the rebuild resumed at start.
+//! new drive, its swap into the running engine thread (`swap_in`, which a hot spare taken
+//! by itself goes through too, `spare_pool`), the superblock generations that say a drive
+//! is being rebuilt and then that it is not, and the rebuild resumed at start.
 //!
 //! Invariants: the new drive is taken only if it is not one of the array's, has the
-//! array's geometry, and holds nothing (no array superblock of any array, no written
-//! zone) unless forced; every zone of it is reset before it is swapped in. The drive it
+//! array's geometry, and holds nothing (no array superblock of any array, no spare record,
+//! no written zone) unless forced; every zone of it is reset before it is swapped in. The drive it
 //! replaces (failed, or a `MissingDrive`) has nothing in flight when swapped out. From the
 //! swap until the rebuild completes, the superblock records the drive both failed and
 //! rebuilding, so a restart never trusts the new drive's zones: `start` resets them and
@@ -12,19 +13,21 @@
 //! rebuild is done (and the drive not failed) is a generation recorded with neither bit.
 
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use zapraid_zns::{execute, Command, Geometry, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
 
 use crate::array::{open_drive, uuid_text, Assembled, Drive, SUPERBLOCK_ZONES};
-use crate::driver::EngineLoop;
+use crate::control::Identity;
+use crate::driver::{EngineLoop, EngineSender, Message};
 use crate::error::{Error, Result};
 use crate::superblock::{examine, read_superblock};
 
 /// Opens the drive at `path` to take failed drive `drive`'s place in an array whose drives
 /// have the raw geometry `raw` (superblock zones included) and are at `members`
 /// (canonical paths), checks it, and resets every zone of it. Unless `force`, a drive
-/// that holds anything (an array superblock, written zones) is refused.
+/// that holds anything (an array superblock, a spare record, written zones) is refused.
 pub fn prepare_new_drive(
     path: &Path,
     drive: usize,
@@ -32,12 +35,28 @@ pub fn prepare_new_drive(
     members: &[Option<String>],
     force: bool,
 ) -> Result<ReservedZones<Drive>> {
+    let member =
+        |index: usize| format!("it is drive {index} of this array; give a new drive to rebuild drive {drive} onto");
+    let mut device = check_new_drive(path, raw, members, force, member)?;
+    reset_every_zone(&mut device, raw, path)?;
+    ReservedZones::new(device, SUPERBLOCK_ZONES).map_err(|error| Error::Drive { path: path.to_path_buf(), error })
+}
+
+/// Opens the drive at `path` to join an array whose drives have the raw geometry `raw`
+/// and are at `members` (canonical paths), and checks it: not a member (`member(index)`
+/// says why not), the array's geometry, and unless `force` holding nothing (an array
+/// superblock, a spare record, written zones). Nothing is written to it.
+pub fn check_new_drive(
+    path: &Path,
+    raw: &Geometry,
+    members: &[Option<String>],
+    force: bool,
+    member: impl Fn(usize) -> String,
+) -> Result<Drive> {
     let refuse = |reason: String| Error::Refused { path: path.to_path_buf(), reason };
     let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     if let Some(index) = members.iter().position(|m| m.as_deref() == canonical.to_str()) {
-        return Err(refuse(format!(
-            "it is drive {index} of this array; give a new drive to rebuild drive {drive} onto"
-        )));
+        return Err(refuse(member(index)));
     }
     let mut device = open_drive(path)?;
     check_geometry(&device.geometry(), raw).map_err(refuse)?;
@@ -50,20 +69,48 @@ pub fn prepare_new_drive(
                 uuid_text(&sb.array_uuid)
             )));
         }
+        if let Some(record) = crate::spare::read_spare_record(device.as_mut()) {
+            return Err(refuse(format!("it is {}; add --force to erase it", crate::spare::spare_text(&record))));
+        }
         let remains = examine(device.as_mut()).map_err(|error| Error::Drive { path: path.to_path_buf(), error })?;
         if remains.looks_like_member() || remains.written_zones > 0 {
             let written = remains.written_zones + u32::from(remains.superblock_zone_blocks > 0);
             return Err(refuse(format!("it is not empty ({written} written zone(s)); add --force to erase it")));
         }
     }
-    // Zone 0 too: the first superblock generation goes to its start (a forced drive's
-    // old superblocks could otherwise outrank it).
+    Ok(device)
+}
+
+/// Resets every zone of a raw drive of geometry `raw`, zone 0 too: the first superblock
+/// generation (or spare record) goes to its start (a forced drive's old superblocks could
+/// otherwise outrank it).
+pub fn reset_every_zone(device: &mut Drive, raw: &Geometry, path: &Path) -> Result<()> {
     for zone in 0..raw.zone_count {
         let target = ZoneTarget::Zone { start_lba: raw.zone_start_lba(zone) };
         let c = execute(device.as_mut(), Command::ManageZone { action: ZoneAction::Reset, target });
         c.result.map_err(|error| Error::DriveCommand { path: path.to_path_buf(), what: "zone reset", error })?;
     }
-    ReservedZones::new(device, SUPERBLOCK_ZONES).map_err(|error| Error::Drive { path: path.to_path_buf(), error })
+    Ok(())
+}
+
+/// Swaps `device` (every zone of it reset, at `path`) into failed drive `drive`'s place on
+/// the engine thread, which starts the rebuild onto it; the array's drive list then
+/// names `path` for the drive. What `zapraid replace` and a spare taken by itself do.
+pub fn swap_in(
+    identity: &Mutex<Identity>,
+    engine: &EngineSender,
+    drive: usize,
+    device: ReservedZones<Drive>,
+    path: &Path,
+) -> Result<()> {
+    let (done, result) = crossbeam_channel::bounded(1);
+    engine.send(Message::ReplaceDrive { drive, device, done }).map_err(|_| Error::EngineGone)?;
+    result.recv().map_err(|_| Error::EngineGone)??;
+    let mut id = identity.lock().expect("identity");
+    id.drives[drive] = Some(path.display().to_string());
+    id.canonical_drives[drive] =
+        Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string());
+    Ok(())
 }
 
 /// Whether a drive of geometry `new` can take the place of one of `raw`: why not, if not.

@@ -7,7 +7,7 @@
 
 use crossbeam_channel::Sender;
 
-use crate::driver::{ArrayStatus, EngineSender, Message};
+use crate::driver::{ArrayStatus, EngineLoop, EngineSender, Message};
 
 /// What the control socket asks of the engine thread's scrub.
 #[derive(Debug)]
@@ -41,6 +41,26 @@ pub fn control(engine: &EngineSender, words: &[&str]) -> serde_json::Value {
         Some(Ok(())) => serde_json::json!({ "scrub": "started" }),
         Some(Err(e)) => error_json(&e),
         None => error_json("the engine has stopped"),
+    }
+}
+
+impl EngineLoop {
+    /// Carries out a scrub request on the engine thread: what to tell the client.
+    pub(crate) fn scrub(&mut self, request: ScrubRequest) -> std::result::Result<(), String> {
+        match request {
+            ScrubRequest::Start { rate_bytes_per_s } => {
+                self.engine.start_scrub(rate_bytes_per_s).map_err(|e| format!("cannot start a scrub: {e}"))?;
+                self.scrub_started = Some(std::time::Instant::now());
+                Ok(())
+            }
+            ScrubRequest::SetRate { rate_bytes_per_s } => {
+                if self.engine.scrub_status().running.is_none() {
+                    return Err("no scrub is running".to_string());
+                }
+                self.engine.set_scrub_rate(rate_bytes_per_s);
+                Ok(())
+            }
+        }
     }
 }
 

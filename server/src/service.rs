@@ -1,18 +1,22 @@
-//! One running array: assemble its drives, recover, start the engine thread, export the
-//! block device (optional), answer the control socket, and on `stop` shut down in order:
-//! delete the block device (no more I/O), stop the engine cleanly (stop footer), remove
-//! the socket.
+//! One running array: assemble its drives (hot spares kept apart), recover, start the
+//! engine thread and the thread that rebuilds onto a spare by itself (`spare_pool`),
+//! export the block device (optional), answer the control socket, and on `stop` shut
+//! down in order: delete the block device (no more I/O), stop the engine cleanly (stop
+//! footer), remove the socket.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::array::{assemble_with, recover, uuid_text};
+use zapraid_engine::format::SpareRecord;
+
+use crate::array::{assemble_with, recover, unix_now_s, uuid_text};
 use crate::control::{self, Identity, Stopped};
 use crate::degraded::{absent_line, NewlyMissing};
 use crate::driver::{EngineThread, FailureRecord, Message};
 use crate::error::Result;
 use crate::names::{check_name, start_name};
 use crate::replace::wipe_rebuilding;
+use crate::spare_pool::{self, Spares};
 use crate::ublk::{self, DeviceShape, UblkOptions};
 
 #[derive(Clone, Debug, Default)]
@@ -37,6 +41,10 @@ pub enum Progress<'a> {
         drives: usize,
         drive_count: usize,
         degraded: Option<&'a str>,
+    },
+    /// The array's hot spares among the drives given (paths as given): kept as spares.
+    Spares {
+        paths: &'a [String],
     },
     Recovered {
         seconds: f64,
@@ -97,6 +105,19 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         drive_count,
         degraded: degraded.as_deref(),
     });
+    let spare_record = SpareRecord::new(
+        assembled.config.array_uuid,
+        &assembled.name,
+        drive_count as u32,
+        assembled.geometry.block_size_bytes,
+        unix_now_s(),
+    );
+    let spares = Arc::new(Spares::new(spare_record, std::mem::take(&mut assembled.spares)));
+    let spare_paths = spares.paths();
+    if !spare_paths.is_empty() {
+        tracing::warn!("array \"{name}\": spares {}", spare_paths.join(", "));
+        tell(Progress::Spares { paths: &spare_paths });
+    }
     // A drive being rebuilt holds half a rebuild: emptied before recovery (which counts it
     // failed), rebuilt again once the engine runs.
     let resumed = wipe_rebuilding(&mut assembled)?;
@@ -173,7 +194,8 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
             })
             .map_err(|error| crate::Error::Io { path: "signal thread".into(), context: "cannot start", error })?;
     }
-    let socket = control::listen(&name, identity.clone(), thread.tx.clone(), request_stop, stopped.clone())?;
+    spare_pool::watch(spares.clone(), identity.clone(), thread.tx.clone())?;
+    let socket = control::listen(&name, identity.clone(), thread.tx.clone(), spares, request_stop, stopped.clone())?;
     let socket_text = socket.display().to_string();
     let served = if options.block_device {
         let engine_tx = thread.tx.clone();

@@ -28,12 +28,18 @@ const SUPERBLOCK_READ_BACK_GENERATIONS: u64 = 4;
 
 /// Blocks read back from the end of zone 0: as many generations of one copy each (arrays
 /// made before the copies) as of `SUPERBLOCK_COPIES` copies.
-const SUPERBLOCK_READ_BACK_BLOCKS: u64 = SUPERBLOCK_READ_BACK_GENERATIONS * SUPERBLOCK_COPIES;
+pub(crate) const SUPERBLOCK_READ_BACK_BLOCKS: u64 = SUPERBLOCK_READ_BACK_GENERATIONS * SUPERBLOCK_COPIES;
 
 /// The block a superblock copy is written as.
 pub fn superblock_block(sb: &ArraySuperblock, block_size_bytes: usize) -> Vec<u8> {
+    record_block(zerocopy::IntoBytes::as_bytes(sb), block_size_bytes)
+}
+
+/// The block a record of zone 0 (a superblock, a spare record) is written as: its bytes,
+/// then zeros.
+fn record_block(record: &[u8], block_size_bytes: usize) -> Vec<u8> {
     let mut data = vec![0u8; block_size_bytes];
-    data[..std::mem::size_of::<ArraySuperblock>()].copy_from_slice(zerocopy::IntoBytes::as_bytes(sb));
+    data[..record.len()].copy_from_slice(record);
     data
 }
 
@@ -41,7 +47,12 @@ pub fn superblock_block(sb: &ArraySuperblock, block_size_bytes: usize) -> Vec<u8
 /// `g`: one command if the drive takes that many blocks at once, else one per copy (to be
 /// issued in order, each after the one before completed).
 pub fn superblock_writes(sb: &ArraySuperblock, g: &Geometry, lba: u64) -> Vec<Command> {
-    let block = superblock_block(sb, g.block_size_bytes as usize);
+    record_writes(zerocopy::IntoBytes::as_bytes(sb), g, lba)
+}
+
+/// As `superblock_writes`, for any record of zone 0 (`SUPERBLOCK_COPIES` copies of it).
+pub fn record_writes(record: &[u8], g: &Geometry, lba: u64) -> Vec<Command> {
+    let block = record_block(record, g.block_size_bytes as usize);
     let metadata = vec![0u8; g.metadata_bytes_per_block as usize];
     if u64::from(g.max_transfer_blocks) >= SUPERBLOCK_COPIES {
         let data = block.repeat(SUPERBLOCK_COPIES as usize);
@@ -54,7 +65,7 @@ pub fn superblock_writes(sb: &ArraySuperblock, g: &Geometry, lba: u64) -> Vec<Co
 }
 
 /// Blocks written in zone 0 of a raw drive, if it can tell.
-fn superblock_zone_written_blocks(drive: &mut dyn ZonedDevice) -> Option<u64> {
+pub(crate) fn superblock_zone_written_blocks(drive: &mut dyn ZonedDevice) -> Option<u64> {
     match execute(drive, Command::ReportZones { start_lba: 0, max_zones: 1 }).result {
         Ok(Done::Zones(zones)) => zones.first().map(|z| z.written_blocks()),
         _ => None,
@@ -62,7 +73,7 @@ fn superblock_zone_written_blocks(drive: &mut dyn ZonedDevice) -> Option<u64> {
 }
 
 /// One block of a raw drive, if it reads.
-fn read_block(drive: &mut dyn ZonedDevice, lba: u64) -> Option<Vec<u8>> {
+pub(crate) fn read_block(drive: &mut dyn ZonedDevice, lba: u64) -> Option<Vec<u8>> {
     let g = drive.geometry();
     let c = execute(
         drive,
@@ -180,6 +191,9 @@ pub fn examine(drive: &mut dyn ZonedDevice) -> zapraid_zns::Result<Remains> {
 
 /// Why a drive without a valid array superblock cannot be used as it is, for the user.
 pub fn missing_superblock_reason(drive: &mut dyn ZonedDevice) -> String {
+    if let Some(record) = crate::spare::read_spare_record(drive) {
+        return format!("it holds no array superblock: it is {}", crate::spare::spare_text(&record));
+    }
     match examine(drive) {
         Ok(remains) => remains.describe(),
         Err(e) => format!("it holds no valid zapraid array superblock, and its zones cannot be reported ({e})"),

@@ -1,5 +1,5 @@
 //! On-disk structures of a zapraid array, byte by byte in docs/FORMAT.md: the array
-//! superblock (zone 0 of every drive), the segment
+//! superblock (zone 0 of every drive), the spare record (zone 0 of a hot spare), the segment
 //! header (first chunk of each zone of a segment), footer blocks (LBA, timestamp and
 //! stripe ID of every data-region block, written when a segment is sealed) and the
 //! per-block metadata in each block's out-of-band area.
@@ -15,8 +15,10 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Most drives in an array (k + m), bounded by the header's zone table.
 pub const MAX_DRIVES: usize = 36;
 
+mod spare;
 mod superblock;
 
+pub use spare::*;
 pub use superblock::*;
 
 pub const SEGMENT_HEADER_MAGIC: [u8; 8] = *b"ZRAIDSEG";

@@ -86,6 +86,9 @@ pub enum Message {
         request: crate::scrub::ScrubRequest,
         done: crate::scrub::ScrubAnswer,
     },
+    /// Be told (a `()`, dropped if one waits already) of every superblock generation the
+    /// thread records: a drive failed, a rebuild started or ended (`spare_pool::watch`).
+    WatchGenerations(Sender<()>),
     /// Clean stop: finish what was sent, write the stop footer, end the thread.
     Stop,
 }
@@ -210,7 +213,9 @@ pub(crate) struct EngineLoop {
     /// When the running rebuild started, for its rate.
     pub(crate) rebuild_started: Option<Instant>,
     /// When the last scrub started, for its rate while it runs.
-    scrub_started: Option<Instant>,
+    pub(crate) scrub_started: Option<Instant>,
+    /// Told of every superblock generation recorded (`Message::WatchGenerations`).
+    watchers: Vec<Sender<()>>,
 }
 
 impl EngineLoop {
@@ -247,6 +252,7 @@ impl EngineLoop {
             rebuilding: engine_rebuilding,
             rebuild_started: (engine_rebuilding != 0).then(Instant::now),
             scrub_started: None,
+            watchers: Vec::new(),
         }
     }
 
@@ -396,25 +402,9 @@ impl EngineLoop {
                 let _ = done.send(self.replace_drive(drive, device));
             }
             Message::Scrub { request, done } => {
-                let result = match request {
-                    crate::scrub::ScrubRequest::Start { rate_bytes_per_s } => {
-                        let started = self.engine.start_scrub(rate_bytes_per_s);
-                        if started.is_ok() {
-                            self.scrub_started = Some(Instant::now());
-                        }
-                        started.map_err(|e| format!("cannot start a scrub: {e}"))
-                    }
-                    crate::scrub::ScrubRequest::SetRate { rate_bytes_per_s } => {
-                        if self.engine.scrub_status().running.is_some() {
-                            self.engine.set_scrub_rate(rate_bytes_per_s);
-                            Ok(())
-                        } else {
-                            Err("no scrub is running".to_string())
-                        }
-                    }
-                };
-                let _ = done.send(result);
+                let _ = done.send(self.scrub(request));
             }
+            Message::WatchGenerations(tx) => self.watchers.push(tx),
             Message::Stop => {
                 if !self.stopping {
                     tracing::info!("clean stop requested");
@@ -503,6 +493,7 @@ impl EngineLoop {
             "failed and rebuilding drives recorded in the superblock"
         );
         self.record.superblock = sb;
+        self.watchers.retain(|w| !matches!(w.try_send(()), Err(crossbeam_channel::TrySendError::Disconnected(_))));
     }
 
     /// Takes every drive's completions: the engine's to the engine, the engine thread's
