@@ -21,9 +21,9 @@ use clap::{Parser, Subcommand};
 /// ZapRAID paper (Li et al.).
 ///
 /// Arrays live on NVMe ZNS drives or emulated drive files: `format`, then `start` (the
-/// block device /dev/ublkbN), `status`, `fail`, `stop`. `emu`, `device`, `simulate` and
-/// `bench` work with drives and the engine directly. Not built yet: full-drive rebuild
-/// onto a new drive, L2P offload, trace replay.
+/// block device /dev/ublkbN), `status`, `fail`, `replace`, `scrub`, `stop`; hot spares with
+/// `format --spare` and `add-spare`. `emu`, `device`, `simulate` and `bench` work with
+/// drives and the engine directly. Not built yet: L2P offload, trace replay.
 #[derive(Parser)]
 #[command(name = "zapraid", version, propagate_version = true)]
 struct Cli {

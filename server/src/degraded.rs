@@ -105,8 +105,8 @@ pub fn check_absent(
             array: name.to_string(),
             reason: format!(
                 "{them} {} missing{}. If {} gone, add --degraded to start the array without {}: {them} {} \
-                 then recorded failed, and {} failed even if {} back (rebuilding onto a new drive, zapraid \
-                 replace, is not built yet)",
+                 then recorded failed, and {} failed even if {} back (`zapraid replace` rebuilds a failed drive \
+                 onto a new one once the array runs)",
                 if newly.len() == 1 { "is" } else { "are" },
                 given.as_deref().map_or_else(String::new, |g| format!(" ({g})")),
                 if newly.len() == 1 { "it is" } else { "they are" },
@@ -233,8 +233,8 @@ mod tests {
         assert_eq!(
             e,
             "array \"a\" cannot start: drive 1 is missing. If it is gone, add --degraded to start the array without \
-             it: drive 1 is then recorded failed, and stays failed even if it comes back (rebuilding onto a new \
-             drive, zapraid replace, is not built yet)"
+             it: drive 1 is then recorded failed, and stays failed even if it comes back (`zapraid replace` rebuilds \
+             a failed drive onto a new one once the array runs)"
         );
         assert!(matches!(
             check_absent("a", RAID5, &[], &[1], &[], NewlyMissing::RecordFailed).as_deref(),
