@@ -78,6 +78,11 @@ pub struct StartArgs {
     /// without it.
     #[arg(long)]
     degraded: bool,
+    /// Limit drive rebuilds to writing this much per second to the new drive (200M, 1G,
+    /// or unlimited, the default), leaving the rest of the drives' bandwidth to the
+    /// array's users; `zapraid rebuild-rate` changes it while the array runs.
+    #[arg(long, value_name = "RATE", value_parser = crate::size::parse_rate)]
+    rebuild_rate: Option<u64>,
     /// The array's drives, in any order: their superblocks say where each belongs.
     #[arg(required = true)]
     drives: Vec<PathBuf>,
@@ -187,6 +192,7 @@ pub fn run_start(args: StartArgs) -> Result<()> {
         block_device,
         ublk: UblkOptions { queues: args.queues, depth: args.queue_depth, ..UblkOptions::default() },
         newly_missing: if args.degraded { NewlyMissing::RecordFailed } else { NewlyMissing::Refuse },
+        rebuild_rate_bytes_per_s: args.rebuild_rate.filter(|r| *r > 0),
     };
     let mut spinner: Option<indicatif::ProgressBar> = None;
     service::run(&args.drives, options, move |p| match p {
@@ -259,6 +265,9 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
     }
     if args.degraded {
         command.arg("--degraded");
+    }
+    if let Some(rate) = args.rebuild_rate {
+        command.args(["--rebuild-rate", &rate.to_string()]);
     }
     command.args(["--queues", &args.queues.to_string(), "--queue-depth", &args.queue_depth.to_string()]);
     command.args(&args.drives);

@@ -59,6 +59,11 @@ enum Top {
     /// while the array serves I/O: the new drive must be empty (or --force) and of the
     /// array's geometry. A rebuild cut short (stop, crash) starts again at the next start.
     Replace(replace::ReplaceArgs),
+    /// Limit drive rebuilds of a running array to writing so much per second to the new
+    /// drive (the running rebuild and later ones, until the array stops; `start
+    /// --rebuild-rate` sets it at start), or lift the limit (unlimited): `status` shows
+    /// it. Measured effect on user I/O: `zapraid bench rebuild-load`.
+    RebuildRate(replace::RebuildRateArgs),
     /// Show a drive's array superblock, zones and segment headers.
     Inspect(array::InspectArgs),
     /// Exercise an array end to end without a block device (no ublk needed): format the
@@ -104,6 +109,7 @@ fn main() {
         Top::Status(args) => array::run_status(args),
         Top::Fail(args) => array::run_fail(args),
         Top::Replace(args) => replace::run_replace(args),
+        Top::RebuildRate(args) => replace::run_rebuild_rate(args),
         Top::Inspect(args) => array::run_inspect(args),
         Top::Selftest(args) => selftest::run_selftest(args),
         Top::Emu(command) => emu::run(command),

@@ -61,8 +61,13 @@ pub fn print_status(s: &Value) {
         };
         println!("  drive {}: {path} {}", d["index"], d["state"].as_str().unwrap_or("?"));
     }
-    if let Some(line) = rebuild_line(&s["rebuild"]) {
-        println!("  {line}");
+    match rebuild_line(&s["rebuild"]) {
+        Some(line) => println!("  {line}"),
+        None => {
+            if let Some(rate) = s["rebuild_rate_bytes_per_s"].as_u64() {
+                println!("  rebuild rate limit: {}", crate::size::format_rate(Some(rate)));
+            }
+        }
     }
     println!(
         "  capacity {} used of {}; zones {} free of {}; segments {} in use, {} open, {} reclaimed",
@@ -105,6 +110,9 @@ pub fn rebuild_line(r: &Value) -> Option<String> {
     );
     if let Some(rate) = r["rate_mib_s"].as_f64() {
         line += &format!(", {rate:.1} MiB/s");
+    }
+    if let Some(limit) = r["rate_limit_bytes_per_s"].as_u64() {
+        line += &format!(" (limit {})", crate::size::format_rate(Some(limit)));
     }
     match r["eta_s"].as_f64() {
         Some(eta) => line += &format!(", ETA {eta:.0} s"),

@@ -192,6 +192,14 @@ impl Simulator {
         Ok(())
     }
 
+    /// Limits rebuilds to `rate_bytes_per_s` written to the new drive (`None`: unlimited;
+    /// `Engine::set_rebuild_rate`), now.
+    pub fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>) {
+        self.engine.tick(self.now_ns);
+        self.engine.set_rebuild_rate(rate_bytes_per_s);
+        self.dispatch();
+    }
+
     /// Stops the array cleanly (see `Engine::stop`) and runs until it has.
     pub fn stop(&mut self) {
         self.begin_stop();

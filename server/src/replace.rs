@@ -121,8 +121,14 @@ pub fn wipe_rebuilding(assembled: &mut Assembled) -> Result<Option<usize>> {
 
 impl EngineLoop {
     /// Swaps `device` into failed drive `drive`'s place, records the drive rebuilding
-    /// (the new drive gets its first superblock), and starts the rebuild.
-    pub(crate) fn replace_drive(&mut self, drive: usize, mut device: ReservedZones<Drive>) -> Result<()> {
+    /// (the new drive gets its first superblock), and starts the rebuild, at most at
+    /// `rebuild_rate_bytes_per_s` if given (0: unlimited; else the array's limit stays).
+    pub(crate) fn replace_drive(
+        &mut self,
+        drive: usize,
+        mut device: ReservedZones<Drive>,
+        rebuild_rate_bytes_per_s: Option<u64>,
+    ) -> Result<()> {
         let drives = self.drives.len();
         if drive >= drives {
             return Err(Error::NoSuchDrive { drive, drives });
@@ -156,13 +162,22 @@ impl EngineLoop {
         self.rebuilding |= 1 << drive;
         // On the drives before the rebuild writes anything to the new one.
         self.record_failures();
+        let rate_before = self.engine.rebuild_rate_bytes_per_s();
+        if let Some(rate) = rebuild_rate_bytes_per_s {
+            self.engine.set_rebuild_rate(Some(rate).filter(|r| *r > 0));
+        }
         if let Err(e) = self.engine.rebuild_drive(drive) {
+            self.engine.set_rebuild_rate(rate_before);
             self.rebuilding &= !(1 << drive);
             self.record_failures();
             return Err(e.into());
         }
         self.rebuild_started = Some(Instant::now());
-        tracing::warn!(drive, "drive replaced: rebuild started");
+        tracing::warn!(
+            drive,
+            rate_bytes_per_s = self.engine.rebuild_rate_bytes_per_s(),
+            "drive replaced: rebuild started"
+        );
         Ok(())
     }
 

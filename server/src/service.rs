@@ -26,6 +26,9 @@ pub struct StartOptions {
     /// What to do with a drive absent that the superblock does not record failed
     /// (`--degraded`: record it failed and start without it).
     pub newly_missing: NewlyMissing,
+    /// Rebuilds write at most this many bytes per second to the new drive (None:
+    /// unlimited); `zapraid rebuild-rate` changes it while the array runs.
+    pub rebuild_rate_bytes_per_s: Option<u64>,
 }
 
 /// What happens during start, for the caller to show.
@@ -104,6 +107,7 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
     let mut engine = recover(&mut assembled)?;
     let mapped_blocks = engine.status().mapped_blocks;
     tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
+    engine.set_rebuild_rate(options.rebuild_rate_bytes_per_s.filter(|r| *r > 0));
     if let Some(drive) = resumed {
         engine.rebuild_drive(drive)?;
         let path = assembled.paths[drive].as_ref().map(|p| p.display().to_string()).unwrap_or_default();

@@ -146,6 +146,9 @@ pub struct Status {
     /// The drive rebuild running, if any, and rebuilds finished since the start.
     pub rebuild: Option<RebuildStatus>,
     pub rebuilds_completed: u64,
+    /// The rebuilds' rate limit in bytes per second written to the new drive (None:
+    /// unlimited).
+    pub rebuild_rate_bytes_per_s: Option<u64>,
 }
 
 enum Op {
@@ -216,6 +219,8 @@ pub struct Engine {
     relocation: Option<Relocation>,
     /// The drive being rebuilt onto a new drive, and how far it is.
     drive_rebuild: Option<rebuild::DriveRebuild>,
+    /// The rebuilds' rate limit (`set_rebuild_rate`).
+    rebuild_pace: rebuild::Pace,
     rebuilds_completed: u64,
     /// Segments taken from their slots (a rebuild started), until their stripes in flight
     /// are persisted and they can be closed for garbage collection to reclaim.
@@ -269,6 +274,7 @@ impl Engine {
             });
         }
         let l2p = L2pTable::new(config.logical_blocks, n, geometry.zone_count, geometry.zone_capacity_blocks)?;
+        let rebuild_pace = rebuild::rebuild_pace(&geometry, &plan.layouts());
         Ok(Engine {
             layout,
             geometry,
@@ -290,6 +296,7 @@ impl Engine {
             gc_queued: VecDeque::new(),
             relocation: None,
             drive_rebuild: None,
+            rebuild_pace,
             rebuilds_completed: 0,
             retiring: Vec::new(),
             gc_check_needed: false,
@@ -399,6 +406,7 @@ impl Engine {
             read_blocks_repaired: self.read_blocks_repaired,
             rebuild: self.rebuild_status(),
             rebuilds_completed: self.rebuilds_completed,
+            rebuild_rate_bytes_per_s: self.rebuild_rate_bytes_per_s(),
         }
     }
 
@@ -429,9 +437,11 @@ impl Engine {
         self.failed.iter().filter(|f| **f).count()
     }
 
-    /// When the engine next needs `tick` (the partial-stripe timeout), if ever.
+    /// When the engine next needs `tick` (the partial-stripe timeout, a paced rebuild's
+    /// next write), if ever.
     pub fn next_timer_ns(&self) -> Option<u64> {
-        self.open_stripes.iter().flatten().map(|s| s.started_ns + self.config.stripe_timeout_ns).min()
+        let stripes = self.open_stripes.iter().flatten().map(|s| s.started_ns + self.config.stripe_timeout_ns).min();
+        [stripes, self.rebuild_wake_ns()].into_iter().flatten().min()
     }
 
     pub fn poll_command(&mut self) -> Option<DriveCommand> {

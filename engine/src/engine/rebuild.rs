@@ -18,10 +18,18 @@
 //! so are segments a clean stop closed short of full (their stripes end before the footer
 //! region, with a stop footer).
 //!
+//! With a rate limit (`set_rebuild_rate`), every write to the new drive first takes its
+//! bytes from a token bucket (`pace`): the header before the segment is started, each chunk
+//! before it is written (the reads stay within `REBUILD_WINDOW_CHUNKS` of the writes, so
+//! they are paced too), the footer piece by piece.
+//!
 //! Invariants: a segment being rebuilt is never chosen by garbage collection; the new
 //! drive's zone of a segment is written in order and read from only once finished; a chunk
 //! that cannot be reconstructed (more chunks lost than parity covers) is written as a block
-//! whose metadata does not decode, so reads fail on it rather than return wrong data.
+//! whose metadata does not decode, so reads fail on it rather than return wrong data; with
+//! a rate, no write reaches the new drive before the bucket gave its bytes.
+
+mod pace;
 
 use std::collections::BTreeMap;
 
@@ -31,8 +39,14 @@ use crate::format::{BlockKind, BlockMetadata, FooterEntry, SegmentHeader, NO_LBA
 
 use super::*;
 
+pub(super) use pace::Pace;
+
 /// Chunk positions read and reconstructed ahead of the one being written.
 const REBUILD_WINDOW_CHUNKS: u64 = 32;
+
+/// Writes a paced rebuild may make at once after waiting (the bucket's capacity, in the
+/// largest writes): a driver that wakes the engine a little late loses none of the rate.
+const PACE_BURST_WRITES: u64 = 8;
 
 /// Bytes of a block's (LBA, timestamp) fields, which parity blocks carry the parity of.
 const FIELD_BYTES: usize = 16;
@@ -83,6 +97,8 @@ struct ZoneRebuild {
     writes_in_flight: usize,
     /// The new drive's footer entries, one per data-region block, as chunks are rebuilt.
     footer: Vec<FooterEntry>,
+    /// The first footer block not written yet (the footer goes out piece by piece).
+    footer_next: u64,
 }
 
 struct ChunkSources {
@@ -137,6 +153,32 @@ impl Engine {
         Ok(())
     }
 
+    /// Paces rebuilds (the running one and later ones) to write at most `rate_bytes_per_s`
+    /// to the new drive, from now on; `None` or 0: as fast as the drives go. The engine
+    /// asks for a `tick` (`next_timer_ns`) when a paced rebuild may go on.
+    pub fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>) {
+        self.rebuild_pace.set_rate(rate_bytes_per_s, self.now_ns);
+        tracing::info!(rate_bytes_per_s, "rebuild rate set");
+        self.pump();
+    }
+
+    /// The rebuild's rate limit, if any (`set_rebuild_rate`).
+    pub fn rebuild_rate_bytes_per_s(&self) -> Option<u64> {
+        self.rebuild_pace.rate_bytes_per_s()
+    }
+
+    /// The most a paced rebuild writes beyond its rate: by any moment t ns after the rate
+    /// was set, it has written at most this plus rate x t / 1e9 bytes to the new drive.
+    pub fn rebuild_burst_bytes(&self) -> u64 {
+        self.rebuild_pace.capacity_bytes()
+    }
+
+    /// When a paced rebuild may go on, if it waits for its bucket.
+    pub(super) fn rebuild_wake_ns(&self) -> Option<u64> {
+        let running = self.drive_rebuild.is_some() && self.stop == StopState::Running;
+        self.rebuild_pace.wake_at_ns().filter(|at| running && *at > self.now_ns)
+    }
+
     /// Progress of the running rebuild, if any.
     pub fn rebuild_status(&self) -> Option<RebuildStatus> {
         let r = self.drive_rebuild.as_ref()?;
@@ -158,6 +200,7 @@ impl Engine {
     /// Moves the rebuild on: picks the next segment, issues reads within the window and
     /// writes reconstructed chunks in order. Called from `pump`.
     pub(super) fn advance_drive_rebuild(&mut self) {
+        self.rebuild_pace.clear_wake();
         self.retire_idle_segments();
         let Some(r) = self.drive_rebuild.as_ref() else { return };
         let drive = r.drive;
@@ -175,7 +218,13 @@ impl Engine {
                 .map(|s| s.zone)
                 .min();
             match next {
-                Some(zone) => self.start_zone_rebuild(zone),
+                Some(zone) => {
+                    // The header is the segment's first write.
+                    let header_bytes = self.seg(zone).layout.chunk_blocks * self.block_bytes() as u64;
+                    if self.rebuild_pace.take(header_bytes, self.now_ns) {
+                        self.start_zone_rebuild(zone);
+                    }
+                }
                 None if self.segments.iter().flatten().all(|s| s.absent != Some(drive)) => {
                     let r = self.drive_rebuild.take().expect("a rebuild");
                     self.rebuilds_completed += 1;
@@ -193,6 +242,7 @@ impl Engine {
         }
         self.issue_rebuild_reads();
         self.write_ready_chunks();
+        self.write_rebuild_footer();
     }
 
     /// Closes the retired segments whose stripes in flight are all persisted: their zones
@@ -240,6 +290,7 @@ impl Engine {
             ready: BTreeMap::new(),
             writes_in_flight: 0,
             footer: vec![empty_entry; (layout.stripes * layout.chunk_blocks) as usize],
+            footer_next: 0,
         });
         tracing::debug!(drive, zone, "rebuilding a segment");
         let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
@@ -327,9 +378,16 @@ impl Engine {
                 return;
             }
             let (zone, position) = (z.zone, z.next_write);
-            let Some((data, metadata)) = z.ready.remove(&position) else { break };
-            z.next_write += 1;
+            if !z.ready.contains_key(&position) {
+                break;
+            }
             let layout = self.seg(zone).layout;
+            if !self.rebuild_pace.take(layout.chunk_blocks * self.block_bytes() as u64, self.now_ns) {
+                break;
+            }
+            let z = self.current();
+            let (data, metadata) = z.ready.remove(&position).expect("ready");
+            z.next_write += 1;
             let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + position * layout.chunk_blocks;
             self.rebuild_write(zone, drive, layout.chunk_blocks, lba, data, metadata);
         }
@@ -340,15 +398,35 @@ impl Engine {
             return;
         }
         self.current().step = Step::Footer;
-        let sequence = self.seg(zone).sequence;
+    }
+
+    /// Writes the footer from the reconstructed metadata, piece by piece, once every
+    /// chunk's write went out.
+    fn write_rebuild_footer(&mut self) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let z = self.current();
+        if z.step != Step::Footer {
+            return;
+        }
+        let zone = z.zone;
+        let (layout, sequence) = (self.seg(zone).layout, self.seg(zone).sequence);
         let footer = std::mem::take(&mut self.current().footer);
-        let mut first = 0;
-        while first < layout.footer_blocks {
+        let max_blocks = u64::from(self.geometry.max_transfer_blocks);
+        loop {
+            let first = self.current().footer_next;
+            if first >= layout.footer_blocks {
+                break;
+            }
+            let piece_bytes = (layout.footer_blocks - first).min(max_blocks) * self.block_bytes() as u64;
+            if !self.rebuild_pace.take(piece_bytes, self.now_ns) {
+                break;
+            }
             let (blocks, data, metadata) = self.footer_piece(sequence, drive, first, layout.footer_blocks, &footer);
             let lba = self.geometry.zone_start_lba(zone) + layout.footer_start_blocks() + first;
             self.rebuild_write(zone, drive, blocks, lba, data, metadata);
-            first += blocks;
+            self.current().footer_next = first + blocks;
         }
+        self.current().footer = footer;
     }
 
     fn rebuild_write(&mut self, zone: u32, drive: usize, blocks: u64, lba: u64, data: Vec<u8>, metadata: Vec<u8>) {
@@ -418,8 +496,9 @@ impl Engine {
             RebuildOp::Write { blocks } => {
                 self.current().writes_in_flight -= 1;
                 self.drive_rebuild.as_mut().expect("a rebuild").blocks_written += blocks;
+                let footer_blocks = self.seg(zone).layout.footer_blocks;
                 let z = self.current();
-                if z.step == Step::Footer && z.writes_in_flight == 0 {
+                if z.step == Step::Footer && z.writes_in_flight == 0 && z.footer_next >= footer_blocks {
                     z.step = Step::Finishing;
                     let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
                     let command = Command::ManageZone { action: ZoneAction::Finish, target };
@@ -508,6 +587,15 @@ impl Engine {
             self.failed[r.drive] = true;
         }
     }
+}
+
+/// The token bucket of rebuilds on drives of `geometry` with segments of `layouts`: it
+/// holds `PACE_BURST_WRITES` of the largest write a rebuild makes (a chunk, a header or a
+/// footer piece).
+pub(super) fn rebuild_pace(geometry: &Geometry, layouts: &[Layout]) -> Pace {
+    let largest_chunk = layouts.iter().map(|l| l.chunk_blocks).max().unwrap_or(1);
+    let largest_write = largest_chunk.max(u64::from(geometry.max_transfer_blocks));
+    Pace::new(PACE_BURST_WRITES * largest_write * u64::from(geometry.block_size_bytes))
 }
 
 /// Whether every block of a chunk read back decodes (checksum, magic): a chunk with a
