@@ -216,8 +216,8 @@ pub fn run_start(args: StartArgs) -> Result<()> {
             eprintln!("recovered in {seconds:.3} s ({mapped_blocks} blocks mapped)")
         }
         Progress::RebuildResumed { drive, path } => eprintln!(
-            "drive {drive} ({path}) was being rebuilt when the array stopped: its zones were reset and the rebuild \
-             starts again (zapraid status shows its progress)"
+            "drive {drive} ({path}) was being rebuilt when the array stopped: the rebuild resumes, keeping the \
+             segments it completed (zapraid status shows its progress)"
         ),
         Progress::Ready { device, socket, taken_over } => {
             match device {
@@ -301,7 +301,7 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
                     eprintln!("{line}");
                 }
                 if let Some(line) = crate::report::rebuild_line(&status["rebuild"]) {
-                    eprintln!("array \"{name}\": {line} (a rebuild cut short starts again from the beginning)");
+                    eprintln!("array \"{name}\": {line} (a rebuild cut short resumes where it left off)");
                 }
                 eprintln!("running in the background (pid {}, log {})", child.id(), log_path.display());
                 return Ok(());

@@ -7,9 +7,12 @@
 //! zone) unless forced; every zone of it is reset before it is swapped in. The drive it
 //! replaces (failed, or a `MissingDrive`) has nothing in flight when swapped out. From the
 //! swap until the rebuild completes, the superblock records the drive both failed and
-//! rebuilding, so a restart never trusts the new drive's zones: `start` resets them and
-//! rebuilds it again from the start (`resume_rebuild`). Only when the engine says the
-//! rebuild is done (and the drive not failed) is a generation recorded with neither bit.
+//! rebuilding, so a restart never trusts the new drive's zones as they are: recovery reads
+//! nothing from it, `start` resets its zones that hold no segment (`reset_unused_zones`)
+//! and the engine resumes the rebuild, keeping the segments whose zone it finds completed
+//! by the earlier rebuild and rebuilding the others (`Engine::resume_drive_rebuild`).
+//! Only when the engine says the rebuild is done (and the drive not failed) is a
+//! generation recorded with neither bit.
 
 use std::path::Path;
 use std::time::Instant;
@@ -96,27 +99,27 @@ fn check_geometry(new: &Geometry, raw: &Geometry) -> std::result::Result<(), Str
     Ok(())
 }
 
-/// Resets every zone (but the superblock zones) of each present drive the superblock
-/// records as being rebuilt: what a rebuild cut short wrote is never trusted. Returns the
-/// drive whose rebuild starts again (one at a time; any other stays failed).
-pub fn wipe_rebuilding(assembled: &mut Assembled) -> Result<Option<usize>> {
+/// The present drive the superblock records as being rebuilt, whose rebuild resumes (one
+/// at a time; any other stays failed).
+pub fn rebuilding_drive(assembled: &Assembled) -> Option<usize> {
     let rebuilding = assembled.superblock.rebuilding_drives.get();
-    let mut resumed = None;
-    for drive in 0..assembled.drives.len() {
-        let Some(path) = assembled.paths[drive].clone() else { continue };
-        if rebuilding >> drive & 1 == 0 || resumed.is_some() {
-            continue;
-        }
-        let device = &mut assembled.drives[drive];
-        let g = device.geometry();
-        for zone in 0..g.zone_count {
-            let target = ZoneTarget::Zone { start_lba: g.zone_start_lba(zone) };
-            let c = execute(device, Command::ManageZone { action: ZoneAction::Reset, target });
-            c.result.map_err(|error| Error::DriveCommand { path: path.clone(), what: "zone reset", error })?;
-        }
-        resumed = Some(drive);
+    (0..assembled.drives.len()).find(|d| rebuilding >> d & 1 == 1 && assembled.paths[*d].is_some())
+}
+
+/// Resets every zone (but the superblock zones) of drive `drive` (being rebuilt) that is
+/// not in `keep` (`Engine::zones_holding_segments`): new segments are written to it from
+/// the start. The zones kept are checked by the engine as the rebuild resumes
+/// (`Engine::resume_drive_rebuild`), never trusted as they are.
+pub fn reset_unused_zones(assembled: &mut Assembled, drive: usize, keep: &[u32]) -> Result<()> {
+    let Some(path) = assembled.paths[drive].clone() else { return Ok(()) };
+    let device = &mut assembled.drives[drive];
+    let g = device.geometry();
+    for zone in (0..g.zone_count).filter(|z| !keep.contains(z)) {
+        let target = ZoneTarget::Zone { start_lba: g.zone_start_lba(zone) };
+        let c = execute(device, Command::ManageZone { action: ZoneAction::Reset, target });
+        c.result.map_err(|error| Error::DriveCommand { path: path.clone(), what: "zone reset", error })?;
     }
-    Ok(resumed)
+    Ok(())
 }
 
 impl EngineLoop {

@@ -12,7 +12,7 @@ use crate::degraded::{absent_line, NewlyMissing};
 use crate::driver::{EngineThread, FailureRecord, Message};
 use crate::error::Result;
 use crate::names::{check_name, start_name};
-use crate::replace::wipe_rebuilding;
+use crate::replace::{rebuilding_drive, reset_unused_zones};
 use crate::ublk::{self, DeviceShape, UblkOptions};
 
 #[derive(Clone, Debug, Default)]
@@ -46,7 +46,7 @@ pub enum Progress<'a> {
         mapped_blocks: u64,
     },
     /// Drive `drive` (at `path`) was being rebuilt when the array last stopped or crashed:
-    /// every zone of it was reset, and its rebuild starts again from the beginning.
+    /// its rebuild resumes (segments the earlier rebuild completed are kept, once checked).
     RebuildResumed {
         drive: usize,
         path: &'a str,
@@ -100,21 +100,22 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         drive_count,
         degraded: degraded.as_deref(),
     });
-    // A drive being rebuilt holds half a rebuild: emptied before recovery (which counts it
-    // failed), rebuilt again once the engine runs.
-    let resumed = wipe_rebuilding(&mut assembled)?;
+    // A drive being rebuilt holds part of a rebuild: recovery counts it failed (reads
+    // nothing from it); the engine then resumes the rebuild, checking each segment's zone.
+    let resumed = rebuilding_drive(&assembled);
     let started = std::time::Instant::now();
     let mut engine = recover(&mut assembled)?;
     let mapped_blocks = engine.status().mapped_blocks;
     tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
     engine.set_rebuild_rate(options.rebuild_rate_bytes_per_s.filter(|r| *r > 0));
     if let Some(drive) = resumed {
-        engine.rebuild_drive(drive)?;
+        reset_unused_zones(&mut assembled, drive, &engine.zones_holding_segments())?;
+        engine.resume_drive_rebuild(drive)?;
         let path = assembled.paths[drive].as_ref().map(|p| p.display().to_string()).unwrap_or_default();
         tracing::warn!(
             drive,
             path,
-            "the rebuild cut short starts again from the beginning (the drive's zones were reset)"
+            "the rebuild cut short resumes: segments it completed are kept once checked, the others rebuilt"
         );
         tell(Progress::RebuildResumed { drive, path: &path });
     }

@@ -30,6 +30,7 @@
 //! a rate, no write reaches the new drive before the bucket gave its bytes.
 
 mod pace;
+mod resume;
 
 use std::collections::BTreeMap;
 
@@ -39,14 +40,10 @@ use crate::format::{BlockKind, BlockMetadata, FooterEntry, SegmentHeader, NO_LBA
 
 use super::*;
 
-pub(super) use pace::Pace;
+pub(super) use pace::{rebuild_pace, Pace};
 
 /// Chunk positions read and reconstructed ahead of the one being written.
 const REBUILD_WINDOW_CHUNKS: u64 = 32;
-
-/// Writes a paced rebuild may make at once after waiting (the bucket's capacity, in the
-/// largest writes): a driver that wakes the engine a little late loses none of the rate.
-const PACE_BURST_WRITES: u64 = 8;
 
 /// Bytes of a block's (LBA, timestamp) fields, which parity blocks carry the parity of.
 const FIELD_BYTES: usize = 16;
@@ -66,6 +63,11 @@ pub struct RebuildStatus {
 
 pub(super) struct DriveRebuild {
     pub(super) drive: usize,
+    /// The drive holds what an earlier rebuild wrote: each segment's zone on it is checked
+    /// first (`resume`), and kept if that rebuild completed it.
+    resuming: bool,
+    /// Segments kept that way.
+    segments_kept: u64,
     current: Option<ZoneRebuild>,
     segments_rebuilt: u64,
     blocks_written: u64,
@@ -74,6 +76,8 @@ pub(super) struct DriveRebuild {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
+    /// Reading the new drive's header and footer of the segment (`resume`).
+    Checking,
     Resetting,
     /// Reading another drive's header block.
     Header,
@@ -99,6 +103,9 @@ struct ZoneRebuild {
     footer: Vec<FooterEntry>,
     /// The first footer block not written yet (the footer goes out piece by piece).
     footer_next: u64,
+    /// While `Checking`: reads left, and whether one found the zone incomplete.
+    checks_pending: usize,
+    check_failed: bool,
 }
 
 struct ChunkSources {
@@ -113,9 +120,18 @@ struct ChunkSources {
 pub(super) enum RebuildOp {
     Reset,
     Header,
-    Read { position: u64, source: usize },
-    Write { blocks: u64 },
+    Read {
+        position: u64,
+        source: usize,
+    },
+    Write {
+        blocks: u64,
+    },
     Finish,
+    /// Reading the new drive's header block (`None`) or footer blocks from `Some(first)`.
+    Check {
+        footer_first: Option<u64>,
+    },
 }
 
 impl Engine {
@@ -124,6 +140,12 @@ impl Engine {
     /// written to it at once; existing ones are rebuilt in the background (`status` shows
     /// progress). Refused if the drive has not failed or a rebuild runs.
     pub fn rebuild_drive(&mut self, drive: usize) -> Result<()> {
+        self.start_drive_rebuild(drive, false)
+    }
+
+    /// Starts a rebuild onto a drive that may hold part of an earlier one (`resume`), or
+    /// onto an empty drive.
+    fn start_drive_rebuild(&mut self, drive: usize, resuming: bool) -> Result<()> {
         if drive >= self.failed.len() || !self.failed[drive] {
             return Err(Error::InvalidConfig { reason: format!("drive {drive} has not failed: nothing to rebuild") });
         }
@@ -143,40 +165,16 @@ impl Engine {
         self.retiring.extend(open);
         self.drive_rebuild = Some(DriveRebuild {
             drive,
+            resuming,
+            segments_kept: 0,
             current: None,
             segments_rebuilt: 0,
             blocks_written: 0,
             blocks_unrecoverable: 0,
         });
-        tracing::info!(drive, "rebuild started");
+        tracing::info!(drive, resuming, "rebuild started");
         self.pump();
         Ok(())
-    }
-
-    /// Paces rebuilds (the running one and later ones) to write at most `rate_bytes_per_s`
-    /// to the new drive, from now on; `None` or 0: as fast as the drives go. The engine
-    /// asks for a `tick` (`next_timer_ns`) when a paced rebuild may go on.
-    pub fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>) {
-        self.rebuild_pace.set_rate(rate_bytes_per_s, self.now_ns);
-        tracing::info!(rate_bytes_per_s, "rebuild rate set");
-        self.pump();
-    }
-
-    /// The rebuild's rate limit, if any (`set_rebuild_rate`).
-    pub fn rebuild_rate_bytes_per_s(&self) -> Option<u64> {
-        self.rebuild_pace.rate_bytes_per_s()
-    }
-
-    /// The most a paced rebuild writes beyond its rate: by any moment t ns after the rate
-    /// was set, it has written at most this plus rate x t / 1e9 bytes to the new drive.
-    pub fn rebuild_burst_bytes(&self) -> u64 {
-        self.rebuild_pace.capacity_bytes()
-    }
-
-    /// When a paced rebuild may go on, if it waits for its bucket.
-    pub(super) fn rebuild_wake_ns(&self) -> Option<u64> {
-        let running = self.drive_rebuild.is_some() && self.stop == StopState::Running;
-        self.rebuild_pace.wake_at_ns().filter(|at| running && *at > self.now_ns)
     }
 
     /// Progress of the running rebuild, if any.
@@ -291,8 +289,21 @@ impl Engine {
             writes_in_flight: 0,
             footer: vec![empty_entry; (layout.stripes * layout.chunk_blocks) as usize],
             footer_next: 0,
+            checks_pending: 0,
+            check_failed: false,
         });
+        if rebuild.resuming {
+            self.current().step = Step::Checking;
+            return self.check_rebuilt_zone(zone);
+        }
         tracing::debug!(drive, zone, "rebuilding a segment");
+        self.reset_rebuilt_zone(zone);
+    }
+
+    /// Resets the new drive's zone of the segment, the rebuild's first step on it.
+    fn reset_rebuilt_zone(&mut self, zone: u32) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        self.current().step = Step::Resetting;
         let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
         self.rebuild_command(zone, drive, RebuildOp::Reset, Command::ManageZone { action: ZoneAction::Reset, target });
     }
@@ -439,6 +450,11 @@ impl Engine {
     /// A rebuild command completed.
     pub(super) fn rebuild_done(&mut self, drive: usize, zone: u32, op: RebuildOp, completion: Completion) {
         self.seg_mut(zone).commands_in_flight -= 1;
+        if let RebuildOp::Check { footer_first } = op {
+            // What the new drive holds is checked, never trusted: a failed read is a zone
+            // to rebuild, not a failed drive.
+            return self.zone_check_done(zone, footer_first, completion);
+        }
         let target = self.drive_rebuild.as_ref().map(|r| r.drive);
         if matches!(op, RebuildOp::Write { .. }) {
             self.zone_write_done(drive, zone);
@@ -505,6 +521,7 @@ impl Engine {
                     self.rebuild_command(zone, drive, RebuildOp::Finish, command);
                 }
             }
+            RebuildOp::Check { .. } => unreachable!("handled above"),
             RebuildOp::Finish => {
                 self.seg_mut(zone).absent = None;
                 let r = self.drive_rebuild.as_mut().expect("a rebuild");
@@ -587,15 +604,6 @@ impl Engine {
             self.failed[r.drive] = true;
         }
     }
-}
-
-/// The token bucket of rebuilds on drives of `geometry` with segments of `layouts`: it
-/// holds `PACE_BURST_WRITES` of the largest write a rebuild makes (a chunk, a header or a
-/// footer piece).
-pub(super) fn rebuild_pace(geometry: &Geometry, layouts: &[Layout]) -> Pace {
-    let largest_chunk = layouts.iter().map(|l| l.chunk_blocks).max().unwrap_or(1);
-    let largest_write = largest_chunk.max(u64::from(geometry.max_transfer_blocks));
-    Pace::new(PACE_BURST_WRITES * largest_write * u64::from(geometry.block_size_bytes))
 }
 
 /// Whether every block of a chunk read back decodes (checksum, magic): a chunk with a
