@@ -318,8 +318,8 @@ fn a_paced_rebuild_keeps_to_its_rate() {
 /// failed (as a real array's superblock records it rebuilding) and the rebuild resumes
 /// onto the same drive (`Simulator::resume_rebuild`): the segments the first rebuild
 /// completed are kept, not written again (the resumed rebuild writes fewer blocks than a
-/// whole one), the half-written one is rebuilt, and every block reads back, also with
-/// another drive failed afterwards. For each scheme, and with the cut at several points.
+/// whole one), the half-written one is rebuilt, and every block reads back, after a
+/// restart too, and with another drive failed afterwards. For each scheme, and with the cut at several points.
 #[test]
 fn a_rebuild_cut_short_resumes_where_it_left_off() {
     for scheme in schemes() {
@@ -388,16 +388,20 @@ fn resume_after_cut(scheme: Scheme, cut_after_segments: u64) {
     run.settle();
     let status = run.sim.engine.status();
     assert!(status.rebuild.is_none() && status.failed_drives.is_empty(), "{what}: {status:?}");
-    // Zone Append segments are kept only where the compact stripe table that recovery
-    // rebuilt (with the drive counted failed) places the chunks as the first rebuild did.
-    if scheme.mode == Mode::ZoneWriteOnly {
-        assert!(kept >= before.segments_rebuilt, "{what}: kept {kept} of {} segments rebuilt", before.segments_rebuilt);
-        assert!(
-            resumed_blocks < whole_blocks,
-            "{what}: the resumed rebuild wrote {resumed_blocks} blocks, a whole one {whole_blocks}"
-        );
-    }
+    assert!(kept >= before.segments_rebuilt, "{what}: kept {kept} of {} segments rebuilt", before.segments_rebuilt);
+    assert!(
+        resumed_blocks < whole_blocks,
+        "{what}: the resumed rebuild wrote {resumed_blocks} blocks, a whole one {whole_blocks}"
+    );
     run.verify("after the resumed rebuild");
+    // A restart reads the kept segments' headers and footers from the drive.
+    run.sim.stop();
+    let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), scheme.config(), 0, None).unwrap())
+        .power_cut()
+        .unwrap();
+    run.sim = Simulator::recover(geometry(), scheme.config(), drives)
+        .unwrap_or_else(|e| panic!("{what}: restart after the resumed rebuild: {e}"));
+    run.verify("after a restart");
     run.sim.drives[0].fail();
     run.sim.engine.fail_drive(0);
     run.verify("with drive 0 failed after the resumed rebuild");

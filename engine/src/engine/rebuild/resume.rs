@@ -8,18 +8,23 @@
 //! Invariants: a zone is kept only if its header decodes (magic, CRC) with the segment's
 //! sequence number, this drive's index and the array's UUID, every footer block decodes
 //! (CRC) with the segment's sequence number and this drive's index, and, with a compact
-//! stripe table, each chunk position's footer entry names the stripe the table puts
-//! there. The rebuild of a segment resets its zone first and writes the footer last, each
+//! stripe table, the footer names each stripe of each group at exactly one position.
+//! Where that differs from the table recovery rebuilt (it places a failed drive's chunks
+//! as it can), the footer's placement is adopted, in the table and the L2P entries of the
+//! blocks that moved, before the segment stops being `absent`. The rebuild of a segment resets its zone first and writes the footer last, each
 //! write at the write pointer once the one before completed: a complete footer means every
 //! block before it is that rebuild's. Nothing read from the drive is trusted otherwise, and
 //! a read that fails only means the segment is rebuilt. Zones of the drive that hold no
 //! segment are the driver's to reset before resuming (`zones_holding_segments`): new
 //! segments are written to the drive from the start and need them empty.
 
+use std::collections::HashMap;
+
 use zapraid_zns::{Command, Completion, ZoneAction, ZoneTarget};
 
 use crate::engine::{Engine, Result};
 use crate::format::{decode_footer_block, SegmentHeader, NO_LBA};
+use crate::l2p::Physical;
 
 use super::{RebuildOp, Step};
 
@@ -83,7 +88,7 @@ impl Engine {
         if z.checks_pending > 0 {
             return;
         }
-        if z.check_failed || !self.footer_matches_table(zone, drive) {
+        if z.check_failed || !self.adopt_footer_placement(zone, drive) {
             tracing::debug!(drive, zone, "the segment was not rebuilt completely: it is rebuilt");
             return self.reset_rebuilt_zone(zone);
         }
@@ -124,18 +129,60 @@ impl Engine {
         true
     }
 
-    /// With a compact stripe table: whether each chunk position of the footer read names
-    /// the stripe the table puts there (a chunk that could not be rebuilt has no stripe).
-    fn footer_matches_table(&self, zone: u32, drive: usize) -> bool {
+    /// With a compact stripe table (Zone Append): the earlier rebuild put each stripe's
+    /// chunk where the table said then, and recovery, counting the drive failed, may have
+    /// placed the drive's chunks elsewhere in each group: the footer read says where each
+    /// one is. Adopts it: the table and the L2P entries of the blocks moved say so. Whether
+    /// the footer names every stripe of each group at exactly one position (else nothing
+    /// changes and the segment is rebuilt).
+    fn adopt_footer_placement(&mut self, zone: u32, drive: usize) -> bool {
         let seg = self.seg(zone);
         let (layout, Some(table)) = (seg.layout, seg.table.as_ref()) else { return true };
-        let footer = &self.drive_rebuild.as_ref().and_then(|r| r.current.as_ref()).expect("checking").footer;
-        (0..layout.stripes).all(|position| {
-            let entry = footer[(position * layout.chunk_blocks) as usize];
-            match table.get(drive, position) {
-                Some(id) => entry.stripe_id.get() == id,
-                None => entry.lba.get() == NO_LBA,
+        let footer = self.drive_rebuild.as_ref().and_then(|r| r.current.as_ref()).expect("checking").footer.clone();
+        let cb = layout.chunk_blocks;
+        // Per position: where its stripe (as the table has it) is in the footer, and its id.
+        let mut placement = Vec::new();
+        for group in 0..layout.groups() {
+            let first = group * layout.group_size;
+            let count = layout.group_stripes(group);
+            let mut in_footer = HashMap::new();
+            for position in first..first + count {
+                let id = footer[(position * cb) as usize].stripe_id.get();
+                if u64::from(id) >= count || in_footer.insert(id, position).is_some() {
+                    return false;
+                }
             }
-        })
+            for position in first..first + count {
+                let Some(id) = table.get(drive, position) else { return false };
+                let Some(&to) = in_footer.get(&id) else { return false };
+                placement.push((position, to, id));
+            }
+        }
+        let data_start = layout.data_start_blocks();
+        let mut moves = Vec::new();
+        for &(from, to, id) in placement.iter().filter(|(from, to, _)| from != to) {
+            let number = from / layout.group_size * layout.group_size + u64::from(id);
+            if layout.chunk_on(number, drive) >= layout.data_chunks {
+                continue; // parity: no LBA maps to it
+            }
+            for o in 0..cb {
+                let lba = footer[(to * cb + o) as usize].lba.get();
+                if lba == NO_LBA || lba >= self.l2p.logical_blocks() {
+                    continue;
+                }
+                let old = Physical { zone, drive, offset: data_start + from * cb + o };
+                if self.l2p.get(lba) == Some(old) {
+                    moves.push((lba, Physical { offset: data_start + to * cb + o, ..old }));
+                }
+            }
+        }
+        for (lba, at) in moves {
+            self.l2p.set(lba, at);
+        }
+        let table = self.seg_mut(zone).table.as_mut().expect("a stripe table");
+        for (_, to, id) in placement {
+            table.set(drive, to, id);
+        }
+        true
     }
 }
