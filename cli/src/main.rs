@@ -57,7 +57,8 @@ enum Top {
     Fail(array::FailArgs),
     /// Replace a failed drive of a running array with a new one and rebuild onto it
     /// while the array serves I/O: the new drive must be empty (or --force) and of the
-    /// array's geometry. A rebuild cut short (stop, crash) starts again at the next start.
+    /// array's geometry; --rebuild-rate limits it. A rebuild cut short (stop, crash)
+    /// resumes at the next start, keeping the segments it had completed.
     Replace(replace::ReplaceArgs),
     /// Limit drive rebuilds of a running array to writing so much per second to the new
     /// drive (the running rebuild and later ones, until the array stops; `start
