@@ -83,6 +83,11 @@ pub struct StartArgs {
     /// without it.
     #[arg(long)]
     degraded: bool,
+    /// Limit drive rebuilds to writing this much per second to the new drive (200M, 1G,
+    /// or unlimited, the default), leaving the rest of the drives' bandwidth to the
+    /// array's users; `zapraid rebuild-rate` changes it while the array runs.
+    #[arg(long, value_name = "RATE", value_parser = crate::size::parse_rate)]
+    rebuild_rate: Option<u64>,
     /// The array's drives, in any order: their superblocks say where each belongs. The
     /// array's hot spares (format --spare, add-spare) are given among them too: their
     /// spare records say so, and they stay spares until a drive fails.
@@ -197,6 +202,7 @@ pub fn run_start(args: StartArgs) -> Result<()> {
         block_device,
         ublk: UblkOptions { queues: args.queues, depth: args.queue_depth, ..UblkOptions::default() },
         newly_missing: if args.degraded { NewlyMissing::RecordFailed } else { NewlyMissing::Refuse },
+        rebuild_rate_bytes_per_s: args.rebuild_rate.filter(|r| *r > 0),
     };
     let mut spinner: Option<indicatif::ProgressBar> = None;
     service::run(&args.drives, options, move |p| match p {
@@ -227,8 +233,8 @@ pub fn run_start(args: StartArgs) -> Result<()> {
             eprintln!("recovered in {seconds:.3} s ({mapped_blocks} blocks mapped)")
         }
         Progress::RebuildResumed { drive, path } => eprintln!(
-            "drive {drive} ({path}) was being rebuilt when the array stopped: its zones were reset and the rebuild \
-             starts again (zapraid status shows its progress)"
+            "drive {drive} ({path}) was being rebuilt when the array stopped: the rebuild resumes, keeping the \
+             segments it completed (zapraid status shows its progress)"
         ),
         Progress::Ready { device, socket, taken_over } => {
             match device {
@@ -277,6 +283,9 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
     if args.degraded {
         command.arg("--degraded");
     }
+    if let Some(rate) = args.rebuild_rate {
+        command.args(["--rebuild-rate", &rate.to_string()]);
+    }
     command.args(["--queues", &args.queues.to_string(), "--queue-depth", &args.queue_depth.to_string()]);
     command.args(&args.drives);
     command.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
@@ -312,7 +321,7 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
                     eprintln!("array \"{name}\": {line}");
                 }
                 if let Some(line) = crate::report::rebuild_line(&status["rebuild"]) {
-                    eprintln!("array \"{name}\": {line} (a rebuild cut short starts again from the beginning)");
+                    eprintln!("array \"{name}\": {line} (a rebuild cut short resumes where it left off)");
                 }
                 eprintln!("running in the background (pid {}, log {})", child.id(), log_path.display());
                 return Ok(());

@@ -31,6 +31,9 @@ enum Experiment {
     /// Full-drive recovery (Exp#5): drive 0 fails and is rebuilt onto a new drive, for 4,
     /// 8, 16 KiB chunks.
     Rebuild,
+    /// A rebuild under user load: 4 KiB random reads and writes while drive 0 is rebuilt,
+    /// unlimited and at rate limits of 400, 200, 100 MiB/s, beside no rebuild.
+    RebuildLoad,
 }
 
 #[derive(Args)]
@@ -79,6 +82,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Experiment::Recovery => recovery(args),
         Experiment::Hybrid => hybrid(&args),
         Experiment::Rebuild => rebuild(&args),
+        Experiment::RebuildLoad => rebuild_load(&args),
     }
 }
 
@@ -270,6 +274,73 @@ fn rebuild(args: &BenchArgs) -> Result<()> {
         println!(
             "  timing model, {:>2} KiB Zone Writes at QD 1: {one_zone:>7.1} MiB/s on one zone, {drive:>7.1} MiB/s with the best of 1-8 open zones",
             chunk / 1024
+        );
+    }
+    Ok(())
+}
+
+/// Sealed segments of data in `bench rebuild-load` (16 KiB chunks, 62 MiB zones: a segment
+/// holds 186 MiB of data).
+const LOAD_SEGMENTS: u64 = 4;
+const LOAD_QUICK_SEGMENTS: u64 = 1;
+
+/// A rebuild's cost to user I/O: user IOPS and latency with no rebuild, a rebuild
+/// unlimited and rate-limited, and each rebuild's time.
+fn rebuild_load(args: &BenchArgs) -> Result<()> {
+    use std::io::Write;
+    use zapraid_engine::bench::rebuild_load::{
+        load_point, Case, BASELINE_REQUESTS, LOAD_CHUNK_BYTES, USER_QUEUE_DEPTH, USER_READ_PERCENT,
+    };
+    let segments = if args.quick { LOAD_QUICK_SEGMENTS } else { LOAD_SEGMENTS };
+    println!(
+        "rebuild under user load: (3+1)-RAID-5 on emulated WD ZN540 drives (ZN540 timing model, 62 MiB zones), \
+         {} KiB chunks, {segments} full segments of sequential writes; users: 4 KiB random requests, \
+         {USER_READ_PERCENT}% reads, queue depth {USER_QUEUE_DEPTH}, over the whole array; without a rebuild \
+         {BASELINE_REQUESTS} requests, with one from drive {FAILED_DRIVE}'s replacement until it is rebuilt; \
+         virtual time, seed {}\n",
+        LOAD_CHUNK_BYTES / 1024,
+        args.seed
+    );
+    println!(
+        "{:<24} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "", "requests", "user IOPS", "read p50", "read p99", "write p50", "write p99", "rebuild", "new drive"
+    );
+    println!(
+        "{:<24} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "", "", "", "us", "us", "us", "us", "s/100 GiB", "MiB/s"
+    );
+    let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    for case in Case::all() {
+        let label = case.label();
+        let point = load_point(case, segments, args.seed, |p| {
+            if show_progress {
+                let status = match p {
+                    full_drive::Progress::Filling { bytes_written, bytes } => {
+                        format!("filling {} of {}", format_bytes(bytes_written), format_bytes(bytes))
+                    }
+                    full_drive::Progress::Rebuilding { segments_rebuilt, segments } => {
+                        format!("rebuilding: {segments_rebuilt} of {segments} segments")
+                    }
+                };
+                eprint!("\r{label}: {status:<40}");
+                let _ = std::io::stderr().flush();
+            }
+        })?;
+        if show_progress {
+            eprint!("\r{:<80}\r", "");
+        }
+        let or_dash = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        println!(
+            "{:<24} {:>9} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10} {:>12}",
+            label,
+            point.user_requests,
+            point.user_iops,
+            point.read_p50_us,
+            point.read_p99_us,
+            point.write_p50_us,
+            point.write_p99_us,
+            or_dash(point.rebuild_s_per_100_gib()),
+            or_dash(point.new_drive_mib_per_s())
         );
     }
     Ok(())

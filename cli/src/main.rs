@@ -59,7 +59,8 @@ enum Top {
     Fail(array::FailArgs),
     /// Replace a failed drive of a running array with a new one and rebuild onto it
     /// while the array serves I/O: the new drive must be empty (or --force) and of the
-    /// array's geometry. A rebuild cut short (stop, crash) starts again at the next start.
+    /// array's geometry; --rebuild-rate limits it. A rebuild cut short (stop, crash)
+    /// resumes at the next start, keeping the segments it had completed.
     Replace(replace::ReplaceArgs),
     /// Read and check every live block of a running array (checksum, LBA, segment) and
     /// each stripe's parity, in the background; live blocks in damaged rows are rebuilt and
@@ -75,6 +76,11 @@ enum Top {
     AddSpare(spare::AddSpareArgs),
     /// Take a hot spare out of a running array: its spare record is erased.
     RemoveSpare(spare::RemoveSpareArgs),
+    /// Limit drive rebuilds of a running array to writing so much per second to the new
+    /// drive (the running rebuild and later ones, until the array stops; `start
+    /// --rebuild-rate` sets it at start), or lift the limit (unlimited): `status` shows
+    /// it. Measured effect on user I/O: `zapraid bench rebuild-load`.
+    RebuildRate(replace::RebuildRateArgs),
     /// Show a drive's array superblock, zones and segment headers.
     Inspect(array::InspectArgs),
     /// Exercise an array end to end without a block device (no ublk needed): format the
@@ -123,6 +129,7 @@ fn main() {
         Top::Scrub(args) => scrub::run_scrub(args),
         Top::AddSpare(args) => spare::run_add_spare(args),
         Top::RemoveSpare(args) => spare::run_remove_spare(args),
+        Top::RebuildRate(args) => replace::run_rebuild_rate(args),
         Top::Inspect(args) => array::run_inspect(args),
         Top::Selftest(args) => selftest::run_selftest(args),
         Top::Emu(command) => emu::run(command),

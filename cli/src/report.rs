@@ -67,8 +67,13 @@ pub fn print_status(s: &Value) {
     if let Some(line) = crate::spare::spare_rebuild_line(s) {
         println!("  {line}");
     }
-    if let Some(line) = rebuild_line(&s["rebuild"]) {
-        println!("  {line}");
+    match rebuild_line(&s["rebuild"]) {
+        Some(line) => println!("  {line}"),
+        None => {
+            if let Some(rate) = s["rebuild_rate_bytes_per_s"].as_u64() {
+                println!("  rebuild rate limit: {}", crate::size::format_rate(Some(rate)));
+            }
+        }
     }
     if let Some(line) = crate::scrub::progress_line(&s["scrub"]["running"]) {
         println!("  {line}");
@@ -118,6 +123,9 @@ pub fn rebuild_line(r: &Value) -> Option<String> {
     );
     if let Some(rate) = r["rate_mib_s"].as_f64() {
         line += &format!(", {rate:.1} MiB/s");
+    }
+    if let Some(limit) = r["rate_limit_bytes_per_s"].as_u64() {
+        line += &format!(" (limit {})", crate::size::format_rate(Some(limit)));
     }
     match r["eta_s"].as_f64() {
         Some(eta) => line += &format!(", ETA {eta:.0} s"),

@@ -21,6 +21,25 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     value.checked_mul(1u64 << shift).ok_or_else(|| format!("'{text}' is too large"))
 }
 
+/// Parses a rebuild rate limit: a size per second ("200M", "200MiB/s", "1G") or
+/// "unlimited" (also "0"), which gives 0.
+pub fn parse_rate(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("unlimited") {
+        return Ok(0);
+    }
+    let size = t.strip_suffix("/s").unwrap_or(t);
+    parse_bytes(size).map_err(|e| format!("{e}; a rate is a size per second (200M, 1G) or unlimited"))
+}
+
+/// A rate limit as people read it: "200 MiB/s", or "unlimited" for none.
+pub fn format_rate(bytes_per_s: Option<u64>) -> String {
+    match bytes_per_s.filter(|r| *r > 0) {
+        Some(rate) => format!("{}/s", format_bytes(rate)),
+        None => "unlimited".to_string(),
+    }
+}
+
 /// Formats bytes with the largest binary unit that keeps the number whole, or one decimal.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [(&str, u32); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
@@ -50,6 +69,18 @@ mod tests {
         assert!(parse_bytes("K").is_err());
         assert!(parse_bytes("4X").is_err());
         assert!(parse_bytes("99999999999T").is_err());
+    }
+
+    #[test]
+    fn parses_rates() {
+        assert_eq!(parse_rate("200M"), Ok(200 << 20));
+        assert_eq!(parse_rate("200MiB/s"), Ok(200 << 20));
+        assert_eq!(parse_rate("unlimited"), Ok(0));
+        assert_eq!(parse_rate("0"), Ok(0));
+        assert!(parse_rate("fast").is_err());
+        assert_eq!(format_rate(Some(400 << 20)), "400 MiB/s");
+        assert_eq!(format_rate(None), "unlimited");
+        assert_eq!(format_rate(Some(0)), "unlimited");
     }
 
     #[test]

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use zapraid_zns::{Completion, EmulatedDrive, Geometry, TimingParams, ZonedDevice};
+use zapraid_zns::{
+    execute, Command, Completion, EmulatedDrive, Geometry, TimingParams, ZoneAction, ZoneTarget, ZonedDevice,
+};
 
 use crate::engine::{Config, DriveCommand, Engine, Request, RequestId, Response};
 use crate::error::Result;
@@ -197,6 +199,33 @@ impl Simulator {
         self.engine.start_scrub(rate_bytes_per_s)?;
         self.dispatch();
         Ok(())
+    }
+
+    /// Resumes the rebuild of drive `drive` onto the drive in its place, which holds what
+    /// a rebuild cut short wrote (`Engine::resume_drive_rebuild`): first resets every zone
+    /// of it that holds no segment, as a real driver does.
+    pub fn resume_rebuild(&mut self, drive: usize) -> Result<()> {
+        let device = |error| crate::Error::Device { drive, error };
+        let keep = self.engine.zones_holding_segments();
+        let Some(new) = self.drives.get_mut(drive) else {
+            return Err(crate::Error::InvalidConfig { reason: format!("drive {drive} of {}", self.drives.len()) });
+        };
+        let geometry = new.geometry();
+        for zone in (0..geometry.zone_count).filter(|z| !keep.contains(z)) {
+            let target = ZoneTarget::Zone { start_lba: geometry.zone_start_lba(zone) };
+            execute(new, Command::ManageZone { action: ZoneAction::Reset, target }).result.map_err(device)?;
+        }
+        self.engine.resume_drive_rebuild(drive)?;
+        self.dispatch();
+        Ok(())
+    }
+
+    /// Limits rebuilds to `rate_bytes_per_s` written to the new drive (`None`: unlimited;
+    /// `Engine::set_rebuild_rate`), now.
+    pub fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>) {
+        self.engine.tick(self.now_ns);
+        self.engine.set_rebuild_rate(rate_bytes_per_s);
+        self.dispatch();
     }
 
     /// Stops the array cleanly (see `Engine::stop`) and runs until it has.

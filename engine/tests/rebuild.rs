@@ -235,3 +235,174 @@ fn a_new_drive_failing_during_its_rebuild_loses_nothing() {
     run.sim.engine.fail_drive(0);
     run.verify("with drive 0 failed after the second rebuild");
 }
+
+/// A paced rebuild (`Engine::set_rebuild_rate`) keeps to its rate: at every step, the
+/// bytes written to the new drive are at most the rate times the virtual time since the
+/// replacement plus the burst the engine states; it is really paced (it takes at least
+/// virtual time, where the same rebuild unpaced takes none on drives without timing);
+/// lifting the limit midway lets it finish at once; and the
+/// rebuilt drive holds everything. Counts and virtual time, never wall-clock.
+#[test]
+fn a_paced_rebuild_keeps_to_its_rate() {
+    const RATE_BYTES_PER_S: u64 = 1 << 20;
+    const DRIVE: usize = 1;
+    let scheme = Scheme {
+        level: RaidLevel::Raid5 { drives: 4 },
+        mode: Mode::ZapRaid { group_size: 4 },
+        chunk_blocks: 2,
+        open: OpenSegments::SINGLE,
+    };
+    // Transfers of at most a chunk: the burst (a few of the largest writes) stays small
+    // against what the rebuild writes.
+    let geometry = Geometry { max_transfer_blocks: 2, ..geometry() };
+    let filled = |seed| {
+        let sim = Simulator::new(geometry, scheme.config(), seed, None).unwrap();
+        let mut run = Run { sim, model: HashMap::new(), next_id: 0, round: 0, what: format!("{scheme:?}") };
+        for _ in 0..6 {
+            run.write_round(0..LOGICAL_BLOCKS);
+        }
+        run.settle();
+        run.sim.drives[DRIVE].fail();
+        run.sim.engine.fail_drive(DRIVE);
+        run
+    };
+    // Unpaced, on drives without timing, the rebuild takes no virtual time at all.
+    let mut unpaced = filled(11);
+    let started = unpaced.sim.now_ns();
+    unpaced.sim.replace_drive(DRIVE, 60).unwrap();
+    unpaced.settle();
+    assert_eq!(unpaced.sim.engine.status().rebuilds_completed, 1);
+    assert_eq!(unpaced.sim.now_ns(), started);
+
+    let mut run = filled(11);
+    run.sim.set_rebuild_rate(Some(RATE_BYTES_PER_S));
+    assert_eq!(run.sim.engine.status().rebuild_rate_bytes_per_s, Some(RATE_BYTES_PER_S));
+    let burst = run.sim.engine.rebuild_burst_bytes();
+    assert!(burst > 0 && burst <= 16 * BLOCK as u64, "burst {burst} B");
+    let started = run.sim.now_ns();
+    run.sim.replace_drive(DRIVE, 60).unwrap();
+    let mut written_bytes = 0;
+    let mut steps = 0u64;
+    while let Some(r) = run.sim.engine.status().rebuild {
+        written_bytes = r.blocks_written * BLOCK as u64;
+        let elapsed_ns = u128::from(run.sim.now_ns() - started);
+        let allowed = u128::from(burst) * 1_000_000_000 + u128::from(RATE_BYTES_PER_S) * elapsed_ns;
+        assert!(
+            u128::from(written_bytes) * 1_000_000_000 <= allowed,
+            "{written_bytes} B written {elapsed_ns} ns into a rebuild paced at {RATE_BYTES_PER_S} B/s (burst {burst} B)"
+        );
+        // Halfway through its bytes (the new drive gets about a third of the data), the
+        // limit goes.
+        if steps == 0 && written_bytes > 100 * BLOCK as u64 {
+            assert!(elapsed_ns > 0, "not paced: {written_bytes} B in no time");
+            run.sim.set_rebuild_rate(None);
+            steps += 1;
+            let lifted_at = run.sim.now_ns();
+            run.settle();
+            assert_eq!(run.sim.now_ns(), lifted_at, "unpaced, the rest takes no virtual time");
+            break;
+        }
+        assert!(run.sim.step(), "a paced rebuild stalled (no timer to wake it)");
+    }
+    assert_eq!(steps, 1, "the rebuild wrote only {written_bytes} B");
+    let status = run.sim.engine.status();
+    assert!(status.rebuild.is_none() && status.rebuilds_completed == 1, "{status:?}");
+    assert_eq!(status.rebuild_rate_bytes_per_s, None);
+    run.verify("after a paced rebuild");
+    run.sim.drives[0].fail();
+    run.sim.engine.fail_drive(0);
+    run.verify("with drive 0 failed after a paced rebuild");
+}
+
+/// Power is cut in the middle of a rebuild; the array recovers with the drive counted
+/// failed (as a real array's superblock records it rebuilding) and the rebuild resumes
+/// onto the same drive (`Simulator::resume_rebuild`): the segments the first rebuild
+/// completed are kept, not written again (the resumed rebuild writes fewer blocks than a
+/// whole one), the half-written one is rebuilt, and every block reads back, after a
+/// restart too, and with another drive failed afterwards. For each scheme, and with the cut at several points.
+#[test]
+fn a_rebuild_cut_short_resumes_where_it_left_off() {
+    for scheme in schemes() {
+        for cut_after_segments in [1, 2] {
+            resume_after_cut(scheme, cut_after_segments);
+        }
+    }
+}
+
+fn resume_after_cut(scheme: Scheme, cut_after_segments: u64) {
+    const DRIVE: usize = 1;
+    let what = format!("{scheme:?}, cut after {cut_after_segments} segments");
+    let filled = || {
+        let sim = Simulator::new(geometry(), scheme.config(), 21, None).unwrap();
+        let mut run = Run { sim, model: HashMap::new(), next_id: 0, round: 0, what: what.clone() };
+        for _ in 0..6 {
+            run.write_round(0..LOGICAL_BLOCKS);
+        }
+        run.settle();
+        run.sim.drives[DRIVE].fail();
+        run.sim.engine.fail_drive(DRIVE);
+        run
+    };
+    // Until it ends, what the rebuild has written (status is gone once it is done).
+    let written_until_done = |run: &mut Run| {
+        let mut written = 0;
+        while let Some(r) = run.sim.engine.status().rebuild {
+            written = r.blocks_written;
+            if !run.sim.step() {
+                break;
+            }
+        }
+        written
+    };
+    let mut whole = filled();
+    whole.sim.replace_drive(DRIVE, 70).unwrap();
+    let whole_blocks = written_until_done(&mut whole);
+
+    let mut run = filled();
+    run.sim.replace_drive(DRIVE, 70).unwrap();
+    while run.sim.engine.status().rebuild.is_some_and(|r| r.segments_rebuilt < cut_after_segments) {
+        assert!(run.sim.step(), "{what}: stalled");
+    }
+    let Some(before) = run.sim.engine.status().rebuild else {
+        panic!("{what}: the rebuild ended before the cut");
+    };
+    // A few steps more: the next segment is half written.
+    for _ in 0..10 {
+        run.sim.step();
+    }
+    let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), scheme.config(), 0, None).unwrap())
+        .power_cut()
+        .unwrap();
+    run.sim = Simulator::recover_with_failed(geometry(), scheme.config(), drives, &[DRIVE])
+        .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
+    run.sim.resume_rebuild(DRIVE).unwrap_or_else(|e| panic!("{what}: resume: {e}"));
+    let mut kept = 0;
+    let mut resumed_blocks = 0;
+    while let Some(r) = run.sim.engine.status().rebuild {
+        kept = run.sim.engine.rebuild_segments_kept().unwrap_or(kept);
+        resumed_blocks = r.blocks_written;
+        if !run.sim.step() {
+            break;
+        }
+    }
+    run.settle();
+    let status = run.sim.engine.status();
+    assert!(status.rebuild.is_none() && status.failed_drives.is_empty(), "{what}: {status:?}");
+    assert!(kept >= before.segments_rebuilt, "{what}: kept {kept} of {} segments rebuilt", before.segments_rebuilt);
+    assert!(
+        resumed_blocks < whole_blocks,
+        "{what}: the resumed rebuild wrote {resumed_blocks} blocks, a whole one {whole_blocks}"
+    );
+    run.verify("after the resumed rebuild");
+    // A restart reads the kept segments' headers and footers from the drive.
+    run.sim.stop();
+    let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), scheme.config(), 0, None).unwrap())
+        .power_cut()
+        .unwrap();
+    run.sim = Simulator::recover(geometry(), scheme.config(), drives)
+        .unwrap_or_else(|e| panic!("{what}: restart after the resumed rebuild: {e}"));
+    run.verify("after a restart");
+    run.sim.drives[0].fail();
+    run.sim.engine.fail_drive(0);
+    run.verify("with drive 0 failed after the resumed rebuild");
+}

@@ -1,8 +1,9 @@
 //! The control socket of a running array: a Unix socket per array, one text command per
-//! connection (`status`, `stop`, `fail N`, `fail N force`, `replace N force|check PATH`,
+//! connection (`status`, `stop`, `fail N`, `fail N force`,
+//! `replace N force|check [rate=BYTES_PER_S] PATH`, `rebuild-rate BYTES_PER_S|unlimited`,
 //! `scrub [RATE]`, `scrub rate RATE`, `add-spare force|check PATH`, `remove-spare PATH`),
-//! one JSON line back. `zapraid status`, `stop`, `fail`, `replace`, `scrub`, `add-spare`
-//! and `remove-spare` are its clients.
+//! one JSON line back. `zapraid status`, `stop`, `fail`, `replace`, `rebuild-rate`,
+//! `scrub`, `add-spare` and `remove-spare` are its clients.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -151,12 +152,13 @@ fn handle(
         ["fail", drive] => fail(engine, drive, false),
         ["fail", drive, "force"] => fail(engine, drive, true),
         ["replace", ..] => replace(identity, engine, spares, line.trim_end_matches(['\r', '\n'])),
+        ["rebuild-rate", rate] => rebuild_rate(engine, rate),
         ["add-spare", ..] => add_spare(identity, engine, spares, line.trim_end_matches(['\r', '\n'])),
         ["remove-spare", ..] => remove_spare(spares, line.trim_end_matches(['\r', '\n'])),
         ["scrub", rest @ ..] => crate::scrub::control(engine, rest),
         _ => error_json(&format!(
-            "unknown command \"{}\" (status, stop, fail N, fail N force, replace, add-spare, remove-spare, \
-             scrub [RATE])",
+            "unknown command \"{}\" (status, stop, fail N, fail N force, replace N force|check [rate=B] PATH, \
+             rebuild-rate B|unlimited, add-spare, remove-spare, scrub [RATE])",
             line.trim()
         )),
     };
@@ -180,14 +182,49 @@ fn fail(engine: &EngineSender, drive: &str, force: bool) -> serde_json::Value {
     }
 }
 
-/// `replace N force|check PATH` (the path is the rest of the line, spaces and all): the
-/// new drive is checked and emptied here, then swapped in on the engine thread.
+/// A rebuild rate as the control socket takes it: bytes per second, or `unlimited` (0).
+fn parse_rate(text: &str) -> Option<u64> {
+    match text {
+        "unlimited" => Some(0),
+        _ => text.parse().ok(),
+    }
+}
+
+/// `rebuild-rate BYTES_PER_S|unlimited`: the limit of rebuilds (the running one and later
+/// ones) from now on, until the server stops.
+fn rebuild_rate(engine: &EngineSender, rate: &str) -> serde_json::Value {
+    let Some(rate_bytes_per_s) = parse_rate(rate) else {
+        return error_json(&format!("\"{rate}\" is not a rate: bytes per second, or unlimited"));
+    };
+    let (done, result) = crossbeam_channel::bounded(1);
+    match engine.send(Message::SetRebuildRate { rate_bytes_per_s, done }).ok().and_then(|()| result.recv().ok()) {
+        Some(limit) => serde_json::json!({ "rebuild_rate_bytes_per_s": limit }),
+        None => error_json("the engine has stopped"),
+    }
+}
+
+/// `replace N force|check [rate=BYTES_PER_S|rate=unlimited] PATH` (the path is the rest of
+/// the line, spaces and all; it is absolute, so never taken for the rate): the new drive
+/// is checked and emptied here, then swapped in on the engine thread, and the rebuild
+/// limited to the rate if one is given.
 fn replace(identity: &Mutex<Identity>, engine: &EngineSender, spares: &Spares, line: &str) -> serde_json::Value {
     let mut words = line.splitn(4, ' ');
-    let (Some(_), Some(drive), Some(force), Some(path)) = (words.next(), words.next(), words.next(), words.next())
+    let (Some(_), Some(drive), Some(force), Some(mut path)) = (words.next(), words.next(), words.next(), words.next())
     else {
         return error_json("replace needs a drive index, force or check, and the new drive's path");
     };
+    let mut rebuild_rate_bytes_per_s = None;
+    if let Some(rest) = path.strip_prefix("rate=") {
+        let (rate, after) = rest.split_once(' ').unwrap_or((rest, ""));
+        let Some(rate) = parse_rate(rate) else {
+            return error_json(&format!("\"{rate}\" is not a rate: bytes per second, or unlimited"));
+        };
+        rebuild_rate_bytes_per_s = Some(rate);
+        path = after;
+        if path.is_empty() {
+            return error_json("replace needs the new drive's path after the rate");
+        }
+    }
     let Ok(drive) = drive.parse::<usize>() else {
         return error_json(&format!("\"{drive}\" is not a drive index"));
     };
@@ -223,7 +260,7 @@ fn replace(identity: &Mutex<Identity>, engine: &EngineSender, spares: &Spares, l
         Ok(device) => device,
         Err(e) => return error_json(&e.to_string()),
     };
-    match crate::replace::swap_in(identity, engine, drive, device, path) {
+    match crate::replace::swap_in(identity, engine, drive, device, path, rebuild_rate_bytes_per_s) {
         Ok(()) => {
             spares.forget_rebuild(drive);
             serde_json::json!({ "replaced_drive": drive, "path": path.display().to_string() })
@@ -330,6 +367,9 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         "state": state,
         "rebuilding": s.engine.rebuild.is_some(),
         "rebuild": rebuild_json(s),
+        // The rebuilds' rate limit (bytes per second written to the new drive), null:
+        // unlimited.
+        "rebuild_rate_bytes_per_s": s.engine.rebuild_rate_bytes_per_s,
         "rebuilds_completed": s.engine.rebuilds_completed,
         "scrub": crate::scrub::status_json(s),
         "drives": drives,
@@ -395,6 +435,7 @@ fn rebuild_json(s: &ArrayStatus) -> serde_json::Value {
         "elapsed_s": elapsed_s,
         "rate_mib_s": rate_mib_s,
         "eta_s": eta_s,
+        "rate_limit_bytes_per_s": s.engine.rebuild_rate_bytes_per_s,
     })
 }
 
@@ -521,6 +562,19 @@ mod tests {
         // 2 MiB in 2 s; 3 segments in 2 s, 1 left.
         assert_eq!((r["rate_mib_s"].as_f64(), r["bytes_written"].as_u64()), (Some(1.0), Some(2 << 20)), "{s}");
         assert!((r["eta_s"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9, "{s}");
+        assert!(s["rebuild_rate_bytes_per_s"].is_null() && r["rate_limit_bytes_per_s"].is_null(), "{s}");
+        status.engine.rebuild_rate_bytes_per_s = Some(200 << 20);
+        let s = status_json(&id, &status);
+        assert_eq!(s["rebuild_rate_bytes_per_s"].as_u64(), Some(200 << 20), "{s}");
+        assert_eq!(s["rebuild"]["rate_limit_bytes_per_s"].as_u64(), Some(200 << 20), "{s}");
+    }
+
+    #[test]
+    fn rates_are_bytes_per_second_or_unlimited() {
+        assert_eq!(parse_rate("unlimited"), Some(0));
+        assert_eq!(parse_rate("0"), Some(0));
+        assert_eq!(parse_rate("209715200"), Some(200 << 20));
+        assert_eq!(parse_rate("200M"), None, "the client turns sizes into bytes");
     }
 
     #[test]

@@ -8,9 +8,12 @@
 //! no written zone) unless forced; every zone of it is reset before it is swapped in. The drive it
 //! replaces (failed, or a `MissingDrive`) has nothing in flight when swapped out. From the
 //! swap until the rebuild completes, the superblock records the drive both failed and
-//! rebuilding, so a restart never trusts the new drive's zones: `start` resets them and
-//! rebuilds it again from the start (`resume_rebuild`). Only when the engine says the
-//! rebuild is done (and the drive not failed) is a generation recorded with neither bit.
+//! rebuilding, so a restart never trusts the new drive's zones as they are: recovery reads
+//! nothing from it, `start` resets its zones that hold no segment (`reset_unused_zones`)
+//! and the engine resumes the rebuild, keeping the segments whose zone it finds completed
+//! by the earlier rebuild and rebuilding the others (`Engine::resume_drive_rebuild`).
+//! Only when the engine says the rebuild is done (and the drive not failed) is a
+//! generation recorded with neither bit.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -95,16 +98,19 @@ pub fn reset_every_zone(device: &mut Drive, raw: &Geometry, path: &Path) -> Resu
 
 /// Swaps `device` (every zone of it reset, at `path`) into failed drive `drive`'s place on
 /// the engine thread, which starts the rebuild onto it; the array's drive list then
-/// names `path` for the drive. What `zapraid replace` and a spare taken by itself do.
+/// names `path` for the drive; with a rate, rebuilds are limited to it from then on
+/// (`None` keeps the array's limit). What `zapraid replace` and a spare taken by itself do.
 pub fn swap_in(
     identity: &Mutex<Identity>,
     engine: &EngineSender,
     drive: usize,
     device: ReservedZones<Drive>,
     path: &Path,
+    rebuild_rate_bytes_per_s: Option<u64>,
 ) -> Result<()> {
     let (done, result) = crossbeam_channel::bounded(1);
-    engine.send(Message::ReplaceDrive { drive, device, done }).map_err(|_| Error::EngineGone)?;
+    let message = Message::ReplaceDrive { drive, device, rebuild_rate_bytes_per_s, done };
+    engine.send(message).map_err(|_| Error::EngineGone)?;
     result.recv().map_err(|_| Error::EngineGone)??;
     let mut id = identity.lock().expect("identity");
     id.drives[drive] = Some(path.display().to_string());
@@ -143,33 +149,39 @@ fn check_geometry(new: &Geometry, raw: &Geometry) -> std::result::Result<(), Str
     Ok(())
 }
 
-/// Resets every zone (but the superblock zones) of each present drive the superblock
-/// records as being rebuilt: what a rebuild cut short wrote is never trusted. Returns the
-/// drive whose rebuild starts again (one at a time; any other stays failed).
-pub fn wipe_rebuilding(assembled: &mut Assembled) -> Result<Option<usize>> {
+/// The present drive the superblock records as being rebuilt, whose rebuild resumes (one
+/// at a time; any other stays failed).
+pub fn rebuilding_drive(assembled: &Assembled) -> Option<usize> {
     let rebuilding = assembled.superblock.rebuilding_drives.get();
-    let mut resumed = None;
-    for drive in 0..assembled.drives.len() {
-        let Some(path) = assembled.paths[drive].clone() else { continue };
-        if rebuilding >> drive & 1 == 0 || resumed.is_some() {
-            continue;
-        }
-        let device = &mut assembled.drives[drive];
-        let g = device.geometry();
-        for zone in 0..g.zone_count {
-            let target = ZoneTarget::Zone { start_lba: g.zone_start_lba(zone) };
-            let c = execute(device, Command::ManageZone { action: ZoneAction::Reset, target });
-            c.result.map_err(|error| Error::DriveCommand { path: path.clone(), what: "zone reset", error })?;
-        }
-        resumed = Some(drive);
+    (0..assembled.drives.len()).find(|d| rebuilding >> d & 1 == 1 && assembled.paths[*d].is_some())
+}
+
+/// Resets every zone (but the superblock zones) of drive `drive` (being rebuilt) that is
+/// not in `keep` (`Engine::zones_holding_segments`): new segments are written to it from
+/// the start. The zones kept are checked by the engine as the rebuild resumes
+/// (`Engine::resume_drive_rebuild`), never trusted as they are.
+pub fn reset_unused_zones(assembled: &mut Assembled, drive: usize, keep: &[u32]) -> Result<()> {
+    let Some(path) = assembled.paths[drive].clone() else { return Ok(()) };
+    let device = &mut assembled.drives[drive];
+    let g = device.geometry();
+    for zone in (0..g.zone_count).filter(|z| !keep.contains(z)) {
+        let target = ZoneTarget::Zone { start_lba: g.zone_start_lba(zone) };
+        let c = execute(device, Command::ManageZone { action: ZoneAction::Reset, target });
+        c.result.map_err(|error| Error::DriveCommand { path: path.clone(), what: "zone reset", error })?;
     }
-    Ok(resumed)
+    Ok(())
 }
 
 impl EngineLoop {
     /// Swaps `device` into failed drive `drive`'s place, records the drive rebuilding
-    /// (the new drive gets its first superblock), and starts the rebuild.
-    pub(crate) fn replace_drive(&mut self, drive: usize, mut device: ReservedZones<Drive>) -> Result<()> {
+    /// (the new drive gets its first superblock), and starts the rebuild, at most at
+    /// `rebuild_rate_bytes_per_s` if given (0: unlimited; else the array's limit stays).
+    pub(crate) fn replace_drive(
+        &mut self,
+        drive: usize,
+        mut device: ReservedZones<Drive>,
+        rebuild_rate_bytes_per_s: Option<u64>,
+    ) -> Result<()> {
         let drives = self.drives.len();
         if drive >= drives {
             return Err(Error::NoSuchDrive { drive, drives });
@@ -203,13 +215,22 @@ impl EngineLoop {
         self.rebuilding |= 1 << drive;
         // On the drives before the rebuild writes anything to the new one.
         self.record_failures();
+        let rate_before = self.engine.rebuild_rate_bytes_per_s();
+        if let Some(rate) = rebuild_rate_bytes_per_s {
+            self.engine.set_rebuild_rate(Some(rate).filter(|r| *r > 0));
+        }
         if let Err(e) = self.engine.rebuild_drive(drive) {
+            self.engine.set_rebuild_rate(rate_before);
             self.rebuilding &= !(1 << drive);
             self.record_failures();
             return Err(e.into());
         }
         self.rebuild_started = Some(Instant::now());
-        tracing::warn!(drive, "drive replaced: rebuild started");
+        tracing::warn!(
+            drive,
+            rate_bytes_per_s = self.engine.rebuild_rate_bytes_per_s(),
+            "drive replaced: rebuild started"
+        );
         Ok(())
     }
 

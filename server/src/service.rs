@@ -15,7 +15,7 @@ use crate::degraded::{absent_line, NewlyMissing};
 use crate::driver::{EngineThread, FailureRecord, Message};
 use crate::error::Result;
 use crate::names::{check_name, start_name};
-use crate::replace::wipe_rebuilding;
+use crate::replace::{rebuilding_drive, reset_unused_zones};
 use crate::spare_pool::{self, Spares};
 use crate::ublk::{self, DeviceShape, UblkOptions};
 
@@ -30,6 +30,9 @@ pub struct StartOptions {
     /// What to do with a drive absent that the superblock does not record failed
     /// (`--degraded`: record it failed and start without it).
     pub newly_missing: NewlyMissing,
+    /// Rebuilds write at most this many bytes per second to the new drive (None:
+    /// unlimited); `zapraid rebuild-rate` changes it while the array runs.
+    pub rebuild_rate_bytes_per_s: Option<u64>,
 }
 
 /// What happens during start, for the caller to show.
@@ -51,7 +54,7 @@ pub enum Progress<'a> {
         mapped_blocks: u64,
     },
     /// Drive `drive` (at `path`) was being rebuilt when the array last stopped or crashed:
-    /// every zone of it was reset, and its rebuild starts again from the beginning.
+    /// its rebuild resumes (segments the earlier rebuild completed are kept, once checked).
     RebuildResumed {
         drive: usize,
         path: &'a str,
@@ -118,20 +121,22 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         tracing::warn!("array \"{name}\": spares {}", spare_paths.join(", "));
         tell(Progress::Spares { paths: &spare_paths });
     }
-    // A drive being rebuilt holds half a rebuild: emptied before recovery (which counts it
-    // failed), rebuilt again once the engine runs.
-    let resumed = wipe_rebuilding(&mut assembled)?;
+    // A drive being rebuilt holds part of a rebuild: recovery counts it failed (reads
+    // nothing from it); the engine then resumes the rebuild, checking each segment's zone.
+    let resumed = rebuilding_drive(&assembled);
     let started = std::time::Instant::now();
     let mut engine = recover(&mut assembled)?;
     let mapped_blocks = engine.status().mapped_blocks;
     tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
+    engine.set_rebuild_rate(options.rebuild_rate_bytes_per_s.filter(|r| *r > 0));
     if let Some(drive) = resumed {
-        engine.rebuild_drive(drive)?;
+        reset_unused_zones(&mut assembled, drive, &engine.zones_holding_segments())?;
+        engine.resume_drive_rebuild(drive)?;
         let path = assembled.paths[drive].as_ref().map(|p| p.display().to_string()).unwrap_or_default();
         tracing::warn!(
             drive,
             path,
-            "the rebuild cut short starts again from the beginning (the drive's zones were reset)"
+            "the rebuild cut short resumes: segments it completed are kept once checked, the others rebuilt"
         );
         tell(Progress::RebuildResumed { drive, path: &path });
     }

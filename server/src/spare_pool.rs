@@ -203,7 +203,7 @@ pub fn supply(spares: &Spares, identity: &Mutex<Identity>, engine: &EngineSender
             return Supplied::Retry;
         }
     };
-    match swap_in(identity, engine, drive, device, &path) {
+    match swap_in(identity, engine, drive, device, &path, None) {
         Ok(()) => {
             let spare = path.display().to_string();
             spares.consumed(&path, drive);

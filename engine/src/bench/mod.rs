@@ -13,11 +13,13 @@
 //!   rest (`settle`), else the measurement fails instead of running forever.
 //! - Full-drive recovery (Exp#5): virtual time to rebuild a failed drive onto a new one,
 //!   in `rebuild`.
+//! - A rebuild under user load, unlimited and rate-limited, in `rebuild_load`.
 //! - Exp#7 (hybrid segment management): random writes of several sizes into four open
 //!   segments of small and large chunks, in `hybrid`.
 
 pub mod hybrid;
 pub mod rebuild;
+pub mod rebuild_load;
 
 use std::time::Instant;
 

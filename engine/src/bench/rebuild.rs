@@ -37,9 +37,9 @@ pub const HUNDRED_GIB_BYTES: f64 = 100.0 * (1u64 << 30) as f64;
 /// Requests of the fill in flight at once.
 const FILL_QUEUE_DEPTH: u64 = 16;
 /// The replacement drive's seed is the array's plus this.
-const REPLACEMENT_SEED_OFFSET: u64 = 1000;
+pub(super) const REPLACEMENT_SEED_OFFSET: u64 = 1000;
 /// Simulation steps between progress reports.
-const PROGRESS_STEPS: u64 = 1 << 14;
+pub(super) const PROGRESS_STEPS: u64 = 1 << 14;
 /// Fill requests between progress reports.
 const PROGRESS_REQUESTS: u64 = 1 << 12;
 
@@ -125,30 +125,32 @@ pub fn rebuild_point(
 
 /// The content of logical block `lba` in the fill: its address and the seed, repeated,
 /// so that a block read from the wrong place or rebuilt wrong does not match.
-fn fill_block(lba: u64, seed: u64, block_bytes: usize) -> Vec<u8> {
+pub(super) fn fill_block(lba: u64, seed: u64, block_bytes: usize) -> Vec<u8> {
     let stamp = [lba.to_le_bytes(), seed.to_le_bytes()].concat();
     stamp.iter().copied().cycle().take(block_bytes).collect()
 }
 
-/// Like `rebuild_point`, on drives whose zones are shaped like `zones` (as many as the data
-/// needs); also returns the simulator after the rebuild and the blocks written.
-fn rebuild_on(
+/// A (3+1)-RAID-5 of `mode` and `chunk_bytes` chunks on drives with ZN540 timing whose
+/// zones are shaped like `zones` (as many as the data needs, plus `extra_zones`), filled
+/// with `sealed_segments` full segments of sequential writes (`fill_block`) and settled;
+/// also returns the blocks written (the array's logical blocks).
+pub(super) fn filled(
     zones: Geometry,
     mode: Mode,
     chunk_bytes: u64,
     sealed_segments: u64,
+    extra_zones: u32,
     seed: u64,
-    mut progress: impl FnMut(Progress),
-) -> Result<(RebuildPoint, Simulator, u64)> {
+    progress: &mut impl FnMut(Progress),
+) -> Result<(Simulator, u64)> {
     let layout = Layout::new(&zones, PAPER_LEVEL, mode, chunk_bytes)?;
     let block = u64::from(zones.block_size_bytes);
     // One stripe's data per request: whole segments are a whole number of requests.
     let request_blocks = layout.data_chunks as u64 * layout.chunk_blocks;
     let blocks = sealed_segments * layout.data_blocks_per_segment();
-    let geometry = Geometry { zone_count: layout.zones_for_capacity(blocks), ..zones };
+    let geometry = Geometry { zone_count: layout.zones_for_capacity(blocks) + extra_zones, ..zones };
     let config = config(mode, chunk_bytes, blocks);
     let mut sim = Simulator::new(geometry, config, seed, Some(TimingParams::zn540()))?;
-
     let data_bytes = blocks * block;
     let mut next_lba = 0;
     closed_loop(&mut sim, blocks / request_blocks, FILL_QUEUE_DEPTH, request_blocks * block, |_| {
@@ -161,7 +163,22 @@ fn rebuild_on(
         Request::Write { lba, data }
     })?;
     settle(&mut sim)?;
+    Ok((sim, blocks))
+}
 
+/// Like `rebuild_point`, on drives whose zones are shaped like `zones` (as many as the data
+/// needs); also returns the simulator after the rebuild and the blocks written.
+fn rebuild_on(
+    zones: Geometry,
+    mode: Mode,
+    chunk_bytes: u64,
+    sealed_segments: u64,
+    seed: u64,
+    mut progress: impl FnMut(Progress),
+) -> Result<(RebuildPoint, Simulator, u64)> {
+    let (mut sim, blocks) = filled(zones, mode, chunk_bytes, sealed_segments, 0, seed, &mut progress)?;
+    let block = u64::from(zones.block_size_bytes);
+    let data_bytes = blocks * block;
     sim.drives[FAILED_DRIVE].fail();
     sim.engine.fail_drive(FAILED_DRIVE);
     let started_ns = sim.now_ns();

@@ -152,6 +152,9 @@ pub struct Status {
     pub rebuilds_completed: u64,
     /// The scrub running, the last one, and repairs of damaged blocks.
     pub scrub: ScrubStatus,
+    /// The rebuilds' rate limit in bytes per second written to the new drive (None:
+    /// unlimited).
+    pub rebuild_rate_bytes_per_s: Option<u64>,
 }
 
 enum Op {
@@ -224,6 +227,8 @@ pub struct Engine {
     relocation: Option<Relocation>,
     /// The drive being rebuilt onto a new drive, and how far it is.
     drive_rebuild: Option<rebuild::DriveRebuild>,
+    /// The rebuilds' rate limit (`set_rebuild_rate`).
+    rebuild_pace: rebuild::Pace,
     rebuilds_completed: u64,
     scrub: Option<scrub::Scrub>,
     last_scrub: Option<ScrubReport>,
@@ -280,6 +285,7 @@ impl Engine {
             });
         }
         let l2p = L2pTable::new(config.logical_blocks, n, geometry.zone_count, geometry.zone_capacity_blocks)?;
+        let rebuild_pace = rebuild::rebuild_pace(&geometry, &plan.layouts());
         Ok(Engine {
             layout,
             geometry,
@@ -301,6 +307,7 @@ impl Engine {
             gc_queued: VecDeque::new(),
             relocation: None,
             drive_rebuild: None,
+            rebuild_pace,
             rebuilds_completed: 0,
             scrub: None,
             last_scrub: None,
@@ -414,6 +421,7 @@ impl Engine {
             rebuild: self.rebuild_status(),
             rebuilds_completed: self.rebuilds_completed,
             scrub: self.scrub_status(),
+            rebuild_rate_bytes_per_s: self.rebuild_rate_bytes_per_s(),
         }
     }
 
@@ -444,10 +452,11 @@ impl Engine {
         self.failed.iter().filter(|f| **f).count()
     }
 
-    /// When the engine next needs `tick` (the partial-stripe timeout), if ever.
+    /// When the engine next needs `tick` (the partial-stripe timeout, a paced rebuild's
+    /// next write), if ever.
     pub fn next_timer_ns(&self) -> Option<u64> {
         let stripes = self.open_stripes.iter().flatten().map(|s| s.started_ns + self.config.stripe_timeout_ns).min();
-        [stripes, self.scrub_timer_ns()].into_iter().flatten().min()
+        [stripes, self.scrub_timer_ns(), self.rebuild_wake_ns()].into_iter().flatten().min()
     }
 
     pub fn poll_command(&mut self) -> Option<DriveCommand> {

@@ -18,10 +18,19 @@
 //! so are segments a clean stop closed short of full (their stripes end before the footer
 //! region, with a stop footer).
 //!
+//! With a rate limit (`set_rebuild_rate`), every write to the new drive first takes its
+//! bytes from a token bucket (`pace`): the header before the segment is started, each chunk
+//! before it is written (the reads stay within `REBUILD_WINDOW_CHUNKS` of the writes, so
+//! they are paced too), the footer piece by piece.
+//!
 //! Invariants: a segment being rebuilt is never chosen by garbage collection; the new
 //! drive's zone of a segment is written in order and read from only once finished; a chunk
 //! that cannot be reconstructed (more chunks lost than parity covers) is written as a block
-//! whose metadata does not decode, so reads fail on it rather than return wrong data.
+//! whose metadata does not decode, so reads fail on it rather than return wrong data; with
+//! a rate, no write reaches the new drive before the bucket gave its bytes.
+
+mod pace;
+mod resume;
 
 use std::collections::BTreeMap;
 
@@ -30,6 +39,8 @@ use zapraid_zns::{Command, Completion, ZoneAction, ZoneTarget};
 use crate::format::{BlockKind, BlockMetadata, FooterEntry, SegmentHeader, NO_LBA};
 
 use super::*;
+
+pub(super) use pace::{rebuild_pace, Pace};
 
 /// Chunk positions read and reconstructed ahead of the one being written.
 const REBUILD_WINDOW_CHUNKS: u64 = 32;
@@ -52,6 +63,11 @@ pub struct RebuildStatus {
 
 pub(super) struct DriveRebuild {
     pub(super) drive: usize,
+    /// The drive holds what an earlier rebuild wrote: each segment's zone on it is checked
+    /// first (`resume`), and kept if that rebuild completed it.
+    resuming: bool,
+    /// Segments kept that way.
+    segments_kept: u64,
     current: Option<ZoneRebuild>,
     segments_rebuilt: u64,
     blocks_written: u64,
@@ -60,6 +76,8 @@ pub(super) struct DriveRebuild {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
+    /// Reading the new drive's header and footer of the segment (`resume`).
+    Checking,
     Resetting,
     /// Reading another drive's header block.
     Header,
@@ -83,6 +101,11 @@ struct ZoneRebuild {
     writes_in_flight: usize,
     /// The new drive's footer entries, one per data-region block, as chunks are rebuilt.
     footer: Vec<FooterEntry>,
+    /// The first footer block not written yet (the footer goes out piece by piece).
+    footer_next: u64,
+    /// While `Checking`: reads left, and whether one found the zone incomplete.
+    checks_pending: usize,
+    check_failed: bool,
 }
 
 struct ChunkSources {
@@ -97,9 +120,18 @@ struct ChunkSources {
 pub(super) enum RebuildOp {
     Reset,
     Header,
-    Read { position: u64, source: usize },
-    Write { blocks: u64 },
+    Read {
+        position: u64,
+        source: usize,
+    },
+    Write {
+        blocks: u64,
+    },
     Finish,
+    /// Reading the new drive's header block (`None`) or footer blocks from `Some(first)`.
+    Check {
+        footer_first: Option<u64>,
+    },
 }
 
 impl Engine {
@@ -108,6 +140,12 @@ impl Engine {
     /// written to it at once; existing ones are rebuilt in the background (`status` shows
     /// progress). Refused if the drive has not failed or a rebuild runs.
     pub fn rebuild_drive(&mut self, drive: usize) -> Result<()> {
+        self.start_drive_rebuild(drive, false)
+    }
+
+    /// Starts a rebuild onto a drive that may hold part of an earlier one (`resume`), or
+    /// onto an empty drive.
+    fn start_drive_rebuild(&mut self, drive: usize, resuming: bool) -> Result<()> {
         if drive >= self.failed.len() || !self.failed[drive] {
             return Err(Error::InvalidConfig { reason: format!("drive {drive} has not failed: nothing to rebuild") });
         }
@@ -127,12 +165,14 @@ impl Engine {
         self.retiring.extend(open);
         self.drive_rebuild = Some(DriveRebuild {
             drive,
+            resuming,
+            segments_kept: 0,
             current: None,
             segments_rebuilt: 0,
             blocks_written: 0,
             blocks_unrecoverable: 0,
         });
-        tracing::info!(drive, "rebuild started");
+        tracing::info!(drive, resuming, "rebuild started");
         self.pump();
         Ok(())
     }
@@ -158,6 +198,7 @@ impl Engine {
     /// Moves the rebuild on: picks the next segment, issues reads within the window and
     /// writes reconstructed chunks in order. Called from `pump`.
     pub(super) fn advance_drive_rebuild(&mut self) {
+        self.rebuild_pace.clear_wake();
         self.retire_idle_segments();
         let Some(r) = self.drive_rebuild.as_ref() else { return };
         let drive = r.drive;
@@ -175,7 +216,13 @@ impl Engine {
                 .map(|s| s.zone)
                 .min();
             match next {
-                Some(zone) => self.start_zone_rebuild(zone),
+                Some(zone) => {
+                    // The header is the segment's first write.
+                    let header_bytes = self.seg(zone).layout.chunk_blocks * self.block_bytes() as u64;
+                    if self.rebuild_pace.take(header_bytes, self.now_ns) {
+                        self.start_zone_rebuild(zone);
+                    }
+                }
                 None if self.segments.iter().flatten().all(|s| s.absent != Some(drive)) => {
                     let r = self.drive_rebuild.take().expect("a rebuild");
                     self.rebuilds_completed += 1;
@@ -193,6 +240,7 @@ impl Engine {
         }
         self.issue_rebuild_reads();
         self.write_ready_chunks();
+        self.write_rebuild_footer();
     }
 
     /// Closes the retired segments whose stripes in flight are all persisted: their zones
@@ -240,8 +288,22 @@ impl Engine {
             ready: BTreeMap::new(),
             writes_in_flight: 0,
             footer: vec![empty_entry; (layout.stripes * layout.chunk_blocks) as usize],
+            footer_next: 0,
+            checks_pending: 0,
+            check_failed: false,
         });
+        if rebuild.resuming {
+            self.current().step = Step::Checking;
+            return self.check_rebuilt_zone(zone);
+        }
         tracing::debug!(drive, zone, "rebuilding a segment");
+        self.reset_rebuilt_zone(zone);
+    }
+
+    /// Resets the new drive's zone of the segment, the rebuild's first step on it.
+    fn reset_rebuilt_zone(&mut self, zone: u32) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        self.current().step = Step::Resetting;
         let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
         self.rebuild_command(zone, drive, RebuildOp::Reset, Command::ManageZone { action: ZoneAction::Reset, target });
     }
@@ -327,9 +389,16 @@ impl Engine {
                 return;
             }
             let (zone, position) = (z.zone, z.next_write);
-            let Some((data, metadata)) = z.ready.remove(&position) else { break };
-            z.next_write += 1;
+            if !z.ready.contains_key(&position) {
+                break;
+            }
             let layout = self.seg(zone).layout;
+            if !self.rebuild_pace.take(layout.chunk_blocks * self.block_bytes() as u64, self.now_ns) {
+                break;
+            }
+            let z = self.current();
+            let (data, metadata) = z.ready.remove(&position).expect("ready");
+            z.next_write += 1;
             let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + position * layout.chunk_blocks;
             self.rebuild_write(zone, drive, layout.chunk_blocks, lba, data, metadata);
         }
@@ -340,15 +409,35 @@ impl Engine {
             return;
         }
         self.current().step = Step::Footer;
-        let sequence = self.seg(zone).sequence;
+    }
+
+    /// Writes the footer from the reconstructed metadata, piece by piece, once every
+    /// chunk's write went out.
+    fn write_rebuild_footer(&mut self) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let z = self.current();
+        if z.step != Step::Footer {
+            return;
+        }
+        let zone = z.zone;
+        let (layout, sequence) = (self.seg(zone).layout, self.seg(zone).sequence);
         let footer = std::mem::take(&mut self.current().footer);
-        let mut first = 0;
-        while first < layout.footer_blocks {
+        let max_blocks = u64::from(self.geometry.max_transfer_blocks);
+        loop {
+            let first = self.current().footer_next;
+            if first >= layout.footer_blocks {
+                break;
+            }
+            let piece_bytes = (layout.footer_blocks - first).min(max_blocks) * self.block_bytes() as u64;
+            if !self.rebuild_pace.take(piece_bytes, self.now_ns) {
+                break;
+            }
             let (blocks, data, metadata) = self.footer_piece(sequence, drive, first, layout.footer_blocks, &footer);
             let lba = self.geometry.zone_start_lba(zone) + layout.footer_start_blocks() + first;
             self.rebuild_write(zone, drive, blocks, lba, data, metadata);
-            first += blocks;
+            self.current().footer_next = first + blocks;
         }
+        self.current().footer = footer;
     }
 
     fn rebuild_write(&mut self, zone: u32, drive: usize, blocks: u64, lba: u64, data: Vec<u8>, metadata: Vec<u8>) {
@@ -361,6 +450,11 @@ impl Engine {
     /// A rebuild command completed.
     pub(super) fn rebuild_done(&mut self, drive: usize, zone: u32, op: RebuildOp, completion: Completion) {
         self.seg_mut(zone).commands_in_flight -= 1;
+        if let RebuildOp::Check { footer_first } = op {
+            // What the new drive holds is checked, never trusted: a failed read is a zone
+            // to rebuild, not a failed drive.
+            return self.zone_check_done(zone, footer_first, completion);
+        }
         let target = self.drive_rebuild.as_ref().map(|r| r.drive);
         if matches!(op, RebuildOp::Write { .. }) {
             self.zone_write_done(drive, zone);
@@ -418,14 +512,16 @@ impl Engine {
             RebuildOp::Write { blocks } => {
                 self.current().writes_in_flight -= 1;
                 self.drive_rebuild.as_mut().expect("a rebuild").blocks_written += blocks;
+                let footer_blocks = self.seg(zone).layout.footer_blocks;
                 let z = self.current();
-                if z.step == Step::Footer && z.writes_in_flight == 0 {
+                if z.step == Step::Footer && z.writes_in_flight == 0 && z.footer_next >= footer_blocks {
                     z.step = Step::Finishing;
                     let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
                     let command = Command::ManageZone { action: ZoneAction::Finish, target };
                     self.rebuild_command(zone, drive, RebuildOp::Finish, command);
                 }
             }
+            RebuildOp::Check { .. } => unreachable!("handled above"),
             RebuildOp::Finish => {
                 self.seg_mut(zone).absent = None;
                 let r = self.drive_rebuild.as_mut().expect("a rebuild");

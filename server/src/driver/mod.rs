@@ -75,10 +75,12 @@ pub enum Message {
         done: Sender<Result<FailOutcome>>,
     },
     /// Put `device` (every zone of it reset) in failed drive `drive`'s place and rebuild
-    /// the drive onto it (`replace`).
+    /// the drive onto it (`replace`); with `rebuild_rate_bytes_per_s`, the rebuild rate
+    /// limit is set to it first (0: unlimited), and left as it was if the replace fails.
     ReplaceDrive {
         drive: usize,
         device: ReservedZones<Drive>,
+        rebuild_rate_bytes_per_s: Option<u64>,
         done: Sender<Result<()>>,
     },
     /// Start a scrub, or change the running one's rate (`zapraid scrub`).
@@ -89,6 +91,12 @@ pub enum Message {
     /// Be told (a `()`, dropped if one waits already) of every superblock generation the
     /// thread records: a drive failed, a rebuild started or ended (`spare_pool::watch`).
     WatchGenerations(Sender<()>),
+    /// Limit rebuilds (the running one and later ones) to writing so many bytes per second
+    /// to the new drive (0: unlimited); answers the limit now in force.
+    SetRebuildRate {
+        rate_bytes_per_s: u64,
+        done: Sender<Option<u64>>,
+    },
     /// Clean stop: finish what was sent, write the stop footer, end the thread.
     Stop,
 }
@@ -398,8 +406,13 @@ impl EngineLoop {
                 }
                 let _ = done.send(result);
             }
-            Message::ReplaceDrive { drive, device, done } => {
-                let _ = done.send(self.replace_drive(drive, device));
+            Message::ReplaceDrive { drive, device, rebuild_rate_bytes_per_s, done } => {
+                let _ = done.send(self.replace_drive(drive, device, rebuild_rate_bytes_per_s));
+            }
+            Message::SetRebuildRate { rate_bytes_per_s, done } => {
+                self.engine.set_rebuild_rate(Some(rate_bytes_per_s).filter(|r| *r > 0));
+                tracing::warn!(rate_bytes_per_s, "rebuild rate limit set (0: unlimited)");
+                let _ = done.send(self.engine.rebuild_rate_bytes_per_s());
             }
             Message::Scrub { request, done } => {
                 let _ = done.send(self.scrub(request));
