@@ -1,0 +1,1 @@
+//! Replay (placeholder being written).
