@@ -286,25 +286,24 @@ impl Simulator {
         [next_drive, self.engine.next_timer_ns(), next_delayed].into_iter().flatten().min()
     }
 
-    /// Runs every event due by `t_ns`, then moves the clock to `t_ns` (if it is later than
-    /// now): for issuing requests at given times (trace replay in open loop). Nothing
-    /// due by `t_ns` is left undelivered.
-    pub fn advance_to(&mut self, t_ns: u64) {
-        loop {
-            if self.deliver_completions() {
-                continue;
-            }
-            match self.next_event_ns() {
-                Some(next) if next <= t_ns => {
-                    self.step();
-                }
-                _ => break,
-            }
+    /// Runs one step if anything is due by `t_ns` (a completion ready, a drive completion,
+    /// timer or held-back command at or before `t_ns`) and returns true; else moves the
+    /// clock to `t_ns` (if later than now) and returns false. For issuing requests at given
+    /// times (trace replay in open loop), taking the responses of each step at its time.
+    pub fn step_until(&mut self, t_ns: u64) -> bool {
+        if self.deliver_completions() {
+            return true;
         }
-        if t_ns > self.now_ns {
-            self.now_ns = t_ns;
-            for drive in &mut self.drives {
-                drive.advance_to(t_ns);
+        match self.next_event_ns() {
+            Some(next) if next <= t_ns => self.step(),
+            _ => {
+                if t_ns > self.now_ns {
+                    self.now_ns = t_ns;
+                    for drive in &mut self.drives {
+                        drive.advance_to(t_ns);
+                    }
+                }
+                false
             }
         }
     }
