@@ -12,8 +12,8 @@
 use std::time::{Duration, Instant};
 
 mod common;
-use common::world::World;
 use common::serial;
+use common::world::World;
 
 /// Replaces drive `drive` of the running array by a new drive file `name`, waits for
 /// the rebuild, stops the array; the new file is the drive from then on.

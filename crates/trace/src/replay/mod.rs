@@ -69,6 +69,9 @@ pub struct Report {
     pub map: MapStats,
     /// Reads of the trace left out (`writes_only`).
     pub reads_dropped: u64,
+    /// Reads of blocks none of which had been written: the engine answers them with zeros
+    /// from its mapping table, without drive I/O (so they are fast).
+    pub reads_unwritten: u64,
     /// Open loop: requests issued after they were due (the in-flight cap was reached).
     pub issued_late: u64,
     /// Open loop: requests whose trace time is before the previous request's.
@@ -163,6 +166,7 @@ pub fn replay(
     let start_ns = sim.now_ns();
     let mut r = Replayer { sim, in_flight: HashMap::new(), recorder: Recorder::new(start_ns) };
     let (mut map_stats, mut reads_dropped, mut issued_late, mut out_of_order) = (MapStats::default(), 0, 0, 0);
+    let mut reads_unwritten = 0;
     let (mut issued, mut reads, mut writes, mut user_blocks) = (0u64, 0u64, 0u64, 0u64);
     let (mut first_trace_ns, mut last_trace_ns, mut last_due_ns) = (None, 0u64, start_ns);
     for record in records {
@@ -203,6 +207,9 @@ pub fn replay(
         let request = match record.op {
             Op::Read => {
                 reads += 1;
+                if (lba..lba + blocks).all(|b| r.sim.engine.locate(b).is_none()) {
+                    reads_unwritten += 1;
+                }
                 Request::Read { lba, blocks }
             }
             Op::Write => {
@@ -253,6 +260,7 @@ pub fn replay(
         write_latency: r.recorder.write_latency(),
         map: map_stats,
         reads_dropped,
+        reads_unwritten,
         issued_late,
         out_of_order,
         gc,
