@@ -11,7 +11,10 @@ use zapraid_zns::{Geometry, TimingParams};
 const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/alibaba2020_sample.csv");
 
 fn simulator() -> Simulator {
-    let geometry = Geometry::small(16, 4096, 4096);
+    simulator_of(Geometry::small(16, 4096, 4096))
+}
+
+fn simulator_of(geometry: Geometry) -> Simulator {
     let mut config = Config {
         level: RaidLevel::Raid5 { drives: 4 },
         mode: Mode::ZapRaid { group_size: 256 },
@@ -100,7 +103,7 @@ fn a_read_only_trace_with_writes_only_is_an_error() {
 /// amplification is counted.
 #[test]
 fn overwrites_show_garbage_collection() {
-    let mut sim = simulator();
+    let mut sim = simulator_of(Geometry::small(16, 1024, 1024));
     let blocks = sim.engine.logical_blocks();
     let mut text = String::new();
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
