@@ -150,9 +150,9 @@ fn generate_alibaba_gz(path: &Path, lines: u64) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let op = if x % 3 == 0 { 'R' } else { 'W' };
+        let op = if x.is_multiple_of(3) { 'R' } else { 'W' };
         let length = 4096 * (1 + (x >> 8) % 8);
-        let offset = ((x >> 16) % (1 << 24)) * 4096 + if x % 97 == 0 { 512 } else { 0 };
+        let offset = ((x >> 16) % (1 << 24)) * 4096 + if x.is_multiple_of(97) { 512 } else { 0 };
         writeln!(gz, "{},{op},{offset},{length},{}", i % GENERATED_VOLUMES, 1_577_808_000_000_000 + i * 10).unwrap();
     }
     gz.into_inner().map_err(|e| e.into_error()).unwrap().finish().unwrap().flush().unwrap();
