@@ -302,6 +302,26 @@ fn to_json(c: &Context_, r: &Report) -> Value {
     })
 }
 
+/// A virtual duration in the unit that keeps it readable.
+fn duration_text(ns: u64) -> String {
+    match ns {
+        0..1_000_000 => format!("{:.1} us", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.3} ms", ns as f64 / 1e6),
+        _ => format!("{:.3} s", ns as f64 / 1e9),
+    }
+}
+
+/// A rate with as many decimals as it needs to show more than zero.
+fn rate_text(rate: f64) -> String {
+    if rate >= 100.0 {
+        format!("{rate:.0}")
+    } else if rate >= 0.1 {
+        format!("{rate:.1}")
+    } else {
+        format!("{rate:.4}")
+    }
+}
+
 fn latency_line(name: &str, l: &LatencySummary) -> String {
     format!(
         "{name:<7} {:>10} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
@@ -346,16 +366,16 @@ fn print_text(c: &Context_, r: &Report) {
         m.clipped
     );
     println!(
-        "\n{} requests ({} reads of {}, {} writes of {}{}) in {:.3} s of virtual time: {:.0} IOPS, {:.1} MiB/s",
+        "\n{} requests ({} reads of {}, {} writes of {}{}) in {} of virtual time: {} IOPS, {} MiB/s",
         r.requests,
         r.reads,
         format_bytes(r.read_bytes),
         r.writes,
         format_bytes(r.write_bytes),
         if r.reads_dropped > 0 { format!("; {} reads left out", r.reads_dropped) } else { String::new() },
-        r.elapsed_s(),
-        r.iops(),
-        r.mib_per_s()
+        duration_text(r.elapsed_ns),
+        rate_text(r.iops()),
+        rate_text(r.mib_per_s())
     );
     if r.reads_unwritten > 0 {
         println!(
