@@ -6,6 +6,7 @@ mod device;
 mod emu;
 mod hybrid;
 mod replace;
+mod replay;
 mod report;
 mod scrub;
 mod selftest;
@@ -22,8 +23,9 @@ use clap::{Parser, Subcommand};
 ///
 /// Arrays live on NVMe ZNS drives or emulated drive files: `format`, then `start` (the
 /// block device /dev/ublkbN), `status`, `fail`, `replace`, `scrub`, `stop`; hot spares with
-/// `format --spare` and `add-spare`. `emu`, `device`, `simulate` and `bench` work with
-/// drives and the engine directly. Not built yet: L2P offload, trace replay.
+/// `format --spare` and `add-spare`. `emu`, `device`, `simulate`, `replay` and `bench` work
+/// with drives and the engine directly. Not built yet: L2P offload, trace replay onto a
+/// running array or drive files (`replay` runs in the simulator).
 #[derive(Parser)]
 #[command(name = "zapraid", version, propagate_version = true)]
 struct Cli {
@@ -101,6 +103,13 @@ enum Top {
     /// Drive the RAID engine over emulated in-memory drives in the deterministic
     /// simulator: write, verify, fail drives, read degraded and verify.
     Simulate(simulate::SimulateArgs),
+    /// Replay a block I/O trace (Alibaba 2020, Tencent CBS 2018, MSR Cambridge, fio iolog;
+    /// plain or .gz, streamed) against an array in the deterministic simulator (virtual
+    /// time, ZN540 timing): throughput, IOPS, latency percentiles, read/write split,
+    /// garbage collection, timeline; --json. Closed loop (--queue-depth) or open loop at
+    /// the trace's times (--speed). The simulator is the only target yet: replay onto a
+    /// running array's /dev/ublkbN or onto drive files is not built yet.
+    Replay(replay::ReplayArgs),
 }
 
 /// What is logged when RUST_LOG is not set.
@@ -136,6 +145,7 @@ fn main() {
         Top::Device(command) => device::run(command),
         Top::Bench(args) => bench::run(args),
         Top::Simulate(args) => simulate::run(args),
+        Top::Replay(args) => replay::run(args),
     };
     if let Err(error) = result {
         // A closed pipe (`zapraid emu info | head`) is the reader's choice, not a failure.

@@ -267,23 +267,10 @@ impl Simulator {
     /// Runs one step: delivers what is due now, else jumps to the next event. Returns
     /// false when nothing is left to happen.
     pub fn step(&mut self) -> bool {
-        let mut completions: Vec<(usize, Completion)> = Vec::new();
-        let mut out = Vec::new();
-        for (i, drive) in self.drives.iter_mut().enumerate() {
-            out.clear();
-            drive.reap(&mut out);
-            completions.extend(out.drain(..).map(|c| (i, c)));
-        }
-        if !completions.is_empty() {
-            for (drive, completion) in completions {
-                self.engine.on_completion(drive, completion, self.now_ns);
-                self.dispatch();
-            }
+        if self.deliver_completions() {
             return true;
         }
-        let next_drive = self.drives.iter().filter_map(EmulatedDrive::next_event_ns).min();
-        let next_delayed = self.delayed.keys().next().map(|(at, _)| *at);
-        let Some(next) = [next_drive, self.engine.next_timer_ns(), next_delayed].into_iter().flatten().min() else {
+        let Some(next) = self.next_event_ns() else {
             return false;
         };
         self.now_ns = self.now_ns.max(next);
@@ -301,6 +288,53 @@ impl Simulator {
         self.engine.tick(self.now_ns);
         self.dispatch();
         true
+    }
+
+    /// Hands the engine every completion the drives have ready; whether there was any.
+    fn deliver_completions(&mut self) -> bool {
+        let mut completions: Vec<(usize, Completion)> = Vec::new();
+        let mut out = Vec::new();
+        for (i, drive) in self.drives.iter_mut().enumerate() {
+            out.clear();
+            drive.reap(&mut out);
+            completions.extend(out.drain(..).map(|c| (i, c)));
+        }
+        let any = !completions.is_empty();
+        for (drive, completion) in completions {
+            self.engine.on_completion(drive, completion, self.now_ns);
+            self.dispatch();
+        }
+        any
+    }
+
+    /// When the next drive completion, engine timer or held-back command is due, if any
+    /// (completions already due and not yet delivered are not counted: `step` delivers them).
+    pub fn next_event_ns(&self) -> Option<u64> {
+        let next_drive = self.drives.iter().filter_map(EmulatedDrive::next_event_ns).min();
+        let next_delayed = self.delayed.keys().next().map(|(at, _)| *at);
+        [next_drive, self.engine.next_timer_ns(), next_delayed].into_iter().flatten().min()
+    }
+
+    /// Runs one step if anything is due by `t_ns` (a completion ready, a drive completion,
+    /// timer or held-back command at or before `t_ns`) and returns true; else moves the
+    /// clock to `t_ns` (if later than now) and returns false. For issuing requests at given
+    /// times (trace replay in open loop), taking the responses of each step at its time.
+    pub fn step_until(&mut self, t_ns: u64) -> bool {
+        if self.deliver_completions() {
+            return true;
+        }
+        match self.next_event_ns() {
+            Some(next) if next <= t_ns => self.step(),
+            _ => {
+                if t_ns > self.now_ns {
+                    self.now_ns = t_ns;
+                    for drive in &mut self.drives {
+                        drive.advance_to(t_ns);
+                    }
+                }
+                false
+            }
+        }
     }
 
     /// Runs until nothing is left to happen; returns the responses produced.

@@ -1,0 +1,110 @@
+//! Where a trace request lands in the array: byte ranges widened to whole blocks, then
+//! mapped into the array's logical blocks by wrapping (modulo the array) or scaling (the
+//! trace's address span onto the array). Every change to a request is counted.
+//! Invariant: a mapped request lies wholly inside the array and has at least one block.
+
+/// How trace addresses beyond the array are brought into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapMode {
+    /// Block address modulo the array's blocks.
+    Wrap,
+    /// Block address times array blocks over the trace's span (the end of its furthest
+    /// request, found by a first pass over the trace).
+    Scale { span_bytes: u64 },
+}
+
+/// Counts of what mapping did to requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapStats {
+    /// Requests not aligned to blocks at start or end, widened to whole blocks.
+    pub widened: u64,
+    /// Requests starting beyond the array, wrapped into it (`Wrap`).
+    pub wrapped: u64,
+    /// Requests that would have run past the array's end, moved back to end at it.
+    pub moved_from_end: u64,
+    /// Requests longer than the whole array, cut to its size.
+    pub clipped: u64,
+}
+
+/// A request's place in the array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapped {
+    pub lba: u64,
+    pub blocks: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct AddressMap {
+    mode: MapMode,
+    array_blocks: u64,
+    block_bytes: u64,
+}
+
+impl AddressMap {
+    /// A map into an array of `array_blocks` (> 0) blocks of `block_bytes` (> 0).
+    pub fn new(mode: MapMode, array_blocks: u64, block_bytes: u64) -> Self {
+        AddressMap { mode, array_blocks: array_blocks.max(1), block_bytes: block_bytes.max(1) }
+    }
+
+    /// Maps `length_bytes` (> 0) at `offset_bytes`, counting what was changed in `stats`.
+    pub fn map(&self, offset_bytes: u64, length_bytes: u64, stats: &mut MapStats) -> Mapped {
+        let bb = self.block_bytes;
+        let end_bytes = offset_bytes.saturating_add(length_bytes.max(1));
+        if !offset_bytes.is_multiple_of(bb) || !end_bytes.is_multiple_of(bb) {
+            stats.widened += 1;
+        }
+        let first = offset_bytes / bb;
+        let mut blocks = end_bytes.div_ceil(bb) - first;
+        if blocks > self.array_blocks {
+            stats.clipped += 1;
+            blocks = self.array_blocks;
+        }
+        let mut lba = match self.mode {
+            MapMode::Wrap => {
+                if first >= self.array_blocks {
+                    stats.wrapped += 1;
+                }
+                first % self.array_blocks
+            }
+            MapMode::Scale { span_bytes } => {
+                let span_blocks = span_bytes.div_ceil(bb).max(1);
+                (u128::from(first) * u128::from(self.array_blocks) / u128::from(span_blocks)) as u64
+            }
+        };
+        if lba + blocks > self.array_blocks {
+            stats.moved_from_end += 1;
+            lba = self.array_blocks - blocks;
+        }
+        Mapped { lba, blocks }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widens_wraps_and_moves() {
+        let map = AddressMap::new(MapMode::Wrap, 100, 4096);
+        let mut s = MapStats::default();
+        assert_eq!(map.map(4096, 8192, &mut s), Mapped { lba: 1, blocks: 2 });
+        assert_eq!(s, MapStats::default());
+        assert_eq!(map.map(4095, 2, &mut s), Mapped { lba: 0, blocks: 2 });
+        assert_eq!(s.widened, 1);
+        assert_eq!(map.map(4096 * 105, 4096, &mut s), Mapped { lba: 5, blocks: 1 });
+        assert_eq!(s.wrapped, 1);
+        assert_eq!(map.map(4096 * 99, 4096 * 3, &mut s), Mapped { lba: 97, blocks: 3 });
+        assert_eq!(s.moved_from_end, 1);
+        assert_eq!(map.map(0, 4096 * 1000, &mut s), Mapped { lba: 0, blocks: 100 });
+        assert_eq!(s.clipped, 1);
+    }
+
+    #[test]
+    fn scales_the_span_onto_the_array() {
+        let map = AddressMap::new(MapMode::Scale { span_bytes: 4096 * 1000 }, 100, 4096);
+        let mut s = MapStats::default();
+        assert_eq!(map.map(4096 * 500, 4096, &mut s).lba, 50);
+        assert_eq!(map.map(4096 * 999, 4096, &mut s).lba, 99);
+        assert_eq!(s, MapStats::default());
+    }
+}
