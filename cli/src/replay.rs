@@ -190,6 +190,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
+        bar.set_message("0 requests");
         Some(bar)
     } else {
         None
