@@ -157,7 +157,7 @@ impl TraceReader {
     /// Opens a trace file, gzip-compressed if its name ends in `.gz` or it starts with
     /// the gzip magic.
     pub fn open(path: &Path, options: ReadOptions) -> Result<Self> {
-        let open_error = |source| TraceError::Open { path: path.to_path_buf(), source };
+        let open_error = |error| TraceError::Open { path: path.to_path_buf(), error };
         let file = File::open(path).map_err(open_error)?;
         let file_bytes = file.metadata().map_err(open_error)?.len();
         let bytes_read = Arc::new(AtomicU64::new(0));
@@ -240,7 +240,7 @@ impl TraceReader {
     fn read_line(&mut self) -> Result<Option<RawLine>> {
         self.buffer.clear();
         let line = self.line_number + 1;
-        let n = self.input.read_until(b'\n', &mut self.buffer).map_err(|source| TraceError::Read { line, source })?;
+        let n = self.input.read_until(b'\n', &mut self.buffer).map_err(|error| TraceError::Read { line, error })?;
         if n == 0 {
             return Ok(None);
         }
