@@ -190,6 +190,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
+        bar.set_message("0 requests");
         Some(bar)
     } else {
         None
@@ -355,7 +356,7 @@ fn print_text(c: &Context_, r: &Report) {
     );
     let m = &r.map;
     println!(
-        "mapping ({}): {} requests widened to whole blocks, {} wrapped, {} moved back from the array's end, {} cut to the array's size",
+        "mapping ({}): {} requests widened to whole blocks, {} wrapped, {} moved back from the array's end, {} cut to the array's size or 8 MiB",
         match c.args.map {
             Map::Wrap => "wrap",
             Map::Scale => "scale",

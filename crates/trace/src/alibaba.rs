@@ -7,7 +7,7 @@ use crate::record::{fields, number, request, scaled, LineResult, Op};
 const SHAPE: &str = "device_id,opcode,offset,length,timestamp";
 
 pub fn parse(line: &str) -> LineResult {
-    let f = fields(line, 5, SHAPE)?;
+    let f: [&str; 5] = fields(line, SHAPE)?;
     let device = number(f[0], "device id")?;
     let op = match f[1] {
         "R" | "r" => Op::Read,

@@ -9,10 +9,12 @@ pub const CONTENT_CHARS_SHOWN: usize = 160;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("cannot open {}: {source}", path.display())]
-    Open { path: PathBuf, source: std::io::Error },
-    #[error("reading line {line}: {source}")]
-    Read { line: u64, source: std::io::Error },
+    // The I/O errors are shown in the message, not chained as sources, so that a chain
+    // printed whole (`{:#}`) does not say them twice.
+    #[error("cannot open {}: {error}", path.display())]
+    Open { path: PathBuf, error: std::io::Error },
+    #[error("reading line {line}: {error}")]
+    Read { line: u64, error: std::io::Error },
     #[error("line {line}: {reason}: {content:?}")]
     Malformed { line: u64, reason: String, content: String },
     #[error(
@@ -27,9 +29,15 @@ pub enum TraceError {
     #[error("invalid replay setting: {0}")]
     Setting(String),
     #[error("the engine failed: {0}")]
-    Engine(#[from] zapraid_engine::Error),
+    Engine(zapraid_engine::Error),
     #[error("the simulation stalled with {in_flight} requests in flight")]
     Stalled { in_flight: u64 },
+}
+
+impl From<zapraid_engine::Error> for TraceError {
+    fn from(error: zapraid_engine::Error) -> Self {
+        TraceError::Engine(error)
+    }
 }
 
 impl TraceError {

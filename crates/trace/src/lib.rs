@@ -129,11 +129,19 @@ impl<R: Read> Read for Counting<R> {
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 const READ_BUFFER_BYTES: usize = 1 << 20;
 
+/// One line as read: its number (from 1), its text without the line ending (lossy if it
+/// was not UTF-8), and whether it was UTF-8.
+struct RawLine {
+    number: u64,
+    text: String,
+    utf8: bool,
+}
+
 /// A streaming reader of one trace: an iterator of its requests.
 pub struct TraceReader {
     input: Box<dyn BufRead>,
     /// Lines read for detection, handed out before the rest.
-    pending: VecDeque<(u64, String)>,
+    pending: VecDeque<RawLine>,
     line_number: u64,
     parser: Parser,
     format: Format,
@@ -149,7 +157,7 @@ impl TraceReader {
     /// Opens a trace file, gzip-compressed if its name ends in `.gz` or it starts with
     /// the gzip magic.
     pub fn open(path: &Path, options: ReadOptions) -> Result<Self> {
-        let open_error = |source| TraceError::Open { path: path.to_path_buf(), source };
+        let open_error = |error| TraceError::Open { path: path.to_path_buf(), error };
         let file = File::open(path).map_err(open_error)?;
         let file_bytes = file.metadata().map_err(open_error)?.len();
         let bytes_read = Arc::new(AtomicU64::new(0));
@@ -192,10 +200,10 @@ impl TraceReader {
                 while sample.len() < detect::DETECT_LINES {
                     match reader.read_line()? {
                         Some(line) => {
-                            reader.pending.push_back(line.clone());
-                            if !line.1.trim().is_empty() {
-                                sample.push(line);
+                            if !line.text.trim().is_empty() {
+                                sample.push((line.number, line.text.clone()));
                             }
+                            reader.pending.push_back(line);
                         }
                         None => break,
                     }
@@ -229,10 +237,10 @@ impl TraceReader {
     }
 
     /// The next line from the file with its number, without its line ending.
-    fn read_line(&mut self) -> Result<Option<(u64, String)>> {
+    fn read_line(&mut self) -> Result<Option<RawLine>> {
         self.buffer.clear();
         let line = self.line_number + 1;
-        let n = self.input.read_until(b'\n', &mut self.buffer).map_err(|source| TraceError::Read { line, source })?;
+        let n = self.input.read_until(b'\n', &mut self.buffer).map_err(|error| TraceError::Read { line, error })?;
         if n == 0 {
             return Ok(None);
         }
@@ -240,12 +248,12 @@ impl TraceReader {
         while self.buffer.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
             self.buffer.pop();
         }
-        let text = match std::str::from_utf8(&self.buffer) {
-            Ok(text) => text.to_string(),
-            // Kept (lossily) for the error message; the parser rejects it below.
-            Err(_) => format!("\u{0}{}", String::from_utf8_lossy(&self.buffer)),
+        let (text, utf8) = match std::str::from_utf8(&self.buffer) {
+            Ok(text) => (text.to_string(), true),
+            // Kept (lossily) for the error message; `next_record` rejects the line.
+            Err(_) => (String::from_utf8_lossy(&self.buffer).into_owned(), false),
         };
-        Ok(Some((line, text)))
+        Ok(Some(RawLine { number: line, text, utf8 }))
     }
 
     fn next_record(&mut self) -> Result<Option<TraceRecord>> {
@@ -254,7 +262,7 @@ impl TraceReader {
                 Some(line) => Some(line),
                 None => self.read_line()?,
             };
-            let Some((number, line)) = next else {
+            let Some(RawLine { number, text: line, utf8 }) = next else {
                 if self.stats.records == 0 {
                     let s = &self.stats;
                     return Err(TraceError::Empty {
@@ -267,10 +275,12 @@ impl TraceReader {
                 return Ok(None);
             };
             self.stats.lines += 1;
-            let parsed = match line.strip_prefix('\u{0}') {
-                Some(_) => Err("the line is not text (invalid UTF-8)".to_string()),
-                None if line.trim().is_empty() => Ok(Line::Ignored),
-                None => self.parser.parse(&line),
+            let parsed = if !utf8 {
+                Err("the line is not text (invalid UTF-8)".to_string())
+            } else if line.trim().is_empty() {
+                Ok(Line::Ignored)
+            } else {
+                self.parser.parse(&line)
             };
             match parsed {
                 Ok(Line::Request { record, volume }) => {
@@ -284,7 +294,7 @@ impl TraceReader {
                 Ok(Line::NonData) => self.stats.non_data += 1,
                 Ok(Line::Ignored) => {}
                 Err(reason) => {
-                    let error = TraceError::malformed(number, reason, line.trim_start_matches('\u{0}'));
+                    let error = TraceError::malformed(number, reason, &line);
                     if !self.options.skip_bad {
                         return Err(error);
                     }

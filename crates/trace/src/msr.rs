@@ -9,7 +9,7 @@ const SHAPE: &str = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime
 const NS_PER_FILETIME_TICK: u64 = 100;
 
 pub fn parse(line: &str) -> LineResult {
-    let f = fields(line, 7, SHAPE)?;
+    let f: [&str; 7] = fields(line, SHAPE)?;
     let ticks = number(f[0], "timestamp")?;
     if f[1].is_empty() {
         return Err("hostname is empty".into());

@@ -49,13 +49,21 @@ pub(crate) fn scaled(value: u64, scale: u64, what: &str) -> std::result::Result<
     value.checked_mul(scale).ok_or_else(|| format!("{what} {value} is too large"))
 }
 
-/// Splits a CSV line and checks its field count.
-pub(crate) fn fields<'a>(line: &'a str, expected: usize, shape: &str) -> std::result::Result<Vec<&'a str>, String> {
-    let fields: Vec<&str> = line.split(',').map(str::trim).collect();
-    if fields.len() != expected {
-        return Err(format!("expected {expected} comma-separated fields ({shape}), found {}", fields.len()));
+/// Splits a CSV line into its `N` fields (trimmed), or says how many it has instead.
+/// Allocates nothing: traces have billions of lines.
+pub(crate) fn fields<'a, const N: usize>(line: &'a str, shape: &str) -> std::result::Result<[&'a str; N], String> {
+    let mut out = [""; N];
+    let mut count = 0;
+    for field in line.split(',') {
+        if let Some(slot) = out.get_mut(count) {
+            *slot = field.trim();
+        }
+        count += 1;
     }
-    Ok(fields)
+    if count != N {
+        return Err(format!("expected {N} comma-separated fields ({shape}), found {count}"));
+    }
+    Ok(out)
 }
 
 /// A request of nonzero length.

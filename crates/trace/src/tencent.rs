@@ -8,7 +8,7 @@ const SHAPE: &str = "timestamp,offset,size,type,volume";
 pub const SECTOR_BYTES: u64 = 512;
 
 pub fn parse(line: &str) -> LineResult {
-    let f = fields(line, 5, SHAPE)?;
+    let f: [&str; 5] = fields(line, SHAPE)?;
     let timestamp_s = number(f[0], "timestamp")?;
     let offset = number(f[1], "offset")?;
     let size = number(f[2], "size")?;

@@ -137,3 +137,14 @@ fn invalid_utf8_is_a_bad_line() {
     let error = read_all(&path, named).unwrap_err().to_string();
     assert!(error.starts_with("line 2: the line is not text"), "{error}");
 }
+
+#[test]
+fn missing_and_corrupt_files_are_errors() {
+    let error = TraceReader::open(Path::new("/nonexistent/trace.csv"), ReadOptions::default()).err().unwrap();
+    assert!(error.to_string().starts_with("cannot open /nonexistent/trace.csv: "), "{error}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("corrupt.csv.gz");
+    std::fs::write(&path, b"\x1f\x8b not really gzip").unwrap();
+    let error = TraceReader::open(&path, ReadOptions::default()).err().unwrap();
+    assert!(error.to_string().starts_with("reading line 1: "), "{error}");
+}

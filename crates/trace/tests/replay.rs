@@ -120,3 +120,15 @@ fn overwrites_show_garbage_collection() {
     assert!(report.gc.segments_reclaimed > 0, "{:?}", report.gc);
     assert!(report.gc.write_amplification > 1.0, "{:?}", report.gc);
 }
+
+/// A trace that would run past what the virtual clock holds at the speed asked is an
+/// error, not an overflow.
+#[test]
+fn a_speed_too_slow_for_the_clock_is_an_error() {
+    let mut sim = simulator();
+    let text = "0,W,0,4096,1\n0,W,0,4096,18000000000000000\n".to_string();
+    let reader = TraceReader::from_reader(std::io::Cursor::new(text), ReadOptions::default()).unwrap();
+    let slow = ReplayConfig { pacing: Pacing::Open { speed: 0.001, max_in_flight: 4 }, ..CLOSED };
+    let error = replay(&mut sim, reader, &slow, &mut |_| {}).unwrap_err();
+    assert!(error.to_string().contains("raise --speed"), "{error}");
+}

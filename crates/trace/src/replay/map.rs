@@ -3,6 +3,10 @@
 //! trace's address span onto the array). Every change to a request is counted.
 //! Invariant: a mapped request lies wholly inside the array and has at least one block.
 
+/// The largest request replayed: longer ones are cut to it (and counted), so that one
+/// absurd length in a trace cannot make the replay allocate gigabytes.
+pub const MAX_REQUEST_BYTES: u64 = 8 << 20;
+
 /// How trace addresses beyond the array are brought into it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MapMode {
@@ -22,7 +26,7 @@ pub struct MapStats {
     pub wrapped: u64,
     /// Requests that would have run past the array's end, moved back to end at it.
     pub moved_from_end: u64,
-    /// Requests longer than the whole array, cut to its size.
+    /// Requests longer than the whole array or than `MAX_REQUEST_BYTES`, cut to that.
     pub clipped: u64,
 }
 
@@ -55,9 +59,10 @@ impl AddressMap {
         }
         let first = offset_bytes / bb;
         let mut blocks = end_bytes.div_ceil(bb) - first;
-        if blocks > self.array_blocks {
+        let most = self.array_blocks.min((MAX_REQUEST_BYTES / bb).max(1));
+        if blocks > most {
             stats.clipped += 1;
-            blocks = self.array_blocks;
+            blocks = most;
         }
         let mut lba = match self.mode {
             MapMode::Wrap => {
@@ -97,6 +102,9 @@ mod tests {
         assert_eq!(s.moved_from_end, 1);
         assert_eq!(map.map(0, 4096 * 1000, &mut s), Mapped { lba: 0, blocks: 100 });
         assert_eq!(s.clipped, 1);
+        let large = AddressMap::new(MapMode::Wrap, 1 << 30, 4096);
+        assert_eq!(large.map(0, u64::MAX / 2, &mut s).blocks, MAX_REQUEST_BYTES / 4096);
+        assert_eq!(s.clipped, 2);
     }
 
     #[test]

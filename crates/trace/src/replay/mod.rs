@@ -103,6 +103,10 @@ fn per_second(amount: f64, elapsed_ns: u64) -> f64 {
     }
 }
 
+/// The latest virtual time a request may be due (about 146 years): later, the clock
+/// arithmetic of the simulated drives could overflow.
+pub const MAX_DUE_NS: u64 = 1 << 62;
+
 /// Requests issued between calls of the progress callback.
 pub const PROGRESS_EVERY_REQUESTS: u64 = 1024;
 
@@ -192,6 +196,12 @@ pub fn replay(
                 last_trace_ns = last_trace_ns.max(record.timestamp_ns);
                 let offset_ns = (record.timestamp_ns.saturating_sub(first) as f64 / speed) as u64;
                 let due_ns = start_ns.saturating_add(offset_ns).max(last_due_ns);
+                if due_ns > MAX_DUE_NS {
+                    return Err(TraceError::Setting(format!(
+                        "at speed {speed} the trace runs past {} years of virtual time; raise --speed",
+                        MAX_DUE_NS / 1_000_000_000 / 86_400 / 365
+                    )));
+                }
                 last_due_ns = due_ns;
                 r.wait_below(max_in_flight)?;
                 while r.sim.step_until(due_ns) {
