@@ -173,6 +173,29 @@ fn scrub_finds_and_repairs_every_planted_corruption() {
 }
 
 #[test]
+fn a_scrub_checks_the_open_segment_as_far_as_its_groups_are_done() {
+    let config = config(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }, 1);
+    let (mut sim, expected) = world(config, 13);
+    let open = (0..ZONES)
+        .find(|z| {
+            sim.engine.segment_layout(*z).is_some() && sim.drives[0].zones()[*z as usize].state != ZoneState::Full
+        })
+        .expect("an open segment");
+    let layout = sim.engine.segment_layout(open).unwrap();
+    let position = |offset: u64| (offset - layout.data_start_blocks()) / layout.chunk_blocks;
+    let live: Vec<_> = (0..LOGICAL_BLOCKS).filter_map(|l| sim.engine.locate(l)).filter(|p| p.zone == open).collect();
+    let last_group = live.iter().map(|p| position(p.offset) / layout.group_size).max().expect("live blocks");
+    // A block of a group before the last one written: that group is done.
+    let target = live.iter().find(|p| position(p.offset) / layout.group_size < last_group).expect("a done group");
+    sim.drives[target.drive].corrupt_block(geometry().zone_start_lba(open) + target.offset, 77).unwrap();
+    let report = scrub(&mut sim);
+    assert!(report.blocks_damaged >= 1 && report.blocks_rewritten >= 1, "{report:?}");
+    assert_eq!(report.blocks_unrecoverable, 0, "{report:?}");
+    verify(&mut sim, &expected, 1_000_000, "after scrubbing the open segment");
+    assert_eq!(sim.engine.status().read_blocks_repaired, 0, "no read came across the damage");
+}
+
+#[test]
 fn a_read_that_rebuilt_a_damaged_block_rewrites_it() {
     let config = config(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }, 1);
     let (mut sim, expected) = world(config, 7);

@@ -15,7 +15,7 @@
 //! - `read`: reads, and degraded reads that rebuild a block from its stripe;
 //! - `gc`: garbage collection, relocating the live blocks of a victim segment;
 //! - `rebuild`: a failed drive rebuilt onto a new one, online;
-//! - `scrub`: every sealed segment read and checked, damaged rows' live blocks rewritten,
+//! - `scrub`: every segment read and checked, damaged rows' live blocks rewritten,
 //!   and the rewrite of damaged blocks frontend reads came across;
 //! - `stop`: the clean stop and its stop footers;
 //! - `status`: what the engine reports of itself.

@@ -1,6 +1,7 @@
 //! Scrub and read repair: silent corruption found and moved off before it adds up.
 //!
-//! A scrub walks the sealed segments (those sealed when it started) one at a time. The
+//! A scrub walks the segments holding data when it started one at a time: sealed ones
+//! whole, open ones as far as their groups are done (every stripe of those persisted). The
 //! L2P table says which of a segment's blocks are live; then stripe by stripe (a window
 //! of them in flight) every chunk is read from every drive holding the segment, and each
 //! block is checked: its metadata decodes (checksum of data and metadata), it belongs to
@@ -140,7 +141,8 @@ pub(super) struct Repairs {
 type RowBlock = Option<BlockMetadata>;
 
 impl Engine {
-    /// Starts a scrub of every sealed segment, reading at most `rate_bytes_per_s` (None:
+    /// Starts a scrub of every segment holding data (open ones as far as their groups are
+    /// done), reading at most `rate_bytes_per_s` (None:
     /// as fast as the drives go). Refused while one runs or the array stops.
     pub fn start_scrub(&mut self, rate_bytes_per_s: Option<u64>) -> Result<()> {
         if self.scrub.is_some() {
@@ -150,7 +152,7 @@ impl Engine {
             return Err(Error::Unavailable { reason: "it is stopping".into() });
         }
         let zones: VecDeque<u32> =
-            self.segments.iter().flatten().filter(|s| s.state == SegmentState::Sealed).map(|s| s.zone).collect();
+            self.segments.iter().flatten().filter(|s| s.state != SegmentState::Relocating).map(|s| s.zone).collect();
         tracing::info!(segments = zones.len(), "scrub started");
         self.scrub = Some(Scrub {
             report: ScrubReport { segments_left: zones.len() as u64, ..Default::default() },
@@ -254,10 +256,11 @@ impl Engine {
         self.last_scrub = Some(r);
     }
 
-    /// Takes the next segment: skipped if it is no longer sealed (garbage collection took
-    /// it) or a drive being rebuilt does not hold it yet (its chunks there do not exist).
+    /// Takes the next segment: skipped if garbage collection took it (relocating, or gone)
+    /// or a drive being rebuilt does not hold it yet (its chunks there do not exist).
     fn start_segment_scrub(&mut self, zone: u32) {
-        let usable = self.segment_of_zone(zone).is_some_and(|s| s.state == SegmentState::Sealed && s.absent.is_none());
+        let usable =
+            self.segment_of_zone(zone).is_some_and(|s| s.state != SegmentState::Relocating && s.absent.is_none());
         let scan_drive = (0..self.layout.drives()).find(|d| self.holds(zone, *d));
         let (true, Some(scan_drive)) = (usable, scan_drive) else {
             let s = self.scrub.as_mut().expect("a scrub");
@@ -270,7 +273,13 @@ impl Engine {
                 live.insert((p.drive, p.offset), lba);
             }
         }
-        let end = self.seg(zone).layout.stripes;
+        // An open segment is read only as far as its groups are done: their stripes are all
+        // persisted, and nothing more is written there.
+        let seg = self.seg(zone);
+        let end = match seg.state {
+            SegmentState::Open => (seg.group * seg.layout.group_size).min(seg.layout.stripes),
+            _ => seg.layout.stripes,
+        };
         self.scrub.as_mut().expect("a scrub").current = Some(SegmentScrub {
             zone,
             scan_drive,
