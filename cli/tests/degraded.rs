@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Output;
 
 mod common;
-use common::text;
+use common::{serial, text};
 
 /// Blocks written and verified: several segments' worth on the test drives.
 const BLOCKS: u64 = 1200;
@@ -124,6 +124,7 @@ fn write_and_verify(drives: &[String], write_pass: Option<u64>, read_pass: u64) 
 
 #[test]
 fn a_drive_gone_starts_degraded_only_when_asked_then_without_the_flag() {
+    let _serial = serial();
     let world = World::new("raid5", 4);
     write_and_verify(&world.drives, Some(1), 1);
     world.delete(1);
@@ -168,6 +169,7 @@ fn a_drive_gone_starts_degraded_only_when_asked_then_without_the_flag() {
 
 #[test]
 fn raid6_starts_with_two_drives_gone_not_three() {
+    let _serial = serial();
     let world = World::new("raid6", 5);
     write_and_verify(&world.drives, Some(1), 1);
     world.delete(1);
@@ -200,6 +202,7 @@ fn raid6_starts_with_two_drives_gone_not_three() {
 
 #[test]
 fn a_drive_failed_with_zapraid_fail_may_be_left_out_without_the_flag() {
+    let _serial = serial();
     let world = World::new("raid5", 4);
     write_and_verify(&world.drives, Some(1), 1);
     let out = world.start(&[], &world.drives);
