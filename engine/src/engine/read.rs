@@ -7,7 +7,7 @@
 use zapraid_zns::{Command, Completion};
 
 use crate::error::{Error, Result};
-use crate::format::{BlockKind, BlockMetadata};
+use crate::format::{decode_fields, encode_fields, BlockKind, BlockMetadata};
 use crate::l2p::Physical;
 
 use super::*;
@@ -279,14 +279,12 @@ impl Engine {
             })?;
             let chunk = self.layout.chunk_on(r.stripe_number, drive);
             data_shards[chunk] = Some(data.clone());
-            let mut fields = m.lba.get().to_le_bytes().to_vec();
-            fields.extend_from_slice(&m.timestamp.get().to_le_bytes());
-            field_shards[chunk] = Some(fields);
+            field_shards[chunk] = Some(encode_fields(m.lba.get(), m.timestamp.get()));
         }
         self.codec.reconstruct(&mut data_shards)?;
         self.codec.reconstruct(&mut field_shards)?;
-        let fields = field_shards[r.lost_chunk].as_ref().expect("reconstructed");
-        let lba = u64::from_le_bytes(fields[..8].try_into().expect("8 bytes"));
+        let fields = field_shards[r.lost_chunk].as_deref().expect("reconstructed");
+        let (lba, timestamp) = decode_fields(fields).expect("reconstructed fields are whole");
         if lba != r.lba {
             return Err(Error::Corrupt {
                 drive: 0,
@@ -296,7 +294,6 @@ impl Engine {
                 reason: format!("rebuilt block says LBA {lba}, expected {}", r.lba),
             });
         }
-        let timestamp = u64::from_le_bytes(fields[8..16].try_into().expect("8 bytes"));
         Ok((data_shards[r.lost_chunk].take().expect("reconstructed"), timestamp))
     }
 

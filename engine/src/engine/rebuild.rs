@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 
 use zapraid_zns::{Command, Completion, ZoneAction, ZoneTarget};
 
-use crate::format::{BlockKind, BlockMetadata, FooterEntry, SegmentHeader, NO_LBA};
+use crate::format::{BlockKind, BlockMetadata, FooterEntry, SegmentHeader, FIELD_BYTES, NO_LBA};
 
 use super::*;
 
@@ -45,9 +45,6 @@ pub(super) use pace::{rebuild_pace, Pace};
 
 /// Chunk positions read and reconstructed ahead of the one being written.
 const REBUILD_WINDOW_CHUNKS: u64 = 32;
-
-/// Bytes of a block's (LBA, timestamp) fields, which parity blocks carry the parity of.
-const FIELD_BYTES: usize = 16;
 
 /// Progress of a drive rebuild, for `status`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

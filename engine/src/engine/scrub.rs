@@ -29,16 +29,13 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use zapraid_zns::{Command, Completion};
 
 use crate::error::{Error, Result};
-use crate::format::{BlockKind, BlockMetadata};
+use crate::format::{decode_fields, encode_fields, BlockKind, BlockMetadata};
 use crate::l2p::Physical;
 
 use super::*;
 
 /// Stripes read ahead at once: bounds the memory a scrub holds.
 const SCRUB_WINDOW_STRIPES: usize = 16;
-
-/// Bytes of a block's (LBA, timestamp) fields, which parity blocks carry the parity of.
-const FIELD_BYTES: usize = 16;
 
 /// A rate-limited scrub may read ahead of its average rate by this long (one burst).
 const SCRUB_BURST_NS: u64 = 10_000_000;
@@ -402,10 +399,8 @@ impl Engine {
                 });
                 match block {
                     Some((d, meta)) => {
-                        let mut f = meta.lba.get().to_le_bytes().to_vec();
-                        f.extend_from_slice(&meta.timestamp.get().to_le_bytes());
                         data[c] = Some(d);
-                        fields[c] = Some(f);
+                        fields[c] = Some(encode_fields(meta.lba.get(), meta.timestamp.get()));
                         metas[c] = Some(meta);
                     }
                     None => damaged += 1,
@@ -437,12 +432,11 @@ impl Engine {
                 }
             }
             for (c, place, lba) in live_in_row {
-                let (Some(d), Some(f)) = (&data[c], &fields[c]) else {
+                let (Some(d), Some((got_lba, timestamp))) = (&data[c], fields[c].as_deref().and_then(decode_fields))
+                else {
                     report.blocks_unrecoverable += 1; // damaged beyond what parity covers
                     continue;
                 };
-                let got_lba = u64::from_le_bytes(f[..8].try_into().expect("8 bytes"));
-                let timestamp = u64::from_le_bytes(f[8..FIELD_BYTES].try_into().expect("8 bytes"));
                 if got_lba != lba {
                     report.blocks_unrecoverable += 1; // rebuilt, but not the block mapped here
                     continue;

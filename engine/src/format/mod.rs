@@ -267,6 +267,26 @@ impl BlockKind {
     }
 }
 
+/// Bytes of a block's (LBA, timestamp) fields as the parity codec sees them: parity
+/// blocks carry the parity of their stripe's data blocks' fields, so a lost block's
+/// identity is rebuilt with its contents.
+pub const FIELD_BYTES: usize = 16;
+
+/// A block's (LBA, timestamp) fields as the parity codec takes them (little-endian).
+pub fn encode_fields(lba: u64, timestamp: u64) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(FIELD_BYTES);
+    bytes.extend_from_slice(&lba.to_le_bytes());
+    bytes.extend_from_slice(&timestamp.to_le_bytes());
+    bytes
+}
+
+/// The (LBA, timestamp) of `encode_fields`; None if `bytes` is too short.
+pub fn decode_fields(bytes: &[u8]) -> Option<(u64, u64)> {
+    let lba = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let timestamp = u64::from_le_bytes(bytes.get(8..FIELD_BYTES)?.try_into().ok()?);
+    Some((lba, timestamp))
+}
+
 /// Per-block metadata in the out-of-band area. For parity blocks, `lba` and `timestamp`
 /// hold the parity of the data blocks' fields at the same offset of the stripe, so a lost
 /// data block's LBA and timestamp are rebuilt with its data; `stripe_id` is replicated.

@@ -28,6 +28,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::Found;
+use crate::format::{decode_fields, encode_fields};
 use crate::l2p::Physical;
 use crate::layout::Layout;
 use crate::parity::ParityCodec;
@@ -35,9 +36,6 @@ use crate::stripe_table::CompactStripeTable;
 
 /// LBA and timestamp, the per-block fields that parity blocks carry the parity of.
 type Fields = (u64, u64);
-
-/// Bytes of a block's LBA and timestamp fields as the codec sees them.
-const FIELD_BYTES: usize = 16;
 
 /// What one segment's stripes gave.
 pub(super) struct Assembled {
@@ -58,19 +56,6 @@ struct Chunk {
 
 /// Where each stripe's chunks are: per stripe key, drive -> position.
 type Stripes = BTreeMap<(u64, u32), BTreeMap<usize, u64>>;
-
-fn encode_fields((lba, timestamp): Fields) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(FIELD_BYTES);
-    bytes.extend_from_slice(&lba.to_le_bytes());
-    bytes.extend_from_slice(&timestamp.to_le_bytes());
-    bytes
-}
-
-fn decode_fields(bytes: &[u8]) -> Option<Fields> {
-    let lba = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
-    let timestamp = u64::from_le_bytes(bytes.get(8..FIELD_BYTES)?.try_into().ok()?);
-    Some((lba, timestamp))
-}
 
 /// Assembles the stripes of the segment in `zone` from `found`. `failed[d]` says drive d
 /// failed (nothing was read from it); `data_end[d]` is where drive d's data region ends
@@ -152,7 +137,7 @@ pub(super) fn assemble_zone(
                 let chunk = layout.chunk_on(number, drive);
                 match (found_row, place(drive)) {
                     (Some(f), Some(position)) => {
-                        fields[chunk] = Some(encode_fields(f));
+                        fields[chunk] = Some(encode_fields(f.0, f.1));
                         if chunk < k {
                             let physical = Physical { zone, drive, offset: data_start + position * cb + row };
                             assembled.blocks.push((f.0, f.1, physical));
