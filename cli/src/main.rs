@@ -5,6 +5,7 @@ mod bench;
 mod device;
 mod emu;
 mod hybrid;
+mod plot;
 mod replace;
 mod replay;
 mod report;
@@ -96,9 +97,9 @@ enum Top {
     /// info, the conformance suite, zone reset, a write benchmark.
     #[command(subcommand)]
     Device(device::DeviceCommand),
-    /// Run the ZapRAID paper's experiments (Exp#1 writes, Exp#2 reads, Exp#3 group size)
-    /// on emulated ZN540 drives in virtual time, with the paper's figures beside ours, and
-    /// measure the engine's CPU cost.
+    /// Run the ZapRAID paper's experiments (Exp#1-#8 and #10; #9 is not built yet) on
+    /// emulated drives in virtual time, with the paper's figures beside ours, and measure
+    /// the engine's CPU cost; --plot DIR draws a figure per experiment and DIR/report.md.
     Bench(bench::BenchArgs),
     /// Drive the RAID engine over emulated in-memory drives in the deterministic
     /// simulator: write, verify, fail drives, read degraded and verify.

@@ -14,12 +14,21 @@
 //! - Full-drive recovery (Exp#5): virtual time to rebuild a failed drive onto a new one,
 //!   in `rebuild`.
 //! - A rebuild under user load, unlimited and rate-limited, in `rebuild_load`.
+//! - Exp#4 (RAID levels): random writes on RAID-0, RAID-01, RAID-4, RAID-5, RAID-6, in
+//!   `levels`.
+//! - Exp#6 (scalability): queue depth sweeps and a (6+1)-RAID-5 on FEMU-like drives, in
+//!   `scale`.
 //! - Exp#7 (hybrid segment management): random writes of several sizes into four open
 //!   segments of small and large chunks, in `hybrid`.
+//! - Exp#8 (garbage collection): throughput and write amplification against reserved
+//!   space, in `gc`.
 
+pub mod gc;
 pub mod hybrid;
+pub mod levels;
 pub mod rebuild;
 pub mod rebuild_load;
+pub mod scale;
 
 use std::time::Instant;
 
@@ -59,10 +68,10 @@ fn percentile(sorted_ns: &[u64], fraction: f64) -> f64 {
 }
 
 /// A small deterministic generator for request addresses.
-struct XorShift(u64);
+pub(crate) struct XorShift(pub(crate) u64);
 
 impl XorShift {
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -70,7 +79,9 @@ impl XorShift {
     }
 }
 
-fn config(mode: Mode, chunk_bytes: u64, logical_blocks: u64) -> Config {
+/// The paper's array ((3+1)-RAID-5, one open segment) in `mode` with `chunk_bytes` chunks,
+/// exporting `logical_blocks`.
+pub fn config(mode: Mode, chunk_bytes: u64, logical_blocks: u64) -> Config {
     Config {
         level: PAPER_LEVEL,
         mode,
@@ -178,19 +189,37 @@ fn settle(sim: &mut Simulator) -> Result<u64> {
     Ok(steps)
 }
 
+/// Requests in flight in the paper's write experiments (Exp#1, #4, #7).
+pub const WRITE_QUEUE_DEPTH: u64 = 64;
+/// Logical blocks the write experiments spread random writes over (4 GiB): no garbage
+/// collection runs in them, as in the paper's.
+pub const WRITE_LOGICAL_BLOCKS: u64 = 1 << 20;
+
 /// Exp#1: random writes of one chunk each at queue depth 64.
 pub fn exp1(mode: Mode, chunk_bytes: u64, requests: u64, seed: u64) -> Result<Measured> {
-    const QUEUE_DEPTH: u64 = 64;
-    const LOGICAL_BLOCKS: u64 = 1 << 20;
-    let geometry = Geometry::zn540();
+    let config = config(mode, chunk_bytes, WRITE_LOGICAL_BLOCKS);
+    random_writes(Geometry::zn540(), TimingParams::zn540(), config, requests, WRITE_QUEUE_DEPTH, seed)
+}
+
+/// Random writes of one chunk each (chunk-aligned, over `config.logical_blocks`) at
+/// `queue_depth`, on fresh drives of `geometry` and `timing` that discard data.
+pub fn random_writes(
+    geometry: Geometry,
+    timing: TimingParams,
+    config: Config,
+    requests: u64,
+    queue_depth: u64,
+    seed: u64,
+) -> Result<Measured> {
     let block = u64::from(geometry.block_size_bytes);
-    let mut sim =
-        Simulator::discarding(geometry, config(mode, chunk_bytes, LOGICAL_BLOCKS), seed, Some(TimingParams::zn540()))?;
-    let blocks = chunk_bytes / block;
+    let chunk_bytes = config.chunk_bytes;
+    let logical_blocks = config.logical_blocks;
+    let mut sim = Simulator::discarding(geometry, config, seed, Some(timing))?;
+    let blocks = (chunk_bytes / block).max(1);
     let mut rng = XorShift(seed | 1);
     let data = vec![0x5a; chunk_bytes as usize];
-    closed_loop(&mut sim, requests, QUEUE_DEPTH, chunk_bytes, |_| Request::Write {
-        lba: rng.below(LOGICAL_BLOCKS / blocks) * blocks,
+    closed_loop(&mut sim, requests, queue_depth, chunk_bytes, |_| Request::Write {
+        lba: rng.below(logical_blocks / blocks) * blocks,
         data: data.clone(),
     })
 }
