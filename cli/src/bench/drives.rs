@@ -138,7 +138,8 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<()> {
             .find(|(_, p)| p.chunk_bytes == chunk)
             .map(|(_, p)| (p.one_zone_write_mib_per_s, p.drive_write_mib_per_s))
             .expect("measured");
-        say!(out, 
+        say!(
+            out,
             "  timing model, {:>2} KiB Zone Writes at QD 1: {one_zone:>7.1} MiB/s on one zone, {drive:>7.1} MiB/s with the best of 1-8 open zones",
             chunk / 1024
         );
@@ -290,7 +291,8 @@ pub(super) fn recovery(args: &BenchArgs, out: &mut Out) -> Result<()> {
     }
     let per_byte = (last.recovery_s - first.recovery_s) / (last.data_bytes - first.data_bytes) as f64;
     const HUNDRED_GIB: f64 = 100.0 * (1u64 << 30) as f64;
-    say!(out, 
+    say!(
+            out,
         "recovery time per 100 GiB of written data (slope): {:.2} s (paper: about 1.5 s per extra 100 GiB on real drives)",
         per_byte * HUNDRED_GIB
     );

@@ -14,7 +14,7 @@ const REQUESTS: u64 = 40_000;
 const QUICK_REQUESTS: u64 = 8_000;
 
 pub(super) fn exp4(args: &BenchArgs, out: &mut Out) -> Result<()> {
-    let requests = if args.quick { QUICK_REQUESTS } else { REQUESTS };
+    let requests = super::requests(args, REQUESTS, QUICK_REQUESTS);
     say!(
         out,
         "Exp#4: RAID schemes on {DRIVES} emulated WD ZN540 drives (ZN540 timing model): random writes, queue depth \

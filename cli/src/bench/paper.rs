@@ -30,7 +30,7 @@ const EXP7_REQUESTS: u64 = 200_000;
 const EXP7_QUICK_REQUESTS: u64 = 50_000;
 
 pub(super) fn hybrid(args: &BenchArgs, out: &mut Out) -> Result<()> {
-    let requests = args.requests.unwrap_or(if args.quick { EXP7_QUICK_REQUESTS } else { EXP7_REQUESTS });
+    let requests = super::requests(args, EXP7_REQUESTS, EXP7_QUICK_REQUESTS);
     say!(
         out,
         "Exp#7: hybrid segment management. (3+1)-RAID-5 on four emulated WD ZN540 drives (ZN540 timing model), \
@@ -167,7 +167,8 @@ pub(super) fn paper(args: &BenchArgs, out: &mut Out) -> Result<()> {
         let fill = if args.quick { segment / 8 } else { segment };
         let reads = if args.quick { 500 } else { 2000 };
         out.section("Exp#2: normal and degraded reads", &format!("zapraid bench paper{quick}"));
-        say!(out, 
+        say!(
+            out,
             "Exp#2: random 4 KiB reads, queue depth 1, after writing {fill} blocks ({}); degraded: drive 0 failed, reads of its blocks",
             if args.quick { "an eighth of a segment" } else { "one full segment" }
         );

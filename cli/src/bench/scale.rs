@@ -21,7 +21,7 @@ const SATURATED_GAIN: f64 = 0.05;
 const NS_PER_US: u64 = 1_000;
 
 pub(super) fn exp6(args: &BenchArgs, out: &mut Out) -> Result<()> {
-    let requests = if args.quick { QUICK_REQUESTS } else { REQUESTS };
+    let requests = super::requests(args, REQUESTS, QUICK_REQUESTS);
     say!(
         out,
         "Exp#6 (a): random writes, request size = chunk size, queue depth 1-128, (3+1)-RAID-5 on four emulated WD \

@@ -69,11 +69,21 @@ pub fn femu_zone_mib_per_s() -> f64 {
     f64::from(t.chips_per_zone) * page_bytes / (t.page_program_ns as f64 / 1e9) / MIB
 }
 
+/// Zones of each FEMU-like drive (ZN540-shaped zones): seven drives of all 3,690 would
+/// address more blocks than the engine's 4-byte L2P entries can name, and the writes
+/// need far fewer.
+const FEMU_ZONES: u32 = 256;
+
+/// The FEMU-like drive's geometry: ZN540 zones, `FEMU_ZONES` of them.
+pub fn femu_geometry() -> Geometry {
+    Geometry { zone_count: FEMU_ZONES, ..Geometry::zn540() }
+}
+
 /// One point of the FEMU part: (6+1)-RAID-5 in `mode`, `chunk_bytes` chunks, QD 128.
 pub fn femu_point(mode: Mode, chunk_bytes: u64, requests: u64, seed: u64) -> Result<Measured> {
     let config =
         Config { level: RaidLevel::Raid5 { drives: FEMU_DRIVES }, ..config(mode, chunk_bytes, WRITE_LOGICAL_BLOCKS) };
-    random_writes(Geometry::zn540(), femu_timing(), config, requests, FEMU_QUEUE_DEPTH, seed)
+    random_writes(femu_geometry(), femu_timing(), config, requests, FEMU_QUEUE_DEPTH, seed)
 }
 
 #[cfg(test)]

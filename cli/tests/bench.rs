@@ -1,0 +1,61 @@
+//! `zapraid bench` as a user runs it: an experiment selection, its figures and report
+//! (`--plot`), and bad input. Small runs only (`--quick --requests`): seconds.
+
+mod common;
+
+use common::{text, zapraid_in};
+
+/// Requests per cell: enough to run every path, few enough for a debug build.
+const FEW_REQUESTS: &str = "100";
+
+#[test]
+fn a_selection_runs_in_order_and_plots_its_figures_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("out");
+    let plot_arg = plot.to_str().unwrap();
+    let out = zapraid_in(dir.path(), &["bench", "exp9", "exp4", "--quick", "--requests", FEW_REQUESTS, "--plot", plot_arg]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    // Exp#9 has a slot until L2P offload is built: said, skipped, before Exp#4 as asked.
+    let (exp9, exp4) = (all.find("Exp#9").unwrap(), all.find("Exp#4: RAID schemes").unwrap());
+    assert!(exp9 < exp4, "{all}");
+    assert!(all.contains("not built yet"), "{all}");
+    for level in ["RAID-0 (4)", "RAID-01 (2+2)", "RAID-4 (3+1)", "RAID-5 (3+1)", "RAID-6 (2+2)"] {
+        assert!(all.contains(level), "{level}: {all}");
+    }
+    let svg = std::fs::read_to_string(plot.join("exp4.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("ZoneWrite-Only"), "{svg}");
+    let report = std::fs::read_to_string(plot.join("report.md")).unwrap();
+    assert!(report.contains("![Exp#4: RAID schemes](exp4.svg)"), "{report}");
+    assert!(report.contains("## Exp#9: L2P table offload") && report.contains("`zapraid bench exp9 --quick`"), "{report}");
+    // Only what was selected: no other experiment's figure.
+    let figures: Vec<_> = std::fs::read_dir(&plot).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(figures.len(), 2, "{figures:?}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = zapraid_in(dir.path(), &["bench", "exp99"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("invalid value 'exp99'"), "{}", text(&out));
+    // A plot directory that is a file: said, with its name, no panic.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let out = zapraid_in(dir.path(), &["bench", "exp9", "--plot", file.to_str().unwrap()]);
+    let all = text(&out);
+    assert!(!out.status.success() && all.contains("plot directory") && all.contains("a-file"), "{all}");
+    assert!(!all.contains("panicked"), "{all}");
+    let out = zapraid_in(dir.path(), &["bench", "exp4", "--requests", "0"]);
+    assert!(!out.status.success() && text(&out).contains("--requests"), "{}", text(&out));
+}
+
+#[test]
+fn help_lists_every_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = zapraid_in(dir.path(), &["bench", "--help"]);
+    let help = text(&out);
+    for name in ["paper", "exp4", "exp5", "exp6", "hybrid", "exp8", "exp9", "exp10", "all", "--plot"] {
+        assert!(help.contains(name), "{name}: {help}");
+    }
+}
