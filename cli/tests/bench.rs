@@ -13,7 +13,8 @@ fn a_selection_runs_in_order_and_plots_its_figures_and_report() {
     let dir = tempfile::tempdir().unwrap();
     let plot = dir.path().join("out");
     let plot_arg = plot.to_str().unwrap();
-    let out = zapraid_in(dir.path(), &["bench", "exp9", "exp4", "--quick", "--requests", FEW_REQUESTS, "--plot", plot_arg]);
+    let out =
+        zapraid_in(dir.path(), &["bench", "exp9", "exp4", "--quick", "--requests", FEW_REQUESTS, "--plot", plot_arg]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     // Exp#9 has a slot until L2P offload is built: said, skipped, before Exp#4 as asked.
@@ -27,7 +28,10 @@ fn a_selection_runs_in_order_and_plots_its_figures_and_report() {
     assert!(svg.starts_with("<svg") && svg.contains("ZoneWrite-Only"), "{svg}");
     let report = std::fs::read_to_string(plot.join("report.md")).unwrap();
     assert!(report.contains("![Exp#4: RAID schemes](exp4.svg)"), "{report}");
-    assert!(report.contains("## Exp#9: L2P table offload") && report.contains("`zapraid bench exp9 --quick`"), "{report}");
+    assert!(
+        report.contains("## Exp#9: L2P table offload") && report.contains("`zapraid bench exp9 --quick`"),
+        "{report}"
+    );
     // Only what was selected: no other experiment's figure.
     let figures: Vec<_> = std::fs::read_dir(&plot).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(figures.len(), 2, "{figures:?}");

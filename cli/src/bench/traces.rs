@@ -74,9 +74,9 @@ fn synthetic_trace(lines: u64) -> String {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let op = if x % READ_ONE_IN == 0 { "R" } else { "W" };
+        let op = if x.is_multiple_of(READ_ONE_IN) { "R" } else { "W" };
         let length = BLOCK_BYTES * (1 + (x >> 8) % MAX_BLOCKS);
-        let unaligned = if x % UNALIGNED_ONE_IN == 0 { UNALIGNED_BYTES } else { 0 };
+        let unaligned = if x.is_multiple_of(UNALIGNED_ONE_IN) { UNALIGNED_BYTES } else { 0 };
         let offset = ((x >> 16) % OFFSET_BLOCKS) * BLOCK_BYTES + unaligned;
         text += &format!("{},{op},{offset},{length},{}\n", i % DEVICES, FIRST_TIMESTAMP_US + i * GAP_US);
     }
