@@ -5,16 +5,12 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    no_light_lines, series_colour, y_label, y_top, Bars, DrawResult, CAPTION_FONT_PX, FONT, LABEL_FONT_PX,
-    PAPER_COLOUR, PAPER_LEGEND,
+    chart, legend, no_light_lines, series_colour, y_label, y_top, Bars, DrawResult, FONT, LABEL_FONT_PX, PAPER_COLOUR,
+    PAPER_LEGEND,
 };
 
 /// Share of a group's width its bars take (the rest is the gap between groups).
 const GROUP_FILL: f64 = 0.8;
-/// Left margin for the y labels, bottom margin for the group names, in pixels.
-const Y_LABEL_AREA_PX: u32 = 60;
-const X_LABEL_AREA_PX: u32 = 40;
-const MARGIN_PX: u32 = 10;
 /// Groups beyond which their names are set smaller.
 const MANY_GROUPS: usize = 8;
 const SMALL_LABEL_FONT_PX: u32 = 10;
@@ -29,12 +25,7 @@ where
     let top = y_top(bars.series.iter().flat_map(|s| s.values.iter().chain(&s.paper).flatten().copied()));
     // Group i is centred on x = i, so that the axis labels (at whole numbers) sit under it.
     let x_range = -0.5..groups as f64 - 0.5;
-    let mut chart = ChartBuilder::on(area)
-        .caption(&bars.caption, (FONT, CAPTION_FONT_PX))
-        .margin(MARGIN_PX)
-        .x_label_area_size(X_LABEL_AREA_PX)
-        .y_label_area_size(Y_LABEL_AREA_PX)
-        .build_cartesian_2d(x_range, 0.0..top)?;
+    let mut chart = chart(area, &bars.caption, x_range, top)?;
     let name_of = |x: &f64| {
         let i = x.round();
         if (x - i).abs() < 1e-6 && i >= 0.0 {
@@ -86,12 +77,5 @@ where
             PathElement::new(vec![(x, y), (x + 10, y)], PAPER_COLOUR.stroke_width(PAPER_MARK_WIDTH_PX))
         });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font((FONT, LABEL_FONT_PX))
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }

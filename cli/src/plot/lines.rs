@@ -5,13 +5,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    no_light_lines, series_colour, y_label, y_top, DrawResult, Lines, CAPTION_FONT_PX, FONT, LABEL_FONT_PX,
-    PAPER_COLOUR, PAPER_LEGEND,
+    chart, legend, no_light_lines, series_colour, y_label, y_top, DrawResult, Lines, FONT, LABEL_FONT_PX, PAPER_COLOUR,
+    PAPER_LEGEND,
 };
 
-const Y_LABEL_AREA_PX: u32 = 60;
-const X_LABEL_AREA_PX: u32 = 40;
-const MARGIN_PX: u32 = 10;
 /// Sizes of the points on the lines and of the paper's crosses, in pixels.
 const POINT_PX: u32 = 3;
 const CROSS_PX: u32 = 6;
@@ -29,12 +26,7 @@ where
     let (lo, hi) = if lo.is_finite() && hi > lo { (lo, hi) } else { (0.0, 1.0) };
     let top =
         y_top(lines.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(lines.paper.iter().map(|p| p.1)));
-    let mut chart = ChartBuilder::on(area)
-        .caption(&lines.caption, (FONT, CAPTION_FONT_PX))
-        .margin(MARGIN_PX)
-        .x_label_area_size(X_LABEL_AREA_PX)
-        .y_label_area_size(Y_LABEL_AREA_PX)
-        .build_cartesian_2d(lo..hi, 0.0..top)?;
+    let mut chart = chart(area, &lines.caption, lo..hi, top)?;
     let label = |x: &f64| {
         if lines.log2_x {
             format!("{:.0}", x.exp2())
@@ -71,12 +63,5 @@ where
             .label(PAPER_LEGEND)
             .legend(|(x, y)| Cross::new((x + 6, y), CROSS_PX, PAPER_COLOUR.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font((FONT, LABEL_FONT_PX))
-        .draw()?;
-    Ok(())
+    legend(&mut chart, SeriesLabelPosition::LowerRight)
 }

@@ -13,6 +13,7 @@ pub mod markdown;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// Width of one panel, in pixels.
@@ -170,6 +171,48 @@ fn y_top(values: impl Iterator<Item = f64>) -> f64 {
 fn y_label(top: f64) -> impl Fn(&f64) -> String {
     const WHOLE_FROM: f64 = 10.0;
     move |y: &f64| if top >= WHOLE_FROM { format!("{y:.0}") } else { format!("{y:.1}") }
+}
+
+/// Left margin for the y labels, bottom margin for the x labels, margin around a panel,
+/// in pixels.
+const Y_LABEL_AREA_PX: u32 = 60;
+const X_LABEL_AREA_PX: u32 = 40;
+const MARGIN_PX: u32 = 10;
+
+/// A panel's chart: `caption` over axes of `x` and 0..`y_top`.
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+fn chart<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    x: std::ops::Range<f64>,
+    y_top: f64,
+) -> std::result::Result<Chart<'a, DB>, Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    Ok(ChartBuilder::on(area)
+        .caption(caption, (FONT, CAPTION_FONT_PX))
+        .margin(MARGIN_PX)
+        .x_label_area_size(X_LABEL_AREA_PX)
+        .y_label_area_size(Y_LABEL_AREA_PX)
+        .build_cartesian_2d(x, 0.0..y_top)?)
+}
+
+/// Draws the legend of `chart`'s labelled series at `position`.
+fn legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>, position: SeriesLabelPosition) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    const LEGEND_OPACITY: f64 = 0.8;
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(LEGEND_OPACITY))
+        .border_style(BLACK)
+        .label_font((FONT, LABEL_FONT_PX))
+        .draw()?;
+    Ok(())
 }
 
 /// Light grid lines: none (the bold ones are enough).
