@@ -342,7 +342,12 @@ fn rebuild_figure(rows: &[(&str, RebuildPoint)]) -> Figure {
 
 /// A rebuild under load: user IOPS and the rebuild's time, per case.
 fn rebuild_load_figure(points: &[(String, LoadPoint)]) -> Figure {
-    let groups: Vec<String> = points.iter().map(|(l, _)| l.clone()).collect();
+    // "no rebuild (healthy)" -> "healthy", "rebuild, 400 MiB/s" -> "400 MiB/s": room under the bars.
+    let short = |label: &str| {
+        let label = label.strip_prefix("no rebuild (").and_then(|l| l.strip_suffix(')')).unwrap_or(label);
+        label.strip_prefix("rebuild, ").unwrap_or(label).to_string()
+    };
+    let groups: Vec<String> = points.iter().map(|(l, _)| short(l)).collect();
     let bars = |caption: &str, y_label: &str, name: &str, values: Vec<Option<f64>>| {
         Panel::Bars(Bars {
             caption: caption.into(),

@@ -68,7 +68,8 @@ fn synthetic_trace(lines: u64) -> String {
     const UNALIGNED_ONE_IN: u64 = 97;
     const UNALIGNED_BYTES: u64 = 512;
     const READ_ONE_IN: u64 = 3;
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    const GENERATOR_SEED: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut x = GENERATOR_SEED;
     let mut text = String::new();
     for i in 0..lines {
         x ^= x << 13;

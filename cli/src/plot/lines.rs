@@ -5,14 +5,15 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{
-    chart, legend, no_light_lines, series_colour, y_label, y_top, DrawResult, Lines, FONT, LABEL_FONT_PX, PAPER_COLOUR,
-    PAPER_LEGEND,
+    chart, legend, no_light_lines, series_colour, y_label, y_top, DrawResult, Lines, FONT, LABEL_FONT_PX,
+    LEGEND_SAMPLE_PX, PAPER_COLOUR, PAPER_LEGEND,
 };
 
 /// Sizes of the points on the lines and of the paper's crosses, in pixels.
 const POINT_PX: u32 = 3;
 const CROSS_PX: u32 = 6;
 const LINE_WIDTH_PX: u32 = 2;
+const CROSS_WIDTH_PX: u32 = 2;
 /// Labels on the x axis at most (an axis of whole numbers gets one per number up to this).
 const MAX_X_LABELS: usize = 12;
 
@@ -52,16 +53,19 @@ where
         chart
             .draw_series(LineSeries::new(points.clone(), colour.stroke_width(LINE_WIDTH_PX)))?
             .label(series.name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], colour.stroke_width(LINE_WIDTH_PX)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + LEGEND_SAMPLE_PX, y)], colour.stroke_width(LINE_WIDTH_PX))
+            });
         chart.draw_series(points.into_iter().map(|p| Circle::new(p, POINT_PX, colour.filled())))?;
     }
     if !lines.paper.is_empty() {
-        let crosses =
-            lines.paper.iter().map(|&(x, y)| Cross::new((x_of(x), y), CROSS_PX, PAPER_COLOUR.stroke_width(2)));
-        chart
-            .draw_series(crosses)?
-            .label(PAPER_LEGEND)
-            .legend(|(x, y)| Cross::new((x + 6, y), CROSS_PX, PAPER_COLOUR.stroke_width(2)));
+        let crosses = lines
+            .paper
+            .iter()
+            .map(|&(x, y)| Cross::new((x_of(x), y), CROSS_PX, PAPER_COLOUR.stroke_width(CROSS_WIDTH_PX)));
+        chart.draw_series(crosses)?.label(PAPER_LEGEND).legend(|(x, y)| {
+            Cross::new((x + LEGEND_SAMPLE_PX / 2, y), CROSS_PX, PAPER_COLOUR.stroke_width(CROSS_WIDTH_PX))
+        });
     }
     legend(&mut chart, SeriesLabelPosition::LowerRight)
 }

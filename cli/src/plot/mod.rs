@@ -49,6 +49,10 @@ fn series_colour(i: usize) -> RGBColor {
 
 /// The paper's values are marked in black.
 const PAPER_COLOUR: RGBColor = BLACK;
+/// Size of a legend's sample (a bar's square, a line's length), in pixels.
+const LEGEND_SAMPLE_PX: i32 = 12;
+/// Closer than this to a whole number is on it (axis positions of bar groups).
+const ON_WHOLE_NUMBER: f64 = 1e-6;
 /// Legend text of the paper's marks.
 const PAPER_LEGEND: &str = "paper";
 
