@@ -57,8 +57,8 @@ enum Experiment {
     RebuildLoad,
     /// Exp#6: queue depth 1-128, and (6+1)-RAID-5 on seven FEMU-like drives.
     Exp6,
-    /// Hybrid segment management (Exp#7): four open segments of small and large chunks
-    /// under random writes of 4, 8, 16 KiB and a 4/16 KiB mix.
+    /// Hybrid segment management (Exp#7, also `exp7`): four open segments of small and
+    /// large chunks under random writes of 4, 8, 16 KiB and a 4/16 KiB mix.
     #[value(alias = "exp7")]
     Hybrid,
     /// Exp#8: garbage collection, reserved space 20-100%, four workloads: throughput and
@@ -71,8 +71,8 @@ enum Experiment {
     Exp10,
 }
 
-/// What `all` runs, in order.
-const ALL: [Experiment; 10] = [
+/// What `all` runs, in order (Exp#7 within `paper`).
+const ALL: [Experiment; 9] = [
     Experiment::Paper,
     Experiment::Exp4,
     Experiment::Recovery,
@@ -82,15 +82,13 @@ const ALL: [Experiment; 10] = [
     Experiment::Exp8,
     Experiment::Exp9,
     Experiment::Exp10,
-    // Exp#7 runs within `paper`; named alone, it runs by itself.
-    Experiment::Hybrid,
 ];
 
 impl Experiment {
     /// The experiments this selection runs.
     fn expand(self) -> Vec<Experiment> {
         match self {
-            Experiment::All => ALL.iter().copied().filter(|e| *e != Experiment::Hybrid).collect(),
+            Experiment::All => ALL.to_vec(),
             Experiment::Exp5 => vec![Experiment::Recovery, Experiment::Rebuild],
             e => vec![e],
         }
@@ -181,8 +179,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
         (false, _) => args.experiments.clone(),
     };
     let mut order: Vec<Experiment> = Vec::new();
+    // `paper` runs Exp#7 too (unless --writes-only): not twice.
+    let paper_has_hybrid =
+        selected.iter().flat_map(|e| e.expand()).any(|e| e == Experiment::Paper) && !args.writes_only;
     for e in selected.iter().flat_map(|e| e.expand()) {
-        if !order.contains(&e) {
+        let run_already = order.contains(&e) || (e == Experiment::Hybrid && paper_has_hybrid);
+        if !run_already {
             order.push(e);
         }
     }
