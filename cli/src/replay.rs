@@ -158,6 +158,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         logical_blocks: 1,
         array_uuid: [0x7e; 16],
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        l2p: zapraid_engine::L2pConfig::default(),
     };
     config.logical_blocks = Engine::format(g, config)?.plan().capacity_blocks(g.zone_count);
     if config.logical_blocks == 0 {

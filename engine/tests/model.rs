@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use zapraid_engine::{Config, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator, Status};
+use zapraid_engine::{Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator, Status};
 use zapraid_zns::Geometry;
 
 mod common;
@@ -125,11 +125,12 @@ struct Setup {
 
 fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseError> {
     let Setup { geometry, level, mode, chunk_blocks, open, l2p } = setup;
-    let mut sim = Simulator::new(geometry, config(level, mode, chunk_blocks, open), seed, None).unwrap();
-    if let Some(small) = l2p {
-        sim.engine.set_l2p_page_entries(small.page_entries).unwrap();
-        sim.engine.set_l2p_budget(Some(small.budget_pages * BLOCK as u64));
-    }
+    let l2p_config = l2p.map_or_else(L2pConfig::default, |small| L2pConfig {
+        budget_bytes: Some(small.budget_pages * BLOCK as u64),
+        page_entries: Some(small.page_entries),
+    });
+    let config = Config { l2p: l2p_config, ..config(level, mode, chunk_blocks, open) };
+    let mut sim = Simulator::new(geometry, config, seed, None).unwrap();
     let m = level.tolerated_failures();
     let drives = sim.engine.layout().drives();
     let mut model: HashMap<u64, Vec<u8>> = HashMap::new();

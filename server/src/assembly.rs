@@ -135,6 +135,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         stripe_timeout_ns: newest.stripe_timeout_ns.get(),
         logical_blocks: newest.logical_blocks.get(),
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        l2p: zapraid_engine::L2pConfig::default(),
         array_uuid: newest.array_uuid,
     };
     let absent_indexes: Vec<usize> =

@@ -80,6 +80,7 @@ fn config(mode: Mode, chunk_bytes: u64, logical_blocks: u64) -> Config {
         logical_blocks,
         array_uuid: [0x2a; 16],
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        l2p: crate::L2pConfig::default(),
     }
 }
 

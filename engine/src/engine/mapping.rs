@@ -35,6 +35,11 @@ pub(super) struct MappingIo {
     loading: HashSet<PageIndex>,
 }
 
+/// Pages (of a block each) a budget of `bytes` keeps cached: at least one.
+pub(super) fn budget_pages(bytes: u64, block_size_bytes: u32) -> usize {
+    (bytes / u64::from(block_size_bytes.max(1))).max(1) as usize
+}
+
 /// The LBA field of page `page`'s mapping block.
 pub(super) fn mapping_lba(page: PageIndex) -> u64 {
     MAPPING_LBA_FLAG | u64::from(page)
@@ -44,15 +49,8 @@ impl Engine {
     /// Keeps at most `bytes` of L2P pages cached (None: all of them). Takes effect at the
     /// next event.
     pub fn set_l2p_budget(&mut self, bytes: Option<u64>) {
-        let pages = bytes.map(|b| (b / self.geometry.block_size_bytes.max(1) as u64).max(1) as usize);
-        self.l2p.set_budget_pages(pages);
-    }
-
-    /// Pages of the L2P table hold `entries` entries instead of a whole mapping block's:
-    /// small tables then have many pages, and tests exercise eviction. Only before any page
-    /// is in memory or on the drives (right after format or recovery).
-    pub fn set_l2p_page_entries(&mut self, entries: u64) -> Result<()> {
-        self.l2p.set_page_entries(entries)
+        self.config.l2p.budget_bytes = bytes;
+        self.l2p.set_budget_pages(bytes.map(|b| budget_pages(b, self.geometry.block_size_bytes)));
     }
 
     /// The L2P memory budget in bytes, if there is one.

@@ -53,6 +53,7 @@ use crate::layout::{Layout, Mode, RaidLevel};
 use crate::parity::ParityCodec;
 
 use gc::Relocation;
+use mapping::budget_pages;
 pub use rebuild::RebuildStatus;
 pub use scrub::{ScrubReport, ScrubStatus};
 pub use status::{L2pStatus, Status};
@@ -123,7 +124,19 @@ pub struct Config {
     /// Modelled CPU cost of checking one compact stripe table entry, in picoseconds, charged
     /// to degraded reads in simulation (see `PAPER_LOOKUP_PS_PER_ENTRY`).
     pub lookup_ps_per_entry: u64,
+    /// The L2P table's memory budget (`l2p`).
+    pub l2p: L2pConfig,
     pub array_uuid: [u8; 16],
+}
+
+/// How much of the L2P table stays in memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct L2pConfig {
+    /// Bytes of pages kept cached, the rest on the drives (None: every page in memory).
+    pub budget_bytes: Option<u64>,
+    /// Entries per page, fewer than a mapping block holds (None: a whole block's): small
+    /// tables then have many pages, so tests exercise eviction.
+    pub page_entries: Option<u64>,
 }
 
 /// The paper measures a compact stripe table query at G = 256 (768 entries) at about 1 us.
@@ -261,13 +274,17 @@ impl Engine {
                 reason: format!("{} logical blocks, the drives hold at most {capacity}", config.logical_blocks),
             });
         }
-        let l2p = L2pTable::new(
+        let mut l2p = L2pTable::new(
             config.logical_blocks,
             n,
             geometry.zone_count,
             geometry.zone_capacity_blocks,
             geometry.block_size_bytes,
         )?;
+        if let Some(entries) = config.l2p.page_entries {
+            l2p.set_page_entries(entries)?;
+        }
+        l2p.set_budget_pages(config.l2p.budget_bytes.map(|b| budget_pages(b, geometry.block_size_bytes)));
         let rebuild_pace = rebuild::rebuild_pace(&geometry, &plan.layouts());
         Ok(Engine {
             layout,
