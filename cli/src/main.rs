@@ -10,6 +10,7 @@ mod replay;
 mod report;
 mod scrub;
 mod selftest;
+mod selftest_random;
 mod simulate;
 mod size;
 mod spare;

@@ -404,10 +404,10 @@ impl L2pTable {
     }
 
     /// Where `lba` lives, looked up wherever memory holds it (cached, being written back,
-    /// recovered); `Err(())` if only the drives know. For tests and tools, not the data path.
-    pub fn peek(&self, lba: u64) -> Result<Option<Physical>, ()> {
+    /// recovered); None if only the drives know. For tests and tools, not the data path.
+    pub fn peek(&self, lba: u64) -> Option<Option<Physical>> {
         if lba >= self.logical_blocks {
-            return Ok(None);
+            return Some(None);
         }
         let (page, index) = self.split(lba);
         let packed = if let Some(p) = self.cached(page) {
@@ -419,9 +419,9 @@ impl L2pTable {
         } else if self.directory[page] == UNMAPPED {
             UNMAPPED
         } else {
-            return Err(());
+            return None;
         };
-        Ok((packed != UNMAPPED).then(|| self.unpack(packed)))
+        Some((packed != UNMAPPED).then(|| self.unpack(packed)))
     }
 
     pub fn set(&mut self, lba: u64, at: Physical) {
@@ -522,11 +522,11 @@ mod tests {
         // Until its copy is persisted a reload comes from the snapshot.
         t.writing_back(page, 9, entries.clone());
         assert!(!t.is_cached(page));
-        assert_eq!(t.peek(u64::from(page) * per_page), Ok(Some(at(page, 7))));
+        assert_eq!(t.peek(u64::from(page) * per_page), Some(Some(at(page, 7))));
         assert!(t.written_back(page, 9));
         t.directory_set(page, at(5, 3));
         assert_eq!(t.ensure(page), Residency::OnDrive(at(5, 3)));
-        assert_eq!(t.peek(u64::from(page) * per_page), Err(()));
+        assert_eq!(t.peek(u64::from(page) * per_page), None);
         let mut block = vec![0; BLOCK_BYTES as usize];
         t.encode(page, &entries, [1; 16], &mut block);
         t.install(page, &block, [1; 16]).unwrap();

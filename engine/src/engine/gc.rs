@@ -156,7 +156,7 @@ impl Engine {
             }
             let lba = r.scan_lba;
             let page = self.l2p.page_of(lba);
-            if lba % per_page == 0 && !self.l2p.may_map(page) {
+            if lba.is_multiple_of(per_page) && !self.l2p.may_map(page) {
                 let r = self.relocation.as_mut().expect("relocating");
                 r.scan_lba = (lba + per_page).min(logical_blocks);
                 continue;

@@ -419,7 +419,7 @@ impl Engine {
     /// Where a logical block lives now, if it was ever written; None also when only a
     /// mapping block on the drives knows (with an L2P memory budget). For tests and tools.
     pub fn locate(&self, lba: u64) -> Option<Physical> {
-        self.l2p.peek(lba).ok().flatten()
+        self.l2p.peek(lba).flatten()
     }
 
     /// Marks a drive failed: nothing more is sent to it, its chunks are rebuilt on read.

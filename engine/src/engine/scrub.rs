@@ -273,7 +273,7 @@ impl Engine {
         let mut live = HashMap::new();
         for lba in 0..self.l2p.logical_blocks() {
             // Every page is in memory: `start_scrub` refuses an L2P memory budget.
-            if let Some(p) = self.l2p.peek(lba).ok().flatten().filter(|p| p.zone == zone) {
+            if let Some(p) = self.l2p.peek(lba).flatten().filter(|p| p.zone == zone) {
                 live.insert((p.drive, p.offset), lba);
             }
         }

@@ -462,6 +462,7 @@ mod tests {
             failed_drives: 0b10.into(),
             large_chunk_bytes: 0.into(),
             rebuilding_drives: 0b10.into(),
+            l2p_budget_bytes: 0.into(),
             crc32c: 0.into(),
         }
         .seal();
@@ -500,6 +501,7 @@ mod tests {
             failed_drives: 0b100.into(),
             large_chunk_bytes: 0.into(),
             rebuilding_drives: 0.into(),
+            l2p_budget_bytes: 0.into(),
             crc32c: 0.into(),
         };
         let covered = LEGACY_ARRAY_SUPERBLOCK_BYTES - 4;
