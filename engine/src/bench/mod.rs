@@ -16,8 +16,10 @@
 //! - A rebuild under user load, unlimited and rate-limited, in `rebuild_load`.
 //! - Exp#7 (hybrid segment management): random writes of several sizes into four open
 //!   segments of small and large chunks, in `hybrid`.
+//! - Exp#9 (L2P offload): writes with the L2P table's memory budget at 25-100%, in `l2p`.
 
 pub mod hybrid;
+pub mod l2p;
 pub mod rebuild;
 pub mod rebuild_load;
 
