@@ -7,6 +7,7 @@ mod emu;
 mod hybrid;
 mod replace;
 mod replay;
+mod replay_targets;
 mod report;
 mod scrub;
 mod selftest;

@@ -29,6 +29,8 @@ pub const BUDGET_PERCENTS: [u64; 4] = [25, 50, 75, 100];
 const ZIPF_EXPONENT: f64 = 0.99;
 const BLOCK_BYTES: u64 = 4096;
 const LARGE_REQUEST_BYTES: u64 = 64 * 1024;
+// 64 KiB requests fill whole large chunks.
+const _: () = assert!(LARGE_REQUEST_BYTES >= LARGE_CHUNK_BYTES);
 
 /// The paper's throughput change at half the table, per workload (Exp#9).
 pub const PAPER_DROP_AT_HALF_PERCENT: [f64; 4] = [-59.2, -16.8, -4.0, -3.6];
@@ -126,7 +128,6 @@ pub fn exp9_cell(
     requests: u64,
     seed: u64,
 ) -> Result<Exp9Cell> {
-    debug_assert!(LARGE_REQUEST_BYTES >= LARGE_CHUNK_BYTES);
     let budget = (budget_percent < 100).then(|| table_bytes(logical_blocks) * budget_percent / 100);
     let geometry = Geometry::zn540();
     let mut sim = Simulator::new(geometry, exp9_config(logical_blocks, budget), seed, Some(TimingParams::zn540()))?;
