@@ -29,7 +29,7 @@ LINES
 # 20,000 requests, 70% writes, 4-64 KiB, over 1 TiB of offsets, 20 us apart.
 awk 'BEGIN { srand(7); for (i = 0; i < 20000; i++) {
     op = (rand() < 0.7) ? "W" : "R"; len = 4096 * (1 + int(rand() * 16));
-    printf "7,%s,%d,%d,%d\n", op, int(rand() * 268435456) * 4096, len, 1577808000000000 + i * 20 } }' > /tmp/gen.csv
+    printf "7,%s,%.0f,%d,%.0f\n", op, int(rand() * 268435456) * 4096, len, 1577808000000000 + i * 20 } }' > /tmp/gen.csv
 [ "$(wc -l < /tmp/gen.csv)" -eq 20000 ] || fail "the generated trace is short"
 
 step "format RAID-5 over 4 drives, start the block device"
