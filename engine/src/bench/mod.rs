@@ -18,6 +18,7 @@
 //!   segments of small and large chunks, in `hybrid`.
 //! - Exp#9 (L2P offload): writes with the L2P table's memory budget at 25-100%, in `l2p`.
 
+pub mod cpu;
 pub mod hybrid;
 pub mod l2p;
 pub mod rebuild;
