@@ -1,6 +1,6 @@
 #!/bin/sh
 # Trace replay on 4 QEMU ZNS drives: an Alibaba trace (the sample lines and 20,000 lines
-# generated here) replayed onto the running array's block device (no file system mounted)
+# generated here, of which the first few thousand are replayed: TCG is slow) replayed onto the running array's block device (no file system mounted)
 # in closed and open loop, then onto the stopped array's NVMe drives through the engine.
 # Afterwards the array verifies: a scrub finds no damage, data written after the replay
 # reads back the same across a stop and start.
@@ -38,9 +38,10 @@ dev=$(start $D)
 [ -b "$dev" ] || fail "start printed '$dev', not a block device"
 step "replay the sample lines onto $dev, closed loop"
 zapraid replay /tmp/sample.csv --device "$dev" --queue-depth 8 || fail "replay of the sample lines"
-step "replay 20,000 generated lines onto $dev, closed loop, queue depth 32"
-zapraid replay /tmp/gen.csv --device "$dev" --queue-depth 32 --json > /tmp/closed.json || fail "closed-loop replay"
-grep -q '"requests": 20000' /tmp/closed.json || fail "not every request replayed: $(head -c 600 /tmp/closed.json)"
+step "replay 6,000 of the generated lines onto $dev, closed loop, queue depth 32"
+zapraid replay /tmp/gen.csv --device "$dev" --queue-depth 32 --limit 6000 --json > /tmp/closed.json \
+    || fail "closed-loop replay"
+grep -q '"requests": 6000' /tmp/closed.json || fail "not every request replayed: $(head -c 600 /tmp/closed.json)"
 grep -E '"(iops|mib_per_s|p99_us)"' /tmp/closed.json | head -4
 step "replay them open loop at 10x the trace's speed"
 zapraid replay /tmp/gen.csv --device "$dev" --speed 10 --max-in-flight 64 --limit 5000 \
