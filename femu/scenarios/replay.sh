@@ -1,9 +1,10 @@
 #!/bin/sh
-# Trace replay on 4 QEMU ZNS drives: an Alibaba trace (the sample lines and 20,000 lines
-# generated here, of which the first few thousand are replayed: TCG is slow) replayed onto the running array's block device (no file system mounted)
-# in closed and open loop, then onto the stopped array's NVMe drives through the engine.
-# Afterwards the array verifies: a scrub finds no damage, data written after the replay
-# reads back the same across a stop and start.
+# Trace replay on 4 QEMU ZNS drives: an Alibaba trace (the sample lines, and 20,000 lines
+# generated here of which a few thousand are replayed: TCG is slow) replayed onto the
+# running array's block device (no file system mounted) in closed and open loop, then onto
+# the stopped array's NVMe drives through the engine. Afterwards the array verifies: a
+# scrub finds no damage, data written after the replay reads back the same across a stop
+# and start.
 set -eu
 export ZAPRAID_RUN_DIR=/tmp/run
 D="/dev/ng0n1 /dev/ng1n1 /dev/ng2n1 /dev/ng3n1"
