@@ -1,5 +1,6 @@
 //! `zapraid`: the command line of the zapraid RAID engine for ZNS SSDs.
 
+mod alloc_count;
 mod array;
 mod bench;
 mod device;
@@ -8,9 +9,11 @@ mod hybrid;
 mod plot;
 mod replace;
 mod replay;
+mod replay_targets;
 mod report;
 mod scrub;
 mod selftest;
+mod selftest_random;
 mod simulate;
 mod size;
 mod spare;
@@ -25,8 +28,7 @@ use clap::{Parser, Subcommand};
 /// Arrays live on NVMe ZNS drives or emulated drive files: `format`, then `start` (the
 /// block device /dev/ublkbN), `status`, `fail`, `replace`, `scrub`, `stop`; hot spares with
 /// `format --spare` and `add-spare`. `emu`, `device`, `simulate`, `replay` and `bench` work
-/// with drives and the engine directly. Not built yet: L2P offload, trace replay onto a
-/// running array or drive files (`replay` runs in the simulator).
+/// with drives and the engine directly.
 #[derive(Parser)]
 #[command(name = "zapraid", version, propagate_version = true)]
 struct Cli {
@@ -97,9 +99,9 @@ enum Top {
     /// info, the conformance suite, zone reset, a write benchmark.
     #[command(subcommand)]
     Device(device::DeviceCommand),
-    /// Run the ZapRAID paper's experiments (Exp#1-#8 and #10; #9 is not built yet) on
-    /// emulated drives in virtual time, with the paper's figures beside ours, and measure
-    /// the engine's CPU cost; --plot DIR draws a figure per experiment and DIR/report.md.
+    /// Run the ZapRAID paper's experiments (Exp#1-#10) on emulated drives in virtual time,
+    /// with the paper's figures beside ours, and measure the engine's CPU cost; --plot DIR
+    /// draws a figure per experiment and DIR/report.md.
     Bench(bench::BenchArgs),
     /// Drive the RAID engine over emulated in-memory drives in the deterministic
     /// simulator: write, verify, fail drives, read degraded and verify.
@@ -112,6 +114,10 @@ enum Top {
     /// running array's /dev/ublkbN or onto drive files is not built yet.
     Replay(replay::ReplayArgs),
 }
+
+/// Every heap allocation counted (`zapraid bench cpu` reports allocations per request).
+#[global_allocator]
+static ALLOCATOR: alloc_count::CountingAllocator = alloc_count::CountingAllocator;
 
 /// What is logged when RUST_LOG is not set.
 const DEFAULT_LOG_LEVEL: &str = "warn";

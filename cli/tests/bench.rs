@@ -14,13 +14,12 @@ fn a_selection_runs_in_order_and_plots_its_figures_and_report() {
     let plot = dir.path().join("out");
     let plot_arg = plot.to_str().unwrap();
     let out =
-        zapraid_in(dir.path(), &["bench", "exp9", "exp4", "--quick", "--requests", FEW_REQUESTS, "--plot", plot_arg]);
+        zapraid_in(dir.path(), &["bench", "exp6", "exp4", "--quick", "--requests", FEW_REQUESTS, "--plot", plot_arg]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
-    // Exp#9 has a slot until L2P offload is built: said, skipped, before Exp#4 as asked.
-    let (exp9, exp4) = (all.find("Exp#9").unwrap(), all.find("Exp#4: RAID schemes").unwrap());
-    assert!(exp9 < exp4, "{all}");
-    assert!(all.contains("not built yet"), "{all}");
+    // In the order asked.
+    let (exp6, exp4) = (all.find("Exp#6 (a)").unwrap(), all.find("Exp#4: RAID schemes").unwrap());
+    assert!(exp6 < exp4, "{all}");
     for level in ["RAID-0 (4)", "RAID-01 (2+2)", "RAID-4 (3+1)", "RAID-5 (3+1)", "RAID-6 (2+2)"] {
         assert!(all.contains(level), "{level}: {all}");
     }
@@ -28,13 +27,14 @@ fn a_selection_runs_in_order_and_plots_its_figures_and_report() {
     assert!(svg.starts_with("<svg") && svg.contains("ZoneWrite-Only"), "{svg}");
     let report = std::fs::read_to_string(plot.join("report.md")).unwrap();
     assert!(report.contains("![Exp#4: RAID schemes](exp4.svg)"), "{report}");
-    assert!(
-        report.contains("## Exp#9: L2P table offload") && report.contains("`zapraid bench exp9 --quick`"),
-        "{report}"
-    );
+    assert!(report.contains("![Exp#6: scalability](exp6.svg)"), "{report}");
+    assert!(report.find("## Exp#6").unwrap() < report.find("## Exp#4").unwrap(), "{report}");
+    assert!(report.contains("`zapraid bench exp4 --quick`") && report.contains("RAID-6 (2+2)"), "{report}");
     // Only what was selected: no other experiment's figure.
-    let figures: Vec<_> = std::fs::read_dir(&plot).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(figures.len(), 2, "{figures:?}");
+    let mut files: Vec<String> =
+        std::fs::read_dir(&plot).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    files.sort();
+    assert_eq!(files, ["exp4.svg", "exp6.svg", "report.md"]);
 }
 
 #[test]
@@ -46,7 +46,7 @@ fn bad_input_is_a_clear_error() {
     // A plot directory that is a file: said, with its name, no panic.
     let file = dir.path().join("a-file");
     std::fs::write(&file, b"x").unwrap();
-    let out = zapraid_in(dir.path(), &["bench", "exp9", "--plot", file.to_str().unwrap()]);
+    let out = zapraid_in(dir.path(), &["bench", "exp4", "--plot", file.to_str().unwrap()]);
     let all = text(&out);
     assert!(!out.status.success() && all.contains("plot directory") && all.contains("a-file"), "{all}");
     assert!(!all.contains("panicked"), "{all}");
@@ -59,7 +59,7 @@ fn help_lists_every_experiment() {
     let dir = tempfile::tempdir().unwrap();
     let out = zapraid_in(dir.path(), &["bench", "--help"]);
     let help = text(&out);
-    for name in ["paper", "exp4", "exp5", "exp6", "hybrid", "exp8", "exp9", "exp10", "all", "--plot"] {
+    for name in ["paper", "exp4", "exp5", "exp6", "hybrid", "exp8", "exp9", "exp10", "cpu", "all", "--plot"] {
         assert!(help.contains(name), "{name}: {help}");
     }
 }

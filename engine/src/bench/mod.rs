@@ -22,9 +22,12 @@
 //!   segments of small and large chunks, in `hybrid`.
 //! - Exp#8 (garbage collection): throughput and write amplification against reserved
 //!   space, in `gc`.
+//! - Exp#9 (L2P offload): writes with the L2P table's memory budget at 25-100%, in `l2p`.
 
+pub mod cpu;
 pub mod gc;
 pub mod hybrid;
+pub mod l2p;
 pub mod levels;
 pub mod rebuild;
 pub mod rebuild_load;
@@ -91,6 +94,7 @@ pub fn config(mode: Mode, chunk_bytes: u64, logical_blocks: u64) -> Config {
         logical_blocks,
         array_uuid: [0x2a; 16],
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        l2p: crate::L2pConfig::default(),
     }
 }
 

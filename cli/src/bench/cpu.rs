@@ -1,0 +1,62 @@
+//! `zapraid bench cpu`: the engine's own CPU cost, one core, over instant drives (see
+//! `zapraid_engine::bench::cpu`): 4 KiB random writes, reads and degraded reads per
+//! second for (3+1)-RAID-5 and (4+2)-RAID-6 at G = 256, with heap allocations per
+//! request counted by the binary's allocator (`alloc_count`) beside them.
+
+use anyhow::Result;
+use zapraid_engine::bench::cpu::{reads, writes, CpuFigure, QUEUE_DEPTH};
+use zapraid_engine::RaidLevel;
+
+use super::{BenchArgs, Out};
+
+const FULL_REQUESTS: u64 = 1_000_000;
+const QUICK_REQUESTS: u64 = 100_000;
+/// The drive failed for the degraded reads.
+const FAILED_DRIVE: usize = 0;
+/// What issue 16 asks of the engine on one core, for the comparison printed.
+const TARGET_WRITES_PER_S: f64 = 1_000_000.0;
+const TARGET_READS_PER_S: f64 = 1_500_000.0;
+
+fn cell(figure: &CpuFigure) -> String {
+    let allocations = figure.allocations_per_request.map_or("-".to_string(), |a| format!("{a:.1}"));
+    format!("{:>12.0} {:>9}", figure.requests_per_s, allocations)
+}
+
+pub(super) fn cpu(args: &BenchArgs, out: &mut Out) -> Result<()> {
+    let requests = if args.quick { QUICK_REQUESTS } else { FULL_REQUESTS };
+    let counter = || Some(crate::alloc_count::allocations());
+    say!(
+        out,
+        "The engine alone, one core: instant in-memory drives, {requests} requests per cell of 4 KiB at queue \
+         depth {QUEUE_DEPTH}, ZapRAID G = 256, wall time; allocations per request counted by the binary's allocator"
+    );
+    say!(out);
+    say!(
+        out,
+        "{:<14} {:>12} {:>9} {:>12} {:>9} {:>12} {:>9}",
+        "array",
+        "writes/s",
+        "allocs",
+        "reads/s",
+        "allocs",
+        "degraded/s",
+        "allocs"
+    );
+    let mut raid5 = None;
+    for level in [RaidLevel::Raid5 { drives: 4 }, RaidLevel::Raid6 { drives: 6 }] {
+        let w = writes(level, requests, args.seed, &counter)?;
+        let r = reads(level, requests, args.seed, None, &counter)?;
+        let d = reads(level, requests, args.seed, Some(FAILED_DRIVE), &counter)?;
+        say!(out, "{:<14} {} {} {}", level.to_string(), cell(&w), cell(&r), cell(&d));
+        raid5.get_or_insert((w.requests_per_s, r.requests_per_s));
+    }
+    if let Some((w, r)) = raid5 {
+        say!(
+            out,
+            "\nRAID-5: {:.0}% of the 1,000,000 writes/s and {:.0}% of the 1,500,000 reads/s issue 16 sets",
+            w / TARGET_WRITES_PER_S * 100.0,
+            r / TARGET_READS_PER_S * 100.0
+        );
+    }
+    Ok(())
+}
