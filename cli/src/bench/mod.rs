@@ -227,54 +227,37 @@ pub fn run(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Runs one experiment (not `All` or `Exp5`, which `expand` resolves).
+/// An experiment's runner: prints its tables into `out` and hands it its figures.
+type Runner = fn(&BenchArgs, &mut Out) -> Result<()>;
+
+/// What runs one experiment and the title of its report section (`paper` opens its own
+/// sections, one per experiment in it); `None` for `All` and `Exp5`, which `expand`
+/// resolves.
+fn runner(e: Experiment) -> Option<(Option<&'static str>, Runner)> {
+    Some(match e {
+        Experiment::All | Experiment::Exp5 => return None,
+        Experiment::Paper => (None, paper::paper),
+        Experiment::Hybrid => (Some("Exp#7: hybrid segment management"), paper::hybrid),
+        Experiment::Recovery => (Some("Exp#5: crash recovery"), drives::recovery),
+        Experiment::Rebuild => (Some("Exp#5: full-drive recovery"), drives::rebuild),
+        Experiment::RebuildLoad => (Some("A rebuild under user load"), drives::rebuild_load),
+        Experiment::Exp4 => (Some("Exp#4: RAID schemes"), levels::exp4),
+        Experiment::Exp6 => (Some("Exp#6: scalability"), scale::exp6),
+        Experiment::Exp8 => (Some("Exp#8: garbage collection"), gc::exp8),
+        Experiment::Exp9 => (Some("Exp#9: L2P table offload"), l2p::exp9_run),
+        Experiment::Exp10 => (Some("Exp#10: Alibaba trace replay"), traces::exp10),
+        Experiment::Cpu => (Some("The engine's CPU cost"), cpu::cpu),
+    })
+}
+
+/// Runs one experiment, in its own report section.
 fn run_one(e: Experiment, args: &BenchArgs, out: &mut Out) -> Result<()> {
-    let quick = if args.quick { " --quick" } else { "" };
-    let command = |name: &str| format!("zapraid bench {name}{quick}");
-    match e {
-        Experiment::All | Experiment::Exp5 => Ok(()),
-        Experiment::Paper => paper::paper(args, out),
-        Experiment::Hybrid => {
-            out.section("Exp#7: hybrid segment management", &command("exp7"));
-            paper::hybrid(args, out)
-        }
-        Experiment::Recovery => {
-            out.section("Exp#5: crash recovery", &command("recovery"));
-            drives::recovery(args, out)
-        }
-        Experiment::Rebuild => {
-            out.section("Exp#5: full-drive recovery", &command("rebuild"));
-            drives::rebuild(args, out)
-        }
-        Experiment::RebuildLoad => {
-            out.section("A rebuild under user load", &command("rebuild-load"));
-            drives::rebuild_load(args, out)
-        }
-        Experiment::Exp4 => {
-            out.section("Exp#4: RAID schemes", &command("exp4"));
-            levels::exp4(args, out)
-        }
-        Experiment::Exp6 => {
-            out.section("Exp#6: scalability", &command("exp6"));
-            scale::exp6(args, out)
-        }
-        Experiment::Exp8 => {
-            out.section("Exp#8: garbage collection", &command("exp8"));
-            gc::exp8(args, out)
-        }
-        Experiment::Exp9 => {
-            out.section("Exp#9: L2P table offload", &command("exp9"));
-            l2p::exp9_run(args, out)
-        }
-        Experiment::Cpu => {
-            out.section("The engine's CPU cost", &command("cpu"));
-            cpu::cpu(args, out)
-        }
-        Experiment::Exp10 => {
-            out.section("Exp#10: Alibaba trace replay", &command("exp10"));
-            traces::exp10(args, out)
-        }
+    let Some((title, run)) = runner(e) else { return Ok(()) };
+    if let Some(title) = title {
+        let quick = if args.quick { " --quick" } else { "" };
+        out.section(title, &format!("zapraid bench {}{quick}", e.name()));
     }
+    run(args, out)
 }
 
 /// Requests per cell: `--requests`, else the full or quick default.
