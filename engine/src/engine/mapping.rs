@@ -262,11 +262,13 @@ impl Engine {
         }
     }
 
-    /// As `mapped`, None for a logical block whose page is not cached (best-effort repairs).
-    pub(super) fn mapped_if_cached(&self, lba: u64) -> Option<Physical> {
-        match mapping_page_of(lba) {
-            None if !self.l2p.is_cached(self.l2p.page_of(lba)) => None,
-            _ => self.mapped(lba),
+    /// As `mapped`, making the page resident if memory holds it (after a start, recovered
+    /// entries wait for their page to be made); None for a logical block whose page is
+    /// only on the drives (repairs are best effort there).
+    pub(super) fn mapped_now(&mut self, lba: u64) -> Option<Physical> {
+        if mapping_page_of(lba).is_none() && self.l2p.ensure(self.l2p.page_of(lba)) != Residency::Cached {
+            return None;
         }
+        self.mapped(lba)
     }
 }

@@ -503,7 +503,7 @@ impl Engine {
 
     /// A frontend read rebuilt a damaged block of a working drive: rewrite it.
     pub(super) fn schedule_read_repair(&mut self, lba: u64, timestamp: u64, from: Physical, data: Vec<u8>) {
-        if self.mapped_if_cached(lba) != Some(from) {
+        if self.mapped_now(lba) != Some(from) {
             return;
         }
         self.repairs.read_repairs_scheduled += 1;
@@ -529,7 +529,7 @@ impl Engine {
         let by_scrub = self.repairs.pending.remove(&from);
         debug_assert!(by_scrub.is_some(), "a repair of a place not scheduled");
         let Some(to) = to else { return };
-        if self.mapped_if_cached(lba) != Some(from) {
+        if self.mapped_now(lba) != Some(from) {
             return; // overwritten or moved meanwhile: the newer place stays
         }
         self.map_lba(lba, to);
