@@ -9,8 +9,9 @@
 //! 64 KiB chunks. Throughput counts the k data chunks of a stripe. After the criterion
 //! run, a table prints ours against the best alternative of each cell with the ratio.
 
+mod common;
+
 use std::hint::black_box;
-use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use reed_solomon_simd::{ReedSolomonDecoder, ReedSolomonEncoder};
@@ -21,9 +22,6 @@ const SHAPES: [(usize, usize); 3] = [(4, 1), (4, 2), (8, 2)];
 /// Chunk sizes measured.
 const CHUNK_KIB: [usize; 3] = [4, 16, 64];
 const KIB: usize = 1024;
-const SAMPLE_SIZE: usize = 20;
-const WARM_UP: Duration = Duration::from_millis(300);
-const MEASUREMENT: Duration = Duration::from_millis(800);
 /// Implementation names, as bench IDs and in the ratio table.
 const OURS: &str = "ours";
 const RS_SIMD: &str = "reed-solomon-simd";
@@ -35,19 +33,9 @@ const OPERATIONS: [&str; 2] = ["encode", "reconstruct"];
 
 /// k data chunks of pseudo-random bytes, then m parity chunks encoded by our codec.
 fn stripe(k: usize, m: usize, chunk_bytes: usize) -> Vec<Vec<u8>> {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut data: Vec<Vec<u8>> = (0..k)
-        .map(|_| {
-            (0..chunk_bytes)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect()
-        })
-        .collect();
+    const BYTE_VALUES: u64 = 256;
+    let bytes = common::addresses(k * chunk_bytes, BYTE_VALUES);
+    let mut data: Vec<Vec<u8>> = bytes.chunks(chunk_bytes).map(|c| c.iter().map(|&b| b as u8).collect()).collect();
     let mut parity = vec![vec![0u8; chunk_bytes]; m];
     let refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
     let mut out: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
@@ -64,14 +52,9 @@ fn size_label(chunk_kib: usize) -> String {
     format!("{chunk_kib} KiB chunks")
 }
 
-fn configure<M: criterion::measurement::Measurement>(group: &mut criterion::BenchmarkGroup<'_, M>) {
-    group.sample_size(SAMPLE_SIZE).warm_up_time(WARM_UP).measurement_time(MEASUREMENT);
-}
-
 fn encode(c: &mut Criterion) {
     for (k, m) in SHAPES {
         let mut group = c.benchmark_group(group_name("encode", k, m));
-        configure(&mut group);
         for chunk_kib in CHUNK_KIB {
             let chunk_bytes = chunk_kib * KIB;
             let full = stripe(k, m, chunk_bytes);
@@ -149,7 +132,6 @@ fn rusty_coder(k: usize, m: usize) -> rusty_erasure::Coder {
 fn reconstruct(c: &mut Criterion) {
     for (k, m) in SHAPES {
         let mut group = c.benchmark_group(group_name("reconstruct", k, m));
-        configure(&mut group);
         // The first m data chunks are lost: the case that needs decoding, not a re-encode.
         let lost: Vec<usize> = (0..m).collect();
         for chunk_kib in CHUNK_KIB {
@@ -270,8 +252,7 @@ fn print_ratios() {
 }
 
 fn main() {
-    // Plots take longer to draw than the measurements: figures only.
-    let mut criterion = Criterion::default().without_plots().configure_from_args();
+    let mut criterion = common::quick().configure_from_args();
     encode(&mut criterion);
     reconstruct(&mut criterion);
     criterion.final_summary();
