@@ -76,7 +76,7 @@ fn encode(c: &mut Criterion) {
                 b.iter(|| {
                     let mut out: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
                     if m == 1 {
-                        xor_loop(&mut out[0], black_box(&data));
+                        xor_loop(out[0], black_box(&data));
                     } else {
                         before.encode_sep(black_box(&data), &mut out).unwrap();
                     }
