@@ -24,6 +24,8 @@ const CHUNK_KIB: [usize; 3] = [4, 16, 64];
 const KIB: usize = 1024;
 /// Implementation names, as bench IDs and in the ratio table.
 const OURS: &str = "ours";
+/// Our `reconstruct`, which allocates the rebuilt chunks (zeroed) itself.
+const OURS_NEW_BUFFERS: &str = "ours, new buffers";
 const RS_SIMD: &str = "reed-solomon-simd";
 const RUSTY_ERASURE: &str = "rusty_erasure";
 /// Our codec before issue 16: not an alternative, a reference.
@@ -140,15 +142,28 @@ fn reconstruct(c: &mut Criterion) {
             group.throughput(Throughput::Bytes((k * chunk_bytes) as u64));
             let label = size_label(chunk_kib);
 
+            let present: Vec<Option<&[u8]>> =
+                full.iter().enumerate().map(|(i, c)| (!lost.contains(&i)).then_some(c.as_slice())).collect();
+            let mut restored = vec![vec![0u8; chunk_bytes]; m];
+
+            // Into the caller's buffers, as the alternatives are measured.
             let ours = ParityCodec::new(k, m).unwrap();
-            let mut chunks: Vec<Option<Vec<u8>>> = full.iter().cloned().map(Some).collect();
             group.bench_function(BenchmarkId::new(OURS, &label), |b| {
+                b.iter(|| {
+                    let mut out: Vec<&mut [u8]> = restored.iter_mut().map(Vec::as_mut_slice).collect();
+                    ours.reconstruct_into(black_box(&present), &mut out).unwrap();
+                })
+            });
+            assert!(restored[0] == full[0], "ours reconstructs");
+
+            // Into new buffers, as degraded reads call it today.
+            let mut chunks: Vec<Option<Vec<u8>>> = full.iter().cloned().map(Some).collect();
+            group.bench_function(BenchmarkId::new(OURS_NEW_BUFFERS, &label), |b| {
                 b.iter(|| {
                     lost.iter().for_each(|&i| chunks[i] = None);
                     ours.reconstruct(black_box(&mut chunks)).unwrap();
                 })
             });
-            assert!(chunks[0].as_deref() == Some(full[0].as_slice()), "ours reconstructs");
 
             let before = reed_solomon_erasure::galois_8::ReedSolomon::new(k, m).unwrap();
             group.bench_function(BenchmarkId::new(BEFORE, &label), |b| {
@@ -170,7 +185,6 @@ fn reconstruct(c: &mut Criterion) {
             let mut encoder = ReedSolomonEncoder::new(k, m, chunk_bytes).unwrap();
             full[..k].iter().for_each(|d| encoder.add_original_shard(d).unwrap());
             let recovery: Vec<Vec<u8>> = encoder.encode().unwrap().recovery_iter().map(<[u8]>::to_vec).collect();
-            let mut restored = vec![vec![0u8; chunk_bytes]; m];
             group.bench_function(BenchmarkId::new(RS_SIMD, &label), |b| {
                 b.iter(|| {
                     for (i, d) in full[..k].iter().enumerate().filter(|(i, _)| !lost.contains(i)) {
@@ -188,8 +202,6 @@ fn reconstruct(c: &mut Criterion) {
             assert!(restored[0] == full[0], "reed-solomon-simd reconstructs");
 
             let coder = rusty_coder(k, m);
-            let present: Vec<Option<&[u8]>> =
-                full.iter().enumerate().map(|(i, c)| (!lost.contains(&i)).then_some(c.as_slice())).collect();
             group.bench_function(BenchmarkId::new(RUSTY_ERASURE, &label), |b| {
                 b.iter(|| {
                     let mut out: Vec<&mut [u8]> = restored.iter_mut().map(Vec::as_mut_slice).collect();
@@ -208,15 +220,15 @@ fn reconstruct(c: &mut Criterion) {
     }
 }
 
-/// Mean time of one bench of this run, in ns, from criterion's estimates file.
-fn mean_ns(group: &str, function: &str, parameter: &str) -> Option<f64> {
+/// Median time of one bench of this run, in ns, from criterion's estimates file.
+fn median_ns(group: &str, function: &str, parameter: &str) -> Option<f64> {
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     let path = format!("{target}/criterion/{group}/{function}/{parameter}/new/estimates.json");
     let text = std::fs::read_to_string(path).ok()?;
-    const MEAN_KEY: &str = "\"mean\":";
+    const MEDIAN_KEY: &str = "\"median\":";
     const POINT_KEY: &str = "\"point_estimate\":";
-    let mean = &text[text.find(MEAN_KEY)? + MEAN_KEY.len()..];
-    let value = &mean[mean.find(POINT_KEY)? + POINT_KEY.len()..];
+    let median = &text[text.find(MEDIAN_KEY)? + MEDIAN_KEY.len()..];
+    let value = &median[median.find(POINT_KEY)? + POINT_KEY.len()..];
     let end = value.find([',', '}'])?;
     value[..end].trim().parse().ok()
 }
@@ -232,18 +244,22 @@ fn print_ratios() {
             for chunk_kib in CHUNK_KIB {
                 let label = size_label(chunk_kib);
                 let mib_per_s = |ns: f64| (k * chunk_kib * KIB) as f64 / MIB / (ns / NS_PER_S);
-                let Some(ours) = mean_ns(&group, OURS, &label).map(mib_per_s) else { continue };
+                let Some(ours) = median_ns(&group, OURS, &label).map(mib_per_s) else { continue };
                 let best = ALTERNATIVES
                     .iter()
-                    .filter_map(|name| mean_ns(&group, name, &label).map(|ns| (*name, mib_per_s(ns))))
+                    .filter_map(|name| median_ns(&group, name, &label).map(|ns| (*name, mib_per_s(ns))))
                     .max_by(|a, b| a.1.total_cmp(&b.1));
-                let before = mean_ns(&group, BEFORE, &label)
-                    .map_or_else(|| "-".to_string(), |ns| format!("{:.0}", mib_per_s(ns)));
+                let reference = |name: &str| {
+                    median_ns(&group, name, &label)
+                        .map_or_else(|| "-".to_string(), |ns| format!("{:.0}", mib_per_s(ns)))
+                };
                 if let Some((name, alt)) = best {
                     println!(
                         "{group:<24} {chunk_kib:>3} KiB  ours {ours:>7.0}  {name:<18} {alt:>7.0}  ratio {:.2}  \
-                         (before: {before})",
-                        ours / alt
+                         (new buffers: {}, before: {})",
+                        ours / alt,
+                        reference(OURS_NEW_BUFFERS),
+                        reference(BEFORE)
                     );
                 }
             }

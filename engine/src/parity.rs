@@ -99,64 +99,66 @@ impl ParityCodec {
         }
     }
 
-    /// Fills in the missing (`None`) chunks of a stripe of k + m chunks, data first.
+    /// Fills in the missing (`None`) chunks of a stripe of k + m chunks, data first, in
+    /// new buffers (see `reconstruct_into` to rebuild into the caller's).
     pub fn reconstruct(&self, chunks: &mut [Option<Vec<u8>>]) -> Result<()> {
+        let missing: Vec<usize> = (0..chunks.len()).filter(|&i| chunks[i].is_none()).collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let len = chunks.iter().flatten().next().map_or(0, Vec::len);
+        let mut rebuilt = vec![vec![0u8; len]; missing.len()];
+        {
+            let present: Vec<Option<&[u8]>> = chunks.iter().map(Option::as_deref).collect();
+            let mut out: Vec<&mut [u8]> = rebuilt.iter_mut().map(Vec::as_mut_slice).collect();
+            self.reconstruct_into(&present, &mut out)?;
+        }
+        for (i, chunk) in missing.into_iter().zip(rebuilt) {
+            chunks[i] = Some(chunk);
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the missing (`None`) chunks of a stripe of k + m chunks, data first, into
+    /// `out`: one buffer per missing chunk, in chunk order, each as long as the chunks.
+    pub fn reconstruct_into(&self, chunks: &[Option<&[u8]>], out: &mut [&mut [u8]]) -> Result<()> {
         let total = self.k + self.m;
         assert_eq!(chunks.len(), total, "k + m chunks");
-        let lost = chunks.iter().filter(|c| c.is_none()).count();
+        let missing: Vec<usize> = (0..total).filter(|&i| chunks[i].is_none()).collect();
+        let lost = missing.len();
+        assert_eq!(out.len(), lost, "one output buffer per missing chunk");
         if lost == 0 {
             return Ok(());
         }
         if lost > self.m {
             return Err(Error::TooManyErasures { lost, total, tolerated: self.m });
         }
-        if let Code::Pairwise = self.code {
-            let k = self.k;
-            for i in 0..k {
-                match (chunks[i].is_some(), chunks[k + i].is_some()) {
-                    (true, false) => chunks[k + i] = chunks[i].clone(),
-                    (false, true) => chunks[i] = chunks[k + i].clone(),
-                    (false, false) => return Err(Error::TooManyErasures { lost, total, tolerated: 1 }),
-                    (true, true) => {}
-                }
-            }
-            return Ok(());
+        let len = chunks.iter().flatten().next().expect("at least k chunks present").len();
+        if chunks.iter().flatten().any(|c| c.len() != len) || out.iter().any(|o| o.len() != len) {
+            return Err(Error::InvalidConfig { reason: "chunks of a stripe differ in length".into() });
         }
-        let len = chunks.iter().flatten().next().map(Vec::len).expect("at least k chunks present");
         match &self.code {
             Code::None => unreachable!("m = 0 tolerates no loss"),
             Code::Xor => {
-                let survivors: Vec<&[u8]> = chunks.iter().flatten().map(Vec::as_slice).collect();
-                let mut sum = vec![0u8; len];
-                xor_sources(&mut sum, &survivors);
-                let missing = chunks.iter_mut().find(|c| c.is_none()).expect("one lost");
-                *missing = Some(sum);
+                let survivors: Vec<&[u8]> = chunks.iter().flatten().copied().collect();
+                xor_sources(out[0], &survivors);
             }
             Code::Mirror => {
-                let copy = chunks.iter().flatten().next().expect("one survivor").clone();
-                chunks.iter_mut().filter(|c| c.is_none()).for_each(|c| *c = Some(copy.clone()));
+                let copy = chunks.iter().flatten().next().expect("one survivor");
+                out.iter_mut().for_each(|o| o.copy_from_slice(copy));
             }
-            Code::Pairwise => unreachable!("handled above"),
-            Code::ReedSolomon(rs) => {
-                if chunks.iter().flatten().any(|c| c.len() != len) {
-                    return Err(Error::InvalidConfig { reason: "chunks of a stripe differ in length".into() });
-                }
-                let missing: Vec<usize> = (0..total).filter(|&i| chunks[i].is_none()).collect();
-                let mut rebuilt = vec![vec![0u8; len]; missing.len()];
-                {
-                    let present: Vec<Option<&[u8]>> = chunks.iter().map(Option::as_deref).collect();
-                    let mut out: Vec<&mut [u8]> = rebuilt.iter_mut().map(Vec::as_mut_slice).collect();
-                    rs.recover(&present, &missing, &mut out).map_err(|e| match e {
-                        RecoverError::TooManyMissing { .. } => {
-                            Error::TooManyErasures { lost, total, tolerated: self.m }
-                        }
-                        e => Error::InvalidConfig { reason: format!("Reed-Solomon reconstruction: {e:?}") },
-                    })?;
-                }
-                for (i, chunk) in missing.into_iter().zip(rebuilt) {
-                    chunks[i] = Some(chunk);
+            Code::Pairwise => {
+                let k = self.k;
+                for (o, &i) in out.iter_mut().zip(&missing) {
+                    let partner = if i < k { i + k } else { i - k };
+                    let copy = chunks[partner].ok_or(Error::TooManyErasures { lost, total, tolerated: 1 })?;
+                    o.copy_from_slice(copy);
                 }
             }
+            Code::ReedSolomon(rs) => rs.recover(chunks, &missing, out).map_err(|e| match e {
+                RecoverError::TooManyMissing { .. } => Error::TooManyErasures { lost, total, tolerated: self.m },
+                e => Error::InvalidConfig { reason: format!("Reed-Solomon reconstruction: {e:?}") },
+            })?,
         }
         Ok(())
     }
