@@ -9,27 +9,19 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use zapraid::engine::format::{
     decode_footer_block, encode_footer_block, footer_entries_per_block, FooterBlockHeader, FooterEntry,
 };
+use zerocopy::FromZeros;
 
 const BLOCK_BYTES: u32 = 4096;
+const FIRST_LBA: u64 = 1000;
 
 fn footer(c: &mut Criterion) {
     let count = footer_entries_per_block(BLOCK_BYTES);
+    // Fields the codec sets itself (magic, version, entry count) and reserved ones stay zero.
     let entries: Vec<FooterEntry> = (0..count as u64)
-        .map(|i| FooterEntry {
-            lba: (1000 + i).into(),
-            timestamp: i.into(),
-            stripe_id: (i as u32).into(),
-            reserved: 0.into(),
-        })
+        .map(|i| FooterEntry { lba: (FIRST_LBA + i).into(), timestamp: i.into(), ..FooterEntry::new_zeroed() })
         .collect();
-    let header = FooterBlockHeader {
-        magic: [0; 8],
-        version: 0.into(),
-        drive_index: 1.into(),
-        segment_sequence: 3.into(),
-        first_block: 0.into(),
-        entries: 0.into(),
-    };
+    let header =
+        FooterBlockHeader { drive_index: 1.into(), segment_sequence: 3.into(), ..FooterBlockHeader::new_zeroed() };
     let mut block = vec![0u8; BLOCK_BYTES as usize];
     let mut group = c.benchmark_group(format!("footer block, {count} entries"));
     group.throughput(Throughput::Elements(count as u64));
