@@ -14,6 +14,8 @@ use zapraid_server::array::{
 };
 use zapraid_server::control;
 use zapraid_server::names::start_name;
+
+use crate::size::parse_bytes;
 use zapraid_server::service::{self, Progress, StartOptions};
 use zapraid_server::superblock::{first_superblock, missing_superblock_reason};
 use zapraid_server::ublk::UblkOptions;
@@ -58,6 +60,12 @@ pub struct FormatArgs {
     /// Chunk sizes and open segments.
     #[command(flatten)]
     segments: OpenSegmentArgs,
+    /// Keep at most this much of the L2P table (4 bytes per logical block) in memory
+    /// (64M, 1G): the rest lives on the drives as mapping blocks, read back on demand and
+    /// evicted by CLOCK. Without it the whole table stays in memory. Recorded in the
+    /// superblock; `start --l2p-memory` overrides it for a run.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    l2p_memory: Option<u64>,
 }
 
 #[derive(Args)]
@@ -88,6 +96,10 @@ pub struct StartArgs {
     /// array's users; `zapraid rebuild-rate` changes it while the array runs.
     #[arg(long, value_name = "RATE", value_parser = crate::size::parse_rate)]
     rebuild_rate: Option<u64>,
+    /// The L2P table's memory budget for this run (64M, 1G; 0: the whole table in
+    /// memory), instead of the one `format --l2p-memory` recorded.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    l2p_memory: Option<u64>,
     /// The array's drives, in any order: their superblocks say where each belongs. The
     /// array's hot spares (format --spare, add-spare) are given among them too: their
     /// spare records say so, and they stay spares until a drive fails.
@@ -155,6 +167,7 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
         open_segments: args.segments.open_segments(mode)?,
         name: args.name.clone(),
         force: args.force,
+        l2p_budget_bytes: args.l2p_memory,
     };
     let progress = bar(args.drives.len() as u64, "formatting drives");
     let formatted = format_with_spares(&args.drives, &args.spares, &options, |done, total| {
@@ -203,6 +216,7 @@ pub fn run_start(args: StartArgs) -> Result<()> {
         ublk: UblkOptions { queues: args.queues, depth: args.queue_depth, ..UblkOptions::default() },
         newly_missing: if args.degraded { NewlyMissing::RecordFailed } else { NewlyMissing::Refuse },
         rebuild_rate_bytes_per_s: args.rebuild_rate.filter(|r| *r > 0),
+        l2p_budget_bytes: args.l2p_memory,
     };
     let mut spinner: Option<indicatif::ProgressBar> = None;
     service::run(&args.drives, options, move |p| match p {
@@ -285,6 +299,9 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
     }
     if let Some(rate) = args.rebuild_rate {
         command.args(["--rebuild-rate", &rate.to_string()]);
+    }
+    if let Some(bytes) = args.l2p_memory {
+        command.args(["--l2p-memory", &bytes.to_string()]);
     }
     command.args(["--queues", &args.queues.to_string(), "--queue-depth", &args.queue_depth.to_string()]);
     command.args(&args.drives);

@@ -2,7 +2,9 @@
 //! Cambridge, fio iolog v2/v3; plain or gzip) against an array in the deterministic
 //! simulator (virtual time, ZN540 timing model), streaming the trace, and prints
 //! throughput, IOPS, latency percentiles, the read/write split, garbage collection and a
-//! timeline, for people or as JSON. The simulator is the only target yet.
+//! timeline, for people or as JSON. Other targets, in wall time: an array's drives (the
+//! engine in this process; the array stopped) or a block device such as a running
+//! array's `/dev/ublkbN` (`replay_targets`).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -13,11 +15,12 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 use zapraid_engine::{Config, Engine, Simulator, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
-use zapraid_trace::replay::{replay, LatencySummary, MapMode, Pacing, ReplayConfig, Report};
+use zapraid_trace::replay::{replay, LatencySummary, MapMode, Pacing, ReplayConfig, Report, Target};
 use zapraid_trace::{address_span_bytes, Format, ReadOptions, ReadStats, TraceReader};
 use zapraid_zns::{Geometry, TimingParams};
 
 use crate::hybrid::{chunks_text, OpenSegmentArgs};
+use crate::replay_targets::{DeviceTarget, DrivesTarget};
 use crate::simulate::{raid_level, write_mode, Level, WriteMode};
 use crate::size::format_bytes;
 
@@ -99,6 +102,19 @@ pub struct ReplayArgs {
     /// Print the per-interval timeline in the text output too.
     #[arg(long)]
     timeline: bool,
+    /// Replay onto these drives of a formatted, stopped array (drive files or NVMe
+    /// namespaces), run by the engine in this process, in wall time, instead of the
+    /// simulator. What the trace writes overwrites the array's data.
+    #[arg(long, value_name = "DRIVE", num_args = 1.., conflicts_with = "device")]
+    on_drives: Vec<PathBuf>,
+    /// Replay onto a block device (a running array's /dev/ublkbN, not mounted) or a file,
+    /// with direct I/O, in wall time, instead of the simulator. What the trace writes
+    /// overwrites what the device holds.
+    #[arg(long, value_name = "PATH")]
+    device: Option<PathBuf>,
+    /// Block size of --device.
+    #[arg(long, value_name = "BYTES", default_value_t = 4096)]
+    device_block_bytes: u64,
     #[arg(long, value_enum, default_value = "raid5")]
     level: Level,
     /// Drives in the array.
@@ -142,27 +158,69 @@ fn peak_resident_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// The target a replay runs against and what the output says of it.
+enum Chosen {
+    Simulator(Box<Simulator>),
+    Drives(Box<DrivesTarget>),
+    Device(Box<DeviceTarget>),
+}
+
+impl Chosen {
+    fn target(&mut self) -> &mut dyn Target {
+        match self {
+            Chosen::Simulator(sim) => sim.as_mut(),
+            Chosen::Drives(drives) => drives.as_mut(),
+            Chosen::Device(device) => device.as_mut(),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Chosen::Simulator(_) => "simulator",
+            Chosen::Drives(_) => "drives",
+            Chosen::Device(_) => "device",
+        }
+    }
+}
+
+/// Requests in flight at most (the device target's I/O threads).
+fn in_flight_cap(pacing: Pacing) -> usize {
+    /// Threads the device target starts at most.
+    const MAX_DEVICE_THREADS: u64 = 128;
+    let n = match pacing {
+        Pacing::Closed { queue_depth } => queue_depth,
+        Pacing::Open { max_in_flight, .. } => max_in_flight,
+    };
+    n.clamp(1, MAX_DEVICE_THREADS) as usize
+}
+
+/// The wall-time target the arguments name, and the text that says what it is.
+fn wall_time_target(args: &ReplayArgs, pacing: Pacing) -> Result<Option<(Chosen, String)>> {
+    if let Some(device) = &args.device {
+        let target = DeviceTarget::open(device, args.device_block_bytes, in_flight_cap(pacing))?;
+        let text = format!(
+            "{} ({} of {} B blocks), direct I/O, wall time",
+            device.display(),
+            format_bytes(target.logical_blocks() * args.device_block_bytes),
+            args.device_block_bytes
+        );
+        return Ok(Some((Chosen::Device(Box::new(target)), text)));
+    }
+    if !args.on_drives.is_empty() {
+        let target = DrivesTarget::start(&args.on_drives)
+            .with_context(|| "starting the array on the drives given (it must be stopped)".to_string())?;
+        let text = format!(
+            "the array on {} drives ({} logical), run by the engine in this process, wall time",
+            args.on_drives.len(),
+            format_bytes(target.logical_blocks() * target.block_bytes())
+        );
+        return Ok(Some((Chosen::Drives(Box::new(target)), text)));
+    }
+    Ok(None)
+}
+
 pub fn run(args: ReplayArgs) -> Result<()> {
     let wall = Instant::now();
-    let level = raid_level(args.level, args.drives);
-    level.validate()?;
-    let mode = write_mode(args.mode, args.group_size);
-    let open_segments = args.segments.open_segments(mode)?;
-    let g = geometry(&args);
-    let mut config = Config {
-        level,
-        mode,
-        chunk_bytes: args.segments.small_chunk_bytes,
-        open_segments,
-        stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
-        logical_blocks: 1,
-        array_uuid: [0x7e; 16],
-        lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
-    };
-    config.logical_blocks = Engine::format(g, config)?.plan().capacity_blocks(g.zone_count);
-    if config.logical_blocks == 0 {
-        bail!("{} zones per drive leave no room for data; give more with --zones", args.zones);
-    }
     let pacing = match (args.speed, args.queue_depth) {
         (Some(speed), _) => Pacing::Open { speed, max_in_flight: args.max_in_flight },
         (None, depth) => Pacing::Closed { queue_depth: depth.unwrap_or(32) },
@@ -170,6 +228,10 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     if matches!(pacing, Pacing::Closed { queue_depth: 0 }) {
         bail!("--queue-depth must be at least 1");
     }
+    let (mut chosen, array) = match wall_time_target(&args, pacing)? {
+        Some(chosen) => chosen,
+        None => simulator_target(&args)?,
+    };
     let options =
         ReadOptions { format: args.format.map(Format::from), volume: args.volume.clone(), skip_bad: args.skip_bad };
     let map = match args.map {
@@ -195,9 +257,8 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     } else {
         None
     };
-    let mut sim = Simulator::new(g, config, args.seed, Some(TimingParams::zn540()))?;
     let replay_config = ReplayConfig { pacing, writes_only: args.writes_only, map, limit: args.limit };
-    let result = replay(&mut sim, reader.by_ref(), &replay_config, &mut |issued| {
+    let result = replay(chosen.target(), reader.by_ref(), &replay_config, &mut |issued| {
         if let Some(bar) = &bar {
             bar.set_position(bytes_read.load(Ordering::Relaxed));
             bar.set_message(format!("{issued} requests"));
@@ -206,19 +267,15 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
+    let target_name = chosen.name();
+    if let Chosen::Drives(drives) = chosen {
+        drives.stop().context("stopping the array after the replay")?;
+    }
     let report = result.with_context(|| format!("replaying {}", args.trace.display()))?;
     let stats = reader.stats().clone();
     let peak = peak_resident_bytes();
     let wall_s = wall.elapsed().as_secs_f64();
-    let array = format!(
-        "{level}, {mode}, {}, {} drives x {} zones of {} (emulated, ZN540 timing), {} logical",
-        chunks_text(args.segments.small_chunk_bytes, &open_segments),
-        args.drives,
-        g.zone_count,
-        format_bytes(g.zone_capacity_blocks * u64::from(g.block_size_bytes)),
-        format_bytes(config.logical_blocks * u64::from(g.block_size_bytes)),
-    );
-    let context = Context_ { args: &args, format, stats: &stats, array, pacing, peak, wall_s };
+    let context = Context_ { args: &args, format, stats: &stats, array, target: target_name, pacing, peak, wall_s };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&context, &report))?);
     } else {
@@ -227,12 +284,48 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     Ok(())
 }
 
+/// The simulator the arguments describe, and the text that says what array it runs.
+fn simulator_target(args: &ReplayArgs) -> Result<(Chosen, String)> {
+    let level = raid_level(args.level, args.drives);
+    level.validate()?;
+    let mode = write_mode(args.mode, args.group_size);
+    let open_segments = args.segments.open_segments(mode)?;
+    let g = geometry(args);
+    let mut config = Config {
+        level,
+        mode,
+        chunk_bytes: args.segments.small_chunk_bytes,
+        open_segments,
+        stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
+        logical_blocks: 1,
+        array_uuid: [0x7e; 16],
+        lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        l2p: zapraid_engine::L2pConfig::default(),
+    };
+    config.logical_blocks = Engine::format(g, config)?.plan().capacity_blocks(g.zone_count);
+    if config.logical_blocks == 0 {
+        bail!("{} zones per drive leave no room for data; give more with --zones", args.zones);
+    }
+    let sim = Simulator::new(g, config, args.seed, Some(TimingParams::zn540()))?;
+    let array = format!(
+        "{level}, {mode}, {}, {} drives x {} zones of {} (emulated, ZN540 timing), {} logical",
+        chunks_text(args.segments.small_chunk_bytes, &open_segments),
+        args.drives,
+        g.zone_count,
+        format_bytes(g.zone_capacity_blocks * u64::from(g.block_size_bytes)),
+        format_bytes(config.logical_blocks * u64::from(g.block_size_bytes)),
+    );
+    Ok((Chosen::Simulator(Box::new(sim)), array))
+}
+
 /// What the output says besides the report.
 struct Context_<'a> {
     args: &'a ReplayArgs,
     format: Format,
     stats: &'a ReadStats,
     array: String,
+    /// simulator, drives or device.
+    target: &'static str,
     pacing: Pacing,
     peak: Option<u64>,
     wall_s: f64,
@@ -275,9 +368,9 @@ fn to_json(c: &Context_, r: &Report) -> Value {
             "first_bad_line": s.first_bad, "other_volume_requests": s.other_volumes,
             "non_data_requests": s.non_data,
         },
-        "target": "simulator",
+        "target": c.target,
         "array": c.array,
-        "seed": c.args.seed,
+        "seed": (c.target == "simulator").then_some(c.args.seed),
         "pacing": pacing_text(c.pacing),
         "map": {
             "mode": match c.args.map { Map::Wrap => "wrap", Map::Scale => "scale" },
@@ -292,10 +385,10 @@ fn to_json(c: &Context_, r: &Report) -> Value {
         "latency": latency_json(&r.latency),
         "read_latency": latency_json(&r.read_latency),
         "write_latency": latency_json(&r.write_latency),
-        "gc": {
-            "segments_reclaimed": r.gc.segments_reclaimed, "blocks_relocated": r.gc.blocks_relocated,
-            "user_blocks_written": r.gc.user_blocks_written, "write_amplification": r.gc.write_amplification,
-        },
+        "gc": r.gc.map(|gc| json!({
+            "segments_reclaimed": gc.segments_reclaimed, "blocks_relocated": gc.blocks_relocated,
+            "user_blocks_written": gc.user_blocks_written, "write_amplification": gc.write_amplification,
+        })),
         "timeline_interval_s": r.timeline_interval_ns as f64 / 1e9,
         "timeline": timeline,
         "peak_resident_bytes": c.peak,
@@ -346,14 +439,18 @@ fn print_text(c: &Context_, r: &Report) {
     if let Some(first) = &s.first_bad {
         println!("  first bad line: {first}");
     }
-    println!("array: {}", c.array);
-    println!(
-        "target: the deterministic simulator (virtual time, seed {}; the only target yet: a running array's \
-         block device and drive files are not built yet); {}{}",
-        c.args.seed,
-        pacing_text(c.pacing),
-        if c.args.writes_only { ", writes only" } else { "" }
-    );
+    let writes_only = if c.args.writes_only { ", writes only" } else { "" };
+    if c.target == "simulator" {
+        println!("array: {}", c.array);
+        let seed = c.args.seed;
+        println!(
+            "target: the deterministic simulator (virtual time, seed {seed}); {}{writes_only}",
+            pacing_text(c.pacing)
+        );
+    } else {
+        println!("target: {}; {}{writes_only}", c.array, pacing_text(c.pacing));
+    }
+    let time = if c.target == "simulator" { "virtual time" } else { "wall time" };
     let m = &r.map;
     println!(
         "mapping ({}): {} requests widened to whole blocks, {} wrapped, {} moved back from the array's end, {} cut to the array's size or 8 MiB",
@@ -367,7 +464,7 @@ fn print_text(c: &Context_, r: &Report) {
         m.clipped
     );
     println!(
-        "\n{} requests ({} reads of {}, {} writes of {}{}) in {} of virtual time: {} IOPS, {} MiB/s",
+        "\n{} requests ({} reads of {}, {} writes of {}{}) in {} of {time}: {} IOPS, {} MiB/s",
         r.requests,
         r.reads,
         format_bytes(r.read_bytes),
@@ -398,11 +495,14 @@ fn print_text(c: &Context_, r: &Report) {
     println!("{}", latency_line("all", &r.latency));
     println!("{}", latency_line("reads", &r.read_latency));
     println!("{}", latency_line("writes", &r.write_latency));
-    println!(
-        "\ngarbage collection: {} segments reclaimed, {} blocks relocated; write amplification {:.3} \
-         ((user blocks + relocated) / user blocks, parity not counted)",
-        r.gc.segments_reclaimed, r.gc.blocks_relocated, r.gc.write_amplification
-    );
+    match &r.gc {
+        Some(gc) => println!(
+            "\ngarbage collection: {} segments reclaimed, {} blocks relocated; write amplification {:.3} \
+             ((user blocks + relocated) / user blocks, parity not counted)",
+            gc.segments_reclaimed, gc.blocks_relocated, gc.write_amplification
+        ),
+        None => println!("\ngarbage collection: not seen from a block device"),
+    }
     if c.args.timeline {
         let interval_s = r.timeline_interval_ns as f64 / 1e9;
         println!("\ntimeline ({interval_s} s intervals, by completion time)");

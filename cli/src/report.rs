@@ -90,6 +90,7 @@ pub fn print_status(s: &Value) {
         s["segments"]["open"],
         s["segments"]["reclaimed"]
     );
+    println!("  {}", l2p_line(&s["l2p"]));
     let r = &s["repairs"];
     let count = |field: &str| r[field].as_u64().unwrap_or(0);
     println!(
@@ -200,6 +201,32 @@ pub fn segment_header_text(h: &SegmentHeader) -> String {
 const SEGMENT_MODE_GROUPS: u8 = 0;
 const SEGMENT_MODE_ZONE_WRITE: u8 = 1;
 const SEGMENT_MODE_ONE_GROUP: u8 = 2;
+
+/// The L2P table's line of `zapraid status`.
+fn l2p_line(l: &Value) -> String {
+    let count = |field: &str| l[field].as_u64().unwrap_or(0);
+    let Some(budget) = l["budget_bytes"].as_u64() else {
+        return format!(
+            "L2P table: all {} pages in memory ({})",
+            count("cached_pages"),
+            format_bytes(count("memory_bytes"))
+        );
+    };
+    format!(
+        "L2P table: budget {}, {} of {} pages cached ({} dirty, {} on the drives), hit rate {:.1}%, mapping blocks \
+         read {} ({:.1}/s), written {} ({:.1}/s)",
+        format_bytes(budget),
+        count("cached_pages"),
+        count("pages"),
+        count("dirty_pages"),
+        count("pages_on_drives"),
+        l["hit_rate_percent"].as_f64().unwrap_or(0.0),
+        count("mapping_reads"),
+        l["mapping_reads_per_s"].as_f64().unwrap_or(0.0),
+        count("mapping_writes"),
+        l["mapping_writes_per_s"].as_f64().unwrap_or(0.0),
+    )
+}
 
 #[cfg(test)]
 mod tests {

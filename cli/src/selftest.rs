@@ -38,6 +38,14 @@ pub struct SelftestArgs {
     /// them.
     #[command(flatten)]
     segments: OpenSegmentArgs,
+    /// Instead of the pattern of --size: this many single-block writes at random LBAs
+    /// over the whole array, a stop and a start, and every one read back; prints the
+    /// resident size (with --l2p-memory, the bounded L2P table's figures).
+    #[arg(long, value_name = "N")]
+    random_writes: Option<u64>,
+    /// The L2P table's memory budget of the array formatted (`format --l2p-memory`).
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    l2p_memory: Option<u64>,
 }
 
 /// Requests in flight at once while the self-test writes or reads.
@@ -48,18 +56,18 @@ const SELFTEST_REQUEST_BLOCKS: u64 = 64;
 const SELFTEST_FAILED_DRIVE: usize = 1;
 
 /// A block's expected contents: its LBA and the pass that wrote it, spread over the block.
-fn selftest_block(lba: u64, pass: u64, block_bytes: usize) -> Vec<u8> {
+pub(crate) fn selftest_block(lba: u64, pass: u64, block_bytes: usize) -> Vec<u8> {
     let seed = lba.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ pass;
     (0..block_bytes).map(|i| (seed >> ((i % 8) * 8)) as u8 ^ (i / 8) as u8).collect()
 }
 
 /// One running engine (no block device) for the self-test.
-struct SelftestArray {
-    session: Session,
+pub(crate) struct SelftestArray {
+    pub(crate) session: Session,
 }
 
 impl SelftestArray {
-    fn start(drives: &[PathBuf]) -> Result<Self> {
+    pub(crate) fn start(drives: &[PathBuf]) -> Result<Self> {
         Ok(SelftestArray { session: Session::start(zapraid_server::array::assemble(drives)?)? })
     }
 
@@ -114,7 +122,7 @@ impl SelftestArray {
         result.recv()?.map(|_| ()).map_err(anyhow::Error::from)
     }
 
-    fn stop(self) -> Result<()> {
+    pub(crate) fn stop(self) -> Result<()> {
         Ok(self.session.stop()?)
     }
 }
@@ -134,8 +142,13 @@ pub fn run_selftest(args: SelftestArgs) -> Result<()> {
         open_segments: args.segments.open_segments(mode)?,
         name: "selftest".into(),
         force: true,
+        l2p_budget_bytes: args.l2p_memory,
     };
     let formatted = format(&args.drives, &options, |_, _| {})?;
+    if let Some(writes) = args.random_writes {
+        println!("formatted {level} over {} drives", args.drives.len());
+        return crate::selftest_random::run_random(&args.drives, writes, formatted.logical_blocks);
+    }
     let block_bytes = u64::from(formatted.block_size_bytes);
     let blocks = (args.size / block_bytes).min(formatted.logical_blocks);
     if blocks == 0 {

@@ -6,13 +6,12 @@
 mod common;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 use common::text;
+use common::traces::{one_of_each_format, write, PACINGS, SAMPLE};
 use serde_json::Value;
-
-const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/trace/tests/data/alibaba2020_sample.csv");
 
 /// A small array so that each replay takes well under a second.
 const SMALL_ARRAY: [&str; 2] = ["--zones", "8"];
@@ -37,32 +36,12 @@ fn replay_json(trace: &Path, extra: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 #[test]
 fn every_format_replays_in_closed_and_open_loop() {
     let dir = tempfile::tempdir().unwrap();
-    let traces = [
-        (PathBuf::from(SAMPLE), "alibaba", 13),
-        (write(dir.path(), "tencent.csv", "1538323200,2048,16,1,1063\n1538323200,0,8,0,1063\n1538323201,4096,64,1,1063\n"), "tencent", 3),
-        (
-            write(
-                dir.path(),
-                "msr.csv",
-                "128166372003061629,hm,1,Read,3154152960,32768,10978\n128166372016382155,hm,1,Write,3154152960,4096,1\n",
-            ),
-            "msr",
-            2,
-        ),
-        (write(dir.path(), "v2.log", "fio version 2 iolog\nf add\nf open\nf write 0 4096\nf wait 2 0\nf read 0 4096\nf close\n"), "fio", 2),
-        (write(dir.path(), "v3.log", "fio version 3 iolog\n0 f add\n1 f open\n5 f write 0 8192\n900 f read 0 4096\n"), "fio", 2),
-    ];
+    let traces = one_of_each_format(dir.path());
     for (path, format, requests) in traces {
-        for pacing in [&["--queue-depth", "4"][..], &["--speed", "10"][..]] {
+        for pacing in PACINGS {
             let report = replay_json(&path, pacing);
             assert_eq!(report["trace"]["format"], format, "{path:?} {pacing:?}");
             assert_eq!(report["requests"], requests, "{path:?} {pacing:?}: {report}");

@@ -1,13 +1,32 @@
-//! The L2P table: logical block -> physical block, 4 bytes per logical block.
+//! The L2P table: logical block -> physical block, 4 bytes per logical block, in pages of
+//! one mapping block each (`format::mapping`).
+//!
+//! Without a memory budget every page the array touched stays in memory (as the flat
+//! table did). With one (`L2pTable::with_budget`), pages past the budget are evicted by
+//! CLOCK (a reference bit per cached page); a dirty page evicted is handed to the engine
+//! to write to the log as a mapping block, and the directory (page -> the place of its
+//! newest persisted copy, 4 bytes per page, always in memory) says where to read it back.
+//!
+//! Invariants: `get`/`set`/`clear` touch only cached pages (the engine makes a page
+//! resident first, `ensure`); a page is in at most one of: cached, being written back
+//! (its snapshot kept until the copy is persisted, so a reload never reads a stale copy),
+//! or only on the drives; recovered entries whose page is not cached wait in the overlay
+//! and are applied when it is made resident. Pinned pages are never evicted: the budget
+//! is exceeded only while every cached page is pinned by requests in flight.
 //!
 //! A physical block is packed as `(zone * drives + drive) * zone_capacity + offset`; the
 //! engine keeps a segment on the same zone index of every drive, so the zone names the
 //! segment. `UNMAPPED` marks blocks never written (they read as zeros).
 
+use std::collections::{BTreeMap, HashMap};
+
 use crate::error::{Error, Result};
+use crate::format::{decode_mapping_block, encode_mapping_block, mapping_entries_per_block, DecodeError};
 
 /// Physical address of an unmapped logical block.
 const UNMAPPED: u32 = u32::MAX;
+/// Slot of a page not cached.
+const NOT_CACHED: u32 = u32::MAX;
 
 /// Where a logical block lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,57 +37,445 @@ pub struct Physical {
     pub offset: u64,
 }
 
+/// Index of a page of the table (a mapping block's worth of entries).
+pub type PageIndex = u32;
+
+struct Page {
+    page: PageIndex,
+    entries: Box<[u32]>,
+    dirty: bool,
+    referenced: bool,
+    pins: u32,
+}
+
+/// What making a page resident needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Residency {
+    /// Cached now (it was, or it was made from memory: a snapshot, the overlay, empty).
+    Cached,
+    /// Its only copy is on the drives, here: read it and `install` it.
+    OnDrive(Physical),
+}
+
+/// Counters for status and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct L2pStats {
+    pub lookups: u64,
+    pub hits: u64,
+    pub mapping_reads: u64,
+    pub mapping_writes: u64,
+    pub evictions: u64,
+}
+
 pub struct L2pTable {
-    entries: Vec<u32>,
+    logical_blocks: u64,
     drives: u64,
     zone_capacity_blocks: u64,
+    /// Physical blocks of the array: packed entries are below it.
+    physical_blocks: u64,
+    entries_per_page: u64,
+    /// Most pages cached at once (pinned pages aside); None: no eviction.
+    budget_pages: Option<usize>,
+    /// Per page, its index in `cache`, or `NOT_CACHED` (an array index, not a hash, on the
+    /// hot path, and 4 bytes per page however large the array).
+    slots: Vec<u32>,
+    /// The cached pages, which are also the CLOCK ring, and its hand.
+    cache: Vec<Page>,
+    hand: usize,
+    dirty_pages: usize,
+    pages_on_drives: u64,
+    /// Per page, where its newest persisted copy is (packed), or `UNMAPPED`.
+    directory: Vec<u32>,
+    /// Pages evicted dirty whose copy is not persisted yet: the timestamp of the newest
+    /// write-back and the entries it carries.
+    writing: HashMap<PageIndex, (u64, Box<[u32]>)>,
+    /// Entries recovery found whose page is not cached yet.
+    overlay: BTreeMap<u64, u32>,
+    stats: L2pStats,
 }
 
 impl L2pTable {
     /// A table for `logical_blocks` over `zones` zones of `zone_capacity_blocks` on each of
-    /// `drives` drives; an error if physical addresses would not fit in 32 bits.
-    pub fn new(logical_blocks: u64, drives: usize, zones: u32, zone_capacity_blocks: u64) -> Result<Self> {
+    /// `drives` drives, pages of blocks of `block_size_bytes`, every page kept in memory;
+    /// an error if physical addresses would not fit in 32 bits.
+    pub fn new(
+        logical_blocks: u64,
+        drives: usize,
+        zones: u32,
+        zone_capacity_blocks: u64,
+        block_size_bytes: u32,
+    ) -> Result<Self> {
         let physical = u64::from(zones) * drives as u64 * zone_capacity_blocks;
         if physical >= u64::from(UNMAPPED) {
             return Err(Error::InvalidConfig {
                 reason: format!("{physical} physical blocks do not fit the 4-byte L2P entries"),
             });
         }
-        let entries = usize::try_from(logical_blocks)
+        let entries_per_page = mapping_entries_per_block(block_size_bytes) as u64;
+        if entries_per_page == 0 {
+            return Err(Error::InvalidConfig { reason: format!("{block_size_bytes}-byte blocks hold no L2P entries") });
+        }
+        let page_count = usize::try_from(logical_blocks.div_ceil(entries_per_page))
             .map_err(|_| Error::InvalidConfig { reason: format!("{logical_blocks} logical blocks") })?;
-        Ok(L2pTable { entries: vec![UNMAPPED; entries], drives: drives as u64, zone_capacity_blocks })
+        Ok(L2pTable {
+            logical_blocks,
+            drives: drives as u64,
+            zone_capacity_blocks,
+            physical_blocks: physical,
+            entries_per_page,
+            budget_pages: None,
+            slots: vec![NOT_CACHED; page_count],
+            cache: Vec::new(),
+            hand: 0,
+            dirty_pages: 0,
+            pages_on_drives: 0,
+            directory: vec![UNMAPPED; page_count],
+            writing: HashMap::new(),
+            overlay: BTreeMap::new(),
+            stats: L2pStats::default(),
+        })
+    }
+
+    /// Keeps at most `budget_pages` pages cached (at least one), the rest on the drives.
+    pub fn set_budget_pages(&mut self, budget_pages: Option<usize>) {
+        self.budget_pages = budget_pages.map(|b| b.max(1));
+    }
+
+    pub fn budget_pages(&self) -> Option<usize> {
+        self.budget_pages
     }
 
     pub fn logical_blocks(&self) -> u64 {
-        self.entries.len() as u64
+        self.logical_blocks
     }
 
+    pub fn page_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Makes pages of `entries` entries (at most what a mapping block holds), so that small
+    /// tables have many pages (tests exercise eviction this way). Only while the table
+    /// has no page in memory or on the drives.
+    pub fn set_page_entries(&mut self, entries: u64) -> Result<()> {
+        let fits = entries > 0 && entries <= self.entries_per_page;
+        let untouched =
+            self.cache.is_empty() && self.writing.is_empty() && self.directory.iter().all(|d| *d == UNMAPPED);
+        if !fits || !untouched {
+            return Err(Error::InvalidConfig { reason: format!("L2P pages of {entries} entries") });
+        }
+        let page_count = self.logical_blocks.div_ceil(entries) as usize;
+        self.entries_per_page = entries;
+        self.slots = vec![NOT_CACHED; page_count];
+        self.directory = vec![UNMAPPED; page_count];
+        Ok(())
+    }
+
+    pub fn entries_per_page(&self) -> u64 {
+        self.entries_per_page
+    }
+
+    pub fn page_of(&self, lba: u64) -> PageIndex {
+        (lba / self.entries_per_page) as PageIndex
+    }
+
+    /// The pages holding LBAs `lba..lba + blocks`.
+    pub fn pages_of(&self, lba: u64, blocks: u64) -> std::ops::RangeInclusive<PageIndex> {
+        self.page_of(lba)..=self.page_of(lba + blocks.max(1) - 1)
+    }
+
+    pub fn cached_pages(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Pages whose newest persisted copy is a mapping block (kept counted: O(1)).
+    pub fn pages_on_drives(&self) -> u64 {
+        self.pages_on_drives
+    }
+
+    pub fn dirty_pages(&self) -> usize {
+        self.dirty_pages
+    }
+
+    pub fn stats(&self) -> L2pStats {
+        self.stats
+    }
+
+    pub fn is_cached(&self, page: PageIndex) -> bool {
+        self.slots[page as usize] != NOT_CACHED
+    }
+
+    fn cached(&self, page: usize) -> Option<&Page> {
+        self.cache.get(self.slots[page] as usize)
+    }
+
+    fn cached_mut(&mut self, page: usize) -> Option<&mut Page> {
+        self.cache.get_mut(self.slots[page] as usize)
+    }
+
+    /// Makes `page` cached if memory holds it; else says where to read it.
+    pub fn ensure(&mut self, page: PageIndex) -> Residency {
+        self.stats.lookups += 1;
+        if let Some(p) = self.cached_mut(page as usize) {
+            p.referenced = true;
+            self.stats.hits += 1;
+            return Residency::Cached;
+        }
+        if let Some((_, entries)) = self.writing.get(&page) {
+            let entries = entries.clone();
+            self.insert(page, entries, true);
+            return Residency::Cached;
+        }
+        match self.directory[page as usize] {
+            UNMAPPED => {
+                let entries = vec![UNMAPPED; self.page_len(page)].into_boxed_slice();
+                self.insert(page, entries, false);
+                Residency::Cached
+            }
+            packed => Residency::OnDrive(self.unpack(packed)),
+        }
+    }
+
+    /// Caches `page` from its mapping block as read from the drives (unless something
+    /// cached it meanwhile); a block that does not decode is an error, never entries.
+    pub fn install(&mut self, page: PageIndex, block: &[u8], array_uuid: [u8; 16]) -> Result<(), DecodeError> {
+        self.stats.mapping_reads += 1;
+        let entries = decode_mapping_block(block, array_uuid, u64::from(page))?;
+        if entries.len() != self.page_len(page) {
+            return Err(DecodeError::Field(format!(
+                "{} entries, page {page} has {}",
+                entries.len(),
+                self.page_len(page)
+            )));
+        }
+        if entries.iter().any(|&e| e != UNMAPPED && !self.packed_in_range(e)) {
+            return Err(DecodeError::Field("an entry beyond the array".into()));
+        }
+        if !self.is_cached(page) {
+            self.insert(page, entries.into_boxed_slice(), false);
+        }
+        Ok(())
+    }
+
+    /// Caches a page and applies the overlay's entries for it (which make it dirty).
+    fn insert(&mut self, page: PageIndex, mut entries: Box<[u32]>, mut dirty: bool) {
+        debug_assert!(!self.is_cached(page));
+        let first = u64::from(page) * self.entries_per_page;
+        let overlaid: Vec<(u64, u32)> =
+            self.overlay.range(first..first + entries.len() as u64).map(|(l, p)| (*l, *p)).collect();
+        for (lba, packed) in overlaid {
+            self.overlay.remove(&lba);
+            entries[(lba - first) as usize] = packed;
+            dirty = true;
+        }
+        self.dirty_pages += usize::from(dirty);
+        self.slots[page as usize] = self.cache.len() as u32;
+        self.cache.push(Page { page, entries, dirty, referenced: true, pins: 0 });
+    }
+
+    pub fn pin(&mut self, page: PageIndex) {
+        self.cached_mut(page as usize).expect("pinned pages are cached").pins += 1;
+    }
+
+    pub fn unpin(&mut self, page: PageIndex) {
+        let p = self.cached_mut(page as usize).expect("pinned pages stay cached");
+        debug_assert!(p.pins > 0);
+        p.pins -= 1;
+    }
+
+    /// Evicts pages past the budget (CLOCK): returns the dirty ones' entries, each to be
+    /// written back (`writing_back`). Pinned pages stay.
+    pub fn evict(&mut self) -> Vec<(PageIndex, Box<[u32]>)> {
+        let mut dirty = Vec::new();
+        let Some(budget) = self.budget_pages else { return dirty };
+        // Two sweeps clear every reference bit: a third finds a victim unless all are pinned.
+        let mut steps_left = 3 * self.cache.len();
+        while self.cache.len() > budget && steps_left > 0 {
+            steps_left -= 1;
+            self.hand %= self.cache.len();
+            let p = &mut self.cache[self.hand];
+            if p.pins > 0 || std::mem::take(&mut p.referenced) {
+                self.hand += 1;
+                continue;
+            }
+            let p = self.cache.swap_remove(self.hand);
+            self.slots[p.page as usize] = NOT_CACHED;
+            if let Some(moved) = self.cache.get(self.hand) {
+                self.slots[moved.page as usize] = self.hand as u32;
+            }
+            let page = p.page;
+            self.stats.evictions += 1;
+            if p.dirty {
+                self.dirty_pages -= 1;
+                dirty.push((page, p.entries));
+            }
+        }
+        dirty
+    }
+
+    /// Encodes a page's entries as its mapping block.
+    pub fn encode(&self, page: PageIndex, entries: &[u32], array_uuid: [u8; 16], block: &mut [u8]) {
+        encode_mapping_block(array_uuid, u64::from(page), entries, block);
+    }
+
+    /// A write-back of `page` with these entries is issued with `timestamp`.
+    pub fn writing_back(&mut self, page: PageIndex, timestamp: u64, entries: Box<[u32]>) {
+        self.stats.mapping_writes += 1;
+        self.writing.insert(page, (timestamp, entries));
+    }
+
+    /// The write-back of `page` with `timestamp` is persisted: whether it is the newest
+    /// (the directory is to point at it; its snapshot is dropped).
+    pub fn written_back(&mut self, page: PageIndex, timestamp: u64) -> bool {
+        match self.writing.get(&page) {
+            Some((newest, _)) if *newest == timestamp => {
+                self.writing.remove(&page);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The write-back of `page` with `timestamp` failed: the page comes back cached and
+    /// dirty, to be written again later.
+    pub fn write_back_failed(&mut self, page: PageIndex, timestamp: u64) {
+        if self.writing.get(&page).is_some_and(|(newest, _)| *newest == timestamp) {
+            let (_, entries) = self.writing.remove(&page).expect("present");
+            if !self.is_cached(page) {
+                self.insert(page, entries, true);
+            }
+        }
+    }
+
+    /// Where page `page`'s newest persisted copy is.
+    pub fn directory_get(&self, page: PageIndex) -> Option<Physical> {
+        match self.directory.get(page as usize) {
+            Some(&packed) if packed != UNMAPPED => Some(self.unpack(packed)),
+            _ => None,
+        }
+    }
+
+    pub fn directory_set(&mut self, page: PageIndex, at: Physical) {
+        self.pages_on_drives += u64::from(self.directory[page as usize] == UNMAPPED);
+        self.directory[page as usize] = self.pack(at);
+    }
+
+    /// Pages whose persisted copy is in `zone` (garbage collection moves them).
+    pub fn directory_in_zone(&self, zone: u32) -> Vec<PageIndex> {
+        let per_zone = self.drives * self.zone_capacity_blocks;
+        (0..self.directory.len())
+            .filter(|&p| self.directory[p] != UNMAPPED && u64::from(self.directory[p]) / per_zone == u64::from(zone))
+            .map(|p| p as PageIndex)
+            .collect()
+    }
+
+    /// Whether page `page` may map anything: cached, being written, on the drives, or with
+    /// recovered entries waiting (a page none of these is maps nothing).
+    pub fn may_map(&self, page: PageIndex) -> bool {
+        let first = u64::from(page) * self.entries_per_page;
+        self.is_cached(page)
+            || self.writing.contains_key(&page)
+            || self.directory[page as usize] != UNMAPPED
+            || self.overlay.range(first..first + self.entries_per_page).next().is_some()
+    }
+
+    /// A recovered entry: applied now if its page is cached, else when it is made resident.
+    /// Returns the entry it replaced, if its page was cached.
+    pub fn recover(&mut self, lba: u64, at: Physical) {
+        let page = self.page_of(lba);
+        if self.is_cached(page) {
+            self.set(lba, at);
+        } else {
+            self.overlay.insert(lba, self.pack(at));
+        }
+    }
+
+    /// Where `lba` lives; its page must be cached.
     pub fn get(&self, lba: u64) -> Option<Physical> {
-        let packed = *self.entries.get(lba as usize)?;
-        if packed == UNMAPPED {
+        if lba >= self.logical_blocks {
             return None;
         }
-        let packed = u64::from(packed);
-        let offset = packed % self.zone_capacity_blocks;
-        let zone_drive = packed / self.zone_capacity_blocks;
-        Some(Physical { zone: (zone_drive / self.drives) as u32, drive: (zone_drive % self.drives) as usize, offset })
+        let (page, index) = self.split(lba);
+        let p = self.cached(page);
+        debug_assert!(p.is_some(), "L2P lookup of LBA {lba} on a page not cached");
+        match p.map_or(UNMAPPED, |p| p.entries[index]) {
+            UNMAPPED => None,
+            packed => Some(self.unpack(packed)),
+        }
+    }
+
+    /// Where `lba` lives, looked up wherever memory holds it (cached, being written back,
+    /// recovered); None if only the drives know. For tests and tools, not the data path.
+    pub fn peek(&self, lba: u64) -> Option<Option<Physical>> {
+        if lba >= self.logical_blocks {
+            return Some(None);
+        }
+        let (page, index) = self.split(lba);
+        let packed = if let Some(p) = self.cached(page) {
+            p.entries[index]
+        } else if let Some((_, entries)) = self.writing.get(&(page as PageIndex)) {
+            entries[index]
+        } else if let Some(&packed) = self.overlay.get(&lba) {
+            packed
+        } else if self.directory[page] == UNMAPPED {
+            UNMAPPED
+        } else {
+            return None;
+        };
+        Some((packed != UNMAPPED).then(|| self.unpack(packed)))
     }
 
     pub fn set(&mut self, lba: u64, at: Physical) {
         debug_assert!(at.offset < self.zone_capacity_blocks && (at.drive as u64) < self.drives);
-        let packed = (u64::from(at.zone) * self.drives + at.drive as u64) * self.zone_capacity_blocks + at.offset;
-        debug_assert!(packed < u64::from(UNMAPPED));
-        self.entries[lba as usize] = packed as u32;
+        let packed = self.pack(at);
+        self.store(lba, packed);
     }
 
     /// Forgets where `lba` lives: it reads as zeros until written again.
     pub fn clear(&mut self, lba: u64) {
-        self.entries[lba as usize] = UNMAPPED;
+        self.store(lba, UNMAPPED);
     }
 
-    /// Bytes of memory the table takes.
+    fn store(&mut self, lba: u64, packed: u32) {
+        let (page, index) = self.split(lba);
+        let p = self.cached_mut(page).expect("L2P updates touch cached pages");
+        p.entries[index] = packed;
+        p.referenced = true;
+        if !p.dirty {
+            p.dirty = true;
+            self.dirty_pages += 1;
+        }
+    }
+
+    /// Bytes of memory the cached pages and the directory take.
     pub fn memory_bytes(&self) -> usize {
-        self.entries.len() * std::mem::size_of::<u32>()
+        let entry = std::mem::size_of::<u32>();
+        (self.cache.len() * self.entries_per_page as usize + self.directory.len() + self.slots.len()) * entry
+    }
+
+    fn page_len(&self, page: PageIndex) -> usize {
+        let first = u64::from(page) * self.entries_per_page;
+        (self.logical_blocks - first).min(self.entries_per_page) as usize
+    }
+
+    fn split(&self, lba: u64) -> (usize, usize) {
+        ((lba / self.entries_per_page) as usize, (lba % self.entries_per_page) as usize)
+    }
+
+    fn pack(&self, at: Physical) -> u32 {
+        let packed = (u64::from(at.zone) * self.drives + at.drive as u64) * self.zone_capacity_blocks + at.offset;
+        debug_assert!(packed < u64::from(UNMAPPED));
+        packed as u32
+    }
+
+    fn packed_in_range(&self, packed: u32) -> bool {
+        u64::from(packed) < self.physical_blocks
+    }
+
+    fn unpack(&self, packed: u32) -> Physical {
+        let packed = u64::from(packed);
+        let offset = packed % self.zone_capacity_blocks;
+        let zone_drive = packed / self.zone_capacity_blocks;
+        Physical { zone: (zone_drive / self.drives) as u32, drive: (zone_drive % self.drives) as usize, offset }
     }
 }
 
@@ -76,20 +483,73 @@ impl L2pTable {
 mod tests {
     use super::*;
 
+    const BLOCK_BYTES: u32 = 4096;
+
+    fn at(zone: u32, offset: u64) -> Physical {
+        Physical { zone, drive: 1, offset }
+    }
+
     #[test]
     fn round_trips_and_starts_unmapped() {
-        let mut t = L2pTable::new(100, 4, 31, 15872).unwrap();
+        let mut t = L2pTable::new(100, 4, 31, 15872, BLOCK_BYTES).unwrap();
+        assert_eq!(t.ensure(0), Residency::Cached);
         assert_eq!(t.get(5), None);
         let at = Physical { zone: 30, drive: 3, offset: 15871 };
         t.set(5, at);
         assert_eq!(t.get(5), Some(at));
         assert_eq!(t.get(1000), None);
-        assert_eq!(t.memory_bytes(), 400);
     }
 
     #[test]
     fn refuses_arrays_too_big_for_four_bytes() {
-        assert!(L2pTable::new(10, 8, 3690, 275_712).is_err());
-        assert!(L2pTable::new(10, 4, 3690, 275_712).is_ok(), "the paper's testbed fits");
+        assert!(L2pTable::new(10, 8, 3690, 275_712, BLOCK_BYTES).is_err());
+        assert!(L2pTable::new(10, 4, 3690, 275_712, BLOCK_BYTES).is_ok(), "the paper's testbed fits");
+    }
+
+    #[test]
+    fn evicts_by_clock_and_reads_back_what_it_wrote() {
+        let mut t = L2pTable::new(10_000, 4, 8, 1000, BLOCK_BYTES).unwrap();
+        t.set_budget_pages(Some(2));
+        let per_page = t.entries_per_page();
+        for page in 0..3u32 {
+            assert_eq!(t.ensure(page), Residency::Cached);
+            t.set(u64::from(page) * per_page, at(page, 7));
+        }
+        let evicted = t.evict();
+        assert_eq!(evicted.len(), 1, "one page over the budget");
+        assert_eq!(t.cached_pages(), 2);
+        let (page, entries) = evicted.into_iter().next().unwrap();
+        // Until its copy is persisted a reload comes from the snapshot.
+        t.writing_back(page, 9, entries.clone());
+        assert!(!t.is_cached(page));
+        assert_eq!(t.peek(u64::from(page) * per_page), Some(Some(at(page, 7))));
+        assert!(t.written_back(page, 9));
+        t.directory_set(page, at(5, 3));
+        assert_eq!(t.ensure(page), Residency::OnDrive(at(5, 3)));
+        assert_eq!(t.peek(u64::from(page) * per_page), None);
+        let mut block = vec![0; BLOCK_BYTES as usize];
+        t.encode(page, &entries, [1; 16], &mut block);
+        t.install(page, &block, [1; 16]).unwrap();
+        assert_eq!(t.get(u64::from(page) * per_page), Some(at(page, 7)));
+        assert_eq!(t.directory_in_zone(5), vec![page]);
+    }
+
+    #[test]
+    fn pinned_pages_stay_and_overlay_applies_on_load() {
+        let mut t = L2pTable::new(10_000, 4, 8, 1000, BLOCK_BYTES).unwrap();
+        t.set_budget_pages(Some(1));
+        let per_page = t.entries_per_page();
+        t.recover(per_page + 3, at(2, 2));
+        assert!(t.may_map(1) && !t.may_map(2));
+        t.ensure(0);
+        t.pin(0);
+        t.ensure(1);
+        t.pin(1);
+        assert!(t.evict().is_empty() && t.cached_pages() == 2, "both pinned");
+        assert_eq!(t.get(per_page + 3), Some(at(2, 2)));
+        t.unpin(0);
+        let evicted = t.evict();
+        assert!(evicted.is_empty(), "page 0 was clean: dropped, not written");
+        assert!(t.is_cached(1) && !t.is_cached(0));
     }
 }

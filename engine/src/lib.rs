@@ -19,8 +19,8 @@ pub mod sim;
 pub mod stripe_table;
 
 pub use engine::{
-    Config, DriveCommand, Engine, RebuildStatus, Request, RequestId, Response, ScrubReport, ScrubStatus, Status,
-    DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
+    Config, DriveCommand, Engine, L2pConfig, L2pStatus, RebuildStatus, Request, RequestId, Response, ScrubReport,
+    ScrubStatus, Status, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
 };
 pub use error::{Error, Result};
 pub use hybrid::{ChunkClass, OpenSegments, SegmentPlan};

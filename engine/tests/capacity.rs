@@ -292,6 +292,7 @@ fn run_open(
         logical_blocks,
         array_uuid: [5; 16],
         lookup_ps_per_entry: 0,
+        l2p: zapraid_engine::L2pConfig::default(),
     };
     let what = format!(
         "{level:?} {mode:?} {open:?}, {zones} zones of {zone_capacity_blocks} blocks, chunk {chunk_blocks}, \

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use zapraid_engine::{Config, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator};
+use zapraid_engine::{Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator};
 use zapraid_zns::Geometry;
 
 mod common;
@@ -232,6 +232,8 @@ struct Twists {
     /// A drive fails and a new one takes its place before this write: the power cut lands
     /// during (or after) its rebuild, `cut_after_steps` counted from the replacement.
     replace: Option<DriveFailure>,
+    /// The L2P table offloaded after every start: (entries per page, pages of budget).
+    l2p: Option<(u64, u64)>,
 }
 
 impl Default for Twists {
@@ -243,16 +245,22 @@ impl Default for Twists {
             cut_reclaim_after_steps: None,
             stop_then_cut_after_steps: None,
             replace: None,
+            l2p: None,
         }
     }
 }
 
 /// Like `explore`, with `twists`.
 fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps: usize, twists: Twists) -> usize {
-    let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps, stop_then_cut_after_steps, replace } =
+    let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps, stop_then_cut_after_steps, replace, l2p } =
         twists;
     let geometry = || self::geometry(zones);
     let what = format!("{scheme} seed {seed} cut after {cut_after_steps} steps, {twists:?}");
+    let l2p = l2p.map_or_else(L2pConfig::default, |(page_entries, budget_pages)| L2pConfig {
+        budget_bytes: Some(budget_pages * BLOCK as u64),
+        page_entries: Some(page_entries),
+    });
+    let config = |scheme| Config { l2p, ..config(scheme) };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let sim = Simulator::new(geometry(), config(scheme), seed, None).unwrap();
     let mut run =
@@ -424,6 +432,34 @@ fn clean_stop_leaves_a_stop_footer_the_next_start_reads() {
     }
 }
 
+/// Power cuts with the L2P table offloaded to a budget of one to three small pages: plain
+/// runs, garbage collection on few zones, and a drive failure. Returns the states explored.
+fn explore_offloaded(scheme: Scheme, target: usize) -> usize {
+    let drives = scheme.level.shape().0 + scheme.level.shape().1;
+    let mut explored = 0;
+    for i in 0..target / 10 {
+        let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x12b);
+        let l2p = Some((rng.random_range(2..=16), rng.random_range(1..=3)));
+        let twists = match i % 3 {
+            0 => Twists { l2p, ..Twists::default() },
+            1 => Twists {
+                zones: scheme.few_zones(),
+                cut_reclaim_after_steps: rng.random_bool(0.5).then(|| rng.random_range(0..200)),
+                l2p,
+                ..Twists::default()
+            },
+            _ => {
+                let failure =
+                    DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
+                Twists { failure: Some(failure), l2p, ..Twists::default() }
+            }
+        };
+        let writes = if i % 3 == 1 { 400 } else { 80 };
+        explored += explore_with(scheme, i as u64, writes, rng.random_range(0..4000), twists);
+    }
+    explored
+}
+
 /// Crash states `make test` explores per scheme; `make soak` sets ZAPRAID_CRASH_STATES higher.
 const CRASH_STATES_PER_SCHEME: usize = 2_600;
 
@@ -501,6 +537,12 @@ fn crash_exploration() {
         }
         eprintln!("crash exploration: {scheme}: {explored} crash states, 0 violations");
         total += explored;
+        let offloaded = explore_offloaded(scheme, target);
+        eprintln!(
+            "crash exploration: {scheme}: {offloaded} crash states with the L2P table offloaded to 1-3 pages, \
+             0 violations"
+        );
+        total += offloaded;
     }
     let during_rebuild = CUTS_DURING_REBUILD.load(std::sync::atomic::Ordering::Relaxed);
     let resumed = RESUMED_REBUILDS.load(std::sync::atomic::Ordering::Relaxed);

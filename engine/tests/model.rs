@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use zapraid_engine::{Config, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator, Status};
+use zapraid_engine::{Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator, Status};
 use zapraid_zns::Geometry;
 
 mod common;
@@ -103,7 +103,34 @@ fn run_on(
     ops: &[Op],
     seed: u64,
 ) -> Result<Status, TestCaseError> {
-    let mut sim = Simulator::new(geometry, config(level, mode, chunk_blocks, open), seed, None).unwrap();
+    run_with_l2p(Setup { geometry, level, mode, chunk_blocks, open, l2p: None }, ops, seed)
+}
+
+/// A bounded L2P table: pages of a few entries, a budget of a few pages.
+#[derive(Clone, Copy, Debug)]
+struct SmallL2p {
+    page_entries: u64,
+    budget_pages: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    geometry: Geometry,
+    level: RaidLevel,
+    mode: Mode,
+    chunk_blocks: u64,
+    open: OpenSegments,
+    l2p: Option<SmallL2p>,
+}
+
+fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseError> {
+    let Setup { geometry, level, mode, chunk_blocks, open, l2p } = setup;
+    let l2p_config = l2p.map_or_else(L2pConfig::default, |small| L2pConfig {
+        budget_bytes: Some(small.budget_pages * BLOCK as u64),
+        page_entries: Some(small.page_entries),
+    });
+    let config = Config { l2p: l2p_config, ..config(level, mode, chunk_blocks, open) };
+    let mut sim = Simulator::new(geometry, config, seed, None).unwrap();
     let m = level.tolerated_failures();
     let drives = sim.engine.layout().drives();
     let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
@@ -112,7 +139,7 @@ fn run_on(
     // Writes are submitted in batches (concurrently); a read or failure ends the batch.
     let mut batch_writes: Vec<u64> = Vec::new();
     let ctx = |step: usize, op: &Op| {
-        format!("{level:?} {mode:?} chunk {chunk_blocks} {open:?} seed {seed} step {step}: {op:?}")
+        format!("{level:?} {mode:?} chunk {chunk_blocks} {open:?} {l2p:?} seed {seed} step {step}: {op:?}")
     };
     for (step, op) in ops.iter().enumerate() {
         match op {
@@ -221,6 +248,55 @@ proptest! {
         let plan = SegmentPlan::new(&geometry, level, mode, BLOCK as u64, open).unwrap();
         let zones = plan.reserved_segments() + extra_zones;
         run_on(common::geometry(zones, 6, 8), level, mode, 1, open, &ops, seed)?;
+    }
+
+    /// The same with the L2P table offloaded: pages of a few entries, a budget of one to
+    /// three pages, so requests wait for page reads and dirty pages are written back and
+    /// moved by garbage collection all the time.
+    #[test]
+    fn engine_with_a_tiny_l2p_budget_matches_reference_model(
+        level in proptest::sample::select(levels()),
+        mode in proptest::sample::select(modes()),
+        chunk_blocks in 1..=2u64,
+        ops in proptest::collection::vec(op(), 1..60),
+        seed in any::<u64>(),
+        zones in proptest::sample::select(vec![FEW_ZONES, 24]),
+        page_entries in proptest::sample::select(vec![4u64, 8, 32]),
+        budget_pages in 1..=3u64,
+    ) {
+        let l2p = Some(SmallL2p { page_entries, budget_pages });
+        let geometry = common::geometry(zones, 6, 8);
+        let setup = Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p };
+        let status = run_with_l2p(setup, &ops, seed)?;
+        prop_assert!(status.l2p.cached_pages <= budget_pages as usize || status.l2p.pinned_over_budget);
+    }
+}
+
+/// Garbage collection with the L2P table offloaded to a budget of two pages of eight
+/// entries, every scheme and mode: mapping blocks are written back, read again and moved
+/// with the segments they are in; every block reads back. Prints the mapping traffic.
+#[test]
+fn garbage_collection_with_a_tiny_l2p_budget_keeps_every_block() {
+    for level in levels() {
+        for mode in modes() {
+            let geometry = common::geometry(FEW_ZONES, 6, 8);
+            let failure = (level.tolerated_failures() > 0).then_some(1);
+            let ops = overwrite_workload(600, failure);
+            let l2p = Some(SmallL2p { page_entries: 8, budget_pages: 2 });
+            let setup = Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p };
+            let status = run_with_l2p(setup, &ops, 9).unwrap();
+            assert!(status.segments_reclaimed > 0, "{level:?} {mode:?}: nothing reclaimed: {status:?}");
+            assert!(status.l2p.mapping_reads > 0 && status.l2p.mapping_writes > 0, "{level:?} {mode:?}: {status:?}");
+            eprintln!(
+                "{level:?} {mode:?}: {} segments reclaimed, {} blocks moved; L2P: {} mapping reads, {} writes, \
+                 hit rate {:.1}%",
+                status.segments_reclaimed,
+                status.blocks_relocated,
+                status.l2p.mapping_reads,
+                status.l2p.mapping_writes,
+                status.l2p.hit_rate_percent()
+            );
+        }
     }
 }
 

@@ -88,6 +88,8 @@ pub struct FormatOptions {
     pub name: String,
     /// Overwrite drives that hold another array.
     pub force: bool,
+    /// The L2P table's memory budget (None: the whole table in memory).
+    pub l2p_budget_bytes: Option<u64>,
 }
 
 /// What `format` made.
@@ -261,6 +263,7 @@ pub fn format_with_spares(
             failed_drives: 0.into(),
             large_chunk_bytes: 0.into(),
             rebuilding_drives: 0.into(),
+            l2p_budget_bytes: options.l2p_budget_bytes.unwrap_or(0).into(),
             crc32c: 0.into(),
         };
         // One open segment stays recorded as zeros: a default array's superblock is byte for

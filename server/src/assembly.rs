@@ -135,6 +135,10 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         stripe_timeout_ns: newest.stripe_timeout_ns.get(),
         logical_blocks: newest.logical_blocks.get(),
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        l2p: zapraid_engine::L2pConfig {
+            budget_bytes: Some(newest.l2p_budget_bytes.get()).filter(|b| *b > 0),
+            page_entries: None,
+        },
         array_uuid: newest.array_uuid,
     };
     let absent_indexes: Vec<usize> =
@@ -351,6 +355,7 @@ mod tests {
             open_segments: OpenSegments::SINGLE,
             name: "t".into(),
             force: false,
+            l2p_budget_bytes: None,
         };
         format(&paths, &options, |_, _| {}).unwrap();
         (dir, paths)

@@ -372,6 +372,7 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         "rebuild_rate_bytes_per_s": s.engine.rebuild_rate_bytes_per_s,
         "rebuilds_completed": s.engine.rebuilds_completed,
         "scrub": crate::scrub::status_json(s),
+        "l2p": crate::l2p::status_json(s),
         "drives": drives,
         "capacity": {
             "block_size_bytes": block,

@@ -19,6 +19,7 @@ pub mod degraded;
 pub mod driver;
 pub mod error;
 pub mod failures;
+pub mod l2p;
 pub mod names;
 pub mod replace;
 pub mod scrub;

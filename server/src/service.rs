@@ -33,6 +33,9 @@ pub struct StartOptions {
     /// Rebuilds write at most this many bytes per second to the new drive (None:
     /// unlimited); `zapraid rebuild-rate` changes it while the array runs.
     pub rebuild_rate_bytes_per_s: Option<u64>,
+    /// The L2P table's memory budget for this run instead of the one recorded at format
+    /// (Some(0): the whole table in memory).
+    pub l2p_budget_bytes: Option<u64>,
 }
 
 /// What happens during start, for the caller to show.
@@ -125,6 +128,9 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
     // nothing from it); the engine then resumes the rebuild, checking each segment's zone.
     let resumed = rebuilding_drive(&assembled);
     let started = std::time::Instant::now();
+    if let Some(bytes) = options.l2p_budget_bytes {
+        assembled.config.l2p.budget_bytes = Some(bytes).filter(|b| *b > 0);
+    }
     let mut engine = recover(&mut assembled)?;
     let mapped_blocks = engine.status().mapped_blocks;
     tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });

@@ -52,6 +52,22 @@ impl Session {
         self.answers.recv().map_err(|_| Error::EngineGone)
     }
 
+    /// The next answer if one comes within `timeout`.
+    pub fn recv_timeout(&self, timeout: std::time::Duration) -> Result<Option<Answer>> {
+        match self.answers.recv_timeout(timeout) {
+            Ok(answer) => Ok(Some(answer)),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Ok(None),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(Error::EngineGone),
+        }
+    }
+
+    /// The engine's status now.
+    pub fn status(&self) -> Result<crate::driver::ArrayStatus> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.thread.tx.send(Message::Status(tx)).map_err(|_| Error::EngineGone)?;
+        rx.recv().map_err(|_| Error::EngineGone)
+    }
+
     /// Sends one request and waits for its answer (nothing else in flight).
     pub fn ask(&self, request: Request) -> Result<Vec<u8>> {
         self.send(0, request)?;

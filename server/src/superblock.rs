@@ -255,6 +255,7 @@ mod tests {
             failed_drives: 0.into(),
             large_chunk_bytes: 0.into(),
             rebuilding_drives: 0.into(),
+            l2p_budget_bytes: 0.into(),
             crc32c: 0.into(),
         }
         .seal()

@@ -30,8 +30,10 @@ pub enum TraceError {
     Setting(String),
     #[error("the engine failed: {0}")]
     Engine(zapraid_engine::Error),
-    #[error("the simulation stalled with {in_flight} requests in flight")]
+    #[error("the replay stalled with {in_flight} requests in flight")]
     Stalled { in_flight: u64 },
+    #[error("request {request} failed: {reason}")]
+    Target { request: u64, reason: String },
 }
 
 impl From<zapraid_engine::Error> for TraceError {

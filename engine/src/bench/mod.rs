@@ -16,8 +16,11 @@
 //! - A rebuild under user load, unlimited and rate-limited, in `rebuild_load`.
 //! - Exp#7 (hybrid segment management): random writes of several sizes into four open
 //!   segments of small and large chunks, in `hybrid`.
+//! - Exp#9 (L2P offload): writes with the L2P table's memory budget at 25-100%, in `l2p`.
 
+pub mod cpu;
 pub mod hybrid;
+pub mod l2p;
 pub mod rebuild;
 pub mod rebuild_load;
 
@@ -80,6 +83,7 @@ fn config(mode: Mode, chunk_bytes: u64, logical_blocks: u64) -> Config {
         logical_blocks,
         array_uuid: [0x2a; 16],
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        l2p: crate::L2pConfig::default(),
     }
 }
 

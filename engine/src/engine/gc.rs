@@ -35,6 +35,10 @@ pub(super) struct Relocation {
     pub(super) resets_pending: usize,
     pub(super) resetting: bool,
     pub(super) failed: bool,
+    /// Pages of the L2P table whose mapping block is in the segment, still to move.
+    pub(super) mapping_pages: Vec<crate::l2p::PageIndex>,
+    /// The page the scan waits for (its read is in flight).
+    pub(super) waiting_page: Option<crate::l2p::PageIndex>,
 }
 
 impl Engine {
@@ -124,29 +128,54 @@ impl Engine {
             resets_pending: 0,
             resetting: false,
             failed: false,
+            mapping_pages: self.l2p.directory_in_zone(zone),
+            waiting_page: None,
         });
         true
     }
 
-    /// Moves the relocation on: scans the L2P table for the segment's live blocks and reads
-    /// them (a bounded number at a time); when all are rewritten, resets the zones.
+    /// Moves the relocation on: the mapping blocks in the segment, then a scan of the L2P
+    /// table (page by page, pages that map nothing skipped, pages only on the drives read
+    /// first) for its live blocks; each is read (a bounded number at a time) and rewritten,
+    /// its page pinned until then. When all are rewritten, resets the zones.
     pub(super) fn advance_relocation(&mut self) {
         let Some(zone) = self.relocation.as_ref().map(|r| r.zone) else { return };
         let logical_blocks = self.l2p.logical_blocks();
+        let per_page = self.l2p.entries_per_page();
         loop {
             let r = self.relocation.as_mut().expect("relocating");
-            if r.scan_lba == logical_blocks || r.reads_in_flight == GC_MAX_READS_IN_FLIGHT {
+            if r.scan_lba == logical_blocks || r.reads_in_flight == GC_MAX_READS_IN_FLIGHT || r.failed {
                 break;
             }
+            if let Some(page) = r.mapping_pages.pop() {
+                if let Some(from) = self.l2p.directory_get(page).filter(|p| p.zone == zone) {
+                    self.relocation.as_mut().expect("relocating").reads_in_flight += 1;
+                    self.start_read_at(ReadOrigin::Relocation(from), mapping::mapping_lba(page), vec![Some(from)]);
+                }
+                continue;
+            }
             let lba = r.scan_lba;
+            let page = self.l2p.page_of(lba);
+            if lba.is_multiple_of(per_page) && !self.l2p.may_map(page) {
+                let r = self.relocation.as_mut().expect("relocating");
+                r.scan_lba = (lba + per_page).min(logical_blocks);
+                continue;
+            }
+            if !self.page_ready(page) {
+                self.relocation.as_mut().expect("relocating").waiting_page = Some(page);
+                break;
+            }
+            let r = self.relocation.as_mut().expect("relocating");
+            r.waiting_page = None;
             r.scan_lba += 1;
             if let Some(physical) = self.l2p.get(lba).filter(|p| p.zone == zone) {
                 r.reads_in_flight += 1;
+                self.l2p.pin(page);
                 self.start_read(ReadOrigin::Relocation(physical), lba, 1);
             }
         }
         let r = self.relocation.as_ref().expect("relocating");
-        if r.scan_lba < logical_blocks || r.reads_in_flight > 0 || r.resetting {
+        if (r.scan_lba < logical_blocks && !r.failed) || r.reads_in_flight > 0 || r.resetting {
             return;
         }
         self.pad_open_stripe(Fill::Relocation);
@@ -196,10 +225,11 @@ impl Engine {
     /// A relocation read finished: the block joins a relocation stripe, unless it was
     /// overwritten meanwhile.
     pub(super) fn relocation_read_done(&mut self, from: Physical, lba: u64, timestamp: u64, result: Result<Vec<u8>>) {
+        let still_there = self.mapped(lba) == Some(from);
         let r = self.relocation.as_mut().expect("relocation reads belong to a relocation");
         r.reads_in_flight -= 1;
         match result {
-            Ok(_) if self.l2p.get(lba) != Some(from) => {}
+            Ok(_) if !still_there => self.relocation_unpin(lba),
             Ok(data) => {
                 r.writes_in_flight += 1;
                 let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: false };
@@ -208,6 +238,7 @@ impl Engine {
             Err(e) => {
                 tracing::warn!(lba, error = %e, "garbage collection: a live block cannot be read");
                 r.failed = true;
+                self.relocation_unpin(lba);
             }
         }
     }
@@ -215,11 +246,19 @@ impl Engine {
     /// A relocated block is persisted at `to`: the L2P table follows, unless a newer write
     /// got there first.
     pub(super) fn relocated(&mut self, lba: u64, from: Physical, to: Physical) {
-        if self.l2p.get(lba) == Some(from) {
+        if self.mapped(lba) == Some(from) {
             self.map_lba(lba, to);
             self.blocks_relocated += 1;
         }
+        self.relocation_unpin(lba);
         let r = self.relocation.as_mut().expect("relocated blocks belong to a relocation");
         r.writes_in_flight -= 1;
+    }
+
+    /// A relocated logical block is done with: its page may be evicted again.
+    pub(super) fn relocation_unpin(&mut self, lba: u64) {
+        if crate::format::mapping_page_of(lba).is_none() {
+            self.l2p.unpin(self.l2p.page_of(lba));
+        }
     }
 }

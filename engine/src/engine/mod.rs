@@ -13,6 +13,8 @@
 //!   Append groups, or Zone Write stripes at fixed offsets), are persisted, acknowledged;
 //! - `segment`: a segment's lifecycle: header, footer, sealing, finishing and resetting;
 //! - `read`: reads, and degraded reads that rebuild a block from its stripe;
+//! - `mapping`: requests waiting for pages of the L2P table, their reads, and the
+//!   write-back of pages past the memory budget as mapping blocks;
 //! - `gc`: garbage collection, relocating the live blocks of a victim segment;
 //! - `rebuild`: a failed drive rebuilt onto a new one, online;
 //! - `scrub`: every segment read and checked, damaged rows' live blocks rewritten,
@@ -29,6 +31,7 @@
 //! winning.
 
 mod gc;
+mod mapping;
 mod read;
 mod rebuild;
 mod schedule;
@@ -50,9 +53,10 @@ use crate::layout::{Layout, Mode, RaidLevel};
 use crate::parity::ParityCodec;
 
 use gc::Relocation;
+use mapping::budget_pages;
 pub use rebuild::RebuildStatus;
 pub use scrub::{ScrubReport, ScrubStatus};
-pub use status::Status;
+pub use status::{L2pStatus, Status};
 
 /// Chunk classes (`hybrid::ChunkClass`): per-class state is indexed by `ChunkClass::index`.
 const CLASSES: usize = 2;
@@ -120,7 +124,19 @@ pub struct Config {
     /// Modelled CPU cost of checking one compact stripe table entry, in picoseconds, charged
     /// to degraded reads in simulation (see `PAPER_LOOKUP_PS_PER_ENTRY`).
     pub lookup_ps_per_entry: u64,
+    /// The L2P table's memory budget (`l2p`).
+    pub l2p: L2pConfig,
     pub array_uuid: [u8; 16],
+}
+
+/// How much of the L2P table stays in memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct L2pConfig {
+    /// Bytes of pages kept cached, the rest on the drives (None: every page in memory).
+    pub budget_bytes: Option<u64>,
+    /// Entries per page, fewer than a mapping block holds (None: a whole block's): small
+    /// tables then have many pages, so tests exercise eviction.
+    pub page_entries: Option<u64>,
 }
 
 /// The paper measures a compact stripe table query at G = 256 (768 entries) at about 1 us.
@@ -233,6 +249,8 @@ pub struct Engine {
     next_read: u64,
     ops: HashMap<Tag, Op>,
     next_tag: Tag,
+    /// Requests waiting for L2P pages, and the pages being read.
+    mapping: mapping::MappingIo,
     commands: VecDeque<DriveCommand>,
     responses: VecDeque<Response>,
     /// Per drive and zone with a Zone Write in flight, the ones waiting behind it.
@@ -256,7 +274,17 @@ impl Engine {
                 reason: format!("{} logical blocks, the drives hold at most {capacity}", config.logical_blocks),
             });
         }
-        let l2p = L2pTable::new(config.logical_blocks, n, geometry.zone_count, geometry.zone_capacity_blocks)?;
+        let mut l2p = L2pTable::new(
+            config.logical_blocks,
+            n,
+            geometry.zone_count,
+            geometry.zone_capacity_blocks,
+            geometry.block_size_bytes,
+        )?;
+        if let Some(entries) = config.l2p.page_entries {
+            l2p.set_page_entries(entries)?;
+        }
+        l2p.set_budget_pages(config.l2p.budget_bytes.map(|b| budget_pages(b, geometry.block_size_bytes)));
         let rebuild_pace = rebuild::rebuild_pace(&geometry, &plan.layouts());
         Ok(Engine {
             layout,
@@ -304,6 +332,7 @@ impl Engine {
             next_read: 0,
             ops: HashMap::new(),
             next_tag: 0,
+            mapping: Default::default(),
             commands: VecDeque::new(),
             responses: VecDeque::new(),
             zone_writes: HashMap::new(),
@@ -337,7 +366,9 @@ impl Engine {
             self.segments[zone as usize] = Some(segment);
         }
         for (lba, physical) in recovered.mappings {
-            self.map_lba(lba, physical);
+            // One entry per LBA: nothing to replace. Pages are made when first touched.
+            self.l2p.recover(lba, physical);
+            self.seg_mut(physical.zone).valid_blocks += 1;
         }
         self.gc_check_needed = true;
         self.free_zones = recovered.free_zones.into();
@@ -357,6 +388,7 @@ impl Engine {
     }
 
     fn unmap_lba(&mut self, lba: u64) {
+        debug_assert!(mapping::mapping_lba(0) > self.l2p.logical_blocks());
         if let Some(old) = self.l2p.get(lba) {
             let segment = self.segments[old.zone as usize].as_mut().expect("mapped blocks are in segments");
             segment.valid_blocks -= 1;
@@ -365,14 +397,18 @@ impl Engine {
         }
     }
 
-    /// Points `lba` at `at`, keeping the segments' live block counts.
+    /// Points `lba` (a logical block, or a mapping block's LBA field: the directory) at
+    /// `at`, keeping the segments' live block counts.
     fn map_lba(&mut self, lba: u64, at: Physical) {
-        if let Some(old) = self.l2p.get(lba) {
+        if let Some(old) = self.mapped(lba) {
             let segment = self.segments[old.zone as usize].as_mut().expect("mapped blocks are in segments");
             segment.valid_blocks -= 1;
             self.gc_check_needed = true;
         }
-        self.l2p.set(lba, at);
+        match crate::format::mapping_page_of(lba) {
+            Some(page) => self.l2p.directory_set(page as crate::l2p::PageIndex, at),
+            None => self.l2p.set(lba, at),
+        }
         self.seg_mut(at.zone).valid_blocks += 1;
     }
 
@@ -380,9 +416,10 @@ impl Engine {
         self.l2p.logical_blocks()
     }
 
-    /// Where a logical block lives now, if it was ever written.
+    /// Where a logical block lives now, if it was ever written; None also when only a
+    /// mapping block on the drives knows (with an L2P memory budget). For tests and tools.
     pub fn locate(&self, lba: u64) -> Option<Physical> {
-        self.l2p.get(lba)
+        self.l2p.peek(lba).flatten()
     }
 
     /// Marks a drive failed: nothing more is sent to it, its chunks are rebuilt on read.
@@ -430,25 +467,24 @@ impl Engine {
     pub fn submit(&mut self, id: RequestId, request: Request, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
         match request {
-            Request::Write { lba, data } => self.write(id, lba, data),
-            Request::Read { lba, blocks } => self.read(id, lba, blocks),
-            Request::Discard { lba, blocks } => {
-                let result = self.check_range(lba, blocks).map(|()| {
-                    for lba in lba..lba + blocks {
-                        self.unmap_lba(lba);
-                    }
-                    Vec::new()
-                });
-                self.responses.push_back(Response { id, result });
-            }
             Request::Flush => {
                 let last_before = self.outstanding_writes.iter().next_back().copied();
                 self.flushes.push_back((id, last_before));
                 self.pad_frontend_stripes();
                 self.complete_flushes();
             }
+            request => self.admit(id, request),
         }
+        self.settle();
+    }
+
+    /// Runs what an event made possible, then evicts L2P pages past the budget (writing
+    /// the dirty ones) and runs again for them.
+    fn settle(&mut self) {
         self.pump();
+        if self.write_back_evicted() {
+            self.pump();
+        }
     }
 
     fn check_range(&self, lba: u64, blocks: u64) -> Result<()> {
@@ -472,7 +508,7 @@ impl Engine {
                 self.pad_open_stripe(Fill::Frontend(class));
             }
         }
-        self.pump();
+        self.settle();
     }
 
     fn new_tag(&mut self, op: Op) -> Tag {
@@ -554,6 +590,6 @@ impl Engine {
                 self.rebuild_shard_done(rebuild, drive, completion);
             }
         }
-        self.pump();
+        self.settle();
     }
 }

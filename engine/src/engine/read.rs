@@ -18,6 +18,8 @@ pub(super) enum ReadOrigin {
     Frontend(RequestId),
     /// Garbage collection, moving the block that was at this place.
     Relocation(Physical),
+    /// A page of the L2P table, read back from its mapping block (`mapping`).
+    Mapping(crate::l2p::PageIndex),
 }
 
 pub(super) struct ReadRequest {
@@ -64,6 +66,14 @@ impl Engine {
     }
 
     pub(super) fn start_read(&mut self, origin: ReadOrigin, lba: u64, blocks: u64) {
+        let places = (0..blocks).map(|i| self.l2p.get(lba + i)).collect();
+        self.start_read_at(origin, lba, places);
+    }
+
+    /// Reads the blocks at `places` (None: never written, zeros), which are to say LBAs
+    /// `lba..` in their metadata.
+    pub(super) fn start_read_at(&mut self, origin: ReadOrigin, lba: u64, places: Vec<Option<Physical>>) {
+        let blocks = places.len() as u64;
         let read = self.next_read;
         self.next_read += 1;
         let bs = self.block_bytes();
@@ -76,8 +86,8 @@ impl Engine {
             error: None,
         };
         let mut to_read = Vec::new();
-        for i in 0..blocks as usize {
-            match self.l2p.get(lba + i as u64) {
+        for (i, place) in places.into_iter().enumerate() {
+            match place {
                 None => request.blocks[i] = Some(vec![0; bs]),
                 Some(physical) => to_read.push((i, physical)),
             }
@@ -108,7 +118,7 @@ impl Engine {
         let sequence = self.segment_of_zone(physical.zone).map(|s| s.sequence);
         let intact = match BlockMetadata::decode(&completion.data, &completion.metadata) {
             Ok((m, kind)) if completion.result.is_ok() => {
-                let intact = kind == BlockKind::Data
+                let intact = kind == BlockKind::of_data_lba(expected_lba)
                     && m.lba.get() == expected_lba
                     && Some(u64::from(m.segment_sequence_low.get())) == sequence.map(|s| s & u64::from(u32::MAX));
                 intact.then_some(m.timestamp.get())
@@ -327,6 +337,7 @@ impl Engine {
                 debug_assert_eq!(request.timestamps.len(), 1, "relocation reads one block at a time");
                 self.relocation_read_done(from, request.lba, request.timestamps[0], result);
             }
+            ReadOrigin::Mapping(page) => self.mapping_loaded(page, result),
         }
     }
 }

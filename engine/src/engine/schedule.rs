@@ -19,7 +19,7 @@ use std::collections::{BTreeSet, VecDeque};
 use zapraid_zns::{Command, Completion, Done};
 
 use crate::error::Error;
-use crate::format::{BlockKind, BlockMetadata, FooterEntry, NO_LBA};
+use crate::format::{BlockKind, BlockMetadata, FooterEntry};
 use crate::l2p::Physical;
 
 use super::*;
@@ -212,7 +212,7 @@ impl Engine {
             for o in 0..cb {
                 let (lba, timestamp, kind) = if c < k {
                     let info = stripe.infos[c * cb + o];
-                    let kind = if info.lba == NO_LBA { BlockKind::Padding } else { BlockKind::Data };
+                    let kind = BlockKind::of_data_lba(info.lba);
                     (info.lba, info.timestamp, kind)
                 } else {
                     let f = &metadata[o * ms..o * ms + 16];
@@ -275,9 +275,12 @@ impl Engine {
             if let (Some(from), true) = (info.relocated_from, info.repair) {
                 self.repair_done(info.lba, from, None);
             } else if info.relocated_from.is_some() {
+                self.relocation_unpin(info.lba);
                 let r = self.relocation.as_mut().expect("relocated blocks belong to a relocation");
                 r.writes_in_flight -= 1;
                 r.failed = true;
+            } else if info.request.is_none() {
+                self.mapping_write_failed(info.lba, info.timestamp);
             }
         }
         for request in failed_requests {
@@ -290,6 +293,7 @@ impl Engine {
     }
 
     pub(super) fn release_lba(&mut self, lba: u64) {
+        self.l2p.unpin(self.l2p.page_of(lba));
         if let Some(entry) = self.in_flight_lbas.get_mut(&lba) {
             entry.1 -= 1;
             if entry.1 == 0 {
@@ -413,7 +417,7 @@ impl Engine {
                             self.repair_done(info.lba, from, Some(Physical { zone, drive, offset }))
                         }
                         Some(from) => self.relocated(info.lba, from, Physical { zone, drive, offset }),
-                        None => {}
+                        None => self.mapping_persisted(info.lba, info.timestamp, Physical { zone, drive, offset }),
                     }
                     continue;
                 };

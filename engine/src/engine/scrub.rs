@@ -148,6 +148,12 @@ impl Engine {
         if self.stop != StopState::Running {
             return Err(Error::Unavailable { reason: "it is stopping".into() });
         }
+        if self.l2p.budget_pages().is_some() {
+            let reason = "a scrub of an array with an L2P memory budget is not built yet (it needs every page of \
+                          the table): start the array without --l2p-memory to scrub it"
+                .into();
+            return Err(Error::Unavailable { reason });
+        }
         let zones: VecDeque<u32> =
             self.segments.iter().flatten().filter(|s| s.state != SegmentState::Relocating).map(|s| s.zone).collect();
         tracing::info!(segments = zones.len(), "scrub started");
@@ -266,9 +272,14 @@ impl Engine {
         };
         let mut live = HashMap::new();
         for lba in 0..self.l2p.logical_blocks() {
-            if let Some(p) = self.l2p.get(lba).filter(|p| p.zone == zone) {
+            // Every page is in memory: `start_scrub` refuses an L2P memory budget.
+            if let Some(p) = self.l2p.peek(lba).flatten().filter(|p| p.zone == zone) {
                 live.insert((p.drive, p.offset), lba);
             }
+        }
+        for page in self.l2p.directory_in_zone(zone) {
+            let p = self.l2p.directory_get(page).expect("in the directory");
+            live.insert((p.drive, p.offset), mapping::mapping_lba(page));
         }
         // An open segment is read only as far as its groups are done: their stripes are all
         // persisted, and nothing more is written there.
@@ -492,7 +503,7 @@ impl Engine {
 
     /// A frontend read rebuilt a damaged block of a working drive: rewrite it.
     pub(super) fn schedule_read_repair(&mut self, lba: u64, timestamp: u64, from: Physical, data: Vec<u8>) {
-        if self.l2p.get(lba) != Some(from) {
+        if self.mapped_if_cached(lba) != Some(from) {
             return;
         }
         self.repairs.read_repairs_scheduled += 1;
@@ -518,7 +529,7 @@ impl Engine {
         let by_scrub = self.repairs.pending.remove(&from);
         debug_assert!(by_scrub.is_some(), "a repair of a place not scheduled");
         let Some(to) = to else { return };
-        if self.l2p.get(lba) != Some(from) {
+        if self.mapped_if_cached(lba) != Some(from) {
             return; // overwritten or moved meanwhile: the newer place stays
         }
         self.map_lba(lba, to);

@@ -14,6 +14,8 @@ pub struct Status {
     pub open_segments: u32,
     /// Logical blocks mapped to a place on the drives (written at least once).
     pub mapped_blocks: u64,
+    /// The L2P table: its memory budget, cache and traffic with the drives.
+    pub l2p: L2pStatus,
     pub failed_drives: Vec<usize>,
     /// Segments garbage collection reclaimed, and live blocks it moved.
     pub segments_reclaimed: u64,
@@ -35,15 +37,74 @@ pub struct Status {
     pub rebuild_rate_bytes_per_s: Option<u64>,
 }
 
+/// The L2P table's cache (`l2p`, `mapping`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct L2pStatus {
+    /// The memory budget (None: every page stays in memory).
+    pub budget_bytes: Option<u64>,
+    /// Pages of the table, entries per page, and how many are cached and dirty.
+    pub pages: u64,
+    pub entries_per_page: u64,
+    pub cached_pages: usize,
+    pub dirty_pages: usize,
+    /// Pages whose newest copy is a mapping block on the drives.
+    pub pages_on_drives: u64,
+    /// Bytes the cached pages and the per-page directory take.
+    pub memory_bytes: u64,
+    /// More pages cached than the budget: requests in flight pin them.
+    pub pinned_over_budget: bool,
+    /// Page lookups, those that found the page cached, mapping blocks read and written,
+    /// and pages evicted, since the start.
+    pub lookups: u64,
+    pub hits: u64,
+    pub mapping_reads: u64,
+    pub mapping_writes: u64,
+    pub evictions: u64,
+}
+
+impl L2pStatus {
+    /// Lookups that found their page cached, in percent (100 before any lookup).
+    pub fn hit_rate_percent(&self) -> f64 {
+        if self.lookups == 0 {
+            100.0
+        } else {
+            self.hits as f64 * 100.0 / self.lookups as f64
+        }
+    }
+}
+
 impl Engine {
+    fn l2p_status(&self) -> L2pStatus {
+        let stats = self.l2p.stats();
+        let budget_pages = self.l2p.budget_pages();
+        L2pStatus {
+            budget_bytes: self.l2p_budget_bytes(),
+            pages: self.l2p.page_count() as u64,
+            entries_per_page: self.l2p.entries_per_page(),
+            cached_pages: self.l2p.cached_pages(),
+            dirty_pages: self.l2p.dirty_pages(),
+            pages_on_drives: self.l2p.pages_on_drives(),
+            memory_bytes: self.l2p.memory_bytes() as u64,
+            pinned_over_budget: budget_pages.is_some_and(|b| self.l2p.cached_pages() > b),
+            lookups: stats.lookups,
+            hits: stats.hits,
+            mapping_reads: stats.mapping_reads,
+            mapping_writes: stats.mapping_writes,
+            evictions: stats.evictions,
+        }
+    }
+
     pub fn status(&self) -> Status {
         let segments = || self.segments.iter().flatten();
+        let l2p = self.l2p_status();
         Status {
             zones: self.geometry.zone_count,
             free_zones: self.free_zones.len() as u32,
             segments: segments().count() as u32,
             open_segments: self.slots.iter().flatten().count() as u32,
-            mapped_blocks: segments().map(|s| s.valid_blocks).sum(),
+            // Live blocks counted per segment include the pages' mapping blocks.
+            mapped_blocks: segments().map(|s| s.valid_blocks).sum::<u64>() - l2p.pages_on_drives,
+            l2p,
             failed_drives: (0..self.failed.len()).filter(|d| self.failed[*d]).collect(),
             segments_reclaimed: self.segments_reclaimed,
             blocks_relocated: self.blocks_relocated,

@@ -45,7 +45,8 @@ impl Engine {
             && self.queued.iter().all(VecDeque::is_empty)
             && self.gc_queued.is_empty()
             && self.stripes.is_empty()
-            && self.relocation.is_none();
+            && self.relocation.is_none()
+            && self.mapping_idle();
         if self.stop != StopState::Draining || !idle {
             return;
         }

@@ -71,9 +71,11 @@ impl Engine {
             return self.responses.push_back(Response { id, result: Err(Error::InvalidConfig { reason }) });
         }
         if let Err(e) = self.check_range(lba, blocks) {
+            self.outstanding_writes.remove(&id);
             return self.responses.push_back(Response { id, result: Err(e) });
         }
         if self.stop != StopState::Running {
+            self.outstanding_writes.remove(&id);
             let reason = "it is stopping: writes are refused".to_string();
             return self.responses.push_back(Response { id, result: Err(Error::Unavailable { reason }) });
         }
@@ -85,6 +87,8 @@ impl Engine {
             self.next_timestamp += 1;
             let lba = lba + i as u64;
             self.in_flight_lbas.entry(lba).or_insert((0, 0)).1 += 1;
+            // Its page stays cached until the block is mapped (`release_lba`).
+            self.l2p.pin(self.l2p.page_of(lba));
             let info = BlockInfo { lba, timestamp, request: Some(id), relocated_from: None, repair: false };
             self.add_block(info, block.to_vec(), fill);
         }

@@ -15,9 +15,11 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Most drives in an array (k + m), bounded by the header's zone table.
 pub const MAX_DRIVES: usize = 36;
 
+mod mapping;
 mod spare;
 mod superblock;
 
+pub use mapping::*;
 pub use spare::*;
 pub use superblock::*;
 
@@ -252,9 +254,31 @@ pub enum BlockKind {
     Padding = 3,
     Header = 4,
     Footer = 5,
+    /// A page of the offloaded L2P table (`mapping`).
+    Mapping = 6,
+}
+
+/// The LBA field of a mapping block (metadata and footer entry) is this flag with the
+/// page's index: beyond every logical block, and told apart from `NO_LBA`.
+pub const MAPPING_LBA_FLAG: u64 = 1 << 62;
+
+/// The mapping page an LBA field names, if it names one.
+pub fn mapping_page_of(lba: u64) -> Option<u64> {
+    (lba != NO_LBA && lba & MAPPING_LBA_FLAG != 0).then_some(lba & !MAPPING_LBA_FLAG)
 }
 
 impl BlockKind {
+    /// The kind of a data-region block of a data chunk with this LBA field.
+    pub fn of_data_lba(lba: u64) -> BlockKind {
+        if lba == NO_LBA {
+            BlockKind::Padding
+        } else if mapping_page_of(lba).is_some() {
+            BlockKind::Mapping
+        } else {
+            BlockKind::Data
+        }
+    }
+
     fn from_u8(v: u8) -> Option<Self> {
         Some(match v {
             1 => BlockKind::Data,
@@ -262,6 +286,7 @@ impl BlockKind {
             3 => BlockKind::Padding,
             4 => BlockKind::Header,
             5 => BlockKind::Footer,
+            6 => BlockKind::Mapping,
             _ => return None,
         })
     }
@@ -437,6 +462,7 @@ mod tests {
             failed_drives: 0b10.into(),
             large_chunk_bytes: 0.into(),
             rebuilding_drives: 0b10.into(),
+            l2p_budget_bytes: 0.into(),
             crc32c: 0.into(),
         }
         .seal();
@@ -475,6 +501,7 @@ mod tests {
             failed_drives: 0b100.into(),
             large_chunk_bytes: 0.into(),
             rebuilding_drives: 0.into(),
+            l2p_budget_bytes: 0.into(),
             crc32c: 0.into(),
         };
         let covered = LEGACY_ARRAY_SUPERBLOCK_BYTES - 4;

@@ -54,13 +54,19 @@ pub struct ArraySuperblock {
     /// is failed in `failed_drives` too until its rebuild completes. Superblocks written
     /// before this field (`LEGACY_ARRAY_SUPERBLOCK_BYTES`) read as 0.
     pub rebuilding_drives: U64,
+    /// The L2P table's memory budget in bytes (`zapraid format --l2p-memory`); 0: the
+    /// whole table in memory. Superblocks written before this field read as 0.
+    pub l2p_budget_bytes: U64,
     pub crc32c: U32,
 }
 
-pub const ARRAY_SUPERBLOCK_BYTES: usize = 156;
+pub const ARRAY_SUPERBLOCK_BYTES: usize = 164;
 /// Superblocks written before `rebuilding_drives`: the same fields up to
 /// `large_chunk_bytes`, then the CRC.
 pub const LEGACY_ARRAY_SUPERBLOCK_BYTES: usize = 148;
+/// Superblocks written before `l2p_budget_bytes`: the fields up to `rebuilding_drives`,
+/// then the CRC.
+pub const PRE_L2P_ARRAY_SUPERBLOCK_BYTES: usize = 156;
 const _: () = assert!(std::mem::size_of::<ArraySuperblock>() == ARRAY_SUPERBLOCK_BYTES);
 
 impl ArraySuperblock {
@@ -76,32 +82,33 @@ impl ArraySuperblock {
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         // `superblock_bytes` follows the magic and the version.
         let size = bytes.get(12..16).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-        let s: ArraySuperblock = if size == Some(LEGACY_ARRAY_SUPERBLOCK_BYTES) {
-            // Older layout: no rebuilding drives (0), the CRC right after the large chunk.
-            let legacy = bytes
-                .get(..LEGACY_ARRAY_SUPERBLOCK_BYTES)
-                .ok_or(DecodeError::Short { needed: LEGACY_ARRAY_SUPERBLOCK_BYTES, got: bytes.len() })?;
-            let covered = &legacy[..LEGACY_ARRAY_SUPERBLOCK_BYTES - 4];
-            let mut widened = [0u8; ARRAY_SUPERBLOCK_BYTES];
-            widened[..covered.len()].copy_from_slice(covered);
-            widened[ARRAY_SUPERBLOCK_BYTES - 4..].copy_from_slice(&legacy[LEGACY_ARRAY_SUPERBLOCK_BYTES - 4..]);
-            let s: ArraySuperblock = read(&widened)?;
-            check_sealed(s.magic, ARRAY_SUPERBLOCK_MAGIC, s.version.get(), covered, s.crc32c.get())?;
-            s
-        } else {
-            let s: ArraySuperblock = read(bytes)?;
-            check_sealed(
-                s.magic,
-                ARRAY_SUPERBLOCK_MAGIC,
-                s.version.get(),
-                &s.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4],
-                s.crc32c.get(),
-            )?;
-            s
-        };
+        let s: ArraySuperblock =
+            if let Some(old @ (LEGACY_ARRAY_SUPERBLOCK_BYTES | PRE_L2P_ARRAY_SUPERBLOCK_BYTES)) = size {
+                // An older layout: the fields it lacks read as 0, its CRC right after its fields.
+                let legacy = bytes.get(..old).ok_or(DecodeError::Short { needed: old, got: bytes.len() })?;
+                let covered = &legacy[..old - 4];
+                let mut widened = [0u8; ARRAY_SUPERBLOCK_BYTES];
+                widened[..covered.len()].copy_from_slice(covered);
+                widened[ARRAY_SUPERBLOCK_BYTES - 4..].copy_from_slice(&legacy[old - 4..]);
+                let s: ArraySuperblock = read(&widened)?;
+                check_sealed(s.magic, ARRAY_SUPERBLOCK_MAGIC, s.version.get(), covered, s.crc32c.get())?;
+                s
+            } else {
+                let s: ArraySuperblock = read(bytes)?;
+                check_sealed(
+                    s.magic,
+                    ARRAY_SUPERBLOCK_MAGIC,
+                    s.version.get(),
+                    &s.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4],
+                    s.crc32c.get(),
+                )?;
+                s
+            };
         let drives = s.drive_count.get() as usize;
-        if !matches!(s.superblock_bytes.get() as usize, ARRAY_SUPERBLOCK_BYTES | LEGACY_ARRAY_SUPERBLOCK_BYTES)
-            || !drive_shape_is_valid(drives, s.drive_index.get(), s.data_chunks.get(), s.parity_chunks.get())
+        if !matches!(
+            s.superblock_bytes.get() as usize,
+            ARRAY_SUPERBLOCK_BYTES | PRE_L2P_ARRAY_SUPERBLOCK_BYTES | LEGACY_ARRAY_SUPERBLOCK_BYTES
+        ) || !drive_shape_is_valid(drives, s.drive_index.get(), s.data_chunks.get(), s.parity_chunks.get())
             || s.chunk_bytes.get() == 0
             || s.group_size.get() == 0
             || s.mode > 2

@@ -152,7 +152,7 @@ impl Recovery {
             if u64::from(m.segment_sequence_low.get()) != sequence_low {
                 continue;
             }
-            if !matches!(kind, BlockKind::Data | BlockKind::Parity | BlockKind::Padding) {
+            if !matches!(kind, BlockKind::Data | BlockKind::Parity | BlockKind::Padding | BlockKind::Mapping) {
                 // A stop footer left by a clean stop: the data region ends before it.
                 let end = self.data_end.entry((zone, drive)).or_insert(u64::MAX);
                 *end = (*end).min(first_offset + i as u64);

@@ -25,6 +25,7 @@ fn drive_files_of(zones: Geometry, group_size: u32) -> (tempfile::TempDir, Geome
         open_segments: zapraid_engine::OpenSegments::SINGLE,
         name: "t".into(),
         force: false,
+        l2p_budget_bytes: None,
     };
     (dir, g, paths, options)
 }

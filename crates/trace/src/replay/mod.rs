@@ -1,5 +1,6 @@
-//! Replay of a trace against the engine in the deterministic simulator (virtual time,
-//! the drives' timing model): the same trace, array and seed give the same figures.
+//! Replay of a trace against a `Target`: the engine in the deterministic simulator
+//! (virtual time, the drives' timing model: the same trace, array and seed give the same
+//! figures), or, through the CLI, an array on drives or a block device in wall time.
 //!
 //! - Closed loop: `queue_depth` requests in flight, the next issued as one completes, as
 //!   fast as the array goes.
@@ -15,16 +16,17 @@
 
 pub mod map;
 pub mod stats;
+pub mod target;
 
 use std::collections::HashMap;
 
-use zapraid_engine::{Request, RequestId, Simulator};
-use zapraid_zns::ZonedDevice;
+use zapraid_engine::{Request, RequestId};
 
 use crate::error::{Result, TraceError};
 use crate::record::{Op, TraceRecord};
 pub use map::{AddressMap, MapMode, MapStats, Mapped};
 pub use stats::{LatencySummary, Recorder, TimelineBucket};
+pub use target::{GcCounts, Target};
 
 /// How requests are paced.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -76,7 +78,8 @@ pub struct Report {
     pub issued_late: u64,
     /// Open loop: requests whose trace time is before the previous request's.
     pub out_of_order: u64,
-    pub gc: GcStats,
+    /// None when the target cannot tell (a block device).
+    pub gc: Option<GcStats>,
     pub timeline_interval_ns: u64,
     pub timeline: Vec<TimelineBucket>,
 }
@@ -118,7 +121,7 @@ struct InFlight {
 
 /// The replay's state between requests.
 struct Replayer<'a> {
-    sim: &'a mut Simulator,
+    sim: &'a mut dyn Target,
     in_flight: HashMap<RequestId, InFlight>,
     recorder: Recorder,
 }
@@ -127,9 +130,9 @@ impl Replayer<'_> {
     /// Takes the responses of the last step, at its time.
     fn collect(&mut self) -> Result<()> {
         let now = self.sim.now_ns();
-        for response in self.sim.take_responses() {
-            let Some(request) = self.in_flight.remove(&response.id) else { continue };
-            response.result?;
+        for (id, result) in self.sim.take_answers() {
+            let Some(request) = self.in_flight.remove(&id) else { continue };
+            result.map_err(|reason| TraceError::Target { request: id, reason })?;
             self.recorder.complete(request.op, request.bytes, request.due_ns, now);
         }
         Ok(())
@@ -151,11 +154,11 @@ impl Replayer<'_> {
     }
 }
 
-/// Replays `records` against `sim` as `config` says; `progress` is called with the
+/// Replays `records` against `sim` (any `Target`) as `config` says; `progress` is called with the
 /// requests issued so far every `PROGRESS_EVERY_REQUESTS`. The first error of the trace
 /// (a malformed line, an empty trace) or of the engine stops the replay.
 pub fn replay(
-    sim: &mut Simulator,
+    sim: &mut dyn Target,
     records: impl Iterator<Item = Result<TraceRecord>>,
     config: &ReplayConfig,
     progress: &mut dyn FnMut(u64),
@@ -165,8 +168,8 @@ pub fn replay(
             return Err(TraceError::Setting(format!("speed {speed} must be a positive number")));
         }
     }
-    let block_bytes = sim.drives.first().map_or(4096, |d| u64::from(d.geometry().block_size_bytes));
-    let map = AddressMap::new(config.map, sim.engine.logical_blocks(), block_bytes);
+    let block_bytes = sim.block_bytes();
+    let map = AddressMap::new(config.map, sim.logical_blocks(), block_bytes);
     let start_ns = sim.now_ns();
     let mut r = Replayer { sim, in_flight: HashMap::new(), recorder: Recorder::new(start_ns) };
     let (mut map_stats, mut reads_dropped, mut issued_late, mut out_of_order) = (MapStats::default(), 0, 0, 0);
@@ -217,7 +220,7 @@ pub fn replay(
         let request = match record.op {
             Op::Read => {
                 reads += 1;
-                if (lba..lba + blocks).all(|b| r.sim.engine.locate(b).is_none()) {
+                if r.sim.unwritten(lba, blocks) == Some(true) {
                     reads_unwritten += 1;
                 }
                 Request::Read { lba, blocks }
@@ -246,17 +249,16 @@ pub fn replay(
     }
     r.wait_below(1)?;
     progress(issued);
-    let status = r.sim.engine.status();
-    let gc = GcStats {
-        segments_reclaimed: status.segments_reclaimed,
-        blocks_relocated: status.blocks_relocated,
+    let gc = r.sim.gc().map(|(segments_reclaimed, blocks_relocated)| GcStats {
+        segments_reclaimed,
+        blocks_relocated,
         user_blocks_written: user_blocks,
         write_amplification: if user_blocks == 0 {
             0.0
         } else {
-            (user_blocks + status.blocks_relocated) as f64 / user_blocks as f64
+            (user_blocks + blocks_relocated) as f64 / user_blocks as f64
         },
-    };
+    });
     let (timeline_interval_ns, timeline) = r.recorder.timeline();
     Ok(Report {
         requests: issued,

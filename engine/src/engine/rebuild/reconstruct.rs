@@ -49,11 +49,7 @@ impl Engine {
             let field = &fields[o * FIELD_BYTES..(o + 1) * FIELD_BYTES];
             let lba = u64::from_le_bytes(field[..8].try_into().expect("8 bytes"));
             let timestamp = u64::from_le_bytes(field[8..].try_into().expect("8 bytes"));
-            let kind = match (lost < k, lba == NO_LBA) {
-                (false, _) => BlockKind::Parity,
-                (true, true) => BlockKind::Padding,
-                (true, false) => BlockKind::Data,
-            };
+            let kind = if lost < k { BlockKind::of_data_lba(lba) } else { BlockKind::Parity };
             BlockMetadata::new(lba, timestamp, stripe_id, sequence, kind)
                 .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
             self.current().footer[position as usize * cb + o] = FooterEntry {

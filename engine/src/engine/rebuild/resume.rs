@@ -167,17 +167,26 @@ impl Engine {
             }
             for o in 0..cb {
                 let lba = footer[(to * cb + o) as usize].lba.get();
-                if lba == NO_LBA || lba >= self.l2p.logical_blocks() {
+                let mapping = crate::format::mapping_page_of(lba).is_some();
+                if lba == NO_LBA || (lba >= self.l2p.logical_blocks() && !mapping) {
                     continue;
                 }
+                // A page of the table only on the drives cannot be checked now: the zone
+                // is rebuilt instead of kept.
+                if !mapping && self.l2p.ensure(self.l2p.page_of(lba)) != crate::l2p::Residency::Cached {
+                    return false;
+                }
                 let old = Physical { zone, drive, offset: data_start + from * cb + o };
-                if self.l2p.get(lba) == Some(old) {
+                if self.mapped(lba) == Some(old) {
                     moves.push((lba, Physical { offset: data_start + to * cb + o, ..old }));
                 }
             }
         }
         for (lba, at) in moves {
-            self.l2p.set(lba, at);
+            match crate::format::mapping_page_of(lba) {
+                Some(page) => self.l2p.directory_set(page as crate::l2p::PageIndex, at),
+                None => self.l2p.set(lba, at),
+            }
         }
         let table = self.seg_mut(zone).table.as_mut().expect("a stripe table");
         for (_, to, id) in placement {

@@ -1,0 +1,243 @@
+//! The engine's own CPU cost (`zapraid bench cpu`): the engine driven directly, one core,
+//! over instant drives (every command completes as soon as the engine emits it; data kept
+//! in memory allocated before the clock starts, or not kept at all for the write runs), so
+//! that only the engine's work is timed: 4 KiB random writes, 4 KiB random reads, and the
+//! same reads with a drive failed (a quarter rebuilt from their stripe).
+//!
+//! A caller may pass a counter of heap allocations (the CLI counts them with its global
+//! allocator) to report allocations per request beside the rate.
+
+use std::time::Instant;
+
+use zapraid_zns::{Command, Completion, Done, Geometry, ZoneAction, ZoneTarget};
+
+use super::{config, XorShift};
+use crate::engine::{Config, Engine, Request, RequestId};
+use crate::error::{Error, Result};
+use crate::layout::{Mode, RaidLevel, DEFAULT_GROUP_SIZE};
+
+/// Requests in flight, as the paper's write experiments.
+pub const QUEUE_DEPTH: u64 = 64;
+const BLOCK_BYTES: u64 = 4096;
+/// Logical blocks the requests spread over (256 MiB).
+const LOGICAL_BLOCKS: u64 = 1 << 16;
+/// Blocks per request while filling the array before reads.
+const FILL_REQUEST_BLOCKS: u64 = 64;
+
+/// What one run measured.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuFigure {
+    pub requests_per_s: f64,
+    /// Heap allocations per request (None without a counter).
+    pub allocations_per_request: Option<f64>,
+}
+
+/// A drive that completes every command at once, in order.
+struct InstantDrive {
+    geometry: Geometry,
+    /// Block data and metadata by LBA, or nothing kept (reads return zeros).
+    data: Option<(Vec<u8>, Vec<u8>)>,
+    write_pointers: Vec<u64>,
+}
+
+impl InstantDrive {
+    fn new(geometry: Geometry, keep_data: bool) -> InstantDrive {
+        let blocks = (u64::from(geometry.zone_count) * geometry.zone_size_blocks) as usize;
+        let data = keep_data.then(|| {
+            (
+                vec![0u8; blocks * geometry.block_size_bytes as usize],
+                vec![0u8; blocks * geometry.metadata_bytes_per_block as usize],
+            )
+        });
+        let write_pointers = (0..geometry.zone_count).map(|z| geometry.zone_start_lba(z)).collect();
+        InstantDrive { geometry, data, write_pointers }
+    }
+
+    fn store(&mut self, lba: u64, data: &[u8], metadata: &[u8]) {
+        if let Some((blocks, oob)) = self.data.as_mut() {
+            let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
+            let at = lba as usize;
+            blocks[at * bs..at * bs + data.len()].copy_from_slice(data);
+            oob[at * ms..at * ms + metadata.len()].copy_from_slice(metadata);
+        }
+    }
+
+    fn execute(&mut self, tag: u64, command: Command) -> Completion {
+        let bs = u64::from(self.geometry.block_size_bytes);
+        let zone_size_blocks = self.geometry.zone_size_blocks;
+        let zone_of = |lba: u64| (lba / zone_size_blocks) as usize;
+        let (result, data, metadata) = match command {
+            Command::Read { lba, mut data, mut metadata } => {
+                if let Some((blocks, oob)) = &self.data {
+                    let (b, m) = (bs as usize, self.geometry.metadata_bytes_per_block as usize);
+                    let at = lba as usize;
+                    let data_len = data.len();
+                    data.copy_from_slice(&blocks[at * b..at * b + data_len]);
+                    let meta_len = metadata.len();
+                    metadata.copy_from_slice(&oob[at * m..at * m + meta_len]);
+                }
+                (Ok(Done::Read), data, metadata)
+            }
+            Command::Write { lba, data, metadata } => {
+                let blocks = data.len() as u64 / bs;
+                self.store(lba, &data, &metadata);
+                self.write_pointers[zone_of(lba)] = lba + blocks;
+                (Ok(Done::Written { lba, blocks }), data, metadata)
+            }
+            Command::Append { zone_start_lba, data, metadata } => {
+                let blocks = data.len() as u64 / bs;
+                let zone = zone_of(zone_start_lba);
+                let lba = self.write_pointers[zone];
+                self.store(lba, &data, &metadata);
+                self.write_pointers[zone] = lba + blocks;
+                (Ok(Done::Written { lba, blocks }), data, metadata)
+            }
+            Command::ManageZone { action, target } => {
+                if let (ZoneAction::Reset, ZoneTarget::Zone { start_lba: start }) = (action, target) {
+                    self.write_pointers[zone_of(start)] = start;
+                }
+                (Ok(Done::ZoneManaged), Vec::new(), Vec::new())
+            }
+            Command::ReportZones { .. } => (Ok(Done::Zones(Vec::new())), Vec::new(), Vec::new()),
+        };
+        Completion { tag, result, data, metadata }
+    }
+}
+
+/// The engine over instant drives, driven in a loop on this thread.
+struct Bench {
+    engine: Engine,
+    drives: Vec<InstantDrive>,
+    completed: Vec<RequestId>,
+}
+
+impl Bench {
+    fn new(level: RaidLevel, keep_data: bool) -> Result<Bench> {
+        let geometry = cpu_geometry(keep_data);
+        let config: Config = config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, BLOCK_BYTES, LOGICAL_BLOCKS);
+        let engine = Engine::format(geometry, Config { level, ..config })?;
+        let drives = (0..engine.layout().drives()).map(|_| InstantDrive::new(geometry, keep_data)).collect();
+        Ok(Bench { engine, drives, completed: Vec::new() })
+    }
+
+    /// Runs commands and completions until the engine has nothing more to do now.
+    fn run(&mut self) -> Result<()> {
+        while let Some(command) = self.engine.poll_command() {
+            let completion = self.drives[command.drive].execute(command.tag, command.command);
+            self.engine.on_completion(command.drive, completion, 0);
+        }
+        while let Some(response) = self.engine.poll_response() {
+            response.result?;
+            self.completed.push(response.id);
+        }
+        Ok(())
+    }
+
+    /// Keeps `QUEUE_DEPTH` requests from `next` in flight until `requests` completed.
+    fn closed_loop(&mut self, requests: u64, mut next: impl FnMut() -> Request) -> Result<()> {
+        let mut submitted = 0;
+        let mut done = 0;
+        while done < requests {
+            while submitted < requests && submitted - done < QUEUE_DEPTH {
+                self.engine.submit(submitted, next(), 0);
+                submitted += 1;
+            }
+            self.run()?;
+            let finished = self.completed.len() as u64;
+            self.completed.clear();
+            if finished == 0 {
+                // Partial stripes wait for their timeout: flush them.
+                self.engine.submit(u64::MAX, Request::Flush, 0);
+                self.run()?;
+                let flushed = self.completed.iter().filter(|id| **id != u64::MAX).count() as u64;
+                if flushed == 0 {
+                    return Err(Error::InvalidConfig { reason: "the CPU benchmark stalled".into() });
+                }
+                done += flushed;
+                self.completed.clear();
+                continue;
+            }
+            done += finished;
+        }
+        Ok(())
+    }
+}
+
+/// Zones enough for a run's writes without garbage collection (data not kept), or a
+/// small array whose data is kept for reads.
+fn cpu_geometry(keep_data: bool) -> Geometry {
+    const WRITE_ZONES: u32 = 32;
+    const READ_ZONES: u32 = 8;
+    const READ_ZONE_BLOCKS: u64 = 32_768;
+    if keep_data {
+        Geometry {
+            zone_count: READ_ZONES,
+            zone_size_blocks: READ_ZONE_BLOCKS,
+            zone_capacity_blocks: READ_ZONE_BLOCKS,
+            ..Geometry::zn540()
+        }
+    } else {
+        Geometry { zone_count: WRITE_ZONES, ..Geometry::zn540() }
+    }
+}
+
+fn figure(requests: u64, started: Instant, allocations: &dyn Fn() -> Option<u64>, before: Option<u64>) -> CpuFigure {
+    let seconds = started.elapsed().as_secs_f64();
+    let allocations_per_request =
+        allocations().zip(before).map(|(after, before)| (after - before) as f64 / requests as f64);
+    CpuFigure { requests_per_s: requests as f64 / seconds, allocations_per_request }
+}
+
+/// 4 KiB random writes per second through the engine.
+pub fn writes(level: RaidLevel, requests: u64, seed: u64, allocations: &dyn Fn() -> Option<u64>) -> Result<CpuFigure> {
+    let mut bench = Bench::new(level, false)?;
+    let mut rng = XorShift(seed | 1);
+    let block = vec![0x11u8; BLOCK_BYTES as usize];
+    // Warm up (the first segments, the engine's maps), untimed.
+    bench.closed_loop(requests / 10, || Request::Write { lba: rng.below(LOGICAL_BLOCKS), data: block.clone() })?;
+    let before = allocations();
+    let started = Instant::now();
+    bench.closed_loop(requests, || Request::Write { lba: rng.below(LOGICAL_BLOCKS), data: block.clone() })?;
+    Ok(figure(requests, started, allocations, before))
+}
+
+/// 4 KiB random reads per second through the engine, after every block was written;
+/// with `failed_drive`, that drive failed first (its blocks rebuilt from their stripes).
+pub fn reads(
+    level: RaidLevel,
+    requests: u64,
+    seed: u64,
+    failed_drive: Option<usize>,
+    allocations: &dyn Fn() -> Option<u64>,
+) -> Result<CpuFigure> {
+    let mut bench = Bench::new(level, true)?;
+    let block = vec![0x22u8; (FILL_REQUEST_BLOCKS * BLOCK_BYTES) as usize];
+    let mut next_lba = 0;
+    bench.closed_loop(LOGICAL_BLOCKS / FILL_REQUEST_BLOCKS, || {
+        let lba = next_lba;
+        next_lba += FILL_REQUEST_BLOCKS;
+        Request::Write { lba, data: block.clone() }
+    })?;
+    if let Some(drive) = failed_drive {
+        bench.engine.fail_drive(drive);
+    }
+    let mut rng = XorShift(seed | 1);
+    let before = allocations();
+    let started = Instant::now();
+    bench.closed_loop(requests, || Request::Read { lba: rng.below(LOGICAL_BLOCKS), blocks: 1 })?;
+    Ok(figure(requests, started, allocations, before))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_run_completes() {
+        let none = || None;
+        let raid5 = RaidLevel::Raid5 { drives: 4 };
+        assert!(writes(raid5, 2_000, 1, &none).unwrap().requests_per_s > 0.0);
+        assert!(reads(raid5, 2_000, 1, None, &none).unwrap().requests_per_s > 0.0);
+        assert!(reads(RaidLevel::Raid6 { drives: 6 }, 2_000, 1, Some(0), &none).unwrap().requests_per_s > 0.0);
+    }
+}

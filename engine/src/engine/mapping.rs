@@ -1,0 +1,272 @@
+//! The L2P cache's traffic with the drives (`l2p`): frontend requests wait, inside the
+//! engine, until the pages of the table they touch are cached (a page only on the drives
+//! is read like any block, degraded if need be, while other requests proceed); pages past
+//! the memory budget are evicted after each event, the dirty ones written to the log as
+//! mapping blocks; a persisted mapping block moves the directory, if it is the page's
+//! newest write-back.
+//!
+//! Invariants: a request runs only once every page it touches is cached, and it pins
+//! them (a write until each block is mapped); requests are admitted in submission order
+//! among those sharing a page, so a later request never overtakes an earlier one on the
+//! same LBAs; at most one read per page is in flight.
+
+use std::collections::HashSet;
+use std::ops::RangeInclusive;
+
+use crate::format::{mapping_page_of, MAPPING_LBA_FLAG};
+use crate::l2p::{PageIndex, Residency};
+
+use super::*;
+
+/// A frontend request waiting for pages of the table.
+pub(super) struct Parked {
+    id: RequestId,
+    request: Request,
+    pages: RangeInclusive<PageIndex>,
+    /// Pages it pinned while it waits (cached ones stay cached for it).
+    pinned: Vec<PageIndex>,
+}
+
+/// The L2P cache's state in the engine.
+#[derive(Default)]
+pub(super) struct MappingIo {
+    parked: VecDeque<Parked>,
+    /// Pages with a read in flight.
+    loading: HashSet<PageIndex>,
+}
+
+/// Pages (of a block each) a budget of `bytes` keeps cached: at least one.
+pub(super) fn budget_pages(bytes: u64, block_size_bytes: u32) -> usize {
+    (bytes / u64::from(block_size_bytes.max(1))).max(1) as usize
+}
+
+/// The LBA field of page `page`'s mapping block.
+pub(super) fn mapping_lba(page: PageIndex) -> u64 {
+    MAPPING_LBA_FLAG | u64::from(page)
+}
+
+impl Engine {
+    /// Keeps at most `bytes` of L2P pages cached (None: all of them). Takes effect at the
+    /// next event.
+    pub fn set_l2p_budget(&mut self, bytes: Option<u64>) {
+        self.config.l2p.budget_bytes = bytes;
+        self.l2p.set_budget_pages(bytes.map(|b| budget_pages(b, self.geometry.block_size_bytes)));
+    }
+
+    /// The L2P memory budget in bytes, if there is one.
+    pub fn l2p_budget_bytes(&self) -> Option<u64> {
+        self.l2p.budget_pages().map(|p| p as u64 * u64::from(self.geometry.block_size_bytes))
+    }
+
+    /// Takes a frontend request that touches the L2P table: it runs now if its pages are
+    /// cached, else waits for them.
+    pub(super) fn admit(&mut self, id: RequestId, request: Request) {
+        let (lba, blocks) = match &request {
+            Request::Write { lba, data } => (*lba, (data.len() / self.block_bytes()) as u64),
+            Request::Read { lba, blocks } | Request::Discard { lba, blocks } => (*lba, *blocks),
+            Request::Flush => unreachable!("flushes touch no page"),
+        };
+        if self.check_range(lba, blocks).is_err() || blocks == 0 {
+            return self.run_admitted(id, request); // it fails there, with the reason
+        }
+        if let Request::Write { .. } = request {
+            // A flush submitted after it waits for it, parked or not.
+            self.outstanding_writes.insert(id);
+        }
+        let pages = self.l2p.pages_of(lba, blocks);
+        let parked = Parked { id, request, pages, pinned: Vec::new() };
+        let busy: HashSet<PageIndex> = self.mapping.parked.iter().flat_map(|p| p.pages.clone()).collect();
+        if parked.pages.clone().any(|p| busy.contains(&p)) {
+            return self.mapping.parked.push_back(parked); // behind an earlier one
+        }
+        if let Some(parked) = self.try_run(parked) {
+            self.mapping.parked.push_back(parked);
+        }
+    }
+
+    /// Pins what is cached of a parked request's pages and reads the rest; runs it if all
+    /// are cached. Returns it if it must wait.
+    fn try_run(&mut self, mut parked: Parked) -> Option<Parked> {
+        let mut waiting = false;
+        for page in parked.pages.clone() {
+            if parked.pinned.contains(&page) {
+                continue;
+            }
+            match self.l2p.ensure(page) {
+                Residency::Cached => {
+                    self.l2p.pin(page);
+                    parked.pinned.push(page);
+                }
+                Residency::OnDrive(at) => {
+                    waiting = true;
+                    self.load_page(page, at);
+                }
+            }
+        }
+        if waiting {
+            return Some(parked);
+        }
+        self.run_admitted(parked.id, parked.request);
+        for page in parked.pinned {
+            self.l2p.unpin(page);
+        }
+        None
+    }
+
+    fn run_admitted(&mut self, id: RequestId, request: Request) {
+        match request {
+            Request::Write { lba, data } => self.write(id, lba, data),
+            Request::Read { lba, blocks } => self.read(id, lba, blocks),
+            Request::Discard { lba, blocks } => {
+                let result = self.check_range(lba, blocks).map(|()| {
+                    for lba in lba..lba + blocks {
+                        self.unmap_lba(lba);
+                    }
+                    Vec::new()
+                });
+                self.responses.push_back(Response { id, result });
+            }
+            Request::Flush => unreachable!("flushes are not admitted"),
+        }
+    }
+
+    /// No request waits for a page.
+    pub(super) fn mapping_idle(&self) -> bool {
+        self.mapping.parked.is_empty()
+    }
+
+    /// Makes `page` cached for garbage collection: true if it is, else its read is on the way.
+    pub(super) fn page_ready(&mut self, page: PageIndex) -> bool {
+        match self.l2p.ensure(page) {
+            Residency::Cached => true,
+            Residency::OnDrive(at) => {
+                self.load_page(page, at);
+                false
+            }
+        }
+    }
+
+    fn load_page(&mut self, page: PageIndex, at: Physical) {
+        if self.mapping.loading.insert(page) {
+            self.start_read_at(ReadOrigin::Mapping(page), mapping_lba(page), vec![Some(at)]);
+        }
+    }
+
+    /// A page's mapping block was read (or could not be, even from parity).
+    pub(super) fn mapping_loaded(&mut self, page: PageIndex, result: Result<Vec<u8>>) {
+        self.mapping.loading.remove(&page);
+        let installed = result.and_then(|block| {
+            self.l2p.install(page, &block, self.config.array_uuid).map_err(|e| {
+                let at = self.l2p.directory_get(page).expect("a page read from the drives has a place");
+                Error::Corrupt {
+                    drive: at.drive,
+                    zone: at.zone,
+                    offset_blocks: at.offset,
+                    structure: "mapping block",
+                    reason: e.to_string(),
+                }
+            })
+        });
+        if let Err(e) = installed {
+            tracing::error!(page, error = %e, "a page of the L2P table cannot be read");
+            self.fail_parked_on(page, &e);
+            if let Some(r) = self.relocation.as_mut() {
+                r.failed = true;
+                r.waiting_page = None;
+            }
+        }
+        self.release_parked();
+    }
+
+    /// Requests waiting for an unreadable page fail with its error.
+    fn fail_parked_on(&mut self, page: PageIndex, error: &Error) {
+        let parked = std::mem::take(&mut self.mapping.parked);
+        for p in parked {
+            if !p.pages.contains(&page) {
+                self.mapping.parked.push_back(p);
+                continue;
+            }
+            for pinned in &p.pinned {
+                self.l2p.unpin(*pinned);
+            }
+            if let Request::Write { .. } = p.request {
+                self.outstanding_writes.remove(&p.id);
+            }
+            self.responses.push_back(Response { id: p.id, result: Err(error.duplicate()) });
+        }
+        self.complete_flushes();
+    }
+
+    /// Runs the parked requests whose pages are all cached now, in order, none ahead of
+    /// an earlier one sharing a page.
+    fn release_parked(&mut self) {
+        let parked = std::mem::take(&mut self.mapping.parked);
+        let mut blocked: HashSet<PageIndex> = HashSet::new();
+        for p in parked {
+            if p.pages.clone().any(|page| blocked.contains(&page)) {
+                blocked.extend(p.pages.clone());
+                self.mapping.parked.push_back(p);
+                continue;
+            }
+            if let Some(p) = self.try_run(p) {
+                blocked.extend(p.pages.clone());
+                self.mapping.parked.push_back(p);
+            }
+        }
+    }
+
+    /// Evicts pages past the budget and writes the dirty ones to the log. Not while the
+    /// array stops: its last stripes are being written.
+    pub(super) fn write_back_evicted(&mut self) -> bool {
+        if self.stop != StopState::Running {
+            return false;
+        }
+        let evicted = self.l2p.evict();
+        let written = !evicted.is_empty();
+        let fill = Fill::Frontend(self.plan.class_of_write(self.block_bytes() as u64));
+        for (page, entries) in evicted {
+            let mut block = vec![0; self.block_bytes()];
+            self.l2p.encode(page, &entries, self.config.array_uuid, &mut block);
+            let timestamp = self.next_timestamp;
+            self.next_timestamp += 1;
+            self.l2p.writing_back(page, timestamp, entries);
+            let info =
+                BlockInfo { lba: mapping_lba(page), timestamp, request: None, relocated_from: None, repair: false };
+            self.add_block(info, block, fill);
+        }
+        written
+    }
+
+    /// A block with no request and not relocated was persisted at `at`: a mapping block
+    /// write-back (padding aside).
+    pub(super) fn mapping_persisted(&mut self, lba: u64, timestamp: u64, at: Physical) {
+        let Some(page) = mapping_page_of(lba) else { return };
+        if self.l2p.written_back(page as PageIndex, timestamp) {
+            self.map_lba(lba, at);
+        }
+    }
+
+    /// A mapping block's stripe failed: its page comes back cached and dirty.
+    pub(super) fn mapping_write_failed(&mut self, lba: u64, timestamp: u64) {
+        if let Some(page) = mapping_page_of(lba) {
+            self.l2p.write_back_failed(page as PageIndex, timestamp);
+        }
+    }
+
+    /// Where a block named by its LBA field is: a logical block (its page cached) or a
+    /// mapping block (the directory).
+    pub(super) fn mapped(&self, lba: u64) -> Option<Physical> {
+        match mapping_page_of(lba) {
+            Some(page) => self.l2p.directory_get(page as PageIndex),
+            None => self.l2p.get(lba),
+        }
+    }
+
+    /// As `mapped`, None for a logical block whose page is not cached (best-effort repairs).
+    pub(super) fn mapped_if_cached(&self, lba: u64) -> Option<Physical> {
+        match mapping_page_of(lba) {
+            None if !self.l2p.is_cached(self.l2p.page_of(lba)) => None,
+            _ => self.mapped(lba),
+        }
+    }
+}
