@@ -1,14 +1,19 @@
 //! The engine's write path on one core: 4 KiB random writes at queue depth 64 through the
 //! whole engine (stripe assembly, parity, block metadata, L2P, compact stripe table, group
-//! scheduling) over in-memory emulated drives that complete at once, driven by the
-//! deterministic simulator. (3+1)-RAID-5 and (4+2)-RAID-6, G = 256. A fresh array per
-//! timed batch keeps the memory bounded; building it is not timed.
+//! scheduling), (3+1)-RAID-5 and (4+2)-RAID-6, G = 256, two ways: the engine alone over
+//! instant drives that keep no data (`zapraid bench cpu`'s write run, `bench::cpu::writes`),
+//! and the engine in the deterministic simulator over in-memory emulated drives that
+//! complete at once (a fresh array per timed batch keeps the memory bounded; building it
+//! is not timed).
 
 mod common;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use zapraid::engine::bench::cpu;
 use zapraid::engine::{
-    Config, Mode, OpenSegments, RaidLevel, Request, RequestId, Simulator, DEFAULT_STRIPE_TIMEOUT_NS,
+    Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, RequestId, Simulator, DEFAULT_STRIPE_TIMEOUT_NS,
     PAPER_LOOKUP_PS_PER_ENTRY,
 };
 use zapraid::zns::Geometry;
@@ -35,6 +40,7 @@ fn array(level: RaidLevel) -> Simulator {
         stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks: LOGICAL_BLOCKS,
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        l2p: L2pConfig::default(),
         array_uuid: [0x2a; 16],
     };
     Simulator::new(Geometry { zone_count: ZONES, ..Geometry::zn540() }, config, SEED, None).unwrap()
@@ -70,7 +76,18 @@ fn engine(c: &mut Criterion) {
     let mut group = c.benchmark_group("engine, 4 KiB random writes, QD 64, G = 256");
     group.sample_size(SAMPLES).throughput(Throughput::Elements(WRITES));
     for level in LEVELS {
-        group.bench_function(level.to_string(), |b| {
+        let label = level.to_string();
+        group.bench_function(BenchmarkId::new("engine alone", &label), |b| {
+            b.iter_custom(|iterations| {
+                (0..iterations)
+                    .map(|_| {
+                        let figure = cpu::writes(level, WRITES, SEED, &|| None).unwrap();
+                        Duration::from_secs_f64(WRITES as f64 / figure.requests_per_s)
+                    })
+                    .sum()
+            })
+        });
+        group.bench_function(BenchmarkId::new("simulator, memory drives", &label), |b| {
             b.iter_batched_ref(|| array(level), |sim| random_writes(sim, &lbas, &data), BatchSize::PerIteration)
         });
     }

@@ -1,5 +1,5 @@
 //! L2P table: updates and lookups of random logical blocks in a table of 2^20 blocks
-//! (4 GiB of 4 KiB blocks), through `L2pTable::new/get/set` only.
+//! (4 GiB of 4 KiB blocks), every page in memory, through `L2pTable::new/get/set` only.
 
 mod common;
 
@@ -13,6 +13,7 @@ const DRIVES: usize = 4;
 const ZONES: u32 = 256;
 /// A ZN540 zone's capacity.
 const ZONE_CAPACITY_BLOCKS: u64 = 275_712;
+const BLOCK_BYTES: u32 = 4096;
 /// Updates or lookups per timed iteration.
 const BATCH: usize = 1024;
 
@@ -25,7 +26,7 @@ fn physical_of(lba: u64) -> Physical {
 }
 
 fn l2p(c: &mut Criterion) {
-    let mut table = L2pTable::new(LOGICAL_BLOCKS, DRIVES, ZONES, ZONE_CAPACITY_BLOCKS).unwrap();
+    let mut table = L2pTable::new(LOGICAL_BLOCKS, DRIVES, ZONES, ZONE_CAPACITY_BLOCKS, BLOCK_BYTES).unwrap();
     (0..LOGICAL_BLOCKS).for_each(|lba| table.set(lba, physical_of(lba)));
     let lbas = common::addresses(BATCH, LOGICAL_BLOCKS);
     let targets: Vec<Physical> = lbas.iter().map(|&lba| physical_of(lba.wrapping_mul(7))).collect();
