@@ -9,7 +9,7 @@
 //! on-disk format was written with), multiplied out by rusty_erasure's SIMD GF(2^8)
 //! kernels (AVX2/SSSE3 when the CPU has them, chosen once at run time): the parity bytes
 //! are the same as reed-solomon-erasure's, about ten times faster (`cargo bench --bench
-//! parity`, README "Benchmarks"). XOR runs on its AVX2 XOR kernel likewise.
+//! parity`, README "Microbenchmarks"). XOR runs on its AVX2 XOR kernel likewise.
 
 use rusty_erasure::{Coder, RecoverError};
 
