@@ -9,7 +9,8 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use zapraid::engine::format::{BlockKind, BlockMetadata, BLOCK_METADATA_BYTES};
 
-const BLOCK_BYTES: usize = 4096;
+use common::BLOCK_BYTES;
+
 const BYTE_VALUES: u64 = 256;
 
 fn checksum(c: &mut Criterion) {

@@ -18,7 +18,8 @@ use zapraid::engine::{
 };
 use zapraid::zns::Geometry;
 
-const BLOCK_BYTES: usize = 4096;
+use common::BLOCK_BYTES;
+
 const LOGICAL_BLOCKS: u64 = 1 << 16;
 /// Zones per drive: enough for the writes of a batch without garbage collection.
 const ZONES: u32 = 64;

@@ -11,18 +11,17 @@ use zapraid::engine::format::{
 };
 use zerocopy::FromZeros;
 
-const BLOCK_BYTES: u32 = 4096;
 const FIRST_LBA: u64 = 1000;
 
 fn footer(c: &mut Criterion) {
-    let count = footer_entries_per_block(BLOCK_BYTES);
+    let count = footer_entries_per_block(common::BLOCK_BYTES as u32);
     // Fields the codec sets itself (magic, version, entry count) and reserved ones stay zero.
     let entries: Vec<FooterEntry> = (0..count as u64)
         .map(|i| FooterEntry { lba: (FIRST_LBA + i).into(), timestamp: i.into(), ..FooterEntry::new_zeroed() })
         .collect();
     let header =
         FooterBlockHeader { drive_index: 1.into(), segment_sequence: 3.into(), ..FooterBlockHeader::new_zeroed() };
-    let mut block = vec![0u8; BLOCK_BYTES as usize];
+    let mut block = vec![0u8; common::BLOCK_BYTES];
     let mut group = c.benchmark_group(format!("footer block, {count} entries"));
     group.throughput(Throughput::Elements(count as u64));
     group.bench_function("encode", |b| b.iter(|| encode_footer_block(header, black_box(&entries), &mut block)));

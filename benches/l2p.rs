@@ -13,7 +13,6 @@ const DRIVES: usize = 4;
 const ZONES: u32 = 256;
 /// A ZN540 zone's capacity.
 const ZONE_CAPACITY_BLOCKS: u64 = 275_712;
-const BLOCK_BYTES: u32 = 4096;
 /// Updates or lookups per timed iteration.
 const BATCH: usize = 1024;
 
@@ -26,7 +25,8 @@ fn physical_of(lba: u64) -> Physical {
 }
 
 fn l2p(c: &mut Criterion) {
-    let mut table = L2pTable::new(LOGICAL_BLOCKS, DRIVES, ZONES, ZONE_CAPACITY_BLOCKS, BLOCK_BYTES).unwrap();
+    let mut table =
+        L2pTable::new(LOGICAL_BLOCKS, DRIVES, ZONES, ZONE_CAPACITY_BLOCKS, common::BLOCK_BYTES as u32).unwrap();
     // Updates and lookups need their page cached: cache every page first (no budget, so
     // none is evicted), untimed.
     (0..table.page_count()).for_each(|page| {

@@ -5,6 +5,10 @@ use std::time::Duration;
 
 use criterion::Criterion;
 
+/// The block size the benches use (the ZN540's, and the engine's usual chunk).
+#[allow(dead_code)] // not every bench works in blocks
+pub const BLOCK_BYTES: usize = 4096;
+
 const SAMPLE_SIZE: usize = 20;
 const WARM_UP: Duration = Duration::from_millis(300);
 const MEASUREMENT: Duration = Duration::from_millis(800);
