@@ -4,11 +4,11 @@
 #
 #   scripts/install-deps.sh          # what `make test` and `make demo` need
 #
-# The Rust toolchain itself (cargo >= 1.89 with rustfmt and clippy) is expected to be on
+# The Rust toolchain itself (cargo >= 1.95 with rustfmt and clippy) is expected to be on
 # the machine: Debian's own rustc is too old, and toolchains cannot be downloaded here.
 set -euo pipefail
 
-MIN_RUST_MINOR=89
+MIN_RUST_MINOR=95
 
 # Debian packages the build needs: a C compiler and make for crates that build C code;
 # libnvme-dev, the kernel's NVMe ioctl header (linux-libc-dev) and libclang-dev for the
