@@ -19,6 +19,21 @@ use zapraid_trace::replay::{GcCounts, Target};
 
 type Answer = (RequestId, Result<(), String>);
 
+/// How long to wait for `due_ns` from `now_ns`, or None if it has come.
+fn until(now_ns: u64, due_ns: u64) -> Option<Duration> {
+    (now_ns < due_ns).then(|| Duration::from_nanos(due_ns - now_ns))
+}
+
+/// Puts the answer `next` waits for into `answers`; whether one came.
+fn take_next(answers: &mut Vec<Answer>, next: impl FnOnce() -> Option<Answer>) -> bool {
+    next().map(|answer| answers.push(answer)).is_some()
+}
+
+/// An engine answer as the replay takes it.
+fn engine_answer((id, result): (u64, zapraid_engine::Result<Vec<u8>>)) -> Answer {
+    (id, result.map(|_| ()).map_err(|e| e.to_string()))
+}
+
 /// An array on drives, run by the engine in this process.
 pub struct DrivesTarget {
     session: Session,
@@ -39,11 +54,6 @@ impl DrivesTarget {
     /// Stops the array cleanly.
     pub fn stop(self) -> Result<()> {
         Ok(self.session.stop()?)
-    }
-
-    fn take(&mut self, answer: (u64, zapraid_engine::Result<Vec<u8>>)) {
-        let (id, result) = answer;
-        self.answers.push((id, result.map(|_| ()).map_err(|e| e.to_string())));
     }
 }
 
@@ -67,27 +77,12 @@ impl Target for DrivesTarget {
     }
 
     fn step(&mut self) -> bool {
-        match self.session.recv() {
-            Ok(answer) => {
-                self.take(answer);
-                true
-            }
-            Err(_) => false,
-        }
+        take_next(&mut self.answers, || self.session.recv().ok().map(engine_answer))
     }
 
     fn step_until(&mut self, due_ns: u64) -> bool {
-        let now = self.now_ns();
-        if now >= due_ns {
-            return false;
-        }
-        match self.session.recv_timeout(Duration::from_nanos(due_ns - now)) {
-            Ok(Some(answer)) => {
-                self.take(answer);
-                true
-            }
-            Ok(None) | Err(_) => false,
-        }
+        let Some(wait) = until(self.now_ns(), due_ns) else { return false };
+        take_next(&mut self.answers, || self.session.recv_timeout(wait).ok().flatten().map(engine_answer))
     }
 
     fn take_answers(&mut self) -> Vec<Answer> {
@@ -260,27 +255,12 @@ impl Target for DeviceTarget {
     }
 
     fn step(&mut self) -> bool {
-        match self.done.recv() {
-            Ok(answer) => {
-                self.answers.push(answer);
-                true
-            }
-            Err(_) => false,
-        }
+        take_next(&mut self.answers, || self.done.recv().ok())
     }
 
     fn step_until(&mut self, due_ns: u64) -> bool {
-        let now = self.now_ns();
-        if now >= due_ns {
-            return false;
-        }
-        match self.done.recv_timeout(Duration::from_nanos(due_ns - now)) {
-            Ok(answer) => {
-                self.answers.push(answer);
-                true
-            }
-            Err(_) => false,
-        }
+        let Some(wait) = until(self.now_ns(), due_ns) else { return false };
+        take_next(&mut self.answers, || self.done.recv_timeout(wait).ok())
     }
 
     fn take_answers(&mut self) -> Vec<Answer> {
