@@ -207,8 +207,9 @@ fn l2p_line(l: &Value) -> String {
     let count = |field: &str| l[field].as_u64().unwrap_or(0);
     let Some(budget) = l["budget_bytes"].as_u64() else {
         return format!(
-            "L2P table: all {} pages in memory ({})",
+            "L2P table: no memory budget, every page kept ({} of {} pages made so far, {})",
             count("cached_pages"),
+            count("pages"),
             format_bytes(count("memory_bytes"))
         );
     };
