@@ -41,7 +41,9 @@ mod status;
 mod stop;
 mod stripe;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use zapraid_zns::{Command, Completion, Geometry, Tag, ZoneAction};
 
@@ -321,21 +323,21 @@ impl Engine {
             read_blocks_repaired: 0,
             blocks_relocated: 0,
             stop: StopState::Running,
-            stripes: HashMap::new(),
+            stripes: HashMap::default(),
             next_stripe: 0,
-            in_flight_lbas: HashMap::new(),
-            write_blocks_left: HashMap::new(),
+            in_flight_lbas: HashMap::default(),
+            write_blocks_left: HashMap::default(),
             outstanding_writes: BTreeSet::new(),
             flushes: VecDeque::new(),
-            reads: HashMap::new(),
-            block_rebuilds: HashMap::new(),
+            reads: HashMap::default(),
+            block_rebuilds: HashMap::default(),
             next_read: 0,
-            ops: HashMap::new(),
+            ops: HashMap::default(),
             next_tag: 0,
             mapping: Default::default(),
             commands: VecDeque::new(),
             responses: VecDeque::new(),
-            zone_writes: HashMap::new(),
+            zone_writes: HashMap::default(),
         })
     }
 
