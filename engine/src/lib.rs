@@ -14,6 +14,7 @@ pub mod hybrid;
 pub mod l2p;
 pub mod layout;
 pub mod parity;
+mod pool;
 pub mod recovery;
 pub mod sim;
 pub mod stripe_table;

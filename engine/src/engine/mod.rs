@@ -240,6 +240,10 @@ pub struct Engine {
     read_blocks_repaired: u64,
     stop: StopState,
     stripes: HashMap<u64, Stripe>,
+    /// Chunk, block and metadata buffers reused by the data path (`pool`), and finished
+    /// stripes' vectors.
+    buffers: crate::pool::BufferPool,
+    spare: stripe::Spare,
     next_stripe: u64,
     /// Newest timestamp mapped per LBA with writes in flight, and how many are in flight.
     in_flight_lbas: HashMap<u64, (u64, u32)>,
@@ -324,6 +328,8 @@ impl Engine {
             blocks_relocated: 0,
             stop: StopState::Running,
             stripes: HashMap::default(),
+            buffers: Default::default(),
+            spare: Default::default(),
             next_stripe: 0,
             in_flight_lbas: HashMap::default(),
             write_blocks_left: HashMap::default(),

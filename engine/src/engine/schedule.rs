@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::format::{BlockKind, BlockMetadata, FooterEntry};
 use crate::l2p::Physical;
 
+use super::stripe::ChunkBuffers;
 use super::*;
 
 /// Stripes a Zone Append segment has in flight at most when its chunk class also has Zone
@@ -204,10 +205,10 @@ impl Engine {
         stripe.segment = Some(seg_index);
         stripe.id = id;
         stripe.number = stripe_number;
-        let chunks = std::mem::take(&mut stripe.chunks);
+        let mut chunks = std::mem::take(&mut stripe.chunks);
         let mut pending = 0;
-        let mut commands = Vec::new();
-        for (c, (data, mut metadata)) in chunks.into_iter().enumerate() {
+        for (c, chunk) in chunks.drain(..).enumerate() {
+            let ChunkBuffers { data, mut metadata } = chunk;
             let drive = layout.drive_of(stripe_number, c);
             for o in 0..cb {
                 let (lba, timestamp, kind) = if c < k {
@@ -215,25 +216,18 @@ impl Engine {
                     let kind = BlockKind::of_data_lba(info.lba);
                     (info.lba, info.timestamp, kind)
                 } else {
-                    let f = &metadata[o * ms..o * ms + 16];
-                    (
-                        u64::from_le_bytes(f[..8].try_into().expect("8 bytes")),
-                        u64::from_le_bytes(f[8..16].try_into().expect("8 bytes")),
-                        BlockKind::Parity,
-                    )
+                    let (lba, timestamp) = stripe.parity_field(c - k, o, cb);
+                    (lba, timestamp, BlockKind::Parity)
                 };
                 BlockMetadata::new(lba, timestamp, id, sequence, kind)
                     .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
             }
             if !self.holds(seg_index, drive) {
+                self.buffers.give(data);
+                self.buffers.give(metadata);
                 continue;
             }
             pending += 1;
-            commands.push((drive, data, metadata));
-        }
-        stripe.pending_chunks = pending;
-        self.stripes.insert(number, stripe);
-        for (drive, data, metadata) in commands {
             let op = Op::Chunk { stripe: number, drive };
             if layout.uses_append() {
                 let tag = self.new_tag(op);
@@ -248,6 +242,10 @@ impl Engine {
                 self.zone_write(drive, zone, op, Command::Write { lba, data, metadata });
             }
         }
+        // The emptied vector goes back with the stripe when it is done.
+        stripe.chunks = chunks;
+        stripe.pending_chunks = pending;
+        self.stripes.insert(number, stripe);
         if pending == 0 {
             // Every drive of this stripe has failed: nothing can hold it.
             self.stripe_failed(number, Error::TooManyErasures { lost: n, total: n, tolerated: layout.parity_chunks });
@@ -267,7 +265,7 @@ impl Engine {
     pub(super) fn stripe_failed(&mut self, number: u64, error: Error) {
         let Some(stripe) = self.stripes.remove(&number) else { return };
         let mut failed_requests = BTreeSet::new();
-        for info in stripe.infos {
+        for &info in &stripe.infos {
             if let Some(request) = info.request {
                 self.release_lba(info.lba);
                 failed_requests.insert(request);
@@ -283,6 +281,7 @@ impl Engine {
                 self.mapping_write_failed(info.lba, info.timestamp);
             }
         }
+        self.spare_stripe(stripe);
         for request in failed_requests {
             if self.write_blocks_left.remove(&request).is_some() {
                 self.outstanding_writes.remove(&request);
@@ -314,7 +313,10 @@ impl Engine {
         let cb = layout.chunk_blocks;
         let data_start = layout.data_start_blocks();
         let zone_start = self.geometry.zone_start_lba(self.seg(seg_index).zone);
-        match completion.result {
+        let Completion { result, data, metadata, .. } = completion;
+        self.buffers.give(data);
+        self.buffers.give(metadata);
+        match result {
             Ok(Done::Written { lba, .. }) => {
                 let position = (lba - zone_start - data_start) / cb;
                 let group = self.seg(seg_index).group;
@@ -379,7 +381,7 @@ impl Engine {
                 table.set(drive, position, stripe.id);
             }
         }
-        let mut acked = Vec::new();
+        let mut acked = std::mem::take(&mut self.spare.acked);
         for c in 0..layout.drives() {
             let drive = layout.drive_of(stripe.number, c);
             let position = stripe.positions[drive].expect("every chunk has a position");
@@ -391,11 +393,7 @@ impl Engine {
                 } else {
                     // Parity blocks record the parity of the data blocks' fields, so a
                     // lost data chunk's LBAs can be rebuilt from footers alone.
-                    let f = &stripe.parity_fields[c - k][o * 16..o * 16 + 16];
-                    (
-                        u64::from_le_bytes(f[..8].try_into().expect("8 bytes")),
-                        u64::from_le_bytes(f[8..].try_into().expect("8 bytes")),
-                    )
+                    stripe.parity_field(c - k, o, cb)
                 };
                 self.seg_mut(seg_index).footer[drive][footer_index] = FooterEntry {
                     lba: lba.into(),
@@ -434,11 +432,13 @@ impl Engine {
                 }
             }
         }
-        for request in acked {
+        self.spare_stripe(stripe);
+        for request in acked.drain(..) {
             self.write_blocks_left.remove(&request);
             self.outstanding_writes.remove(&request);
             self.responses.push_back(Response { id: request, result: Ok(Vec::new()) });
         }
+        self.spare.acked = acked;
         self.complete_flushes();
     }
 

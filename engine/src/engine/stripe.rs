@@ -7,7 +7,7 @@
 //! its own timestamp, in submission order: recovery keeps the newest.
 
 use crate::error::Error;
-use crate::format::NO_LBA;
+use crate::format::{decode_fields, FIELD_BYTES, MAX_DRIVES, NO_LBA};
 use crate::l2p::Physical;
 
 use super::*;
@@ -37,8 +37,19 @@ pub(super) enum Fill {
     Relocation,
 }
 
+/// A chunk's data and its blocks' metadata (buffers of the engine's `BufferPool`).
+pub(super) struct ChunkBuffers {
+    pub(super) data: Vec<u8>,
+    pub(super) metadata: Vec<u8>,
+}
+
 pub(super) struct OpenStripe {
-    pub(super) blocks: Vec<(BlockInfo, Vec<u8>)>,
+    pub(super) infos: Vec<BlockInfo>,
+    /// The k data chunks, block `i` at chunk `i / chunk_blocks`: blocks are copied
+    /// straight in as they come (their metadata buffers are taken when it is sealed).
+    pub(super) chunks: Vec<ChunkBuffers>,
+    /// Empty: the stripe's chunk positions once sealed (a reused vector).
+    positions: Vec<Option<u64>>,
     pub(super) started_ns: u64,
 }
 
@@ -50,17 +61,44 @@ pub(super) struct Stripe {
     pub(super) segment: Option<u32>,
     pub(super) infos: Vec<BlockInfo>,
     /// All k + m chunks (data then parity), with their metadata; taken when issued.
-    pub(super) chunks: Vec<(Vec<u8>, Vec<u8>)>,
+    pub(super) chunks: Vec<ChunkBuffers>,
     pub(super) pending_chunks: usize,
     /// Stripe ID within the group and stripe number within the segment, once grouped.
     pub(super) id: u32,
     pub(super) number: u64,
     /// Where each drive's chunk landed (zone-relative chunk position), once persisted.
     pub(super) positions: Vec<Option<u64>>,
-    /// Per parity chunk, the parity of the data blocks' (LBA, timestamp) fields, 16 bytes
-    /// per block offset: written into the parity blocks' metadata and footer entries.
-    pub(super) parity_fields: Vec<Vec<u8>>,
+    /// Per parity chunk, the parity of the data blocks' (LBA, timestamp) fields,
+    /// `FIELD_BYTES` per block offset, parity chunk after parity chunk: written into the
+    /// parity blocks' metadata and footer entries.
+    pub(super) parity_fields: Vec<u8>,
 }
+
+impl Stripe {
+    /// Parity chunk `p`'s fields for block offset `offset`: (LBA, timestamp) parity.
+    pub(super) fn parity_field(&self, p: usize, offset: usize, chunk_blocks: usize) -> (u64, u64) {
+        let at = (p * chunk_blocks + offset) * FIELD_BYTES;
+        decode_fields(&self.parity_fields[at..at + FIELD_BYTES]).expect("whole fields")
+    }
+}
+
+/// The vectors of a finished stripe, emptied and kept (`Spare`) for the next one.
+pub(super) struct StripeVecs {
+    infos: Vec<BlockInfo>,
+    chunks: Vec<ChunkBuffers>,
+    positions: Vec<Option<u64>>,
+}
+
+/// What the data path reuses besides byte buffers: finished stripes' vectors, and the
+/// scratch list of requests a persisted stripe acknowledges.
+#[derive(Default)]
+pub(super) struct Spare {
+    stripes: Vec<StripeVecs>,
+    pub(super) acked: Vec<RequestId>,
+}
+
+/// Finished stripes' vectors kept at most: more than stripes in flight is never needed.
+const MAX_SPARE_STRIPES: usize = 4096;
 
 impl Engine {
     pub(super) fn write(&mut self, id: RequestId, lba: u64, data: Vec<u8>) {
@@ -90,7 +128,7 @@ impl Engine {
             // Its page stays cached until the block is mapped (`release_lba`).
             self.l2p.pin(self.l2p.page_of(lba));
             let info = BlockInfo { lba, timestamp, request: Some(id), relocated_from: None, repair: false };
-            self.add_block(info, block.to_vec(), fill);
+            self.add_block_bytes(info, block, fill);
         }
     }
 
@@ -109,27 +147,80 @@ impl Engine {
         }
     }
 
-    /// Adds a block to an open stripe; a full stripe is sealed.
+    /// Adds a block to an open stripe (its buffer goes back to the pool); a full stripe is
+    /// sealed.
     pub(super) fn add_block(&mut self, info: BlockInfo, block: Vec<u8>, fill: Fill) {
-        let now = self.now_ns;
-        let want = self.plan.class_layout(self.class_of(fill)).stripe_data_blocks() as usize;
-        let slot = self.open_stripe_mut(fill);
-        let open = slot.get_or_insert_with(|| OpenStripe { blocks: Vec::new(), started_ns: now });
-        open.blocks.push((info, block));
-        if open.blocks.len() == want {
-            let open = slot.take().expect("an open stripe");
+        self.add_block_bytes(info, &block, fill);
+        self.buffers.give(block);
+    }
+
+    /// Copies a block into its place in an open stripe's data chunk; a full stripe is
+    /// sealed.
+    pub(super) fn add_block_bytes(&mut self, info: BlockInfo, block: &[u8], fill: Fill) {
+        let layout = *self.plan.class_layout(self.class_of(fill));
+        let (want, cb, bs) = (layout.stripe_data_blocks() as usize, layout.chunk_blocks as usize, self.block_bytes());
+        debug_assert_eq!(block.len(), bs, "one block");
+        if self.open_stripe_mut(fill).is_none() {
+            let open = self.new_open_stripe(layout.data_chunks, cb * bs);
+            *self.open_stripe_mut(fill) = Some(open);
+        }
+        let open = self.open_stripe_mut(fill).as_mut().expect("an open stripe");
+        let i = open.infos.len();
+        let at = (i % cb) * bs;
+        open.chunks[i / cb].data[at..at + bs].copy_from_slice(block);
+        open.infos.push(info);
+        if open.infos.len() == want {
+            let open = self.open_stripe_mut(fill).take().expect("an open stripe");
             self.seal_stripe(open, fill);
+        }
+    }
+
+    /// An empty open stripe of `data_chunks` chunks of `chunk_bytes`, in reused vectors
+    /// and buffers where there are some.
+    fn new_open_stripe(&mut self, data_chunks: usize, chunk_bytes: usize) -> OpenStripe {
+        let vecs = self.spare.stripes.pop().unwrap_or_else(|| StripeVecs {
+            infos: Vec::new(),
+            chunks: Vec::new(),
+            positions: Vec::new(),
+        });
+        let mut chunks = vecs.chunks;
+        debug_assert!(
+            vecs.infos.is_empty() && chunks.is_empty() && vecs.positions.is_empty(),
+            "spare vectors are empty"
+        );
+        for _ in 0..data_chunks {
+            chunks.push(ChunkBuffers { data: self.buffers.take(chunk_bytes), metadata: Vec::new() });
+        }
+        OpenStripe { infos: vecs.infos, chunks, positions: vecs.positions, started_ns: self.now_ns }
+    }
+
+    /// Keeps a finished stripe's vectors (emptied) for the next one; its chunk buffers
+    /// were handed on with their commands.
+    pub(super) fn spare_stripe(&mut self, stripe: Stripe) {
+        let Stripe { mut infos, mut chunks, mut positions, parity_fields, .. } = stripe;
+        for chunk in chunks.drain(..) {
+            self.buffers.give(chunk.data);
+            self.buffers.give(chunk.metadata);
+        }
+        self.buffers.give(parity_fields);
+        if self.spare.stripes.len() < MAX_SPARE_STRIPES {
+            infos.clear();
+            positions.clear();
+            self.spare.stripes.push(StripeVecs { infos, chunks, positions });
         }
     }
 
     /// Pads an incomplete open stripe and seals it.
     pub(super) fn pad_open_stripe(&mut self, fill: Fill) {
         let Some(mut open) = self.open_stripe_mut(fill).take() else { return };
-        let want = self.plan.class_layout(self.class_of(fill)).stripe_data_blocks() as usize;
-        let bs = self.geometry.block_size_bytes as usize;
-        while open.blocks.len() < want {
-            open.blocks.push((BlockInfo::PADDING, vec![0; bs]));
+        let layout = *self.plan.class_layout(self.class_of(fill));
+        let (want, cb, bs) = (layout.stripe_data_blocks() as usize, layout.chunk_blocks as usize, self.block_bytes());
+        // The pool's buffers hold old data: the padding blocks are zeroed.
+        for i in open.infos.len()..want {
+            let at = (i % cb) * bs;
+            open.chunks[i / cb].data[at..at + bs].fill(0);
         }
+        open.infos.resize(want, BlockInfo::PADDING);
         self.seal_stripe(open, fill);
     }
 
@@ -140,58 +231,62 @@ impl Engine {
         }
     }
 
-    /// Encodes a full stripe and queues it.
+    /// Encodes a full stripe (parity into pooled buffers) and queues it.
     pub(super) fn seal_stripe(&mut self, open: OpenStripe, fill: Fill) {
         let class = self.class_of(fill);
         let layout = *self.plan.class_layout(class);
         let (k, m, cb) = (layout.data_chunks, layout.parity_chunks, layout.chunk_blocks as usize);
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-        let infos: Vec<BlockInfo> = open.blocks.iter().map(|(i, _)| *i).collect();
-        let mut data_chunks: Vec<Vec<u8>> = vec![Vec::with_capacity(cb * bs); k];
-        for (i, (_, block)) in open.blocks.into_iter().enumerate() {
-            data_chunks[i / cb].extend_from_slice(&block);
+        let OpenStripe { infos, mut chunks, mut positions, .. } = open;
+        debug_assert_eq!((infos.len(), chunks.len()), (k * cb, k), "a sealed stripe is full");
+        for _ in 0..m {
+            chunks.push(ChunkBuffers { data: self.buffers.take(cb * bs), metadata: Vec::new() });
         }
-        let mut parity_chunks = vec![vec![0u8; cb * bs]; m];
+        for chunk in chunks.iter_mut() {
+            chunk.metadata = self.buffers.take(cb * ms);
+        }
         {
-            let refs: Vec<&[u8]> = data_chunks.iter().map(Vec::as_slice).collect();
-            let mut prefs: Vec<&mut [u8]> = parity_chunks.iter_mut().map(Vec::as_mut_slice).collect();
-            self.codec.encode(&refs, &mut prefs);
+            let (data, parity) = chunks.split_at_mut(k);
+            let refs: [&[u8]; MAX_DRIVES] = std::array::from_fn(|c| data.get(c).map_or(&[][..], |d| &d.data[..]));
+            let mut prefs: [&mut [u8]; MAX_DRIVES] = std::array::from_fn(|_| <&mut [u8]>::default());
+            for (slot, p) in prefs.iter_mut().zip(parity.iter_mut()) {
+                *slot = &mut p.data[..];
+            }
+            self.codec.encode(&refs[..k], &mut prefs[..m]);
         }
         // Parity of the data blocks' (LBA, timestamp) fields, block offset by block offset,
         // so a lost block's identity is rebuilt with it.
-        let mut parity_fields = vec![vec![0u8; 16 * cb]; m];
-        {
-            let fields: Vec<Vec<u8>> = (0..k)
-                .map(|c| {
-                    (0..cb)
-                        .flat_map(|o| {
-                            let info = infos[c * cb + o];
-                            info.lba.to_le_bytes().into_iter().chain(info.timestamp.to_le_bytes())
-                        })
-                        .collect()
-                })
-                .collect();
-            let refs: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
-            let mut prefs: Vec<&mut [u8]> = parity_fields.iter_mut().map(Vec::as_mut_slice).collect();
-            self.codec.encode(&refs, &mut prefs);
+        let field_chunk_bytes = FIELD_BYTES * cb;
+        let mut fields = self.buffers.take(field_chunk_bytes * k);
+        for (i, info) in infos.iter().enumerate() {
+            let at = i * FIELD_BYTES;
+            fields[at..at + 8].copy_from_slice(&info.lba.to_le_bytes());
+            fields[at + 8..at + FIELD_BYTES].copy_from_slice(&info.timestamp.to_le_bytes());
+        }
+        let mut parity_fields = self.buffers.take(field_chunk_bytes * m);
+        if m > 0 {
+            let refs: [&[u8]; MAX_DRIVES] = std::array::from_fn(|c| {
+                fields.get(c * field_chunk_bytes..(c + 1) * field_chunk_bytes).filter(|_| c < k).unwrap_or(&[])
+            });
+            let mut prefs: [&mut [u8]; MAX_DRIVES] = std::array::from_fn(|_| <&mut [u8]>::default());
+            for (slot, p) in prefs.iter_mut().zip(parity_fields.chunks_exact_mut(field_chunk_bytes)) {
+                *slot = p;
+            }
+            self.codec.encode(&refs[..k], &mut prefs[..m]);
+        }
+        self.buffers.give(fields);
+        // Metadata is written when the stripe joins a group (it needs the stripe ID and
+        // segment); keep the parity fields in the parity chunks' metadata buffers for now.
+        for p in 0..m {
+            let meta = &mut chunks[k + p].metadata;
+            for o in 0..cb {
+                let at = (p * cb + o) * FIELD_BYTES;
+                meta[o * ms..o * ms + FIELD_BYTES].copy_from_slice(&parity_fields[at..at + FIELD_BYTES]);
+            }
         }
         let number = self.next_stripe;
         self.next_stripe += 1;
-        let mut chunks = Vec::with_capacity(k + m);
-        for data in data_chunks {
-            chunks.push((data, vec![0u8; cb * ms]));
-        }
-        for parity in parity_chunks {
-            chunks.push((parity, vec![0u8; cb * ms]));
-        }
-        // Metadata is written when the stripe joins a group (it needs the stripe ID and
-        // segment); keep the parity fields in the parity chunks' metadata buffers for now.
-        for (p, fields) in parity_fields.iter().enumerate() {
-            let meta = &mut chunks[k + p].1;
-            for o in 0..cb {
-                meta[o * ms..o * ms + 16].copy_from_slice(&fields[o * 16..o * 16 + 16]);
-            }
-        }
+        positions.resize(k + m, None);
         let stripe = Stripe {
             class,
             segment: None,
@@ -200,7 +295,7 @@ impl Engine {
             pending_chunks: 0,
             id: 0,
             number: 0,
-            positions: vec![None; k + m],
+            positions,
             parity_fields,
         };
         self.stripes.insert(number, stripe);

@@ -1,0 +1,106 @@
+//! Reusable byte buffers for the engine's data path: chunk data and metadata buffers come
+//! back with their commands' completions (`zapraid_zns::Completion` returns them) and go
+//! out again with the next stripe or read, instead of a heap allocation (and a free) per
+//! chunk, block and metadata area.
+//!
+//! Buffers are kept by length, one free list per length. A buffer taken with `take` holds
+//! whatever its last user left in it: every caller overwrites all of it before use (or
+//! asks for `take_zeroed`). Invariants: a free list holds buffers of exactly its length;
+//! at most `MAX_LENGTHS` lengths and `MAX_POOLED_BYTES_PER_LENGTH` bytes per length are
+//! kept, so the pool's memory stays bounded whatever the array does (a burst of reads
+//! returns at most that much to it; the rest is freed).
+
+/// Distinct buffer lengths kept: a block, a block's metadata, a chunk and a chunk's
+/// metadata per chunk class, and the parity fields of a stripe fit easily.
+const MAX_LENGTHS: usize = 16;
+/// Bytes of free buffers kept per length: a few groups' worth of 4 KiB-block stripes.
+const MAX_POOLED_BYTES_PER_LENGTH: usize = 32 << 20;
+
+/// Free lists of byte buffers by length. See the module documentation.
+#[derive(Default)]
+pub(crate) struct BufferPool {
+    lists: Vec<FreeList>,
+}
+
+struct FreeList {
+    len: usize,
+    buffers: Vec<Vec<u8>>,
+}
+
+impl BufferPool {
+    /// A buffer of `len` bytes with unspecified contents (the caller overwrites them).
+    pub(crate) fn take(&mut self, len: usize) -> Vec<u8> {
+        match self.lists.iter_mut().find(|l| l.len == len).and_then(|l| l.buffers.pop()) {
+            Some(buffer) => {
+                debug_assert_eq!(buffer.len(), len, "a free list holds buffers of its length");
+                buffer
+            }
+            None => vec![0; len],
+        }
+    }
+
+    /// A buffer of `len` zero bytes.
+    pub(crate) fn take_zeroed(&mut self, len: usize) -> Vec<u8> {
+        let mut buffer = self.take(len);
+        buffer.fill(0);
+        buffer
+    }
+
+    /// Takes back a buffer no longer needed; kept for reuse while the pool has room for
+    /// its length, freed otherwise.
+    pub(crate) fn give(&mut self, buffer: Vec<u8>) {
+        let len = buffer.len();
+        if len == 0 {
+            return;
+        }
+        let keep = (MAX_POOLED_BYTES_PER_LENGTH / len).max(1);
+        let index = match self.lists.iter().position(|l| l.len == len) {
+            Some(index) => index,
+            None if self.lists.len() < MAX_LENGTHS => {
+                self.lists.push(FreeList { len, buffers: Vec::new() });
+                self.lists.len() - 1
+            }
+            None => return,
+        };
+        let list = &mut self.lists[index].buffers;
+        if list.len() < keep {
+            list.push(buffer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_given_back_is_taken_again_at_its_length_only() {
+        let mut pool = BufferPool::default();
+        let mut buffer = pool.take(4096);
+        buffer[0] = 7;
+        let address = buffer.as_ptr();
+        pool.give(buffer);
+        let other = pool.take(64);
+        assert_eq!(other.len(), 64);
+        assert_ne!(other.as_ptr(), address);
+        let again = pool.take(4096);
+        assert_eq!((again.as_ptr(), again.len(), again[0]), (address, 4096, 7));
+        pool.give(again);
+        assert!(pool.take_zeroed(4096).iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn the_pool_keeps_a_bounded_number_of_bytes_and_lengths() {
+        let mut pool = BufferPool::default();
+        let len = MAX_POOLED_BYTES_PER_LENGTH / 2;
+        for _ in 0..3 {
+            pool.give(vec![1; len]);
+        }
+        assert_eq!(pool.lists[0].buffers.len(), 2);
+        for extra in 1..=MAX_LENGTHS {
+            pool.give(vec![0; extra]);
+        }
+        assert_eq!(pool.lists.len(), MAX_LENGTHS);
+        assert!(pool.lists.iter().all(|l| l.buffers.iter().all(|b| b.len() == l.len)));
+    }
+}
