@@ -7,7 +7,7 @@
 use zapraid_zns::{Command, Completion};
 
 use crate::error::{Error, Result};
-use crate::format::{decode_fields, encode_fields, BlockKind, BlockMetadata};
+use crate::format::{decode_fields, encode_fields, BlockKind, BlockMetadata, FIELD_BYTES, MAX_DRIVES};
 use crate::l2p::Physical;
 
 use super::*;
@@ -21,6 +21,9 @@ pub(super) enum ReadOrigin {
     /// A page of the L2P table, read back from its mapping block (`mapping`).
     Mapping(crate::l2p::PageIndex),
 }
+
+/// Finished reads' vectors kept at most for the next reads (`Spare::reads`).
+const MAX_SPARE_READS: usize = 4096;
 
 pub(super) struct ReadRequest {
     pub(super) origin: ReadOrigin,
@@ -49,7 +52,8 @@ pub(super) struct BlockRebuild {
     /// Stripe number within the segment: it says which chunk each drive holds.
     pub(super) stripe_number: u64,
     pub(super) lost_chunk: usize,
-    pub(super) shards: Vec<Option<(Vec<u8>, Vec<u8>)>>,
+    /// Per drive, the block read and its (LBA, timestamp) fields, checked on arrival.
+    pub(super) shards: Vec<Option<(Vec<u8>, [u8; FIELD_BYTES])>>,
     pub(super) pending: usize,
     /// The block's drive is working: the block itself was damaged (a repair, counted).
     pub(super) damaged: bool,
@@ -66,58 +70,77 @@ impl Engine {
     }
 
     pub(super) fn start_read(&mut self, origin: ReadOrigin, lba: u64, blocks: u64) {
-        let places = (0..blocks).map(|i| self.l2p.get(lba + i)).collect();
+        if blocks == 1 {
+            let place = self.l2p.get(lba);
+            return self.start_read_at(origin, lba, [place]);
+        }
+        let places: Vec<_> = (0..blocks).map(|i| self.l2p.get(lba + i)).collect();
         self.start_read_at(origin, lba, places);
     }
 
     /// Reads the blocks at `places` (None: never written, zeros), which are to say LBAs
     /// `lba..` in their metadata.
-    pub(super) fn start_read_at(&mut self, origin: ReadOrigin, lba: u64, places: Vec<Option<Physical>>) {
-        let blocks = places.len() as u64;
+    pub(super) fn start_read_at<P>(&mut self, origin: ReadOrigin, lba: u64, places: P)
+    where
+        P: IntoIterator<Item = Option<Physical>>,
+        P::IntoIter: ExactSizeIterator,
+    {
+        let places = places.into_iter();
+        let blocks = places.len();
         let read = self.next_read;
         self.next_read += 1;
-        let bs = self.block_bytes();
-        let mut request = ReadRequest {
-            origin,
-            lba,
-            blocks: vec![None; blocks as usize],
-            timestamps: vec![0; blocks as usize],
-            pending: 0,
-            error: None,
-        };
-        let mut to_read = Vec::new();
-        for (i, place) in places.into_iter().enumerate() {
-            match place {
-                None => request.blocks[i] = Some(vec![0; bs]),
-                Some(physical) => to_read.push((i, physical)),
-            }
-        }
-        request.pending = to_read.len();
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let (mut slots, mut timestamps) = self.spare.reads.pop().unwrap_or_default();
+        debug_assert!(slots.is_empty() && timestamps.is_empty(), "spare read vectors are empty");
+        slots.resize_with(blocks, || None);
+        timestamps.resize(blocks, 0);
+        // Every block is pending until it is read, rebuilt or failed: the read cannot
+        // finish before the last one is issued.
+        let request = ReadRequest { origin, lba, blocks: slots, timestamps, pending: blocks, error: None };
         self.reads.insert(read, request);
-        for (block, physical) in to_read {
-            if !self.holds(physical.zone, physical.drive) {
-                self.rebuild_block(read, block, physical);
-            } else {
-                let lba = self.geometry.zone_start_lba(physical.zone) + physical.offset;
-                self.seg_mut(physical.zone).commands_in_flight += 1;
-                let tag = self.new_tag(Op::Read { read, block, physical });
-                self.commands.push_back(DriveCommand {
-                    drive: physical.drive,
-                    tag,
-                    command: Command::Read { lba, data: vec![0; bs], metadata: vec![0; self.meta_bytes()] },
-                    delay_ns: 0,
-                });
+        for (block, place) in places.enumerate() {
+            match place {
+                None => {
+                    let zeros = self.buffers.take_zeroed(bs);
+                    let request = self.reads.get_mut(&read).expect("read in flight");
+                    request.blocks[block] = Some(zeros);
+                    request.pending -= 1;
+                }
+                Some(physical) if !self.holds(physical.zone, physical.drive) => {
+                    self.rebuild_block(read, block, physical)
+                }
+                Some(physical) => {
+                    let lba = self.geometry.zone_start_lba(physical.zone) + physical.offset;
+                    self.seg_mut(physical.zone).commands_in_flight += 1;
+                    let tag = self.new_tag(Op::Read { read, block, physical });
+                    // The drive overwrites the data; the metadata is zeroed, so that a drive
+                    // that reports success without filling it fails the checks.
+                    let (data, metadata) = (self.buffers.take(bs), self.buffers.take_zeroed(ms));
+                    self.commands.push_back(DriveCommand {
+                        drive: physical.drive,
+                        tag,
+                        command: Command::Read { lba, data, metadata },
+                        delay_ns: 0,
+                    });
+                }
             }
         }
         self.finish_read(read);
     }
 
     pub(super) fn read_done(&mut self, read: u64, block: usize, physical: Physical, completion: Completion) {
-        let Some(request) = self.reads.get(&read) else { return };
+        let Completion { result, data, metadata, .. } = completion;
+        let Some(request) = self.reads.get(&read) else {
+            self.buffers.give(data);
+            self.buffers.give(metadata);
+            return;
+        };
         let expected_lba = request.lba + block as u64;
         let sequence = self.segment_of_zone(physical.zone).map(|s| s.sequence);
-        let intact = match BlockMetadata::decode(&completion.data, &completion.metadata) {
-            Ok((m, kind)) if completion.result.is_ok() => {
+        let decoded = BlockMetadata::decode(&data, &metadata);
+        self.buffers.give(metadata);
+        let intact = match decoded {
+            Ok((m, kind)) if result.is_ok() => {
                 let intact = kind == BlockKind::of_data_lba(expected_lba)
                     && m.lba.get() == expected_lba
                     && Some(u64::from(m.segment_sequence_low.get())) == sequence.map(|s| s & u64::from(u32::MAX));
@@ -127,12 +150,13 @@ impl Engine {
         };
         if let Some(timestamp) = intact {
             let request = self.reads.get_mut(&read).expect("read in flight");
-            request.blocks[block] = Some(completion.data);
+            request.blocks[block] = Some(data);
             request.timestamps[block] = timestamp;
             request.pending -= 1;
             self.finish_read(read);
         } else {
-            if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
+            self.buffers.give(data);
+            if matches!(result, Err(zapraid_zns::Error::DeviceFailed)) {
                 self.fail_drive(physical.drive);
             }
             self.rebuild_block(read, block, physical);
@@ -227,28 +251,48 @@ impl Engine {
         for (drive, offset) in sources {
             self.seg_mut(physical.zone).commands_in_flight += 1;
             let tag = self.new_tag(Op::DegradedShard { rebuild, drive, zone: physical.zone });
+            // As for a read: the data is overwritten, the metadata zeroed.
+            let (data, metadata) = (self.buffers.take(bs), self.buffers.take_zeroed(ms));
             self.commands.push_back(DriveCommand {
                 drive,
                 tag,
-                command: Command::Read { lba: zone_start + offset, data: vec![0; bs], metadata: vec![0; ms] },
+                command: Command::Read { lba: zone_start + offset, data, metadata },
                 delay_ns,
             });
         }
     }
 
     pub(super) fn rebuild_shard_done(&mut self, rebuild: u64, drive: usize, completion: Completion) {
-        let Some(r) = self.block_rebuilds.get_mut(&rebuild) else { return };
+        let Completion { result, data, metadata, .. } = completion;
+        let Some(r) = self.block_rebuilds.get_mut(&rebuild) else {
+            self.buffers.give(data);
+            self.buffers.give(metadata);
+            return;
+        };
         r.pending -= 1;
-        if completion.result.is_ok() && BlockMetadata::decode(&completion.data, &completion.metadata).is_ok() {
-            r.shards[drive] = Some((completion.data, completion.metadata));
-        } else if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
-            self.failed[drive] = true;
+        // Checked once here: `reconstruct` takes the fields decoded now.
+        match BlockMetadata::decode(&data, &metadata) {
+            Ok((m, _)) if result.is_ok() => {
+                let mut fields = [0u8; FIELD_BYTES];
+                fields.copy_from_slice(&encode_fields(m.lba.get(), m.timestamp.get()));
+                r.shards[drive] = Some((data, fields));
+            }
+            _ => {
+                self.buffers.give(data);
+                if matches!(result, Err(zapraid_zns::Error::DeviceFailed)) {
+                    self.failed[drive] = true;
+                }
+            }
         }
+        self.buffers.give(metadata);
         if self.block_rebuilds[&rebuild].pending > 0 {
             return;
         }
-        let r = self.block_rebuilds.remove(&rebuild).expect("rebuild in flight");
+        let mut r = self.block_rebuilds.remove(&rebuild).expect("rebuild in flight");
         let result = self.reconstruct(&r);
+        for shard in r.shards.drain(..).flatten() {
+            self.buffers.give(shard.0);
+        }
         match result {
             Ok((data, timestamp)) => {
                 if r.damaged {
@@ -264,6 +308,8 @@ impl Engine {
                     request.blocks[r.block] = Some(data);
                     request.timestamps[r.block] = timestamp;
                     request.pending -= 1;
+                } else {
+                    self.buffers.give(data);
                 }
                 self.finish_read(r.read);
             }
@@ -271,40 +317,62 @@ impl Engine {
         }
     }
 
-    /// Decodes the lost block (data and its LBA/timestamp fields) from the shards read,
-    /// and checks that it is the block asked for.
-    pub(super) fn reconstruct(&self, r: &BlockRebuild) -> Result<(Vec<u8>, u64)> {
+    /// Decodes the lost block (data and its LBA/timestamp fields) from the shards read
+    /// (checked when they arrived), into a pooled buffer, and checks that it is the block
+    /// asked for.
+    pub(super) fn reconstruct(&mut self, r: &BlockRebuild) -> Result<(Vec<u8>, u64)> {
         let n = self.layout.drives();
         // Shards are indexed by chunk (data first, then parity), not by drive.
-        let mut data_shards: Vec<Option<Vec<u8>>> = vec![None; n];
-        let mut field_shards: Vec<Option<Vec<u8>>> = vec![None; n];
+        let mut data_shards: [Option<&[u8]>; MAX_DRIVES] = [None; MAX_DRIVES];
+        let mut field_shards: [Option<&[u8]>; MAX_DRIVES] = [None; MAX_DRIVES];
         for (drive, shard) in r.shards.iter().enumerate() {
-            let Some((data, meta)) = shard else { continue };
-            let (m, _) = BlockMetadata::decode(data, meta).map_err(|e| Error::Corrupt {
-                drive,
-                zone: 0,
-                offset_blocks: 0,
-                structure: "block metadata",
-                reason: e.to_string(),
-            })?;
+            let Some((data, fields)) = shard else { continue };
             let chunk = self.layout.chunk_on(r.stripe_number, drive);
-            data_shards[chunk] = Some(data.clone());
-            field_shards[chunk] = Some(encode_fields(m.lba.get(), m.timestamp.get()));
+            data_shards[chunk] = Some(data);
+            field_shards[chunk] = Some(fields);
         }
-        self.codec.reconstruct(&mut data_shards)?;
-        self.codec.reconstruct(&mut field_shards)?;
-        let fields = field_shards[r.lost_chunk].as_deref().expect("reconstructed");
-        let (lba, timestamp) = decode_fields(fields).expect("reconstructed fields are whole");
-        if lba != r.lba {
-            return Err(Error::Corrupt {
-                drive: 0,
-                zone: 0,
-                offset_blocks: 0,
-                structure: "rebuilt block",
-                reason: format!("rebuilt block says LBA {lba}, expected {}", r.lba),
-            });
+        debug_assert!(data_shards[r.lost_chunk].is_none(), "the lost chunk was not read");
+        // The codec rebuilds every missing chunk: one output per missing one, the lost
+        // chunk's among them at its rank.
+        let missing = data_shards[..n].iter().filter(|c| c.is_none()).count();
+        let lost_rank = data_shards[..r.lost_chunk].iter().filter(|c| c.is_none()).count();
+        let bs = self.block_bytes();
+        let mut rebuilt: [Vec<u8>; MAX_DRIVES] = std::array::from_fn(|_| Vec::new());
+        rebuilt.iter_mut().take(missing).for_each(|b| *b = self.buffers.take(bs));
+        let mut rebuilt_fields = [[0u8; FIELD_BYTES]; MAX_DRIVES];
+        let decoded = {
+            let mut out: [&mut [u8]; MAX_DRIVES] = std::array::from_fn(|_| <&mut [u8]>::default());
+            out.iter_mut().zip(rebuilt.iter_mut()).for_each(|(o, b)| *o = b.as_mut_slice());
+            let mut fields_out: [&mut [u8]; MAX_DRIVES] = std::array::from_fn(|_| <&mut [u8]>::default());
+            fields_out.iter_mut().zip(rebuilt_fields.iter_mut()).for_each(|(o, f)| *o = f.as_mut_slice());
+            self.codec
+                .reconstruct_into(&data_shards[..n], &mut out[..missing])
+                .and_then(|()| self.codec.reconstruct_into(&field_shards[..n], &mut fields_out[..missing]))
+        };
+        let block = std::mem::take(&mut rebuilt[lost_rank]);
+        for other in rebuilt.into_iter().take(missing) {
+            self.buffers.give(other);
         }
-        Ok((data_shards[r.lost_chunk].take().expect("reconstructed"), timestamp))
+        let checked = decoded.and_then(|()| {
+            let (lba, timestamp) = decode_fields(&rebuilt_fields[lost_rank]).expect("reconstructed fields are whole");
+            if lba != r.lba {
+                return Err(Error::Corrupt {
+                    drive: 0,
+                    zone: 0,
+                    offset_blocks: 0,
+                    structure: "rebuilt block",
+                    reason: format!("rebuilt block says LBA {lba}, expected {}", r.lba),
+                });
+            }
+            Ok(timestamp)
+        });
+        match checked {
+            Ok(timestamp) => Ok((block, timestamp)),
+            Err(e) => {
+                self.buffers.give(block);
+                Err(e)
+            }
+        }
     }
 
     pub(super) fn read_block_failed(&mut self, read: u64, block: usize, error: Error) {
@@ -320,22 +388,36 @@ impl Engine {
         if self.reads.get(&read).is_none_or(|r| r.pending > 0) {
             return;
         }
-        let request = self.reads.remove(&read).expect("read exists");
-        let result = match request.error {
+        let ReadRequest { origin, lba, blocks: mut slots, mut timestamps, error, .. } =
+            self.reads.remove(&read).expect("read exists");
+        debug_assert!(
+            !matches!(origin, ReadOrigin::Relocation(_)) || timestamps.len() == 1,
+            "relocation reads one block at a time"
+        );
+        let first_timestamp = timestamps.first().copied().unwrap_or(0);
+        let result = match error {
             Some(e) => Err(e),
+            // One block: its read buffer is the answer, no copy.
+            None if slots.len() == 1 => Ok(slots[0].take().expect("every block read")),
             None => {
-                let mut data = Vec::with_capacity(request.blocks.len() * self.block_bytes());
-                for block in request.blocks {
-                    data.extend_from_slice(&block.expect("every block read"));
+                let mut data = Vec::with_capacity(slots.len() * self.block_bytes());
+                for block in &slots {
+                    data.extend_from_slice(block.as_ref().expect("every block read"));
                 }
                 Ok(data)
             }
         };
-        match request.origin {
+        for block in slots.drain(..).flatten() {
+            self.buffers.give(block);
+        }
+        timestamps.clear();
+        if self.spare.reads.len() < MAX_SPARE_READS {
+            self.spare.reads.push((slots, timestamps));
+        }
+        match origin {
             ReadOrigin::Frontend(id) => self.responses.push_back(Response { id, result }),
             ReadOrigin::Relocation(from) => {
-                debug_assert_eq!(request.timestamps.len(), 1, "relocation reads one block at a time");
-                self.relocation_read_done(from, request.lba, request.timestamps[0], result);
+                self.relocation_read_done(from, lba, first_timestamp, result);
             }
             ReadOrigin::Mapping(page) => self.mapping_loaded(page, result),
         }

@@ -89,11 +89,13 @@ pub(super) struct StripeVecs {
     positions: Vec<Option<u64>>,
 }
 
-/// What the data path reuses besides byte buffers: finished stripes' vectors, and the
-/// scratch list of requests a persisted stripe acknowledges.
+/// What the data path reuses besides byte buffers: finished stripes' and reads' vectors
+/// (emptied), and the scratch list of requests a persisted stripe acknowledges.
 #[derive(Default)]
 pub(super) struct Spare {
     stripes: Vec<StripeVecs>,
+    /// A read's block slots and timestamps (`read::ReadRequest`).
+    pub(super) reads: Vec<(Vec<Option<Vec<u8>>>, Vec<u64>)>,
     pub(super) acked: Vec<RequestId>,
 }
 
