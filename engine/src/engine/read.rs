@@ -217,8 +217,7 @@ impl Engine {
             return self.read_block_failed(read, block, Error::InvalidConfig { reason });
         };
         let (stripe_number, entries_checked) = (places.stripe_number, places.entries_checked);
-        let sources: Vec<(usize, u64)> =
-            places.others.iter().map(|&(drive, p)| (drive, data_start + p * cb + within)).collect();
+        let sources = places.others;
         let lost_chunk = layout.chunk_on(stripe_number, physical.drive);
         let needed = layout.data_chunks;
         if sources.len() < needed || layout.parity_chunks == 0 {
@@ -248,7 +247,8 @@ impl Engine {
         );
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let delay_ns = entries_checked * self.config.lookup_ps_per_entry / 1000;
-        for (drive, offset) in sources {
+        for (drive, position) in sources {
+            let offset = data_start + position * cb + within;
             self.seg_mut(physical.zone).commands_in_flight += 1;
             let tag = self.new_tag(Op::DegradedShard { rebuild, drive, zone: physical.zone });
             // As for a read: the data is overwritten, the metadata zeroed.
@@ -274,7 +274,9 @@ impl Engine {
         match BlockMetadata::decode(&data, &metadata) {
             Ok((m, _)) if result.is_ok() => {
                 let mut fields = [0u8; FIELD_BYTES];
-                fields.copy_from_slice(&encode_fields(m.lba.get(), m.timestamp.get()));
+                fields[..8].copy_from_slice(&m.lba.get().to_le_bytes());
+                fields[8..].copy_from_slice(&m.timestamp.get().to_le_bytes());
+                debug_assert_eq!(fields.to_vec(), encode_fields(m.lba.get(), m.timestamp.get()), "the codec's fields");
                 r.shards[drive] = Some((data, fields));
             }
             _ => {
