@@ -39,6 +39,8 @@ pub(super) struct Relocation {
     pub(super) mapping_pages: Vec<crate::l2p::PageIndex>,
     /// The page the scan waits for (its read is in flight).
     pub(super) waiting_page: Option<crate::l2p::PageIndex>,
+    /// The scan stopped to let pages be evicted (the L2P budget): `settle` runs it again.
+    pub(super) waiting_room: bool,
 }
 
 impl Engine {
@@ -130,6 +132,7 @@ impl Engine {
             failed: false,
             mapping_pages: self.l2p.directory_in_zone(zone),
             waiting_page: None,
+            waiting_room: false,
         });
         true
     }
@@ -142,6 +145,7 @@ impl Engine {
         let Some(zone) = self.relocation.as_ref().map(|r| r.zone) else { return };
         let logical_blocks = self.l2p.logical_blocks();
         let per_page = self.l2p.entries_per_page();
+        let mut scanned = false;
         loop {
             let r = self.relocation.as_mut().expect("relocating");
             if r.scan_lba == logical_blocks || r.reads_in_flight == GC_MAX_READS_IN_FLIGHT || r.failed {
@@ -156,6 +160,15 @@ impl Engine {
             }
             let lba = r.scan_lba;
             let page = self.l2p.page_of(lba);
+            // Past a page scanned in this call, over the budget: the pages scanned so far are
+            // evicted first (`settle`). Not while the array stops (nothing is evicted then),
+            // and never before the page the scan stands at is scanned, which it may have
+            // waited for.
+            r.waiting_room =
+                scanned && lba.is_multiple_of(per_page) && self.stop == StopState::Running && self.l2p.over_budget();
+            if r.waiting_room {
+                break;
+            }
             if lba.is_multiple_of(per_page) && !self.l2p.may_map(page) {
                 let r = self.relocation.as_mut().expect("relocating");
                 r.scan_lba = (lba + per_page).min(logical_blocks);
@@ -168,6 +181,7 @@ impl Engine {
             let r = self.relocation.as_mut().expect("relocating");
             r.waiting_page = None;
             r.scan_lba += 1;
+            scanned = true;
             if let Some(physical) = self.l2p.get(lba).filter(|p| p.zone == zone) {
                 r.reads_in_flight += 1;
                 self.l2p.pin(page);

@@ -479,11 +479,18 @@ impl Engine {
     }
 
     /// Runs what an event made possible, then evicts L2P pages past the budget (writing
-    /// the dirty ones) and runs again for them.
+    /// the dirty ones) and runs again for them, and for a garbage collection scan that
+    /// stopped to let pages be evicted (each round moves the scan on by a page at least).
     fn settle(&mut self) {
-        self.pump();
-        if self.write_back_evicted() {
+        loop {
             self.pump();
+            let evictions = self.l2p.stats().evictions;
+            let written = self.write_back_evicted();
+            let room_made =
+                self.l2p.stats().evictions > evictions && self.relocation.as_ref().is_some_and(|r| r.waiting_room);
+            if !written && !room_made {
+                break;
+            }
         }
     }
 
