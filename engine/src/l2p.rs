@@ -65,6 +65,9 @@ pub struct L2pStats {
     pub mapping_reads: u64,
     pub mapping_writes: u64,
     pub evictions: u64,
+    /// Most pages ever cached at once, pinned ones included: what the budget bounds (with
+    /// the pins of requests and relocations in flight on top).
+    pub peak_cached_pages: u64,
 }
 
 pub struct L2pTable {
@@ -278,6 +281,7 @@ impl L2pTable {
         self.dirty_pages += usize::from(dirty);
         self.slots[page as usize] = self.cache.len() as u32;
         self.cache.push(Page { page, entries, dirty, referenced: true, pins: 0 });
+        self.stats.peak_cached_pages = self.stats.peak_cached_pages.max(self.cache.len() as u64);
     }
 
     pub fn pin(&mut self, page: PageIndex) {

@@ -172,8 +172,9 @@ impl Engine {
             self.fail_parked_on(page, &e);
             if let Some(r) = self.relocation.as_mut() {
                 r.failed = true;
-                r.waiting_page = None;
             }
+            self.scrub_page_unreadable(page, &e);
+            self.drop_repairs_waiting_on(page, &e);
         }
         self.release_parked();
     }

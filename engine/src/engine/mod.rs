@@ -34,6 +34,8 @@ mod gc;
 mod mapping;
 mod read;
 mod rebuild;
+mod repair;
+mod scan;
 mod schedule;
 mod scrub;
 mod segment;
@@ -55,6 +57,7 @@ use crate::parity::ParityCodec;
 use gc::Relocation;
 use mapping::budget_pages;
 pub use rebuild::RebuildStatus;
+use scan::{LiveScan, ScanStep};
 pub use scrub::{ScrubReport, ScrubStatus};
 pub use status::{L2pStatus, Status};
 
@@ -220,7 +223,7 @@ pub struct Engine {
     rebuilds_completed: u64,
     scrub: Option<scrub::Scrub>,
     last_scrub: Option<ScrubReport>,
-    repairs: scrub::Repairs,
+    repairs: repair::Repairs,
     /// Segments taken from their slots (a rebuild started), until their stripes in flight
     /// are persisted and they can be closed for garbage collection to reclaim.
     retiring: Vec<u32>,
@@ -486,8 +489,7 @@ impl Engine {
             self.pump();
             let evictions = self.l2p.stats().evictions;
             let written = self.write_back_evicted();
-            let room_made =
-                self.l2p.stats().evictions > evictions && self.relocation.as_ref().is_some_and(|r| r.waiting_room);
+            let room_made = self.l2p.stats().evictions > evictions && self.scan_waits_for_room();
             if !written && !room_made {
                 break;
             }
