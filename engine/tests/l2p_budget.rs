@@ -77,3 +77,37 @@ fn garbage_collection_after_a_restart_stays_within_the_l2p_budget() {
     let got = sim.run_until_response(id).unwrap().result.unwrap();
     assert!(got == expect, "data changed");
 }
+
+/// A write taken while the array runs, waiting for its page to be read when a clean stop
+/// begins, is written and acknowledged before the stop ends (a write submitted after the
+/// stop began is refused), and reads back after the next start.
+#[test]
+fn a_write_waiting_for_its_page_when_a_stop_begins_is_written() {
+    let geometry = || common::geometry(ZONES, 8, 10);
+    let mut sim = Simulator::new(geometry(), config(), 5, None).unwrap();
+    // Every page made and most evicted to the drives.
+    let mut id = 0;
+    for lba in (0..LOGICAL_BLOCKS).step_by(PAGE_ENTRIES as usize) {
+        sim.submit(id, Request::Write { lba, data: fill(lba, 1) });
+        id += 1;
+    }
+    sim.run_until_idle();
+    sim.take_responses();
+    let before = sim.engine.status().l2p;
+    // LBA 0 is mapped, but its page is not cached: only on the drives.
+    assert!(sim.engine.locate(0).is_none() && before.pages_on_drives > 0, "{before:?}");
+    let waiting = id;
+    sim.submit(waiting, Request::Write { lba: 0, data: fill(0, 2) });
+    assert!(sim.take_responses().is_empty(), "the write waits for its page");
+    sim.begin_stop();
+    sim.submit(waiting + 1, Request::Write { lba: 8, data: fill(8, 2) });
+    sim.stop();
+    let responses = sim.take_responses();
+    let result = |id| responses.iter().find(|r| r.id == id).map(|r| r.result.is_ok());
+    assert_eq!(result(waiting), Some(true), "the waiting write was acknowledged");
+    assert_eq!(result(waiting + 1), Some(false), "the write after the stop began was refused");
+    assert!(sim.engine.status().l2p.mapping_reads > before.mapping_reads, "its page was read");
+    let mut sim = Simulator::recover(geometry(), config(), std::mem::take(&mut sim.drives)).unwrap();
+    sim.submit(waiting + 2, Request::Read { lba: 0, blocks: 1 });
+    assert!(sim.run_until_response(waiting + 2).unwrap().result.unwrap() == fill(0, 2), "the write reads back");
+}

@@ -214,6 +214,11 @@ impl Engine {
                 self.mapping.parked.push_back(p);
             }
         }
+        if self.stop == StopState::Draining {
+            // The stop padded the open stripes when it began: writes that waited for
+            // their pages are padded out too, so that the stop can end.
+            self.pad_frontend_stripes();
+        }
     }
 
     /// Evicts pages past the budget and writes the dirty ones to the log. Not while the

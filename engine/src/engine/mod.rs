@@ -476,6 +476,12 @@ impl Engine {
                 self.pad_frontend_stripes();
                 self.complete_flushes();
             }
+            Request::Write { .. } if self.stop != StopState::Running => {
+                // Refused when it comes; a write taken before the stop began (perhaps
+                // waiting for its L2P page) is still written.
+                let reason = "it is stopping: writes are refused".to_string();
+                self.responses.push_back(Response { id, result: Err(Error::Unavailable { reason }) });
+            }
             request => self.admit(id, request),
         }
         self.settle();
