@@ -33,6 +33,8 @@ pub(super) struct MappingIo {
     parked: VecDeque<Parked>,
     /// Pages with a read in flight.
     loading: HashSet<PageIndex>,
+    /// An emptied `Parked::pinned` for the next request: none allocates one of its own.
+    spare_pinned: Vec<PageIndex>,
 }
 
 /// Pages (of a block each) a budget of `bytes` keeps cached: at least one.
@@ -74,7 +76,7 @@ impl Engine {
             self.outstanding_writes.insert(id);
         }
         let pages = self.l2p.pages_of(lba, blocks);
-        let parked = Parked { id, request, pages, pinned: Vec::new() };
+        let parked = Parked { id, request, pages, pinned: std::mem::take(&mut self.mapping.spare_pinned) };
         let busy: HashSet<PageIndex> = self.mapping.parked.iter().flat_map(|p| p.pages.clone()).collect();
         if parked.pages.clone().any(|p| busy.contains(&p)) {
             return self.mapping.parked.push_back(parked); // behind an earlier one
@@ -107,9 +109,10 @@ impl Engine {
             return Some(parked);
         }
         self.run_admitted(parked.id, parked.request);
-        for page in parked.pinned {
+        for page in parked.pinned.drain(..) {
             self.l2p.unpin(page);
         }
+        self.mapping.spare_pinned = parked.pinned;
         None
     }
 
