@@ -94,10 +94,12 @@ pub(super) struct StripeVecs {
 #[derive(Default)]
 pub(super) struct Spare {
     stripes: Vec<StripeVecs>,
-    /// A read's block slots and timestamps (`read::ReadRequest`).
-    pub(super) reads: Vec<(Vec<Option<Vec<u8>>>, Vec<u64>)>,
+    pub(super) reads: Vec<ReadVecs>,
     pub(super) acked: Vec<RequestId>,
 }
+
+/// A finished read's block slots and timestamps (`read::ReadRequest`), emptied.
+pub(super) type ReadVecs = (Vec<Option<Vec<u8>>>, Vec<u64>);
 
 /// Finished stripes' vectors kept at most: more than stripes in flight is never needed.
 const MAX_SPARE_STRIPES: usize = 4096;
