@@ -3,6 +3,11 @@
 //! LBA or sequence check, is rebuilt from the other chunks of its stripe, found by static
 //! offset (Zone Write) or the compact stripe table (Zone Append). Losing more than m chunks
 //! is an I/O error, never wrong data: a rebuilt block must say the LBA asked for.
+//!
+//! Read buffers come from the engine's `BufferPool` and go back to it, except the one a
+//! one-block read answers with (the drive's buffer itself, no copy). A read's metadata
+//! buffer is zeroed first, so that a drive reporting success without filling it fails the
+//! checks instead of passing an older block's.
 
 use zapraid_zns::{Command, Completion};
 

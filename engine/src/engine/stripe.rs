@@ -2,6 +2,13 @@
 //! stripes of their own) fill an open stripe of k chunks; a full stripe, or one whose
 //! timeout passed (padded), is encoded into k data and m parity chunks and queued.
 //!
+//! A block is copied once, from the request straight into its place in an open stripe's
+//! data chunk; chunk, parity and metadata buffers come from the engine's `BufferPool` and
+//! go back to it with the chunk writes' completions, and a finished stripe's vectors are
+//! kept for the next one, so a stripe costs no heap allocation in steady state. Pooled
+//! buffers hold old bytes: padding blocks are zeroed, and the parity and metadata are
+//! written whole before they go out.
+//!
 //! Parity chunks' metadata carries the parity of the data blocks' (LBA, timestamp) fields,
 //! so a lost block's identity is rebuilt with its contents. Every block of a request gets
 //! its own timestamp, in submission order: recovery keeps the newest.
