@@ -276,6 +276,11 @@ struct Flight {
     context: CommandContext,
 }
 
+/// Storage of every `MetadataBuffer` of at most a page: the page and the room to align it.
+/// Reused from command to command (`NvmeDrive::spare_metadata`), so a command allocates
+/// no metadata buffer in steady state.
+const POOLED_METADATA_STORAGE_BYTES: usize = 2 * MEMORY_PAGE_BYTES as usize;
+
 /// A metadata buffer that does not cross a memory page boundary. NVMe PCIe passes
 /// metadata as one contiguous region (MPTR), and the kernel maps a passthrough
 /// command's metadata as one integrity segment: a user buffer that spans two pages needs
@@ -293,24 +298,39 @@ impl MetadataBuffer {
         MetadataBuffer { storage: Vec::new(), start: 0, len: 0 }
     }
 
-    fn new(len: usize) -> Self {
+    /// A buffer of `len` bytes with unspecified contents, in storage from `spare` when it
+    /// has some (every buffer of at most a page has storage of `POOLED_METADATA_STORAGE_BYTES`).
+    fn new(len: usize, spare: &mut Vec<Vec<u8>>) -> Self {
         // Longer than a page only with more metadata per block than a page, which the
         // transfer limit allows as one block: then it cannot help crossing.
         let page = MEMORY_PAGE_BYTES as usize;
-        let storage = vec![0u8; len + page];
+        let storage_len = len.max(page) + page;
+        let pooled = (storage_len == POOLED_METADATA_STORAGE_BYTES).then(|| spare.pop()).flatten();
+        let storage = pooled.unwrap_or_else(|| vec![0u8; storage_len]);
+        debug_assert_eq!(storage.len(), storage_len, "spare storage is of the pooled size");
         let start = (page - storage.as_ptr() as usize % page) % page;
         MetadataBuffer { storage, start, len }
     }
 
     /// The buffer for a data command of `blocks` blocks: a copy of the caller's metadata,
     /// or zeros when the caller gave none (`per_block` bytes a block, maybe 0).
-    fn for_command(caller: &[u8], blocks: u64, per_block: usize) -> Self {
+    fn for_command(caller: &[u8], blocks: u64, per_block: usize, spare: &mut Vec<Vec<u8>>) -> Self {
         if caller.is_empty() {
-            return Self::new(blocks as usize * per_block);
+            let mut buffer = Self::new(blocks as usize * per_block, spare);
+            buffer.as_mut().fill(0);
+            return buffer;
         }
-        let mut buffer = Self::new(caller.len());
+        let mut buffer = Self::new(caller.len(), spare);
         buffer.as_mut().copy_from_slice(caller);
         buffer
+    }
+
+    /// Gives the storage back to `spare` for the next command, if it is of the pooled
+    /// size and the pool has room.
+    fn recycle(self, spare: &mut Vec<Vec<u8>>) {
+        if self.storage.len() == POOLED_METADATA_STORAGE_BYTES && spare.len() < RING_ENTRIES as usize {
+            spare.push(self.storage);
+        }
     }
 
     fn as_mut(&mut self) -> &mut [u8] {
@@ -337,6 +357,8 @@ pub struct NvmeDrive {
     ready: VecDeque<Completion>,
     /// Reused between drains: (user data, result, first big-CQE word).
     cqes: Vec<(u64, i32, u64)>,
+    /// Completed commands' metadata storage, for the next commands (`MetadataBuffer`).
+    spare_metadata: Vec<Vec<u8>>,
 }
 
 fn identify(
@@ -505,6 +527,7 @@ impl NvmeDrive {
             backlog: VecDeque::new(),
             ready: VecDeque::new(),
             cqes: Vec::with_capacity(RING_ENTRIES as usize),
+            spare_metadata: Vec::new(),
         };
         let zone0 = crate::device::execute(&mut drive, Command::ReportZones { start_lba: 0, max_zones: 1 });
         match zone0.result? {
@@ -567,7 +590,7 @@ impl NvmeDrive {
                     Ok(blocks) => blocks,
                     Err(e) => return self.fail_now(tag, command, e),
                 };
-                flight_meta = MetadataBuffer::for_command(metadata, blocks, meta_per_block);
+                flight_meta = MetadataBuffer::for_command(metadata, blocks, meta_per_block, &mut self.spare_metadata);
                 let meta = flight_meta.as_mut();
                 (data_command(opcode, nsid, *lba, blocks, data, meta), self.context(opcode, *lba, blocks))
             }
@@ -577,7 +600,7 @@ impl NvmeDrive {
                     Err(e) => return self.fail_now(tag, command, e),
                 };
                 let zslba = *zone_start_lba;
-                flight_meta = MetadataBuffer::for_command(metadata, blocks, meta_per_block);
+                flight_meta = MetadataBuffer::for_command(metadata, blocks, meta_per_block, &mut self.spare_metadata);
                 let cmd = data_command(opcodes::ZONE_APPEND, nsid, zslba, blocks, data, flight_meta.as_mut());
                 (cmd, self.context(opcodes::ZONE_APPEND, zslba, blocks))
             }
@@ -673,6 +696,7 @@ impl NvmeDrive {
                     (result, Vec::new(), Vec::new())
                 }
             };
+            flight.metadata.recycle(&mut self.spare_metadata);
             self.ready.push_back(Completion { tag: flight.tag, result, data, metadata });
         }
         self.cqes = cqes;
@@ -788,16 +812,23 @@ mod tests {
     #[test]
     fn metadata_buffers_never_cross_a_page() {
         let page = MEMORY_PAGE_BYTES as usize;
+        let mut spare = Vec::new();
         for len in [0, 32, 64, 2688, page] {
             for _ in 0..16 {
-                let source: Vec<u8> = (0..len).map(|i| i as u8).collect();
-                let mut b = MetadataBuffer::for_command(&source, 0, 0);
+                let source: Vec<u8> = (0..len).map(|i| i as u8 | 1).collect();
+                let mut b = MetadataBuffer::for_command(&source, 0, 0, &mut spare);
                 let start = b.as_mut().as_ptr() as usize;
                 assert_eq!(start % page, 0, "page-aligned");
                 assert!(len == 0 || start / page == (start + len - 1) / page, "within one page");
                 assert_eq!(b.as_slice(), source.as_slice());
+                b.recycle(&mut spare);
+                // Reused storage held the copy above: a command without metadata gets zeros.
+                let zeros = MetadataBuffer::for_command(&[], 2, len / 2, &mut spare);
+                assert!(zeros.as_slice().iter().all(|b| *b == 0) && zeros.as_slice().len() == len / 2 * 2);
+                zeros.recycle(&mut spare);
             }
         }
+        assert_eq!(spare.len(), 1, "one storage served every buffer of at most a page");
     }
 
     #[test]
