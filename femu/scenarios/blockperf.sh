@@ -58,11 +58,17 @@ if command -v perf >/dev/null; then
     ublk_fio 2 /tmp/ublk-profiled.json "$(($(mib "$size") / 2))M" >/dev/null
     kill -INT "$perf_pid"
     wait "$perf_pid" || true
-    echo "blockperf: perf record -a during fio with 2 queues, whole guest, by thread and binary:"
-    perf report -i /tmp/perf.data --stdio --sort comm,dso 2>/dev/null | grep -v '^#' | grep -v '^$' | head -n 12
+    # perf's report pads its last columns: drop the padding and comments.
+    report() {
+        perf report -i /tmp/perf.data --stdio --sort "$1" 2>/dev/null | grep -v -e '^#' -e '^$' \
+            | sed -e 's/[ -]*$//' | head -n "$2"
+    }
+    echo "blockperf: perf record -a during fio with 2 queues, whole guest (swapper: idle), by thread:"
+    report comm 8
+    echo "blockperf: by thread and binary:"
+    report comm,dso 12
     echo "blockperf: top symbols:"
-    perf report -i /tmp/perf.data --stdio --sort comm,dso,symbol 2>/dev/null | grep -v '^#' | grep -v '^$' \
-        | head -n 30
+    report comm,dso,symbol 25
 else
     echo "blockperf: no perf in the initramfs (the host has none): no profile"
 fi

@@ -18,8 +18,10 @@
 //!   would block only on a full channel, which the default shape never fills (at most
 //!   `MAX_DEFAULT_QUEUES` queues of `DEFAULT_QUEUE_DEPTH` requests in flight fit its
 //!   `MESSAGE_QUEUE_CAPACITY`);
-//! - the engine thread's eventfd, which each send signals (a `write`: the kernel adds to
-//!   its counter under the eventfd's own spinlock, held for the addition only);
+//! - the engine thread's doorbell (`wake::Doorbell`), which each send rings: a fence and
+//!   the load of a flag while the engine thread is busy; only when it sleeps (or is about
+//!   to) a signal of its eventfd, a `write` that takes the eventfd's spinlock in the kernel
+//!   for the addition to its counter;
 //! - nothing else: the answer channel, its eventfd, the table of requests in flight and
 //!   the `ReplyTo` (an `Arc`, so the only shared write is its reference count, touched by
 //!   this queue and the engine thread) are the queue's own. The engine thread answers
