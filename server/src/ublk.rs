@@ -64,11 +64,10 @@ const _: () = assert!(MAX_DEFAULT_QUEUES >= 1 && MAX_DEFAULT_QUEUES <= MAX_QUEUE
 const MAX_IO_BYTES: u32 = 512 << 10;
 
 /// Queues by default: one per core this process may run on, at most `MAX_DEFAULT_QUEUES`
-/// (and what ublk allows). One core when the count is unknown.
+/// (which is within what ublk takes, checked above). One when the count is unknown.
 pub fn default_queues() -> u16 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let most = usize::from(MAX_DEFAULT_QUEUES).min(libublk::sys::UBLK_MAX_NR_QUEUES as usize);
-    cores.clamp(1, most) as u16
+    cores.min(usize::from(MAX_DEFAULT_QUEUES)) as u16
 }
 
 /// The most queues ublk takes (the kernel's limit, checked by libublk).
