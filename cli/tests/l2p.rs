@@ -1,7 +1,8 @@
 //! `--l2p-memory` on drive files: `format` records the L2P budget, the engine keeps to it
 //! (pages evicted and written back as mapping blocks, read again on demand), every block
 //! reads back across restarts, `status` shows the budget and the mapping traffic, and
-//! `start --l2p-memory` changes the budget for one run (0: the whole table).
+//! `start --l2p-memory` changes the budget for one run (0: the whole table); a scrub runs
+//! within the budget and finds a clean array clean.
 
 mod common;
 use common::serial;
@@ -26,6 +27,12 @@ fn a_one_page_budget_keeps_every_block_and_status_shows_it() {
     assert!(l2p["pages"].as_u64().unwrap() > 1, "{l2p}");
     let text = world.ok(&["status", "rp"]);
     assert!(text.contains("L2P table: budget 4 KiB, "), "{text}");
+    // A scrub finds each segment's live blocks page by page within the budget.
+    world.ok(&["scrub", "rp", "--wait"]);
+    let scrub = world.status()["scrub"]["last"].clone();
+    assert!(scrub["blocks_checked"].as_u64().unwrap() > 0, "{scrub}");
+    assert_eq!(scrub["blocks_damaged"].as_u64(), Some(0), "{scrub}");
+    assert_eq!(scrub["stale_blocks_damaged"].as_u64(), Some(0), "{scrub}");
     world.ok(&["stop", "rp"]);
     // The whole table for one run, then the recorded budget again.
     world.start(&["--l2p-memory", "0"], &[]);

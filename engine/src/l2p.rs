@@ -65,6 +65,9 @@ pub struct L2pStats {
     pub mapping_reads: u64,
     pub mapping_writes: u64,
     pub evictions: u64,
+    /// Most pages ever cached at once, pinned ones included: what the budget bounds (with
+    /// the pins of requests and relocations in flight on top).
+    pub peak_cached_pages: u64,
 }
 
 pub struct L2pTable {
@@ -83,6 +86,8 @@ pub struct L2pTable {
     cache: Vec<Page>,
     hand: usize,
     dirty_pages: usize,
+    /// Cached pages with a pin.
+    pinned_pages: usize,
     pages_on_drives: u64,
     /// Per page, where its newest persisted copy is (packed), or `UNMAPPED`.
     directory: Vec<u32>,
@@ -128,6 +133,7 @@ impl L2pTable {
             cache: Vec::new(),
             hand: 0,
             dirty_pages: 0,
+            pinned_pages: 0,
             pages_on_drives: 0,
             directory: vec![UNMAPPED; page_count],
             writing: HashMap::new(),
@@ -190,6 +196,11 @@ impl L2pTable {
     /// Pages whose newest persisted copy is a mapping block (kept counted: O(1)).
     pub fn pages_on_drives(&self) -> u64 {
         self.pages_on_drives
+    }
+
+    /// More pages cached than the budget, some of them not pinned: evicting would help.
+    pub fn over_budget(&self) -> bool {
+        self.budget_pages.is_some_and(|b| self.cache.len() > b && self.cache.len() > self.pinned_pages)
     }
 
     pub fn dirty_pages(&self) -> usize {
@@ -270,16 +281,22 @@ impl L2pTable {
         self.dirty_pages += usize::from(dirty);
         self.slots[page as usize] = self.cache.len() as u32;
         self.cache.push(Page { page, entries, dirty, referenced: true, pins: 0 });
+        self.stats.peak_cached_pages = self.stats.peak_cached_pages.max(self.cache.len() as u64);
     }
 
     pub fn pin(&mut self, page: PageIndex) {
-        self.cached_mut(page as usize).expect("pinned pages are cached").pins += 1;
+        let p = self.cached_mut(page as usize).expect("pinned pages are cached");
+        p.pins += 1;
+        let first = p.pins == 1;
+        self.pinned_pages += usize::from(first);
     }
 
     pub fn unpin(&mut self, page: PageIndex) {
         let p = self.cached_mut(page as usize).expect("pinned pages stay cached");
         debug_assert!(p.pins > 0);
         p.pins -= 1;
+        let last = p.pins == 0;
+        self.pinned_pages -= usize::from(last);
     }
 
     /// Evicts pages past the budget (CLOCK): returns the dirty ones' entries, each to be

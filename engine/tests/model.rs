@@ -218,17 +218,36 @@ fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseE
     Ok(sim.engine.status())
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
-    #[test]
-    fn engine_matches_reference_model(
+/// An array of one open segment and a workload for it.
+#[derive(Debug)]
+struct Case {
+    level: RaidLevel,
+    mode: Mode,
+    chunk_blocks: u64,
+    ops: Vec<Op>,
+    seed: u64,
+    zones: u32,
+}
+
+prop_compose! {
+    /// What the plain and the offloaded-table properties draw alike.
+    fn single_segment_case()(
         level in proptest::sample::select(levels()),
         mode in proptest::sample::select(modes()),
         chunk_blocks in 1..=2u64,
         ops in proptest::collection::vec(op(), 1..60),
         seed in any::<u64>(),
         zones in proptest::sample::select(vec![FEW_ZONES, 24]),
-    ) {
+    ) -> Case {
+        Case { level, mode, chunk_blocks, ops, seed, zones }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #[test]
+    fn engine_matches_reference_model(case in single_segment_case()) {
+        let Case { level, mode, chunk_blocks, ops, seed, zones } = case;
         run_on(common::geometry(zones, 6, 8), level, mode, chunk_blocks, OpenSegments::SINGLE, &ops, seed)?;
     }
 
@@ -255,15 +274,11 @@ proptest! {
     /// moved by garbage collection all the time.
     #[test]
     fn engine_with_a_tiny_l2p_budget_matches_reference_model(
-        level in proptest::sample::select(levels()),
-        mode in proptest::sample::select(modes()),
-        chunk_blocks in 1..=2u64,
-        ops in proptest::collection::vec(op(), 1..60),
-        seed in any::<u64>(),
-        zones in proptest::sample::select(vec![FEW_ZONES, 24]),
+        case in single_segment_case(),
         page_entries in proptest::sample::select(vec![4u64, 8, 32]),
         budget_pages in 1..=3u64,
     ) {
+        let Case { level, mode, chunk_blocks, ops, seed, zones } = case;
         let l2p = Some(SmallL2p { page_entries, budget_pages });
         let geometry = common::geometry(zones, 6, 8);
         let setup = Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p };

@@ -15,6 +15,8 @@ pub fn status_json(s: &ArrayStatus) -> serde_json::Value {
         "pages": l2p.pages,
         "entries_per_page": l2p.entries_per_page,
         "cached_pages": l2p.cached_pages,
+        // The most ever cached at once: the budget, plus pages pinned by work in flight.
+        "peak_cached_pages": l2p.peak_cached_pages,
         "dirty_pages": l2p.dirty_pages,
         "pages_on_drives": l2p.pages_on_drives,
         "hit_rate_percent": l2p.hit_rate_percent(),

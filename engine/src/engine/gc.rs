@@ -27,8 +27,8 @@ pub(super) const GC_MAX_READS_IN_FLIGHT: usize = 64;
 /// zones are reset and become free.
 pub(super) struct Relocation {
     pub(super) zone: u32,
-    /// Next LBA of the L2P scan.
-    pub(super) scan_lba: u64,
+    /// The L2P scan for its live blocks.
+    pub(super) scan: LiveScan,
     pub(super) reads_in_flight: usize,
     /// Blocks read and not yet persisted in their new place.
     pub(super) writes_in_flight: usize,
@@ -37,8 +37,6 @@ pub(super) struct Relocation {
     pub(super) failed: bool,
     /// Pages of the L2P table whose mapping block is in the segment, still to move.
     pub(super) mapping_pages: Vec<crate::l2p::PageIndex>,
-    /// The page the scan waits for (its read is in flight).
-    pub(super) waiting_page: Option<crate::l2p::PageIndex>,
 }
 
 impl Engine {
@@ -122,14 +120,13 @@ impl Engine {
         self.seg_mut(zone).state = SegmentState::Relocating;
         self.relocation = Some(Relocation {
             zone,
-            scan_lba: 0,
+            scan: LiveScan::new(zone),
             reads_in_flight: 0,
             writes_in_flight: 0,
             resets_pending: 0,
             resetting: false,
             failed: false,
             mapping_pages: self.l2p.directory_in_zone(zone),
-            waiting_page: None,
         });
         true
     }
@@ -141,10 +138,11 @@ impl Engine {
     pub(super) fn advance_relocation(&mut self) {
         let Some(zone) = self.relocation.as_ref().map(|r| r.zone) else { return };
         let logical_blocks = self.l2p.logical_blocks();
-        let per_page = self.l2p.entries_per_page();
+        let mut scan = self.relocation.as_ref().expect("relocating").scan;
+        scan.begin_round();
         loop {
             let r = self.relocation.as_mut().expect("relocating");
-            if r.scan_lba == logical_blocks || r.reads_in_flight == GC_MAX_READS_IN_FLIGHT || r.failed {
+            if scan.is_done(logical_blocks) || r.reads_in_flight == GC_MAX_READS_IN_FLIGHT || r.failed {
                 break;
             }
             if let Some(page) = r.mapping_pages.pop() {
@@ -154,28 +152,18 @@ impl Engine {
                 }
                 continue;
             }
-            let lba = r.scan_lba;
-            let page = self.l2p.page_of(lba);
-            if lba.is_multiple_of(per_page) && !self.l2p.may_map(page) {
-                let r = self.relocation.as_mut().expect("relocating");
-                r.scan_lba = (lba + per_page).min(logical_blocks);
-                continue;
-            }
-            if !self.page_ready(page) {
-                self.relocation.as_mut().expect("relocating").waiting_page = Some(page);
-                break;
-            }
-            let r = self.relocation.as_mut().expect("relocating");
-            r.waiting_page = None;
-            r.scan_lba += 1;
-            if let Some(physical) = self.l2p.get(lba).filter(|p| p.zone == zone) {
-                r.reads_in_flight += 1;
-                self.l2p.pin(page);
-                self.start_read(ReadOrigin::Relocation(physical), lba, 1);
+            match self.scan_step(&mut scan) {
+                ScanStep::Live { lba, at, page } => {
+                    self.relocation.as_mut().expect("relocating").reads_in_flight += 1;
+                    self.l2p.pin(page);
+                    self.start_read(ReadOrigin::Relocation(at), lba, 1);
+                }
+                ScanStep::Wait | ScanStep::Done => break,
             }
         }
+        self.relocation.as_mut().expect("relocating").scan = scan;
         let r = self.relocation.as_ref().expect("relocating");
-        if (r.scan_lba < logical_blocks && !r.failed) || r.reads_in_flight > 0 || r.resetting {
+        if (!r.scan.is_done(logical_blocks) && !r.failed) || r.reads_in_flight > 0 || r.resetting {
             return;
         }
         self.pad_open_stripe(Fill::Relocation);

@@ -172,8 +172,9 @@ impl Engine {
             self.fail_parked_on(page, &e);
             if let Some(r) = self.relocation.as_mut() {
                 r.failed = true;
-                r.waiting_page = None;
             }
+            self.scrub_page_unreadable(page, &e);
+            self.drop_repairs_waiting_on(page, &e);
         }
         self.release_parked();
     }
@@ -212,6 +213,11 @@ impl Engine {
                 blocked.extend(p.pages.clone());
                 self.mapping.parked.push_back(p);
             }
+        }
+        if self.stop == StopState::Draining {
+            // The stop padded the open stripes when it began: writes that waited for
+            // their pages are padded out too, so that the stop can end.
+            self.pad_frontend_stripes();
         }
     }
 

@@ -34,6 +34,8 @@ mod gc;
 mod mapping;
 mod read;
 mod rebuild;
+mod repair;
+mod scan;
 mod schedule;
 mod scrub;
 mod segment;
@@ -55,6 +57,7 @@ use crate::parity::ParityCodec;
 use gc::Relocation;
 use mapping::budget_pages;
 pub use rebuild::RebuildStatus;
+use scan::{LiveScan, ScanStep};
 pub use scrub::{ScrubReport, ScrubStatus};
 pub use status::{L2pStatus, Status};
 
@@ -220,7 +223,7 @@ pub struct Engine {
     rebuilds_completed: u64,
     scrub: Option<scrub::Scrub>,
     last_scrub: Option<ScrubReport>,
-    repairs: scrub::Repairs,
+    repairs: repair::Repairs,
     /// Segments taken from their slots (a rebuild started), until their stripes in flight
     /// are persisted and they can be closed for garbage collection to reclaim.
     retiring: Vec<u32>,
@@ -473,17 +476,29 @@ impl Engine {
                 self.pad_frontend_stripes();
                 self.complete_flushes();
             }
+            Request::Write { .. } if self.stop != StopState::Running => {
+                // Refused when it comes; a write taken before the stop began (perhaps
+                // waiting for its L2P page) is still written.
+                let reason = "it is stopping: writes are refused".to_string();
+                self.responses.push_back(Response { id, result: Err(Error::Unavailable { reason }) });
+            }
             request => self.admit(id, request),
         }
         self.settle();
     }
 
     /// Runs what an event made possible, then evicts L2P pages past the budget (writing
-    /// the dirty ones) and runs again for them.
+    /// the dirty ones) and runs again for them, and for a garbage collection scan that
+    /// stopped to let pages be evicted (each round moves the scan on by a page at least).
     fn settle(&mut self) {
-        self.pump();
-        if self.write_back_evicted() {
+        loop {
             self.pump();
+            let evictions = self.l2p.stats().evictions;
+            let written = self.write_back_evicted();
+            let room_made = self.l2p.stats().evictions > evictions && self.scan_waits_for_room();
+            if !written && !room_made {
+                break;
+            }
         }
     }
 

@@ -171,7 +171,7 @@ impl Engine {
             blocks_unrecoverable: 0,
         });
         tracing::info!(drive, resuming, "rebuild started");
-        self.pump();
+        self.settle();
         Ok(())
     }
 

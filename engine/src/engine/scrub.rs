@@ -30,7 +30,7 @@ use zapraid_zns::{Command, Completion};
 
 use crate::error::{Error, Result};
 use crate::format::{decode_fields, encode_fields, BlockKind, BlockMetadata};
-use crate::l2p::Physical;
+use crate::l2p::{PageIndex, Physical};
 
 use super::*;
 
@@ -100,6 +100,8 @@ struct SegmentScrub {
     end: u64,
     /// Live blocks: (drive, zone offset) -> LBA, from the L2P table.
     live: HashMap<(usize, u64), u64>,
+    /// The L2P scan that fills `live`, until it is done: no stripe is read before.
+    scan: Option<LiveScan>,
     reading: BTreeMap<u64, StripeRead>,
     /// Repairs were scheduled: the relocation stripe is padded when the segment is done.
     repaired: bool,
@@ -122,18 +124,6 @@ pub(super) struct ScrubRead {
     pub(super) position: u64,
 }
 
-/// Repairs scheduled (scrub's and reads'), keyed by the damaged place.
-#[derive(Default)]
-pub(super) struct Repairs {
-    /// Per damaged place being rewritten: whether the scrub (not a read) asked for it.
-    pending: HashMap<Physical, bool>,
-    /// Read repairs persisted.
-    read_repairs_done: u64,
-    read_repairs_scheduled: u64,
-    /// Blocks added to the relocation stripe that no relocation will pad.
-    pub(super) unpadded: bool,
-}
-
 /// One block of a row as checked: intact (its metadata), or not usable.
 type RowBlock = Option<BlockMetadata>;
 
@@ -148,12 +138,6 @@ impl Engine {
         if self.stop != StopState::Running {
             return Err(Error::Unavailable { reason: "it is stopping".into() });
         }
-        if self.l2p.budget_pages().is_some() {
-            let reason = "a scrub of an array with an L2P memory budget is not built yet (it needs every page of \
-                          the table): start the array without --l2p-memory to scrub it"
-                .into();
-            return Err(Error::Unavailable { reason });
-        }
         let zones: VecDeque<u32> =
             self.segments.iter().flatten().filter(|s| s.state != SegmentState::Relocating).map(|s| s.zone).collect();
         tracing::info!(segments = zones.len(), "scrub started");
@@ -165,7 +149,7 @@ impl Engine {
             paced_bytes: 0,
             paced_since_ns: self.now_ns,
         });
-        self.pump();
+        self.settle();
         Ok(())
     }
 
@@ -176,7 +160,7 @@ impl Engine {
             s.paced_since_ns = self.now_ns;
             s.paced_bytes = 0;
         }
-        self.pump();
+        self.settle();
     }
 
     pub fn scrub_status(&self) -> ScrubStatus {
@@ -186,7 +170,7 @@ impl Engine {
             rate_bytes_per_s: self.scrub.as_ref().and_then(|s| s.rate_bytes_per_s),
             read_repairs_scheduled: self.repairs.read_repairs_scheduled,
             read_repairs_done: self.repairs.read_repairs_done,
-            repairs_in_flight: self.repairs.pending.len() as u64,
+            repairs_in_flight: self.repairs_in_flight(),
         }
     }
 
@@ -228,6 +212,12 @@ impl Engine {
                 continue;
             }
             let c = s.current.as_ref().expect("a segment");
+            if c.scan.is_some() {
+                if self.scan_scrubbed_segment() {
+                    continue;
+                }
+                return;
+            }
             if c.next_position >= c.end && c.reading.is_empty() {
                 let s = self.scrub.as_mut().expect("a scrub");
                 let repaired = s.current.take().is_some_and(|c| c.repaired);
@@ -242,6 +232,54 @@ impl Engine {
             }
             self.issue_scrub_stripe();
         }
+    }
+
+    /// Fills the segment's live map from the L2P table as far as it can now: true once
+    /// the scan is done.
+    fn scan_scrubbed_segment(&mut self) -> bool {
+        let mut scan = self.scrub_segment().scan.expect("scanning");
+        scan.begin_round();
+        loop {
+            match self.scan_step(&mut scan) {
+                ScanStep::Live { lba, at, .. } => {
+                    self.scrub_segment().live.insert((at.drive, at.offset), lba);
+                }
+                ScanStep::Wait => {
+                    self.scrub_segment().scan = Some(scan);
+                    return false;
+                }
+                ScanStep::Done => {
+                    self.scrub_segment().scan = None;
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// A page of the L2P table could not be read: a scrub whose scan waits for it stops
+    /// there (it cannot tell which blocks are live), with what it found so far.
+    pub(super) fn scrub_page_unreadable(&mut self, page: PageIndex, error: &Error) {
+        let logical_blocks = self.l2p.logical_blocks();
+        let waits =
+            self.scrub_scan().is_some_and(|s| !s.is_done(logical_blocks) && self.l2p.page_of(s.next_lba) == page);
+        if waits {
+            tracing::error!(page, error = %error, "scrub stopped: a page of the L2P table cannot be read");
+            self.finish_scrub();
+        }
+    }
+
+    /// A scrub's repair was persisted: counted in the running scrub, or the last one.
+    pub(super) fn count_scrub_rewrite(&mut self) {
+        if let Some(s) = self.scrub.as_mut() {
+            s.report.blocks_rewritten += 1;
+        } else if let Some(last) = self.last_scrub.as_mut() {
+            last.blocks_rewritten += 1;
+        }
+    }
+
+    /// The L2P scan of the segment being scrubbed, while it runs.
+    pub(super) fn scrub_scan(&self) -> Option<LiveScan> {
+        self.scrub.as_ref()?.current.as_ref()?.scan
     }
 
     fn finish_scrub(&mut self) {
@@ -271,12 +309,6 @@ impl Engine {
             return;
         };
         let mut live = HashMap::new();
-        for lba in 0..self.l2p.logical_blocks() {
-            // Every page is in memory: `start_scrub` refuses an L2P memory budget.
-            if let Some(p) = self.l2p.peek(lba).flatten().filter(|p| p.zone == zone) {
-                live.insert((p.drive, p.offset), lba);
-            }
-        }
         for page in self.l2p.directory_in_zone(zone) {
             let p = self.l2p.directory_get(page).expect("in the directory");
             live.insert((p.drive, p.offset), mapping::mapping_lba(page));
@@ -294,6 +326,7 @@ impl Engine {
             next_position: 0,
             end,
             live,
+            scan: Some(LiveScan::new(zone)),
             reading: BTreeMap::new(),
             repaired: false,
         });
@@ -370,9 +403,12 @@ impl Engine {
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let number = stripe.stripe_number;
         let stripe_id = (number % layout.group_size) as u32;
-        let blank = stripe.chunks.iter().flatten().all(|(_, got)| got.as_ref().is_some_and(|(_, m)| is_blank(m)));
-        if blank {
-            // Never written: a segment a clean stop closed short ends here.
+        let past_the_data = stripe.chunks.iter().flatten().all(|(_, got)| {
+            got.as_ref().is_some_and(|(d, m)| is_blank(m) || is_stop_footer(&d[..bs], &m[..ms], sequence))
+        });
+        if past_the_data {
+            // Never written, or the stop footer that a clean stop wrote after the last
+            // stripe (every drive's chunk starts with it): the segment's data ends here.
             let c = self.scrub_segment();
             c.end = c.end.min(position);
             return;
@@ -486,61 +522,6 @@ impl Engine {
         }
         true
     }
-
-    /// Rewrites a live block (its contents as they should be) into a relocation stripe,
-    /// keeping its timestamp; the L2P entry follows if it still points at `from`. Once per
-    /// place while one is in flight; none while the array stops.
-    fn schedule_repair(&mut self, lba: u64, timestamp: u64, from: Physical, data: Vec<u8>, by_scrub: bool) {
-        if self.stop != StopState::Running || self.repairs.pending.contains_key(&from) {
-            return;
-        }
-        self.repairs.pending.insert(from, by_scrub);
-        tracing::debug!(lba, zone = from.zone, drive = from.drive, "a damaged block's stripe row is rewritten");
-        let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: true };
-        self.add_block(info, data, Fill::Relocation);
-        self.repairs.unpadded = true;
-    }
-
-    /// A frontend read rebuilt a damaged block of a working drive: rewrite it.
-    pub(super) fn schedule_read_repair(&mut self, lba: u64, timestamp: u64, from: Physical, data: Vec<u8>) {
-        if self.mapped_now(lba) != Some(from) {
-            return;
-        }
-        self.repairs.read_repairs_scheduled += 1;
-        self.schedule_repair(lba, timestamp, from, data, false);
-    }
-
-    /// Pads the relocation stripe holding repairs, unless a relocation runs (it pads it).
-    /// Whether a stripe was padded.
-    pub(super) fn flush_repairs(&mut self) -> bool {
-        if !self.repairs.unpadded || self.relocation.is_some() {
-            return false;
-        }
-        self.repairs.unpadded = false;
-        if self.gc_open_stripe.is_none() {
-            return false;
-        }
-        self.pad_open_stripe(Fill::Relocation);
-        true
-    }
-
-    /// A repair rewrite was persisted at `to` (or failed: `to` is None).
-    pub(super) fn repair_done(&mut self, lba: u64, from: Physical, to: Option<Physical>) {
-        let by_scrub = self.repairs.pending.remove(&from);
-        debug_assert!(by_scrub.is_some(), "a repair of a place not scheduled");
-        let Some(to) = to else { return };
-        if self.mapped_now(lba) != Some(from) {
-            return; // overwritten or moved meanwhile: the newer place stays
-        }
-        self.map_lba(lba, to);
-        if by_scrub != Some(true) {
-            self.repairs.read_repairs_done += 1;
-        } else if let Some(s) = self.scrub.as_mut() {
-            s.report.blocks_rewritten += 1;
-        } else if let Some(last) = self.last_scrub.as_mut() {
-            last.blocks_rewritten += 1;
-        }
-    }
 }
 
 fn add_report(total: &mut ScrubReport, add: &ScrubReport) {
@@ -550,6 +531,14 @@ fn add_report(total: &mut ScrubReport, add: &ScrubReport) {
     total.parity_mismatches += add.parity_mismatches;
     total.blocks_unrecoverable += add.blocks_unrecoverable;
     total.stale_blocks_damaged += add.stale_blocks_damaged;
+}
+
+/// Whether a block is a footer block of the segment of `sequence`: in the data region, only
+/// a clean stop's footer, written after the segment's last stripe.
+fn is_stop_footer(data: &[u8], metadata: &[u8], sequence: u64) -> bool {
+    BlockMetadata::decode(data, metadata).is_ok_and(|(meta, kind)| {
+        kind == BlockKind::Footer && u64::from(meta.segment_sequence_low.get()) == sequence & u64::from(u32::MAX)
+    })
 }
 
 /// Whether a chunk's metadata is all zeros: the blocks were never written.

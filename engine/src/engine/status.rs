@@ -60,6 +60,8 @@ pub struct L2pStatus {
     pub mapping_reads: u64,
     pub mapping_writes: u64,
     pub evictions: u64,
+    /// Most pages cached at once since the start (the budget, plus pins in flight).
+    pub peak_cached_pages: u64,
 }
 
 impl L2pStatus {
@@ -91,6 +93,7 @@ impl Engine {
             mapping_reads: stats.mapping_reads,
             mapping_writes: stats.mapping_writes,
             evictions: stats.evictions,
+            peak_cached_pages: stats.peak_cached_pages,
         }
     }
 

@@ -125,7 +125,7 @@ impl Engine {
     pub fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>) {
         self.rebuild_pace.set_rate(rate_bytes_per_s, self.now_ns);
         tracing::info!(rate_bytes_per_s, "rebuild rate set");
-        self.pump();
+        self.settle();
     }
 
     /// The rebuild's rate limit, if any (`set_rebuild_rate`).

@@ -1,0 +1,378 @@
+//! The crash exploration harness: array shapes (`Scheme`), a workload that remembers what
+//! each block may hold after a power cut (`Run`, `History`), and one explored run
+//! (`explore_with`): writes, a power cut at a chosen step, recovery with the chosen
+//! `Twists`, checks, more writes and a second cut. Any violation panics with the run's
+//! parameters, so a failing seed can be pinned as a test.
+
+use std::collections::HashMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use zapraid_engine::{Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator};
+use zapraid_zns::Geometry;
+
+use crate::common;
+use crate::common::BLOCK;
+
+pub const LOGICAL_BLOCKS: u64 = 64;
+
+/// Zones per drive: enough that the usual runs never fill the array.
+pub const ZONES: u32 = 40;
+
+/// Zones beyond the reserve (`SegmentPlan::reserved_segments`) for runs with so few zones
+/// that they fill the array many times over: garbage collection relocates segments
+/// throughout, and power cuts land in the middle of it.
+pub const FEW_ZONES_BEYOND_RESERVE: u32 = 2;
+
+/// An array shape the exploration runs: level, mode and open segments.
+#[derive(Clone, Copy, Debug)]
+pub struct Scheme {
+    pub level: RaidLevel,
+    pub mode: Mode,
+    /// The (small) chunk.
+    pub chunk_blocks: u64,
+    pub open: OpenSegments,
+}
+
+impl std::fmt::Display for Scheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}, chunks of {} blocks", self.level, self.mode, self.chunk_blocks)?;
+        if self.open.is_hybrid() {
+            write!(f, " Ns={} Nl={}", self.open.small, self.open.large)?;
+        }
+        Ok(())
+    }
+}
+
+impl Scheme {
+    pub fn single(level: RaidLevel, mode: Mode) -> Self {
+        Scheme { level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE }
+    }
+
+    /// One open segment of chunks of `chunk_blocks` blocks.
+    pub fn with_chunk(level: RaidLevel, mode: Mode, chunk_blocks: u64) -> Self {
+        Scheme { chunk_blocks, ..Scheme::single(level, mode) }
+    }
+
+    /// Hybrid open segments: small chunks of 1 block, large of `LARGE_CHUNK_BLOCKS`.
+    pub fn hybrid(level: RaidLevel, mode: Mode, small: u32, large: u32) -> Self {
+        let open = OpenSegments { small, large, large_chunk_bytes: LARGE_CHUNK_BLOCKS * BLOCK as u64 };
+        Scheme { level, mode, chunk_blocks: 1, open }
+    }
+
+    /// Zones for runs that fill the array many times over.
+    pub fn few_zones(&self) -> u32 {
+        let chunk_bytes = self.chunk_blocks * BLOCK as u64;
+        let plan = SegmentPlan::new(&geometry(ZONES), self.level, self.mode, chunk_bytes, self.open).unwrap();
+        plan.reserved_segments() + FEW_ZONES_BEYOND_RESERVE
+    }
+}
+
+/// Power cuts that landed while a drive was being rebuilt (for the exploration's summary).
+pub static CUTS_DURING_REBUILD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Of those, the rebuilds resumed onto the drive cut short (the others onto a new drive).
+pub static RESUMED_REBUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Large chunks of hybrid schemes: writes of one block go to small-chunk stripes, longer
+/// ones to large-chunk stripes.
+pub const LARGE_CHUNK_BLOCKS: u64 = 2;
+
+pub fn geometry(zones: u32) -> Geometry {
+    common::geometry(zones, 8, 10)
+}
+
+pub fn config(scheme: Scheme) -> Config {
+    let single = common::config(scheme.level, scheme.mode, scheme.chunk_blocks, LOGICAL_BLOCKS);
+    Config { open_segments: scheme.open, ..single }
+}
+
+/// Block contents that name their write: (LBA, write number).
+pub fn block(lba: u64, write: u64) -> Vec<u8> {
+    common::named_block(lba, write)
+}
+
+/// What each block may hold after a crash.
+#[derive(Default, Clone)]
+pub struct History {
+    /// Write numbers in submission order, and whether each was acknowledged.
+    pub writes: Vec<(u64, bool)>,
+}
+
+impl History {
+    /// Write numbers the block may show: the newest acknowledged one and everything
+    /// submitted after it; with nothing acknowledged, zeros (None) too.
+    pub fn allowed(&self) -> (bool, Vec<u64>) {
+        match self.writes.iter().rposition(|(_, acked)| *acked) {
+            Some(i) => (false, self.writes[i..].iter().map(|(w, _)| *w).collect()),
+            None => (true, self.writes.iter().map(|(w, _)| *w).collect()),
+        }
+    }
+}
+
+pub struct Run {
+    /// What is being run, for failure messages.
+    pub label: String,
+    pub sim: Simulator,
+    pub history: HashMap<u64, History>,
+    /// Request id -> (first LBA, write numbers of its blocks).
+    pub in_flight: HashMap<u64, (u64, Vec<u64>)>,
+    pub next_id: u64,
+    pub next_write: u64,
+}
+
+impl Run {
+    pub fn write(&mut self, rng: &mut ChaCha8Rng) {
+        let blocks = rng.random_range(1..=5u64);
+        let lba = rng.random_range(0..=LOGICAL_BLOCKS - blocks);
+        let mut data = Vec::new();
+        let mut numbers = Vec::new();
+        for i in 0..blocks {
+            let w = self.next_write;
+            self.next_write += 1;
+            data.extend(block(lba + i, w));
+            numbers.push(w);
+            self.history.entry(lba + i).or_default().writes.push((w, false));
+        }
+        self.sim.submit(self.next_id, Request::Write { lba, data });
+        self.in_flight.insert(self.next_id, (lba, numbers));
+        self.next_id += 1;
+    }
+
+    pub fn collect_acks(&mut self) {
+        for r in self.sim.take_responses() {
+            if let Some((lba, numbers)) = self.in_flight.remove(&r.id) {
+                assert!(r.result.is_ok(), "{}: write failed: {:?}", self.label, r.result);
+                for (i, w) in numbers.iter().enumerate() {
+                    let h = self.history.get_mut(&(lba + i as u64)).expect("history");
+                    h.writes.iter_mut().find(|(n, _)| n == w).expect("write recorded").1 = true;
+                }
+            }
+        }
+    }
+
+    pub fn read_all(&mut self) -> Vec<u8> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
+        self.sim.run_until_response(id).expect("read answered").result.expect("read succeeds")
+    }
+
+    pub fn check(&mut self, what: &str) {
+        // A power cut tears only writes in flight: it never damages a complete segment.
+        let lost = self.sim.engine.status().recovery_repairs.blocks_lost;
+        assert_eq!(lost, 0, "{what}: recovery counted {lost} blocks of complete segments as lost");
+        let data = self.read_all();
+        for lba in 0..LOGICAL_BLOCKS {
+            let got = &data[lba as usize * BLOCK..][..BLOCK];
+            let (zeros_ok, allowed) = self.history.get(&lba).map_or((true, Vec::new()), History::allowed);
+            let ok =
+                (zeros_ok && got.iter().all(|b| *b == 0)) || allowed.iter().any(|w| got == block(lba, *w).as_slice());
+            let holds = if got.iter().all(|b| *b == 0) {
+                "zeros".to_string()
+            } else {
+                let lba = u64::from_le_bytes(got[..8].try_into().expect("8 bytes"));
+                let write = u64::from_le_bytes(got[8..16].try_into().expect("8 bytes"));
+                format!("what looks like write {write} of LBA {lba}")
+            };
+            assert!(
+                ok,
+                "{what}: LBA {lba} holds {holds}, neither an allowed write {allowed:?} nor (allowed: {zeros_ok}) zeros"
+            );
+        }
+    }
+
+    /// After a crash and recovery, what was not acknowledged is either there or not; fix
+    /// the history to what the drives now say, so later checks stay exact.
+    pub fn settle_history(&mut self) {
+        let data = self.read_all();
+        for lba in 0..LOGICAL_BLOCKS {
+            let got = &data[lba as usize * BLOCK..][..BLOCK];
+            let now = u64::from_le_bytes(got[8..16].try_into().unwrap());
+            let h = self.history.entry(lba).or_default();
+            if got.iter().all(|b| *b == 0) {
+                h.writes.clear();
+            } else {
+                h.writes = vec![(now, true)];
+            }
+        }
+        self.in_flight.clear();
+    }
+}
+
+/// One explored run: `writes` writes, power cut after `cut_after_steps` simulation steps,
+/// recovery, more writes, a second power cut and recovery. Returns the crash states
+/// explored (two). Any violation panics with the run's parameters.
+pub fn explore(scheme: Scheme, seed: u64, writes: usize, cut_after_steps: usize) -> usize {
+    explore_with(scheme, seed, writes, cut_after_steps, Twists::default())
+}
+
+/// When a drive fails during an explored run.
+#[derive(Clone, Copy, Debug)]
+pub struct DriveFailure {
+    pub drive: usize,
+    /// Before this write of the workload; at or past the end: together with the power cut.
+    pub before_write: usize,
+}
+
+/// What an explored run adds to the plain write-crash-recover cycle.
+#[derive(Clone, Copy, Debug)]
+pub struct Twists {
+    pub zones: u32,
+    /// The first recovery is itself cut by a power loss after this many completions, then
+    /// run again (a nested crash).
+    pub interrupt_recovery: Option<usize>,
+    pub failure: Option<DriveFailure>,
+    /// Power is cut again this many steps into the work recovery leaves behind (closing
+    /// and reclaiming the segments that were open), then recovery runs once more.
+    pub cut_reclaim_after_steps: Option<usize>,
+    /// A clean stop begins at the crash point, and power is cut this many steps into it
+    /// (or after it, if it takes fewer).
+    pub stop_then_cut_after_steps: Option<usize>,
+    /// A drive fails and a new one takes its place before this write: the power cut lands
+    /// during (or after) its rebuild, `cut_after_steps` counted from the replacement.
+    pub replace: Option<DriveFailure>,
+    /// The L2P table offloaded after every start: (entries per page, pages of budget).
+    pub l2p: Option<(u64, u64)>,
+}
+
+impl Default for Twists {
+    fn default() -> Self {
+        Twists {
+            zones: ZONES,
+            interrupt_recovery: None,
+            failure: None,
+            cut_reclaim_after_steps: None,
+            stop_then_cut_after_steps: None,
+            replace: None,
+            l2p: None,
+        }
+    }
+}
+
+/// Like `explore`, with `twists`.
+pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps: usize, twists: Twists) -> usize {
+    let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps, stop_then_cut_after_steps, replace, l2p } =
+        twists;
+    let geometry = || self::geometry(zones);
+    let what = format!("{scheme} seed {seed} cut after {cut_after_steps} steps, {twists:?}");
+    let l2p = l2p.map_or_else(L2pConfig::default, |(page_entries, budget_pages)| L2pConfig {
+        budget_bytes: Some(budget_pages * BLOCK as u64),
+        page_entries: Some(page_entries),
+    });
+    let config = |scheme| Config { l2p, ..config(scheme) };
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let sim = Simulator::new(geometry(), config(scheme), seed, None).unwrap();
+    let mut run =
+        Run { label: what.clone(), sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 };
+    let mut steps = 0;
+    for i in 0..writes {
+        if let Some(f) = failure.filter(|f| f.before_write == i) {
+            run.sim.drives[f.drive].fail();
+        }
+        if let Some(r) = replace.filter(|r| r.before_write == i) {
+            run.sim.drives[r.drive].fail();
+            run.sim.engine.fail_drive(r.drive);
+            run.sim.replace_drive(r.drive, seed ^ 0x9e3).unwrap_or_else(|e| panic!("{what}: replace: {e}"));
+            cut_after_steps = cut_after_steps.saturating_add(steps);
+        }
+        run.write(&mut rng);
+        if rng.random_bool(0.3) {
+            // Let some of it complete before more arrives.
+            for _ in 0..rng.random_range(1..20) {
+                if steps == cut_after_steps || !run.sim.step() {
+                    break;
+                }
+                steps += 1;
+            }
+            run.collect_acks();
+        }
+    }
+    while steps < cut_after_steps && run.sim.step() {
+        steps += 1;
+    }
+    if let Some(steps) = stop_then_cut_after_steps {
+        run.sim.begin_stop();
+        for _ in 0..steps {
+            if run.sim.engine.is_stopped() || !run.sim.step() {
+                break;
+            }
+        }
+    }
+    run.collect_acks();
+    // A rebuild cut short: the new drive counts as failed again (the array's superblock
+    // says it is being rebuilt); recovery reads nothing from it. With an even seed the
+    // rebuild resumes onto it (keeping the segments it finds completed, as `start` does),
+    // with an odd one another new drive takes its place.
+    let rebuilding: Vec<usize> = run.sim.engine.status().rebuild.map(|r| r.drive).into_iter().collect();
+    CUTS_DURING_REBUILD.fetch_add(rebuilding.len(), std::sync::atomic::Ordering::Relaxed);
+    let mut drives = run.sim.power_cut().unwrap();
+    if let Some(f) = failure.filter(|f| f.before_write >= writes) {
+        drives[f.drive].fail();
+    }
+    let mut states = 2;
+    if let Some(after) = interrupt_recovery {
+        match Simulator::recover_interrupted(geometry(), config(scheme), drives, after) {
+            Ok(Err(cut)) => {
+                drives = cut;
+                states += 1;
+            }
+            Ok(Ok(sim)) => drives = sim.power_cut().unwrap(),
+            Err(e) => panic!("{what}: interrupted recovery: {e}"),
+        }
+    }
+    let mut sim = Simulator::recover_with_failed(geometry(), config(scheme), drives, &rebuilding)
+        .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
+    for &drive in &rebuilding {
+        if seed.is_multiple_of(2) {
+            RESUMED_REBUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            sim.resume_rebuild(drive).unwrap_or_else(|e| panic!("{what}: resume the rebuild: {e}"));
+        } else {
+            sim.replace_drive(drive, seed ^ 0x9e4).unwrap_or_else(|e| panic!("{what}: rebuild again: {e}"));
+        }
+    }
+    if let Some(steps) = cut_reclaim_after_steps {
+        for _ in 0..steps {
+            if !sim.step() {
+                break;
+            }
+        }
+        let drives = sim.power_cut().unwrap();
+        sim = Simulator::recover(geometry(), config(scheme), drives)
+            .unwrap_or_else(|e| panic!("{what}: recovery after a cut during reclaim: {e}"));
+        states += 1;
+    }
+    sim.run_until_idle();
+    run.sim = sim;
+    run.check(&format!("{what}, after recovery"));
+    run.settle_history();
+    // The array keeps working, and survives a second crash.
+    for _ in 0..8 {
+        run.write(&mut rng);
+    }
+    run.sim.run_until_idle();
+    run.collect_acks();
+    run.check(&format!("{what}, writes after recovery"));
+    let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), config(scheme), 0, None).unwrap())
+        .power_cut()
+        .unwrap();
+    run.sim = Simulator::recover(geometry(), config(scheme), drives)
+        .unwrap_or_else(|e| panic!("{what}: second recovery: {e}"));
+    run.check(&format!("{what}, after a second recovery"));
+    states
+}
+
+pub fn schemes() -> Vec<Scheme> {
+    let (raid5, raid6) = (RaidLevel::Raid5 { drives: 4 }, RaidLevel::Raid6 { drives: 5 });
+    vec![
+        Scheme::single(raid5, Mode::ZapRaid { group_size: 4 }),
+        Scheme::single(raid5, Mode::ZoneWriteOnly),
+        Scheme::single(raid6, Mode::ZapRaid { group_size: 4 }),
+        Scheme::single(raid6, Mode::ZoneWriteOnly),
+        // Chunks of several blocks: a power cut may land an append in part.
+        Scheme::with_chunk(raid5, Mode::ZapRaid { group_size: 4 }, 2),
+        // Hybrid open segments: one appended, others written, two chunk sizes.
+        Scheme::hybrid(raid5, Mode::ZapRaid { group_size: 4 }, 2, 1),
+        Scheme::hybrid(raid6, Mode::ZapRaid { group_size: 4 }, 1, 2),
+        Scheme::hybrid(raid5, Mode::ZoneAppendOnly, 2, 1),
+    ]
+}
