@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the guest's initramfs: static busybox, the kernel modules for NVMe (and ublk and
-# ext4 for later scenarios), fio and e2fsprogs, the given binaries with every shared
-# library they need, the scenarios, and an /init that runs the scenario named on the
-# kernel command line and reports its exit status on the console.
+# ext4 for later scenarios), fio and e2fsprogs, perf if the host has it, the given
+# binaries with every shared library they need, the scenarios, and an /init that runs the
+# scenario named on the kernel command line and reports its exit status on the console.
 #
 #   femu/build-initramfs.sh OUTPUT BINARY...
 set -euo pipefail
@@ -56,6 +56,11 @@ for tool in fio mke2fs fsck.ext4 e2fsck md5sum debugfs; do
     copy_with_libs "$path" "/usr/bin/$tool"
 done
 # fio's engines are built in; it wants to find its own name only.
+# perf, when the host has it (femu/setup.sh installs it): the blockperf scenario profiles
+# the guest with it, and says so when it is missing.
+if perf=$(command -v perf); then
+    copy_with_libs "$perf" /usr/bin/perf
+fi
 cp "$here"/scenarios/*.sh "$root/scenarios/"
 chmod +x "$root"/scenarios/*.sh
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache="$here/.cache"
-HOST_PACKAGES=(qemu-system-x86 busybox-static cpio xz-utils fio e2fsprogs)
+HOST_PACKAGES=(qemu-system-x86 busybox-static cpio xz-utils fio e2fsprogs linux-perf)
 
 missing=()
 for pkg in "${HOST_PACKAGES[@]}"; do

@@ -18,7 +18,7 @@ use zapraid_server::names::start_name;
 use crate::size::parse_bytes;
 use zapraid_server::service::{self, Progress, StartOptions};
 use zapraid_server::superblock::{first_superblock, missing_superblock_reason};
-use zapraid_server::ublk::UblkOptions;
+use zapraid_server::ublk::{self, UblkOptions};
 use zapraid_zns::{execute, report_all_zones, Command};
 
 use crate::hybrid::{chunks_text, OpenSegmentArgs};
@@ -79,10 +79,13 @@ pub struct StartArgs {
     /// Run the engine and its control socket without a block device (no ublk needed).
     #[arg(long)]
     no_device: bool,
-    /// ublk queues and queue depth (a device taken over after a crash keeps its own).
-    #[arg(long, default_value_t = 1)]
-    queues: u16,
-    #[arg(long, default_value_t = 64)]
+    /// ublk queues: one per core by default (at most 16), each served by a thread of its
+    /// own. A device taken over after a crash keeps its own queues and depth.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=i64::from(ublk::MAX_QUEUES)))]
+    queues: Option<u16>,
+    /// Requests each ublk queue holds in flight.
+    #[arg(long, default_value_t = ublk::DEFAULT_QUEUE_DEPTH,
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(ublk::MAX_QUEUE_DEPTH)))]
     queue_depth: u16,
     /// Start even when drives are missing that the array does not record failed (not
     /// given, or given but unreadable or without a valid superblock of the array), as long
@@ -213,7 +216,11 @@ pub fn run_start(args: StartArgs) -> Result<()> {
     let options = StartOptions {
         name: args.name.clone(),
         block_device,
-        ublk: UblkOptions { queues: args.queues, depth: args.queue_depth, ..UblkOptions::default() },
+        ublk: UblkOptions {
+            queues: args.queues.unwrap_or_else(ublk::default_queues),
+            depth: args.queue_depth,
+            ..UblkOptions::default()
+        },
         newly_missing: if args.degraded { NewlyMissing::RecordFailed } else { NewlyMissing::Refuse },
         rebuild_rate_bytes_per_s: args.rebuild_rate.filter(|r| *r > 0),
         l2p_budget_bytes: args.l2p_memory,
@@ -303,7 +310,10 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
     if let Some(bytes) = args.l2p_memory {
         command.args(["--l2p-memory", &bytes.to_string()]);
     }
-    command.args(["--queues", &args.queues.to_string(), "--queue-depth", &args.queue_depth.to_string()]);
+    if let Some(queues) = args.queues {
+        command.args(["--queues", &queues.to_string()]);
+    }
+    command.args(["--queue-depth", &args.queue_depth.to_string()]);
     command.args(&args.drives);
     command.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
     // SAFETY: setsid() in the child before exec touches no memory of ours.

@@ -103,6 +103,19 @@ fn help_explains() {
 }
 
 #[test]
+fn start_help_gives_the_default_queues_and_zero_queues_are_refused() {
+    let out = zapraid(&["start", "--help"]);
+    let (stdout, _) = text(&out);
+    let most = format!("at most {}", zapraid_server::ublk::MAX_DEFAULT_QUEUES);
+    assert!(stdout.contains("one per core by default") && stdout.contains(&most), "{stdout}");
+    for bad in [["--queues", "0"], ["--queue-depth", "0"]] {
+        let out = zapraid(&["start", bad[0], bad[1], "--no-device", "/nonexistent"]);
+        let (_, stderr) = text(&out);
+        assert!(!out.status.success() && stderr.contains(bad[0]), "{bad:?}: {stderr}");
+    }
+}
+
+#[test]
 fn simulate_verifies_degraded_reads_and_refuses_wrong_data() {
     let out = zapraid(&["simulate", "--level", "raid6", "--drives", "5", "--size", "2M", "--fail", "2"]);
     let (stdout, stderr) = text(&out);

@@ -72,14 +72,15 @@ fn clean_stop_leaves_a_stop_footer_the_next_start_reads() {
 }
 
 /// Power cuts with the L2P table offloaded to a budget of one to three small pages: plain
-/// runs, garbage collection on few zones, and a drive failure. Returns the states explored.
+/// runs, garbage collection on few zones, a drive failure, and a clean stop cut short.
+/// Returns the states explored.
 fn explore_offloaded(scheme: Scheme, target: usize) -> usize {
     let drives = scheme.level.shape().0 + scheme.level.shape().1;
     let mut explored = 0;
     for i in 0..target / 10 {
         let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x12b);
         let l2p = Some((rng.random_range(2..=16), rng.random_range(1..=3)));
-        let twists = match i % 3 {
+        let twists = match i % 4 {
             0 => Twists { l2p, ..Twists::default() },
             1 => Twists {
                 zones: scheme.few_zones(),
@@ -87,14 +88,18 @@ fn explore_offloaded(scheme: Scheme, target: usize) -> usize {
                 l2p,
                 ..Twists::default()
             },
-            _ => {
+            2 => {
                 let failure =
                     DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
                 Twists { failure: Some(failure), l2p, ..Twists::default() }
             }
+            // A clean stop begins while writes are in flight, some waiting for their pages,
+            // and power is cut during it.
+            _ => Twists { stop_then_cut_after_steps: Some(rng.random_range(0..400)), l2p, ..Twists::default() },
         };
-        let writes = if i % 3 == 1 { 400 } else { 80 };
-        explored += explore_with(scheme, i as u64, writes, rng.random_range(0..4000), twists);
+        let writes = if i % 4 == 1 { 400 } else { 80 };
+        let cut_after_steps = if i % 4 == 3 { rng.random_range(0..300) } else { rng.random_range(0..4000) };
+        explored += explore_with(scheme, i as u64, writes, cut_after_steps, twists);
     }
     explored
 }

@@ -9,6 +9,25 @@
 //! on the queue's own channel; an eventfd, read through the queue's io_uring, wakes the
 //! queue. Every request is answered: failures become errnos (EIO, EINVAL), never a hang.
 //!
+//! There is one queue per core by default (`default_queues`), so the kernel hands each
+//! core's requests to a thread of their own. The queues share no lock on the request path:
+//! - the engine thread's channel (crossbeam's bounded channel, an array): a send claims a
+//!   slot with one compare-and-swap on the tail and publishes it with a store; it would
+//!   lock crossbeam's waker only to wake a receiver parked in `recv`, which the engine
+//!   thread does only over emulated drives with nothing in flight (the idle case), and
+//!   would block only on a full channel, which the default shape never fills (at most
+//!   `MAX_DEFAULT_QUEUES` queues of `DEFAULT_QUEUE_DEPTH` requests in flight fit its
+//!   `MESSAGE_QUEUE_CAPACITY`);
+//! - the engine thread's doorbell (`wake::Doorbell`), which each send rings: a fence and
+//!   the load of a flag while the engine thread is busy; only when it sleeps (or is about
+//!   to) a signal of its eventfd, a `write` that takes the eventfd's spinlock in the kernel
+//!   for the addition to its counter;
+//! - nothing else: the answer channel, its eventfd, the table of requests in flight and
+//!   the `ReplyTo` (an `Arc`, so the only shared write is its reference count, touched by
+//!   this queue and the engine thread) are the queue's own. The engine thread answers
+//!   each queue on its own channel, which the queue only ever `try_recv`s, so the engine's
+//!   sends there never lock a waker either.
+//!
 //! Devices are made with ublk's user recovery (`UBLK_F_USER_RECOVERY_REISSUE`): when the
 //! server dies (kill -9, a crash), the kernel keeps `/dev/ublkbN` and holds its requests,
 //! requeueing those the dead server had taken. The next `start` of the same array (found by
@@ -25,9 +44,37 @@ use libublk::io::{BufDescList, UblkDev, UblkIOCtx, UblkQueue};
 use libublk::{BufDesc, UblkFlags, UblkIORes};
 use zapraid_engine::Request;
 
-use crate::driver::{Answer, EngineSender, Message, ReplyTo};
+use crate::driver::{Answer, EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
 use crate::error::{Error, Result};
 use crate::wake::EventFd;
+
+/// Requests a queue holds in flight by default.
+pub const DEFAULT_QUEUE_DEPTH: u16 = 64;
+
+/// The most queues `default_queues` picks, however many cores there are: so many queues of
+/// the default depth have at most `MESSAGE_QUEUE_CAPACITY` requests in flight, all of
+/// which fit in the engine thread's channel, so no queue ever waits to send. Beyond it,
+/// the one engine thread is the limit, and more queues would add threads, not throughput.
+pub const MAX_DEFAULT_QUEUES: u16 = (MESSAGE_QUEUE_CAPACITY / DEFAULT_QUEUE_DEPTH as usize) as u16;
+
+// At least one queue, and no more than ublk takes.
+const _: () = assert!(MAX_DEFAULT_QUEUES >= 1 && MAX_DEFAULT_QUEUES <= MAX_QUEUES);
+
+/// The largest request the kernel sends a queue.
+const MAX_IO_BYTES: u32 = 512 << 10;
+
+/// Queues by default: one per core this process may run on, at most `MAX_DEFAULT_QUEUES`
+/// (which is within what ublk takes, checked above). One when the count is unknown.
+pub fn default_queues() -> u16 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.min(usize::from(MAX_DEFAULT_QUEUES)) as u16
+}
+
+/// The most queues ublk takes (the kernel's limit, checked by libublk).
+pub const MAX_QUEUES: u16 = libublk::sys::UBLK_MAX_NR_QUEUES as u16;
+
+/// The deepest queue ublk takes.
+pub const MAX_QUEUE_DEPTH: u16 = libublk::sys::UBLK_MAX_QUEUE_DEPTH as u16;
 
 /// How the block device is shaped.
 #[derive(Clone, Copy, Debug)]
@@ -39,7 +86,22 @@ pub struct UblkOptions {
 
 impl Default for UblkOptions {
     fn default() -> Self {
-        UblkOptions { queues: 1, depth: 64, max_io_bytes: 512 << 10 }
+        UblkOptions { queues: default_queues(), depth: DEFAULT_QUEUE_DEPTH, max_io_bytes: MAX_IO_BYTES }
+    }
+}
+
+impl UblkOptions {
+    /// Refuses a shape ublk cannot make (libublk would refuse it with a bare EINVAL).
+    pub fn validate(&self) -> Result<()> {
+        if self.queues == 0 || self.queues > MAX_QUEUES {
+            return Err(Error::Ublk { reason: format!("{} queues: ublk takes 1 to {MAX_QUEUES}", self.queues) });
+        }
+        if self.depth == 0 || self.depth > MAX_QUEUE_DEPTH {
+            return Err(Error::Ublk {
+                reason: format!("queue depth {}: ublk takes 1 to {MAX_QUEUE_DEPTH}", self.depth),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -168,6 +230,7 @@ pub fn serve(
             reason: format!("block size {} is not a power of two >= 512", shape.block_size_bytes),
         });
     }
+    options.validate()?;
     let left_behind = find_left_behind(&shape.array_uuid)?;
     let taken_over = matches!(left_behind, LeftBehind::Recover { .. });
     let builder = match left_behind {
@@ -346,4 +409,32 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
     let mut first_buf = Box::new([0u8; 8]);
     arm_wake(&queue, &mut first_buf);
     queue.wait_and_handle_io(handler);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_queue_per_core_up_to_the_most() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(usize::from(default_queues()), cores.min(usize::from(MAX_DEFAULT_QUEUES)));
+        let options = UblkOptions::default();
+        assert_eq!(options.queues, default_queues());
+        options.validate().unwrap();
+    }
+
+    #[test]
+    fn shapes_ublk_cannot_make_are_refused() {
+        let ok = UblkOptions::default();
+        for bad in [
+            UblkOptions { queues: 0, ..ok },
+            UblkOptions { queues: MAX_QUEUES + 1, ..ok },
+            UblkOptions { depth: 0, ..ok },
+            UblkOptions { depth: MAX_QUEUE_DEPTH + 1, ..ok },
+        ] {
+            assert!(matches!(bad.validate(), Err(Error::Ublk { .. })), "{bad:?}");
+        }
+        UblkOptions { queues: MAX_QUEUES, depth: MAX_QUEUE_DEPTH, ..ok }.validate().unwrap();
+    }
 }

@@ -3,9 +3,16 @@
 //! producers. The counter is the invariant that makes it race-free: a signal that comes
 //! after the sleeper's last look at its queues leaves the counter non-zero, so the next
 //! sleep returns at once instead of missing it.
+//!
+//! A `Doorbell` spares the producers that signal while the sleeper is awake: the
+//! sleeper says it is about to sleep, and producers signal only then. Each signal is a
+//! system call that takes the eventfd's spinlock in the kernel, so without it every
+//! producer (every ublk queue, once per request) would contend on that lock even while
+//! the sleeper is busy and will look at its queues anyway.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::time::Duration;
 
 /// An eventfd, closed when dropped.
@@ -56,9 +63,99 @@ impl EventFd {
     }
 }
 
+/// An eventfd for one sleeper and many producers, signalled only while the sleeper sleeps
+/// or is about to (see the module doc).
+///
+/// Why no wake-up is lost: a producer publishes its work (an atomic write, such as a
+/// channel send), then, after a sequentially consistent fence, reads `sleeping`; the
+/// sleeper sets `sleeping`, then, after a fence, looks for work. The fences are ordered one
+/// way or the other: either the sleeper's look comes after the producer's fence and sees
+/// the work, or the producer's read comes after the sleeper's fence and sees `sleeping`,
+/// and signals. Other signallers (drives' io_uring completions) may signal the eventfd
+/// directly at any time.
+pub struct Doorbell {
+    fd: EventFd,
+    sleeping: AtomicBool,
+}
+
+impl Doorbell {
+    pub fn new() -> io::Result<Self> {
+        Ok(Doorbell { fd: EventFd::new()?, sleeping: AtomicBool::new(false) })
+    }
+
+    /// After publishing work: wakes the sleeper if it sleeps or is about to.
+    pub fn ring(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) {
+            self.fd.signal();
+        }
+    }
+
+    /// Wakes the sleeper whether it sleeps or not (for what `has_work` cannot see, such as
+    /// a channel whose last sender is gone).
+    pub fn signal(&self) {
+        self.fd.signal();
+    }
+
+    /// Sleeps until rung (or signalled) or `timeout` passes, unless `has_work`, asked once
+    /// the sleep is announced, finds work. Returns whether it was woken or found work.
+    /// For the one sleeper only.
+    pub fn sleep(&self, timeout: Duration, has_work: impl FnOnce() -> bool) -> bool {
+        self.sleeping.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let woken = has_work() || self.fd.wait(timeout);
+        self.sleeping.store(false, Ordering::Relaxed);
+        woken
+    }
+
+    /// The eventfd, for signallers outside this process's threads (io_uring completions).
+    pub fn raw(&self) -> RawFd {
+        self.fd.raw()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ring_while_the_sleeper_is_awake_makes_no_signal() {
+        let bell = Doorbell::new().unwrap();
+        bell.ring();
+        // Nothing was signalled: the eventfd's counter is still zero.
+        assert!(!bell.fd.wait(Duration::ZERO));
+        assert!(!bell.sleep(Duration::ZERO, || false));
+        assert!(bell.sleep(Duration::from_secs(30), || true));
+        bell.signal();
+        assert!(bell.sleep(Duration::from_secs(30), || false));
+    }
+
+    #[test]
+    fn no_message_is_left_without_a_wake_up() {
+        // A timed-out sleep with messages still to come would be a lost wake-up: the
+        // producer rings after every send, so the sleeper must be woken (or find the
+        // message) long before the timeout.
+        const MESSAGES: u32 = 20_000;
+        let bell = std::sync::Arc::new(Doorbell::new().unwrap());
+        let (tx, rx) = crossbeam_channel::bounded(16);
+        let producer_bell = bell.clone();
+        let producer = std::thread::spawn(move || {
+            for i in 0..MESSAGES {
+                tx.send(i).unwrap();
+                producer_bell.ring();
+            }
+        });
+        let mut received = 0;
+        while received < MESSAGES {
+            while rx.try_recv().is_ok() {
+                received += 1;
+            }
+            if received < MESSAGES {
+                assert!(bell.sleep(Duration::from_secs(60), || !rx.is_empty()), "lost wake-up at {received}");
+            }
+        }
+        producer.join().unwrap();
+    }
 
     #[test]
     fn a_signal_before_the_wait_is_not_lost() {

@@ -4,8 +4,9 @@
 //! use an eventfd) so they need not poll.
 //!
 //! One thread owns the engine and every drive: no locks on the I/O path. Over NVMe drives
-//! it sleeps on one eventfd that every drive's ring and every sender signal, so a message
-//! or any drive's completion wakes it. Over emulated drives (which complete commands only
+//! it sleeps on one eventfd that every drive's ring signals, and every sender rings as a
+//! `Doorbell` (a signal only while the thread sleeps), so a message or any drive's
+//! completion wakes it. Over emulated drives (which complete commands only
 //! when asked) it blocks on the channel when nothing is in flight, and on a drive when
 //! commands are in flight and no message waits.
 
@@ -24,7 +25,7 @@ use crate::array::Drive;
 use crate::error::{Error, Result};
 use crate::failures::{check_fail, FailOutcome};
 use crate::superblock::{superblock_writes, SUPERBLOCK_COPIES};
-use crate::wake::EventFd;
+use crate::wake::Doorbell;
 
 /// Messages waiting for the engine thread at most: senders block beyond this.
 pub const MESSAGE_QUEUE_CAPACITY: usize = 1024;
@@ -145,19 +146,19 @@ struct Pending {
 /// with no sender left (a frontend gone without `Stop`) this often.
 const IDLE_WAKE_INTERVAL: Duration = Duration::from_millis(100);
 
-/// The frontends' way to the engine thread: the bounded channel, and the eventfd the
-/// thread sleeps on (signalled after each message).
+/// The frontends' way to the engine thread: the bounded channel, and the doorbell the
+/// thread sleeps on (rung after each message; it signals only a sleeping thread).
 #[derive(Clone)]
 pub struct EngineSender {
     tx: Sender<Message>,
-    wake: Arc<EventFd>,
+    wake: Arc<Doorbell>,
 }
 
 impl EngineSender {
-    /// Sends a message (blocks while the channel is full) and wakes the thread.
+    /// Sends a message (blocks while the channel is full) and wakes the thread if it sleeps.
     pub fn send(&self, message: Message) -> std::result::Result<(), SendError<Message>> {
         self.tx.send(message)?;
-        self.wake.signal();
+        self.wake.ring();
         Ok(())
     }
 }
@@ -177,7 +178,7 @@ impl EngineThread {
         record: FailureRecord,
     ) -> Result<Self> {
         let (tx, rx) = crossbeam_channel::bounded(MESSAGE_QUEUE_CAPACITY);
-        let wake = Arc::new(EventFd::new().map_err(|error| Error::Io {
+        let wake = Arc::new(Doorbell::new().map_err(|error| Error::Io {
             path: "eventfd".into(),
             context: "cannot create",
             error,
@@ -204,7 +205,7 @@ pub(crate) struct EngineLoop {
     pub(crate) engine: Engine,
     pub(crate) drives: Vec<ReservedZones<Drive>>,
     rx: Receiver<Message>,
-    pub(crate) wake: Arc<EventFd>,
+    pub(crate) wake: Arc<Doorbell>,
     started: Instant,
     next_id: u64,
     pending: HashMap<u64, Pending>,
@@ -233,7 +234,7 @@ impl EngineLoop {
         block_size_bytes: u32,
         record: FailureRecord,
         rx: Receiver<Message>,
-        wake: Arc<EventFd>,
+        wake: Arc<Doorbell>,
     ) -> Self {
         let engine_rebuilding = engine.rebuild_status().map_or(0, |r| 1u64 << r.drive);
         let status = ArrayStatus {
@@ -292,7 +293,8 @@ impl EngineLoop {
                 let timer =
                     self.engine.next_timer_ns().map(|at| Duration::from_nanos(at.saturating_sub(self.now_ns())));
                 // Bounded, so that a channel whose senders are all gone is noticed.
-                self.wake.wait(timer.map_or(IDLE_WAKE_INTERVAL, |t| t.min(IDLE_WAKE_INTERVAL)));
+                let timeout = timer.map_or(IDLE_WAKE_INTERVAL, |t| t.min(IDLE_WAKE_INTERVAL));
+                self.wake.sleep(timeout, || !self.rx.is_empty());
             }
         }
     }
