@@ -30,6 +30,7 @@
 //! chunk of its stripes is persisted; only then does the L2P table change, newest timestamp
 //! winning.
 
+mod config;
 mod gc;
 mod mapping;
 mod read;
@@ -51,11 +52,12 @@ use zapraid_zns::{Command, Completion, Geometry, Tag, ZoneAction};
 
 use crate::error::{Error, Result};
 use crate::format::MAX_DRIVES;
-use crate::hybrid::{ChunkClass, OpenSegments, SegmentPlan};
+use crate::hybrid::{ChunkClass, SegmentPlan};
 use crate::l2p::{L2pTable, Physical};
-use crate::layout::{Layout, Mode, RaidLevel};
+use crate::layout::Layout;
 use crate::parity::ParityCodec;
 
+pub use config::{Config, L2pConfig, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
 use gc::Relocation;
 use mapping::budget_pages;
 pub use rebuild::RebuildStatus;
@@ -112,43 +114,6 @@ pub struct DriveCommand {
     /// lookups); the simulator holds the command back this long. 0 for most commands.
     pub delay_ns: u64,
 }
-
-/// Array configuration.
-#[derive(Clone, Copy, Debug)]
-pub struct Config {
-    pub level: RaidLevel,
-    pub mode: Mode,
-    /// The chunk size of every segment, or with hybrid management the small chunk (Cs).
-    pub chunk_bytes: u64,
-    /// Segments written at once: Ns of small chunks, Nl of large (`hybrid`).
-    pub open_segments: OpenSegments,
-    /// Pad and write an incomplete stripe after this long.
-    pub stripe_timeout_ns: u64,
-    /// Logical blocks exported (at most the data capacity of all segments).
-    pub logical_blocks: u64,
-    /// Modelled CPU cost of checking one compact stripe table entry, in picoseconds, charged
-    /// to degraded reads in simulation (see `PAPER_LOOKUP_PS_PER_ENTRY`).
-    pub lookup_ps_per_entry: u64,
-    /// The L2P table's memory budget (`l2p`).
-    pub l2p: L2pConfig,
-    pub array_uuid: [u8; 16],
-}
-
-/// How much of the L2P table stays in memory.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct L2pConfig {
-    /// Bytes of pages kept cached, the rest on the drives (None: every page in memory).
-    pub budget_bytes: Option<u64>,
-    /// Entries per page, fewer than a mapping block holds (None: a whole block's): small
-    /// tables then have many pages, so tests exercise eviction.
-    pub page_entries: Option<u64>,
-}
-
-/// The paper measures a compact stripe table query at G = 256 (768 entries) at about 1 us.
-pub const PAPER_LOOKUP_PS_PER_ENTRY: u64 = 1_000_000 / 768;
-
-/// Default partial-stripe timeout (the paper's 100 us).
-pub const DEFAULT_STRIPE_TIMEOUT_NS: u64 = 100_000;
 
 enum Op {
     Header {
