@@ -194,7 +194,7 @@ impl Engine {
                 self.l2p.unpin(*pinned);
             }
             if let Request::Write { .. } = p.request {
-                self.outstanding_writes.remove(&p.id);
+                self.outstanding_writes.remove(p.id);
             }
             self.responses.push_back(Response { id: p.id, result: Err(error.duplicate()) });
         }

@@ -31,6 +31,7 @@
 //! winning.
 
 mod config;
+mod flush;
 mod gc;
 mod mapping;
 mod read;
@@ -44,7 +45,7 @@ mod status;
 mod stop;
 mod stripe;
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -216,8 +217,9 @@ pub struct Engine {
     /// Newest timestamp mapped per LBA with writes in flight, and how many are in flight.
     in_flight_lbas: HashMap<u64, (u64, u32)>,
     write_blocks_left: HashMap<RequestId, usize>,
-    outstanding_writes: BTreeSet<RequestId>,
-    flushes: VecDeque<(RequestId, Option<RequestId>)>,
+    outstanding_writes: flush::OutstandingWrites,
+    /// Flushes waiting, each with the last write (sequence number) it waits for.
+    flushes: VecDeque<(RequestId, Option<u64>)>,
     reads: HashMap<u64, ReadRequest>,
     block_rebuilds: HashMap<u64, BlockRebuild>,
     next_read: u64,
@@ -301,7 +303,7 @@ impl Engine {
             next_stripe: 0,
             in_flight_lbas: HashMap::default(),
             write_blocks_left: HashMap::default(),
-            outstanding_writes: BTreeSet::new(),
+            outstanding_writes: flush::OutstandingWrites::default(),
             flushes: VecDeque::new(),
             reads: HashMap::default(),
             block_rebuilds: HashMap::default(),
@@ -444,7 +446,7 @@ impl Engine {
         self.now_ns = self.now_ns.max(now_ns);
         match request {
             Request::Flush => {
-                let last_before = self.outstanding_writes.iter().next_back().copied();
+                let last_before = self.outstanding_writes.last_submitted();
                 self.flushes.push_back((id, last_before));
                 self.pad_frontend_stripes();
                 self.complete_flushes();

@@ -284,7 +284,7 @@ impl Engine {
         self.spare_stripe(stripe);
         for request in failed_requests {
             if self.write_blocks_left.remove(&request).is_some() {
-                self.outstanding_writes.remove(&request);
+                self.outstanding_writes.remove(request);
                 self.responses.push_back(Response { id: request, result: Err(error.duplicate()) });
             }
         }
@@ -435,7 +435,7 @@ impl Engine {
         self.spare_stripe(stripe);
         for request in acked.drain(..) {
             self.write_blocks_left.remove(&request);
-            self.outstanding_writes.remove(&request);
+            self.outstanding_writes.remove(request);
             self.responses.push_back(Response { id: request, result: Ok(Vec::new()) });
         }
         self.spare.acked = acked;
@@ -446,7 +446,7 @@ impl Engine {
         while let Some(&(id, last_before)) = self.flushes.front() {
             let done = match last_before {
                 None => true,
-                Some(last) => self.outstanding_writes.range(..=last).next().is_none(),
+                Some(last) => self.outstanding_writes.answered_through(last),
             };
             if !done {
                 break;

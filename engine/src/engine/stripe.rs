@@ -120,7 +120,7 @@ impl Engine {
             return self.responses.push_back(Response { id, result: Err(Error::InvalidConfig { reason }) });
         }
         if let Err(e) = self.check_range(lba, blocks) {
-            self.outstanding_writes.remove(&id);
+            self.outstanding_writes.remove(id);
             return self.responses.push_back(Response { id, result: Err(e) });
         }
         // Writes are refused at `submit` once a stop begins; one admitted before it may run
