@@ -14,6 +14,20 @@
 use rusty_erasure::{Coder, RecoverError};
 
 use crate::error::{Error, Result};
+use crate::format::MAX_DRIVES;
+
+/// Output shards for `encode` and `reconstruct_into` without an allocation: the buffers
+/// given, in order, then empty slices up to `MAX_DRIVES` (the caller passes the first ones).
+pub(crate) fn shard_slices_mut<'a>(buffers: impl IntoIterator<Item = &'a mut [u8]>) -> [&'a mut [u8]; MAX_DRIVES] {
+    let mut slices: [&mut [u8]; MAX_DRIVES] = std::array::from_fn(|_| <&mut [u8]>::default());
+    let mut given = 0;
+    for (slot, buffer) in slices.iter_mut().zip(buffers) {
+        *slot = buffer;
+        given += 1;
+    }
+    debug_assert!(given <= MAX_DRIVES);
+    slices
+}
 
 /// Most data chunks per stripe.
 pub const MAX_DATA_CHUNKS: usize = 32;

@@ -12,8 +12,9 @@
 use zapraid_zns::{Command, Completion};
 
 use crate::error::{Error, Result};
-use crate::format::{decode_fields, encode_fields, BlockKind, BlockMetadata, FIELD_BYTES, MAX_DRIVES};
+use crate::format::{decode_fields, field_bytes, BlockKind, BlockMetadata, FIELD_BYTES, MAX_DRIVES};
 use crate::l2p::Physical;
+use crate::parity::shard_slices_mut;
 
 use super::*;
 
@@ -278,11 +279,7 @@ impl Engine {
         // Checked once here: `reconstruct` takes the fields decoded now.
         match BlockMetadata::decode(&data, &metadata) {
             Ok((m, _)) if result.is_ok() => {
-                let mut fields = [0u8; FIELD_BYTES];
-                fields[..8].copy_from_slice(&m.lba.get().to_le_bytes());
-                fields[8..].copy_from_slice(&m.timestamp.get().to_le_bytes());
-                debug_assert_eq!(fields.to_vec(), encode_fields(m.lba.get(), m.timestamp.get()), "the codec's fields");
-                r.shards[drive] = Some((data, fields));
+                r.shards[drive] = Some((data, field_bytes(m.lba.get(), m.timestamp.get())));
             }
             _ => {
                 self.buffers.give(data);
@@ -348,10 +345,8 @@ impl Engine {
         rebuilt.iter_mut().take(missing).for_each(|b| *b = self.buffers.take(bs));
         let mut rebuilt_fields = [[0u8; FIELD_BYTES]; MAX_DRIVES];
         let decoded = {
-            let mut out: [&mut [u8]; MAX_DRIVES] = std::array::from_fn(|_| <&mut [u8]>::default());
-            out.iter_mut().zip(rebuilt.iter_mut()).for_each(|(o, b)| *o = b.as_mut_slice());
-            let mut fields_out: [&mut [u8]; MAX_DRIVES] = std::array::from_fn(|_| <&mut [u8]>::default());
-            fields_out.iter_mut().zip(rebuilt_fields.iter_mut()).for_each(|(o, f)| *o = f.as_mut_slice());
+            let mut out = shard_slices_mut(rebuilt.iter_mut().map(Vec::as_mut_slice));
+            let mut fields_out = shard_slices_mut(rebuilt_fields.iter_mut().map(|f| &mut f[..]));
             self.codec
                 .reconstruct_into(&data_shards[..n], &mut out[..missing])
                 .and_then(|()| self.codec.reconstruct_into(&field_shards[..n], &mut fields_out[..missing]))

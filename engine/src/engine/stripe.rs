@@ -14,8 +14,9 @@
 //! its own timestamp, in submission order: recovery keeps the newest.
 
 use crate::error::Error;
-use crate::format::{decode_fields, FIELD_BYTES, MAX_DRIVES, NO_LBA};
+use crate::format::{decode_fields, field_bytes, FIELD_BYTES, MAX_DRIVES, NO_LBA};
 use crate::l2p::Physical;
+use crate::parity::shard_slices_mut;
 
 use super::*;
 
@@ -257,10 +258,7 @@ impl Engine {
         {
             let (data, parity) = chunks.split_at_mut(k);
             let refs: [&[u8]; MAX_DRIVES] = std::array::from_fn(|c| data.get(c).map_or(&[][..], |d| &d.data[..]));
-            let mut prefs: [&mut [u8]; MAX_DRIVES] = std::array::from_fn(|_| <&mut [u8]>::default());
-            for (slot, p) in prefs.iter_mut().zip(parity.iter_mut()) {
-                *slot = &mut p.data[..];
-            }
+            let mut prefs = shard_slices_mut(parity.iter_mut().map(|p| &mut p.data[..]));
             self.codec.encode(&refs[..k], &mut prefs[..m]);
         }
         // Parity of the data blocks' (LBA, timestamp) fields, block offset by block offset,
@@ -269,18 +267,14 @@ impl Engine {
         let mut fields = self.buffers.take(field_chunk_bytes * k);
         for (i, info) in infos.iter().enumerate() {
             let at = i * FIELD_BYTES;
-            fields[at..at + 8].copy_from_slice(&info.lba.to_le_bytes());
-            fields[at + 8..at + FIELD_BYTES].copy_from_slice(&info.timestamp.to_le_bytes());
+            fields[at..at + FIELD_BYTES].copy_from_slice(&field_bytes(info.lba, info.timestamp));
         }
         let mut parity_fields = self.buffers.take(field_chunk_bytes * m);
         if m > 0 {
             let refs: [&[u8]; MAX_DRIVES] = std::array::from_fn(|c| {
                 fields.get(c * field_chunk_bytes..(c + 1) * field_chunk_bytes).filter(|_| c < k).unwrap_or(&[])
             });
-            let mut prefs: [&mut [u8]; MAX_DRIVES] = std::array::from_fn(|_| <&mut [u8]>::default());
-            for (slot, p) in prefs.iter_mut().zip(parity_fields.chunks_exact_mut(field_chunk_bytes)) {
-                *slot = p;
-            }
+            let mut prefs = shard_slices_mut(parity_fields.chunks_exact_mut(field_chunk_bytes));
             self.codec.encode(&refs[..k], &mut prefs[..m]);
         }
         self.buffers.give(fields);

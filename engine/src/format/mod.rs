@@ -299,9 +299,14 @@ pub const FIELD_BYTES: usize = 16;
 
 /// A block's (LBA, timestamp) fields as the parity codec takes them (little-endian).
 pub fn encode_fields(lba: u64, timestamp: u64) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(FIELD_BYTES);
-    bytes.extend_from_slice(&lba.to_le_bytes());
-    bytes.extend_from_slice(&timestamp.to_le_bytes());
+    field_bytes(lba, timestamp).to_vec()
+}
+
+/// `encode_fields` without an allocation, for the data path.
+pub fn field_bytes(lba: u64, timestamp: u64) -> [u8; FIELD_BYTES] {
+    let mut bytes = [0u8; FIELD_BYTES];
+    bytes[..8].copy_from_slice(&lba.to_le_bytes());
+    bytes[8..].copy_from_slice(&timestamp.to_le_bytes());
     bytes
 }
 
