@@ -109,7 +109,20 @@ impl Simulator {
         drives: Vec<EmulatedDrive>,
         failed_drives: &[usize],
     ) -> Result<Self> {
-        match Self::run_recovery(geometry, config, drives, None, failed_drives)? {
+        Self::recover_with_checkpoint(geometry, config, drives, failed_drives, None)
+    }
+
+    /// Like `recover_with_failed`, offering the checkpoint a clean stop left
+    /// (`Engine::checkpoint`; a real array keeps it in reserved zones): the recovery
+    /// starts from it if it matches the drives (`recovery_report.checkpoint_generation`).
+    pub fn recover_with_checkpoint(
+        geometry: Geometry,
+        config: Config,
+        drives: Vec<EmulatedDrive>,
+        failed_drives: &[usize],
+        checkpoint: Option<crate::format::CheckpointImage>,
+    ) -> Result<Self> {
+        match Self::run_recovery(geometry, config, drives, None, failed_drives, checkpoint)? {
             Ok(sim) => Ok(sim),
             Err(_) => unreachable!("recovery without an interruption ran to the end"),
         }
@@ -124,7 +137,7 @@ impl Simulator {
         drives: Vec<EmulatedDrive>,
         completions: usize,
     ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
-        Self::run_recovery(geometry, config, drives, Some(completions), &[])
+        Self::run_recovery(geometry, config, drives, Some(completions), &[], None)
     }
 
     fn run_recovery(
@@ -133,8 +146,12 @@ impl Simulator {
         mut drives: Vec<EmulatedDrive>,
         interrupt_after: Option<usize>,
         failed_drives: &[usize],
+        checkpoint: Option<crate::format::CheckpointImage>,
     ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
         let mut recovery = crate::recovery::Recovery::with_failed_drives(geometry, config, failed_drives)?;
+        if let Some(image) = checkpoint {
+            recovery.use_checkpoint(image);
+        }
         let mut taken = 0;
         while !recovery.is_done() {
             taken += recovery.run_round(&mut drives)?;

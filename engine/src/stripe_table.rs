@@ -83,6 +83,33 @@ impl CompactStripeTable {
     pub fn packed_bytes(&self) -> usize {
         self.words.len() * 8
     }
+
+    /// Bytes `encode` gives for a table of `layout`'s segments (0: Zone Write, no table).
+    pub fn encoded_bytes(layout: &Layout) -> usize {
+        Self::new(layout).map_or(0, |t| (t.words.len() + t.recorded.len()) * 8)
+    }
+
+    /// The table as a checkpoint stores it: the packed stripe IDs, then the bitmap of
+    /// positions recorded, each as little-endian 64-bit words.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        for word in self.words.iter().chain(&self.recorded) {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+    }
+
+    /// A table of `layout`'s segments from `encode`'s bytes; None if they are not exactly
+    /// that long (read from a drive: untrusted, but any bits make some table).
+    pub fn decode(layout: &Layout, bytes: &[u8]) -> Option<Self> {
+        let mut table = Self::new(layout)?;
+        if bytes.len() != Self::encoded_bytes(layout) {
+            return None;
+        }
+        let mut words = bytes.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().expect("8-byte chunks")));
+        for word in table.words.iter_mut().chain(table.recorded.iter_mut()) {
+            *word = words.next()?;
+        }
+        Some(table)
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +117,25 @@ mod tests {
     use super::*;
     use crate::layout::{Mode, RaidLevel};
     use zapraid_zns::Geometry;
+
+    #[test]
+    fn encodes_and_decodes_what_was_recorded() {
+        let g = Geometry { zone_append_max_blocks: 64, ..Geometry::small(4, 8192, 8000) };
+        let layout = Layout::new(&g, RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 17 }, 4096).unwrap();
+        let mut t = CompactStripeTable::new(&layout).unwrap();
+        t.set(0, 0, 16);
+        t.set(3, layout.stripes - 1, 5);
+        let mut bytes = Vec::new();
+        t.encode(&mut bytes);
+        assert_eq!(bytes.len(), CompactStripeTable::encoded_bytes(&layout));
+        let back = CompactStripeTable::decode(&layout, &bytes).unwrap();
+        for drive in 0..4 {
+            for position in 0..layout.stripes {
+                assert_eq!(back.get(drive, position), t.get(drive, position));
+            }
+        }
+        assert!(CompactStripeTable::decode(&layout, &bytes[1..]).is_none());
+    }
 
     #[test]
     fn stores_every_width_exactly() {

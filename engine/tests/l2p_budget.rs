@@ -21,7 +21,11 @@ const PINNED_PAGES_AT_MOST: u64 = 64 + 16;
 
 fn config() -> Config {
     let base = common::config(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }, 1, LOGICAL_BLOCKS);
-    let l2p = L2pConfig { budget_bytes: Some(BUDGET_PAGES * BLOCK as u64), page_entries: Some(PAGE_ENTRIES) };
+    let l2p = L2pConfig {
+        budget_bytes: Some(BUDGET_PAGES * BLOCK as u64),
+        page_entries: Some(PAGE_ENTRIES),
+        checkpoint: false,
+    };
     Config { l2p, ..base }
 }
 

@@ -128,6 +128,7 @@ fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseE
     let l2p_config = l2p.map_or_else(L2pConfig::default, |small| L2pConfig {
         budget_bytes: Some(small.budget_pages * BLOCK as u64),
         page_entries: Some(small.page_entries),
+        checkpoint: false,
     });
     let config = Config { l2p: l2p_config, ..config(level, mode, chunk_blocks, open) };
     let mut sim = Simulator::new(geometry, config, seed, None).unwrap();

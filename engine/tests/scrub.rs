@@ -169,7 +169,7 @@ fn scrub_finds_and_repairs_every_planted_corruption() {
 /// scrub finds each segment's live blocks), the scrub finds and repairs the same.
 #[test]
 fn scrub_with_a_tiny_l2p_budget_finds_and_repairs_every_planted_corruption() {
-    let l2p = L2pConfig { budget_bytes: Some(2 * common::BLOCK as u64), page_entries: Some(8) };
+    let l2p = L2pConfig { budget_bytes: Some(2 * common::BLOCK as u64), page_entries: Some(8), checkpoint: false };
     for (level, mode, chunk_blocks) in schemes() {
         finds_and_repairs_every_planted_corruption(config(level, mode, chunk_blocks), Some(l2p));
     }

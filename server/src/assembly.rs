@@ -138,6 +138,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         l2p: zapraid_engine::L2pConfig {
             budget_bytes: Some(newest.l2p_budget_bytes.get()).filter(|b| *b > 0),
             page_entries: None,
+            checkpoint: false,
         },
         array_uuid: newest.array_uuid,
     };

@@ -108,7 +108,7 @@ pub struct Exp9Cell {
 fn exp9_config(logical_blocks: u64, budget_bytes: Option<u64>) -> Config {
     Config {
         open_segments: open_segments(SPLIT),
-        l2p: L2pConfig { budget_bytes, page_entries: None },
+        l2p: L2pConfig { budget_bytes, page_entries: None, checkpoint: false },
         ..config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, SMALL_CHUNK_BYTES, logical_blocks)
     }
 }

@@ -35,6 +35,9 @@ pub struct L2pConfig {
     /// Entries per page, fewer than a mapping block holds (None: a whole block's): small
     /// tables then have many pages, so tests exercise eviction.
     pub page_entries: Option<u64>,
+    /// A clean stop writes every page back and leaves a checkpoint (`Engine::checkpoint`)
+    /// for the next start: set when the array has zones to keep one in.
+    pub checkpoint: bool,
 }
 
 /// The paper measures a compact stripe table query at G = 256 (768 entries) at about 1 us.

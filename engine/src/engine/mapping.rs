@@ -232,6 +232,13 @@ impl Engine {
         }
         let evicted = self.l2p.evict();
         let written = !evicted.is_empty();
+        self.write_back(evicted);
+        written
+    }
+
+    /// Writes evicted dirty pages to the log as mapping blocks, each with a timestamp of
+    /// its own (the newest write-back of a page is the one the directory follows).
+    pub(super) fn write_back(&mut self, evicted: Vec<(PageIndex, Box<[u32]>)>) {
         let fill = Fill::Frontend(self.plan.class_of_write(self.block_bytes() as u64));
         for (page, entries) in evicted {
             let mut block = vec![0; self.block_bytes()];
@@ -243,7 +250,6 @@ impl Engine {
                 BlockInfo { lba: mapping_lba(page), timestamp, request: None, relocated_from: None, repair: false };
             self.add_block(info, block, fill);
         }
-        written
     }
 
     /// A block with no request and not relocated was persisted at `at`: a mapping block

@@ -30,6 +30,7 @@
 //! chunk of its stripes is persisted; only then does the L2P table change, newest timestamp
 //! winning.
 
+mod checkpoint;
 mod config;
 mod flush;
 mod gc;

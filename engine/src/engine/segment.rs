@@ -65,6 +65,8 @@ pub(super) struct Segment {
     /// its data. A rebuild does not write it onto a new drive (its stripes end short of
     /// the footer region); garbage collection reclaims it instead.
     pub(super) stopped_short: bool,
+    /// Open at a clean stop, which wrote its stop footer (a checkpoint records it closed).
+    pub(super) closed_at_stop: bool,
 }
 
 impl Segment {
@@ -97,6 +99,7 @@ impl Segment {
             unreclaimable: false,
             absent: None,
             stopped_short: false,
+            closed_at_stop: false,
         }
     }
 }

@@ -50,10 +50,14 @@ impl Engine {
         if self.stop != StopState::Draining || !idle {
             return;
         }
+        if self.write_back_for_checkpoint() {
+            return self.pump(); // the mapping blocks go out; the stop comes back when idle
+        }
         self.stop = StopState::Stopped;
         let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
         let mut footers = Vec::new();
-        for zone in self.slots.iter().flatten() {
+        let slots: Vec<u32> = self.slots.iter().flatten().copied().collect();
+        for zone in &slots {
             let seg = self.seg(*zone);
             let issued = seg.group * seg.layout.group_size + seg.group_issued;
             let entries = issued * seg.layout.chunk_blocks;
@@ -62,6 +66,7 @@ impl Engine {
             if entries == 0 || start_blocks + blocks > seg.layout.footer_start_blocks() {
                 continue; // nothing to record, or no room: the next start reads the metadata
             }
+            self.seg_mut(*zone).closed_at_stop = true;
             let holding: Vec<usize> = (0..self.layout.drives()).filter(|d| self.holds(*zone, *d)).collect();
             footers.push((*zone, holding, FooterPlace::Stop { start_blocks, blocks, entries: entries as usize }));
         }

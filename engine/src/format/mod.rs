@@ -15,10 +15,12 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Most drives in an array (k + m), bounded by the header's zone table.
 pub const MAX_DRIVES: usize = 36;
 
+mod checkpoint;
 mod mapping;
 mod spare;
 mod superblock;
 
+pub use checkpoint::*;
 pub use mapping::*;
 pub use spare::*;
 pub use superblock::*;

@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::format::NO_LBA;
 use crate::l2p::Physical;
 use crate::parity::ParityCodec;
+use crate::stripe_table::CompactStripeTable;
 use zapraid_zns::ZoneState;
 
 impl Recovery {
@@ -31,13 +32,27 @@ impl Recovery {
             ..Repairs::default()
         };
         for (&zone, &sequence) in &self.segments {
-            let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
             let (layout, class) = self.zone_layouts[&zone];
+            if self.skips_contents(zone) {
+                // From the checkpoint: nothing read, nothing to assemble.
+                let recorded = self.checkpointed(zone).expect("a checkpoint that matched names every segment");
+                let (complete, full) = (!recorded.open, recorded.sealed);
+                // Its length was checked when the checkpoint was judged.
+                let table = CompactStripeTable::decode(&layout, &recorded.table);
+                debug_assert_eq!(table.is_some(), !recorded.table.is_empty());
+                segments.push(RecoveredSegment { zone, sequence, layout, class, table, complete, full });
+                continue;
+            }
+            let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
             let assembled = assemble::assemble_zone(&layout, &codec, zone, &self.found[&zone], &self.failed, &data_end);
             // A clean stop left a stop footer (on any drive: it is written once every stripe
             // is persisted): the segment is complete and is kept like a sealed one.
             let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());
-            let complete = self.sealed[&zone] || stopped;
+            let (complete, full) = match self.checkpointed(zone) {
+                // Read for its stripe table only: the checkpoint says how it was closed.
+                Some(recorded) => (!recorded.open, recorded.sealed),
+                None => (self.sealed[&zone] || stopped, self.sealed[&zone]),
+            };
             if assembled.repaired > 0 {
                 tracing::warn!(zone, "{} damaged blocks of this segment rebuilt from parity", assembled.repaired);
             }
@@ -58,7 +73,10 @@ impl Recovery {
                 repairs.blocks_dropped += assembled.lost;
             }
             repairs.blocks_repaired += assembled.repaired;
-            for (lba, timestamp, physical) in assembled.blocks {
+            // With a checkpoint, the directory maps the blocks: the segment was read for its
+            // stripe table.
+            let blocks = if self.from_checkpoint { Vec::new() } else { assembled.blocks };
+            for (lba, timestamp, physical) in blocks {
                 if lba == NO_LBA || lba >= self.config.logical_blocks {
                     continue;
                 }
@@ -68,11 +86,15 @@ impl Recovery {
                     best.insert(lba, (age, physical));
                 }
             }
-            let full = self.sealed[&zone];
             segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete, full });
         }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
-        let next_sequence = self.segments.values().max().map_or(1, |s| s + 1);
+        let mut next_sequence = self.segments.values().max().map_or(1, |s| s + 1);
+        let checkpoint = self.checkpoint_table();
+        if let Some(image) = self.checkpoint.as_ref().filter(|_| self.from_checkpoint) {
+            next_sequence = next_sequence.max(image.next_sequence);
+            next_timestamp = next_timestamp.max(image.next_timestamp);
+        }
         let failed_drives: Vec<usize> = (0..n).filter(|d| self.failed[*d]).collect();
         let recovered = Recovered {
             segments,
@@ -85,6 +107,9 @@ impl Recovery {
         };
         let mut engine = Engine::format(self.geometry, self.config)?;
         engine.install_recovered(recovered);
+        if let Some(table) = checkpoint {
+            engine.install_checkpoint(&table.directory, &table.live_blocks)?;
+        }
         // Recovered open segments are not appended to again, and a sealed segment's zone
         // whose finish a power cut lost is not full: finishing their zones frees their
         // active resources (drives allow only what the engine needs, `capacity`).

@@ -37,6 +37,7 @@
 //! idempotent and survives a crash of its own at any point.
 
 mod assemble;
+mod checkpoint;
 mod install;
 mod phases;
 mod structures;
@@ -47,7 +48,7 @@ use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneDescriptor, Zone
 
 use crate::engine::{Config, DriveCommand};
 use crate::error::{Error, Result};
-use crate::format::{decode_footer_block, SegmentHeader};
+use crate::format::{decode_footer_block, CheckpointImage, SegmentHeader};
 use crate::hybrid::{ChunkClass, SegmentPlan};
 use crate::l2p::Physical;
 use crate::layout::Layout;
@@ -78,6 +79,13 @@ pub(crate) struct Recovered {
     pub repairs: Repairs,
 }
 
+/// What a checkpoint that matched the drives gives the engine besides the segments: the
+/// directory of the L2P table (packed places) and each segment's live blocks.
+pub(crate) struct CheckpointTable {
+    pub directory: Vec<u32>,
+    pub live_blocks: Vec<(u32, u64)>,
+}
+
 /// What a recovery read from the drives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
@@ -92,6 +100,10 @@ pub struct RecoveryReport {
     /// Footers and stop footers (per zone and drive) that did not decode or could not be
     /// read: that drive's zone was scanned block by block instead.
     pub damaged_footers: u64,
+    /// The generation of the checkpoint this start began from (its directory, segments,
+    /// live counts and stripe tables; nothing past the headers read), if one matched the
+    /// drives.
+    pub checkpoint_generation: Option<u64>,
 }
 
 /// Damage recovery found in the stripes and what became of it (kept by the engine and
@@ -212,6 +224,10 @@ pub struct Recovery {
     failed: Vec<bool>,
     report: RecoveryReport,
     error: Option<Error>,
+    /// A checkpoint offered (`use_checkpoint`); kept once it is found to match the drives.
+    checkpoint: Option<CheckpointImage>,
+    /// The offered checkpoint matched: its segments' contents are not replayed.
+    from_checkpoint: bool,
 }
 
 impl Recovery {
@@ -247,6 +263,8 @@ impl Recovery {
             failed: vec![false; layout.drives()],
             report: RecoveryReport::default(),
             error: None,
+            checkpoint: None,
+            from_checkpoint: false,
         };
         let tolerated = config.level.tolerated_failures();
         for &drive in failed_drives {

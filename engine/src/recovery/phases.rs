@@ -47,13 +47,20 @@ impl Recovery {
         // In zone order: the reads go out the same way in every run (same seed, same run).
         let mut zones: Vec<u32> = self.headers.keys().copied().collect();
         zones.sort_unstable();
-        for zone in zones {
+        for &zone in &zones {
             let (sequence, layout, class) = match self.agreed_sequence(zone) {
                 Ok(found) => found,
                 Err(e) => return self.fail(e),
             };
             self.segments.insert(zone, sequence);
             self.zone_layouts.insert(zone, (layout, class));
+        }
+        self.judge_checkpoint();
+        for zone in zones {
+            if self.skips_contents(zone) {
+                continue;
+            }
+            let layout = self.layout_of(zone);
             let footer_end = layout.footer_start_blocks() + layout.footer_blocks;
             if live.iter().all(|d| self.written(*d, zone) >= footer_end) {
                 let lba = self.geometry.zone_start_lba(zone) + layout.footer_start_blocks();
@@ -71,6 +78,11 @@ impl Recovery {
         let live = self.live_drives();
         let zones: Vec<(u32, u64)> = self.segments.iter().map(|(z, s)| (*z, *s)).collect();
         for (zone, sequence) in zones {
+            if self.skips_contents(zone) {
+                self.sealed.insert(zone, self.checkpointed(zone).is_some_and(|s| s.sealed));
+                self.found.insert(zone, Vec::new());
+                continue;
+            }
             let layout = self.layout_of(zone);
             let footer_start = layout.footer_start_blocks();
             let footer_end = footer_start + layout.footer_blocks;

@@ -258,6 +258,7 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
     let l2p = l2p.map_or_else(L2pConfig::default, |(page_entries, budget_pages)| L2pConfig {
         budget_bytes: Some(budget_pages * BLOCK as u64),
         page_entries: Some(page_entries),
+        checkpoint: false,
     });
     let config = |scheme| Config { l2p, ..config(scheme) };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);

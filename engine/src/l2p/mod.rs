@@ -18,13 +18,15 @@
 //! engine keeps a segment on the same zone index of every drive, so the zone names the
 //! segment. `UNMAPPED` marks blocks never written (they read as zeros).
 
+mod directory;
+
 use std::collections::{BTreeMap, HashMap};
 
 use crate::error::{Error, Result};
 use crate::format::{decode_mapping_block, encode_mapping_block, mapping_entries_per_block, DecodeError};
 
 /// Physical address of an unmapped logical block.
-const UNMAPPED: u32 = u32::MAX;
+pub const UNMAPPED: u32 = u32::MAX;
 /// Slot of a page not cached.
 const NOT_CACHED: u32 = u32::MAX;
 
@@ -363,28 +365,6 @@ impl L2pTable {
         }
     }
 
-    /// Where page `page`'s newest persisted copy is.
-    pub fn directory_get(&self, page: PageIndex) -> Option<Physical> {
-        match self.directory.get(page as usize) {
-            Some(&packed) if packed != UNMAPPED => Some(self.unpack(packed)),
-            _ => None,
-        }
-    }
-
-    pub fn directory_set(&mut self, page: PageIndex, at: Physical) {
-        self.pages_on_drives += u64::from(self.directory[page as usize] == UNMAPPED);
-        self.directory[page as usize] = self.pack(at);
-    }
-
-    /// Pages whose persisted copy is in `zone` (garbage collection moves them).
-    pub fn directory_in_zone(&self, zone: u32) -> Vec<PageIndex> {
-        let per_zone = self.drives * self.zone_capacity_blocks;
-        (0..self.directory.len())
-            .filter(|&p| self.directory[p] != UNMAPPED && u64::from(self.directory[p]) / per_zone == u64::from(zone))
-            .map(|p| p as PageIndex)
-            .collect()
-    }
-
     /// Whether page `page` may map anything: cached, being written, on the drives, or with
     /// recovered entries waiting (a page none of these is maps nothing).
     pub fn may_map(&self, page: PageIndex) -> bool {
@@ -478,17 +458,17 @@ impl L2pTable {
         ((lba / self.entries_per_page) as usize, (lba % self.entries_per_page) as usize)
     }
 
-    fn pack(&self, at: Physical) -> u32 {
+    pub(crate) fn pack(&self, at: Physical) -> u32 {
         let packed = (u64::from(at.zone) * self.drives + at.drive as u64) * self.zone_capacity_blocks + at.offset;
         debug_assert!(packed < u64::from(UNMAPPED));
         packed as u32
     }
 
-    fn packed_in_range(&self, packed: u32) -> bool {
+    pub(crate) fn packed_in_range(&self, packed: u32) -> bool {
         u64::from(packed) < self.physical_blocks
     }
 
-    fn unpack(&self, packed: u32) -> Physical {
+    pub(crate) fn unpack(&self, packed: u32) -> Physical {
         let packed = u64::from(packed);
         let offset = packed % self.zone_capacity_blocks;
         let zone_drive = packed / self.zone_capacity_blocks;

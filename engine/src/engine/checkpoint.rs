@@ -1,0 +1,95 @@
+//! The engine's side of a checkpoint (`format::checkpoint`): a clean stop of an array that
+//! keeps one (`L2pConfig::checkpoint`) writes every page of the L2P table back once the
+//! rest is written, so that the directory alone describes the table; the stopped engine
+//! then hands out the checkpoint (directory, segments, live counts), which the caller
+//! stores, and a start that finds it matching the drives installs it instead of replaying
+//! every footer (`recovery`).
+//!
+//! Invariants: a checkpoint is taken only from a stopped engine with nothing dirty,
+//! nothing being written back, no recovered entry waiting and no rebuild running; it
+//! names every segment the engine has, so a start that finds any other set on the drives
+//! knows it is stale.
+
+use crate::format::{CheckpointImage, CheckpointSegment};
+use crate::stripe_table::CompactStripeTable;
+
+use super::*;
+
+/// Pages of recovered entries made resident at a time while a stop writes them back,
+/// when the table has no budget to say.
+const CHECKPOINT_BATCH_PAGES: usize = 256;
+
+impl Engine {
+    /// During a clean stop, once everything else is written: makes pages with recovered
+    /// entries resident (a budget's worth at a time), evicts every page and writes the
+    /// dirty ones back. Whether it wrote anything (the stop waits for it and comes back).
+    pub(super) fn write_back_for_checkpoint(&mut self) -> bool {
+        debug_assert!(self.stop == StopState::Draining);
+        if !self.config.l2p.checkpoint || self.l2p.is_checkpointable() {
+            return false;
+        }
+        let batch = self.l2p.budget_pages().unwrap_or(CHECKPOINT_BATCH_PAGES);
+        self.l2p.make_overlaid_pages_resident(batch);
+        let dirty = self.l2p.evict_all();
+        if dirty.is_empty() {
+            return false;
+        }
+        self.write_back(dirty);
+        self.pad_frontend_stripes();
+        true
+    }
+
+    /// The checkpoint of a stopped engine, generation `generation`; None unless the array
+    /// keeps one and the stop wrote the whole table back (a rebuild running also keeps it
+    /// from being taken: the next start reads the drives).
+    pub fn checkpoint(&self, generation: u64) -> Option<CheckpointImage> {
+        if !self.is_stopped() || !self.config.l2p.checkpoint || !self.l2p.is_checkpointable() {
+            return None;
+        }
+        if self.drive_rebuild.is_some() {
+            return None;
+        }
+        let mut segments = Vec::new();
+        for seg in self.segments.iter().flatten() {
+            // As the next start's recovery would judge it: sealed, closed by the stop's
+            // footer, or open (its live blocks rewritten first).
+            let (sealed, open) = match seg.state {
+                SegmentState::Sealed => (!seg.stopped_short && !seg.reclaim_first, seg.reclaim_first),
+                SegmentState::Open => (false, !seg.closed_at_stop),
+                SegmentState::Sealing | SegmentState::Relocating => return None,
+            };
+            segments.push(CheckpointSegment {
+                zone: seg.zone,
+                sequence: seg.sequence,
+                sealed,
+                open,
+                large: seg.class == ChunkClass::Large,
+                live_blocks: seg.valid_blocks,
+                table: seg.table.as_ref().map_or_else(Vec::new, |table| {
+                    let mut bytes = Vec::with_capacity(CompactStripeTable::encoded_bytes(&seg.layout));
+                    table.encode(&mut bytes);
+                    bytes
+                }),
+            });
+        }
+        Some(CheckpointImage {
+            array_uuid: self.config.array_uuid,
+            generation,
+            next_sequence: self.next_sequence,
+            next_timestamp: self.next_timestamp,
+            entries_per_page: self.l2p.entries_per_page() as u32,
+            segments,
+            directory: self.l2p.directory_entries().to_vec(),
+        })
+    }
+
+    /// Installs a checkpoint's table side: the directory, and each segment's live count
+    /// (the segments themselves came in through `install_recovered`).
+    pub(crate) fn install_checkpoint(&mut self, directory: &[u32], live_blocks: &[(u32, u64)]) -> Result<()> {
+        self.l2p.install_directory(directory)?;
+        for &(zone, live) in live_blocks {
+            self.seg_mut(zone).valid_blocks = live;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,321 @@
+//! The checkpoint: what a clean stop of an array with an offloaded L2P table leaves so
+//! that the next start need not replay every footer (byte table in docs/FORMAT.md). It
+//! holds the directory of mapping blocks (page -> place of its newest copy), every
+//! segment with its sequence and live block count, and the next sequence number and
+//! timestamp. It is an accelerator, never the only copy of anything: every block it
+//! describes is also described by the log, and a start that finds it stale (the segments
+//! on the drives are not exactly the ones it names) replays the log in full.
+//!
+//! The image is a header and a body, little-endian, one CRC32C over everything after the
+//! CRC field: a flipped bit anywhere is detected. Decoding trusts nothing it reads.
+
+use zerocopy::little_endian::{U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use super::{read, DecodeError, FORMAT_VERSION};
+
+pub const CHECKPOINT_MAGIC: [u8; 8] = *b"ZRAIDCKP";
+
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct CheckpointHeader {
+    pub magic: [u8; 8],
+    pub version: U32,
+    /// CRC32C of the image after this field: the rest of the header and the whole body.
+    pub crc32c: U32,
+    /// Header and body; the image is padded with zeros to whole blocks after it.
+    pub image_bytes: U64,
+    pub array_uuid: [u8; 16],
+    /// Counts up with every checkpoint of the array; the newest valid one is read.
+    pub generation: U64,
+    pub next_sequence: U64,
+    pub next_timestamp: U64,
+    pub segment_count: U32,
+    pub page_count: U32,
+    pub entries_per_page: U32,
+    pub reserved: U32,
+}
+
+pub const CHECKPOINT_HEADER_BYTES: usize = 80;
+const _: () = assert!(std::mem::size_of::<CheckpointHeader>() == CHECKPOINT_HEADER_BYTES);
+/// Where the CRC starts: everything after the magic, version and CRC fields.
+const CHECKPOINT_CRC_START: usize = 16;
+
+/// One segment of the body.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct CheckpointSegmentRecord {
+    pub zone: U32,
+    /// Bit 0: sealed (every stripe and the footer written). Bit 1: large chunks
+    /// (`hybrid::ChunkClass::Large`). Bit 2: open, closed by no footer (recovered open at a
+    /// crash, or no room for a stop footer): its live blocks are rewritten first. A segment
+    /// with neither bit 0 nor bit 2 was closed by a clean stop's stop footer. Other bits 0.
+    pub flags: U32,
+    pub sequence: U64,
+    /// Blocks of the segment the L2P table or the directory points at.
+    pub live_blocks: U64,
+    /// Bytes of its compact stripe table in the body (0: written with Zone Write).
+    pub table_bytes: U64,
+}
+
+pub const CHECKPOINT_SEGMENT_BYTES: usize = 32;
+const _: () = assert!(std::mem::size_of::<CheckpointSegmentRecord>() == CHECKPOINT_SEGMENT_BYTES);
+/// Bytes of one directory entry (a packed physical address, as in a mapping block).
+pub const CHECKPOINT_DIRECTORY_ENTRY_BYTES: usize = 4;
+
+const FLAG_SEALED: u32 = 1;
+const FLAG_LARGE: u32 = 2;
+const FLAG_OPEN: u32 = 4;
+
+/// A segment as the checkpoint records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointSegment {
+    pub zone: u32,
+    pub sequence: u64,
+    pub sealed: bool,
+    /// Closed by no footer: rewritten first (never together with `sealed`).
+    pub open: bool,
+    pub large: bool,
+    pub live_blocks: u64,
+    /// Its compact stripe table (`CompactStripeTable::encode`); empty for Zone Write.
+    pub table: Vec<u8>,
+}
+
+/// A decoded (or to be encoded) checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointImage {
+    pub array_uuid: [u8; 16],
+    pub generation: u64,
+    pub next_sequence: u64,
+    pub next_timestamp: u64,
+    pub entries_per_page: u32,
+    /// In increasing zone order, each zone at most once.
+    pub segments: Vec<CheckpointSegment>,
+    /// Per page of the L2P table, its mapping block's packed place, or `u32::MAX`.
+    pub directory: Vec<u32>,
+}
+
+/// Bytes of the image (before block padding) of a checkpoint of these counts and
+/// stripe tables of `table_bytes` in all.
+pub fn checkpoint_image_bytes(segments: usize, pages: usize, table_bytes: u64) -> u64 {
+    (CHECKPOINT_HEADER_BYTES + segments * CHECKPOINT_SEGMENT_BYTES + pages * CHECKPOINT_DIRECTORY_ENTRY_BYTES) as u64
+        + table_bytes
+}
+
+impl CheckpointImage {
+    /// The image, padded with zeros to whole blocks of `block_size_bytes`.
+    pub fn encode(&self, block_size_bytes: u32) -> Vec<u8> {
+        debug_assert!(self.segments.windows(2).all(|w| w[0].zone < w[1].zone));
+        let tables: u64 = self.segments.iter().map(|s| s.table.len() as u64).sum();
+        let image_bytes = checkpoint_image_bytes(self.segments.len(), self.directory.len(), tables);
+        let padded = image_bytes.div_ceil(u64::from(block_size_bytes)) * u64::from(block_size_bytes);
+        let mut out = Vec::with_capacity(padded as usize);
+        let header = CheckpointHeader {
+            magic: CHECKPOINT_MAGIC,
+            version: FORMAT_VERSION.into(),
+            crc32c: 0.into(),
+            image_bytes: image_bytes.into(),
+            array_uuid: self.array_uuid,
+            generation: self.generation.into(),
+            next_sequence: self.next_sequence.into(),
+            next_timestamp: self.next_timestamp.into(),
+            segment_count: (self.segments.len() as u32).into(),
+            page_count: (self.directory.len() as u32).into(),
+            entries_per_page: self.entries_per_page.into(),
+            reserved: 0.into(),
+        };
+        out.extend_from_slice(header.as_bytes());
+        for s in &self.segments {
+            debug_assert!(!(s.sealed && s.open));
+            let flags = if s.sealed { FLAG_SEALED } else { 0 }
+                | if s.large { FLAG_LARGE } else { 0 }
+                | if s.open { FLAG_OPEN } else { 0 };
+            let record = CheckpointSegmentRecord {
+                zone: s.zone.into(),
+                flags: flags.into(),
+                sequence: s.sequence.into(),
+                live_blocks: s.live_blocks.into(),
+                table_bytes: (s.table.len() as u64).into(),
+            };
+            out.extend_from_slice(record.as_bytes());
+        }
+        for entry in &self.directory {
+            out.extend_from_slice(&entry.to_le_bytes());
+        }
+        for s in &self.segments {
+            out.extend_from_slice(&s.table);
+        }
+        debug_assert_eq!(out.len() as u64, image_bytes);
+        let crc = crc32c::crc32c(&out[CHECKPOINT_CRC_START..]);
+        out[CHECKPOINT_CRC_START - 4..CHECKPOINT_CRC_START].copy_from_slice(&crc.to_le_bytes());
+        out.resize(padded as usize, 0);
+        out
+    }
+
+    /// The image's length from its first bytes (magic and version checked): how much to
+    /// read before `decode`.
+    pub fn image_bytes(first_block: &[u8]) -> Result<u64, DecodeError> {
+        let header: CheckpointHeader = read(first_block)?;
+        check_magic_and_version(&header)?;
+        Ok(header.image_bytes.get())
+    }
+
+    /// A checkpoint from its image (padding after it ignored). Checks magic, version,
+    /// lengths, the CRC, and that the segments are in increasing zone order with only
+    /// known flags; what the values mean for an array is the reader's to check.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let header: CheckpointHeader = read(bytes)?;
+        check_magic_and_version(&header)?;
+        let segments = header.segment_count.get() as usize;
+        let pages = header.page_count.get() as usize;
+        let recorded = header.image_bytes.get();
+        // Records and directory first (their length is the counts'), then the tables the
+        // records give lengths for; the CRC covers all of it.
+        let fixed = checkpoint_image_bytes(segments, pages, 0);
+        if recorded < fixed || recorded > bytes.len() as u64 {
+            return Err(DecodeError::Field(format!(
+                "{recorded} bytes recorded, {segments} segments and {pages} pages take at least {fixed}, {} read",
+                bytes.len()
+            )));
+        }
+        let image = &bytes[..recorded as usize];
+        let computed = crc32c::crc32c(&image[CHECKPOINT_CRC_START..]);
+        if header.crc32c.get() != computed {
+            return Err(DecodeError::Checksum { stored: header.crc32c.get(), computed });
+        }
+        if header.reserved.get() != 0 || header.entries_per_page.get() == 0 {
+            return Err(DecodeError::Field("reserved header field set or no entries per page".into()));
+        }
+        let body = &image[CHECKPOINT_HEADER_BYTES..];
+        let (records, rest) = body.split_at(segments * CHECKPOINT_SEGMENT_BYTES);
+        let (directory, mut tables) = rest.split_at(pages * CHECKPOINT_DIRECTORY_ENTRY_BYTES);
+        let mut decoded = Vec::with_capacity(segments);
+        for raw in records.chunks_exact(CHECKPOINT_SEGMENT_BYTES) {
+            let r: CheckpointSegmentRecord = read(raw)?;
+            let flags = r.flags.get();
+            if flags & !(FLAG_SEALED | FLAG_LARGE | FLAG_OPEN) != 0
+                || flags & (FLAG_SEALED | FLAG_OPEN) == FLAG_SEALED | FLAG_OPEN
+            {
+                return Err(DecodeError::Field(format!("unknown segment flags {flags:#x}")));
+            }
+            let table_bytes = r.table_bytes.get();
+            if table_bytes > tables.len() as u64 {
+                return Err(DecodeError::Field(format!("zone {}'s stripe table runs past the image", r.zone.get())));
+            }
+            let (table, after) = tables.split_at(table_bytes as usize);
+            tables = after;
+            let segment = CheckpointSegment {
+                zone: r.zone.get(),
+                sequence: r.sequence.get(),
+                sealed: flags & FLAG_SEALED != 0,
+                open: flags & FLAG_OPEN != 0,
+                large: flags & FLAG_LARGE != 0,
+                live_blocks: r.live_blocks.get(),
+                table: table.to_vec(),
+            };
+            if decoded.last().is_some_and(|last: &CheckpointSegment| last.zone >= segment.zone) {
+                return Err(DecodeError::Field(format!("segment of zone {} out of order", segment.zone)));
+            }
+            decoded.push(segment);
+        }
+        if !tables.is_empty() {
+            return Err(DecodeError::Field(format!("{} bytes after the last stripe table", tables.len())));
+        }
+        let directory = directory
+            .chunks_exact(CHECKPOINT_DIRECTORY_ENTRY_BYTES)
+            .map(|e| u32::from_le_bytes([e[0], e[1], e[2], e[3]]))
+            .collect();
+        Ok(CheckpointImage {
+            array_uuid: header.array_uuid,
+            generation: header.generation.get(),
+            next_sequence: header.next_sequence.get(),
+            next_timestamp: header.next_timestamp.get(),
+            entries_per_page: header.entries_per_page.get(),
+            segments: decoded,
+            directory,
+        })
+    }
+}
+
+fn check_magic_and_version(header: &CheckpointHeader) -> Result<(), DecodeError> {
+    if header.magic != CHECKPOINT_MAGIC {
+        return Err(DecodeError::Magic);
+    }
+    if header.version.get() != FORMAT_VERSION {
+        return Err(DecodeError::Version(header.version.get()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> CheckpointImage {
+        CheckpointImage {
+            array_uuid: [7; 16],
+            generation: 3,
+            next_sequence: 41,
+            next_timestamp: 9_000,
+            entries_per_page: 1_012,
+            segments: vec![
+                CheckpointSegment {
+                    zone: 0,
+                    sequence: 12,
+                    sealed: true,
+                    open: false,
+                    large: false,
+                    live_blocks: 300,
+                    table: vec![1, 2, 3, 4, 5, 6, 7, 8],
+                },
+                CheckpointSegment {
+                    zone: 5,
+                    sequence: 40,
+                    sealed: false,
+                    open: true,
+                    large: true,
+                    live_blocks: 17,
+                    table: Vec::new(),
+                },
+            ],
+            directory: vec![u32::MAX, 12, 99_000, u32::MAX, 4],
+        }
+    }
+
+    #[test]
+    fn round_trips_and_pads_to_whole_blocks() {
+        let image = sample();
+        let bytes = image.encode(512);
+        assert_eq!(bytes.len() % 512, 0);
+        assert_eq!(CheckpointImage::image_bytes(&bytes).unwrap(), checkpoint_image_bytes(2, 5, 8));
+        assert_eq!(CheckpointImage::decode(&bytes).unwrap(), image);
+    }
+
+    #[test]
+    fn every_single_bit_flip_of_the_image_is_detected() {
+        let image = sample();
+        let bytes = image.encode(512);
+        let image_bytes = checkpoint_image_bytes(2, 5, 8) as usize;
+        let mut detected = 0;
+        for bit in 0..image_bytes * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert!(CheckpointImage::decode(&flipped).is_err(), "bit {bit} of the checkpoint flipped unnoticed");
+            detected += 1;
+        }
+        assert_eq!(detected, image_bytes * 8);
+    }
+
+    #[test]
+    fn a_short_or_foreign_image_is_an_error_not_a_panic() {
+        let bytes = sample().encode(512);
+        let image_bytes = checkpoint_image_bytes(2, 5, 8) as usize;
+        assert!(CheckpointImage::decode(&bytes[..image_bytes - 1]).is_err());
+        assert!(CheckpointImage::decode(&bytes[..10]).is_err());
+        assert_eq!(CheckpointImage::decode(&[0u8; 512]), Err(DecodeError::Magic));
+        // A header claiming a huge body is refused by length, before anything is read.
+        let mut huge = bytes.clone();
+        huge[68..72].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(CheckpointImage::decode(&huge).is_err());
+    }
+}

@@ -1,0 +1,116 @@
+//! Whether a start may begin from the checkpoint it was offered (`format::checkpoint`):
+//! only if the segments the drives' headers name are exactly the checkpoint's (same
+//! zones, sequences and chunk classes), so that nothing was written, moved or reset since
+//! it was taken, and everything in it fits the array. Then nothing past the headers is
+//! read: the directory gives the L2P table, the checkpoint the live counts and the compact
+//! stripe tables of segments written with Zone Append (as the engine had them, a failed
+//! drive's chunks placed as the stripes were written or recovered). Otherwise the log is
+//! replayed in full, as without a checkpoint.
+
+use super::{CheckpointTable, Recovery};
+use crate::format::{mapping_entries_per_block, CheckpointImage, CheckpointSegment};
+use crate::hybrid::ChunkClass;
+use crate::l2p::UNMAPPED;
+use crate::stripe_table::CompactStripeTable;
+
+impl Recovery {
+    /// Offers a checkpoint read from the drives' reserved zones; the recovery uses it if it
+    /// matches what the drives hold (judged once their headers are read).
+    pub fn use_checkpoint(&mut self, image: CheckpointImage) {
+        self.checkpoint = Some(image);
+    }
+
+    /// Judges the offered checkpoint against the segments found (every header read).
+    pub(super) fn judge_checkpoint(&mut self) {
+        let Some(image) = self.checkpoint.take() else { return };
+        match self.checkpoint_mismatch(&image) {
+            None => {
+                tracing::info!(
+                    generation = image.generation,
+                    segments = image.segments.len(),
+                    "starting from the checkpoint: no footer is read"
+                );
+                self.report.checkpoint_generation = Some(image.generation);
+                self.from_checkpoint = true;
+                self.checkpoint = Some(image);
+            }
+            Some(reason) => tracing::warn!(
+                generation = image.generation,
+                "the checkpoint does not match the drives ({reason}): replaying every segment"
+            ),
+        }
+    }
+
+    /// Why the checkpoint cannot be used, if it cannot.
+    fn checkpoint_mismatch(&self, image: &CheckpointImage) -> Option<String> {
+        if image.array_uuid != self.config.array_uuid {
+            return Some("it is another array's".into());
+        }
+        let per_block = mapping_entries_per_block(self.geometry.block_size_bytes) as u64;
+        let entries_per_page = self.config.l2p.page_entries.unwrap_or(per_block);
+        if u64::from(image.entries_per_page) != entries_per_page {
+            return Some(format!("pages of {} entries, the table has {entries_per_page}", image.entries_per_page));
+        }
+        let pages = self.config.logical_blocks.div_ceil(entries_per_page);
+        if image.directory.len() as u64 != pages {
+            return Some(format!("{} pages, the table has {pages}", image.directory.len()));
+        }
+        if image.segments.len() != self.segments.len() {
+            return Some(format!("{} segments, the drives hold {}", image.segments.len(), self.segments.len()));
+        }
+        let drives = self.layout.drives() as u64;
+        let zone_blocks = drives * self.geometry.zone_capacity_blocks;
+        for s in &image.segments {
+            let class = if s.large { ChunkClass::Large } else { ChunkClass::Small };
+            let on_drives = self.segments.get(&s.zone).map(|seq| (*seq, self.zone_layouts[&s.zone].1));
+            if on_drives != Some((s.sequence, class)) {
+                return Some(format!(
+                    "zone {} holds {on_drives:?}, the checkpoint says ({}, {class:?})",
+                    s.zone, s.sequence
+                ));
+            }
+            let table_bytes = CompactStripeTable::encoded_bytes(&self.layout_of(s.zone));
+            if s.table.len() != table_bytes {
+                return Some(format!("zone {}'s stripe table has {} bytes, not {table_bytes}", s.zone, s.table.len()));
+            }
+            if s.live_blocks > zone_blocks {
+                return Some(format!("zone {} has {} live blocks recorded", s.zone, s.live_blocks));
+            }
+            if s.sequence >= image.next_sequence {
+                return Some(format!("zone {}'s sequence {} is not below the next", s.zone, s.sequence));
+            }
+        }
+        let physical = u64::from(self.geometry.zone_count) * zone_blocks;
+        for (page, &packed) in image.directory.iter().enumerate() {
+            if packed == UNMAPPED {
+                continue;
+            }
+            let zone = u64::from(packed) / zone_blocks;
+            if u64::from(packed) >= physical || !self.segments.contains_key(&(zone as u32)) {
+                return Some(format!("page {page}'s mapping block lies outside every segment"));
+            }
+        }
+        None
+    }
+
+    /// Whether this zone's segment is taken from the checkpoint without reading anything
+    /// past its headers (it matched: every segment is).
+    pub(super) fn skips_contents(&self, _zone: u32) -> bool {
+        self.from_checkpoint
+    }
+
+    /// The checkpoint's record of the segment in `zone`, when the start began from one.
+    pub(super) fn checkpointed(&self, zone: u32) -> Option<&CheckpointSegment> {
+        let image = self.checkpoint.as_ref().filter(|_| self.from_checkpoint)?;
+        image.segments.binary_search_by_key(&zone, |s| s.zone).ok().map(|i| &image.segments[i])
+    }
+
+    /// The table side of the checkpoint the start began from.
+    pub(super) fn checkpoint_table(&self) -> Option<CheckpointTable> {
+        let image = self.checkpoint.as_ref().filter(|_| self.from_checkpoint)?;
+        Some(CheckpointTable {
+            directory: image.directory.clone(),
+            live_blocks: image.segments.iter().map(|s| (s.zone, s.live_blocks)).collect(),
+        })
+    }
+}

@@ -1,0 +1,213 @@
+//! Checkpointed starts: a clean stop of an array that keeps a checkpoint writes its whole
+//! L2P table back and hands out the checkpoint; the next start, offered it, reads no
+//! footer of a Zone Write segment and maps every block from the directory; a checkpoint
+//! that no longer matches the drives (written to, reclaimed, crashed) is not used, and
+//! the full replay it falls back to still finds every acknowledged block.
+
+use std::collections::HashMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use zapraid_engine::format::CheckpointImage;
+use zapraid_engine::{Config, L2pConfig, Mode, RaidLevel, Request, Simulator};
+
+mod common;
+use common::BLOCK;
+
+const LOGICAL_BLOCKS: u64 = 2048;
+const PAGE_ENTRIES: u64 = 16;
+const BUDGET_PAGES: u64 = 4;
+const ZONES: u32 = 48;
+
+fn geometry() -> zapraid_zns::Geometry {
+    common::geometry(ZONES, 8, 10)
+}
+
+fn config(level: RaidLevel, mode: Mode) -> Config {
+    let base = common::config(level, mode, 1, LOGICAL_BLOCKS);
+    let l2p = L2pConfig {
+        budget_bytes: Some(BUDGET_PAGES * BLOCK as u64),
+        page_entries: Some(PAGE_ENTRIES),
+        checkpoint: true,
+    };
+    Config { l2p, ..base }
+}
+
+/// Writes `count` random blocks (batches of concurrent writes), some discards, and
+/// records what each LBA holds.
+fn write_random(sim: &mut Simulator, model: &mut HashMap<u64, Vec<u8>>, rng: &mut ChaCha8Rng, count: u64, round: u64) {
+    let mut id = round * 1_000_000;
+    for i in 0..count {
+        let lba = rng.random_range(0..LOGICAL_BLOCKS);
+        if i % 37 == 36 {
+            sim.submit(id, Request::Discard { lba, blocks: 1 });
+            model.remove(&lba);
+        } else {
+            let data = common::named_block(lba, round * 100_000 + i);
+            model.insert(lba, data.clone());
+            sim.submit(id, Request::Write { lba, data });
+        }
+        id += 1;
+        if i % 8 == 7 {
+            for r in sim.run_until_idle() {
+                r.result.expect("a write or discard failed");
+            }
+        }
+    }
+    for r in sim.run_until_idle() {
+        r.result.expect("a write or discard failed");
+    }
+}
+
+fn check_reads(sim: &mut Simulator, model: &HashMap<u64, Vec<u8>>, what: &str) {
+    let id = u64::MAX - 1;
+    sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
+    let got = sim.run_until_response(id).expect("the read is answered").result;
+    let got = got.unwrap_or_else(|e| panic!("{what}: the read failed: {e}"));
+    for lba in 0..LOGICAL_BLOCKS {
+        let block = &got[lba as usize * BLOCK..][..BLOCK];
+        match model.get(&lba) {
+            Some(data) => assert!(block == &data[..], "{what}: LBA {lba} does not read back"),
+            None => assert!(block.iter().all(|b| *b == 0), "{what}: discarded or unwritten LBA {lba} reads data"),
+        }
+    }
+}
+
+fn stop_and_checkpoint(mut sim: Simulator, generation: u64) -> (Vec<zapraid_zns::EmulatedDrive>, CheckpointImage) {
+    sim.stop();
+    let image = sim.engine.checkpoint(generation).expect("a stopped engine that keeps one has a checkpoint");
+    // It survives its trip through the drives' bytes.
+    let image = CheckpointImage::decode(&image.encode(BLOCK as u32)).expect("the checkpoint decodes");
+    assert_eq!(image.generation, generation);
+    (sim.power_cut().unwrap(), image)
+}
+
+fn schemes() -> [(RaidLevel, Mode); 3] {
+    [
+        (RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly),
+        (RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }),
+        (RaidLevel::Raid6 { drives: 6 }, Mode::ZapRaid { group_size: 4 }),
+    ]
+}
+
+#[test]
+fn a_start_from_a_checkpoint_reads_less_and_finds_every_block() {
+    for (level, mode) in schemes() {
+        let config = config(level, mode);
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let mut model = HashMap::new();
+        let mut sim = Simulator::new(geometry(), config, 11, None).unwrap();
+        // Enough overwrites that garbage collection runs.
+        write_random(&mut sim, &mut model, &mut rng, 3 * LOGICAL_BLOCKS, 1);
+        assert!(sim.engine.status().segments_reclaimed > 0, "{mode:?}: garbage collection ran");
+        let (drives, image) = stop_and_checkpoint(sim, 1);
+        assert!(image.directory.iter().any(|e| *e != u32::MAX), "pages were written back");
+
+        // The same drives replayed in full first, for comparison (its start writes nothing
+        // the checkpoint does not name: power is cut right after it).
+        let full = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], None).unwrap();
+        let replayed = full.recovery_report;
+        let drives = full.power_cut().unwrap();
+        let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image)).unwrap();
+        let from_checkpoint = sim.recovery_report;
+        eprintln!(
+            "{level:?} {mode:?}: start read {} blocks from the checkpoint, {} replaying every footer",
+            from_checkpoint.blocks_read, replayed.blocks_read
+        );
+        assert_eq!(from_checkpoint.checkpoint_generation, Some(1), "{mode:?}: the checkpoint was used");
+        assert_eq!(replayed.checkpoint_generation, None);
+        assert!(from_checkpoint.blocks_read < replayed.blocks_read, "{mode:?}: the checkpoint saved no reads");
+        // Only the headers were read (the stripe tables are in the checkpoint).
+        let headers = u64::from(ZONES) * sim.engine.layout().drives() as u64;
+        assert!(from_checkpoint.blocks_read <= headers, "{} blocks read", from_checkpoint.blocks_read);
+        // Nothing waits in memory: pages come from the drives as they are needed.
+        assert_eq!(sim.engine.status().l2p.cached_pages, 0);
+        check_reads(&mut sim, &model, "after the checkpointed start");
+        sim.run_until_idle();
+
+        // It keeps working: more writes and collections, a second stop and checkpoint.
+        write_random(&mut sim, &mut model, &mut rng, 2 * LOGICAL_BLOCKS, 2);
+        let (drives, image) = stop_and_checkpoint(sim, 2);
+        let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image)).unwrap();
+        assert_eq!(sim.recovery_report.checkpoint_generation, Some(2));
+        check_reads(&mut sim, &model, "after the second checkpointed start");
+    }
+}
+
+#[test]
+fn a_stale_checkpoint_is_not_used_and_the_replay_finds_every_block() {
+    for (level, mode) in schemes() {
+        let config = config(level, mode);
+        let mut rng = ChaCha8Rng::seed_from_u64(12);
+        let mut model = HashMap::new();
+        let mut sim = Simulator::new(geometry(), config, 12, None).unwrap();
+        write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS, 1);
+        let (drives, image) = stop_and_checkpoint(sim, 1);
+
+        // A start from it, a crash before anything is written: it still matches.
+        let sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image.clone())).unwrap();
+        let drives = sim.power_cut().unwrap();
+        let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image.clone())).unwrap();
+        assert_eq!(sim.recovery_report.checkpoint_generation, Some(1), "{mode:?}: nothing was written since");
+        check_reads(&mut sim, &model, "after a crash with nothing written");
+
+        // Writes and collections after it, then a crash: the drives hold segments it does
+        // not name, and it names segments reclaimed since.
+        write_random(&mut sim, &mut model, &mut rng, 2 * LOGICAL_BLOCKS, 2);
+        let drives = sim.power_cut().unwrap();
+        let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image)).unwrap();
+        assert_eq!(sim.recovery_report.checkpoint_generation, None, "{mode:?}: the stale checkpoint was used");
+        sim.run_until_idle();
+        // Discards are not durable across a crash (a replay finds the old copy), so only
+        // the written blocks are compared, and discarded ones read as zeros or old data.
+        let id = u64::MAX - 2;
+        sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
+        let got = sim.run_until_response(id).unwrap().result.unwrap();
+        for (lba, data) in &model {
+            assert!(&got[*lba as usize * BLOCK..][..BLOCK] == &data[..], "{mode:?}: LBA {lba} lost after the replay");
+        }
+    }
+}
+
+#[test]
+fn a_checkpoint_after_a_full_replay_holds_every_recovered_entry() {
+    let config = config(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 });
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let mut model = HashMap::new();
+    let mut sim = Simulator::new(geometry(), config, 13, None).unwrap();
+    write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS, 1);
+    // A crash: the next start replays everything into the recovery overlay.
+    let drives = sim.power_cut().unwrap();
+    let sim = Simulator::recover(geometry(), config, drives).unwrap();
+    assert_eq!(sim.recovery_report.checkpoint_generation, None);
+    // Discards are not durable across the crash: the model takes what the replay found.
+    let mut sim = sim;
+    let id = u64::MAX - 3;
+    sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
+    let got = sim.run_until_response(id).unwrap().result.unwrap();
+    let model: HashMap<u64, Vec<u8>> = (0..LOGICAL_BLOCKS)
+        .map(|lba| (lba, got[lba as usize * BLOCK..][..BLOCK].to_vec()))
+        .filter(|(_, b)| b.iter().any(|x| *x != 0))
+        .collect();
+    // The stop writes every page the overlay touches back.
+    let (drives, image) = stop_and_checkpoint(sim, 7);
+    let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image)).unwrap();
+    assert_eq!(sim.recovery_report.checkpoint_generation, Some(7));
+    check_reads(&mut sim, &model, "after a checkpoint taken over a full replay");
+}
+
+#[test]
+fn a_checkpointed_start_with_a_failed_drive_reads_every_block() {
+    for (level, mode) in schemes() {
+        let config = config(level, mode);
+        let mut rng = ChaCha8Rng::seed_from_u64(14);
+        let mut model = HashMap::new();
+        let mut sim = Simulator::new(geometry(), config, 14, None).unwrap();
+        write_random(&mut sim, &mut model, &mut rng, 2 * LOGICAL_BLOCKS, 1);
+        let (mut drives, image) = stop_and_checkpoint(sim, 1);
+        drives[1].fail();
+        let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[1], Some(image)).unwrap();
+        assert_eq!(sim.recovery_report.checkpoint_generation, Some(1), "{mode:?}");
+        check_reads(&mut sim, &model, &format!("{mode:?} degraded, from the checkpoint"));
+    }
+}
