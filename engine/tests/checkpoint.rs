@@ -36,8 +36,7 @@ fn config(level: RaidLevel, mode: Mode) -> Config {
 /// Writes `count` random blocks (batches of concurrent writes), some discards, and
 /// records what each LBA holds.
 fn write_random(sim: &mut Simulator, model: &mut HashMap<u64, Vec<u8>>, rng: &mut ChaCha8Rng, count: u64, round: u64) {
-    let mut id = round * 1_000_000;
-    for i in 0..count {
+    for (id, i) in (round * 1_000_000..).zip(0..count) {
         let lba = rng.random_range(0..LOGICAL_BLOCKS);
         if i % 37 == 36 {
             sim.submit(id, Request::Discard { lba, blocks: 1 });
@@ -47,7 +46,6 @@ fn write_random(sim: &mut Simulator, model: &mut HashMap<u64, Vec<u8>>, rng: &mu
             model.insert(lba, data.clone());
             sim.submit(id, Request::Write { lba, data });
         }
-        id += 1;
         if i % 8 == 7 {
             for r in sim.run_until_idle() {
                 r.result.expect("a write or discard failed");
@@ -164,7 +162,7 @@ fn a_stale_checkpoint_is_not_used_and_the_replay_finds_every_block() {
         sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
         let got = sim.run_until_response(id).unwrap().result.unwrap();
         for (lba, data) in &model {
-            assert!(&got[*lba as usize * BLOCK..][..BLOCK] == &data[..], "{mode:?}: LBA {lba} lost after the replay");
+            assert!(got[*lba as usize * BLOCK..][..BLOCK] == data[..], "{mode:?}: LBA {lba} lost after the replay");
         }
     }
 }
