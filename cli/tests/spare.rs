@@ -143,11 +143,7 @@ impl World {
         let mut assembled = assemble(&paths).unwrap_or_else(|e| panic!("assemble {paths:?}: {e}"));
         let engine = recover(&mut assembled).unwrap();
         let block = assembled.geometry.block_size_bytes as usize;
-        let record = FailureRecord {
-            superblock: assembled.superblock,
-            next_lba: assembled.superblock_next_lba.clone(),
-            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
-        };
+        let record = FailureRecord::of(&assembled);
         let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
         let (tx, answers) = crossbeam_channel::unbounded::<Answer>();
         let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });

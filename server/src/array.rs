@@ -21,6 +21,7 @@ use zapraid_zns::{
 };
 
 pub use crate::assembly::{assemble, assemble_with, Assembled};
+use crate::checkpoint::{read_newest, CheckpointArea};
 pub use crate::degraded::NewlyMissing;
 use crate::error::{Error, Result};
 use crate::superblock::superblock_writes;
@@ -205,16 +206,23 @@ pub fn format_with_spares(
         return Err(Error::Config { reason: "no drives given".into() });
     };
     let mut spare_drives = crate::spare::check_format_spares(spares, &raw, options.force)?;
+    // An array with an L2P budget keeps a checkpoint (`checkpoint`) in zones after the
+    // superblock's, sized for the largest it can have.
+    let checkpoint = options.l2p_budget_bytes.map(|_| {
+        let most_logical = plan.capacity_blocks(raw.zone_count.saturating_sub(SUPERBLOCK_ZONES));
+        CheckpointArea::for_array(&raw, &plan, most_logical)
+    });
+    let reserved_zones = checkpoint.map_or(SUPERBLOCK_ZONES, |area| area.reserved_zones());
     // What garbage collection and recovery need stays unexported (engine/src/capacity.rs).
-    let logical_blocks = plan.capacity_blocks(raw.zone_count.saturating_sub(SUPERBLOCK_ZONES));
+    let logical_blocks = plan.capacity_blocks(raw.zone_count.saturating_sub(reserved_zones));
     if logical_blocks == 0 {
         return Err(Error::Config {
             reason: format!(
-                "the drives have {} zones; an array of {} needs more than {} ({SUPERBLOCK_ZONES} for its superblock, \
-                 {} kept empty or open for writing, garbage collection and recovery)",
+                "the drives have {} zones; an array of {} needs more than {} ({reserved_zones} for its superblock \
+                 and checkpoint, {} kept empty or open for writing, garbage collection and recovery)",
                 raw.zone_count,
                 crate::zone_limits::open_segments_words(&plan),
-                SUPERBLOCK_ZONES + plan.reserved_segments(),
+                reserved_zones + plan.reserved_segments(),
                 plan.reserved_segments()
             ),
         });
@@ -254,7 +262,7 @@ pub fn format_with_spares(
             chunk_bytes: chunk_bytes.into(),
             group_size: group_size.into(),
             block_size_bytes: raw.block_size_bytes.into(),
-            reserved_zones: SUPERBLOCK_ZONES.into(),
+            reserved_zones: reserved_zones.into(),
             logical_blocks: logical_blocks.into(),
             stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS.into(),
             created_unix_s: unix_now_s().into(),
@@ -289,9 +297,27 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
     let with_drive_zones = |error| engine_error_on_drive_zones(error, reserved_zones);
     let mut recovery = Recovery::with_failed_drives(assembled.geometry, assembled.config, &assembled.failed)
         .map_err(with_drive_zones)?;
+    // A rebuild in progress reads the drives (what the new drive holds is checked against
+    // them): a checkpoint is offered only to other starts.
+    let rebuilding = assembled.superblock.rebuilding_drives.get() != 0;
+    if let Some(place) = assembled.checkpoint.as_mut().filter(|_| !rebuilding) {
+        let uuid = assembled.config.array_uuid;
+        let (newest, highest) = read_newest(&mut assembled.drives, &assembled.failed, place.area, uuid);
+        place.next_generation = place.next_generation.max(highest + 1);
+        match newest {
+            Some(image) => recovery.use_checkpoint(image),
+            None => tracing::info!("no checkpoint found: every segment is replayed"),
+        }
+    }
     while !recovery.is_done() {
         recovery.run_round(&mut assembled.drives).map_err(with_drive_zones)?;
     }
+    let report = recovery.report();
+    match report.checkpoint_generation {
+        Some(generation) => tracing::info!(generation, blocks_read = report.blocks_read, "started from the checkpoint"),
+        None => tracing::info!(blocks_read = report.blocks_read, "started by replaying every segment"),
+    }
+    assembled.recovery_report = Some(report);
     recovery.finish().map_err(with_drive_zones)
 }
 

@@ -20,6 +20,7 @@ use zapraid_engine::{Config, Mode, RaidLevel, SegmentPlan, PAPER_LOOKUP_PS_PER_E
 use zapraid_zns::{Geometry, MissingDrive, ReservedZones, ZonedDevice};
 
 use crate::array::{open_drive, refuse_repeated_drives, uuid_text, Drive};
+use crate::checkpoint::{CheckpointArea, CheckpointPlace};
 use crate::degraded::{check_absent, record_failed, AbsentDrive, NewlyMissing, UnusableDrive};
 use crate::error::{Error, Result};
 use crate::spare::{read_spare_record, spare_text};
@@ -34,6 +35,11 @@ pub struct Assembled {
     /// drives failed), and per drive where its next one goes (0 for absent drives).
     pub superblock: ArraySuperblock,
     pub superblock_next_lba: Vec<u64>,
+    /// Where the array keeps its checkpoint, if it does (`checkpoint`), and the next
+    /// checkpoint's generation (known once `recover` has read them).
+    pub checkpoint: Option<CheckpointPlace>,
+    /// What the start's recovery read (`recover` sets it): from a checkpoint or not.
+    pub recovery_report: Option<zapraid_engine::RecoveryReport>,
     /// Drives the superblock records as failed (the absent ones among them).
     pub failed: Vec<usize>,
     /// Drives absent at this start, and drives given that were not used.
@@ -138,7 +144,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         l2p: zapraid_engine::L2pConfig {
             budget_bytes: Some(newest.l2p_budget_bytes.get()).filter(|b| *b > 0),
             page_entries: None,
-            checkpoint: false,
+            checkpoint: CheckpointArea::of(newest.reserved_zones.get()).is_some(),
         },
         array_uuid: newest.array_uuid,
     };
@@ -215,6 +221,8 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         drives,
         superblock,
         superblock_next_lba: next_lba,
+        checkpoint: CheckpointArea::of(reserved_zones).map(|area| CheckpointPlace { area, next_generation: 1 }),
+        recovery_report: None,
         failed: failed_drives(&superblock),
         absent,
         unusable,

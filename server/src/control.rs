@@ -51,6 +51,9 @@ pub struct Identity {
     pub device: Option<String>,
     /// The drives' geometry, superblock zones included (a replacement must have it).
     pub drive_geometry: zapraid_zns::Geometry,
+    /// Zones before the array's own on each drive (superblock, checkpoint): a new drive
+    /// sets aside as many.
+    pub reserved_zones: u32,
 }
 
 /// Set when the array has stopped cleanly; `stop` answers only then.
@@ -235,9 +238,9 @@ fn replace(identity: &Mutex<Identity>, engine: &EngineSender, spares: &Spares, l
             path.display()
         ));
     }
-    let (geometry, members) = {
+    let (geometry, members, reserved_zones) = {
         let id = identity.lock().expect("identity");
-        (id.drive_geometry, id.canonical_drives.clone())
+        (id.drive_geometry, id.canonical_drives.clone(), id.reserved_zones)
     };
     // Refused before the new drive is touched; the engine thread checks again.
     if let Some(status) = query_status(engine) {
@@ -256,10 +259,11 @@ fn replace(identity: &Mutex<Identity>, engine: &EngineSender, spares: &Spares, l
     if drive >= members.len() {
         return error_json(&Error::NoSuchDrive { drive, drives: members.len() }.to_string());
     }
-    let device = match crate::replace::prepare_new_drive(path, drive, &geometry, &members, force == "force") {
-        Ok(device) => device,
-        Err(e) => return error_json(&e.to_string()),
-    };
+    let device =
+        match crate::replace::prepare_new_drive(path, drive, &geometry, reserved_zones, &members, force == "force") {
+            Ok(device) => device,
+            Err(e) => return error_json(&e.to_string()),
+        };
     match crate::replace::swap_in(identity, engine, drive, device, path, rebuild_rate_bytes_per_s) {
         Ok(()) => {
             spares.forget_rebuild(drive);
@@ -497,6 +501,7 @@ mod tests {
             canonical_drives: vec![Some("/d0".into()); level.shape().0 + level.shape().1],
             device: None,
             drive_geometry: zapraid_zns::Geometry::small(4, 64, 60),
+            reserved_zones: 1,
         }
     }
 

@@ -14,6 +14,7 @@
 
 pub mod array;
 pub mod assembly;
+pub mod checkpoint;
 pub mod control;
 pub mod degraded;
 pub mod driver;

@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use zapraid_zns::{execute, Command, Geometry, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
 
-use crate::array::{open_drive, uuid_text, Assembled, Drive, SUPERBLOCK_ZONES};
+use crate::array::{open_drive, uuid_text, Assembled, Drive};
 use crate::control::Identity;
 use crate::driver::{EngineLoop, EngineSender, Message};
 use crate::error::{Error, Result};
@@ -35,6 +35,7 @@ pub fn prepare_new_drive(
     path: &Path,
     drive: usize,
     raw: &Geometry,
+    reserved_zones: u32,
     members: &[Option<String>],
     force: bool,
 ) -> Result<ReservedZones<Drive>> {
@@ -42,7 +43,7 @@ pub fn prepare_new_drive(
         |index: usize| format!("it is drive {index} of this array; give a new drive to rebuild drive {drive} onto");
     let mut device = check_new_drive(path, raw, members, force, member)?;
     reset_every_zone(&mut device, raw, path)?;
-    ReservedZones::new(device, SUPERBLOCK_ZONES).map_err(|error| Error::Drive { path: path.to_path_buf(), error })
+    ReservedZones::new(device, reserved_zones).map_err(|error| Error::Drive { path: path.to_path_buf(), error })
 }
 
 /// Opens the drive at `path` to join an array whose drives have the raw geometry `raw`

@@ -170,12 +170,9 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
             zone_count: assembled.geometry.zone_count + assembled.superblock.reserved_zones.get(),
             ..assembled.geometry
         },
+        reserved_zones: assembled.superblock.reserved_zones.get(),
     }));
-    let record = FailureRecord {
-        superblock: assembled.superblock,
-        next_lba: assembled.superblock_next_lba.clone(),
-        zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
-    };
+    let record = FailureRecord::of(&assembled);
     let thread = EngineThread::spawn(engine, assembled.drives, shape.block_size_bytes, record)?;
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
     let dev_id: Arc<Mutex<Option<i32>>> = Arc::new(Mutex::new(None));

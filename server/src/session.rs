@@ -28,11 +28,7 @@ impl Session {
     /// Recovers the assembled array and starts its engine thread.
     pub fn start(mut assembled: Assembled) -> Result<Session> {
         let engine = recover(&mut assembled)?;
-        let record = FailureRecord {
-            superblock: assembled.superblock,
-            next_lba: assembled.superblock_next_lba.clone(),
-            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
-        };
+        let record = FailureRecord::of(&assembled);
         let block_bytes = assembled.geometry.block_size_bytes as usize;
         let open_segments = assembled.config.open_segments;
         let thread = EngineThread::spawn(engine, assembled.drives, block_bytes as u32, record)?;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use zapraid_engine::format::SpareRecord;
 use zapraid_zns::ReservedZones;
 
-use crate::array::{open_drive, Drive, SUPERBLOCK_ZONES};
+use crate::array::{open_drive, Drive};
 use crate::control::{query_status, Identity};
 use crate::driver::{EngineSender, Message};
 use crate::error::{Error, Result};
@@ -184,9 +184,9 @@ pub fn supply(spares: &Spares, identity: &Mutex<Identity>, engine: &EngineSender
     if status.stopping || status.engine.rebuild.is_some() || !spares.any_ready() {
         return Supplied::Nothing;
     }
-    let (level, raw) = {
+    let (level, raw, reserved_zones) = {
         let id = identity.lock().expect("identity");
-        (id.level, id.drive_geometry)
+        (id.level, id.drive_geometry, id.reserved_zones)
     };
     if failed.len() > level.tolerated_failures() {
         // The array's data is lost: nothing to rebuild from.
@@ -194,7 +194,7 @@ pub fn supply(spares: &Spares, identity: &Mutex<Identity>, engine: &EngineSender
     }
     let Some((path, mut device)) = spares.take_ready() else { return Supplied::Nothing };
     let prepared = reset_every_zone(&mut device, &raw, &path).and_then(|()| {
-        ReservedZones::new(device, SUPERBLOCK_ZONES).map_err(|error| Error::Drive { path: path.clone(), error })
+        ReservedZones::new(device, reserved_zones).map_err(|error| Error::Drive { path: path.clone(), error })
     });
     let device = match prepared {
         Ok(device) => device,

@@ -1,0 +1,207 @@
+//! Where an array keeps its checkpoint (`zapraid_engine::format::checkpoint`): the zones
+//! right after the superblock zone, set aside at format for an array with an L2P memory
+//! budget. Two copies of `zones_per_copy` zones each, used in turn by generation (even
+//! generations in the first, odd in the second), on every drive (mirrored: any drive's
+//! readable copy serves).
+//!
+//! A copy is written whole after a clean stop (its zones reset, then its blocks from the
+//! first one on), and read at start: the valid copy with the highest generation on any
+//! drive is offered to recovery, which uses it only if it matches the drives. A torn or
+//! damaged copy fails its CRC and is passed over; the other copy is older and is refused
+//! as stale, so the worst a lost checkpoint costs is a full replay.
+//!
+//! Invariants: an array's reserved zones are 1 (no checkpoint) or 1 + 2 * zones_per_copy;
+//! a copy's image fits its zones (checked at format with the largest image the array can
+//! have, and again before each write).
+
+use zapraid_engine::format::{checkpoint_image_bytes, mapping_entries_per_block, CheckpointImage};
+use zapraid_engine::stripe_table::CompactStripeTable;
+use zapraid_engine::SegmentPlan;
+use zapraid_zns::{execute, Command, Done, Geometry, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
+
+use crate::array::{Drive, SUPERBLOCK_ZONES};
+
+/// Where the checkpoint copies are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointArea {
+    pub zones_per_copy: u32,
+}
+
+/// The area, and the generation the next checkpoint gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointPlace {
+    pub area: CheckpointArea,
+    pub next_generation: u64,
+}
+
+impl CheckpointArea {
+    /// The area of an array with `reserved_zones` (None: it keeps no checkpoint).
+    pub fn of(reserved_zones: u32) -> Option<Self> {
+        let extra = reserved_zones.checked_sub(SUPERBLOCK_ZONES)?;
+        (extra >= 2 && extra % 2 == 0).then_some(CheckpointArea { zones_per_copy: extra / 2 })
+    }
+
+    /// Zones per copy an array needs for its largest checkpoint: every zone a segment,
+    /// each with the largest stripe table its layouts have, and a directory entry per page
+    /// of `logical_blocks`.
+    pub fn for_array(raw: &Geometry, plan: &SegmentPlan, logical_blocks: u64) -> Self {
+        let segments = raw.zone_count as usize;
+        let table_bytes = plan.layouts().iter().map(CompactStripeTable::encoded_bytes).max().unwrap_or(0) as u64;
+        let per_page = mapping_entries_per_block(raw.block_size_bytes).max(1) as u64;
+        let pages = logical_blocks.div_ceil(per_page) as usize;
+        let bytes = checkpoint_image_bytes(segments, pages, segments as u64 * table_bytes);
+        let zone_bytes = raw.zone_capacity_blocks * u64::from(raw.block_size_bytes);
+        CheckpointArea { zones_per_copy: bytes.div_ceil(zone_bytes).max(1) as u32 }
+    }
+
+    pub fn reserved_zones(&self) -> u32 {
+        SUPERBLOCK_ZONES + 2 * self.zones_per_copy
+    }
+
+    fn first_zone(&self, generation: u64) -> u32 {
+        SUPERBLOCK_ZONES + (generation % 2) as u32 * self.zones_per_copy
+    }
+
+    fn capacity_blocks(&self, raw: &Geometry) -> u64 {
+        u64::from(self.zones_per_copy) * raw.zone_capacity_blocks
+    }
+
+    /// The raw LBA of block `index` of the copy starting at zone `first_zone`.
+    fn lba(&self, raw: &Geometry, first_zone: u32, index: u64) -> u64 {
+        let zone = first_zone + (index / raw.zone_capacity_blocks) as u32;
+        raw.zone_start_lba(zone) + index % raw.zone_capacity_blocks
+    }
+}
+
+/// The newest checkpoint any drive not in `skip` holds for array `uuid`, and the highest
+/// generation seen (valid or not: the next one goes past it). Reads one copy's first
+/// block per drive until a copy decodes; a copy that does not is looked for on the next
+/// drive.
+pub fn read_newest(
+    drives: &mut [ReservedZones<Drive>],
+    skip: &[usize],
+    area: CheckpointArea,
+    uuid: [u8; 16],
+) -> (Option<CheckpointImage>, u64) {
+    let mut newest: Option<CheckpointImage> = None;
+    let mut highest = 0;
+    for copy in 0..2u64 {
+        for (index, drive) in drives.iter_mut().enumerate() {
+            if skip.contains(&index) {
+                continue;
+            }
+            let inner = drive.inner_mut();
+            match read_copy(inner.as_mut(), area, copy) {
+                Ok(image) if image.array_uuid == uuid => {
+                    highest = highest.max(image.generation);
+                    if newest.as_ref().is_none_or(|n| n.generation < image.generation) {
+                        newest = Some(image);
+                    }
+                    break; // the other drives hold the same copy
+                }
+                Ok(_) => tracing::warn!(drive = index, copy, "a checkpoint of another array: passed over"),
+                Err(reason) => tracing::debug!(drive = index, copy, "no checkpoint read: {reason}"),
+            }
+        }
+    }
+    (newest, highest)
+}
+
+fn read_copy(drive: &mut dyn ZonedDevice, area: CheckpointArea, copy: u64) -> Result<CheckpointImage, String> {
+    let raw = drive.geometry();
+    let (bs, ms) = (raw.block_size_bytes as usize, raw.metadata_bytes_per_block as usize);
+    let first_zone = area.first_zone(copy);
+    let read = |drive: &mut dyn ZonedDevice, index: u64, blocks: u64| -> Result<Vec<u8>, String> {
+        let lba = area.lba(&raw, first_zone, index);
+        let command =
+            Command::Read { lba, data: vec![0; blocks as usize * bs], metadata: vec![0; blocks as usize * ms] };
+        let completion = execute(drive, command);
+        match completion.result {
+            Ok(Done::Read) => Ok(completion.data),
+            Ok(other) => Err(format!("unexpected answer {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    let mut image = read(drive, 0, 1)?;
+    let image_bytes = CheckpointImage::image_bytes(&image).map_err(|e| e.to_string())?;
+    let blocks = image_bytes.div_ceil(bs as u64);
+    if blocks > area.capacity_blocks(&raw) {
+        return Err(format!("{image_bytes} bytes recorded, more than the copy's zones hold"));
+    }
+    let mut index = 1;
+    while index < blocks {
+        // Within one zone and one transfer at a time.
+        let left_in_zone = raw.zone_capacity_blocks - index % raw.zone_capacity_blocks;
+        let count = (blocks - index).min(left_in_zone).min(u64::from(raw.max_transfer_blocks));
+        image.extend(read(drive, index, count)?);
+        index += count;
+    }
+    CheckpointImage::decode(&image).map_err(|e| e.to_string())
+}
+
+/// Writes `image` as its generation's copy on every drive not in `skip`: resets the
+/// copy's zones, then writes its blocks. Errors name the drive; the other drives' copies
+/// are still written.
+pub fn write(
+    drives: &mut [ReservedZones<Drive>],
+    skip: &[usize],
+    area: CheckpointArea,
+    image: &CheckpointImage,
+) -> Result<(), String> {
+    let mut errors = Vec::new();
+    for (index, drive) in drives.iter_mut().enumerate() {
+        if skip.contains(&index) {
+            continue;
+        }
+        if let Err(e) = write_copy(drive.inner_mut().as_mut(), area, image) {
+            errors.push(format!("drive {index}: {e}"));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+fn write_copy(drive: &mut dyn ZonedDevice, area: CheckpointArea, image: &CheckpointImage) -> Result<(), String> {
+    let raw = drive.geometry();
+    let bs = raw.block_size_bytes as usize;
+    let bytes = image.encode(raw.block_size_bytes);
+    let blocks = (bytes.len() / bs) as u64;
+    if blocks > area.capacity_blocks(&raw) {
+        return Err(format!("a checkpoint of {blocks} blocks does not fit {} zones", area.zones_per_copy));
+    }
+    let first_zone = area.first_zone(image.generation);
+    let check = |c: zapraid_zns::Completion, what: &str| c.result.map(|_| ()).map_err(|e| format!("{what}: {e}"));
+    for zone in first_zone..first_zone + area.zones_per_copy {
+        let target = ZoneTarget::Zone { start_lba: raw.zone_start_lba(zone) };
+        check(execute(drive, Command::ManageZone { action: ZoneAction::Reset, target }), "zone reset")?;
+    }
+    let mut index = 0;
+    while index < blocks {
+        let left_in_zone = raw.zone_capacity_blocks - index % raw.zone_capacity_blocks;
+        let count = (blocks - index).min(left_in_zone).min(u64::from(raw.max_transfer_blocks));
+        let data = bytes[index as usize * bs..(index + count) as usize * bs].to_vec();
+        let metadata = vec![0; count as usize * raw.metadata_bytes_per_block as usize];
+        let lba = area.lba(&raw, first_zone, index);
+        check(execute(drive, Command::Write { lba, data, metadata }), "checkpoint write")?;
+        index += count;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn areas_are_two_copies_after_the_superblock_zone() {
+        assert_eq!(CheckpointArea::of(1), None);
+        assert_eq!(CheckpointArea::of(2), None);
+        assert_eq!(CheckpointArea::of(5), Some(CheckpointArea { zones_per_copy: 2 }));
+        let area = CheckpointArea { zones_per_copy: 3 };
+        assert_eq!(area.reserved_zones(), 7);
+        assert_eq!((area.first_zone(4), area.first_zone(7)), (1, 4));
+    }
+}
