@@ -91,6 +91,7 @@ pub fn print_status(s: &Value) {
         s["segments"]["reclaimed"]
     );
     println!("  {}", l2p_line(&s["l2p"]));
+    println!("  {}", start_line(&s["start"]));
     let r = &s["repairs"];
     let count = |field: &str| r[field].as_u64().unwrap_or(0);
     println!(
@@ -109,6 +110,16 @@ pub fn print_status(s: &Value) {
         io["reads"], io["writes"], io["flushes"], io["discards"], io["errors"],
         lat["read"]["p50"], lat["read"]["p99"], lat["write"]["p50"], lat["write"]["p99"]
     );
+}
+
+/// What the last start read, in one line: "start: from checkpoint 3, 120 blocks read" or
+/// "start: replayed every segment, 5,000 blocks read".
+pub fn start_line(start: &Value) -> String {
+    let blocks = start["blocks_read"].as_u64().unwrap_or(0);
+    match start["checkpoint_generation"].as_u64() {
+        Some(generation) => format!("start: from checkpoint {generation}, {blocks} blocks read"),
+        None => format!("start: replayed every segment, {blocks} blocks read"),
+    }
 }
 
 /// The running rebuild in one line: "rebuild of drive 1: 40.0% (4 of 10 segments),

@@ -393,6 +393,13 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
             "blocks_relocated": s.engine.blocks_relocated,
             "to_reclaim": s.engine.segments_to_reclaim,
         },
+        // What the last start read: the checkpoint it began from (null: it replayed every
+        // segment), and how many blocks.
+        "start": {
+            "checkpoint_generation": s.engine.start.checkpoint_generation,
+            "blocks_read": s.engine.start.blocks_read,
+            "zones_scanned": s.engine.start.zones_scanned,
+        },
         "repairs": {
             "damaged_structures_at_start": s.engine.recovery_repairs.damaged_structures,
             "blocks_repaired_at_start": s.engine.recovery_repairs.blocks_repaired,

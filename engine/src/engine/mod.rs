@@ -207,6 +207,8 @@ pub struct Engine {
     segments_reclaimed: u64,
     blocks_relocated: u64,
     recovery_repairs: crate::recovery::Repairs,
+    /// What the start read (from a checkpoint, or every segment).
+    start_report: crate::recovery::RecoveryReport,
     read_blocks_repaired: u64,
     stop: StopState,
     stripes: HashMap<u64, Stripe>,
@@ -295,6 +297,7 @@ impl Engine {
             restoring_reserve: false,
             segments_reclaimed: 0,
             recovery_repairs: Default::default(),
+            start_report: Default::default(),
             read_blocks_repaired: 0,
             blocks_relocated: 0,
             stop: StopState::Running,
@@ -356,6 +359,7 @@ impl Engine {
         self.next_sequence = recovered.next_sequence;
         self.next_timestamp = recovered.next_timestamp;
         self.recovery_repairs = recovered.repairs;
+        self.start_report = recovered.report;
         for drive in recovered.failed_drives {
             self.fail_drive(drive);
         }

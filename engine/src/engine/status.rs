@@ -24,6 +24,8 @@ pub struct Status {
     pub segments_to_reclaim: u32,
     /// Damage the last start found on the drives and what it rebuilt or lost.
     pub recovery_repairs: crate::recovery::Repairs,
+    /// What the last start read: a checkpoint (its generation) or every segment.
+    pub start: crate::recovery::RecoveryReport,
     /// Blocks read from a working drive that were damaged (bad checksum, wrong LBA or
     /// segment, media error) and were rebuilt from their stripe.
     pub read_blocks_repaired: u64,
@@ -113,6 +115,7 @@ impl Engine {
             blocks_relocated: self.blocks_relocated,
             segments_to_reclaim: segments().filter(|s| s.reclaim_first).count() as u32,
             recovery_repairs: self.recovery_repairs,
+            start: self.start_report,
             read_blocks_repaired: self.read_blocks_repaired,
             rebuild: self.rebuild_status(),
             rebuilds_completed: self.rebuilds_completed,

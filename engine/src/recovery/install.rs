@@ -104,6 +104,7 @@ impl Recovery {
             next_timestamp,
             failed_drives: failed_drives.clone(),
             repairs,
+            report: self.report,
         };
         let mut engine = Engine::format(self.geometry, self.config)?;
         engine.install_recovered(recovered);

@@ -77,6 +77,7 @@ pub(crate) struct Recovered {
     pub next_timestamp: u64,
     pub failed_drives: Vec<usize>,
     pub repairs: Repairs,
+    pub report: RecoveryReport,
 }
 
 /// What a checkpoint that matched the drives gives the engine besides the segments: the
