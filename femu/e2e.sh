@@ -30,6 +30,7 @@ scenario "device benchmark vs fio" --drives 1 --metadata 0 --timeout 900 "$initr
 scenario "engine alone over NVMe: write, stop/start, fail, degraded, restart" --drives 4 --metadata 64 "$initramfs" engine
 scenario "block device: ext4, stop/start, fail, kill -9, fio verify, RAID-6" --drives 4 --metadata 64 --timeout 1200 "$initramfs" blockdev
 scenario "hybrid open segments (2 x 8K + 2 x 16K chunks): limits, selftest, ext4, fio verify, failed drive" --drives 4 --metadata 64 --timeout 1200 "$initramfs" hybrid
+scenario "bounded L2P table: checkpointed starts, ext4, fio verify, kill -9 replay, degraded start" --drives 4 --metadata 64 --timeout 1200 "$initramfs" l2p
 scenario "replace a failed drive under ext4 and fio verify (5 drives), then fail another" --drives 5 --metadata 64 --timeout 1800 "$initramfs" replace
 scenario "trace replay onto the block device and the drives, then scrub and verify" --drives 4 --metadata 64 --timeout 1200 "$initramfs" replay
 scenario "format refuses drives without metadata" --drives 4 --metadata 0 "$initramfs" refuse-bare

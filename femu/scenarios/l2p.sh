@@ -1,0 +1,103 @@
+#!/bin/sh
+# A bounded L2P table with checkpoints on 4 QEMU ZNS drives: format --l2p-memory (a few
+# pages), ext4 with files, a clean stop leaves a checkpoint (written to the reserved zones
+# over NVMe) and the next start begins from it, reading only headers and the checkpoint;
+# a kill -9 (the checkpoint is stale: the start replays every segment); a failed drive, a
+# clean stop and a degraded start from the checkpoint; every file verified each time; fio
+# --verify on the degraded device and one more checkpointed start.
+set -eu
+export ZAPRAID_RUN_DIR=/tmp/run
+D="/dev/ng0n1 /dev/ng1n1 /dev/ng2n1 /dev/ng3n1"
+MKFS="/usr/bin/mke2fs -q -t ext4 -F"
+FSCK=/usr/bin/fsck.ext4
+step() { echo "--- $*"; }
+fail() { echo "FAILED: $*"; exit 1; }
+start() { zapraid start --daemon --name l "$@" | tail -n 1; }
+verify() {
+    md5sum -c /tmp/sums > /tmp/verify.out 2>&1 || {
+        grep -v ': OK$' /tmp/verify.out
+        echo "--- server log"; tail -n 40 /tmp/run/l.log
+        fail "checksums differ ($1)"
+    }
+    echo "all files verify ($1)"
+}
+# The status line saying what the start read: "start: from checkpoint N, ..." or
+# "start: replayed every segment, ...".
+start_line() {
+    zapraid status l | grep "start: " > /tmp/start.out || true
+    cat /tmp/start.out >&2
+    cat /tmp/start.out
+}
+
+step "format RAID-5 with a 64 KiB L2P budget (16 pages of the table)"
+zapraid format --level raid5 --group-size 16 --name l --force --l2p-memory 64K $D
+dev=$(start $D)
+[ -b "$dev" ] || fail "start printed '$dev', not a block device"
+start_line | grep -q "replayed every segment" || fail "a fresh array has no checkpoint yet"
+
+step "ext4 with files, more than the budget's pages touched"
+$MKFS "$dev"
+mkdir -p /mnt/l
+mount -t ext4 "$dev" /mnt/l
+i=0
+while [ $i -lt 150 ]; do dd if=/dev/urandom of=/mnt/l/f$i bs=16k count=1 2>/dev/null; i=$((i + 1)); done
+dd if=/dev/urandom of=/mnt/l/big bs=1M count=24 2>/dev/null
+md5sum /mnt/l/f* /mnt/l/big > /tmp/sums
+sync
+umount /mnt/l
+zapraid status l --json | grep -q '"mapping_writes":[1-9]' || fail "no mapping block was written"
+
+step "clean stop, start from the checkpoint"
+zapraid stop l
+dev=$(start $D)
+start_line | grep -q "from checkpoint 1," || fail "the start did not begin from checkpoint 1"
+mount -t ext4 "$dev" /mnt/l
+verify "after a start from the checkpoint"
+umount /mnt/l
+$FSCK -fn "$dev" || fail "fsck found errors"
+echo "fsck clean"
+
+step "stop and start again: the next checkpoint"
+zapraid stop l
+dev=$(start $D)
+start_line | grep -q "from checkpoint 2," || fail "the second start did not begin from checkpoint 2"
+mount -t ext4 "$dev" /mnt/l
+verify "after the second checkpointed start"
+
+step "kill -9 of the server, the file system mounted: the checkpoint is stale, the start replays"
+dd if=/dev/urandom of=/mnt/l/late bs=64k count=8 2>/dev/null
+sync
+md5sum /mnt/l/f* /mnt/l/big /mnt/l/late > /tmp/sums
+pid=$(pidof zapraid)
+echo "killing server pid $pid"
+kill -9 $pid
+sleep 1
+again=$(start $D)
+[ "$again" = "$dev" ] || fail "the restarted server exported $again, not $dev again"
+start_line | grep -q "replayed every segment" || fail "a stale checkpoint was used after kill -9"
+echo 3 > /proc/sys/vm/drop_caches
+verify "after kill -9 and a full replay"
+umount /mnt/l
+$FSCK -fn "$dev" || fail "fsck found errors after the replay"
+
+step "a failed drive, a clean stop, a degraded start from the checkpoint"
+zapraid fail l /dev/ng2n1
+zapraid stop l
+dev=$(start $D)
+start_line | grep -q "from checkpoint" || fail "the degraded start did not begin from the checkpoint"
+mount -t ext4 "$dev" /mnt/l
+echo 3 > /proc/sys/vm/drop_caches
+verify "degraded, from the checkpoint"
+umount /mnt/l
+$FSCK -fn "$dev" || fail "fsck found errors on the degraded array"
+step "fio --verify=crc32c on the degraded block device (the file system goes), stop, start"
+/usr/bin/fio --name=verify --filename="$dev" --ioengine=io_uring --direct=1 --rw=randwrite \
+    --bs=4k --iodepth=16 --size=32m --verify=crc32c --do_verify=1 --verify_fatal=1 \
+    --randrepeat=0 --output-format=terse --minimal >/tmp/fio.out || { cat /tmp/fio.out; fail "fio verify"; }
+echo "fio verify passed"
+zapraid stop l
+dev=$(start $D)
+start_line | grep -q "from checkpoint" || fail "the start after fio did not begin from the checkpoint"
+zapraid status l
+zapraid stop l
+echo "l2p scenario passed"
