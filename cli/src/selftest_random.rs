@@ -123,7 +123,16 @@ pub fn run_random(drives: &[PathBuf], writes: u64, logical_blocks: u64) -> Resul
     array.stop()?;
     let started = std::time::Instant::now();
     let array = SelftestArray::start(drives)?;
-    println!("start (recovery) took {:.1} s", started.elapsed().as_secs_f64());
+    let start = array.session.status()?.engine.start;
+    let from = match start.checkpoint_generation {
+        Some(generation) => format!("from checkpoint {generation}"),
+        None => "replaying every segment".to_string(),
+    };
+    println!(
+        "start (recovery) took {:.1} s, {from}, {} blocks read",
+        started.elapsed().as_secs_f64(),
+        start.blocks_read
+    );
     print_resident("after the start");
     run(&array, &lbas, false, "read back after stop and start")?;
     print_resident("after the read-back");

@@ -15,22 +15,24 @@ use crate::stripe_table::CompactStripeTable;
 
 use super::*;
 
-/// Pages of recovered entries made resident at a time while a stop writes them back,
-/// when the table has no budget to say.
-const CHECKPOINT_BATCH_PAGES: usize = 256;
+/// Dirty pages a stop writes back at a time (and pages of recovered entries it makes
+/// resident to write back): each holds its block and its snapshot until persisted (8 MiB
+/// of 4 KiB blocks), so a large cache is not doubled at once.
+const WRITE_BACK_BATCH_PAGES: usize = 1024;
 
 impl Engine {
-    /// During a clean stop, once everything else is written: makes pages with recovered
-    /// entries resident (a budget's worth at a time), evicts every page and writes the
-    /// dirty ones back. Whether it wrote anything (the stop waits for it and comes back).
+    /// During a clean stop, once everything else is written: evicts every page and writes
+    /// the dirty ones back, then makes pages with recovered entries resident and does the
+    /// same, a batch at a time. Whether it wrote anything (the stop waits for it and comes back).
     pub(super) fn write_back_for_checkpoint(&mut self) -> bool {
         debug_assert!(self.stop == StopState::Draining);
         if !self.config.l2p.checkpoint || self.l2p.is_checkpointable() {
             return false;
         }
-        let batch = self.l2p.budget_pages().unwrap_or(CHECKPOINT_BATCH_PAGES);
-        self.l2p.make_overlaid_pages_resident(batch);
-        let dirty = self.l2p.evict_all();
+        if self.l2p.dirty_pages() == 0 {
+            self.l2p.make_overlaid_pages_resident(WRITE_BACK_BATCH_PAGES);
+        }
+        let dirty = self.l2p.evict_all(WRITE_BACK_BATCH_PAGES);
         if dirty.is_empty() {
             return false;
         }

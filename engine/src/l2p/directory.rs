@@ -32,14 +32,15 @@ impl L2pTable {
             .collect()
     }
 
-    /// Evicts every unpinned page, whatever the budget: the dirty ones' entries, each to
-    /// be written back (`writing_back`). A clean stop empties the cache this way before a
-    /// checkpoint.
-    pub fn evict_all(&mut self) -> Vec<(PageIndex, Box<[u32]>)> {
+    /// Evicts every unpinned clean page and up to `max_dirty` dirty ones, whatever the
+    /// budget: the dirty ones' entries, each to be written back (`writing_back`). A clean
+    /// stop empties the cache this way before a checkpoint, a batch at a time (each
+    /// write-back holds its block and its snapshot until persisted).
+    pub fn evict_all(&mut self, max_dirty: usize) -> Vec<(PageIndex, Box<[u32]>)> {
         let mut dirty = Vec::new();
         let mut kept = Vec::new();
         for p in std::mem::take(&mut self.cache) {
-            if p.pins > 0 {
+            if p.pins > 0 || (p.dirty && dirty.len() == max_dirty) {
                 kept.push(p);
                 continue;
             }
@@ -126,10 +127,20 @@ mod tests {
         table.set(0, Physical { zone: 1, drive: 0, offset: 3 });
         table.pin(2);
         table.set(2 * 1012, Physical { zone: 2, drive: 1, offset: 5 });
-        let dirty = table.evict_all();
+        let dirty = table.evict_all(usize::MAX);
         assert_eq!(dirty.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![0]);
         assert!(table.is_cached(2) && !table.is_cached(0) && !table.is_cached(1));
         assert_eq!(table.dirty_pages(), 1, "the pinned page stays, dirty");
+        // A batch limit leaves the rest of the dirty pages cached.
+        table.unpin(2);
+        for page in [0, 1] {
+            assert_eq!(table.ensure(page), Residency::Cached);
+            table.set(u64::from(page) * 1012, Physical { zone: 1, drive: 0, offset: 9 });
+        }
+        assert_eq!(table.evict_all(2).len(), 2);
+        assert_eq!(table.dirty_pages(), 1);
+        assert_eq!(table.evict_all(2).len(), 1);
+        assert_eq!((table.dirty_pages(), table.cached_pages()), (0, 0));
     }
 
     #[test]
