@@ -72,11 +72,13 @@ fn clean_stop_leaves_a_stop_footer_the_next_start_reads() {
 }
 
 /// Power cuts with the L2P table offloaded to a budget of one to three small pages: plain
-/// runs, garbage collection on few zones, a drive failure, and a clean stop cut short.
-/// Returns the states explored.
-fn explore_offloaded(scheme: Scheme, target: usize) -> usize {
+/// runs, garbage collection on few zones, a drive failure, and a clean stop cut short
+/// (some followed by a power cut during recovery). Every clean stop that completes leaves
+/// a checkpoint, offered to every later start of its run. Returns the states explored and
+/// the starts offered a checkpoint and that used it.
+fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
     let drives = scheme.level.shape().0 + scheme.level.shape().1;
-    let mut explored = 0;
+    let mut explored = Outcome::default();
     for i in 0..target / 10 {
         let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x12b);
         let l2p = Some((rng.random_range(2..=16), rng.random_range(1..=3)));
@@ -94,12 +96,28 @@ fn explore_offloaded(scheme: Scheme, target: usize) -> usize {
                 Twists { failure: Some(failure), l2p, ..Twists::default() }
             }
             // A clean stop begins while writes are in flight, some waiting for their pages,
-            // and power is cut during it.
-            _ => Twists { stop_then_cut_after_steps: Some(rng.random_range(0..400)), l2p, ..Twists::default() },
+            // and power is cut during it (it takes a few steps: padding, the mapping blocks
+            // its checkpoint needs, stop footers) or after it, when the checkpoint it leaves
+            // is offered to the next start, which is itself cut short.
+            _ => {
+                let steps = rng.random_range(0..400);
+                let (stop_steps, interrupt) = if i % 8 == 3 { (steps % 4, None) } else { (steps, Some(i / 8 % 16)) };
+                Twists {
+                    stop_then_cut_after_steps: Some(stop_steps),
+                    interrupt_recovery: interrupt,
+                    l2p,
+                    ..Twists::default()
+                }
+            }
         };
         let writes = if i % 4 == 1 { 400 } else { 80 };
         let cut_after_steps = if i % 4 == 3 { rng.random_range(0..300) } else { rng.random_range(0..4000) };
-        explored += explore_with(scheme, i as u64, writes, cut_after_steps, twists);
+        let run = explore_run(scheme, i as u64, writes, cut_after_steps, twists);
+        explored.states += run.states;
+        explored.checkpoints_offered += run.checkpoints_offered;
+        explored.checkpoints_used += run.checkpoints_used;
+        explored.stops_cut += run.stops_cut;
+        explored.stops_cut_writing_mappings += run.stops_cut_writing_mappings;
     }
     explored
 }
@@ -118,6 +136,7 @@ fn crash_states_per_scheme() -> usize {
 fn crash_exploration() {
     let target = crash_states_per_scheme();
     let mut total = 0;
+    let (mut offered, mut used) = (0, 0);
     for scheme in schemes() {
         let mut explored = 0;
         let mut cut = 0;
@@ -183,18 +202,28 @@ fn crash_exploration() {
         total += explored;
         let offloaded = explore_offloaded(scheme, target);
         eprintln!(
-            "crash exploration: {scheme}: {offloaded} crash states with the L2P table offloaded to 1-3 pages, \
-             0 violations"
+            "crash exploration: {scheme}: {} crash states with the L2P table offloaded to 1-3 pages, 0 \
+             violations ({} cuts during a clean stop, {} of them once it wrote mapping blocks); {} starts offered \
+             a checkpoint, {} used it",
+            offloaded.states,
+            offloaded.stops_cut,
+            offloaded.stops_cut_writing_mappings,
+            offloaded.checkpoints_offered,
+            offloaded.checkpoints_used
         );
-        total += offloaded;
+        total += offloaded.states;
+        offered += offloaded.checkpoints_offered;
+        used += offloaded.checkpoints_used;
     }
     let during_rebuild = CUTS_DURING_REBUILD.load(std::sync::atomic::Ordering::Relaxed);
     let resumed = RESUMED_REBUILDS.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(
         "crash exploration: {total} crash states in all ({during_rebuild} power cuts during a rebuild, {resumed} \
-         of them resumed onto the same drive), 0 violations"
+         of them resumed onto the same drive), 0 violations; {offered} starts offered a checkpoint, {used} used it"
     );
     assert!(resumed > 0 && resumed < during_rebuild, "both ways of going on after a rebuild cut short are explored");
+    // Checkpoints are used, and stale ones refused.
+    assert!(used > 0 && used < offered, "{offered} starts offered a checkpoint, {used} used it");
     assert!(total >= schemes().len() * target);
 }
 
