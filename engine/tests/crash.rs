@@ -118,6 +118,7 @@ fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
         explored.checkpoints_used += run.checkpoints_used;
         explored.stops_cut += run.stops_cut;
         explored.stops_cut_writing_mappings += run.stops_cut_writing_mappings;
+        explored.stops_without_checkpoint += run.stops_without_checkpoint;
     }
     explored
 }
@@ -203,11 +204,12 @@ fn crash_exploration() {
         let offloaded = explore_offloaded(scheme, target);
         eprintln!(
             "crash exploration: {scheme}: {} crash states with the L2P table offloaded to 1-3 pages, 0 \
-             violations ({} cuts during a clean stop, {} of them once it wrote mapping blocks); {} starts offered \
-             a checkpoint, {} used it",
+             violations ({} cuts during a clean stop, {} of them once it wrote mapping blocks; {} stops left no \
+             checkpoint, the array full); {} starts offered a checkpoint, {} used it",
             offloaded.states,
             offloaded.stops_cut,
             offloaded.stops_cut_writing_mappings,
+            offloaded.stops_without_checkpoint,
             offloaded.checkpoints_offered,
             offloaded.checkpoints_used
         );
@@ -424,5 +426,30 @@ fn appends_torn_at_a_power_cut_never_pair_with_other_stripes() {
     ];
     for (scheme, seed, cut, failure) in cases {
         explore_with(scheme, seed, 50, cut, Twists { failure: Some(failure), ..Twists::default() });
+    }
+}
+
+/// Pinned: a clean stop of an array that keeps a checkpoint found no empty zone beyond the
+/// recovery reserve when it came to write the L2P pages back (garbage collection does not
+/// start during a stop): the mapping blocks' stripe failed at once (`ArrayFull`), the pages
+/// came back dirty, and the stop wrote them back again from within itself, until the stack
+/// overflowed and the process aborted (found by crash exploration with checkpoints, few
+/// zones). The stop now ends without a checkpoint and the next start replays the log.
+#[test]
+fn a_clean_stop_with_no_room_for_its_checkpoint_ends_without_one() {
+    let raid5 = RaidLevel::Raid5 { drives: 4 };
+    let cases = [
+        (Scheme::single(raid5, Mode::ZapRaid { group_size: 4 }), 208, 152, (15, 2)),
+        (Scheme::single(raid5, Mode::ZoneWriteOnly), 33, 327, (5, 1)),
+    ];
+    for (scheme, seed, cut, l2p) in cases {
+        let twists = Twists {
+            zones: scheme.few_zones(),
+            stop_then_cut_after_steps: Some(1000),
+            l2p: Some(l2p),
+            ..Twists::default()
+        };
+        let run = explore_run(scheme, seed, 300, cut, twists);
+        assert_eq!(run.stops_without_checkpoint, 1, "{scheme} seed {seed}: the stop had room after all: {run:?}");
     }
 }

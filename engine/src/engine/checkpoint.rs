@@ -23,9 +23,11 @@ impl Engine {
     /// During a clean stop, once everything else is written: makes pages with recovered
     /// entries resident (a budget's worth at a time), evicts every page and writes the
     /// dirty ones back. Whether it wrote anything (the stop waits for it and comes back).
+    /// Once a mapping block of the stop has failed (the array full), nothing: the stop
+    /// ends without a checkpoint (the next start replays the log).
     pub(super) fn write_back_for_checkpoint(&mut self) -> bool {
         debug_assert!(self.stop == StopState::Draining);
-        if !self.config.l2p.checkpoint || self.l2p.is_checkpointable() {
+        if !self.config.l2p.checkpoint || self.mapping.checkpoint_abandoned || self.l2p.is_checkpointable() {
             return false;
         }
         let batch = self.l2p.budget_pages().unwrap_or(CHECKPOINT_BATCH_PAGES);

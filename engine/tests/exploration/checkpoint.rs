@@ -5,6 +5,7 @@
 //! either in between (a power cut landed some of what a start's leftover work had in
 //! flight, or none of it). Whichever it does, the run's checks of what reads back follow.
 
+use zapraid_engine::capacity::RECOVERY_RESERVED_ZONES;
 use zapraid_engine::format::CheckpointImage;
 use zapraid_engine::Simulator;
 
@@ -28,18 +29,24 @@ pub struct Checkpoints {
     /// Starts (recoveries that ran to the end) offered a checkpoint, and those that used it.
     pub offered: usize,
     pub used: usize,
+    /// Clean stops of an array that keeps checkpoints that left none: it was full.
+    pub stops_without: usize,
 }
 
 impl Checkpoints {
     /// After a clean stop has completed: the engine's checkpoint, if the array keeps one
-    /// (`keeps`), which it must unless a rebuild is running; it replaces the one kept.
-    pub fn take(&mut self, sim: &Simulator, keeps: bool, what: &str) {
+    /// (`keeps`), which it must unless a rebuild is running or the array is full (no empty
+    /// zone beyond the recovery reserve for the mapping blocks); it replaces the one kept.
+    /// Whether it left one.
+    pub fn take(&mut self, sim: &Simulator, keeps: bool, what: &str) -> bool {
         assert!(sim.engine.is_stopped(), "{what}: a checkpoint taken before the stop completed");
         let generation = self.newest.as_ref().map_or(1, |image| image.generation + 1);
         let Some(image) = sim.engine.checkpoint(generation) else {
-            let rebuild = sim.engine.status().rebuild;
-            assert!(!keeps || rebuild.is_some(), "{what}: a clean stop left no checkpoint");
-            return;
+            let status = sim.engine.status();
+            let full = status.free_zones as usize <= RECOVERY_RESERVED_ZONES;
+            assert!(!keeps || status.rebuild.is_some() || full, "{what}: a clean stop left no checkpoint: {status:?}");
+            self.stops_without += usize::from(keeps);
+            return false;
         };
         assert!(keeps, "{what}: an array that keeps no checkpoint handed one out");
         let decoded = CheckpointImage::decode(&image.encode(BLOCK as u32))
@@ -47,6 +54,7 @@ impl Checkpoints {
         assert!(decoded == image, "{what}: the checkpoint changed on its trip through its bytes");
         assert_eq!(decoded.generation, generation, "{what}");
         self.newest = Some(decoded);
+        true
     }
 
     /// The checkpoint to offer the next start.
