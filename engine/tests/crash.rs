@@ -453,3 +453,44 @@ fn a_clean_stop_with_no_room_for_its_checkpoint_ends_without_one() {
         assert_eq!(run.stops_without_checkpoint, 1, "{scheme} seed {seed}: the stop had room after all: {run:?}");
     }
 }
+
+/// Known failure, not fixed (engine/src/engine/gc.rs, stop.rs; with or without an offloaded
+/// L2P table): a clean stop begins while writes wait for room in a nearly full array
+/// (few zones); garbage collection does not start during a stop, so the writes fail with
+/// `ArrayFull` ("no segment worth reclaiming", though there are) instead of being written.
+/// Found while exploring clean stops on few zones, which `crash_exploration` does not
+/// combine. Run with `--ignored`.
+#[test]
+#[ignore = "known engine failure: writes waiting at a clean stop of a full array fail with ArrayFull"]
+fn writes_waiting_at_a_clean_stop_of_a_full_array_are_written() {
+    let scheme = Scheme::single(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 });
+    let twists = Twists { zones: scheme.few_zones(), stop_then_cut_after_steps: Some(1000), ..Twists::default() };
+    explore_with(scheme, 131, 300, 111, twists);
+}
+
+/// Known failure, not fixed (not the checkpoint: it fails with `checkpoint: false` too):
+/// few zones, the L2P table offloaded, a drive replaced during the writes, a clean stop
+/// while it is rebuilt, the power cut, the rebuild resumed onto the same drive after
+/// recovery; the second recovery then refuses the array: "drive 3: segment header at zone
+/// 3, offset 0: disagrees with the other drives' headers of this segment" (drive 2, zone 0
+/// in the second case). Passes with 40 zones, without the stop or without the offloaded
+/// table. Run with `--ignored`.
+#[test]
+#[ignore = "known engine failure: a rebuild resumed after a clean stop of a full offloaded array"]
+fn a_rebuild_resumed_after_a_clean_stop_of_a_full_array_leaves_headers_that_agree() {
+    let raid5 = RaidLevel::Raid5 { drives: 4 };
+    let cases = [
+        (Scheme::hybrid(raid5, Mode::ZapRaid { group_size: 4 }, 2, 1), 2382, 35, 3, 27, (3, 1)),
+        (Scheme::hybrid(raid5, Mode::ZoneAppendOnly, 2, 1), 2626, 73, 2, 57, (2, 3)),
+    ];
+    for (scheme, seed, cut, drive, before_write, l2p) in cases {
+        let twists = Twists {
+            zones: scheme.few_zones(),
+            stop_then_cut_after_steps: Some(1000),
+            replace: Some(DriveFailure { drive, before_write }),
+            l2p: Some(l2p),
+            ..Twists::default()
+        };
+        explore_with(scheme, seed, 300, cut, twists);
+    }
+}
