@@ -473,8 +473,9 @@ fn writes_waiting_at_a_clean_stop_of_a_full_array_are_written() {
 /// while it is rebuilt, the power cut, the rebuild resumed onto the same drive after
 /// recovery; the second recovery then refuses the array: "drive 3: segment header at zone
 /// 3, offset 0: disagrees with the other drives' headers of this segment" (drive 2, zone 0
-/// in the second case). Passes with 40 zones, without the stop or without the offloaded
-/// table. Run with `--ignored`.
+/// in the second case). Passes with 40 zones, without the stop, without the offloaded
+/// table, or when the rebuild goes onto a new drive instead (so the resumed rebuild,
+/// engine/src/engine/rebuild/resume.rs, is the suspect). Run with `--ignored`.
 #[test]
 #[ignore = "known engine failure: a rebuild resumed after a clean stop of a full offloaded array"]
 fn a_rebuild_resumed_after_a_clean_stop_of_a_full_array_leaves_headers_that_agree() {
