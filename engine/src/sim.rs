@@ -137,7 +137,18 @@ impl Simulator {
         drives: Vec<EmulatedDrive>,
         completions: usize,
     ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
-        Self::run_recovery(geometry, config, drives, Some(completions), &[], None)
+        Self::recover_interrupted_with_checkpoint(geometry, config, drives, completions, None)
+    }
+
+    /// Like `recover_interrupted`, offering a checkpoint (as `recover_with_checkpoint`).
+    pub fn recover_interrupted_with_checkpoint(
+        geometry: Geometry,
+        config: Config,
+        drives: Vec<EmulatedDrive>,
+        completions: usize,
+        checkpoint: Option<crate::format::CheckpointImage>,
+    ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
+        Self::run_recovery(geometry, config, drives, Some(completions), &[], checkpoint)
     }
 
     fn run_recovery(

@@ -72,11 +72,13 @@ fn clean_stop_leaves_a_stop_footer_the_next_start_reads() {
 }
 
 /// Power cuts with the L2P table offloaded to a budget of one to three small pages: plain
-/// runs, garbage collection on few zones, a drive failure, and a clean stop cut short.
-/// Returns the states explored.
-fn explore_offloaded(scheme: Scheme, target: usize) -> usize {
+/// runs, garbage collection on few zones, a drive failure, and a clean stop cut short
+/// (some followed by a power cut during recovery). Every clean stop that completes leaves
+/// a checkpoint, offered to every later start of its run. Returns the states explored and
+/// the starts offered a checkpoint and that used it.
+fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
     let drives = scheme.level.shape().0 + scheme.level.shape().1;
-    let mut explored = 0;
+    let mut explored = Outcome::default();
     for i in 0..target / 10 {
         let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x12b);
         let l2p = Some((rng.random_range(2..=16), rng.random_range(1..=3)));
@@ -94,12 +96,29 @@ fn explore_offloaded(scheme: Scheme, target: usize) -> usize {
                 Twists { failure: Some(failure), l2p, ..Twists::default() }
             }
             // A clean stop begins while writes are in flight, some waiting for their pages,
-            // and power is cut during it.
-            _ => Twists { stop_then_cut_after_steps: Some(rng.random_range(0..400)), l2p, ..Twists::default() },
+            // and power is cut during it (it takes a few steps: padding, the mapping blocks
+            // its checkpoint needs, stop footers) or after it, when the checkpoint it leaves
+            // is offered to the next start, which is itself cut short.
+            _ => {
+                let steps = rng.random_range(0..400);
+                let (stop_steps, interrupt) = if i % 8 == 3 { (steps % 4, None) } else { (steps, Some(i / 8 % 16)) };
+                Twists {
+                    stop_then_cut_after_steps: Some(stop_steps),
+                    interrupt_recovery: interrupt,
+                    l2p,
+                    ..Twists::default()
+                }
+            }
         };
         let writes = if i % 4 == 1 { 400 } else { 80 };
         let cut_after_steps = if i % 4 == 3 { rng.random_range(0..300) } else { rng.random_range(0..4000) };
-        explored += explore_with(scheme, i as u64, writes, cut_after_steps, twists);
+        let run = explore_run(scheme, i as u64, writes, cut_after_steps, twists);
+        explored.states += run.states;
+        explored.checkpoints_offered += run.checkpoints_offered;
+        explored.checkpoints_used += run.checkpoints_used;
+        explored.stops_cut += run.stops_cut;
+        explored.stops_cut_writing_mappings += run.stops_cut_writing_mappings;
+        explored.stops_without_checkpoint += run.stops_without_checkpoint;
     }
     explored
 }
@@ -118,6 +137,7 @@ fn crash_states_per_scheme() -> usize {
 fn crash_exploration() {
     let target = crash_states_per_scheme();
     let mut total = 0;
+    let (mut offered, mut used) = (0, 0);
     for scheme in schemes() {
         let mut explored = 0;
         let mut cut = 0;
@@ -183,18 +203,29 @@ fn crash_exploration() {
         total += explored;
         let offloaded = explore_offloaded(scheme, target);
         eprintln!(
-            "crash exploration: {scheme}: {offloaded} crash states with the L2P table offloaded to 1-3 pages, \
-             0 violations"
+            "crash exploration: {scheme}: {} crash states with the L2P table offloaded to 1-3 pages, 0 \
+             violations ({} cuts during a clean stop, {} of them once it wrote mapping blocks; {} stops left no \
+             checkpoint, the array full); {} starts offered a checkpoint, {} used it",
+            offloaded.states,
+            offloaded.stops_cut,
+            offloaded.stops_cut_writing_mappings,
+            offloaded.stops_without_checkpoint,
+            offloaded.checkpoints_offered,
+            offloaded.checkpoints_used
         );
-        total += offloaded;
+        total += offloaded.states;
+        offered += offloaded.checkpoints_offered;
+        used += offloaded.checkpoints_used;
     }
     let during_rebuild = CUTS_DURING_REBUILD.load(std::sync::atomic::Ordering::Relaxed);
     let resumed = RESUMED_REBUILDS.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(
         "crash exploration: {total} crash states in all ({during_rebuild} power cuts during a rebuild, {resumed} \
-         of them resumed onto the same drive), 0 violations"
+         of them resumed onto the same drive), 0 violations; {offered} starts offered a checkpoint, {used} used it"
     );
     assert!(resumed > 0 && resumed < during_rebuild, "both ways of going on after a rebuild cut short are explored");
+    // Checkpoints are used, and stale ones refused.
+    assert!(used > 0 && used < offered, "{offered} starts offered a checkpoint, {used} used it");
     assert!(total >= schemes().len() * target);
 }
 
@@ -395,5 +426,72 @@ fn appends_torn_at_a_power_cut_never_pair_with_other_stripes() {
     ];
     for (scheme, seed, cut, failure) in cases {
         explore_with(scheme, seed, 50, cut, Twists { failure: Some(failure), ..Twists::default() });
+    }
+}
+
+/// Pinned: a clean stop of an array that keeps a checkpoint found no empty zone beyond the
+/// recovery reserve when it came to write the L2P pages back (garbage collection does not
+/// start during a stop): the mapping blocks' stripe failed at once (`ArrayFull`), the pages
+/// came back dirty, and the stop wrote them back again from within itself, until the stack
+/// overflowed and the process aborted (found by crash exploration with checkpoints, few
+/// zones). The stop now ends without a checkpoint and the next start replays the log.
+#[test]
+fn a_clean_stop_with_no_room_for_its_checkpoint_ends_without_one() {
+    let raid5 = RaidLevel::Raid5 { drives: 4 };
+    let cases = [
+        (Scheme::single(raid5, Mode::ZapRaid { group_size: 4 }), 208, 152, (15, 2)),
+        (Scheme::single(raid5, Mode::ZoneWriteOnly), 33, 327, (5, 1)),
+    ];
+    for (scheme, seed, cut, l2p) in cases {
+        let twists = Twists {
+            zones: scheme.few_zones(),
+            stop_then_cut_after_steps: Some(1000),
+            l2p: Some(l2p),
+            ..Twists::default()
+        };
+        let run = explore_run(scheme, seed, 300, cut, twists);
+        assert_eq!(run.stops_without_checkpoint, 1, "{scheme} seed {seed}: the stop had room after all: {run:?}");
+    }
+}
+
+/// Known failure, not fixed (engine/src/engine/gc.rs, stop.rs; with or without an offloaded
+/// L2P table): a clean stop begins while writes wait for room in a nearly full array
+/// (few zones); garbage collection does not start during a stop, so the writes fail with
+/// `ArrayFull` ("no segment worth reclaiming", though there are) instead of being written.
+/// Found while exploring clean stops on few zones, which `crash_exploration` does not
+/// combine. Run with `--ignored`.
+#[test]
+#[ignore = "known engine failure: writes waiting at a clean stop of a full array fail with ArrayFull"]
+fn writes_waiting_at_a_clean_stop_of_a_full_array_are_written() {
+    let scheme = Scheme::single(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 });
+    let twists = Twists { zones: scheme.few_zones(), stop_then_cut_after_steps: Some(1000), ..Twists::default() };
+    explore_with(scheme, 131, 300, 111, twists);
+}
+
+/// Known failure, not fixed (not the checkpoint: it fails with `checkpoint: false` too):
+/// few zones, the L2P table offloaded, a drive replaced during the writes, a clean stop
+/// while it is rebuilt, the power cut, the rebuild resumed onto the same drive after
+/// recovery; the second recovery then refuses the array: "drive 3: segment header at zone
+/// 3, offset 0: disagrees with the other drives' headers of this segment" (drive 2, zone 0
+/// in the second case). Passes with 40 zones, without the stop, without the offloaded
+/// table, or when the rebuild goes onto a new drive instead (so the resumed rebuild,
+/// engine/src/engine/rebuild/resume.rs, is the suspect). Run with `--ignored`.
+#[test]
+#[ignore = "known engine failure: a rebuild resumed after a clean stop of a full offloaded array"]
+fn a_rebuild_resumed_after_a_clean_stop_of_a_full_array_leaves_headers_that_agree() {
+    let raid5 = RaidLevel::Raid5 { drives: 4 };
+    let cases = [
+        (Scheme::hybrid(raid5, Mode::ZapRaid { group_size: 4 }, 2, 1), 2382, 35, 3, 27, (3, 1)),
+        (Scheme::hybrid(raid5, Mode::ZoneAppendOnly, 2, 1), 2626, 73, 2, 57, (2, 3)),
+    ];
+    for (scheme, seed, cut, drive, before_write, l2p) in cases {
+        let twists = Twists {
+            zones: scheme.few_zones(),
+            stop_then_cut_after_steps: Some(1000),
+            replace: Some(DriveFailure { drive, before_write }),
+            l2p: Some(l2p),
+            ..Twists::default()
+        };
+        explore_with(scheme, seed, 300, cut, twists);
     }
 }

@@ -23,10 +23,12 @@ const WRITE_BACK_BATCH_PAGES: usize = 1024;
 impl Engine {
     /// During a clean stop, once everything else is written: evicts every page and writes
     /// the dirty ones back, then makes pages with recovered entries resident and does the
-    /// same, a batch at a time. Whether it wrote anything (the stop waits for it and comes back).
+    /// same, a batch at a time. Whether it wrote anything (the stop waits for it and comes
+    /// back). Once a mapping block of the stop has failed (the array full), nothing: the
+    /// stop ends without a checkpoint (the next start replays the log).
     pub(super) fn write_back_for_checkpoint(&mut self) -> bool {
         debug_assert!(self.stop == StopState::Draining);
-        if !self.config.l2p.checkpoint || self.l2p.is_checkpointable() {
+        if !self.config.l2p.checkpoint || self.mapping.checkpoint_abandoned || self.l2p.is_checkpointable() {
             return false;
         }
         if self.l2p.dirty_pages() == 0 {

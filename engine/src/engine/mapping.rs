@@ -35,6 +35,11 @@ pub(super) struct MappingIo {
     loading: HashSet<PageIndex>,
     /// An emptied `Parked::pinned` for the next request: none allocates one of its own.
     spare_pinned: Vec<PageIndex>,
+    /// A mapping block failed while a clean stop drained (the array full: no empty zone
+    /// beyond the reserve, and garbage collection does not run during a stop): the stop
+    /// writes nothing back for a checkpoint any more and ends without one, instead of
+    /// writing the pages that came back dirty again and again.
+    pub(super) checkpoint_abandoned: bool,
 }
 
 /// Pages (of a block each) a budget of `bytes` keeps cached: at least one.
@@ -265,6 +270,7 @@ impl Engine {
     pub(super) fn mapping_write_failed(&mut self, lba: u64, timestamp: u64) {
         if let Some(page) = mapping_page_of(lba) {
             self.l2p.write_back_failed(page as PageIndex, timestamp);
+            self.mapping.checkpoint_abandoned |= self.stop == StopState::Draining;
         }
     }
 

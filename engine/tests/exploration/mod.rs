@@ -2,7 +2,8 @@
 //! each block may hold after a power cut (`Run`, `History`), and one explored run
 //! (`explore_with`): writes, a power cut at a chosen step, recovery with the chosen
 //! `Twists`, checks, more writes and a second cut. Any violation panics with the run's
-//! parameters, so a failing seed can be pinned as a test.
+//! parameters, so a failing seed can be pinned as a test. Runs with the L2P table
+//! offloaded keep checkpoints (`checkpoint`): every later start is offered the newest.
 
 use std::collections::HashMap;
 
@@ -13,6 +14,9 @@ use zapraid_zns::Geometry;
 
 use crate::common;
 use crate::common::BLOCK;
+
+mod checkpoint;
+use checkpoint::{Checkpoints, Expect};
 
 pub const LOGICAL_BLOCKS: u64 = 64;
 
@@ -232,7 +236,25 @@ pub struct Twists {
     /// during (or after) its rebuild, `cut_after_steps` counted from the replacement.
     pub replace: Option<DriveFailure>,
     /// The L2P table offloaded after every start: (entries per page, pages of budget).
+    /// Such runs keep checkpoints: every clean stop leaves one, every later start is
+    /// offered the newest, and the run ends with a clean stop and a start from it.
     pub l2p: Option<(u64, u64)>,
+}
+
+/// What one explored run explored.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Outcome {
+    /// Crash states.
+    pub states: usize,
+    /// Starts offered a checkpoint, and those that used it.
+    pub checkpoints_offered: usize,
+    pub checkpoints_used: usize,
+    /// Power cuts during a clean stop (before it completed), and of those, the ones after
+    /// it had issued mapping blocks (the write-back a checkpoint needs, or evictions).
+    pub stops_cut: usize,
+    pub stops_cut_writing_mappings: usize,
+    /// Clean stops that left no checkpoint (the array full).
+    pub stops_without_checkpoint: usize,
 }
 
 impl Default for Twists {
@@ -250,7 +272,12 @@ impl Default for Twists {
 }
 
 /// Like `explore`, with `twists`.
-pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps: usize, twists: Twists) -> usize {
+pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, cut_after_steps: usize, twists: Twists) -> usize {
+    explore_run(scheme, seed, writes, cut_after_steps, twists).states
+}
+
+/// Like `explore_with`, and says what the run's starts did with the checkpoints offered.
+pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps: usize, twists: Twists) -> Outcome {
     let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps, stop_then_cut_after_steps, replace, l2p } =
         twists;
     let geometry = || self::geometry(zones);
@@ -258,8 +285,11 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
     let l2p = l2p.map_or_else(L2pConfig::default, |(page_entries, budget_pages)| L2pConfig {
         budget_bytes: Some(budget_pages * BLOCK as u64),
         page_entries: Some(page_entries),
-        checkpoint: false,
+        checkpoint: true,
     });
+    let keeps_checkpoints = l2p.checkpoint;
+    let mut checkpoints = Checkpoints::default();
+    let (mut stops_cut, mut stops_cut_writing_mappings) = (0, 0);
     let config = |scheme| Config { l2p, ..config(scheme) };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let sim = Simulator::new(geometry(), config(scheme), seed, None).unwrap();
@@ -292,11 +322,18 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
         steps += 1;
     }
     if let Some(steps) = stop_then_cut_after_steps {
+        let mapping_writes = run.sim.engine.status().l2p.mapping_writes;
         run.sim.begin_stop();
         for _ in 0..steps {
             if run.sim.engine.is_stopped() || !run.sim.step() {
                 break;
             }
+        }
+        if run.sim.engine.is_stopped() {
+            checkpoints.take(&run.sim, keeps_checkpoints, &format!("{what}, at the stop"));
+        } else {
+            stops_cut += 1;
+            stops_cut_writing_mappings += usize::from(run.sim.engine.status().l2p.mapping_writes > mapping_writes);
         }
     }
     run.collect_acks();
@@ -311,18 +348,29 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
         drives[f.drive].fail();
     }
     let mut states = 2;
+    // The newest checkpoint matches the drives until an engine has run on them since its
+    // stop (a failed drive or a rebuild aside: then it may go either way).
+    let mut expect = if failure.is_none() && rebuilding.is_empty() { Expect::Used } else { Expect::Either };
     if let Some(after) = interrupt_recovery {
-        match Simulator::recover_interrupted(geometry(), config(scheme), drives, after) {
+        let offer = checkpoints.offer();
+        match Simulator::recover_interrupted_with_checkpoint(geometry(), config(scheme), drives, after, offer) {
             Ok(Err(cut)) => {
                 drives = cut;
                 states += 1;
             }
-            Ok(Ok(sim)) => drives = sim.power_cut().unwrap(),
+            Ok(Ok(sim)) => {
+                checkpoints.judge(&sim, expect, &format!("{what}, recovery not interrupted"));
+                // The recovered engine's leftover work starts: the cut may land some of it.
+                expect = Expect::Either;
+                drives = sim.power_cut().unwrap();
+            }
             Err(e) => panic!("{what}: interrupted recovery: {e}"),
         }
     }
-    let mut sim = Simulator::recover_with_failed(geometry(), config(scheme), drives, &rebuilding)
+    let offer = checkpoints.offer();
+    let mut sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &rebuilding, offer)
         .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
+    checkpoints.judge(&sim, expect, &format!("{what}, recovery"));
     for &drive in &rebuilding {
         if seed.is_multiple_of(2) {
             RESUMED_REBUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -338,8 +386,10 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
             }
         }
         let drives = sim.power_cut().unwrap();
-        sim = Simulator::recover(geometry(), config(scheme), drives)
+        sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &[], checkpoints.offer())
             .unwrap_or_else(|e| panic!("{what}: recovery after a cut during reclaim: {e}"));
+        checkpoints.judge(&sim, Expect::Either, &format!("{what}, recovery after a cut during reclaim"));
+        sim.run_until_idle();
         states += 1;
     }
     sim.run_until_idle();
@@ -356,10 +406,36 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
     let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), config(scheme), 0, None).unwrap())
         .power_cut()
         .unwrap();
-    run.sim = Simulator::recover(geometry(), config(scheme), drives)
+    run.sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &[], checkpoints.offer())
         .unwrap_or_else(|e| panic!("{what}: second recovery: {e}"));
+    // Writes were acknowledged since any stop: the drives hold segments no checkpoint names.
+    checkpoints.judge(&run.sim, Expect::Refused, &format!("{what}, second recovery"));
+    run.sim.run_until_idle();
     run.check(&format!("{what}, after a second recovery"));
-    states
+    if keeps_checkpoints {
+        // A clean stop over what that recovery found (its leftover work done), and a
+        // start from the checkpoint it leaves.
+        run.sim.stop();
+        let taken = checkpoints.take(&run.sim, keeps_checkpoints, &format!("{what}, at the last stop"));
+        // Without one (the array full), the newest is older than the writes acknowledged.
+        let expect = if taken { Expect::Used } else { Expect::Refused };
+        let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), config(scheme), 0, None).unwrap())
+            .power_cut()
+            .unwrap();
+        run.sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &[], checkpoints.offer())
+            .unwrap_or_else(|e| panic!("{what}: start after the last stop: {e}"));
+        checkpoints.judge(&run.sim, expect, &format!("{what}, start after the last stop"));
+        run.sim.run_until_idle();
+        run.check(&format!("{what}, after a start from the last stop's checkpoint"));
+    }
+    Outcome {
+        states,
+        checkpoints_offered: checkpoints.offered,
+        checkpoints_used: checkpoints.used,
+        stops_cut,
+        stops_cut_writing_mappings,
+        stops_without_checkpoint: checkpoints.stops_without,
+    }
 }
 
 pub fn schemes() -> Vec<Scheme> {

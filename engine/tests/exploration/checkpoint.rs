@@ -1,0 +1,85 @@
+//! Checkpoints in explored runs: every clean stop that completes leaves one (if the array
+//! keeps them), taken through its bytes; every later start of the run is offered the
+//! newest, and must use it when nothing touched the drives since its stop, refuse it once
+//! writes were acknowledged since (the drives hold segments it does not name), and may do
+//! either in between (a power cut landed some of what a start's leftover work had in
+//! flight, or none of it). Whichever it does, the run's checks of what reads back follow.
+
+use zapraid_engine::capacity::RECOVERY_RESERVED_ZONES;
+use zapraid_engine::format::CheckpointImage;
+use zapraid_engine::Simulator;
+
+use crate::common::BLOCK;
+
+/// What a start offered the newest checkpoint must do with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// Nothing touched the drives since the clean stop that left it.
+    Used,
+    /// Writes were acknowledged since.
+    Refused,
+    /// The drives may or may not have changed since.
+    Either,
+}
+
+/// The newest checkpoint of a run, and what the run's starts did with it.
+#[derive(Default)]
+pub struct Checkpoints {
+    newest: Option<CheckpointImage>,
+    /// Starts (recoveries that ran to the end) offered a checkpoint, and those that used it.
+    pub offered: usize,
+    pub used: usize,
+    /// Clean stops of an array that keeps checkpoints that left none: it was full.
+    pub stops_without: usize,
+}
+
+impl Checkpoints {
+    /// After a clean stop has completed: the engine's checkpoint, if the array keeps one
+    /// (`keeps`), which it must unless a rebuild is running or the array is full (no empty
+    /// zone beyond the recovery reserve for the mapping blocks); it replaces the one kept.
+    /// Whether it left one.
+    pub fn take(&mut self, sim: &Simulator, keeps: bool, what: &str) -> bool {
+        assert!(sim.engine.is_stopped(), "{what}: a checkpoint taken before the stop completed");
+        let generation = self.newest.as_ref().map_or(1, |image| image.generation + 1);
+        let Some(image) = sim.engine.checkpoint(generation) else {
+            let status = sim.engine.status();
+            let full = status.free_zones as usize <= RECOVERY_RESERVED_ZONES;
+            assert!(!keeps || status.rebuild.is_some() || full, "{what}: a clean stop left no checkpoint: {status:?}");
+            self.stops_without += usize::from(keeps);
+            return false;
+        };
+        assert!(keeps, "{what}: an array that keeps no checkpoint handed one out");
+        let decoded = CheckpointImage::decode(&image.encode(BLOCK as u32))
+            .unwrap_or_else(|e| panic!("{what}: the checkpoint does not decode: {e:?}"));
+        assert!(decoded == image, "{what}: the checkpoint changed on its trip through its bytes");
+        assert_eq!(decoded.generation, generation, "{what}");
+        self.newest = Some(decoded);
+        true
+    }
+
+    /// The checkpoint to offer the next start.
+    pub fn offer(&self) -> Option<CheckpointImage> {
+        self.newest.clone()
+    }
+
+    /// Judges what a start offered `offer()` did with it.
+    pub fn judge(&mut self, sim: &Simulator, expect: Expect, what: &str) {
+        let report = sim.recovery_report;
+        let got = report.checkpoint_generation;
+        let Some(newest) = self.newest.as_ref().map(|image| image.generation) else {
+            assert_eq!(got, None, "{what}: a start offered no checkpoint started from one");
+            return;
+        };
+        self.offered += 1;
+        match expect {
+            Expect::Used => {
+                assert_eq!(got, Some(newest), "{what}: the checkpoint matching the drives was not used: {report:?}")
+            }
+            Expect::Refused => assert_eq!(got, None, "{what}: a stale checkpoint was used: {report:?}"),
+            Expect::Either => {
+                assert!(got.is_none() || got == Some(newest), "{what}: started from generation {got:?}: {report:?}")
+            }
+        }
+        self.used += usize::from(got.is_some());
+    }
+}
