@@ -430,13 +430,15 @@ fn appends_torn_at_a_power_cut_never_pair_with_other_stripes() {
 }
 
 /// Pinned: a clean stop of an array that keeps a checkpoint found no empty zone beyond the
-/// recovery reserve when it came to write the L2P pages back (garbage collection does not
-/// start during a stop): the mapping blocks' stripe failed at once (`ArrayFull`), the pages
-/// came back dirty, and the stop wrote them back again from within itself, until the stack
-/// overflowed and the process aborted (found by crash exploration with checkpoints, few
-/// zones). The stop now ends without a checkpoint and the next start replays the log.
+/// recovery reserve when it came to write the L2P pages back: the mapping blocks' stripe
+/// failed at once (`ArrayFull`), the pages came back dirty, and the stop wrote them back
+/// again from within itself, until the stack overflowed and the process aborted (found by
+/// crash exploration with checkpoints, few zones). A mapping block that fails during a stop
+/// now abandons the checkpoint (the next start replays the log); and since garbage
+/// collection may start during a stop for stripes waiting for room, these cases find room
+/// and leave a checkpoint the next start uses.
 #[test]
-fn a_clean_stop_with_no_room_for_its_checkpoint_ends_without_one() {
+fn a_clean_stop_with_little_room_for_its_checkpoint_ends() {
     let raid5 = RaidLevel::Raid5 { drives: 4 };
     let cases = [
         (Scheme::single(raid5, Mode::ZapRaid { group_size: 4 }), 208, 152, (15, 2)),
@@ -450,34 +452,33 @@ fn a_clean_stop_with_no_room_for_its_checkpoint_ends_without_one() {
             ..Twists::default()
         };
         let run = explore_run(scheme, seed, 300, cut, twists);
-        assert_eq!(run.stops_without_checkpoint, 1, "{scheme} seed {seed}: the stop had room after all: {run:?}");
+        let ended = run.stops_without_checkpoint + run.checkpoints_used;
+        assert!(ended > 0, "{scheme} seed {seed}: the stop left no trace: {run:?}");
     }
 }
 
-/// Known failure, not fixed (engine/src/engine/gc.rs, stop.rs; with or without an offloaded
-/// L2P table): a clean stop begins while writes wait for room in a nearly full array
-/// (few zones); garbage collection does not start during a stop, so the writes fail with
-/// `ArrayFull` ("no segment worth reclaiming", though there are) instead of being written.
-/// Found while exploring clean stops on few zones, which `crash_exploration` does not
-/// combine. Run with `--ignored`.
+/// Pinned: a clean stop began while writes waited for room in a nearly full array (few
+/// zones); garbage collection did not start during a stop, so the writes failed with
+/// `ArrayFull` ("no segment worth reclaiming", though there were) instead of being written
+/// (with or without an offloaded L2P table). Garbage collection now starts during a stop
+/// while stripes wait for room (`gc.rs`). Found while exploring clean stops on few zones.
 #[test]
-#[ignore = "known engine failure: writes waiting at a clean stop of a full array fail with ArrayFull"]
 fn writes_waiting_at_a_clean_stop_of_a_full_array_are_written() {
     let scheme = Scheme::single(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 });
     let twists = Twists { zones: scheme.few_zones(), stop_then_cut_after_steps: Some(1000), ..Twists::default() };
     explore_with(scheme, 131, 300, 111, twists);
 }
 
-/// Known failure, not fixed (not the checkpoint: it fails with `checkpoint: false` too):
-/// few zones, the L2P table offloaded, a drive replaced during the writes, a clean stop
-/// while it is rebuilt, the power cut, the rebuild resumed onto the same drive after
-/// recovery; the second recovery then refuses the array: "drive 3: segment header at zone
-/// 3, offset 0: disagrees with the other drives' headers of this segment" (drive 2, zone 0
-/// in the second case). Passes with 40 zones, without the stop, without the offloaded
-/// table, or when the rebuild goes onto a new drive instead (so the resumed rebuild,
-/// engine/src/engine/rebuild/resume.rs, is the suspect). Run with `--ignored`.
+/// Pinned: few zones, the L2P table offloaded, a drive replaced during the writes, a clean
+/// stop while it is rebuilt, the power cut, the rebuild resumed onto the same drive after
+/// recovery; the second recovery refused the array: "drive 3: segment header at zone 3,
+/// offset 0: disagrees with the other drives' headers of this segment" (drive 2, zone 0 in
+/// the second case), with `checkpoint: false` too. It passed with 40 zones, without the
+/// stop, without the offloaded table, or with the rebuild onto a new drive. These seeds
+/// pass since garbage collection may start during a stop (the stop no longer fails writes
+/// for want of room, which changes the runs); the cause was not found, so the resumed
+/// rebuild (engine/src/engine/rebuild/resume.rs) stays a suspect.
 #[test]
-#[ignore = "known engine failure: a rebuild resumed after a clean stop of a full offloaded array"]
 fn a_rebuild_resumed_after_a_clean_stop_of_a_full_array_leaves_headers_that_agree() {
     let raid5 = RaidLevel::Raid5 { drives: 4 };
     let cases = [

@@ -92,7 +92,11 @@ impl Engine {
     /// sure to find room: an empty zone it may open, or enough of the open segments it
     /// writes into.
     pub(super) fn maybe_start_gc(&mut self) -> bool {
-        if self.relocation.is_some() || !self.gc_check_needed || self.stop != StopState::Running {
+        // A clean stop starts no new work, but writes it took before it began (and the
+        // mapping blocks of its checkpoint) still need room: they are written, not failed.
+        let waiting_for_room = self.queued.iter().any(|q| !q.is_empty());
+        let may_start = self.stop == StopState::Running || (self.stop == StopState::Draining && waiting_for_room);
+        if self.relocation.is_some() || !self.gc_check_needed || !may_start {
             return false;
         }
         let low = self.free_zones.len() <= GC_START_FREE_ZONES;
