@@ -302,10 +302,10 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
     let rebuilding = assembled.superblock.rebuilding_drives.get() != 0;
     if let Some(place) = assembled.checkpoint.as_mut().filter(|_| !rebuilding) {
         let uuid = assembled.config.array_uuid;
-        let (newest, highest) = read_newest(&mut assembled.drives, &assembled.failed, place.area, uuid);
-        place.next_generation = place.next_generation.max(highest + 1);
-        match newest {
-            Some(image) => recovery.use_checkpoint(image),
+        let found = read_newest(&mut assembled.drives, &assembled.failed, place.area, uuid);
+        place.next_generation = place.next_generation.max(found.highest_generation + 1);
+        match found.newest {
+            Some(image) => recovery.use_checkpoint(image, found.blocks_read),
             None => tracing::info!("no checkpoint found: every segment is replayed"),
         }
     }

@@ -73,25 +73,28 @@ impl CheckpointArea {
     }
 }
 
-/// The newest checkpoint any drive not in `skip` holds for array `uuid`, and the highest
-/// generation seen (valid or not: the next one goes past it). Reads one copy's first
-/// block per drive until a copy decodes; a copy that does not is looked for on the next
-/// drive.
-pub fn read_newest(
-    drives: &mut [ReservedZones<Drive>],
-    skip: &[usize],
-    area: CheckpointArea,
-    uuid: [u8; 16],
-) -> (Option<CheckpointImage>, u64) {
+/// What `read_newest` found.
+pub struct Found {
+    pub newest: Option<CheckpointImage>,
+    /// The highest generation seen (the next one goes past it).
+    pub highest_generation: u64,
+    pub blocks_read: u64,
+}
+
+/// The newest checkpoint any drive not in `skip` holds for array `uuid`. Reads one copy's
+/// first block per drive until a copy decodes; a copy that does not is looked for on the
+/// next drive.
+pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: CheckpointArea, uuid: [u8; 16]) -> Found {
     let mut newest: Option<CheckpointImage> = None;
     let mut highest = 0;
+    let mut blocks_read = 0;
     for copy in 0..2u64 {
         for (index, drive) in drives.iter_mut().enumerate() {
             if skip.contains(&index) {
                 continue;
             }
             let inner = drive.inner_mut();
-            match read_copy(inner.as_mut(), area, copy) {
+            match read_copy(inner.as_mut(), area, copy, &mut blocks_read) {
                 Ok(image) if image.array_uuid == uuid => {
                     highest = highest.max(image.generation);
                     if newest.as_ref().is_none_or(|n| n.generation < image.generation) {
@@ -104,14 +107,20 @@ pub fn read_newest(
             }
         }
     }
-    (newest, highest)
+    Found { newest, highest_generation: highest, blocks_read }
 }
 
-fn read_copy(drive: &mut dyn ZonedDevice, area: CheckpointArea, copy: u64) -> Result<CheckpointImage, String> {
+fn read_copy(
+    drive: &mut dyn ZonedDevice,
+    area: CheckpointArea,
+    copy: u64,
+    blocks_read: &mut u64,
+) -> Result<CheckpointImage, String> {
     let raw = drive.geometry();
     let (bs, ms) = (raw.block_size_bytes as usize, raw.metadata_bytes_per_block as usize);
     let first_zone = area.first_zone(copy);
-    let read = |drive: &mut dyn ZonedDevice, index: u64, blocks: u64| -> Result<Vec<u8>, String> {
+    let mut read = |drive: &mut dyn ZonedDevice, index: u64, blocks: u64| -> Result<Vec<u8>, String> {
+        *blocks_read += blocks;
         let lba = area.lba(&raw, first_zone, index);
         let command =
             Command::Read { lba, data: vec![0; blocks as usize * bs], metadata: vec![0; blocks as usize * ms] };

@@ -14,9 +14,11 @@ use crate::l2p::UNMAPPED;
 use crate::stripe_table::CompactStripeTable;
 
 impl Recovery {
-    /// Offers a checkpoint read from the drives' reserved zones; the recovery uses it if it
-    /// matches what the drives hold (judged once their headers are read).
-    pub fn use_checkpoint(&mut self, image: CheckpointImage) {
+    /// Offers a checkpoint read from the drives' reserved zones (`blocks_read` of them,
+    /// counted with what the start read); the recovery uses it if it matches what the
+    /// drives hold (judged once their headers are read).
+    pub fn use_checkpoint(&mut self, image: CheckpointImage, blocks_read: u64) {
+        self.report.blocks_read += blocks_read;
         self.checkpoint = Some(image);
     }
 
