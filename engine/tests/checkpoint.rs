@@ -33,6 +33,14 @@ fn config(level: RaidLevel, mode: Mode) -> Config {
     Config { l2p, ..base }
 }
 
+/// A new array of `level` and `mode`: its config, a random source, an empty model of what
+/// it holds, and its simulator, all from `seed`.
+fn fresh(level: RaidLevel, mode: Mode, seed: u64) -> (Config, ChaCha8Rng, HashMap<u64, Vec<u8>>, Simulator) {
+    let config = config(level, mode);
+    let sim = Simulator::new(geometry(), config, seed, None).unwrap();
+    (config, ChaCha8Rng::seed_from_u64(seed), HashMap::new(), sim)
+}
+
 /// Writes `count` random blocks (batches of concurrent writes), some discards, and
 /// records what each LBA holds.
 fn write_random(sim: &mut Simulator, model: &mut HashMap<u64, Vec<u8>>, rng: &mut ChaCha8Rng, count: u64, round: u64) {
@@ -91,10 +99,7 @@ fn schemes() -> [(RaidLevel, Mode); 3] {
 #[test]
 fn a_start_from_a_checkpoint_reads_less_and_finds_every_block() {
     for (level, mode) in schemes() {
-        let config = config(level, mode);
-        let mut rng = ChaCha8Rng::seed_from_u64(11);
-        let mut model = HashMap::new();
-        let mut sim = Simulator::new(geometry(), config, 11, None).unwrap();
+        let (config, mut rng, mut model, mut sim) = fresh(level, mode, 11);
         // Enough overwrites that garbage collection runs.
         write_random(&mut sim, &mut model, &mut rng, 3 * LOGICAL_BLOCKS, 1);
         assert!(sim.engine.status().segments_reclaimed > 0, "{mode:?}: garbage collection ran");
@@ -142,10 +147,7 @@ fn a_start_from_a_checkpoint_reads_less_and_finds_every_block() {
 #[test]
 fn a_stale_checkpoint_is_not_used_and_the_replay_finds_every_block() {
     for (level, mode) in schemes() {
-        let config = config(level, mode);
-        let mut rng = ChaCha8Rng::seed_from_u64(12);
-        let mut model = HashMap::new();
-        let mut sim = Simulator::new(geometry(), config, 12, None).unwrap();
+        let (config, mut rng, mut model, mut sim) = fresh(level, mode, 12);
         write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS, 1);
         let (drives, image) = stop_and_checkpoint(sim, 1);
 
@@ -176,10 +178,8 @@ fn a_stale_checkpoint_is_not_used_and_the_replay_finds_every_block() {
 
 #[test]
 fn a_checkpoint_after_a_full_replay_holds_every_recovered_entry() {
-    let config = config(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 });
-    let mut rng = ChaCha8Rng::seed_from_u64(13);
-    let mut model = HashMap::new();
-    let mut sim = Simulator::new(geometry(), config, 13, None).unwrap();
+    let (config, mut rng, mut model, mut sim) =
+        fresh(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }, 13);
     write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS, 1);
     // A crash: the next start replays everything into the recovery overlay.
     let drives = sim.power_cut().unwrap();
@@ -204,10 +204,7 @@ fn a_checkpoint_after_a_full_replay_holds_every_recovered_entry() {
 #[test]
 fn a_checkpointed_start_with_a_failed_drive_reads_every_block() {
     for (level, mode) in schemes() {
-        let config = config(level, mode);
-        let mut rng = ChaCha8Rng::seed_from_u64(14);
-        let mut model = HashMap::new();
-        let mut sim = Simulator::new(geometry(), config, 14, None).unwrap();
+        let (config, mut rng, mut model, mut sim) = fresh(level, mode, 14);
         write_random(&mut sim, &mut model, &mut rng, 2 * LOGICAL_BLOCKS, 1);
         let (mut drives, image) = stop_and_checkpoint(sim, 1);
         drives[1].fail();
