@@ -304,7 +304,14 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
         let uuid = assembled.config.array_uuid;
         let found = read_newest(&mut assembled.drives, &assembled.failed, place.area, uuid);
         place.next_generation = place.next_generation.max(found.highest_generation + 1);
+        let superblock_generation = assembled.superblock.generation.get();
         match found.newest {
+            Some(image) if image.superblock_generation != superblock_generation => tracing::warn!(
+                generation = image.generation,
+                "the checkpoint goes with superblock generation {}, the array is at {superblock_generation} (a drive \
+                 failed or was rebuilt since): replaying every segment",
+                image.superblock_generation
+            ),
             Some(image) => recovery.use_checkpoint(image, found.blocks_read),
             None => tracing::info!("no checkpoint found: every segment is replayed"),
         }

@@ -43,7 +43,8 @@ impl Engine {
         true
     }
 
-    /// The checkpoint of a stopped engine, generation `generation`; None unless the array
+    /// The checkpoint of a stopped engine, generation `generation` (the superblock
+    /// generation it goes with is the caller's to set); None unless the array
     /// keeps one and the stop wrote the whole table back (a rebuild running also keeps it
     /// from being taken: the next start reads the drives).
     pub fn checkpoint(&self, generation: u64) -> Option<CheckpointImage> {
@@ -81,6 +82,7 @@ impl Engine {
             generation,
             next_sequence: self.next_sequence,
             next_timestamp: self.next_timestamp,
+            superblock_generation: 0,
             entries_per_page: self.l2p.entries_per_page() as u32,
             segments,
             directory: self.l2p.directory_entries().to_vec(),

@@ -30,13 +30,16 @@ pub struct CheckpointHeader {
     pub generation: U64,
     pub next_sequence: U64,
     pub next_timestamp: U64,
+    /// The array superblock's generation when the checkpoint was taken: a drive failed or
+    /// rebuilt since (a new generation) makes the checkpoint stale.
+    pub superblock_generation: U64,
     pub segment_count: U32,
     pub page_count: U32,
     pub entries_per_page: U32,
     pub reserved: U32,
 }
 
-pub const CHECKPOINT_HEADER_BYTES: usize = 80;
+pub const CHECKPOINT_HEADER_BYTES: usize = 88;
 const _: () = assert!(std::mem::size_of::<CheckpointHeader>() == CHECKPOINT_HEADER_BYTES);
 /// Where the CRC starts: everything after the magic, version and CRC fields.
 const CHECKPOINT_CRC_START: usize = 16;
@@ -88,6 +91,8 @@ pub struct CheckpointImage {
     pub generation: u64,
     pub next_sequence: u64,
     pub next_timestamp: u64,
+    /// The array superblock's generation it goes with (set by whoever stores it).
+    pub superblock_generation: u64,
     pub entries_per_page: u32,
     /// In increasing zone order, each zone at most once.
     pub segments: Vec<CheckpointSegment>,
@@ -119,6 +124,7 @@ impl CheckpointImage {
             generation: self.generation.into(),
             next_sequence: self.next_sequence.into(),
             next_timestamp: self.next_timestamp.into(),
+            superblock_generation: self.superblock_generation.into(),
             segment_count: (self.segments.len() as u32).into(),
             page_count: (self.directory.len() as u32).into(),
             entries_per_page: self.entries_per_page.into(),
@@ -230,6 +236,7 @@ impl CheckpointImage {
             generation: header.generation.get(),
             next_sequence: header.next_sequence.get(),
             next_timestamp: header.next_timestamp.get(),
+            superblock_generation: header.superblock_generation.get(),
             entries_per_page: header.entries_per_page.get(),
             segments: decoded,
             directory,
@@ -257,6 +264,7 @@ mod tests {
             generation: 3,
             next_sequence: 41,
             next_timestamp: 9_000,
+            superblock_generation: 5,
             entries_per_page: 1_012,
             segments: vec![
                 CheckpointSegment {
@@ -315,7 +323,7 @@ mod tests {
         assert_eq!(CheckpointImage::decode(&[0u8; 512]), Err(DecodeError::Magic));
         // A header claiming a huge body is refused by length, before anything is read.
         let mut huge = bytes.clone();
-        huge[68..72].copy_from_slice(&u32::MAX.to_le_bytes());
+        huge[76..80].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(CheckpointImage::decode(&huge).is_err());
     }
 }

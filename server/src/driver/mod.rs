@@ -288,10 +288,12 @@ impl EngineLoop {
     /// checkpoint that cannot be written costs the next start time, never data.
     fn leave_checkpoint(&mut self) {
         let Some(place) = self.record.checkpoint else { return };
-        let Some(image) = self.engine.checkpoint(place.next_generation) else {
+        let Some(mut image) = self.engine.checkpoint(place.next_generation) else {
             tracing::info!("no checkpoint to leave (a rebuild runs or the table is not written back)");
             return;
         };
+        // Failures and rebuilds recorded after it (a new superblock generation) make it stale.
+        image.superblock_generation = self.record.superblock.generation.get();
         let failed: Vec<usize> = (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).collect();
         match crate::checkpoint::write(&mut self.drives, &failed, place.area, &image) {
             Ok(()) => tracing::info!(
