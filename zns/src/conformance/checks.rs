@@ -1,146 +1,14 @@
-//! The device conformance suite: what every zoned backend (emulated memory or file, real
-//! NVMe ZNS through passthrough) must do, checked through the device interface alone.
-//!
-//! `run` is destructive: it resets every zone. Each check uses zones of its own, so one
-//! failure does not cascade; checks that need more zones or limits than the device has
-//! are reported as skipped, never as passed. `check_after_crash` is what a drive must
-//! satisfy after power loss (or a killed process, for file-backed drives).
+//! The conformance suite's checks (`conformance`): each drives the device through the
+//! interface alone, on zones of its own, and says what it found wrong.
 
-use std::fmt;
-
-use crate::device::{execute, report_all_zones, Command, Completion, Done, ZonedDevice};
-use crate::error::Error;
-use crate::geometry::Geometry;
-use crate::zone::{ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};
-
-/// How one check ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Passed,
-    Failed(String),
-    Skipped(String),
-}
-
-/// One check's name and outcome.
-#[derive(Clone, Debug)]
-pub struct CheckResult {
-    pub name: &'static str,
-    pub outcome: Outcome,
-}
-
-/// All checks of a run.
-#[derive(Clone, Debug, Default)]
-pub struct Report {
-    pub results: Vec<CheckResult>,
-}
-
-impl Report {
-    /// True when no check failed.
-    pub fn passed(&self) -> bool {
-        self.failed() == 0
-    }
-
-    pub fn failed(&self) -> usize {
-        self.results.iter().filter(|r| matches!(r.outcome, Outcome::Failed(_))).count()
-    }
-
-    pub fn skipped(&self) -> usize {
-        self.results.iter().filter(|r| matches!(r.outcome, Outcome::Skipped(_))).count()
-    }
-
-    fn record(&mut self, name: &'static str, outcome: Result<(), Check>) {
-        let outcome = match outcome {
-            Ok(()) => Outcome::Passed,
-            Err(Check::Fail(why)) => Outcome::Failed(why),
-            Err(Check::Skip(why)) => Outcome::Skipped(why),
-        };
-        self.results.push(CheckResult { name, outcome });
-    }
-
-    fn merge(&mut self, other: Report) {
-        self.results.extend(other.results);
-    }
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for r in &self.results {
-            match &r.outcome {
-                Outcome::Passed => writeln!(f, "  pass  {}", r.name)?,
-                Outcome::Failed(why) => writeln!(f, "  FAIL  {}: {why}", r.name)?,
-                Outcome::Skipped(why) => writeln!(f, "  skip  {}: {why}", r.name)?,
-            }
-        }
-        let total = self.results.len();
-        writeln!(
-            f,
-            "{} passed, {} failed, {} skipped",
-            total - self.failed() - self.skipped(),
-            self.failed(),
-            self.skipped()
-        )
-    }
-}
-
-/// Checks one block read back after a crash: `(lba, data, metadata)`, Err says why not.
-pub type BlockVerifier<'a> = dyn FnMut(u64, &[u8], &[u8]) -> Result<(), String> + 'a;
-
-/// Why a check did not pass.
-enum Check {
-    Fail(String),
-    Skip(String),
-}
-
-type CheckResultOf<T = ()> = Result<T, Check>;
-
-fn fail<T>(why: impl Into<String>) -> CheckResultOf<T> {
-    Err(Check::Fail(why.into()))
-}
-
-fn ensure(condition: bool, why: impl FnOnce() -> String) -> CheckResultOf {
-    if condition {
-        Ok(())
-    } else {
-        Err(Check::Fail(why()))
-    }
-}
-
-/// Deterministic block contents: every block of every check differs.
-pub fn pattern_block(geometry: &Geometry, lba: u64, salt: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut state = lba.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt.wrapping_add(0x2545_f491_4f6c_dd1d);
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let data: Vec<u8> = (0..geometry.block_size_bytes / 8).flat_map(|_| next().to_le_bytes()).collect();
-    let meta: Vec<u8> = (0..geometry.metadata_bytes_per_block as usize).map(|_| next() as u8).collect();
-    (data, meta)
-}
-
-fn pattern(geometry: &Geometry, lba: u64, blocks: u64, salt: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut data = Vec::with_capacity(geometry.data_bytes(blocks));
-    let mut meta = Vec::with_capacity(geometry.metadata_bytes(blocks));
-    for i in 0..blocks {
-        let (d, m) = pattern_block(geometry, lba + i, salt);
-        data.extend_from_slice(&d);
-        meta.extend_from_slice(&m);
-    }
-    (data, meta)
-}
-
-struct Suite<'a, D: ZonedDevice + ?Sized> {
-    device: &'a mut D,
-    geometry: Geometry,
-}
+use super::*;
 
 impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
-    fn run(&mut self, command: Command) -> Completion {
+    pub(super) fn run(&mut self, command: Command) -> Completion {
         execute(self.device, command)
     }
 
-    fn ok(&mut self, what: &str, command: Command) -> CheckResultOf<(Done, Vec<u8>, Vec<u8>)> {
+    pub(super) fn ok(&mut self, what: &str, command: Command) -> CheckResultOf<(Done, Vec<u8>, Vec<u8>)> {
         let c = self.run(command);
         match c.result {
             Ok(done) => Ok((done, c.data, c.metadata)),
@@ -148,7 +16,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         }
     }
 
-    fn expect_error(
+    pub(super) fn expect_error(
         &mut self,
         what: &str,
         command: Command,
@@ -163,7 +31,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         }
     }
 
-    fn zone(&mut self, zone: u32) -> CheckResultOf<ZoneDescriptor> {
+    pub(super) fn zone(&mut self, zone: u32) -> CheckResultOf<ZoneDescriptor> {
         let start_lba = self.geometry.zone_start_lba(zone);
         match self.ok("report zone", Command::ReportZones { start_lba, max_zones: 1 })? {
             (Done::Zones(z), _, _) if z.len() == 1 && z[0].start_lba == start_lba => Ok(z[0]),
@@ -171,7 +39,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         }
     }
 
-    fn expect_zone(&mut self, zone: u32, state: &[ZoneState], written: u64) -> CheckResultOf {
+    pub(super) fn expect_zone(&mut self, zone: u32, state: &[ZoneState], written: u64) -> CheckResultOf {
         let d = self.zone(zone)?;
         ensure(state.contains(&d.state) && d.write_pointer == d.start_lba + written, || {
             format!(
@@ -183,7 +51,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         })
     }
 
-    fn write(&mut self, lba: u64, blocks: u64, salt: u64) -> CheckResultOf {
+    pub(super) fn write(&mut self, lba: u64, blocks: u64, salt: u64) -> CheckResultOf {
         let (data, metadata) = pattern(&self.geometry, lba, blocks, salt);
         match self.ok("write", Command::Write { lba, data, metadata })? {
             (Done::Written { lba: at, blocks: n }, _, _) if at == lba && n == blocks => Ok(()),
@@ -191,28 +59,28 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         }
     }
 
-    fn read(&mut self, lba: u64, blocks: u64) -> CheckResultOf<(Vec<u8>, Vec<u8>)> {
+    pub(super) fn read(&mut self, lba: u64, blocks: u64) -> CheckResultOf<(Vec<u8>, Vec<u8>)> {
         let data = vec![0xee; self.geometry.data_bytes(blocks)];
         let metadata = vec![0xee; self.geometry.metadata_bytes(blocks)];
         let (_, data, metadata) = self.ok("read", Command::Read { lba, data, metadata })?;
         Ok((data, metadata))
     }
 
-    fn verify(&mut self, lba: u64, blocks: u64, salt: u64) -> CheckResultOf {
+    pub(super) fn verify(&mut self, lba: u64, blocks: u64, salt: u64) -> CheckResultOf {
         let (data, metadata) = self.read(lba, blocks)?;
         let (want_data, want_meta) = pattern(&self.geometry, lba, blocks, salt);
         ensure(data == want_data, || format!("data read at LBA {lba} differs from what was written"))?;
         ensure(metadata == want_meta, || format!("metadata read at LBA {lba} differs from what was written"))
     }
 
-    fn verify_zeros(&mut self, lba: u64, blocks: u64) -> CheckResultOf {
+    pub(super) fn verify_zeros(&mut self, lba: u64, blocks: u64) -> CheckResultOf {
         let (data, metadata) = self.read(lba, blocks)?;
         ensure(data.iter().all(|b| *b == 0) && metadata.iter().all(|b| *b == 0), || {
             format!("unwritten blocks at LBA {lba} did not read as zeros")
         })
     }
 
-    fn manage(&mut self, zone: u32, action: ZoneAction) -> CheckResultOf {
+    pub(super) fn manage(&mut self, zone: u32, action: ZoneAction) -> CheckResultOf {
         let start_lba = self.geometry.zone_start_lba(zone);
         self.ok(
             &format!("{action} zone {zone}"),
@@ -223,7 +91,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
 
     /// Writes of every size up to the transfer limit read back, data and metadata. (A
     /// kernel and QEMU combination loses the metadata of some sizes without an error.)
-    fn every_transfer_size_reads_back(&mut self) -> CheckResultOf {
+    pub(super) fn every_transfer_size_reads_back(&mut self) -> CheckResultOf {
         self.need_zones(2)?;
         let zone = 1;
         let start = self.geometry.zone_start_lba(zone);
@@ -246,7 +114,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
     /// Zone 2 written before and after zone 1 is reset: everything in zone 2 (data and
     /// metadata, by writes and appends) reads back as written. An array resets a
     /// reclaimed zone while it writes the next one.
-    fn reset_leaves_other_zones(&mut self) -> CheckResultOf {
+    pub(super) fn reset_leaves_other_zones(&mut self) -> CheckResultOf {
         self.need_zones(3)?;
         let (a, b) = (1, 2);
         let (start_a, start_b) = (self.geometry.zone_start_lba(a), self.geometry.zone_start_lba(b));
@@ -283,12 +151,12 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         Ok(())
     }
 
-    fn reset_all(&mut self) -> CheckResultOf {
+    pub(super) fn reset_all(&mut self) -> CheckResultOf {
         self.ok("reset all zones", Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::All })
             .map(|_| ())
     }
 
-    fn need_zones(&self, zones: u32) -> CheckResultOf {
+    pub(super) fn need_zones(&self, zones: u32) -> CheckResultOf {
         if self.geometry.zone_count < zones {
             return Err(Check::Skip(format!("needs {zones} zones, the device has {}", self.geometry.zone_count)));
         }
@@ -297,7 +165,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
 
     // ---- the checks ------------------------------------------------------------------
 
-    fn report_is_consistent(&mut self) -> CheckResultOf {
+    pub(super) fn report_is_consistent(&mut self) -> CheckResultOf {
         let g = self.geometry;
         let zones = report_all_zones(self.device).or_else(|e| fail(format!("zone report: {e}")))?;
         ensure(zones.len() == g.zone_count as usize, || {
@@ -324,7 +192,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         })
     }
 
-    fn reset_all_empties_zones(&mut self) -> CheckResultOf {
+    pub(super) fn reset_all_empties_zones(&mut self) -> CheckResultOf {
         self.reset_all()?;
         let zones = report_all_zones(self.device).or_else(|e| fail(format!("zone report: {e}")))?;
         for z in zones {
@@ -336,7 +204,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         Ok(())
     }
 
-    fn write_and_read_back(&mut self, zone: u32) -> CheckResultOf {
+    pub(super) fn write_and_read_back(&mut self, zone: u32) -> CheckResultOf {
         let start = self.geometry.zone_start_lba(zone);
         let blocks = 3.min(self.geometry.zone_capacity_blocks - 1).max(1);
         self.write(start, blocks, 1)?;
@@ -348,7 +216,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         self.verify(start + blocks - 1, 1, 1)
     }
 
-    fn write_off_write_pointer_fails(&mut self, zone: u32) -> CheckResultOf {
+    pub(super) fn write_off_write_pointer_fails(&mut self, zone: u32) -> CheckResultOf {
         let start = self.geometry.zone_start_lba(zone);
         if self.geometry.zone_capacity_blocks < 4 {
             return Err(Check::Skip("zone capacity below 4 blocks".into()));
@@ -367,7 +235,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         self.verify(start, 1, 2)
     }
 
-    fn unwritten_blocks_read_as_zeros(&mut self, zone: u32) -> CheckResultOf {
+    pub(super) fn unwritten_blocks_read_as_zeros(&mut self, zone: u32) -> CheckResultOf {
         let start = self.geometry.zone_start_lba(zone);
         if self.geometry.zone_capacity_blocks < 4 {
             return Err(Check::Skip("zone capacity below 4 blocks".into()));
@@ -386,7 +254,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         })
     }
 
-    fn append_returns_landing_lba(&mut self, zone: u32) -> CheckResultOf {
+    pub(super) fn append_returns_landing_lba(&mut self, zone: u32) -> CheckResultOf {
         let start = self.geometry.zone_start_lba(zone);
         let blocks = 2.min(u64::from(self.geometry.zone_append_max_blocks));
         if self.geometry.zone_capacity_blocks < 2 * blocks {
@@ -406,7 +274,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         self.expect_zone(zone, &[ZoneState::ImplicitlyOpen], 2 * blocks)
     }
 
-    fn concurrent_appends_land_once_each(&mut self, zone: u32) -> CheckResultOf {
+    pub(super) fn concurrent_appends_land_once_each(&mut self, zone: u32) -> CheckResultOf {
         let start = self.geometry.zone_start_lba(zone);
         let count = 8u64.min(self.geometry.zone_capacity_blocks).min(self.device.queue_depth() as u64);
         for tag in 0..count {
@@ -444,7 +312,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         self.expect_zone(zone, &[ZoneState::ImplicitlyOpen, ZoneState::Full], count)
     }
 
-    fn oversized_append_fails(&mut self, zone: u32) -> CheckResultOf {
+    pub(super) fn oversized_append_fails(&mut self, zone: u32) -> CheckResultOf {
         let start = self.geometry.zone_start_lba(zone);
         let blocks = u64::from(self.geometry.zone_append_max_blocks) + 1;
         if blocks > self.geometry.zone_capacity_blocks {
@@ -463,7 +331,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
     /// Most bytes a check may write to fill a zone; bigger zones skip the check.
     const FILL_LIMIT_BYTES: u64 = 256 << 20;
 
-    fn capacity_is_enforced(&mut self, zone: u32) -> CheckResultOf {
+    pub(super) fn capacity_is_enforced(&mut self, zone: u32) -> CheckResultOf {
         let g = self.geometry;
         let cap = g.zone_capacity_blocks;
         if cap * u64::from(g.block_size_bytes) > Self::FILL_LIMIT_BYTES {
@@ -509,7 +377,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         self.verify(start, 1, 8)
     }
 
-    fn finish_then_reset(&mut self, zone: u32) -> CheckResultOf {
+    pub(super) fn finish_then_reset(&mut self, zone: u32) -> CheckResultOf {
         let start = self.geometry.zone_start_lba(zone);
         let cap = self.geometry.zone_capacity_blocks;
         if cap < 3 {
@@ -534,7 +402,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         self.verify(start, 2, 14)
     }
 
-    fn open_close_transitions(&mut self, zone: u32) -> CheckResultOf {
+    pub(super) fn open_close_transitions(&mut self, zone: u32) -> CheckResultOf {
         let start = self.geometry.zone_start_lba(zone);
         if self.geometry.zone_capacity_blocks < 3 {
             return Err(Check::Skip("zone capacity below 3 blocks".into()));
@@ -558,7 +426,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         self.manage(zone, ZoneAction::Reset)
     }
 
-    fn boundaries_are_enforced(&mut self) -> CheckResultOf {
+    pub(super) fn boundaries_are_enforced(&mut self) -> CheckResultOf {
         self.need_zones(2)?;
         let g = self.geometry;
         let last_of_zone0 = g.zone_size_blocks - 1;
@@ -588,7 +456,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         Ok(())
     }
 
-    fn partial_report(&mut self) -> CheckResultOf {
+    pub(super) fn partial_report(&mut self) -> CheckResultOf {
         self.need_zones(3)?;
         let start_lba = self.geometry.zone_start_lba(1);
         match self.ok("report 2 zones from zone 1", Command::ReportZones { start_lba, max_zones: 2 })? {
@@ -598,7 +466,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
     }
 
     /// Explicitly opened zones hold their resources: one more open zone is refused.
-    fn open_limit_is_enforced(&mut self, first: u32) -> CheckResultOf {
+    pub(super) fn open_limit_is_enforced(&mut self, first: u32) -> CheckResultOf {
         let Some(limit) = self.geometry.max_open_zones else {
             return Err(Check::Skip("the device has no open zone limit".into()));
         };
@@ -622,7 +490,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
 
     /// Closed zones keep their active resource: past the active limit writes are refused
     /// until a zone is finished.
-    fn active_limit_is_enforced(&mut self, first: u32) -> CheckResultOf {
+    pub(super) fn active_limit_is_enforced(&mut self, first: u32) -> CheckResultOf {
         let Some(limit) = self.geometry.max_active_zones else {
             return Err(Check::Skip("the device has no active zone limit".into()));
         };
@@ -651,108 +519,4 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         }
         self.reset_all()
     }
-}
-
-/// Runs the whole suite. Destructive: every zone is reset, before and after.
-pub fn run<D: ZonedDevice + ?Sized>(device: &mut D) -> Report {
-    let geometry = device.geometry();
-    let mut report = Report::default();
-    let mut suite = Suite { device, geometry };
-    report.record("geometry is valid", geometry.validate().or_else(|e| fail(e.to_string())));
-    report.record("zone report is consistent", suite.report_is_consistent());
-    report.record("reset all empties every zone", suite.reset_all_empties_zones());
-    // One zone per check (zone 0 is left for boundary checks), so failures stay local.
-    for (i, (name, check)) in zone_checks().into_iter().enumerate() {
-        let zone = i as u32 + 1;
-        let outcome = suite.need_zones(zone + 1).and_then(|()| check(&mut suite, zone));
-        // Leave no active zone behind: small active limits would fail the next check.
-        let cleanup = match outcome {
-            Err(Check::Skip(_)) => Ok(()),
-            _ => suite.manage(zone, ZoneAction::Reset),
-        };
-        report.record(name, outcome.and(cleanup));
-    }
-    report.record("metadata of every transfer size reads back", suite.every_transfer_size_reads_back());
-    report.record("a reset leaves other zones' data and metadata", suite.reset_leaves_other_zones());
-    report.record("zone and namespace boundaries are enforced", suite.boundaries_are_enforced());
-    report.record("partial zone report", suite.partial_report());
-    report.record("zone report is consistent after use", suite.report_is_consistent());
-    report.record("open zone limit is enforced", suite.open_limit_is_enforced(1));
-    report.record("active zone limit is enforced", suite.active_limit_is_enforced(1));
-    report.record("reset all at the end", suite.reset_all_empties_zones());
-    report
-}
-
-type ZoneCheck<'s, D> = fn(&mut Suite<'s, D>, u32) -> CheckResultOf;
-
-fn zone_checks<'s, D: ZonedDevice + ?Sized>() -> [(&'static str, ZoneCheck<'s, D>); 9] {
-    [
-        ("write at the write pointer reads back", Suite::write_and_read_back),
-        ("write off the write pointer fails", Suite::write_off_write_pointer_fails),
-        ("unwritten blocks read as zeros", Suite::unwritten_blocks_read_as_zeros),
-        ("append returns the LBA it landed at", Suite::append_returns_landing_lba),
-        ("concurrent appends land once each", Suite::concurrent_appends_land_once_each),
-        ("append over the size limit fails", Suite::oversized_append_fails),
-        ("zone capacity is enforced", Suite::capacity_is_enforced),
-        ("finish then reset", Suite::finish_then_reset),
-        ("open and close transitions", Suite::open_close_transitions),
-    ]
-}
-
-/// Checks a drive after power loss without touching its data: the zone report is
-/// consistent and nothing is left open, every block below each write pointer passes
-/// `verify(lba, data, metadata)`, and the block at each write pointer reads as zeros.
-pub fn check_after_crash<D: ZonedDevice + ?Sized>(device: &mut D, verify: &mut BlockVerifier<'_>) -> Report {
-    let geometry = device.geometry();
-    let mut report = Report::default();
-    let mut suite = Suite { device, geometry };
-    report.record("zone report is consistent after power loss", suite.report_is_consistent());
-    let zones = match report_all_zones(suite.device) {
-        Ok(zones) => zones,
-        Err(e) => {
-            report.record("zones readable after power loss", fail(e.to_string()));
-            return report;
-        }
-    };
-    report.record(
-        "no zone is open after power loss",
-        match zones.iter().find(|z| z.state.is_open()) {
-            Some(z) => fail(format!("zone {} is {}", z.zone, z.state)),
-            None => Ok(()),
-        },
-    );
-    let mut check_blocks = || -> CheckResultOf {
-        for z in &zones {
-            if matches!(z.state, ZoneState::Offline | ZoneState::Empty) {
-                continue;
-            }
-            let written = if z.state == ZoneState::Full { z.capacity_blocks } else { z.written_blocks() };
-            let mut done = 0;
-            while done < written {
-                let blocks = (written - done).min(u64::from(geometry.max_transfer_blocks));
-                let lba = z.start_lba + done;
-                let (data, metadata) = suite.read(lba, blocks)?;
-                let block = geometry.block_size_bytes as usize;
-                let meta = geometry.metadata_bytes_per_block as usize;
-                for i in 0..blocks as usize {
-                    verify(lba + i as u64, &data[i * block..(i + 1) * block], &metadata[i * meta..(i + 1) * meta])
-                        .or_else(|why| fail(format!("zone {} LBA {}: {why}", z.zone, lba + i as u64)))?;
-                }
-                done += blocks;
-            }
-            if written < z.capacity_blocks {
-                suite.verify_zeros(z.start_lba + written, 1)?;
-            }
-        }
-        Ok(())
-    };
-    report.record("every block below the write pointers is intact", check_blocks());
-    report
-}
-
-/// Runs `check_after_crash`, then the whole suite (is the drive still fully usable?).
-pub fn check_after_crash_then_run<D: ZonedDevice + ?Sized>(device: &mut D, verify: &mut BlockVerifier<'_>) -> Report {
-    let mut report = check_after_crash(device, verify);
-    report.merge(run(device));
-    report
 }
