@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use zapraid_engine::format::{decode_footer_block, BlockMetadata, SegmentHeader};
+use zapraid_engine::format::{decode_footer_block, BlockMetadata, CheckpointImage, SegmentHeader};
 use zapraid_server::array::{
     format_with_spares, open_drive, read_superblock, refuse_repeated_drives, uuid_text, FormatOptions, NewlyMissing,
     SUPERBLOCK_ZONES,
 };
+use zapraid_server::checkpoint::CheckpointArea;
 use zapraid_server::control;
 use zapraid_server::names::start_name;
 
@@ -513,16 +514,39 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
         g.block_size_bytes,
         g.metadata_bytes_per_block
     );
-    match read_superblock(drive.as_mut()) {
+    let superblock = read_superblock(drive.as_mut());
+    match &superblock {
         None => println!("superblock: none: {}", missing_superblock_reason(drive.as_mut())),
-        Some(sb) => println!("superblock: {}", report::superblock_text(&sb)),
+        Some(sb) => println!("superblock: {}", report::superblock_text(sb)),
     }
+    let area = superblock.and_then(|sb| CheckpointArea::of(sb.reserved_zones.get()));
     let zones = report_all_zones(drive.as_mut())?;
     let (bs, ms) = (g.block_size_bytes as usize, g.metadata_bytes_per_block as usize);
     println!("{:>6} {:>15} {:>10} {:>10}  segment", "zone", "state", "written", "capacity");
     for z in zones.iter().skip(SUPERBLOCK_ZONES as usize) {
         let written = z.written_blocks();
-        let segment = if written == 0 {
+        let checkpoint = area.and_then(|a| a.copy_of_zone(z.zone));
+        let segment = if let Some((copy, first)) = checkpoint {
+            let what = format!("checkpoint copy {copy}");
+            if !first || written == 0 {
+                what
+            } else {
+                let c = execute(
+                    drive.as_mut(),
+                    Command::Read { lba: z.start_lba, data: vec![0; bs], metadata: vec![0; ms] },
+                );
+                match c.result.ok().map(|_| CheckpointImage::header(&c.data)) {
+                    Some(Ok(h)) => format!(
+                        "{what}: generation {}, {} segments, {} B (CRC checked at start)",
+                        h.generation.get(),
+                        h.segment_count.get(),
+                        h.image_bytes.get()
+                    ),
+                    Some(Err(e)) => format!("{what}: no valid checkpoint ({e})"),
+                    None => format!("{what}: unreadable"),
+                }
+            }
+        } else if written == 0 {
             String::new()
         } else {
             let c =
@@ -534,7 +558,7 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
             }
         };
         println!("{:>6} {:>15} {:>10} {:>10}  {segment}", z.zone, z.state, written, z.capacity_blocks);
-        if written > 0 {
+        if written > 0 && checkpoint.is_none() {
             // The last written block says whether the segment ended in a footer (sealed or
             // stopped cleanly).
             let lba = z.start_lba + written - 1;

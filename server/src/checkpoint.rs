@@ -54,6 +54,13 @@ impl CheckpointArea {
         CheckpointArea { zones_per_copy: bytes.div_ceil(zone_bytes).max(1) as u32 }
     }
 
+    /// Which copy a drive zone (raw numbering) belongs to, and whether it is the copy's
+    /// first zone (where its header is); None outside the area.
+    pub fn copy_of_zone(&self, zone: u32) -> Option<(u32, bool)> {
+        let index = zone.checked_sub(SUPERBLOCK_ZONES)?;
+        (index < 2 * self.zones_per_copy).then(|| (index / self.zones_per_copy, index % self.zones_per_copy == 0))
+    }
+
     pub fn reserved_zones(&self) -> u32 {
         SUPERBLOCK_ZONES + 2 * self.zones_per_copy
     }
@@ -212,5 +219,10 @@ mod tests {
         let area = CheckpointArea { zones_per_copy: 3 };
         assert_eq!(area.reserved_zones(), 7);
         assert_eq!((area.first_zone(4), area.first_zone(7)), (1, 4));
+        assert_eq!(area.copy_of_zone(0), None);
+        assert_eq!(area.copy_of_zone(1), Some((0, true)));
+        assert_eq!(area.copy_of_zone(3), Some((0, false)));
+        assert_eq!(area.copy_of_zone(4), Some((1, true)));
+        assert_eq!(area.copy_of_zone(7), None);
     }
 }

@@ -161,9 +161,15 @@ impl CheckpointImage {
     /// The image's length from its first bytes (magic and version checked): how much to
     /// read before `decode`.
     pub fn image_bytes(first_block: &[u8]) -> Result<u64, DecodeError> {
+        Ok(Self::header(first_block)?.image_bytes.get())
+    }
+
+    /// The header from an image's first bytes, magic and version checked (the CRC covers
+    /// the whole image: `decode` checks it). For tools that describe what a zone holds.
+    pub fn header(first_block: &[u8]) -> Result<CheckpointHeader, DecodeError> {
         let header: CheckpointHeader = read(first_block)?;
         check_magic_and_version(&header)?;
-        Ok(header.image_bytes.get())
+        Ok(header)
     }
 
     /// A checkpoint from its image (padding after it ignored). Checks magic, version,
