@@ -21,7 +21,7 @@ use zapraid_zns::{
 };
 
 pub use crate::assembly::{assemble, assemble_with, Assembled};
-use crate::checkpoint::{read_newest, CheckpointArea};
+use crate::checkpoint::{invalidate, read_newest, CheckpointArea};
 pub use crate::degraded::NewlyMissing;
 use crate::error::{Error, Result};
 use crate::superblock::superblock_writes;
@@ -300,18 +300,30 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
     // A rebuild in progress reads the drives (what the new drive holds is checked against
     // them): a checkpoint is offered only to other starts.
     let rebuilding = assembled.superblock.rebuilding_drives.get() != 0;
-    if let Some(place) = assembled.checkpoint.as_mut().filter(|_| !rebuilding) {
+    if let Some(place) = assembled.checkpoint.as_mut() {
         let uuid = assembled.config.array_uuid;
         let found = read_newest(&mut assembled.drives, &assembled.failed, place.area, uuid);
         place.next_generation = place.next_generation.max(found.highest_generation + 1);
+        // One start per checkpoint: a crash after this start finds none.
+        invalidate(&mut assembled.drives, &assembled.failed, place.area);
         let superblock_generation = assembled.superblock.generation.get();
         match found.newest {
-            Some(image) if image.superblock_generation != superblock_generation => tracing::warn!(
-                generation = image.generation,
-                "the checkpoint goes with superblock generation {}, the array is at {superblock_generation} (a drive \
-                 failed or was rebuilt since): replaying every segment",
-                image.superblock_generation
-            ),
+            Some(image) if rebuilding => {
+                tracing::info!(
+                    generation = image.generation,
+                    "a rebuild is in progress: the checkpoint is not used, every segment is replayed"
+                );
+                recovery.pass_over_checkpoint(&image);
+            }
+            Some(image) if image.superblock_generation != superblock_generation => {
+                tracing::warn!(
+                    generation = image.generation,
+                    "the checkpoint goes with superblock generation {}, the array is at {superblock_generation} (a \
+                     drive failed or was rebuilt since): replaying every segment",
+                    image.superblock_generation
+                );
+                recovery.pass_over_checkpoint(&image);
+            }
             Some(image) => recovery.use_checkpoint(image, found.blocks_read),
             None => tracing::info!("no checkpoint found: every segment is replayed"),
         }

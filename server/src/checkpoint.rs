@@ -5,10 +5,12 @@
 //! readable copy serves).
 //!
 //! A copy is written whole after a clean stop (its zones reset, then its blocks from the
-//! first one on), and read at start: the valid copy with the highest generation on any
-//! drive is offered to recovery, which uses it only if it matches the drives. A torn or
-//! damaged copy fails its CRC and is passed over; the other copy is older and is refused
-//! as stale, so the worst a lost checkpoint costs is a full replay.
+//! first one on, the last zone finished), and read at start: the valid copy with the
+//! highest generation on any drive is offered to recovery, which uses it only if it
+//! matches the drives; then the start empties both copies, so a checkpoint serves only the
+//! first start after its stop. A torn or damaged copy fails its CRC and is passed over;
+//! the other copy is older and is refused as stale, so the worst a lost checkpoint costs
+//! is a full replay.
 //!
 //! Invariants: an array's reserved zones are 1 (no checkpoint) or 1 + 2 * zones_per_copy;
 //! a copy's image fits its zones (checked at format with the largest image the array can
@@ -155,9 +157,30 @@ fn read_copy(
     CheckpointImage::decode(&image).map_err(|e| e.to_string())
 }
 
+/// Empties both copies on every drive not in `skip`: a start does this once it has read
+/// the checkpoint and before the engine writes anything, so that a checkpoint serves only
+/// the first start after its stop (a later crash finds none and replays). A drive whose
+/// zones cannot be reset keeps its copy: the recovery's checks still judge it.
+pub fn invalidate(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: CheckpointArea) {
+    for (index, drive) in drives.iter_mut().enumerate() {
+        if skip.contains(&index) {
+            continue;
+        }
+        let inner = drive.inner_mut().as_mut();
+        let raw = inner.geometry();
+        for zone in SUPERBLOCK_ZONES..area.reserved_zones() {
+            let target = ZoneTarget::Zone { start_lba: raw.zone_start_lba(zone) };
+            if let Err(e) = execute(inner, Command::ManageZone { action: ZoneAction::Reset, target }).result {
+                tracing::warn!(drive = index, zone, "the checkpoint zone could not be reset: {e}");
+            }
+        }
+    }
+}
+
 /// Writes `image` as its generation's copy on every drive not in `skip`: resets the
-/// copy's zones, then writes its blocks. Errors name the drive; the other drives' copies
-/// are still written.
+/// copy's zones, then writes its blocks, and finishes the last zone written (a partly
+/// written zone would hold an active zone the array's zone limits do not count). Errors
+/// name the drive; the other drives' copies are still written.
 pub fn write(
     drives: &mut [ReservedZones<Drive>],
     skip: &[usize],
@@ -203,6 +226,11 @@ fn write_copy(drive: &mut dyn ZonedDevice, area: CheckpointArea, image: &Checkpo
         let lba = area.lba(&raw, first_zone, index);
         check(execute(drive, Command::Write { lba, data, metadata }), "checkpoint write")?;
         index += count;
+    }
+    if !blocks.is_multiple_of(raw.zone_capacity_blocks) {
+        let zone = first_zone + (blocks / raw.zone_capacity_blocks) as u32;
+        let target = ZoneTarget::Zone { start_lba: raw.zone_start_lba(zone) };
+        check(execute(drive, Command::ManageZone { action: ZoneAction::Finish, target }), "zone finish")?;
     }
     Ok(())
 }

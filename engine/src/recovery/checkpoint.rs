@@ -19,7 +19,18 @@ impl Recovery {
     /// drives hold (judged once their headers are read).
     pub fn use_checkpoint(&mut self, image: CheckpointImage, blocks_read: u64) {
         self.report.blocks_read += blocks_read;
+        self.pass_over_checkpoint(&image);
         self.checkpoint = Some(image);
+    }
+
+    /// A checkpoint of this array found but not offered (the caller judged it stale): the
+    /// start still goes past its next sequence number and timestamp, so that no segment
+    /// written after it reuses a (zone, sequence) the checkpoint names.
+    pub fn pass_over_checkpoint(&mut self, image: &CheckpointImage) {
+        if image.array_uuid == self.config.array_uuid {
+            let (sequence, timestamp) = self.checkpoint_floor;
+            self.checkpoint_floor = (sequence.max(image.next_sequence), timestamp.max(image.next_timestamp));
+        }
     }
 
     /// Judges the offered checkpoint against the segments found (every header read).

@@ -89,12 +89,10 @@ impl Recovery {
             segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete, full });
         }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
-        let mut next_sequence = self.segments.values().max().map_or(1, |s| s + 1);
+        // Past everything on the drives, and past any checkpoint offered (used or not).
+        let next_sequence = self.segments.values().max().map_or(1, |s| s + 1).max(self.checkpoint_floor.0);
+        let next_timestamp = next_timestamp.max(self.checkpoint_floor.1);
         let checkpoint = self.checkpoint_table();
-        if let Some(image) = self.checkpoint.as_ref().filter(|_| self.from_checkpoint) {
-            next_sequence = next_sequence.max(image.next_sequence);
-            next_timestamp = next_timestamp.max(image.next_timestamp);
-        }
         let failed_drives: Vec<usize> = (0..n).filter(|d| self.failed[*d]).collect();
         let recovered = Recovered {
             segments,

@@ -229,6 +229,11 @@ pub struct Recovery {
     checkpoint: Option<CheckpointImage>,
     /// The offered checkpoint matched: its segments' contents are not replayed.
     from_checkpoint: bool,
+    /// The next sequence number and timestamp of a checkpoint of this array offered,
+    /// whether or not it matched: the start goes past them, so that no segment written
+    /// after this start reuses a (zone, sequence) the checkpoint names, and the checkpoint
+    /// can never match the drives again once they differed from it.
+    checkpoint_floor: (u64, u64),
 }
 
 impl Recovery {
@@ -266,6 +271,7 @@ impl Recovery {
             error: None,
             checkpoint: None,
             from_checkpoint: false,
+            checkpoint_floor: (0, 0),
         };
         let tolerated = config.level.tolerated_failures();
         for &drive in failed_drives {

@@ -201,6 +201,11 @@ fn a_clean_stop_leaves_a_checkpoint_the_next_start_begins_from() {
         let engine = recover(&mut assembled).unwrap();
         let report = assembled.recovery_report.unwrap();
         assert_eq!(report.checkpoint_generation, (run > 0).then_some(run), "run {run}");
+        // The start emptied the checkpoint zones: a crash now would find none.
+        let area = assembled.checkpoint.unwrap().area;
+        let uuid = assembled.config.array_uuid;
+        let left = crate::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
+        assert!(left.newest.is_none(), "run {run}: a checkpoint outlived the start that read it");
         reads.push(report.blocks_read);
         let record = FailureRecord::of(&assembled);
         let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
