@@ -151,6 +151,15 @@ impl Engine {
             return Err(Error::Unavailable { reason: format!("drive {} is being rebuilt", r.drive) });
         }
         self.failed[drive] = false;
+        // A relocated segment whose zones are being reset (on the drives that worked: not
+        // this one) is about to leave its zone empty for new segments, which are written
+        // to this drive too. A resumed rebuild's drive may hold a part of that segment (the
+        // driver resets only the zones that hold no segment): its zone is reset as well.
+        if let Some(r) = self.relocation.as_mut().filter(|r| resuming && r.resetting) {
+            r.resets_pending += 1;
+            let zone = r.zone;
+            self.zone_command(drive, zone, ZoneAction::Reset);
+        }
         for segment in self.segments.iter_mut().flatten() {
             segment.absent = Some(drive);
             if segment.stopped_short && !segment.reclaim_first {

@@ -16,7 +16,9 @@
 //! block before it is that rebuild's. Nothing read from the drive is trusted otherwise, and
 //! a read that fails only means the segment is rebuilt. Zones of the drive that hold no
 //! segment are the driver's to reset before resuming (`zones_holding_segments`): new
-//! segments are written to the drive from the start and need them empty.
+//! segments are written to the drive from the start and need them empty. A segment whose
+//! zones garbage collection is resetting when the rebuild resumes still holds its zone
+//! then: the reset goes to this drive too (`start_drive_rebuild`), before the zone is free.
 
 use std::collections::HashMap;
 
