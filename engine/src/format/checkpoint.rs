@@ -26,7 +26,8 @@ pub struct CheckpointHeader {
     /// Header and body; the image is padded with zeros to whole blocks after it.
     pub image_bytes: U64,
     pub array_uuid: [u8; 16],
-    /// Counts up with every checkpoint of the array; the newest valid one is read.
+    /// One more than the checkpoint the last start found (1 when it found none); the
+    /// newest valid one is read.
     pub generation: U64,
     pub next_sequence: U64,
     pub next_timestamp: U64,
