@@ -161,12 +161,7 @@ impl Simulator {
     ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
         let mut recovery = crate::recovery::Recovery::with_failed_drives(geometry, config, failed_drives)?;
         if let Some(image) = checkpoint {
-            let blocks = crate::format::checkpoint_image_bytes(
-                image.segments.len(),
-                image.directory.len(),
-                image.segments.iter().map(|s| s.table.len() as u64).sum(),
-            )
-            .div_ceil(u64::from(geometry.block_size_bytes));
+            let blocks = image.image_len().div_ceil(u64::from(geometry.block_size_bytes));
             recovery.use_checkpoint(image, blocks);
         }
         let mut taken = 0;

@@ -119,6 +119,13 @@ pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: Ch
     Found { newest, highest_generation: highest, blocks_read }
 }
 
+/// Blocks of a copy from block `index` on that one command moves: within one zone and
+/// one transfer, and not past `blocks`.
+fn transfer_blocks(raw: &Geometry, index: u64, blocks: u64) -> u64 {
+    let left_in_zone = raw.zone_capacity_blocks - index % raw.zone_capacity_blocks;
+    (blocks - index).min(left_in_zone).min(u64::from(raw.max_transfer_blocks))
+}
+
 fn read_copy(
     drive: &mut dyn ZonedDevice,
     area: CheckpointArea,
@@ -148,9 +155,7 @@ fn read_copy(
     }
     let mut index = 1;
     while index < blocks {
-        // Within one zone and one transfer at a time.
-        let left_in_zone = raw.zone_capacity_blocks - index % raw.zone_capacity_blocks;
-        let count = (blocks - index).min(left_in_zone).min(u64::from(raw.max_transfer_blocks));
+        let count = transfer_blocks(&raw, index, blocks);
         image.extend(read(drive, index, count)?);
         index += count;
     }
@@ -219,8 +224,7 @@ fn write_copy(drive: &mut dyn ZonedDevice, area: CheckpointArea, image: &Checkpo
     }
     let mut index = 0;
     while index < blocks {
-        let left_in_zone = raw.zone_capacity_blocks - index % raw.zone_capacity_blocks;
-        let count = (blocks - index).min(left_in_zone).min(u64::from(raw.max_transfer_blocks));
+        let count = transfer_blocks(&raw, index, blocks);
         let data = bytes[index as usize * bs..(index + count) as usize * bs].to_vec();
         let metadata = vec![0; count as usize * raw.metadata_bytes_per_block as usize];
         let lba = area.lba(&raw, first_zone, index);

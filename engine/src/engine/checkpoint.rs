@@ -91,10 +91,10 @@ impl Engine {
 
     /// Installs a checkpoint's table side: the directory, and each segment's live count
     /// (the segments themselves came in through `install_recovered`).
-    pub(crate) fn install_checkpoint(&mut self, directory: &[u32], live_blocks: &[(u32, u64)]) -> Result<()> {
-        self.l2p.install_directory(directory)?;
-        for &(zone, live) in live_blocks {
-            self.seg_mut(zone).valid_blocks = live;
+    pub(crate) fn install_checkpoint(&mut self, image: &CheckpointImage) -> Result<()> {
+        self.l2p.install_directory(&image.directory)?;
+        for s in &image.segments {
+            self.seg_mut(s.zone).valid_blocks = s.live_blocks;
         }
         Ok(())
     }

@@ -109,11 +109,16 @@ pub fn checkpoint_image_bytes(segments: usize, pages: usize, table_bytes: u64) -
 }
 
 impl CheckpointImage {
+    /// Bytes of the image (before block padding).
+    pub fn image_len(&self) -> u64 {
+        let tables: u64 = self.segments.iter().map(|s| s.table.len() as u64).sum();
+        checkpoint_image_bytes(self.segments.len(), self.directory.len(), tables)
+    }
+
     /// The image, padded with zeros to whole blocks of `block_size_bytes`.
     pub fn encode(&self, block_size_bytes: u32) -> Vec<u8> {
         debug_assert!(self.segments.windows(2).all(|w| w[0].zone < w[1].zone));
-        let tables: u64 = self.segments.iter().map(|s| s.table.len() as u64).sum();
-        let image_bytes = checkpoint_image_bytes(self.segments.len(), self.directory.len(), tables);
+        let image_bytes = self.image_len();
         let padded = image_bytes.div_ceil(u64::from(block_size_bytes)) * u64::from(block_size_bytes);
         let mut out = Vec::with_capacity(padded as usize);
         let header = CheckpointHeader {

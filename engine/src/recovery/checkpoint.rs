@@ -7,7 +7,7 @@
 //! drive's chunks placed as the stripes were written or recovered). Otherwise the log is
 //! replayed in full, as without a checkpoint.
 
-use super::{CheckpointTable, Recovery};
+use super::Recovery;
 use crate::format::{mapping_entries_per_block, CheckpointImage, CheckpointSegment};
 use crate::hybrid::ChunkClass;
 use crate::l2p::UNMAPPED;
@@ -106,24 +106,9 @@ impl Recovery {
         None
     }
 
-    /// Whether this zone's segment is taken from the checkpoint without reading anything
-    /// past its headers (it matched: every segment is).
-    pub(super) fn skips_contents(&self, _zone: u32) -> bool {
-        self.from_checkpoint
-    }
-
     /// The checkpoint's record of the segment in `zone`, when the start began from one.
     pub(super) fn checkpointed(&self, zone: u32) -> Option<&CheckpointSegment> {
         let image = self.checkpoint.as_ref().filter(|_| self.from_checkpoint)?;
         image.segments.binary_search_by_key(&zone, |s| s.zone).ok().map(|i| &image.segments[i])
-    }
-
-    /// The table side of the checkpoint the start began from.
-    pub(super) fn checkpoint_table(&self) -> Option<CheckpointTable> {
-        let image = self.checkpoint.as_ref().filter(|_| self.from_checkpoint)?;
-        Some(CheckpointTable {
-            directory: image.directory.clone(),
-            live_blocks: image.segments.iter().map(|s| (s.zone, s.live_blocks)).collect(),
-        })
     }
 }

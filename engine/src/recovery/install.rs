@@ -15,7 +15,7 @@ use zapraid_zns::ZoneState;
 
 impl Recovery {
     /// The recovered engine, once `is_done`.
-    pub fn finish(self) -> Result<Engine> {
+    pub fn finish(mut self) -> Result<Engine> {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -33,7 +33,7 @@ impl Recovery {
         };
         for (&zone, &sequence) in &self.segments {
             let (layout, class) = self.zone_layouts[&zone];
-            if self.skips_contents(zone) {
+            if self.from_checkpoint {
                 // From the checkpoint: nothing read, nothing to assemble.
                 let recorded = self.checkpointed(zone).expect("a checkpoint that matched names every segment");
                 let (complete, full) = (!recorded.open, recorded.sealed);
@@ -48,11 +48,7 @@ impl Recovery {
             // A clean stop left a stop footer (on any drive: it is written once every stripe
             // is persisted): the segment is complete and is kept like a sealed one.
             let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());
-            let (complete, full) = match self.checkpointed(zone) {
-                // Read for its stripe table only: the checkpoint says how it was closed.
-                Some(recorded) => (!recorded.open, recorded.sealed),
-                None => (self.sealed[&zone] || stopped, self.sealed[&zone]),
-            };
+            let (complete, full) = (self.sealed[&zone] || stopped, self.sealed[&zone]);
             if assembled.repaired > 0 {
                 tracing::warn!(zone, "{} damaged blocks of this segment rebuilt from parity", assembled.repaired);
             }
@@ -73,10 +69,7 @@ impl Recovery {
                 repairs.blocks_dropped += assembled.lost;
             }
             repairs.blocks_repaired += assembled.repaired;
-            // With a checkpoint, the directory maps the blocks: the segment was read for its
-            // stripe table.
-            let blocks = if self.from_checkpoint { Vec::new() } else { assembled.blocks };
-            for (lba, timestamp, physical) in blocks {
+            for (lba, timestamp, physical) in assembled.blocks {
                 if lba == NO_LBA || lba >= self.config.logical_blocks {
                     continue;
                 }
@@ -92,7 +85,9 @@ impl Recovery {
         // Past everything on the drives, and past any checkpoint offered (used or not).
         let next_sequence = self.segments.values().max().map_or(1, |s| s + 1).max(self.checkpoint_floor.0);
         let next_timestamp = next_timestamp.max(self.checkpoint_floor.1);
-        let checkpoint = self.checkpoint_table();
+        // The checkpoint the start began from gives the table side: its directory and the
+        // segments' live counts.
+        let checkpoint = self.checkpoint.take().filter(|_| self.from_checkpoint);
         let failed_drives: Vec<usize> = (0..n).filter(|d| self.failed[*d]).collect();
         let recovered = Recovered {
             segments,
@@ -106,8 +101,8 @@ impl Recovery {
         };
         let mut engine = Engine::format(self.geometry, self.config)?;
         engine.install_recovered(recovered);
-        if let Some(table) = checkpoint {
-            engine.install_checkpoint(&table.directory, &table.live_blocks)?;
+        if let Some(image) = checkpoint {
+            engine.install_checkpoint(&image)?;
         }
         // Recovered open segments are not appended to again, and a sealed segment's zone
         // whose finish a power cut lost is not full: finishing their zones frees their

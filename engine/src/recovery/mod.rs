@@ -80,13 +80,6 @@ pub(crate) struct Recovered {
     pub report: RecoveryReport,
 }
 
-/// What a checkpoint that matched the drives gives the engine besides the segments: the
-/// directory of the L2P table (packed places) and each segment's live blocks.
-pub(crate) struct CheckpointTable {
-    pub directory: Vec<u32>,
-    pub live_blocks: Vec<(u32, u64)>,
-}
-
 /// What a recovery read from the drives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {

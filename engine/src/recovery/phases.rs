@@ -57,7 +57,7 @@ impl Recovery {
         }
         self.judge_checkpoint();
         for zone in zones {
-            if self.skips_contents(zone) {
+            if self.from_checkpoint {
                 continue;
             }
             let layout = self.layout_of(zone);
@@ -78,7 +78,7 @@ impl Recovery {
         let live = self.live_drives();
         let zones: Vec<(u32, u64)> = self.segments.iter().map(|(z, s)| (*z, *s)).collect();
         for (zone, sequence) in zones {
-            if self.skips_contents(zone) {
+            if self.from_checkpoint {
                 self.sealed.insert(zone, self.checkpointed(zone).is_some_and(|s| s.sealed));
                 self.found.insert(zone, Vec::new());
                 continue;
