@@ -244,7 +244,9 @@ impl Target for DeviceTarget {
             Request::Read { lba, blocks } => {
                 Job::Read { id, offset: lba * self.block_bytes, bytes: (blocks * self.block_bytes) as usize }
             }
-            Request::Write { lba, data } => Job::Write { id, offset: lba * self.block_bytes, data },
+            Request::Write { lba, data } | Request::WriteWithChecksums { lba, data, .. } => {
+                Job::Write { id, offset: lba * self.block_bytes, data }
+            }
             Request::Flush | Request::Discard { .. } => {
                 return self.answers.push((id, Err("only reads and writes are replayed".into())));
             }

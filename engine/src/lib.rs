@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod capacity;
+pub mod checksum;
 pub mod engine;
 pub mod error;
 pub mod format;
@@ -19,6 +20,7 @@ pub mod recovery;
 pub mod sim;
 pub mod stripe_table;
 
+pub use checksum::BlockChecksums;
 pub use engine::{
     Config, DriveCommand, Engine, L2pConfig, L2pStatus, RebuildStatus, Request, RequestId, Response, ScrubReport,
     ScrubStatus, Status, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,

@@ -113,6 +113,25 @@ impl ParityCodec {
         }
     }
 
+    /// CRC32C of a block of parity chunk `p` from the CRC32C of the k data blocks at the
+    /// same offset, where the code makes it a function of them (XOR, copies), so the
+    /// parity is not read for it; None for Reed-Solomon. `zero_block_crc`: CRC32C of a
+    /// zero block of the blocks' length.
+    pub fn parity_block_crc(&self, p: usize, data_crcs: impl Iterator<Item = u32>, zero_block_crc: u32) -> Option<u32> {
+        debug_assert!(p < self.m, "parity chunk {p} of {}", self.m);
+        let mut data_crcs = data_crcs;
+        match &self.code {
+            Code::Xor => {
+                let (xor, count) = data_crcs.fold((0, 0), |(xor, count), crc| (xor ^ crc, count + 1));
+                debug_assert_eq!(count, self.k, "one CRC per data chunk");
+                Some(crate::checksum::xor_of_crcs(xor, count, zero_block_crc))
+            }
+            Code::Mirror => data_crcs.next(),
+            Code::Pairwise => data_crcs.nth(p),
+            Code::None | Code::ReedSolomon(_) => None,
+        }
+    }
+
     /// Fills in the missing (`None`) chunks of a stripe of k + m chunks, data first, in
     /// new buffers (see `reconstruct_into` to rebuild into the caller's).
     pub fn reconstruct(&self, chunks: &mut [Option<Vec<u8>>]) -> Result<()> {

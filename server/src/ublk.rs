@@ -5,7 +5,9 @@
 //! Each ublk queue thread turns the kernel's requests into engine requests (reads,
 //! writes, flushes, discards; write-zeroes become writes of zero blocks, FUA writes are
 //! plain writes because the engine acknowledges a write only once its stripe is on the
-//! drives) and sends them over the engine thread's bounded channel. Answers come back
+//! drives) and sends them over the engine thread's bounded channel. A queue thread also
+//! computes each written block's CRC32C, so the engine thread does not, and reuses the
+//! write buffers the engine's answers give back. Answers come back
 //! on the queue's own channel; an eventfd, read through the queue's io_uring, wakes the
 //! queue. Every request is answered: failures become errnos (EIO, EINVAL), never a hang.
 //!
@@ -42,7 +44,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 use libublk::io::{BufDescList, UblkDev, UblkIOCtx, UblkQueue};
 use libublk::{BufDesc, UblkFlags, UblkIORes};
-use zapraid_engine::Request;
+use zapraid_engine::{BlockChecksums, Request};
 
 use crate::driver::{Answer, EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
 use crate::error::{Error, Result};
@@ -323,6 +325,10 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
     let (tx, answers): (Sender<Answer>, Receiver<Answer>) = crossbeam_channel::bounded(usize::from(depth) * 2);
     let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || wake.signal()) });
     let mut in_flight: Vec<Option<InFlight>> = vec![None; usize::from(depth)];
+    // Write buffers the engine gave back with its answers, reused for the next writes
+    // (at most one per tag), so a write costs no allocation here nor a free on the
+    // engine thread.
+    let mut spare_buffers: Vec<Vec<u8>> = Vec::with_capacity(usize::from(depth));
     let mut wake_buf = Box::new([0u8; 8]);
     let block = u64::from(shape.block_size_bytes);
 
@@ -358,7 +364,12 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
                                 -libc::EIO
                             }
                         }
-                        Ok(_) => f.bytes as i32,
+                        Ok(data) => {
+                            if f.op == libublk::sys::UBLK_IO_OP_WRITE && spare_buffers.len() < usize::from(depth) {
+                                spare_buffers.push(data);
+                            }
+                            f.bytes as i32
+                        }
                     };
                     complete(q, tag, res);
                 }
@@ -377,11 +388,17 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
             _ if !aligned || blocks == 0 => None,
             libublk::sys::UBLK_IO_OP_READ => Some(Request::Read { lba, blocks }),
             libublk::sys::UBLK_IO_OP_WRITE => {
-                let mut data = vec![0u8; bytes as usize];
+                let mut data = spare_buffers.pop().unwrap_or_default();
+                data.resize(bytes as usize, 0);
                 let pos = UblkIOCtx::ublk_user_copy_pos(qid, tag, 0);
                 // SAFETY: reads into a live buffer of data.len() bytes.
                 let n = unsafe { libc::pread(cdev, data.as_mut_ptr().cast(), data.len(), pos as i64) };
-                (n == data.len() as isize).then_some(Request::Write { lba, data })
+                // The blocks' CRC32C is computed here, on this queue's thread, not on the
+                // engine's (`zapraid_engine::checksum`).
+                (n == data.len() as isize).then(|| {
+                    let checksums = BlockChecksums::of(&data, block as usize);
+                    Request::WriteWithChecksums { lba, data, checksums }
+                })
             }
             libublk::sys::UBLK_IO_OP_WRITE_ZEROES => Some(Request::Write { lba, data: vec![0; bytes as usize] }),
             libublk::sys::UBLK_IO_OP_DISCARD => Some(Request::Discard { lba, blocks }),

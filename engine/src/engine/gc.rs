@@ -224,7 +224,9 @@ impl Engine {
             Ok(_) if !still_there => self.relocation_unpin(lba),
             Ok(data) => {
                 r.writes_in_flight += 1;
-                let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: false };
+                let data_crc = crc32c::crc32c(&data);
+                let info =
+                    BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: false, data_crc };
                 self.add_block(info, data, Fill::Relocation);
             }
             Err(e) => {

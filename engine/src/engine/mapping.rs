@@ -69,14 +69,16 @@ impl Engine {
     /// cached, else waits for them.
     pub(super) fn admit(&mut self, id: RequestId, request: Request) {
         let (lba, blocks) = match &request {
-            Request::Write { lba, data } => (*lba, (data.len() / self.block_bytes()) as u64),
+            Request::Write { lba, data } | Request::WriteWithChecksums { lba, data, .. } => {
+                (*lba, (data.len() / self.block_bytes()) as u64)
+            }
             Request::Read { lba, blocks } | Request::Discard { lba, blocks } => (*lba, *blocks),
             Request::Flush => unreachable!("flushes touch no page"),
         };
         if self.check_range(lba, blocks).is_err() || blocks == 0 {
             return self.run_admitted(id, request); // it fails there, with the reason
         }
-        if let Request::Write { .. } = request {
+        if request.is_write() {
             // A flush submitted after it waits for it, parked or not.
             self.outstanding_writes.insert(id);
         }
@@ -123,7 +125,8 @@ impl Engine {
 
     fn run_admitted(&mut self, id: RequestId, request: Request) {
         match request {
-            Request::Write { lba, data } => self.write(id, lba, data),
+            Request::Write { lba, data } => self.write(id, lba, data, None),
+            Request::WriteWithChecksums { lba, data, checksums } => self.write(id, lba, data, Some(checksums)),
             Request::Read { lba, blocks } => self.read(id, lba, blocks),
             Request::Discard { lba, blocks } => {
                 let result = self.check_range(lba, blocks).map(|()| {
@@ -198,7 +201,7 @@ impl Engine {
             for pinned in &p.pinned {
                 self.l2p.unpin(*pinned);
             }
-            if let Request::Write { .. } = p.request {
+            if p.request.is_write() {
                 self.outstanding_writes.remove(p.id);
             }
             self.responses.push_back(Response { id: p.id, result: Err(error.duplicate()) });
@@ -251,8 +254,14 @@ impl Engine {
             let timestamp = self.next_timestamp;
             self.next_timestamp += 1;
             self.l2p.writing_back(page, timestamp, entries);
-            let info =
-                BlockInfo { lba: mapping_lba(page), timestamp, request: None, relocated_from: None, repair: false };
+            let info = BlockInfo {
+                lba: mapping_lba(page),
+                timestamp,
+                request: None,
+                relocated_from: None,
+                repair: false,
+                data_crc: crc32c::crc32c(&block),
+            };
             self.add_block(info, block, fill);
         }
     }

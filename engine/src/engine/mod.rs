@@ -38,6 +38,7 @@ mod mapping;
 mod read;
 mod rebuild;
 mod repair;
+mod request;
 mod scan;
 mod schedule;
 mod scrub;
@@ -63,6 +64,7 @@ pub use config::{Config, L2pConfig, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_P
 use gc::Relocation;
 use mapping::budget_pages;
 pub use rebuild::RebuildStatus;
+pub use request::{Request, RequestId, Response};
 use scan::{LiveScan, ScanStep};
 pub use scrub::{ScrubReport, ScrubStatus};
 pub use status::{L2pStatus, Status};
@@ -73,38 +75,6 @@ use read::{BlockRebuild, ReadOrigin, ReadRequest};
 use segment::{FooterPlace, Segment, SegmentState};
 use stop::StopState;
 use stripe::{BlockInfo, Fill, OpenStripe, Stripe};
-
-/// Frontend request identifier, chosen by the caller.
-pub type RequestId = u64;
-
-/// What a frontend asks of the array. LBAs and lengths are in blocks of the drives' size.
-#[derive(Debug)]
-pub enum Request {
-    Write {
-        lba: u64,
-        data: Vec<u8>,
-    },
-    Read {
-        lba: u64,
-        blocks: u64,
-    },
-    /// Completes when every write submitted before it is persisted.
-    Flush,
-    /// The blocks read as zeros from now on (their L2P entries are dropped, so garbage
-    /// collection need not move them). Not persisted: after a restart a discarded block
-    /// may read as its old contents again, as a drive's discard allows.
-    Discard {
-        lba: u64,
-        blocks: u64,
-    },
-}
-
-/// The answer to a request: read data, or nothing for writes and flushes.
-#[derive(Debug)]
-pub struct Response {
-    pub id: RequestId,
-    pub result: Result<Vec<u8>>,
-}
 
 /// A command for one drive of the array.
 #[derive(Debug)]
@@ -163,6 +133,9 @@ pub struct Engine {
     layout: Layout,
     geometry: Geometry,
     codec: ParityCodec,
+    /// CRC32C of a zero block: padding blocks' data CRC, and the term XOR parity's CRC
+    /// needs for an even number of blocks (`checksum::xor_of_crcs`).
+    zero_block_crc: u32,
     config: Config,
     l2p: L2pTable,
     /// The segment each zone holds (a segment spans the same zone of every drive).
@@ -219,7 +192,9 @@ pub struct Engine {
     next_stripe: u64,
     /// Newest timestamp mapped per LBA with writes in flight, and how many are in flight.
     in_flight_lbas: HashMap<u64, (u64, u32)>,
-    write_blocks_left: HashMap<RequestId, usize>,
+    /// Per write in flight, its blocks not yet persisted and its data buffer, which the
+    /// write's response gives back (`Response`) for the frontend to reuse.
+    write_blocks_left: HashMap<RequestId, (usize, Vec<u8>)>,
     outstanding_writes: flush::OutstandingWrites,
     /// Flushes waiting, each with the last write (sequence number) it waits for.
     flushes: VecDeque<(RequestId, Option<u64>)>,
@@ -269,6 +244,7 @@ impl Engine {
             layout,
             geometry,
             codec,
+            zero_block_crc: crc32c::crc32c(&vec![0; geometry.block_size_bytes as usize]),
             config,
             l2p,
             segments: (0..geometry.zone_count).map(|_| None).collect(),
@@ -456,7 +432,7 @@ impl Engine {
                 self.pad_frontend_stripes();
                 self.complete_flushes();
             }
-            Request::Write { .. } if self.stop != StopState::Running => {
+            request if request.is_write() && self.stop != StopState::Running => {
                 // Refused when it comes; a write taken before the stop began (perhaps
                 // waiting for its L2P page) is still written.
                 let reason = "it is stopping: writes are refused".to_string();

@@ -69,7 +69,8 @@ impl Engine {
         }
         let WaitingRepair { lba, timestamp, from, data } = repair;
         tracing::debug!(lba, zone = from.zone, drive = from.drive, "a damaged block's stripe row is rewritten");
-        let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: true };
+        let data_crc = crc32c::crc32c(&data);
+        let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: true, data_crc };
         self.add_block(info, data, Fill::Relocation);
         self.repairs.unpadded = true;
     }

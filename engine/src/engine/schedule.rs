@@ -211,16 +211,21 @@ impl Engine {
             let ChunkBuffers { data, mut metadata } = chunk;
             let drive = layout.drive_of(stripe_number, c);
             for o in 0..cb {
-                let (lba, timestamp, kind) = if c < k {
+                let block = &data[o * bs..(o + 1) * bs];
+                // The data blocks' CRC32C came with them; XOR and copied parity's follows
+                // from theirs, Reed-Solomon's is computed.
+                let (lba, timestamp, kind, data_crc) = if c < k {
                     let info = stripe.infos[c * cb + o];
-                    let kind = BlockKind::of_data_lba(info.lba);
-                    (info.lba, info.timestamp, kind)
+                    (info.lba, info.timestamp, BlockKind::of_data_lba(info.lba), info.data_crc)
                 } else {
                     let (lba, timestamp) = stripe.parity_field(c - k, o, cb);
-                    (lba, timestamp, BlockKind::Parity)
+                    let data_crcs = (0..k).map(|d| stripe.infos[d * cb + o].data_crc);
+                    let derived = self.codec.parity_block_crc(c - k, data_crcs, self.zero_block_crc);
+                    (lba, timestamp, BlockKind::Parity, derived.unwrap_or_else(|| crc32c::crc32c(block)))
                 };
+                debug_assert_eq!(data_crc, crc32c::crc32c(block), "block {o} of chunk {c}: its data's CRC32C");
                 BlockMetadata::new(lba, timestamp, id, sequence, kind)
-                    .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
+                    .encode_with_data_crc(data_crc, &mut metadata[o * ms..(o + 1) * ms]);
             }
             if !self.holds(seg_index, drive) {
                 self.buffers.give(data);
@@ -425,7 +430,7 @@ impl Engine {
                     self.map_lba(info.lba, Physical { zone, drive, offset });
                 }
                 self.release_lba(info.lba);
-                let left = self.write_blocks_left.get_mut(&request).expect("request in flight");
+                let (left, _) = self.write_blocks_left.get_mut(&request).expect("request in flight");
                 *left -= 1;
                 if *left == 0 {
                     acked.push(request);
@@ -434,9 +439,9 @@ impl Engine {
         }
         self.spare_stripe(stripe);
         for request in acked.drain(..) {
-            self.write_blocks_left.remove(&request);
+            let (_, data) = self.write_blocks_left.remove(&request).expect("request in flight");
             self.outstanding_writes.remove(request);
-            self.responses.push_back(Response { id: request, result: Ok(Vec::new()) });
+            self.responses.push_back(Response { id: request, result: Ok(data) });
         }
         self.spare.acked = acked;
         self.complete_flushes();

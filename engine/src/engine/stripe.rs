@@ -13,6 +13,7 @@
 //! so a lost block's identity is rebuilt with its contents. Every block of a request gets
 //! its own timestamp, in submission order: recovery keeps the newest.
 
+use crate::checksum::BlockChecksums;
 use crate::error::Error;
 use crate::format::{decode_fields, field_bytes, FIELD_BYTES, MAX_DRIVES, NO_LBA};
 use crate::l2p::Physical;
@@ -30,11 +31,23 @@ pub(super) struct BlockInfo {
     pub(super) relocated_from: Option<Physical>,
     /// Moved by a repair (`scrub`), not by a relocation.
     pub(super) repair: bool,
+    /// CRC32C of the block's data (the frontend's, or computed when the block came):
+    /// its metadata's checksum and XOR parity's are made from it without reading the data.
+    pub(super) data_crc: u32,
 }
 
 impl BlockInfo {
-    const PADDING: BlockInfo =
-        BlockInfo { lba: NO_LBA, timestamp: 0, request: None, relocated_from: None, repair: false };
+    /// A padding block: zeros, whose CRC32C is the engine's `zero_block_crc`.
+    fn padding(zero_block_crc: u32) -> BlockInfo {
+        BlockInfo {
+            lba: NO_LBA,
+            timestamp: 0,
+            request: None,
+            relocated_from: None,
+            repair: false,
+            data_crc: zero_block_crc,
+        }
+    }
 }
 
 /// Which open stripe a block fills: frontend writes by chunk class (`hybrid`), or the
@@ -113,14 +126,17 @@ pub(super) type ReadVecs = (Vec<Option<Vec<u8>>>, Vec<u64>);
 const MAX_SPARE_STRIPES: usize = 4096;
 
 impl Engine {
-    pub(super) fn write(&mut self, id: RequestId, lba: u64, data: Vec<u8>) {
+    /// A frontend write; `checksums`, the frontend's CRC32C of each block, spare the
+    /// engine thread reading the data for them.
+    pub(super) fn write(&mut self, id: RequestId, lba: u64, data: Vec<u8>, checksums: Option<BlockChecksums>) {
         let bs = self.block_bytes();
         let blocks = (data.len() / bs) as u64;
         if data.is_empty() || !data.len().is_multiple_of(bs) {
             let reason = format!("write of {} bytes is not whole {bs}-byte blocks", data.len());
             return self.responses.push_back(Response { id, result: Err(Error::InvalidConfig { reason }) });
         }
-        if let Err(e) = self.check_range(lba, blocks) {
+        let checked = checksums.as_ref().map_or(Ok(()), |c| c.check(&data, bs));
+        if let Err(e) = checked.and_then(|()| self.check_range(lba, blocks)) {
             self.outstanding_writes.remove(id);
             return self.responses.push_back(Response { id, result: Err(e) });
         }
@@ -128,7 +144,7 @@ impl Engine {
         // while the stop drains (it waited for its L2P page), and is padded out then.
         debug_assert!(self.stop == StopState::Running || self.stop == StopState::Draining);
         self.outstanding_writes.insert(id);
-        self.write_blocks_left.insert(id, blocks as usize);
+        self.write_blocks_left.insert(id, (blocks as usize, Vec::new()));
         let fill = Fill::Frontend(self.plan.class_of_write(data.len() as u64));
         for (i, block) in data.chunks_exact(bs).enumerate() {
             let timestamp = self.next_timestamp;
@@ -137,8 +153,14 @@ impl Engine {
             self.in_flight_lbas.entry(lba).or_insert((0, 0)).1 += 1;
             // Its page stays cached until the block is mapped (`release_lba`).
             self.l2p.pin(self.l2p.page_of(lba));
-            let info = BlockInfo { lba, timestamp, request: Some(id), relocated_from: None, repair: false };
+            let data_crc = checksums.as_ref().map_or_else(|| crc32c::crc32c(block), |c| c.get(i));
+            let info = BlockInfo { lba, timestamp, request: Some(id), relocated_from: None, repair: false, data_crc };
             self.add_block_bytes(info, block, fill);
+        }
+        // The buffer goes back with the response, for the frontend's next write: freed
+        // here, it would be a free per write on this thread and an allocation on the other.
+        if let Some((_, buffer)) = self.write_blocks_left.get_mut(&id) {
+            *buffer = data;
         }
     }
 
@@ -230,7 +252,7 @@ impl Engine {
             let at = (i % cb) * bs;
             open.chunks[i / cb].data[at..at + bs].fill(0);
         }
-        open.infos.resize(want, BlockInfo::PADDING);
+        open.infos.resize(want, BlockInfo::padding(self.zero_block_crc));
         self.seal_stripe(open, fill);
     }
 

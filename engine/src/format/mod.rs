@@ -357,13 +357,23 @@ impl BlockMetadata {
     }
 
     fn checksum(&self, data: &[u8]) -> u32 {
-        let partial = crc32c::crc32c(data);
-        crc32c::crc32c_append(partial, &self.as_bytes()[..BLOCK_METADATA_CRC_OFFSET])
+        self.checksum_with(crc32c::crc32c(data))
+    }
+
+    /// The block's checksum from the CRC32C of its data alone.
+    fn checksum_with(&self, data_crc: u32) -> u32 {
+        crc32c::crc32c_append(data_crc, &self.as_bytes()[..BLOCK_METADATA_CRC_OFFSET])
     }
 
     /// Writes the metadata of `data` into `out` (the block's OOB area, >= 32 bytes).
-    pub fn encode(mut self, data: &[u8], out: &mut [u8]) {
-        self.crc32c = self.checksum(data).into();
+    pub fn encode(self, data: &[u8], out: &mut [u8]) {
+        self.encode_with_data_crc(crc32c::crc32c(data), out);
+    }
+
+    /// As `encode`, given the CRC32C of the block's data (computed by the frontend, or
+    /// derived from other blocks' for XOR parity: `checksum`), so the data is not read.
+    pub fn encode_with_data_crc(mut self, data_crc: u32, out: &mut [u8]) {
+        self.crc32c = self.checksum_with(data_crc).into();
         out.fill(0);
         out[..BLOCK_METADATA_BYTES].copy_from_slice(self.as_bytes());
     }

@@ -415,11 +415,11 @@ impl EngineLoop {
             Message::Io { tag, request, reply } => {
                 let kind = match &request {
                     Request::Read { .. } => Kind::Read,
-                    Request::Write { .. } => Kind::Write,
+                    Request::Write { .. } | Request::WriteWithChecksums { .. } => Kind::Write,
                     Request::Flush => Kind::Flush,
                     Request::Discard { .. } => Kind::Discard,
                 };
-                if let Request::Write { data, .. } = &request {
+                if let Request::Write { data, .. } | Request::WriteWithChecksums { data, .. } = &request {
                     self.status.bytes_written += data.len() as u64;
                 }
                 let id = self.next_id;
