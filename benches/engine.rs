@@ -1,8 +1,9 @@
 //! The engine's write path on one core: 4 KiB random writes at queue depth 64 through the
 //! whole engine (stripe assembly, parity, block metadata, L2P, compact stripe table, group
 //! scheduling), (3+1)-RAID-5 and (4+2)-RAID-6, G = 256, two ways: the engine alone over
-//! instant drives that keep no data (`zapraid bench cpu`'s write run, `bench::cpu::writes`),
-//! and the engine in the deterministic simulator over in-memory emulated drives that
+//! instant drives that keep no data (`zapraid bench cpu`'s write run, `bench::cpu::writes`:
+//! the engine thread's time only, the frontend's CRC32C and the drives' work timed apart
+//! and left out), and the engine in the deterministic simulator over in-memory emulated drives that
 //! complete at once (a fresh array per timed batch keeps the memory bounded; building it
 //! is not timed).
 

@@ -30,7 +30,7 @@ fn take_next(answers: &mut Vec<Answer>, next: impl FnOnce() -> Option<Answer>) -
 }
 
 /// An engine answer as the replay takes it.
-fn engine_answer((id, result): (u64, zapraid_engine::Result<Vec<u8>>)) -> Answer {
+fn engine_answer((id, result, _): zapraid_server::driver::Answer) -> Answer {
     (id, result.map(|_| ()).map_err(|e| e.to_string()))
 }
 
@@ -241,7 +241,7 @@ impl Target for DeviceTarget {
 
     fn submit(&mut self, id: RequestId, request: Request) {
         let job = match request {
-            Request::Read { lba, blocks } => {
+            Request::Read { lba, blocks } | Request::ReadUnverified { lba, blocks, .. } => {
                 Job::Read { id, offset: lba * self.block_bytes, bytes: (blocks * self.block_bytes) as usize }
             }
             Request::Write { lba, data } | Request::WriteWithChecksums { lba, data, .. } => {

@@ -91,7 +91,7 @@ impl SelftestArray {
                 self.session.send(sent, request)?;
                 sent += 1;
             }
-            let (tag, result) = self.session.recv()?;
+            let (tag, result, _) = self.session.recv()?;
             let data = result.with_context(|| format!("{what}: request {tag} failed"))?;
             let Some(&(lba, n)) = requests.get(tag as usize) else {
                 bail!("{what}: an answer to request {tag}, which was not sent");

@@ -94,7 +94,7 @@ fn run(array: &SelftestArray, lbas: &[u64], write: bool, what: &str) -> Result<(
             array.session.send(sent as u64, request)?;
             sent += 1;
         }
-        let (tag, result) = array.session.recv()?;
+        let (tag, result, _) = array.session.recv()?;
         let data = result.with_context(|| format!("{what}: request {tag} failed"))?;
         let Some(&lba) = lbas.get(tag as usize) else { bail!("{what}: an answer to request {tag}, not sent") };
         if !write && data != selftest_block(lba, RANDOM_PASS, block_bytes) {

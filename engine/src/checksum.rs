@@ -15,6 +15,7 @@
 //! engine checks the count at submission and, in debug builds, every value.
 
 use crate::error::{Error, Result};
+use crate::format::BlockMetadata;
 
 /// CRC32C of each block of a write's data, in order. One block's CRC is kept inline, so a
 /// one-block write costs no allocation for it.
@@ -72,6 +73,46 @@ impl BlockChecksums {
         }
         Ok(())
     }
+}
+
+/// What a frontend checks of a read's blocks (`Request::ReadUnverified`): the metadata
+/// of each block read from a drive, whose checksum the engine left to it; None for a
+/// block the engine made itself (zeros, or rebuilt from its stripe and checked there).
+/// One block's is kept inline, so a one-block read costs no allocation for it.
+#[derive(Clone, Debug)]
+pub enum ReadChecks {
+    One(Option<BlockMetadata>),
+    Many(Vec<Option<BlockMetadata>>),
+}
+
+impl ReadChecks {
+    /// Checks each block of `data` (`block_bytes` each) against its metadata: the index
+    /// of the first block that fails (read it again with `Request::Read`, which rebuilds
+    /// it from its stripe), or Ok.
+    pub fn verify(&self, data: &[u8], block_bytes: usize) -> std::result::Result<(), usize> {
+        let blocks = data.chunks_exact(block_bytes);
+        let failed = match self {
+            ReadChecks::One(metadata) => blocks.zip(std::iter::once(metadata)).position(|(b, m)| !fits(m, b)),
+            ReadChecks::Many(metadata) => blocks.zip(metadata).position(|(b, m)| !fits(m, b)),
+        };
+        match (failed, self.blocks() == data.len() / block_bytes) {
+            (None, true) => Ok(()),
+            (Some(block), _) => Err(block),
+            (None, false) => Err(0),
+        }
+    }
+
+    /// Blocks it covers.
+    pub fn blocks(&self) -> usize {
+        match self {
+            ReadChecks::One(_) => 1,
+            ReadChecks::Many(metadata) => metadata.len(),
+        }
+    }
+}
+
+fn fits(metadata: &Option<BlockMetadata>, block: &[u8]) -> bool {
+    metadata.as_ref().is_none_or(|m| m.verifies(block))
 }
 
 /// CRC32C of the XOR of `count` equal-length blocks whose CRC32Cs XOR to `xor_of_block_crcs`;

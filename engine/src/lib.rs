@@ -20,7 +20,7 @@ pub mod recovery;
 pub mod sim;
 pub mod stripe_table;
 
-pub use checksum::BlockChecksums;
+pub use checksum::{BlockChecksums, ReadChecks};
 pub use engine::{
     Config, DriveCommand, Engine, L2pConfig, L2pStatus, RebuildStatus, Request, RequestId, Response, ScrubReport,
     ScrubStatus, Status, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,

@@ -299,6 +299,9 @@ pub fn delete(dev_id: i32) -> Result<()> {
 struct InFlight {
     op: u32,
     bytes: u32,
+    /// Where a read starts and its length, to ask again for blocks failing their checks.
+    lba: u64,
+    blocks: u64,
 }
 
 fn errno(e: &zapraid_engine::Error) -> i32 {
@@ -325,9 +328,9 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
     let (tx, answers): (Sender<Answer>, Receiver<Answer>) = crossbeam_channel::bounded(usize::from(depth) * 2);
     let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || wake.signal()) });
     let mut in_flight: Vec<Option<InFlight>> = vec![None; usize::from(depth)];
-    // Write buffers the engine gave back with its answers, reused for the next writes
-    // (at most one per tag), so a write costs no allocation here nor a free on the
-    // engine thread.
+    // Buffers the engine gave back with its answers (writes' data, reads' answers once
+    // copied out), reused for the next requests (at most one per tag), so a request
+    // costs no allocation here nor a free on the engine thread.
     let mut spare_buffers: Vec<Vec<u8>> = Vec::with_capacity(usize::from(depth));
     let mut wake_buf = Box::new([0u8; 8]);
     let block = u64::from(shape.block_size_bytes);
@@ -349,16 +352,37 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
     let handler = move |q: &UblkQueue, tag: u16, io: &UblkIOCtx| {
         if io.is_tgt_io() {
             if tag == wake_tag {
-                while let Ok((tag, result)) = answers.try_recv() {
+                while let Ok((tag, result, checks)) = answers.try_recv() {
                     let tag = tag as u16;
                     let Some(f) = in_flight[usize::from(tag)].take() else { continue };
                     let res = match result {
                         Err(e) => errno(&e),
                         Ok(data) if f.op == libublk::sys::UBLK_IO_OP_READ => {
+                            // The blocks' checksums are verified here, on this queue's
+                            // thread; a block that fails is read again with the engine
+                            // checking it, which rebuilds it from its stripe.
+                            let verified = checks.as_ref().is_none_or(|c| c.verify(&data, block as usize).is_ok());
+                            if !verified {
+                                tracing::warn!(qid, tag, lba = f.lba, "a block read failed its checksum: read again");
+                                let (lba, blocks) = (f.lba, f.blocks);
+                                in_flight[usize::from(tag)] = Some(f);
+                                let request = Request::Read { lba, blocks };
+                                let message = Message::Io { tag: u64::from(tag), request, reply: reply.clone() };
+                                if engine.send(message).is_ok() {
+                                    continue;
+                                }
+                                in_flight[usize::from(tag)] = None;
+                                complete(q, tag, -libc::EIO);
+                                continue;
+                            }
                             let pos = UblkIOCtx::ublk_user_copy_pos(qid, tag, 0);
                             // SAFETY: copies from a live buffer of data.len() bytes.
                             let n = unsafe { libc::pwrite(cdev, data.as_ptr().cast(), data.len(), pos as i64) };
-                            if n == data.len() as isize {
+                            let copied = n == data.len() as isize;
+                            if spare_buffers.len() < usize::from(depth) {
+                                spare_buffers.push(data);
+                            }
+                            if copied {
                                 f.bytes as i32
                             } else {
                                 -libc::EIO
@@ -386,7 +410,9 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
         let request = match op {
             libublk::sys::UBLK_IO_OP_FLUSH => Some(Request::Flush),
             _ if !aligned || blocks == 0 => None,
-            libublk::sys::UBLK_IO_OP_READ => Some(Request::Read { lba, blocks }),
+            libublk::sys::UBLK_IO_OP_READ => {
+                Some(Request::ReadUnverified { lba, blocks, buffer: spare_buffers.pop().unwrap_or_default() })
+            }
             libublk::sys::UBLK_IO_OP_WRITE => {
                 let mut data = spare_buffers.pop().unwrap_or_default();
                 data.resize(bytes as usize, 0);
@@ -407,7 +433,7 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
         let Some(request) = request else {
             return complete(q, tag, -libc::EINVAL);
         };
-        in_flight[usize::from(tag)] = Some(InFlight { op, bytes });
+        in_flight[usize::from(tag)] = Some(InFlight { op, bytes, lba, blocks });
         let message = Message::Io { tag: u64::from(tag), request, reply: reply.clone() };
         if engine.send(message).is_err() {
             in_flight[usize::from(tag)] = None;

@@ -21,7 +21,7 @@ use zapraid_zns::{Command, Completion, Done, Geometry, ZoneAction, ZoneTarget};
 
 use super::{config, XorShift};
 use crate::checksum::BlockChecksums;
-use crate::engine::{Config, Engine, Request, RequestId};
+use crate::engine::{Config, Engine, Request, RequestId, Response};
 use crate::error::{Error, Result};
 use crate::layout::{Mode, RaidLevel, DEFAULT_GROUP_SIZE};
 
@@ -132,6 +132,7 @@ struct Bench {
     commands: Vec<(usize, u64, Command)>,
     completions: Vec<(usize, Completion)>,
     requests: Vec<Request>,
+    responses: Vec<Response>,
     /// Time spent in the drives' and the frontend's parts (`figure` takes it off).
     drive_time: Duration,
     frontend_time: Duration,
@@ -151,6 +152,7 @@ impl Bench {
             commands: Vec::new(),
             completions: Vec::new(),
             requests: Vec::new(),
+            responses: Vec::new(),
             drive_time: Duration::ZERO,
             frontend_time: Duration::ZERO,
         })
@@ -177,12 +179,26 @@ impl Bench {
             }
         }
         while let Some(response) = self.engine.poll_response() {
+            self.responses.push(response);
+        }
+        // The frontend's part, as a batch: the read checks the server's ublk queue
+        // threads verify, and the buffers kept for the next requests.
+        let started = Instant::now();
+        for response in self.responses.drain(..) {
             let data = response.result?;
+            if let Some(checks) = response.checks {
+                if let Err(block) = checks.verify(&data, BLOCK_BYTES as usize) {
+                    let reason = format!("block {block} of a read failed its checksum");
+                    return Err(Error::InvalidConfig { reason });
+                }
+            }
+            // Write buffers and read answers alike go back out with the next requests.
             if !data.is_empty() && self.recycled.len() < QUEUE_DEPTH as usize {
                 self.recycled.push(data);
             }
             self.completed.push(response.id);
         }
+        self.frontend_time += started.elapsed();
         Ok(())
     }
 
@@ -294,7 +310,9 @@ pub fn writes(level: RaidLevel, requests: u64, seed: u64, allocations: &dyn Fn()
     Ok(bench.figure(requests, started, allocations, before))
 }
 
-/// 4 KiB random reads per second through the engine, after every block was written;
+/// 4 KiB random reads per second through the engine, their checksums verified by the
+/// frontend (`Request::ReadUnverified`, as the server's ublk queues send them), after
+/// every block was written;
 /// with `failed_drive`, that drive failed first (its blocks rebuilt from their stripes).
 pub fn reads(
     level: RaidLevel,
@@ -317,7 +335,11 @@ pub fn reads(
     let mut rng = XorShift(seed | 1);
     let before = allocations();
     let started = bench.start_clock();
-    bench.closed_loop(requests, |_| Request::Read { lba: rng.below(LOGICAL_BLOCKS), blocks: 1 })?;
+    bench.closed_loop(requests, |recycled| Request::ReadUnverified {
+        lba: rng.below(LOGICAL_BLOCKS),
+        blocks: 1,
+        buffer: recycled.unwrap_or_default(),
+    })?;
     Ok(bench.figure(requests, started, allocations, before))
 }
 

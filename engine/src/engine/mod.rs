@@ -436,7 +436,7 @@ impl Engine {
                 // Refused when it comes; a write taken before the stop began (perhaps
                 // waiting for its L2P page) is still written.
                 let reason = "it is stopping: writes are refused".to_string();
-                self.responses.push_back(Response { id, result: Err(Error::Unavailable { reason }) });
+                self.responses.push_back(Response::new(id, Err(Error::Unavailable { reason })));
             }
             request => self.admit(id, request),
         }

@@ -11,6 +11,7 @@
 
 use zapraid_zns::{Command, Completion};
 
+use crate::checksum::ReadChecks;
 use crate::error::{Error, Result};
 use crate::format::{decode_fields, field_bytes, BlockKind, BlockMetadata, FIELD_BYTES, MAX_DRIVES};
 use crate::l2p::Physical;
@@ -22,6 +23,8 @@ use super::*;
 #[derive(Clone, Copy, Debug)]
 pub(super) enum ReadOrigin {
     Frontend(RequestId),
+    /// A frontend read whose checksums the frontend verifies (`Request::ReadUnverified`).
+    FrontendUnverified(RequestId),
     /// Garbage collection, moving the block that was at this place.
     Relocation(Physical),
     /// A page of the L2P table, read back from its mapping block (`mapping`).
@@ -37,6 +40,9 @@ pub(super) struct ReadRequest {
     pub(super) blocks: Vec<Option<Vec<u8>>>,
     /// Timestamp of each block read (garbage collection keeps it).
     pub(super) timestamps: Vec<u64>,
+    /// For a `FrontendUnverified` read, each block's metadata for the frontend to check
+    /// the block against (None: made here, zeros or rebuilt); empty for other reads.
+    pub(super) unverified: Vec<Option<BlockMetadata>>,
     pub(super) pending: usize,
     pub(super) error: Option<Error>,
 }
@@ -68,11 +74,13 @@ pub(super) struct BlockRebuild {
 }
 
 impl Engine {
-    pub(super) fn read(&mut self, id: RequestId, lba: u64, blocks: u64) {
+    /// A frontend read; `unverified`: its blocks' checksums are left to the frontend.
+    pub(super) fn read(&mut self, id: RequestId, lba: u64, blocks: u64, unverified: bool) {
         if let Err(e) = self.check_range(lba, blocks) {
-            return self.responses.push_back(Response { id, result: Err(e) });
+            return self.responses.push_back(Response::new(id, Err(e)));
         }
-        self.start_read(ReadOrigin::Frontend(id), lba, blocks);
+        let origin = if unverified { ReadOrigin::FrontendUnverified(id) } else { ReadOrigin::Frontend(id) };
+        self.start_read(origin, lba, blocks);
     }
 
     pub(super) fn start_read(&mut self, origin: ReadOrigin, lba: u64, blocks: u64) {
@@ -96,13 +104,19 @@ impl Engine {
         let read = self.next_read;
         self.next_read += 1;
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-        let (mut slots, mut timestamps) = self.spare.reads.pop().unwrap_or_default();
-        debug_assert!(slots.is_empty() && timestamps.is_empty(), "spare read vectors are empty");
+        let (mut slots, mut timestamps, mut unverified) = self.spare.reads.pop().unwrap_or_default();
+        debug_assert!(
+            slots.is_empty() && timestamps.is_empty() && unverified.is_empty(),
+            "spare read vectors are empty"
+        );
         slots.resize_with(blocks, || None);
         timestamps.resize(blocks, 0);
+        if matches!(origin, ReadOrigin::FrontendUnverified(_)) {
+            unverified.resize(blocks, None);
+        }
         // Every block is pending until it is read, rebuilt or failed: the read cannot
         // finish before the last one is issued.
-        let request = ReadRequest { origin, lba, blocks: slots, timestamps, pending: blocks, error: None };
+        let request = ReadRequest { origin, lba, blocks: slots, timestamps, unverified, pending: blocks, error: None };
         self.reads.insert(read, request);
         for (block, place) in places.enumerate() {
             match place {
@@ -142,22 +156,31 @@ impl Engine {
             return;
         };
         let expected_lba = request.lba + block as u64;
+        // The frontend checks the checksum of an unverified read's blocks, on its thread.
+        let unverified = matches!(request.origin, ReadOrigin::FrontendUnverified(_));
         let sequence = self.segment_of_zone(physical.zone).map(|s| s.sequence);
-        let decoded = BlockMetadata::decode(&data, &metadata);
+        let decoded = if unverified {
+            BlockMetadata::decode_unverified(&metadata)
+        } else {
+            BlockMetadata::decode(&data, &metadata)
+        };
         self.buffers.give(metadata);
         let intact = match decoded {
             Ok((m, kind)) if result.is_ok() => {
                 let intact = kind == BlockKind::of_data_lba(expected_lba)
                     && m.lba.get() == expected_lba
                     && Some(u64::from(m.segment_sequence_low.get())) == sequence.map(|s| s & u64::from(u32::MAX));
-                intact.then_some(m.timestamp.get())
+                intact.then_some(m)
             }
             _ => None,
         };
-        if let Some(timestamp) = intact {
+        if let Some(m) = intact {
             let request = self.reads.get_mut(&read).expect("read in flight");
             request.blocks[block] = Some(data);
-            request.timestamps[block] = timestamp;
+            request.timestamps[block] = m.timestamp.get();
+            if unverified {
+                request.unverified[block] = Some(m);
+            }
             request.pending -= 1;
             self.finish_read(read);
         } else {
@@ -302,7 +325,9 @@ impl Engine {
                 if r.damaged {
                     self.read_blocks_repaired += 1;
                     tracing::warn!(lba = r.lba, "a damaged block was rebuilt from its stripe");
-                    let frontend = self.reads.get(&r.read).is_some_and(|q| matches!(q.origin, ReadOrigin::Frontend(_)));
+                    let frontend = self.reads.get(&r.read).is_some_and(|q| {
+                        matches!(q.origin, ReadOrigin::Frontend(_) | ReadOrigin::FrontendUnverified(_))
+                    });
                     if frontend {
                         // Garbage collection rewrites the blocks it reads anyway.
                         self.schedule_read_repair(r.lba, timestamp, r.physical, data.clone());
@@ -390,7 +415,7 @@ impl Engine {
         if self.reads.get(&read).is_none_or(|r| r.pending > 0) {
             return;
         }
-        let ReadRequest { origin, lba, blocks: mut slots, mut timestamps, error, .. } =
+        let ReadRequest { origin, lba, blocks: mut slots, mut timestamps, mut unverified, error, .. } =
             self.reads.remove(&read).expect("read exists");
         debug_assert!(
             !matches!(origin, ReadOrigin::Relocation(_)) || timestamps.len() == 1,
@@ -402,9 +427,10 @@ impl Engine {
             // One block: its read buffer is the answer, no copy.
             None if slots.len() == 1 => Ok(slots[0].take().expect("every block read")),
             None => {
-                let mut data = Vec::with_capacity(slots.len() * self.block_bytes());
-                for block in &slots {
-                    data.extend_from_slice(block.as_ref().expect("every block read"));
+                let bs = self.block_bytes();
+                let mut data = self.buffers.take(slots.len() * bs);
+                for (to, block) in data.chunks_exact_mut(bs).zip(&slots) {
+                    to.copy_from_slice(block.as_ref().expect("every block read"));
                 }
                 Ok(data)
             }
@@ -412,12 +438,20 @@ impl Engine {
         for block in slots.drain(..).flatten() {
             self.buffers.give(block);
         }
+        let checks = match unverified.len() {
+            _ if result.is_err() => None,
+            0 => None,
+            1 => Some(ReadChecks::One(unverified[0])),
+            _ => Some(ReadChecks::Many(unverified.clone())),
+        };
         timestamps.clear();
+        unverified.clear();
         if self.spare.reads.len() < MAX_SPARE_READS {
-            self.spare.reads.push((slots, timestamps));
+            self.spare.reads.push((slots, timestamps, unverified));
         }
         match origin {
-            ReadOrigin::Frontend(id) => self.responses.push_back(Response { id, result }),
+            ReadOrigin::Frontend(id) => self.responses.push_back(Response::new(id, result)),
+            ReadOrigin::FrontendUnverified(id) => self.responses.push_back(Response { id, result, checks }),
             ReadOrigin::Relocation(from) => {
                 self.relocation_read_done(from, lba, first_timestamp, result);
             }

@@ -1,6 +1,6 @@
 //! What a frontend asks of the engine (`Request`) and what it answers (`Response`).
 
-use crate::checksum::BlockChecksums;
+use crate::checksum::{BlockChecksums, ReadChecks};
 use crate::error::Result;
 
 /// Frontend request identifier, chosen by the caller.
@@ -27,6 +27,17 @@ pub enum Request {
         lba: u64,
         blocks: u64,
     },
+    /// A read whose blocks' checksums the frontend verifies on its own thread: the engine
+    /// checks each block's metadata (kind, LBA, segment) and answers with it
+    /// (`Response::checks`); a block that fails `ReadChecks::verify` is to be read again
+    /// with `Request::Read`, which checks it here and rebuilds it from its stripe.
+    /// `buffer`: one the frontend is done with (an earlier answer's, any length, or empty),
+    /// for the engine to read into, so that reads cost no allocation in steady state.
+    ReadUnverified {
+        lba: u64,
+        blocks: u64,
+        buffer: Vec<u8>,
+    },
     /// Completes when every write submitted before it is persisted.
     Flush,
     /// The blocks read as zeros from now on (their L2P entries are dropped, so garbage
@@ -44,6 +55,15 @@ pub enum Request {
 pub struct Response {
     pub id: RequestId,
     pub result: Result<Vec<u8>>,
+    /// For a `Request::ReadUnverified` that succeeded: what the frontend must check.
+    pub checks: Option<ReadChecks>,
+}
+
+impl Response {
+    /// A response with nothing for the frontend to check.
+    pub(crate) fn new(id: RequestId, result: Result<Vec<u8>>) -> Response {
+        Response { id, result, checks: None }
+    }
 }
 
 impl Request {

@@ -290,7 +290,7 @@ impl Engine {
         for request in failed_requests {
             if self.write_blocks_left.remove(&request).is_some() {
                 self.outstanding_writes.remove(request);
-                self.responses.push_back(Response { id: request, result: Err(error.duplicate()) });
+                self.responses.push_back(Response::new(request, Err(error.duplicate())));
             }
         }
         self.complete_flushes();
@@ -441,7 +441,7 @@ impl Engine {
         for request in acked.drain(..) {
             let (_, data) = self.write_blocks_left.remove(&request).expect("request in flight");
             self.outstanding_writes.remove(request);
-            self.responses.push_back(Response { id: request, result: Ok(data) });
+            self.responses.push_back(Response::new(request, Ok(data)));
         }
         self.spare.acked = acked;
         self.complete_flushes();
@@ -457,7 +457,7 @@ impl Engine {
                 break;
             }
             self.flushes.pop_front();
-            self.responses.push_back(Response { id, result: Ok(Vec::new()) });
+            self.responses.push_back(Response::new(id, Ok(Vec::new())));
         }
     }
 }

@@ -119,8 +119,9 @@ pub(super) struct Spare {
     pub(super) acked: Vec<RequestId>,
 }
 
-/// A finished read's block slots and timestamps (`read::ReadRequest`), emptied.
-pub(super) type ReadVecs = (Vec<Option<Vec<u8>>>, Vec<u64>);
+/// A finished read's block slots, timestamps and metadata for the frontend
+/// (`read::ReadRequest`), emptied.
+pub(super) type ReadVecs = (Vec<Option<Vec<u8>>>, Vec<u64>, Vec<Option<crate::format::BlockMetadata>>);
 
 /// Finished stripes' vectors kept at most: more than stripes in flight is never needed.
 const MAX_SPARE_STRIPES: usize = 4096;
@@ -133,12 +134,12 @@ impl Engine {
         let blocks = (data.len() / bs) as u64;
         if data.is_empty() || !data.len().is_multiple_of(bs) {
             let reason = format!("write of {} bytes is not whole {bs}-byte blocks", data.len());
-            return self.responses.push_back(Response { id, result: Err(Error::InvalidConfig { reason }) });
+            return self.responses.push_back(Response::new(id, Err(Error::InvalidConfig { reason })));
         }
         let checked = checksums.as_ref().map_or(Ok(()), |c| c.check(&data, bs));
         if let Err(e) = checked.and_then(|()| self.check_range(lba, blocks)) {
             self.outstanding_writes.remove(id);
-            return self.responses.push_back(Response { id, result: Err(e) });
+            return self.responses.push_back(Response::new(id, Err(e)));
         }
         // Writes are refused at `submit` once a stop begins; one admitted before it may run
         // while the stop drains (it waited for its L2P page), and is padded out then.

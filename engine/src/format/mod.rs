@@ -381,6 +381,19 @@ impl BlockMetadata {
     /// Decodes the metadata of a block and checks it against the block's data: a torn,
     /// stale-format or corrupted block fails here.
     pub fn decode(data: &[u8], oob: &[u8]) -> Result<(Self, BlockKind), DecodeError> {
+        let (m, kind) = Self::decode_unverified(oob)?;
+        let stored = m.crc32c.get();
+        let computed = m.checksum(data);
+        if stored != computed {
+            return Err(DecodeError::Checksum { stored, computed });
+        }
+        Ok((m, kind))
+    }
+
+    /// As `decode`, leaving the checksum to whoever checks the data later (`verifies`):
+    /// a frontend read's blocks are checked on the frontend's thread
+    /// (`checksum::ReadChecks`).
+    pub fn decode_unverified(oob: &[u8]) -> Result<(Self, BlockKind), DecodeError> {
         let m: BlockMetadata = read(oob)?;
         if m.magic.get() != BLOCK_METADATA_MAGIC {
             return Err(DecodeError::Magic);
@@ -388,13 +401,13 @@ impl BlockMetadata {
         if u32::from(m.version) != FORMAT_VERSION {
             return Err(DecodeError::Version(u32::from(m.version)));
         }
-        let stored = m.crc32c.get();
-        let computed = m.checksum(data);
-        if stored != computed {
-            return Err(DecodeError::Checksum { stored, computed });
-        }
         let kind = BlockKind::from_u8(m.kind).ok_or_else(|| DecodeError::Field(format!("block kind {}", m.kind)))?;
         Ok((m, kind))
+    }
+
+    /// Whether `data` is the block this metadata's checksum covers.
+    pub fn verifies(&self, data: &[u8]) -> bool {
+        self.crc32c.get() == self.checksum(data)
     }
 }
 

@@ -64,7 +64,9 @@ impl FailureRecord {
 const LATENCY_SAMPLES: usize = 65_536;
 
 /// An answer: the request's tag and its result (read data, or nothing).
-pub type Answer = (u64, zapraid_engine::Result<Vec<u8>>);
+/// A request's answer: its tag, its result, and for a `Request::ReadUnverified` the
+/// checks the frontend runs on the data (`zapraid_engine::ReadChecks`).
+pub type Answer = (u64, zapraid_engine::Result<Vec<u8>>, Option<zapraid_engine::ReadChecks>);
 
 /// Where a frontend wants its answers.
 pub struct ReplyTo {
@@ -414,7 +416,7 @@ impl EngineLoop {
         match message {
             Message::Io { tag, request, reply } => {
                 let kind = match &request {
-                    Request::Read { .. } => Kind::Read,
+                    Request::Read { .. } | Request::ReadUnverified { .. } => Kind::Read,
                     Request::Write { .. } | Request::WriteWithChecksums { .. } => Kind::Write,
                     Request::Flush => Kind::Flush,
                     Request::Discard { .. } => Kind::Discard,
@@ -541,7 +543,9 @@ impl EngineLoop {
                 self.status.errors += 1;
                 tracing::warn!(error = %e, "request failed");
             }
-            if p.reply.tx.send((p.tag, response.result)).is_ok() && !to_wake.iter().any(|r| Arc::ptr_eq(r, &p.reply)) {
+            if p.reply.tx.send((p.tag, response.result, response.checks)).is_ok()
+                && !to_wake.iter().any(|r| Arc::ptr_eq(r, &p.reply))
+            {
                 to_wake.push(p.reply);
             }
         }
@@ -572,7 +576,7 @@ impl Drop for EngineLoop {
     fn drop(&mut self) {
         for (_, p) in self.pending.drain() {
             let reason = "the engine thread stopped before answering".to_string();
-            if p.reply.tx.send((p.tag, Err(zapraid_engine::Error::Unavailable { reason }))).is_ok() {
+            if p.reply.tx.send((p.tag, Err(zapraid_engine::Error::Unavailable { reason }), None)).is_ok() {
                 (p.reply.wake)();
             }
         }

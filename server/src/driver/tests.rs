@@ -360,7 +360,7 @@ impl Load {
             between(i);
         }
         for _ in 0..sent.len() {
-            let (tag, result) = answers.recv().unwrap();
+            let (tag, result, _) = answers.recv().unwrap();
             let (write, lba, blocks, version) = sent[&tag];
             let data = result.unwrap_or_else(|e| panic!("request at LBA {lba} (+{blocks}) failed: {e}"));
             if write {
