@@ -96,6 +96,15 @@ fn frontend_checksums_write_blocks_that_read_back_and_rebuild_from_parity() {
 }
 
 #[test]
+fn a_write_of_part_of_a_block_fails_without_holding_up_a_flush() {
+    let mut sim = simulator(RaidLevel::Raid5 { drives: 4 }, 1);
+    sim.submit(1, Request::Write { lba: 3, data: vec![7u8; BLOCK + BLOCK / 2] });
+    assert!(sim.run_until_response(1).expect("answered").result.is_err(), "a block and a half");
+    sim.submit(2, Request::Flush);
+    sim.run_until_response(2).expect("a flush after it is answered").result.unwrap();
+}
+
+#[test]
 fn checksums_that_do_not_fit_the_data_fail_the_write() {
     let mut sim = simulator(RaidLevel::Raid5 { drives: 4 }, 1);
     let data = vec![7u8; 2 * BLOCK];

@@ -426,7 +426,11 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
                     Request::WriteWithChecksums { lba, data, checksums }
                 })
             }
-            libublk::sys::UBLK_IO_OP_WRITE_ZEROES => Some(Request::Write { lba, data: vec![0; bytes as usize] }),
+            libublk::sys::UBLK_IO_OP_WRITE_ZEROES => {
+                let data = vec![0; bytes as usize];
+                let checksums = BlockChecksums::of(&data, block as usize);
+                Some(Request::WriteWithChecksums { lba, data, checksums })
+            }
             libublk::sys::UBLK_IO_OP_DISCARD => Some(Request::Discard { lba, blocks }),
             _ => None,
         };

@@ -49,8 +49,9 @@ pub enum Request {
     },
 }
 
-/// The answer to a request: read data; for a write, its data buffer given back (its
-/// contents as written) for the frontend to reuse; nothing for flushes and discards.
+/// The answer to a request: read data; for a `WriteWithChecksums`, its data buffer given
+/// back (its contents as written) for the frontend to reuse; nothing for other writes,
+/// flushes and discards.
 #[derive(Debug)]
 pub struct Response {
     pub id: RequestId,

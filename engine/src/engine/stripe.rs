@@ -133,6 +133,9 @@ impl Engine {
         let bs = self.block_bytes();
         let blocks = (data.len() / bs) as u64;
         if data.is_empty() || !data.len().is_multiple_of(bs) {
+            // `admit` counted it outstanding if it held a whole block: a flush must not
+            // wait for it.
+            self.outstanding_writes.remove(id);
             let reason = format!("write of {} bytes is not whole {bs}-byte blocks", data.len());
             return self.responses.push_back(Response::new(id, Err(Error::InvalidConfig { reason })));
         }
@@ -158,10 +161,14 @@ impl Engine {
             let info = BlockInfo { lba, timestamp, request: Some(id), relocated_from: None, repair: false, data_crc };
             self.add_block_bytes(info, block, fill);
         }
-        // The buffer goes back with the response, for the frontend's next write: freed
-        // here, it would be a free per write on this thread and an allocation on the other.
-        if let Some((_, buffer)) = self.write_blocks_left.get_mut(&id) {
-            *buffer = data;
+        // A frontend that brings checksums (the ublk queues) gets its buffer back with the
+        // response, for its next write: freed here, it would be a free per write on this
+        // thread and an allocation on the other. Other callers (simulations, tests) may
+        // hold many responses, so theirs is freed now, as before.
+        if checksums.is_some() {
+            if let Some((_, buffer)) = self.write_blocks_left.get_mut(&id) {
+                *buffer = data;
+            }
         }
     }
 
