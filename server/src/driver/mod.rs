@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, SendError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use zapraid_engine::{Engine, Request, Status};
 use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
 
@@ -27,8 +27,7 @@ use crate::failures::{check_fail, FailOutcome};
 use crate::superblock::{superblock_writes, SUPERBLOCK_COPIES};
 use crate::wake::Doorbell;
 
-/// Messages waiting for the engine thread at most: senders block beyond this.
-pub const MESSAGE_QUEUE_CAPACITY: usize = 1024;
+pub use message::{Answer, EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
 
 /// Tag of superblock writes the engine thread makes itself (the engine's tags count up
 /// from 0 and never get here).
@@ -62,61 +61,6 @@ impl FailureRecord {
 
 /// Latencies kept for percentiles: the newest this many requests of each kind.
 const LATENCY_SAMPLES: usize = 65_536;
-
-/// An answer: the request's tag and its result (read data, or nothing).
-/// A request's answer: its tag, its result, and for a `Request::ReadUnverified` the
-/// checks the frontend runs on the data (`zapraid_engine::ReadChecks`).
-pub type Answer = (u64, zapraid_engine::Result<Vec<u8>>, Option<zapraid_engine::ReadChecks>);
-
-/// Where a frontend wants its answers.
-pub struct ReplyTo {
-    pub tx: Sender<Answer>,
-    /// Called after each answer is sent.
-    pub wake: Box<dyn Fn() + Send + Sync>,
-}
-
-pub enum Message {
-    /// A block request; `tag` comes back with the answer.
-    Io {
-        tag: u64,
-        request: Request,
-        reply: Arc<ReplyTo>,
-    },
-    Status(Sender<ArrayStatus>),
-    /// Mark a drive failed (by array index): nothing more is sent to it. Refused for a
-    /// drive failed already, and beyond what the level survives unless `force`
-    /// (`failures::check_fail`).
-    FailDrive {
-        drive: usize,
-        force: bool,
-        done: Sender<Result<FailOutcome>>,
-    },
-    /// Put `device` (every zone of it reset) in failed drive `drive`'s place and rebuild
-    /// the drive onto it (`replace`); with `rebuild_rate_bytes_per_s`, the rebuild rate
-    /// limit is set to it first (0: unlimited), and left as it was if the replace fails.
-    ReplaceDrive {
-        drive: usize,
-        device: ReservedZones<Drive>,
-        rebuild_rate_bytes_per_s: Option<u64>,
-        done: Sender<Result<()>>,
-    },
-    /// Start a scrub, or change the running one's rate (`zapraid scrub`).
-    Scrub {
-        request: crate::scrub::ScrubRequest,
-        done: crate::scrub::ScrubAnswer,
-    },
-    /// Be told (a `()`, dropped if one waits already) of every superblock generation the
-    /// thread records: a drive failed, a rebuild started or ended (`spare_pool::watch`).
-    WatchGenerations(Sender<()>),
-    /// Limit rebuilds (the running one and later ones) to writing so many bytes per second
-    /// to the new drive (0: unlimited); answers the limit now in force.
-    SetRebuildRate {
-        rate_bytes_per_s: u64,
-        done: Sender<Option<u64>>,
-    },
-    /// Clean stop: finish what was sent, write the stop footer, end the thread.
-    Stop,
-}
 
 /// What `zapraid status` shows of a running array.
 #[derive(Clone, Debug, Default)]
@@ -161,23 +105,6 @@ struct Pending {
 /// How long the engine thread sleeps at most with nothing to do: it looks for a channel
 /// with no sender left (a frontend gone without `Stop`) this often.
 const IDLE_WAKE_INTERVAL: Duration = Duration::from_millis(100);
-
-/// The frontends' way to the engine thread: the bounded channel, and the doorbell the
-/// thread sleeps on (rung after each message; it signals only a sleeping thread).
-#[derive(Clone)]
-pub struct EngineSender {
-    tx: Sender<Message>,
-    wake: Arc<Doorbell>,
-}
-
-impl EngineSender {
-    /// Sends a message (blocks while the channel is full) and wakes the thread if it sleeps.
-    pub fn send(&self, message: Message) -> std::result::Result<(), SendError<Message>> {
-        self.tx.send(message)?;
-        self.wake.ring();
-        Ok(())
-    }
-}
 
 /// A running engine thread.
 pub struct EngineThread {
@@ -600,6 +527,7 @@ fn percentiles(samples: &VecDeque<u32>) -> [f64; 3] {
     [at(0.5), at(0.99), at(0.999)]
 }
 
+mod message;
 mod record;
 #[cfg(test)]
 mod tests;
