@@ -131,15 +131,8 @@ mod tests {
     use super::*;
 
     fn block(seed: u64, len: usize) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        let mut rng = crate::bench::XorShift(seed | 1);
+        (0..len).map(|_| rng.below(256) as u8).collect()
     }
 
     #[test]

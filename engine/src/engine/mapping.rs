@@ -246,9 +246,11 @@ impl Engine {
             return false;
         }
         let evicted = self.l2p.evict();
-        let written = !evicted.is_empty();
+        if evicted.is_empty() {
+            return false; // every pass of the engine's loop without a budget comes here
+        }
         self.write_back(evicted);
-        written
+        true
     }
 
     /// Writes evicted dirty pages to the log as mapping blocks, each with a timestamp of
