@@ -192,9 +192,8 @@ pub struct Engine {
     next_stripe: u64,
     /// Newest timestamp mapped per LBA with writes in flight, and how many are in flight.
     in_flight_lbas: HashMap<u64, (u64, u32)>,
-    /// Per write in flight, its blocks not yet persisted and its data buffer, which the
-    /// write's response gives back (`Response`) for the frontend to reuse.
-    write_blocks_left: HashMap<RequestId, (usize, Vec<u8>)>,
+    /// The frontend writes in flight.
+    write_blocks_left: HashMap<RequestId, stripe::WriteInFlight>,
     outstanding_writes: flush::OutstandingWrites,
     /// Flushes waiting, each with the last write (sequence number) it waits for.
     flushes: VecDeque<(RequestId, Option<u64>)>,

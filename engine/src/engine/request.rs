@@ -49,9 +49,9 @@ pub enum Request {
     },
 }
 
-/// The answer to a request: read data; for a `WriteWithChecksums`, its data buffer given
-/// back (its contents as written) for the frontend to reuse; nothing for other writes,
-/// flushes and discards.
+/// The answer to a request: read data; for a `WriteWithChecksums`, a buffer of the
+/// write's length (its own, or one of the engine's; contents unspecified) for the
+/// frontend to reuse; nothing for other writes, flushes and discards.
 #[derive(Debug)]
 pub struct Response {
     pub id: RequestId,

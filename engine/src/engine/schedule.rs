@@ -430,16 +430,21 @@ impl Engine {
                     self.map_lba(info.lba, Physical { zone, drive, offset });
                 }
                 self.release_lba(info.lba);
-                let (left, _) = self.write_blocks_left.get_mut(&request).expect("request in flight");
-                *left -= 1;
-                if *left == 0 {
+                let write = self.write_blocks_left.get_mut(&request).expect("request in flight");
+                write.blocks_left -= 1;
+                if write.blocks_left == 0 {
                     acked.push(request);
                 }
             }
         }
         self.spare_stripe(stripe);
         for request in acked.drain(..) {
-            let (_, data) = self.write_blocks_left.remove(&request).expect("request in flight");
+            let write = self.write_blocks_left.remove(&request).expect("request in flight");
+            let data = match write.give_back_bytes {
+                0 => Vec::new(),
+                _ if !write.buffer.is_empty() => write.buffer,
+                bytes => self.buffers.take(bytes),
+            };
             self.outstanding_writes.remove(request);
             self.responses.push_back(Response::new(request, Ok(data)));
         }

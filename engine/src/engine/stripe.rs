@@ -3,7 +3,9 @@
 //! timeout passed (padded), is encoded into k data and m parity chunks and queued.
 //!
 //! A block is copied once, from the request straight into its place in an open stripe's
-//! data chunk; chunk, parity and metadata buffers come from the engine's `BufferPool` and
+//! data chunk, or not at all where a chunk is one block and the block comes in a buffer of
+//! its own (a one-block write with the frontend's checksums, a relocated block, a mapping
+//! block): that buffer becomes the chunk's. Chunk, parity and metadata buffers come from the engine's `BufferPool` and
 //! go back to it with the chunk writes' completions, and a finished stripe's vectors are
 //! kept for the next one, so a stripe costs no heap allocation in steady state. Pooled
 //! buffers hold old bytes: padding blocks are zeroed, and the parity and metadata are
@@ -110,6 +112,17 @@ pub(super) struct StripeVecs {
     positions: Vec<Option<u64>>,
 }
 
+/// A frontend write in flight.
+pub(super) struct WriteInFlight {
+    /// Its blocks not yet persisted.
+    pub(super) blocks_left: usize,
+    /// Its data buffer, kept to give back (empty if a block's chunk took it).
+    pub(super) buffer: Vec<u8>,
+    /// Bytes of the buffer its response gives back for the frontend to reuse (its own,
+    /// else one of the engine's of that length); 0: none.
+    pub(super) give_back_bytes: usize,
+}
+
 /// What the data path reuses besides byte buffers: finished stripes' and reads' vectors
 /// (emptied), and the scratch list of requests a persisted stripe acknowledges.
 #[derive(Default)]
@@ -148,28 +161,41 @@ impl Engine {
         // while the stop drains (it waited for its L2P page), and is padded out then.
         debug_assert!(self.stop == StopState::Running || self.stop == StopState::Draining);
         self.outstanding_writes.insert(id);
-        self.write_blocks_left.insert(id, (blocks as usize, Vec::new()));
+        // A frontend that brings checksums (the ublk queues) gets a buffer of the write's
+        // length back with the response, for its next write: freed here, it would be a
+        // free per write on this thread and an allocation on the other. Other callers
+        // (simulations, tests) may hold many responses, so theirs is freed now, as before.
+        let give_back_bytes = if checksums.is_some() { data.len() } else { 0 };
+        self.write_blocks_left
+            .insert(id, WriteInFlight { blocks_left: blocks as usize, buffer: Vec::new(), give_back_bytes });
         let fill = Fill::Frontend(self.plan.class_of_write(data.len() as u64));
+        if blocks == 1 && checksums.is_some() {
+            // One block: its buffer may become its chunk (`add_block`), and the response
+            // gives back one of the pool's buffers of its length.
+            let data_crc = checksums.as_ref().map_or(0, |c| c.get(0));
+            let info = self.frontend_block(id, lba, data_crc);
+            return self.add_block(info, data, fill);
+        }
         for (i, block) in data.chunks_exact(bs).enumerate() {
-            let timestamp = self.next_timestamp;
-            self.next_timestamp += 1;
-            let lba = lba + i as u64;
-            self.in_flight_lbas.entry(lba).or_insert((0, 0)).1 += 1;
-            // Its page stays cached until the block is mapped (`release_lba`).
-            self.l2p.pin(self.l2p.page_of(lba));
             let data_crc = checksums.as_ref().map_or_else(|| crc32c::crc32c(block), |c| c.get(i));
-            let info = BlockInfo { lba, timestamp, request: Some(id), relocated_from: None, repair: false, data_crc };
+            let info = self.frontend_block(id, lba + i as u64, data_crc);
             self.add_block_bytes(info, block, fill);
         }
-        // A frontend that brings checksums (the ublk queues) gets its buffer back with the
-        // response, for its next write: freed here, it would be a free per write on this
-        // thread and an allocation on the other. Other callers (simulations, tests) may
-        // hold many responses, so theirs is freed now, as before.
-        if checksums.is_some() {
-            if let Some((_, buffer)) = self.write_blocks_left.get_mut(&id) {
-                *buffer = data;
+        if give_back_bytes > 0 {
+            if let Some(w) = self.write_blocks_left.get_mut(&id) {
+                w.buffer = data;
             }
         }
+    }
+
+    /// A frontend block of write `id` at `lba`: it gets the next timestamp, counts as in
+    /// flight for its LBA, and pins its L2P page until it is mapped (`release_lba`).
+    fn frontend_block(&mut self, id: RequestId, lba: u64, data_crc: u32) -> BlockInfo {
+        let timestamp = self.next_timestamp;
+        self.next_timestamp += 1;
+        self.in_flight_lbas.entry(lba).or_insert((0, 0)).1 += 1;
+        self.l2p.pin(self.l2p.page_of(lba));
+        BlockInfo { lba, timestamp, request: Some(id), relocated_from: None, repair: false, data_crc }
     }
 
     /// The chunk class of the stripes `fill` makes.
@@ -190,24 +216,39 @@ impl Engine {
     /// Adds a block to an open stripe (its buffer goes back to the pool); a full stripe is
     /// sealed.
     pub(super) fn add_block(&mut self, info: BlockInfo, block: Vec<u8>, fill: Fill) {
-        self.add_block_bytes(info, &block, fill);
-        self.buffers.give(block);
+        let chunk_blocks = self.plan.class_layout(self.class_of(fill)).chunk_blocks;
+        if chunk_blocks != 1 || block.len() != self.block_bytes() {
+            self.add_block_bytes(info, &block, fill);
+            return self.buffers.give(block);
+        }
+        // A chunk of one block: the block's buffer becomes the chunk's (no copy), and the
+        // chunk's pooled buffer goes back to the pool.
+        let mut replaced = Vec::new();
+        self.place_block(info, fill, |chunk, _| replaced = std::mem::replace(chunk, block));
+        self.buffers.give(replaced);
     }
 
     /// Copies a block into its place in an open stripe's data chunk; a full stripe is
     /// sealed.
     pub(super) fn add_block_bytes(&mut self, info: BlockInfo, block: &[u8], fill: Fill) {
+        let bs = self.block_bytes();
+        debug_assert_eq!(block.len(), bs, "one block");
+        self.place_block(info, fill, |chunk, at| chunk[at..at + bs].copy_from_slice(block));
+    }
+
+    /// Puts a block in the next place of `fill`'s open stripe with `put` (given the data
+    /// chunk's buffer and the block's byte offset in it); a full stripe is sealed.
+    fn place_block(&mut self, info: BlockInfo, fill: Fill, put: impl FnOnce(&mut Vec<u8>, usize)) {
         let layout = *self.plan.class_layout(self.class_of(fill));
         let (want, cb, bs) = (layout.stripe_data_blocks() as usize, layout.chunk_blocks as usize, self.block_bytes());
-        debug_assert_eq!(block.len(), bs, "one block");
         if self.open_stripe_mut(fill).is_none() {
             let open = self.new_open_stripe(layout.data_chunks, cb * bs);
             *self.open_stripe_mut(fill) = Some(open);
         }
         let open = self.open_stripe_mut(fill).as_mut().expect("an open stripe");
         let i = open.infos.len();
-        let at = (i % cb) * bs;
-        open.chunks[i / cb].data[at..at + bs].copy_from_slice(block);
+        put(&mut open.chunks[i / cb].data, (i % cb) * bs);
+        debug_assert_eq!(open.chunks[i / cb].data.len(), cb * bs, "a chunk keeps its length");
         open.infos.push(info);
         if open.infos.len() == want {
             let open = self.open_stripe_mut(fill).take().expect("an open stripe");
