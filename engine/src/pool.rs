@@ -7,7 +7,8 @@
 //! whatever its last user left in it: every caller overwrites all of it before use (or
 //! asks for `take_zeroed`). Invariants: a free list holds buffers of exactly its length;
 //! at most `MAX_LENGTHS` lengths and `MAX_POOLED_BYTES_PER_LENGTH` bytes per length are
-//! kept, so the pool's memory stays bounded whatever the array does (a burst of reads
+//! kept, and no buffer of more than twice its length in capacity, so the pool's memory
+//! stays bounded whatever the array does (a burst of reads
 //! returns at most that much to it; the rest is freed).
 
 /// Distinct buffer lengths kept: a block, a block's metadata, a chunk and a chunk's
@@ -50,7 +51,9 @@ impl BufferPool {
     /// its length, freed otherwise.
     pub(crate) fn give(&mut self, buffer: Vec<u8>) {
         let len = buffer.len();
-        if len == 0 {
+        // A buffer cut down from a larger one (a frontend's) would keep its capacity
+        // behind a small length, outside the per-length bound: freed instead.
+        if len == 0 || buffer.capacity() > 2 * len {
             return;
         }
         let keep = (MAX_POOLED_BYTES_PER_LENGTH / len).max(1);
@@ -102,5 +105,16 @@ mod tests {
         }
         assert_eq!(pool.lists.len(), MAX_LENGTHS);
         assert!(pool.lists.iter().all(|l| l.buffers.iter().all(|b| b.len() == l.len)));
+    }
+
+    #[test]
+    fn a_buffer_cut_down_from_a_larger_one_is_not_kept() {
+        let mut pool = BufferPool::default();
+        let mut cut = vec![0u8; 64 * 4096];
+        cut.truncate(4096);
+        pool.give(cut);
+        assert!(pool.lists.iter().all(|l| l.buffers.is_empty()), "its capacity would be outside the bound");
+        pool.give(vec![0u8; 4096]);
+        assert_eq!(pool.lists.iter().map(|l| l.buffers.len()).sum::<usize>(), 1);
     }
 }

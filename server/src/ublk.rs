@@ -411,7 +411,9 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
             libublk::sys::UBLK_IO_OP_FLUSH => Some(Request::Flush),
             _ if !aligned || blocks == 0 => None,
             libublk::sys::UBLK_IO_OP_READ => {
-                Some(Request::ReadUnverified { lba, blocks, buffer: spare_buffers.pop().unwrap_or_default() })
+                let mut buffer = spare_buffers.pop().unwrap_or_default();
+                buffer.resize(bytes as usize, 0);
+                Some(Request::ReadUnverified { lba, blocks, buffer })
             }
             libublk::sys::UBLK_IO_OP_WRITE => {
                 let mut data = spare_buffers.pop().unwrap_or_default();

@@ -131,8 +131,12 @@ impl Engine {
             Request::WriteWithChecksums { lba, data, checksums } => self.write(id, lba, data, Some(checksums)),
             Request::Read { lba, blocks } => self.read(id, lba, blocks, false),
             Request::ReadUnverified { lba, blocks, buffer } => {
-                // Into the pool, where the read takes its buffers from.
-                self.buffers.give(buffer);
+                // Into the pool, where the read takes its buffers from; only a block's
+                // length, so that frontends' buffers of every length do not take the
+                // pool's few lengths.
+                if buffer.len() == self.block_bytes() {
+                    self.buffers.give(buffer);
+                }
                 self.read(id, lba, blocks, true)
             }
             Request::Discard { lba, blocks } => {

@@ -430,7 +430,9 @@ impl Engine {
                     self.map_lba(info.lba, Physical { zone, drive, offset });
                 }
                 self.release_lba(info.lba);
-                let write = self.write_blocks_left.get_mut(&request).expect("request in flight");
+                // A write with a block in a stripe that failed (`stripe_failed`) was
+                // answered with that error already; its other stripes still land.
+                let Some(write) = self.write_blocks_left.get_mut(&request) else { continue };
                 write.blocks_left -= 1;
                 if write.blocks_left == 0 {
                     acked.push(request);
