@@ -4,6 +4,11 @@
 //! offset (Zone Write) or the compact stripe table (Zone Append). Losing more than m chunks
 //! is an I/O error, never wrong data: a rebuilt block must say the LBA asked for.
 //!
+//! A frontend may take the checksum check on its own thread (`Request::ReadUnverified`):
+//! then a block read from a drive is checked here for everything but its checksum, and
+//! its metadata goes with the answer (`ReadChecks`) for the frontend to verify; blocks
+//! made here (zeros, rebuilt from checked shards) need no check there.
+//!
 //! Read buffers come from the engine's `BufferPool` and go back to it, except the one a
 //! one-block read answers with (the drive's buffer itself, no copy). A read's metadata
 //! buffer is zeroed first, so that a drive reporting success without filling it fails the
