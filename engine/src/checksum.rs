@@ -21,9 +21,9 @@ use crate::format::BlockMetadata;
 /// one-block write costs no allocation for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockChecksums {
-    first: u32,
+    /// Block 0's CRC32C (None: no block), then the others'.
+    first: Option<u32>,
     rest: Vec<u32>,
-    blocks: usize,
 }
 
 impl BlockChecksums {
@@ -32,26 +32,20 @@ impl BlockChecksums {
     pub fn of(data: &[u8], block_bytes: usize) -> BlockChecksums {
         assert!(block_bytes > 0, "blocks have bytes");
         let mut crcs = data.chunks_exact(block_bytes).map(crc32c::crc32c);
-        let Some(first) = crcs.next() else {
-            return BlockChecksums { first: 0, rest: Vec::new(), blocks: 0 };
-        };
-        let rest: Vec<u32> = crcs.collect();
-        let blocks = 1 + rest.len();
-        BlockChecksums { first, rest, blocks }
+        BlockChecksums { first: crcs.next(), rest: crcs.collect() }
     }
 
     /// Blocks it holds a CRC for.
     pub fn blocks(&self) -> usize {
-        self.blocks
+        self.first.map_or(0, |_| 1 + self.rest.len())
     }
 
     /// Block `i`'s CRC32C.
     pub fn get(&self, i: usize) -> u32 {
-        assert!(i < self.blocks, "block {i} of {}", self.blocks);
-        if i == 0 {
-            self.first
-        } else {
-            self.rest[i - 1]
+        assert!(i < self.blocks(), "block {i} of {}", self.blocks());
+        match (i, self.first) {
+            (0, Some(first)) => first,
+            _ => self.rest[i - 1],
         }
     }
 
@@ -59,8 +53,8 @@ impl BlockChecksums {
     /// value), so a frontend's mistake fails the request instead of landing on a drive.
     pub(crate) fn check(&self, data: &[u8], block_bytes: usize) -> Result<()> {
         let blocks = data.len() / block_bytes;
-        if self.blocks != blocks {
-            let reason = format!("{} block checksums for a write of {blocks} blocks", self.blocks);
+        if self.blocks() != blocks {
+            let reason = format!("{} block checksums for a write of {blocks} blocks", self.blocks());
             return Err(Error::InvalidConfig { reason });
         }
         if cfg!(debug_assertions) {
@@ -90,12 +84,12 @@ impl ReadChecks {
     /// of the first block that fails (read it again with `Request::Read`, which rebuilds
     /// it from its stripe), or Ok.
     pub fn verify(&self, data: &[u8], block_bytes: usize) -> std::result::Result<(), usize> {
-        let blocks = data.chunks_exact(block_bytes);
-        let failed = match self {
-            ReadChecks::One(metadata) => blocks.zip(std::iter::once(metadata)).position(|(b, m)| !fits(m, b)),
-            ReadChecks::Many(metadata) => blocks.zip(metadata).position(|(b, m)| !fits(m, b)),
-        };
-        match (failed, self.blocks() == data.len() / block_bytes) {
+        let metadata = self.metadata();
+        let failed = data
+            .chunks_exact(block_bytes)
+            .zip(metadata)
+            .position(|(block, m)| m.as_ref().is_some_and(|m| !m.verifies(block)));
+        match (failed, metadata.len() == data.len() / block_bytes) {
             (None, true) => Ok(()),
             (Some(block), _) => Err(block),
             (None, false) => Err(0),
@@ -104,15 +98,16 @@ impl ReadChecks {
 
     /// Blocks it covers.
     pub fn blocks(&self) -> usize {
+        self.metadata().len()
+    }
+
+    /// Each block's metadata, or None for a block the engine made itself.
+    fn metadata(&self) -> &[Option<BlockMetadata>] {
         match self {
-            ReadChecks::One(_) => 1,
-            ReadChecks::Many(metadata) => metadata.len(),
+            ReadChecks::One(metadata) => std::slice::from_ref(metadata),
+            ReadChecks::Many(metadata) => metadata,
         }
     }
-}
-
-fn fits(metadata: &Option<BlockMetadata>, block: &[u8]) -> bool {
-    metadata.as_ref().is_none_or(|m| m.verifies(block))
 }
 
 /// CRC32C of the XOR of `count` equal-length blocks whose CRC32Cs XOR to `xor_of_block_crcs`;

@@ -117,9 +117,13 @@ impl ParityCodec {
     /// same offset, where the code makes it a function of them (XOR, copies), so the
     /// parity is not read for it; None for Reed-Solomon. `zero_block_crc`: CRC32C of a
     /// zero block of the blocks' length.
-    pub fn parity_block_crc(&self, p: usize, data_crcs: impl Iterator<Item = u32>, zero_block_crc: u32) -> Option<u32> {
+    pub fn parity_block_crc(
+        &self,
+        p: usize,
+        mut data_crcs: impl Iterator<Item = u32>,
+        zero_block_crc: u32,
+    ) -> Option<u32> {
         debug_assert!(p < self.m, "parity chunk {p} of {}", self.m);
-        let mut data_crcs = data_crcs;
         match &self.code {
             Code::Xor => {
                 let (xor, count) = data_crcs.fold((0, 0), |(xor, count), crc| (xor ^ crc, count + 1));

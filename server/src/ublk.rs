@@ -6,10 +6,10 @@
 //! writes, flushes, discards; write-zeroes become writes of zero blocks, FUA writes are
 //! plain writes because the engine acknowledges a write only once its stripe is on the
 //! drives) and sends them over the engine thread's bounded channel. A queue thread also
-//! computes each written block's CRC32C, so the engine thread does not, and reuses the
-//! write buffers the engine's answers give back. Answers come back
-//! on the queue's own channel; an eventfd, read through the queue's io_uring, wakes the
-//! queue. Every request is answered: failures become errnos (EIO, EINVAL), never a hang.
+//! computes each written block's CRC32C and verifies each block read, so the engine
+//! thread does not, and reuses the buffers the engine's answers give back. Answers come
+//! back on the queue's own channel; an eventfd, read through the queue's io_uring, wakes
+//! the queue. Every request is answered: failures become errnos (EIO, EINVAL), never a hang.
 //!
 //! There is one queue per core by default (`default_queues`), so the kernel hands each
 //! core's requests to a thread of their own. The queues share no lock on the request path:
@@ -304,6 +304,20 @@ struct InFlight {
     blocks: u64,
 }
 
+/// A spare buffer (or a new one) of `bytes` bytes.
+fn spare_of(spares: &mut Vec<Vec<u8>>, bytes: u32) -> Vec<u8> {
+    let mut buffer = spares.pop().unwrap_or_default();
+    buffer.resize(bytes as usize, 0);
+    buffer
+}
+
+/// Keeps a buffer the engine gave back for a later request, at most one per tag.
+fn keep_spare(spares: &mut Vec<Vec<u8>>, buffer: Vec<u8>, depth: u16) {
+    if spares.len() < usize::from(depth) {
+        spares.push(buffer);
+    }
+}
+
 fn errno(e: &zapraid_engine::Error) -> i32 {
     match e {
         zapraid_engine::Error::InvalidConfig { .. } => -libc::EINVAL,
@@ -379,9 +393,7 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
                             // SAFETY: copies from a live buffer of data.len() bytes.
                             let n = unsafe { libc::pwrite(cdev, data.as_ptr().cast(), data.len(), pos as i64) };
                             let copied = n == data.len() as isize;
-                            if spare_buffers.len() < usize::from(depth) {
-                                spare_buffers.push(data);
-                            }
+                            keep_spare(&mut spare_buffers, data, depth);
                             if copied {
                                 f.bytes as i32
                             } else {
@@ -389,8 +401,8 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
                             }
                         }
                         Ok(data) => {
-                            if f.op == libublk::sys::UBLK_IO_OP_WRITE && spare_buffers.len() < usize::from(depth) {
-                                spare_buffers.push(data);
+                            if f.op == libublk::sys::UBLK_IO_OP_WRITE {
+                                keep_spare(&mut spare_buffers, data, depth);
                             }
                             f.bytes as i32
                         }
@@ -411,13 +423,10 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
             libublk::sys::UBLK_IO_OP_FLUSH => Some(Request::Flush),
             _ if !aligned || blocks == 0 => None,
             libublk::sys::UBLK_IO_OP_READ => {
-                let mut buffer = spare_buffers.pop().unwrap_or_default();
-                buffer.resize(bytes as usize, 0);
-                Some(Request::ReadUnverified { lba, blocks, buffer })
+                Some(Request::ReadUnverified { lba, blocks, buffer: spare_of(&mut spare_buffers, bytes) })
             }
             libublk::sys::UBLK_IO_OP_WRITE => {
-                let mut data = spare_buffers.pop().unwrap_or_default();
-                data.resize(bytes as usize, 0);
+                let mut data = spare_of(&mut spare_buffers, bytes);
                 let pos = UblkIOCtx::ublk_user_copy_pos(qid, tag, 0);
                 // SAFETY: reads into a live buffer of data.len() bytes.
                 let n = unsafe { libc::pread(cdev, data.as_mut_ptr().cast(), data.len(), pos as i64) };

@@ -5,9 +5,10 @@
 //! A block is copied once, from the request straight into its place in an open stripe's
 //! data chunk, or not at all where a chunk is one block and the block comes in a buffer of
 //! its own (a one-block write with the frontend's checksums, a relocated block, a mapping
-//! block): that buffer becomes the chunk's. Chunk, parity and metadata buffers come from the engine's `BufferPool` and
-//! go back to it with the chunk writes' completions, and a finished stripe's vectors are
-//! kept for the next one, so a stripe costs no heap allocation in steady state. Pooled
+//! block): that buffer becomes the chunk's. Chunk, parity and metadata buffers come from
+//! the engine's `BufferPool` and go back to it with the chunk writes' completions, and a
+//! finished stripe's vectors are kept for the next one, so a stripe costs no heap
+//! allocation in steady state. Pooled
 //! buffers hold old bytes: padding blocks are zeroed, and the parity and metadata are
 //! written whole before they go out.
 //!
@@ -169,11 +170,10 @@ impl Engine {
         self.write_blocks_left
             .insert(id, WriteInFlight { blocks_left: blocks as usize, buffer: Vec::new(), give_back_bytes });
         let fill = Fill::Frontend(self.plan.class_of_write(data.len() as u64));
-        if blocks == 1 && checksums.is_some() {
+        if let (1, Some(checksums)) = (blocks, &checksums) {
             // One block: its buffer may become its chunk (`add_block`), and the response
             // gives back one of the pool's buffers of its length.
-            let data_crc = checksums.as_ref().map_or(0, |c| c.get(0));
-            let info = self.frontend_block(id, lba, data_crc);
+            let info = self.frontend_block(id, lba, checksums.get(0));
             return self.add_block(info, data, fill);
         }
         for (i, block) in data.chunks_exact(bs).enumerate() {
