@@ -95,24 +95,27 @@ fn frontend_checksums_write_blocks_that_read_back_and_rebuild_from_parity() {
     }
 }
 
+/// Submits `write`, which must be refused (`why`), then a flush, which must complete.
+fn refused_without_holding_up_a_flush(write: Request, why: &str) {
+    let mut sim = simulator(RaidLevel::Raid5 { drives: 4 }, 1);
+    sim.submit(1, write);
+    assert!(sim.run_until_response(1).expect("answered").result.is_err(), "{why}");
+    sim.submit(2, Request::Flush);
+    sim.run_until_response(2).expect("a flush after a refused write completes").result.unwrap();
+}
+
 #[test]
 fn a_write_of_part_of_a_block_fails_without_holding_up_a_flush() {
-    let mut sim = simulator(RaidLevel::Raid5 { drives: 4 }, 1);
-    sim.submit(1, Request::Write { lba: 3, data: vec![7u8; BLOCK + BLOCK / 2] });
-    assert!(sim.run_until_response(1).expect("answered").result.is_err(), "a block and a half");
-    sim.submit(2, Request::Flush);
-    sim.run_until_response(2).expect("a flush after it is answered").result.unwrap();
+    let write = Request::Write { lba: 3, data: vec![7u8; BLOCK + BLOCK / 2] };
+    refused_without_holding_up_a_flush(write, "a block and a half");
 }
 
 #[test]
 fn checksums_that_do_not_fit_the_data_fail_the_write() {
-    let mut sim = simulator(RaidLevel::Raid5 { drives: 4 }, 1);
     let data = vec![7u8; 2 * BLOCK];
     let checksums = BlockChecksums::of(&data[..BLOCK], BLOCK);
-    sim.submit(1, Request::WriteWithChecksums { lba: 3, data, checksums });
-    assert!(sim.run_until_response(1).expect("answered").result.is_err(), "one checksum for two blocks");
-    sim.submit(2, Request::Flush);
-    sim.run_until_response(2).expect("a flush after a refused write completes").result.unwrap();
+    let write = Request::WriteWithChecksums { lba: 3, data, checksums };
+    refused_without_holding_up_a_flush(write, "one checksum for two blocks");
 }
 
 #[test]
