@@ -86,9 +86,11 @@ impl Engine {
         }
         let pages = self.l2p.pages_of(lba, blocks);
         let parked = Parked { id, request, pages, pinned: std::mem::take(&mut self.mapping.spare_pinned) };
-        let busy: HashSet<PageIndex> = self.mapping.parked.iter().flat_map(|p| p.pages.clone()).collect();
-        if parked.pages.clone().any(|p| busy.contains(&p)) {
-            return self.mapping.parked.push_back(parked); // behind an earlier one
+        if !self.mapping.parked.is_empty() {
+            let busy: HashSet<PageIndex> = self.mapping.parked.iter().flat_map(|p| p.pages.clone()).collect();
+            if parked.pages.clone().any(|p| busy.contains(&p)) {
+                return self.mapping.parked.push_back(parked); // behind an earlier one
+            }
         }
         if let Some(parked) = self.try_run(parked) {
             self.mapping.parked.push_back(parked);

@@ -46,6 +46,7 @@ mod segment;
 mod status;
 mod stop;
 mod stripe;
+mod tags;
 
 use std::collections::VecDeque;
 
@@ -200,8 +201,7 @@ pub struct Engine {
     reads: HashMap<u64, ReadRequest>,
     block_rebuilds: HashMap<u64, BlockRebuild>,
     next_read: u64,
-    ops: HashMap<Tag, Op>,
-    next_tag: Tag,
+    ops: tags::TagSlab<Op>,
     /// Requests waiting for L2P pages, and the pages being read.
     mapping: mapping::MappingIo,
     commands: VecDeque<DriveCommand>,
@@ -287,8 +287,7 @@ impl Engine {
             reads: HashMap::default(),
             block_rebuilds: HashMap::default(),
             next_read: 0,
-            ops: HashMap::default(),
-            next_tag: 0,
+            ops: tags::TagSlab::default(),
             mapping: Default::default(),
             commands: VecDeque::new(),
             responses: VecDeque::new(),
@@ -437,9 +436,26 @@ impl Engine {
                 let reason = "it is stopping: writes are refused".to_string();
                 self.responses.push_back(Response::new(id, Err(Error::Unavailable { reason })));
             }
+            request if request.is_write() && self.stop == StopState::Running => {
+                self.admit(id, request);
+                if self.nothing_to_schedule() {
+                    return; // the common case: the block joined an open stripe, no more
+                }
+            }
             request => self.admit(id, request),
         }
         self.settle();
+    }
+
+    /// Whether a write just taken left the scheduling loop nothing to do: it sealed no
+    /// stripe (none is queued), parked for no L2P page, and cached none past the budget.
+    /// Everything else the loop does waits on completions, ticks or other requests, which
+    /// run it.
+    fn nothing_to_schedule(&self) -> bool {
+        self.queued.iter().all(VecDeque::is_empty)
+            && self.gc_queued.is_empty()
+            && self.mapping_idle()
+            && !self.l2p.over_budget()
     }
 
     /// Runs what an event made possible, then evicts L2P pages past the budget (writing
@@ -482,19 +498,29 @@ impl Engine {
     }
 
     fn new_tag(&mut self, op: Op) -> Tag {
-        let tag = self.next_tag;
-        self.next_tag += 1;
-        self.ops.insert(tag, op);
-        tag
+        self.ops.insert(op)
     }
 
     /// Takes a device completion for `drive`.
     pub fn on_completion(&mut self, drive: usize, completion: Completion, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
-        let Some(op) = self.ops.remove(&completion.tag) else {
+        let Some(op) = self.ops.remove(completion.tag) else {
             debug_assert!(false, "completion for unknown tag {}", completion.tag);
             return;
         };
+        let progress = match op {
+            Op::Chunk { stripe, drive } => self.chunk_done(stripe, drive, completion),
+            op => {
+                self.other_completion(drive, op, completion);
+                true
+            }
+        };
+        if progress {
+            self.settle();
+        }
+    }
+
+    fn other_completion(&mut self, drive: usize, op: Op, completion: Completion) {
         match op {
             Op::Header { segment } => {
                 self.zone_write_done(drive, segment);
@@ -503,7 +529,7 @@ impl Engine {
                 }
                 self.seg_mut(segment).header_pending -= 1;
             }
-            Op::Chunk { stripe, drive } => self.chunk_done(stripe, drive, completion),
+            Op::Chunk { .. } => unreachable!("chunk completions go to chunk_done"),
             Op::Footer { segment, drive, next_block, place: place @ FooterPlace::Stop { blocks, .. } } => {
                 self.zone_write_done(drive, segment);
                 if completion.result.is_err() {
@@ -560,6 +586,5 @@ impl Engine {
                 self.rebuild_shard_done(rebuild, drive, completion);
             }
         }
-        self.settle();
     }
 }

@@ -130,7 +130,7 @@ pub(super) struct WriteInFlight {
 pub(super) struct Spare {
     stripes: Vec<StripeVecs>,
     pub(super) reads: Vec<ReadVecs>,
-    pub(super) acked: Vec<RequestId>,
+    pub(super) acked: Vec<(RequestId, WriteInFlight)>,
 }
 
 /// A finished read's block slots, timestamps and metadata for the frontend
@@ -161,7 +161,7 @@ impl Engine {
         // Writes are refused at `submit` once a stop begins; one admitted before it may run
         // while the stop drains (it waited for its L2P page), and is padded out then.
         debug_assert!(self.stop == StopState::Running || self.stop == StopState::Draining);
-        self.outstanding_writes.insert(id);
+        // `admit` counted it outstanding already.
         // A frontend that brings checksums (the ublk queues) gets a buffer of the write's
         // length back with the response, for its next write: freed here, it would be a
         // free per write on this thread and an allocation on the other. Other callers
@@ -195,6 +195,7 @@ impl Engine {
         self.next_timestamp += 1;
         self.in_flight_lbas.entry(lba).or_insert((0, 0)).1 += 1;
         self.l2p.pin(self.l2p.page_of(lba));
+        self.l2p.prefetch(lba); // mapped when its stripe persists
         BlockInfo { lba, timestamp, request: Some(id), relocated_from: None, repair: false, data_crc }
     }
 
@@ -328,7 +329,8 @@ impl Engine {
         }
         {
             let (data, parity) = chunks.split_at_mut(k);
-            let refs: [&[u8]; MAX_DRIVES] = std::array::from_fn(|c| data.get(c).map_or(&[][..], |d| &d.data[..]));
+            let mut refs: [&[u8]; MAX_DRIVES] = [&[]; MAX_DRIVES];
+            refs.iter_mut().zip(data.iter()).for_each(|(r, d)| *r = &d.data);
             let mut prefs = shard_slices_mut(parity.iter_mut().map(|p| &mut p.data[..]));
             self.codec.encode(&refs[..k], &mut prefs[..m]);
         }
@@ -342,9 +344,8 @@ impl Engine {
         }
         let mut parity_fields = self.buffers.take(field_chunk_bytes * m);
         if m > 0 {
-            let refs: [&[u8]; MAX_DRIVES] = std::array::from_fn(|c| {
-                fields.get(c * field_chunk_bytes..(c + 1) * field_chunk_bytes).filter(|_| c < k).unwrap_or(&[])
-            });
+            let mut refs: [&[u8]; MAX_DRIVES] = [&[]; MAX_DRIVES];
+            refs.iter_mut().zip(fields.chunks_exact(field_chunk_bytes)).for_each(|(r, f)| *r = f);
             let mut prefs = shard_slices_mut(parity_fields.chunks_exact_mut(field_chunk_bytes));
             self.codec.encode(&refs[..k], &mut prefs[..m]);
         }

@@ -27,6 +27,19 @@ use crate::format::{decode_mapping_block, encode_mapping_block, mapping_entries_
 
 /// Physical address of an unmapped logical block.
 pub const UNMAPPED: u32 = u32::MAX;
+
+/// Asks the CPU to load the cache line holding `value`.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+fn prefetch_line<T>(value: &T) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: a prefetch never faults and changes no memory; the pointer comes from a
+    // reference, and SSE (which provides the instruction) is part of every x86-64 CPU.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast()) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn prefetch_line<T>(_value: &T) {}
 /// Slot of a page not cached.
 const NOT_CACHED: u32 = u32::MAX;
 
@@ -383,6 +396,20 @@ impl L2pTable {
             self.set(lba, at);
         } else {
             self.overlay.insert(lba, self.pack(at));
+        }
+    }
+
+    /// Starts bringing `lba`'s entry into the CPU cache, for a lookup or update that comes
+    /// later (a write's, when its stripe persists): at random LBAs over a large table the
+    /// entry is a cache miss otherwise, paid where it is used. A hint only: no effect on
+    /// what any lookup returns.
+    pub fn prefetch(&self, lba: u64) {
+        if lba >= self.logical_blocks {
+            return;
+        }
+        let (page, index) = self.split(lba);
+        if let Some(entry) = self.cached(page).and_then(|p| p.entries.get(index)) {
+            prefetch_line(entry);
         }
     }
 

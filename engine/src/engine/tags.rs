@@ -1,0 +1,91 @@
+//! What each drive command in flight is for, found by its tag without hashing: a tag is
+//! a slot index in its low 32 bits and the slot's generation in the high 32.
+//!
+//! Slots are reused once their command completes; the generation, bumped at every reuse,
+//! makes a completion for a tag whose slot has moved on (a stale or duplicated one) find
+//! nothing instead of another command's purpose. Invariants: `free` holds exactly the
+//! empty slots, each once; `len` counts the full ones.
+
+use zapraid_zns::Tag;
+
+const INDEX_BITS: u32 = 32;
+const INDEX_MASK: Tag = (1 << INDEX_BITS) - 1;
+
+struct Slot<T> {
+    generation: u32,
+    value: Option<T>,
+}
+
+pub(super) struct TagSlab<T> {
+    slots: Vec<Slot<T>>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl<T> Default for TagSlab<T> {
+    fn default() -> Self {
+        Self { slots: Vec::new(), free: Vec::new(), len: 0 }
+    }
+}
+
+impl<T> TagSlab<T> {
+    /// Keeps `value` under a new tag, unique among the tags held.
+    pub(super) fn insert(&mut self, value: T) -> Tag {
+        let index = match self.free.pop() {
+            Some(index) => index,
+            None => {
+                let index = u32::try_from(self.slots.len()).expect("fewer than 2^32 commands in flight");
+                self.slots.push(Slot { generation: 0, value: None });
+                index
+            }
+        };
+        let slot = &mut self.slots[index as usize];
+        debug_assert!(slot.value.is_none(), "a free slot holds nothing");
+        slot.value = Some(value);
+        self.len += 1;
+        (Tag::from(slot.generation) << INDEX_BITS) | Tag::from(index)
+    }
+
+    /// What `tag` was kept for, if it is held (a tag is given back once).
+    pub(super) fn remove(&mut self, tag: Tag) -> Option<T> {
+        let index = (tag & INDEX_MASK) as usize;
+        let generation = (tag >> INDEX_BITS) as u32;
+        let slot = self.slots.get_mut(index)?;
+        if slot.generation != generation {
+            return None;
+        }
+        let value = slot.value.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free.push(index as u32);
+        self.len -= 1;
+        Some(value)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_finds_its_value_once_and_a_reused_slot_does_not_answer_an_old_tag() {
+        let mut slab = TagSlab::default();
+        let a = slab.insert("a");
+        let b = slab.insert("b");
+        assert_ne!(a, b);
+        assert_eq!(slab.remove(a), Some("a"));
+        assert_eq!(slab.remove(a), None, "given back once");
+        let c = slab.insert("c"); // reuses a's slot
+        assert_eq!(c & INDEX_MASK, a & INDEX_MASK);
+        assert_ne!(c, a);
+        assert_eq!(slab.remove(a), None, "a stale tag finds nothing");
+        assert_eq!(slab.remove(u64::MAX), None, "nor does one never given");
+        assert!(!slab.is_empty());
+        assert_eq!(slab.remove(b), Some("b"));
+        assert_eq!(slab.remove(c), Some("c"));
+        assert!(slab.is_empty());
+    }
+}
