@@ -2,19 +2,17 @@
 //! flush completes once every write submitted before it is answered.
 //!
 //! Submission order is a sequence number given when a write is taken, not its request id
-//! (ids are the caller's). A write answered out of order leaves a hole that closes when
-//! every earlier one is answered. Invariants: `done` covers sequence numbers from
-//! `front_seq` to `next_seq`, its front is always an unanswered write, and `seq_of` holds
-//! exactly the unanswered writes. In steady state nothing here allocates (the ring and the
-//! map reuse their room), unlike a B-tree of ids, whose nodes come and go as ids advance.
+//! (ids are the caller's); the write keeps its number (`WriteInFlight`, a parked request)
+//! and gives it back when answered, so nothing here is looked up by id. A write answered
+//! out of order leaves a hole that closes when every earlier one is answered. Invariants:
+//! `done` covers sequence numbers from `front_seq` to `next_seq`, its front is always an
+//! unanswered write, and each number is answered once. In steady state nothing here
+//! allocates (the ring reuses its room).
 
 use std::collections::VecDeque;
 
-use super::{HashMap, RequestId};
-
 #[derive(Default)]
 pub(super) struct OutstandingWrites {
-    seq_of: HashMap<RequestId, u64>,
     /// Per sequence number from `front_seq`: whether that write was answered.
     done: VecDeque<bool>,
     front_seq: u64,
@@ -22,20 +20,21 @@ pub(super) struct OutstandingWrites {
 }
 
 impl OutstandingWrites {
-    /// A write taken (again: no change).
-    pub(super) fn insert(&mut self, id: RequestId) {
-        if self.seq_of.contains_key(&id) {
-            return;
-        }
-        self.seq_of.insert(id, self.next_seq);
+    /// A write taken: its sequence number, to give back to `answered`.
+    pub(super) fn taken(&mut self) -> u64 {
         self.done.push_back(false);
         self.next_seq += 1;
+        self.next_seq - 1
     }
 
-    /// A write answered (or never taken: no change).
-    pub(super) fn remove(&mut self, id: RequestId) {
-        let Some(seq) = self.seq_of.remove(&id) else { return };
-        self.done[(seq - self.front_seq) as usize] = true;
+    /// The write with sequence number `seq` was answered.
+    pub(super) fn answered(&mut self, seq: u64) {
+        debug_assert!((self.front_seq..self.next_seq).contains(&seq), "write {seq} is outstanding");
+        let Some(slot) = seq.checked_sub(self.front_seq).and_then(|i| self.done.get_mut(i as usize)) else {
+            return;
+        };
+        debug_assert!(!*slot, "write {seq} answered once");
+        *slot = true;
         while self.done.front() == Some(&true) {
             self.done.pop_front();
             self.front_seq += 1;
@@ -47,7 +46,7 @@ impl OutstandingWrites {
     /// What a flush submitted now waits for: every write up to this sequence number
     /// (None: none is outstanding).
     pub(super) fn last_submitted(&self) -> Option<u64> {
-        (!self.seq_of.is_empty()).then(|| self.next_seq - 1)
+        (!self.done.is_empty()).then(|| self.next_seq - 1)
     }
 
     /// Whether every write up to sequence number `seq` is answered.
@@ -64,20 +63,16 @@ mod tests {
     fn a_flush_waits_for_every_earlier_write_and_no_later_one() {
         let mut w = OutstandingWrites::default();
         assert_eq!(w.last_submitted(), None);
-        for id in [30, 10, 20] {
-            w.insert(id);
-        }
-        w.insert(10); // taken again: nothing changes
+        let [a, b, c] = [w.taken(), w.taken(), w.taken()];
         let flush = w.last_submitted().unwrap();
-        w.insert(5); // after the flush
-        w.remove(20);
-        w.remove(30);
-        assert!(!w.answered_through(flush), "write 10 is still out");
-        w.remove(10);
-        assert!(w.answered_through(flush), "write 5 came after the flush");
+        let d = w.taken(); // after the flush
+        w.answered(c);
+        w.answered(a);
+        assert!(!w.answered_through(flush), "write b is still out");
+        w.answered(b);
+        assert!(w.answered_through(flush), "write d came after the flush");
         assert!(!w.answered_through(w.last_submitted().unwrap()));
-        w.remove(5);
-        w.remove(99); // never taken
+        w.answered(d);
         assert_eq!(w.last_submitted(), None);
         assert!(w.answered_through(flush));
     }

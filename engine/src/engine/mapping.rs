@@ -22,6 +22,8 @@ use super::*;
 pub(super) struct Parked {
     id: RequestId,
     request: Request,
+    /// A write's sequence number among outstanding writes (`flush`).
+    seq: Option<u64>,
     pages: RangeInclusive<PageIndex>,
     /// Pages it pinned while it waits (cached ones stay cached for it).
     pinned: Vec<PageIndex>,
@@ -78,14 +80,12 @@ impl Engine {
             Request::Flush => unreachable!("flushes touch no page"),
         };
         if self.check_range(lba, blocks).is_err() || blocks == 0 {
-            return self.run_admitted(id, request); // it fails there, with the reason
+            return self.run_admitted(id, request, None); // it fails there, with the reason
         }
-        if request.is_write() {
-            // A flush submitted after it waits for it, parked or not.
-            self.outstanding_writes.insert(id);
-        }
+        // A flush submitted after a write waits for it, parked or not.
+        let seq = request.is_write().then(|| self.outstanding_writes.taken());
         let pages = self.l2p.pages_of(lba, blocks);
-        let parked = Parked { id, request, pages, pinned: std::mem::take(&mut self.mapping.spare_pinned) };
+        let parked = Parked { id, request, seq, pages, pinned: std::mem::take(&mut self.mapping.spare_pinned) };
         if !self.mapping.parked.is_empty() {
             let busy: HashSet<PageIndex> = self.mapping.parked.iter().flat_map(|p| p.pages.clone()).collect();
             if parked.pages.clone().any(|p| busy.contains(&p)) {
@@ -119,7 +119,7 @@ impl Engine {
         if waiting {
             return Some(parked);
         }
-        self.run_admitted(parked.id, parked.request);
+        self.run_admitted(parked.id, parked.request, parked.seq);
         for page in parked.pinned.drain(..) {
             self.l2p.unpin(page);
         }
@@ -127,10 +127,12 @@ impl Engine {
         None
     }
 
-    fn run_admitted(&mut self, id: RequestId, request: Request) {
+    /// Runs a request whose pages are cached; `seq`: a write's sequence number among
+    /// outstanding writes, None if it was refused before it got one.
+    fn run_admitted(&mut self, id: RequestId, request: Request, seq: Option<u64>) {
         match request {
-            Request::Write { lba, data } => self.write(id, lba, data, None),
-            Request::WriteWithChecksums { lba, data, checksums } => self.write(id, lba, data, Some(checksums)),
+            Request::Write { lba, data } => self.write(id, lba, data, None, seq),
+            Request::WriteWithChecksums { lba, data, checksums } => self.write(id, lba, data, Some(checksums), seq),
             Request::Read { lba, blocks } => self.read(id, lba, blocks, false),
             Request::ReadUnverified { lba, blocks, buffer } => {
                 // Into the pool, where the read takes its buffers from; only a block's
@@ -214,8 +216,8 @@ impl Engine {
             for pinned in &p.pinned {
                 self.l2p.unpin(*pinned);
             }
-            if p.request.is_write() {
-                self.outstanding_writes.remove(p.id);
+            if let Some(seq) = p.seq {
+                self.outstanding_writes.answered(seq);
             }
             self.responses.push_back(Response::new(p.id, Err(error.duplicate())));
         }

@@ -289,8 +289,8 @@ impl Engine {
         }
         self.spare_stripe(stripe);
         for request in failed_requests {
-            if self.write_blocks_left.remove(&request).is_some() {
-                self.outstanding_writes.remove(request);
+            if let Some(write) = self.write_blocks_left.remove(&request) {
+                self.outstanding_writes.answered(write.seq);
                 self.responses.push_back(Response::new(request, Err(error.duplicate())));
             }
         }
@@ -466,7 +466,7 @@ impl Engine {
                 _ if !write.buffer.is_empty() => write.buffer,
                 bytes => self.buffers.take(bytes),
             };
-            self.outstanding_writes.remove(request);
+            self.outstanding_writes.answered(write.seq);
             self.responses.push_back(Response::new(request, Ok(data)));
         }
         self.spare.acked = acked;

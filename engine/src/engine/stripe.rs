@@ -122,6 +122,8 @@ pub(super) struct WriteInFlight {
     /// Bytes of the buffer its response gives back for the frontend to reuse (its own,
     /// else one of the engine's of that length); 0: none.
     pub(super) give_back_bytes: usize,
+    /// Its sequence number among outstanding writes (`flush`).
+    pub(super) seq: u64,
 }
 
 /// What the data path reuses besides byte buffers: finished stripes' and reads' vectors
@@ -140,35 +142,56 @@ pub(super) type ReadVecs = (Vec<Option<Vec<u8>>>, Vec<u64>, Vec<Option<crate::fo
 /// Finished stripes' vectors kept at most: more than stripes in flight is never needed.
 const MAX_SPARE_STRIPES: usize = 4096;
 
+/// How a block goes into its open stripe (`place_block`).
+enum Placed<'a> {
+    /// Its bytes are copied into the data chunk's buffer.
+    Copy(&'a [u8]),
+    /// Its buffer, exactly one block, becomes a one-block chunk's.
+    Whole(Vec<u8>),
+}
+
 impl Engine {
     /// A frontend write; `checksums`, the frontend's CRC32C of each block, spare the
     /// engine thread reading the data for them.
-    pub(super) fn write(&mut self, id: RequestId, lba: u64, data: Vec<u8>, checksums: Option<BlockChecksums>) {
+    /// `seq`: its sequence number among outstanding writes (`admit` numbers every write
+    /// whose range is valid).
+    pub(super) fn write(
+        &mut self,
+        id: RequestId,
+        lba: u64,
+        data: Vec<u8>,
+        checksums: Option<BlockChecksums>,
+        seq: Option<u64>,
+    ) {
         let bs = self.block_bytes();
         let blocks = (data.len() / bs) as u64;
         if data.is_empty() || !data.len().is_multiple_of(bs) {
             // `admit` counted it outstanding if it held a whole block: a flush must not
             // wait for it.
-            self.outstanding_writes.remove(id);
+            if let Some(seq) = seq {
+                self.outstanding_writes.answered(seq);
+            }
             let reason = format!("write of {} bytes is not whole {bs}-byte blocks", data.len());
             return self.responses.push_back(Response::new(id, Err(Error::InvalidConfig { reason })));
         }
         let checked = checksums.as_ref().map_or(Ok(()), |c| c.check(&data, bs));
         if let Err(e) = checked.and_then(|()| self.check_range(lba, blocks)) {
-            self.outstanding_writes.remove(id);
+            if let Some(seq) = seq {
+                self.outstanding_writes.answered(seq);
+            }
             return self.responses.push_back(Response::new(id, Err(e)));
         }
         // Writes are refused at `submit` once a stop begins; one admitted before it may run
         // while the stop drains (it waited for its L2P page), and is padded out then.
         debug_assert!(self.stop == StopState::Running || self.stop == StopState::Draining);
-        // `admit` counted it outstanding already.
+        let seq = seq.expect("admit numbers every write of whole blocks in range");
         // A frontend that brings checksums (the ublk queues) gets a buffer of the write's
         // length back with the response, for its next write: freed here, it would be a
         // free per write on this thread and an allocation on the other. Other callers
         // (simulations, tests) may hold many responses, so theirs is freed now, as before.
         let give_back_bytes = if checksums.is_some() { data.len() } else { 0 };
         self.write_blocks_left
-            .insert(id, WriteInFlight { blocks_left: blocks as usize, buffer: Vec::new(), give_back_bytes });
+            .insert(id, WriteInFlight { blocks_left: blocks as usize, buffer: Vec::new(), give_back_bytes, seq });
         let fill = Fill::Frontend(self.plan.class_of_write(data.len() as u64));
         if let (1, Some(checksums)) = (blocks, &checksums) {
             // One block: its buffer may become its chunk (`add_block`), and the response
@@ -219,47 +242,58 @@ impl Engine {
     pub(super) fn add_block(&mut self, info: BlockInfo, block: Vec<u8>, fill: Fill) {
         let chunk_blocks = self.plan.class_layout(self.class_of(fill)).chunk_blocks;
         if chunk_blocks != 1 || block.len() != self.block_bytes() {
-            self.add_block_bytes(info, &block, fill);
+            self.place_block(info, fill, Placed::Copy(&block));
             return self.buffers.give(block);
         }
-        // A chunk of one block: the block's buffer becomes the chunk's (no copy), and the
-        // chunk's pooled buffer goes back to the pool.
-        let mut replaced = Vec::new();
-        self.place_block(info, fill, |chunk, _| replaced = std::mem::replace(chunk, block));
-        self.buffers.give(replaced);
+        // A chunk of one block: the block's buffer becomes the chunk's (no copy).
+        self.place_block(info, fill, Placed::Whole(block));
     }
 
     /// Copies a block into its place in an open stripe's data chunk; a full stripe is
     /// sealed.
     pub(super) fn add_block_bytes(&mut self, info: BlockInfo, block: &[u8], fill: Fill) {
-        let bs = self.block_bytes();
-        debug_assert_eq!(block.len(), bs, "one block");
-        self.place_block(info, fill, |chunk, at| chunk[at..at + bs].copy_from_slice(block));
+        debug_assert_eq!(block.len(), self.block_bytes(), "one block");
+        self.place_block(info, fill, Placed::Copy(block));
     }
 
-    /// Puts a block in the next place of `fill`'s open stripe with `put` (given the data
-    /// chunk's buffer and the block's byte offset in it); a full stripe is sealed.
-    fn place_block(&mut self, info: BlockInfo, fill: Fill, put: impl FnOnce(&mut Vec<u8>, usize)) {
+    /// Puts a block in the next place of `fill`'s open stripe; a full stripe is sealed. A
+    /// data chunk's buffer is taken from the pool when the first block is copied into it,
+    /// not before: a one-block chunk takes its block's buffer instead.
+    fn place_block(&mut self, info: BlockInfo, fill: Fill, block: Placed) {
         let layout = *self.plan.class_layout(self.class_of(fill));
         let (want, cb, bs) = (layout.stripe_data_blocks() as usize, layout.chunk_blocks as usize, self.block_bytes());
-        if self.open_stripe_mut(fill).is_none() {
-            let open = self.new_open_stripe(layout.data_chunks, cb * bs);
-            *self.open_stripe_mut(fill) = Some(open);
-        }
-        let open = self.open_stripe_mut(fill).as_mut().expect("an open stripe");
+        // Out of `self` while it is filled, so that the pool can be used beside it.
+        let mut open = match self.open_stripe_mut(fill).take() {
+            Some(open) => open,
+            None => self.new_open_stripe(layout.data_chunks),
+        };
         let i = open.infos.len();
-        put(&mut open.chunks[i / cb].data, (i % cb) * bs);
-        debug_assert_eq!(open.chunks[i / cb].data.len(), cb * bs, "a chunk keeps its length");
+        let chunk = &mut open.chunks[i / cb].data;
+        match block {
+            Placed::Whole(buffer) => {
+                debug_assert!(cb == 1 && buffer.len() == bs && chunk.is_empty(), "a one-block chunk, new");
+                *chunk = buffer;
+            }
+            Placed::Copy(bytes) => {
+                if chunk.is_empty() {
+                    *chunk = self.buffers.take(cb * bs);
+                }
+                let at = (i % cb) * bs;
+                chunk[at..at + bs].copy_from_slice(bytes);
+            }
+        }
+        debug_assert_eq!(chunk.len(), cb * bs, "a chunk keeps its length");
         open.infos.push(info);
         if open.infos.len() == want {
-            let open = self.open_stripe_mut(fill).take().expect("an open stripe");
             self.seal_stripe(open, fill);
+        } else {
+            *self.open_stripe_mut(fill) = Some(open);
         }
     }
 
-    /// An empty open stripe of `data_chunks` chunks of `chunk_bytes`, in reused vectors
-    /// and buffers where there are some.
-    fn new_open_stripe(&mut self, data_chunks: usize, chunk_bytes: usize) -> OpenStripe {
+    /// An empty open stripe of `data_chunks` chunks (their buffers come with their first
+    /// block), in reused vectors where there are some.
+    fn new_open_stripe(&mut self, data_chunks: usize) -> OpenStripe {
         let vecs = self.spare.stripes.pop().unwrap_or_else(|| StripeVecs {
             infos: Vec::new(),
             chunks: Vec::new(),
@@ -270,9 +304,7 @@ impl Engine {
             vecs.infos.is_empty() && chunks.is_empty() && vecs.positions.is_empty(),
             "spare vectors are empty"
         );
-        for _ in 0..data_chunks {
-            chunks.push(ChunkBuffers { data: self.buffers.take(chunk_bytes), metadata: Vec::new() });
-        }
+        chunks.resize_with(data_chunks, || ChunkBuffers { data: Vec::new(), metadata: Vec::new() });
         OpenStripe { infos: vecs.infos, chunks, positions: vecs.positions, started_ns: self.now_ns }
     }
 
@@ -297,10 +329,15 @@ impl Engine {
         let Some(mut open) = self.open_stripe_mut(fill).take() else { return };
         let layout = *self.plan.class_layout(self.class_of(fill));
         let (want, cb, bs) = (layout.stripe_data_blocks() as usize, layout.chunk_blocks as usize, self.block_bytes());
-        // The pool's buffers hold old data: the padding blocks are zeroed.
+        // The pool's buffers hold old data: the padding blocks are zeroed. A chunk no
+        // block reached has no buffer yet.
         for i in open.infos.len()..want {
+            let chunk = &mut open.chunks[i / cb].data;
+            if chunk.is_empty() {
+                *chunk = self.buffers.take(cb * bs);
+            }
             let at = (i % cb) * bs;
-            open.chunks[i / cb].data[at..at + bs].fill(0);
+            chunk[at..at + bs].fill(0);
         }
         open.infos.resize(want, BlockInfo::padding(self.zero_block_crc));
         self.seal_stripe(open, fill);
