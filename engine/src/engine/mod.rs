@@ -198,7 +198,7 @@ pub struct Engine {
     outstanding_writes: flush::OutstandingWrites,
     /// Flushes waiting, each with the last write (sequence number) it waits for.
     flushes: VecDeque<(RequestId, Option<u64>)>,
-    reads: HashMap<u64, ReadRequest>,
+    reads: tags::TagSlab<ReadRequest>,
     block_rebuilds: HashMap<u64, BlockRebuild>,
     next_read: u64,
     ops: tags::TagSlab<Op>,
@@ -284,7 +284,7 @@ impl Engine {
             write_blocks_left: HashMap::default(),
             outstanding_writes: flush::OutstandingWrites::default(),
             flushes: VecDeque::new(),
-            reads: HashMap::default(),
+            reads: tags::TagSlab::default(),
             block_rebuilds: HashMap::default(),
             next_read: 0,
             ops: tags::TagSlab::default(),
@@ -436,10 +436,12 @@ impl Engine {
                 let reason = "it is stopping: writes are refused".to_string();
                 self.responses.push_back(Response::new(id, Err(Error::Unavailable { reason })));
             }
-            request if request.is_write() && self.stop == StopState::Running => {
+            request if !matches!(request, Request::Discard { .. }) && self.stop == StopState::Running => {
                 self.admit(id, request);
                 if self.nothing_to_schedule() {
-                    return; // the common case: the block joined an open stripe, no more
+                    // The common case: a written block joined an open stripe, a read went
+                    // to the drives (or was answered).
+                    return;
                 }
             }
             request => self.admit(id, request),
@@ -447,10 +449,20 @@ impl Engine {
         self.settle();
     }
 
-    /// Whether a write just taken left the scheduling loop nothing to do: it sealed no
-    /// stripe (none is queued), parked for no L2P page, and cached none past the budget.
-    /// Everything else the loop does waits on completions, ticks or other requests, which
-    /// run it.
+    /// No garbage collection, rebuild, scrub or stop under way, nor a segment waiting to
+    /// be closed: nothing that waits for commands to finish.
+    fn background_idle(&self) -> bool {
+        self.stop == StopState::Running
+            && self.relocation.is_none()
+            && self.drive_rebuild.is_none()
+            && self.scrub.is_none()
+            && self.retiring.is_empty()
+    }
+
+    /// Whether a read or write just taken left the scheduling loop nothing to do: it
+    /// sealed no stripe (none is queued), parked for no L2P page, and cached none past the
+    /// budget. Everything else the loop does waits on completions, ticks or other
+    /// requests, which run it.
     fn nothing_to_schedule(&self) -> bool {
         self.queued.iter().all(VecDeque::is_empty)
             && self.gc_queued.is_empty()
@@ -510,6 +522,10 @@ impl Engine {
         };
         let progress = match op {
             Op::Chunk { stripe, drive } => self.chunk_done(stripe, drive, completion),
+            Op::Read { read, block, physical } => {
+                self.seg_mut(physical.zone).commands_in_flight -= 1;
+                self.read_done(read, block, physical, completion)
+            }
             op => {
                 self.other_completion(drive, op, completion);
                 true
@@ -575,10 +591,7 @@ impl Engine {
                 self.relocation.as_mut().expect("resets belong to a relocation").resets_pending -= 1;
                 self.reset_done();
             }
-            Op::Read { read, block, physical } => {
-                self.seg_mut(physical.zone).commands_in_flight -= 1;
-                self.read_done(read, block, physical, completion);
-            }
+            Op::Read { .. } => unreachable!("read completions go to read_done"),
             Op::Rebuild { zone, op } => self.rebuild_done(drive, zone, op, completion),
             Op::Scrub(read) => self.scrub_read_done(drive, read, completion),
             Op::DegradedShard { rebuild, drive, zone } => {

@@ -106,8 +106,6 @@ impl Engine {
     {
         let places = places.into_iter();
         let blocks = places.len();
-        let read = self.next_read;
-        self.next_read += 1;
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let (mut slots, mut timestamps, mut unverified) = self.spare.reads.pop().unwrap_or_default();
         debug_assert!(
@@ -122,12 +120,12 @@ impl Engine {
         // Every block is pending until it is read, rebuilt or failed: the read cannot
         // finish before the last one is issued.
         let request = ReadRequest { origin, lba, blocks: slots, timestamps, unverified, pending: blocks, error: None };
-        self.reads.insert(read, request);
+        let read = self.reads.insert(request);
         for (block, place) in places.enumerate() {
             match place {
                 None => {
                     let zeros = self.buffers.take_zeroed(bs);
-                    let request = self.reads.get_mut(&read).expect("read in flight");
+                    let request = self.reads.get_mut(read).expect("read in flight");
                     request.blocks[block] = Some(zeros);
                     request.pending -= 1;
                 }
@@ -153,13 +151,19 @@ impl Engine {
         self.finish_read(read);
     }
 
-    pub(super) fn read_done(&mut self, read: u64, block: usize, physical: Physical, completion: Completion) {
+    /// A block read completed. Whether it can have made anything else possible (for
+    /// `on_completion`): not when it was a frontend's block, read intact, while no
+    /// background work (garbage collection, a rebuild, a scrub, a stop) runs, since these
+    /// wait for reads on their zones to finish. A relocation's or scrub's read goes on, a
+    /// block that failed is rebuilt and repaired.
+    pub(super) fn read_done(&mut self, read: u64, block: usize, physical: Physical, completion: Completion) -> bool {
         let Completion { result, data, metadata, .. } = completion;
-        let Some(request) = self.reads.get(&read) else {
+        let Some(request) = self.reads.get(read) else {
             self.buffers.give(data);
             self.buffers.give(metadata);
-            return;
+            return true;
         };
+        let frontend = matches!(request.origin, ReadOrigin::Frontend(_) | ReadOrigin::FrontendUnverified(_));
         let expected_lba = request.lba + block as u64;
         // The frontend checks the checksum of an unverified read's blocks, on its thread.
         let unverified = matches!(request.origin, ReadOrigin::FrontendUnverified(_));
@@ -180,7 +184,7 @@ impl Engine {
             _ => None,
         };
         if let Some(m) = intact {
-            let request = self.reads.get_mut(&read).expect("read in flight");
+            let request = self.reads.get_mut(read).expect("read in flight");
             request.blocks[block] = Some(data);
             request.timestamps[block] = m.timestamp.get();
             if unverified {
@@ -188,12 +192,14 @@ impl Engine {
             }
             request.pending -= 1;
             self.finish_read(read);
+            !(frontend && self.background_idle())
         } else {
             self.buffers.give(data);
             if matches!(result, Err(zapraid_zns::Error::DeviceFailed)) {
                 self.fail_drive(physical.drive);
             }
             self.rebuild_block(read, block, physical);
+            true
         }
     }
 
@@ -236,7 +242,7 @@ impl Engine {
 
     /// Rebuilds one block from the other chunks of its stripe.
     pub(super) fn rebuild_block(&mut self, read: u64, block: usize, physical: Physical) {
-        let lba = self.reads[&read].lba + block as u64;
+        let lba = self.reads.get(read).expect("read in flight").lba + block as u64;
         let Some(seg) = self.segment_of_zone(physical.zone) else {
             return self.read_block_failed(read, block, Error::InvalidConfig { reason: "no segment for zone".into() });
         };
@@ -330,7 +336,7 @@ impl Engine {
                 if r.damaged {
                     self.read_blocks_repaired += 1;
                     tracing::warn!(lba = r.lba, "a damaged block was rebuilt from its stripe");
-                    let frontend = self.reads.get(&r.read).is_some_and(|q| {
+                    let frontend = self.reads.get(r.read).is_some_and(|q| {
                         matches!(q.origin, ReadOrigin::Frontend(_) | ReadOrigin::FrontendUnverified(_))
                     });
                     if frontend {
@@ -338,7 +344,7 @@ impl Engine {
                         self.schedule_read_repair(r.lba, timestamp, r.physical, data.clone());
                     }
                 }
-                if let Some(request) = self.reads.get_mut(&r.read) {
+                if let Some(request) = self.reads.get_mut(r.read) {
                     request.blocks[r.block] = Some(data);
                     request.timestamps[r.block] = timestamp;
                     request.pending -= 1;
@@ -408,7 +414,7 @@ impl Engine {
     }
 
     pub(super) fn read_block_failed(&mut self, read: u64, block: usize, error: Error) {
-        if let Some(request) = self.reads.get_mut(&read) {
+        if let Some(request) = self.reads.get_mut(read) {
             debug_assert!(request.blocks[block].is_none());
             request.pending -= 1;
             request.error.get_or_insert(error);
@@ -417,11 +423,11 @@ impl Engine {
     }
 
     pub(super) fn finish_read(&mut self, read: u64) {
-        if self.reads.get(&read).is_none_or(|r| r.pending > 0) {
+        if self.reads.get(read).is_none_or(|r| r.pending > 0) {
             return;
         }
         let ReadRequest { origin, lba, blocks: mut slots, mut timestamps, mut unverified, error, .. } =
-            self.reads.remove(&read).expect("read exists");
+            self.reads.remove(read).expect("read exists");
         debug_assert!(
             !matches!(origin, ReadOrigin::Relocation(_)) || timestamps.len() == 1,
             "relocation reads one block at a time"

@@ -1,5 +1,6 @@
-//! What each drive command in flight is for, found by its tag without hashing: a tag is
-//! a slot index in its low 32 bits and the slot's generation in the high 32.
+//! Things in flight found by a tag without hashing (what each drive command is for, the
+//! reads in progress): a tag is a slot index in its low 32 bits and the slot's generation
+//! in the high 32.
 //!
 //! Slots are reused once their command completes; the generation, bumped at every reuse,
 //! makes a completion for a tag whose slot has moved on (a stale or duplicated one) find
@@ -34,7 +35,7 @@ impl<T> TagSlab<T> {
         let index = match self.free.pop() {
             Some(index) => index,
             None => {
-                let index = u32::try_from(self.slots.len()).expect("fewer than 2^32 commands in flight");
+                let index = u32::try_from(self.slots.len()).expect("fewer than 2^32 things in flight");
                 self.slots.push(Slot { generation: 0, value: None });
                 index
             }
@@ -61,6 +62,16 @@ impl<T> TagSlab<T> {
         Some(value)
     }
 
+    pub(super) fn get(&self, tag: Tag) -> Option<&T> {
+        let slot = self.slots.get((tag & INDEX_MASK) as usize)?;
+        (slot.generation == (tag >> INDEX_BITS) as u32).then_some(slot.value.as_ref()).flatten()
+    }
+
+    pub(super) fn get_mut(&mut self, tag: Tag) -> Option<&mut T> {
+        let slot = self.slots.get_mut((tag & INDEX_MASK) as usize)?;
+        (slot.generation == (tag >> INDEX_BITS) as u32).then_some(slot.value.as_mut()).flatten()
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -82,10 +93,13 @@ mod tests {
         assert_eq!(c & INDEX_MASK, a & INDEX_MASK);
         assert_ne!(c, a);
         assert_eq!(slab.remove(a), None, "a stale tag finds nothing");
+        assert_eq!((slab.get(a), slab.get(c)), (None, Some(&"c")));
+        *slab.get_mut(c).unwrap() = "c2";
+        assert!(slab.get_mut(a).is_none());
         assert_eq!(slab.remove(u64::MAX), None, "nor does one never given");
         assert!(!slab.is_empty());
         assert_eq!(slab.remove(b), Some("b"));
-        assert_eq!(slab.remove(c), Some("c"));
+        assert_eq!(slab.remove(c), Some("c2"));
         assert!(slab.is_empty());
     }
 }
