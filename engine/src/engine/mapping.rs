@@ -85,6 +85,16 @@ impl Engine {
         // A flush submitted after a write waits for it, parked or not.
         let seq = request.is_write().then(|| self.outstanding_writes.taken());
         let pages = self.l2p.pages_of(lba, blocks);
+        let page = *pages.start();
+        if self.mapping.parked.is_empty() && page == *pages.end() && self.l2p.is_cached(page) {
+            // The common case, without the parked request's bookkeeping: one page, cached,
+            // nothing waiting ahead. Pinned while it runs, as `try_run` does.
+            let cached = self.l2p.ensure(page);
+            debug_assert_eq!(cached, Residency::Cached);
+            self.l2p.pin(page);
+            self.run_admitted(id, request, seq);
+            return self.l2p.unpin(page);
+        }
         let parked = Parked { id, request, seq, pages, pinned: std::mem::take(&mut self.mapping.spare_pinned) };
         if !self.mapping.parked.is_empty() {
             let busy: HashSet<PageIndex> = self.mapping.parked.iter().flat_map(|p| p.pages.clone()).collect();

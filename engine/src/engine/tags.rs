@@ -5,7 +5,8 @@
 //! Slots are reused once their command completes; the generation, bumped at every reuse,
 //! makes a completion for a tag whose slot has moved on (a stale or duplicated one) find
 //! nothing instead of another command's purpose. Invariants: `free` holds exactly the
-//! empty slots, each once; `len` counts the full ones.
+//! empty slots, each once; `len` counts the full ones; no index is `u32::MAX`, so no tag
+//! is `u64::MAX` (drivers keep that one for commands of their own).
 
 use zapraid_zns::Tag;
 
@@ -35,7 +36,10 @@ impl<T> TagSlab<T> {
         let index = match self.free.pop() {
             Some(index) => index,
             None => {
-                let index = u32::try_from(self.slots.len()).expect("fewer than 2^32 things in flight");
+                let index = u32::try_from(self.slots.len())
+                    .ok()
+                    .filter(|index| *index < u32::MAX)
+                    .expect("fewer than 2^32 - 1 things in flight");
                 self.slots.push(Slot { generation: 0, value: None });
                 index
             }

@@ -29,8 +29,8 @@ use crate::wake::Doorbell;
 
 pub use message::{Answer, EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
 
-/// Tag of superblock writes the engine thread makes itself (the engine's tags count up
-/// from 0 and never get here).
+/// Tag of superblock writes the engine thread makes itself (no engine tag is this one:
+/// their slot index, the low 32 bits, is never all ones).
 const RECORD_TAG: u64 = u64::MAX;
 
 /// Where the engine thread records drive failures: a new superblock generation (every
