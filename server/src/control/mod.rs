@@ -18,6 +18,9 @@ use crate::error::{Error, Result};
 use crate::failures::FailOutcome;
 use crate::spare_pool::{self, Spares, Supplied};
 
+mod status;
+pub use status::status_json;
+
 /// Where control sockets live, unless `ZAPRAID_RUN_DIR` says otherwise.
 pub const DEFAULT_RUN_DIR: &str = "/run/zapraid";
 
@@ -312,145 +315,6 @@ pub(crate) fn query_status(engine: &EngineSender) -> Option<ArrayStatus> {
     rx.recv_timeout(ANSWER_TIMEOUT).ok()
 }
 
-/// The status document (`zapraid status --json`).
-pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
-    let block = u64::from(s.block_size_bytes);
-    let (data_drives, parity_drives) = identity.level.shape();
-    let failed = &s.engine.failed_drives;
-    let drives: Vec<serde_json::Value> = identity
-        .drives
-        .iter()
-        .enumerate()
-        .map(|(i, path)| {
-            // An absent drive is failed (the engine sends it nothing) and has no path.
-            serde_json::json!({
-                "index": i,
-                "path": path,
-                "canonical_path": identity.canonical_drives.get(i).cloned().flatten(),
-                "state": if failed.contains(&i) {
-                    "failed"
-                } else if s.engine.rebuild.is_some_and(|r| r.drive == i) {
-                    "rebuilding"
-                } else {
-                    "ok"
-                },
-                "missing": path.is_none(),
-            })
-        })
-        .collect();
-    let state = if s.stopping {
-        "stopping"
-    } else if s.engine.rebuild.is_some() {
-        "rebuilding"
-    } else if failed.is_empty() {
-        "optimal"
-    } else {
-        "degraded"
-    };
-    serde_json::json!({
-        "name": identity.name,
-        "uuid": identity.uuid,
-        // The server's process: `start --daemon` knows its own server by it (another
-        // array of the same name may answer on the socket).
-        "pid": std::process::id(),
-        // Names and numbers for programs; `zapraid status` rebuilds the level and mode
-        // from them (RaidLevel::from_name, Mode::from_name) to show them to people.
-        "level": identity.level.name(),
-        "data_drives": data_drives,
-        "parity_drives": parity_drives,
-        "mode": identity.mode.name(),
-        "group_size": identity.mode.group_size(),
-        "chunk_bytes": identity.chunk_bytes,
-        // The open segments (hybrid segment management): Ns of the small chunk (the chunk
-        // size above), Nl of the large one (null without large-chunk segments).
-        "small_segments": identity.open_segments.small,
-        "large_segments": identity.open_segments.large,
-        "small_chunk_bytes": identity.chunk_bytes,
-        "large_chunk_bytes": (identity.open_segments.large > 0).then_some(identity.open_segments.large_chunk_bytes),
-        "device": identity.device,
-        "state": state,
-        "rebuilding": s.engine.rebuild.is_some(),
-        "rebuild": rebuild_json(s),
-        // The rebuilds' rate limit (bytes per second written to the new drive), null:
-        // unlimited.
-        "rebuild_rate_bytes_per_s": s.engine.rebuild_rate_bytes_per_s,
-        "rebuilds_completed": s.engine.rebuilds_completed,
-        "scrub": crate::scrub::status_json(s),
-        "l2p": crate::l2p::status_json(s),
-        "drives": drives,
-        "capacity": {
-            "block_size_bytes": block,
-            "logical_bytes": s.logical_blocks * block,
-            "used_bytes": s.engine.mapped_blocks * block,
-            "free_bytes": s.logical_blocks.saturating_sub(s.engine.mapped_blocks) * block,
-            "zones": s.engine.zones,
-            "free_zones": s.engine.free_zones,
-        },
-        "segments": {
-            "in_use": s.engine.segments,
-            "open": s.engine.open_segments,
-            "reclaimed": s.engine.segments_reclaimed,
-            "blocks_relocated": s.engine.blocks_relocated,
-            "to_reclaim": s.engine.segments_to_reclaim,
-        },
-        // What the last start read: the checkpoint it began from (null: it replayed every
-        // segment), and how many blocks.
-        "start": {
-            "checkpoint_generation": s.engine.start.checkpoint_generation,
-            "blocks_read": s.engine.start.blocks_read,
-            "zones_scanned": s.engine.start.zones_scanned,
-        },
-        "repairs": {
-            "damaged_structures_at_start": s.engine.recovery_repairs.damaged_structures,
-            "blocks_repaired_at_start": s.engine.recovery_repairs.blocks_repaired,
-            "blocks_lost_at_start": s.engine.recovery_repairs.blocks_lost,
-            "blocks_dropped_at_start": s.engine.recovery_repairs.blocks_dropped,
-            "blocks_repaired_on_read": s.engine.read_blocks_repaired,
-        },
-        "io": {
-            "reads": s.reads,
-            "writes": s.writes,
-            "flushes": s.flushes,
-            "discards": s.discards,
-            "bytes_read": s.bytes_read,
-            "bytes_written": s.bytes_written,
-            "errors": s.errors,
-        },
-        "latency_us": {
-            "read": { "p50": s.read_latency_us[0], "p99": s.read_latency_us[1], "p999": s.read_latency_us[2] },
-            "write": { "p50": s.write_latency_us[0], "p99": s.write_latency_us[1], "p999": s.write_latency_us[2] },
-        },
-        "uptime_s": s.uptime_s,
-    })
-}
-
-/// The running rebuild's progress, or null: % done counts segments; the rate is the
-/// average since the rebuild started on this server (blocks written to the new drive over
-/// the time since), and the ETA the time per segment so far times the segments left
-/// (null until a segment is done).
-fn rebuild_json(s: &ArrayStatus) -> serde_json::Value {
-    let Some(r) = s.engine.rebuild else { return serde_json::Value::Null };
-    let total = r.segments_rebuilt + r.segments_left;
-    let percent = if total == 0 { 100.0 } else { r.segments_rebuilt as f64 * 100.0 / total as f64 };
-    let bytes_written = r.blocks_written * u64::from(s.block_size_bytes);
-    let elapsed_s = s.rebuild_elapsed_s.unwrap_or(0.0);
-    let rate_mib_s = (elapsed_s > 0.0).then(|| bytes_written as f64 / (1024.0 * 1024.0) / elapsed_s);
-    let eta_s = (r.segments_rebuilt > 0).then(|| elapsed_s / r.segments_rebuilt as f64 * r.segments_left as f64);
-    serde_json::json!({
-        "drive": r.drive,
-        "segments_rebuilt": r.segments_rebuilt,
-        "segments_left": r.segments_left,
-        "percent_done": percent,
-        "blocks_written": r.blocks_written,
-        "bytes_written": bytes_written,
-        "blocks_unrecoverable": r.blocks_unrecoverable,
-        "elapsed_s": elapsed_s,
-        "rate_mib_s": rate_mib_s,
-        "eta_s": eta_s,
-        "rate_limit_bytes_per_s": s.engine.rebuild_rate_bytes_per_s,
-    })
-}
-
 /// Sends one command to a running array and returns its JSON answer.
 pub fn ask(name: &str, command: &str) -> Result<serde_json::Value> {
     let path = socket_path(name);
@@ -496,113 +360,11 @@ pub fn remove_socket(path: &Path) {
 mod tests {
     use super::*;
 
-    fn identity(level: RaidLevel, mode: Mode) -> Identity {
-        Identity {
-            name: "t".into(),
-            uuid: "u".into(),
-            level,
-            mode,
-            chunk_bytes: 4096,
-            open_segments: OpenSegments::SINGLE,
-            drives: vec![Some("d0".into()); level.shape().0 + level.shape().1],
-            canonical_drives: vec![Some("/d0".into()); level.shape().0 + level.shape().1],
-            device: None,
-            drive_geometry: zapraid_zns::Geometry::small(4, 64, 60),
-            reserved_zones: 1,
-        }
-    }
-
-    #[test]
-    fn status_names_the_level_and_mode_by_fields() {
-        let status = ArrayStatus::default();
-        let s = status_json(&identity(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 256 }), &status);
-        assert_eq!(
-            (&s["level"], &s["data_drives"], &s["parity_drives"], &s["mode"], &s["group_size"]),
-            (
-                &serde_json::json!("raid5"),
-                &serde_json::json!(3),
-                &serde_json::json!(1),
-                &serde_json::json!("zapraid"),
-                &serde_json::json!(256)
-            ),
-            "{s}"
-        );
-        let s = status_json(&identity(RaidLevel::Raid6 { drives: 6 }, Mode::ZoneWriteOnly), &status);
-        assert_eq!(
-            (s["level"].as_str(), s["data_drives"].as_u64(), s["parity_drives"].as_u64()),
-            (Some("raid6"), Some(4), Some(2))
-        );
-        assert_eq!((s["mode"].as_str(), s["group_size"].is_null()), (Some("zone-write"), true), "{s}");
-        // A reader gets the level and mode back from the fields.
-        let level = RaidLevel::from_name(s["level"].as_str().unwrap(), 4, 2);
-        assert_eq!(level, Some(RaidLevel::Raid6 { drives: 6 }));
-    }
-
-    #[test]
-    fn a_missing_drive_shows_failed_without_a_path() {
-        let mut id = identity(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 256 });
-        id.drives[1] = None;
-        id.canonical_drives[1] = None;
-        let mut status = ArrayStatus::default();
-        status.engine.failed_drives = vec![1];
-        let s = status_json(&id, &status);
-        assert_eq!(s["state"], "degraded", "{s}");
-        let drive = |i: usize| {
-            (s["drives"][i]["path"].clone(), s["drives"][i]["state"].clone(), s["drives"][i]["missing"].clone())
-        };
-        assert_eq!(drive(1), (serde_json::Value::Null, "failed".into(), true.into()), "{s}");
-        assert_eq!(drive(0), ("d0".into(), "ok".into(), false.into()), "{s}");
-        assert_eq!(s["drives"][1]["index"], 1, "{s}");
-    }
-
-    #[test]
-    fn a_rebuild_shows_its_progress_rate_and_eta() {
-        let id = identity(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 256 });
-        let mut status = ArrayStatus { block_size_bytes: 4096, rebuild_elapsed_s: Some(2.0), ..Default::default() };
-        let s = status_json(&id, &status);
-        assert_eq!((s["rebuilding"].clone(), s["rebuild"].clone()), (false.into(), serde_json::Value::Null), "{s}");
-        status.engine.rebuild = Some(zapraid_engine::RebuildStatus {
-            drive: 2,
-            segments_rebuilt: 3,
-            segments_left: 1,
-            blocks_written: 512,
-            blocks_unrecoverable: 0,
-        });
-        let s = status_json(&id, &status);
-        let r = &s["rebuild"];
-        assert_eq!((s["state"].as_str(), s["drives"][2]["state"].as_str()), (Some("rebuilding"), Some("rebuilding")));
-        assert_eq!((r["drive"].as_u64(), r["percent_done"].as_f64()), (Some(2), Some(75.0)), "{s}");
-        // 2 MiB in 2 s; 3 segments in 2 s, 1 left.
-        assert_eq!((r["rate_mib_s"].as_f64(), r["bytes_written"].as_u64()), (Some(1.0), Some(2 << 20)), "{s}");
-        assert!((r["eta_s"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9, "{s}");
-        assert!(s["rebuild_rate_bytes_per_s"].is_null() && r["rate_limit_bytes_per_s"].is_null(), "{s}");
-        status.engine.rebuild_rate_bytes_per_s = Some(200 << 20);
-        let s = status_json(&id, &status);
-        assert_eq!(s["rebuild_rate_bytes_per_s"].as_u64(), Some(200 << 20), "{s}");
-        assert_eq!(s["rebuild"]["rate_limit_bytes_per_s"].as_u64(), Some(200 << 20), "{s}");
-    }
-
     #[test]
     fn rates_are_bytes_per_second_or_unlimited() {
         assert_eq!(parse_rate("unlimited"), Some(0));
         assert_eq!(parse_rate("0"), Some(0));
         assert_eq!(parse_rate("209715200"), Some(200 << 20));
         assert_eq!(parse_rate("200M"), None, "the client turns sizes into bytes");
-    }
-
-    #[test]
-    fn status_gives_the_open_segments() {
-        let status = ArrayStatus::default();
-        let mut id = identity(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 256 });
-        let s = status_json(&id, &status);
-        let fields = |s: &serde_json::Value| {
-            ["small_segments", "large_segments", "small_chunk_bytes", "large_chunk_bytes"].map(|f| s[f].clone())
-        };
-        assert_eq!(fields(&s), serde_json::json!([1, 0, 4096, null]).as_array().unwrap().as_slice(), "{s}");
-        id.chunk_bytes = 8192;
-        id.open_segments = OpenSegments { small: 2, large: 2, large_chunk_bytes: 16384 };
-        let s = status_json(&id, &status);
-        assert_eq!(fields(&s), serde_json::json!([2, 2, 8192, 16384]).as_array().unwrap().as_slice(), "{s}");
-        assert_eq!(s["chunk_bytes"], 8192, "{s}");
     }
 }
