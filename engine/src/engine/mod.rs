@@ -449,8 +449,8 @@ impl Engine {
         self.settle();
     }
 
-    /// No garbage collection, rebuild, scrub or stop under way, nor a segment waiting to
-    /// be closed: nothing that waits for commands to finish.
+    /// No garbage collection, rebuild, scrub (even one pausing for its rate) or stop under
+    /// way, nor a segment waiting to be closed: nothing that waits for commands to finish.
     fn background_idle(&self) -> bool {
         self.stop == StopState::Running
             && self.relocation.is_none()
@@ -459,10 +459,13 @@ impl Engine {
             && self.retiring.is_empty()
     }
 
-    /// Whether a read or write just taken left the scheduling loop nothing to do: it
-    /// sealed no stripe (none is queued), parked for no L2P page, and cached none past the
-    /// budget. Everything else the loop does waits on completions, ticks or other
-    /// requests, which run it.
+    /// Whether a read or write just taken gave the scheduling loop no work: it sealed no
+    /// stripe (none is queued), parked for no L2P page, and cached none past the budget.
+    /// Everything else the loop does waits on completions, ticks or other requests, which
+    /// run it. (The loop does not always finish its own work in one pass: a rebuild's
+    /// next reads, a collection a retired segment made due. That waits for the next event
+    /// that runs it, the rebuild's own completions or the zone commands', and the server
+    /// ticks every turn.)
     fn nothing_to_schedule(&self) -> bool {
         self.queued.iter().all(VecDeque::is_empty)
             && self.gc_queued.is_empty()

@@ -308,9 +308,9 @@ impl Engine {
     }
 
     /// A chunk write completed. Whether it can have made anything else possible: a chunk
-    /// that landed while others of its stripe are still out changes nothing the
-    /// scheduling loop looks at, so `on_completion` skips that loop for it (three of four
-    /// completions in RAID-5 (3+1)).
+    /// that landed while others of its stripe are still out changes no count or queue the
+    /// scheduling loop reads, so `on_completion` skips that loop for it (three of four
+    /// completions in RAID-5 (3+1); see `nothing_to_schedule` for work a pass leaves).
     pub(super) fn chunk_done(&mut self, number: u64, drive: usize, completion: Completion) -> bool {
         let Completion { result, data, metadata, .. } = completion;
         self.buffers.give(data);

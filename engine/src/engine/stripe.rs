@@ -165,21 +165,26 @@ impl Engine {
     ) {
         let bs = self.block_bytes();
         let blocks = (data.len() / bs) as u64;
-        if data.is_empty() || !data.len().is_multiple_of(bs) {
-            // `admit` counted it outstanding if it held a whole block: a flush must not
-            // wait for it.
-            if let Some(seq) = seq {
-                self.outstanding_writes.answered(seq);
-            }
+        let refused = if data.is_empty() || !data.len().is_multiple_of(bs) {
             let reason = format!("write of {} bytes is not whole {bs}-byte blocks", data.len());
-            return self.responses.push_back(Response::new(id, Err(Error::InvalidConfig { reason })));
-        }
-        let checked = checksums.as_ref().map_or(Ok(()), |c| c.check(&data, bs));
-        if let Err(e) = checked.and_then(|()| self.check_range(lba, blocks)) {
+            Some(Error::InvalidConfig { reason })
+        } else if self.write_blocks_left.contains_key(&id) {
+            // Its blocks would be counted under the other write's entry, and that write's
+            // sequence number lost: every later flush would wait for ever.
+            let reason = format!("request id {id} already names a write in progress");
+            Some(Error::InvalidConfig { reason })
+        } else {
+            let checked = checksums.as_ref().map_or(Ok(()), |c| c.check(&data, bs));
+            checked.and_then(|()| self.check_range(lba, blocks)).err()
+        };
+        if let Some(error) = refused {
+            // `admit` counted it outstanding if it held a whole block in range: a flush
+            // must not wait for it, and one that waited only for it completes now.
             if let Some(seq) = seq {
                 self.outstanding_writes.answered(seq);
             }
-            return self.responses.push_back(Response::new(id, Err(e)));
+            self.responses.push_back(Response::new(id, Err(error)));
+            return self.complete_flushes();
         }
         // Writes are refused at `submit` once a stop begins; one admitted before it may run
         // while the stop drains (it waited for its L2P page), and is padded out then.

@@ -1,45 +1,52 @@
 //! Things in flight found by a tag without hashing (what each drive command is for, the
-//! reads in progress): a tag is a slot index in its low 32 bits and the slot's generation
-//! in the high 32.
+//! reads in progress): a tag is a slot index in its low `INDEX_BITS` bits and the slot's
+//! generation in the rest.
 //!
-//! Slots are reused once their command completes; the generation, bumped at every reuse,
-//! makes a completion for a tag whose slot has moved on (a stale or duplicated one) find
-//! nothing instead of another command's purpose. Invariants: `free` holds exactly the
-//! empty slots, each once; `len` counts the full ones; no index is `u32::MAX`, so no tag
+//! Slots are reused once their command completes, the longest free first, and the
+//! generation is bumped at every reuse: a completion for a tag whose slot has moved on (a
+//! stale or duplicated one) finds nothing instead of another command's purpose. That
+//! holds until a slot's 40-bit generation wraps: 2^40 reuses, 12 days of a million
+//! commands a second through a single slot, and the reuses spread over every slot in use.
+//! Invariants: `free` holds exactly the empty
+//! slots, each once; `len` counts the full ones; no index has all its bits set, so no tag
 //! is `u64::MAX` (drivers keep that one for commands of their own).
 
 use zapraid_zns::Tag;
 
-const INDEX_BITS: u32 = 32;
+use std::collections::VecDeque;
+
+/// Bits of a tag for the slot index: 16 million things in flight at most.
+const INDEX_BITS: u32 = 24;
 const INDEX_MASK: Tag = (1 << INDEX_BITS) - 1;
+const GENERATION_MASK: u64 = (1 << (Tag::BITS - INDEX_BITS)) - 1;
 
 struct Slot<T> {
-    generation: u32,
+    generation: u64,
     value: Option<T>,
 }
 
 pub(super) struct TagSlab<T> {
     slots: Vec<Slot<T>>,
-    free: Vec<u32>,
+    free: VecDeque<u32>,
     len: usize,
 }
 
 impl<T> Default for TagSlab<T> {
     fn default() -> Self {
-        Self { slots: Vec::new(), free: Vec::new(), len: 0 }
+        Self { slots: Vec::new(), free: VecDeque::new(), len: 0 }
     }
 }
 
 impl<T> TagSlab<T> {
     /// Keeps `value` under a new tag, unique among the tags held.
     pub(super) fn insert(&mut self, value: T) -> Tag {
-        let index = match self.free.pop() {
+        let index = match self.free.pop_front() {
             Some(index) => index,
             None => {
                 let index = u32::try_from(self.slots.len())
                     .ok()
-                    .filter(|index| *index < u32::MAX)
-                    .expect("fewer than 2^32 - 1 things in flight");
+                    .filter(|index| Tag::from(*index) < INDEX_MASK)
+                    .expect("fewer than 2^24 - 1 things in flight");
                 self.slots.push(Slot { generation: 0, value: None });
                 index
             }
@@ -48,32 +55,31 @@ impl<T> TagSlab<T> {
         debug_assert!(slot.value.is_none(), "a free slot holds nothing");
         slot.value = Some(value);
         self.len += 1;
-        (Tag::from(slot.generation) << INDEX_BITS) | Tag::from(index)
+        (slot.generation << INDEX_BITS) | Tag::from(index)
     }
 
     /// What `tag` was kept for, if it is held (a tag is given back once).
     pub(super) fn remove(&mut self, tag: Tag) -> Option<T> {
         let index = (tag & INDEX_MASK) as usize;
-        let generation = (tag >> INDEX_BITS) as u32;
         let slot = self.slots.get_mut(index)?;
-        if slot.generation != generation {
+        if slot.generation != tag >> INDEX_BITS {
             return None;
         }
         let value = slot.value.take()?;
-        slot.generation = slot.generation.wrapping_add(1);
-        self.free.push(index as u32);
+        slot.generation = (slot.generation + 1) & GENERATION_MASK;
+        self.free.push_back(index as u32);
         self.len -= 1;
         Some(value)
     }
 
     pub(super) fn get(&self, tag: Tag) -> Option<&T> {
         let slot = self.slots.get((tag & INDEX_MASK) as usize)?;
-        (slot.generation == (tag >> INDEX_BITS) as u32).then_some(slot.value.as_ref()).flatten()
+        (slot.generation == tag >> INDEX_BITS).then_some(slot.value.as_ref()).flatten()
     }
 
     pub(super) fn get_mut(&mut self, tag: Tag) -> Option<&mut T> {
         let slot = self.slots.get_mut((tag & INDEX_MASK) as usize)?;
-        (slot.generation == (tag >> INDEX_BITS) as u32).then_some(slot.value.as_mut()).flatten()
+        (slot.generation == tag >> INDEX_BITS).then_some(slot.value.as_mut()).flatten()
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -93,7 +99,7 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(slab.remove(a), Some("a"));
         assert_eq!(slab.remove(a), None, "given back once");
-        let c = slab.insert("c"); // reuses a's slot
+        let c = slab.insert("c"); // reuses a's slot, the only free one
         assert_eq!(c & INDEX_MASK, a & INDEX_MASK);
         assert_ne!(c, a);
         assert_eq!(slab.remove(a), None, "a stale tag finds nothing");
