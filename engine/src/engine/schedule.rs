@@ -273,7 +273,7 @@ impl Engine {
         let mut failed_requests = BTreeSet::new();
         for &info in &stripe.infos {
             if let Some(request) = info.request {
-                self.release_lba(info.lba);
+                self.release_lba(info.lba, None);
                 failed_requests.insert(request);
             }
             if let (Some(from), true) = (info.relocated_from, info.repair) {
@@ -297,14 +297,36 @@ impl Engine {
         self.complete_flushes();
     }
 
-    pub(super) fn release_lba(&mut self, lba: u64) {
-        self.l2p.unpin(self.l2p.page_of(lba));
-        if let Some(entry) = self.in_flight_lbas.get_mut(&lba) {
-            entry.1 -= 1;
-            if entry.1 == 0 {
-                self.in_flight_lbas.remove(&lba);
+    /// A block of a frontend write of `lba` is done with: it no longer counts as in flight
+    /// and its L2P page is unpinned. One that persisted (`persisted`: its timestamp and
+    /// place) maps the LBA unless a newer write of it persisted first; one lookup of the
+    /// LBA serves both.
+    pub(super) fn release_lba(&mut self, lba: u64, persisted: Option<(u64, Physical)>) {
+        let newer = match self.in_flight_lbas.entry(lba) {
+            Entry::Occupied(mut entry) => {
+                let (newest, blocks_in_flight) = entry.get_mut();
+                let newer = match persisted {
+                    Some((timestamp, _)) if timestamp > *newest => {
+                        *newest = timestamp;
+                        true
+                    }
+                    _ => false,
+                };
+                *blocks_in_flight -= 1;
+                if *blocks_in_flight == 0 {
+                    entry.remove();
+                }
+                newer
             }
+            Entry::Vacant(_) => {
+                assert!(persisted.is_none(), "a persisted block of LBA {lba} was in flight");
+                false
+            }
+        };
+        if let (true, Some((_, at))) = (newer, persisted) {
+            self.map_lba(lba, at);
         }
+        self.l2p.unpin(self.l2p.page_of(lba));
     }
 
     /// A chunk write completed. Whether it can have made anything else possible: a chunk
@@ -435,21 +457,7 @@ impl Engine {
                     }
                     continue;
                 };
-                // `release_lba` in one lookup: the newest write of an LBA in flight maps it.
-                let Entry::Occupied(mut entry) = self.in_flight_lbas.entry(info.lba) else {
-                    unreachable!("block in flight")
-                };
-                let (newest, blocks_in_flight) = entry.get_mut();
-                let newer = info.timestamp > *newest;
-                *newest = (*newest).max(info.timestamp);
-                *blocks_in_flight -= 1;
-                if *blocks_in_flight == 0 {
-                    entry.remove();
-                }
-                if newer {
-                    self.map_lba(info.lba, Physical { zone, drive, offset });
-                }
-                self.l2p.unpin(self.l2p.page_of(info.lba));
+                self.release_lba(info.lba, Some((info.timestamp, Physical { zone, drive, offset })));
                 // A write with a block in a stripe that failed (`stripe_failed`) was
                 // answered with that error already; its other stripes still land.
                 let Entry::Occupied(mut write) = self.write_blocks_left.entry(request) else { continue };

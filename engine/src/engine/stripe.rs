@@ -67,6 +67,17 @@ pub(super) struct ChunkBuffers {
     pub(super) metadata: Vec<u8>,
 }
 
+impl ChunkBuffers {
+    /// The data buffer of an open stripe's chunk, taken from `pool` (`len` bytes of old
+    /// contents) when no block has reached the chunk yet.
+    fn data_or_take(&mut self, pool: &mut crate::pool::BufferPool, len: usize) -> &mut [u8] {
+        if self.data.is_empty() {
+            self.data = pool.take(len);
+        }
+        &mut self.data
+    }
+}
+
 pub(super) struct OpenStripe {
     pub(super) infos: Vec<BlockInfo>,
     /// The k data chunks, block `i` at chunk `i / chunk_blocks`: blocks are copied
@@ -273,21 +284,18 @@ impl Engine {
             None => self.new_open_stripe(layout.data_chunks),
         };
         let i = open.infos.len();
-        let chunk = &mut open.chunks[i / cb].data;
+        let chunk = &mut open.chunks[i / cb];
         match block {
             Placed::Whole(buffer) => {
-                debug_assert!(cb == 1 && buffer.len() == bs && chunk.is_empty(), "a one-block chunk, new");
-                *chunk = buffer;
+                debug_assert!(cb == 1 && buffer.len() == bs && chunk.data.is_empty(), "a one-block chunk, new");
+                chunk.data = buffer;
             }
             Placed::Copy(bytes) => {
-                if chunk.is_empty() {
-                    *chunk = self.buffers.take(cb * bs);
-                }
                 let at = (i % cb) * bs;
-                chunk[at..at + bs].copy_from_slice(bytes);
+                chunk.data_or_take(&mut self.buffers, cb * bs)[at..at + bs].copy_from_slice(bytes);
             }
         }
-        debug_assert_eq!(chunk.len(), cb * bs, "a chunk keeps its length");
+        debug_assert_eq!(chunk.data.len(), cb * bs, "a chunk keeps its length");
         open.infos.push(info);
         if open.infos.len() == want {
             self.seal_stripe(open, fill);
@@ -337,12 +345,8 @@ impl Engine {
         // The pool's buffers hold old data: the padding blocks are zeroed. A chunk no
         // block reached has no buffer yet.
         for i in open.infos.len()..want {
-            let chunk = &mut open.chunks[i / cb].data;
-            if chunk.is_empty() {
-                *chunk = self.buffers.take(cb * bs);
-            }
             let at = (i % cb) * bs;
-            chunk[at..at + bs].fill(0);
+            open.chunks[i / cb].data_or_take(&mut self.buffers, cb * bs)[at..at + bs].fill(0);
         }
         open.infos.resize(want, BlockInfo::padding(self.zero_block_crc));
         self.seal_stripe(open, fill);
