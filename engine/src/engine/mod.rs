@@ -449,45 +449,6 @@ impl Engine {
         self.settle();
     }
 
-    /// No garbage collection, rebuild, scrub (even one pausing for its rate) or stop under
-    /// way, nor a segment waiting to be closed: nothing that waits for commands to finish.
-    fn background_idle(&self) -> bool {
-        self.stop == StopState::Running
-            && self.relocation.is_none()
-            && self.drive_rebuild.is_none()
-            && self.scrub.is_none()
-            && self.retiring.is_empty()
-    }
-
-    /// Whether a read or write just taken gave the scheduling loop no work: it sealed no
-    /// stripe (none is queued), parked for no L2P page, and cached none past the budget.
-    /// Everything else the loop does waits on completions, ticks or other requests, which
-    /// run it. (The loop does not always finish its own work in one pass: a rebuild's
-    /// next reads, a collection a retired segment made due. That waits for the next event
-    /// that runs it, the rebuild's own completions or the zone commands', and the server
-    /// ticks every turn.)
-    fn nothing_to_schedule(&self) -> bool {
-        self.queued.iter().all(VecDeque::is_empty)
-            && self.gc_queued.is_empty()
-            && self.mapping_idle()
-            && !self.l2p.over_budget()
-    }
-
-    /// Runs what an event made possible, then evicts L2P pages past the budget (writing
-    /// the dirty ones) and runs again for them, and for a garbage collection scan that
-    /// stopped to let pages be evicted (each round moves the scan on by a page at least).
-    fn settle(&mut self) {
-        loop {
-            self.pump();
-            let evictions = self.l2p.stats().evictions;
-            let written = self.write_back_evicted();
-            let room_made = self.l2p.stats().evictions > evictions && self.scan_waits_for_room();
-            if !written && !room_made {
-                break;
-            }
-        }
-    }
-
     fn check_range(&self, lba: u64, blocks: u64) -> Result<()> {
         match lba.checked_add(blocks) {
             Some(end) if blocks > 0 && end <= self.l2p.logical_blocks() => Ok(()),

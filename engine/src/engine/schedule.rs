@@ -11,6 +11,9 @@
 //! A persisted stripe records its blocks in the segment's footer entries, updates the L2P
 //! table (newest timestamp wins) and acknowledges writes whose blocks are all persisted.
 //!
+//! The loop (`settle`: `pump`, then L2P write-back) runs after every event that can have
+//! given it work; `nothing_to_schedule` and `background_idle` say which cannot.
+//!
 //! Invariants: at most one Zone Write in flight per drive's zone (later ones wait in order);
 //! every chunk of a group lands inside the group's region.
 
@@ -51,6 +54,45 @@ impl Engine {
             Some((tag, command)) => self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 }),
             None => {
                 self.zone_writes.remove(&(drive, zone));
+            }
+        }
+    }
+
+    /// No garbage collection, rebuild, scrub (even one pausing for its rate) or stop under
+    /// way, nor a segment waiting to be closed: nothing that waits for commands to finish.
+    pub(super) fn background_idle(&self) -> bool {
+        self.stop == StopState::Running
+            && self.relocation.is_none()
+            && self.drive_rebuild.is_none()
+            && self.scrub.is_none()
+            && self.retiring.is_empty()
+    }
+
+    /// Whether a read or write just taken gave the scheduling loop no work: it sealed no
+    /// stripe (none is queued), parked for no L2P page, and cached none past the budget.
+    /// Everything else the loop does waits on completions, ticks or other requests, which
+    /// run it. (The loop does not always finish its own work in one pass: a rebuild's
+    /// next reads, a collection a retired segment made due. That waits for the next event
+    /// that runs it, the rebuild's own completions or the zone commands', and the server
+    /// ticks every turn.)
+    pub(super) fn nothing_to_schedule(&self) -> bool {
+        self.queued.iter().all(VecDeque::is_empty)
+            && self.gc_queued.is_empty()
+            && self.mapping_idle()
+            && !self.l2p.over_budget()
+    }
+
+    /// Runs what an event made possible, then evicts L2P pages past the budget (writing
+    /// the dirty ones) and runs again for them, and for a garbage collection scan that
+    /// stopped to let pages be evicted (each round moves the scan on by a page at least).
+    pub(super) fn settle(&mut self) {
+        loop {
+            self.pump();
+            let evictions = self.l2p.stats().evictions;
+            let written = self.write_back_evicted();
+            let room_made = self.l2p.stats().evictions > evictions && self.scan_waits_for_room();
+            if !written && !room_made {
+                break;
             }
         }
     }
