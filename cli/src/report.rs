@@ -112,11 +112,19 @@ pub fn print_status(s: &Value) {
     );
 }
 
-/// What the last start read, in one line: "start: from checkpoint 3, 120 blocks read" or
-/// "start: replayed every segment, 5,000 blocks read".
+/// What the last start read, in one line: "start: from checkpoint 3, 120 blocks read",
+/// "start: from checkpoint 3 and the 2 segments written after it, 900 blocks read" (after
+/// a crash) or "start: replayed every segment, 5,000 blocks read".
 pub fn start_line(start: &Value) -> String {
     let blocks = start["blocks_read"].as_u64().unwrap_or(0);
+    let replayed = start["segments_replayed"].as_u64().unwrap_or(0);
     match start["checkpoint_generation"].as_u64() {
+        Some(generation) if replayed > 0 => {
+            let segments = if replayed == 1 { "segment" } else { "segments" };
+            format!(
+                "start: from checkpoint {generation} and the {replayed} {segments} written after it, {blocks} blocks read"
+            )
+        }
         Some(generation) => format!("start: from checkpoint {generation}, {blocks} blocks read"),
         None => format!("start: replayed every segment, {blocks} blocks read"),
     }
@@ -243,6 +251,16 @@ fn l2p_line(l: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_start_line_says_what_the_start_read() {
+        let start = serde_json::json!({ "checkpoint_generation": 3, "segments_replayed": 0, "blocks_read": 120 });
+        assert_eq!(start_line(&start), "start: from checkpoint 3, 120 blocks read");
+        let start = serde_json::json!({ "checkpoint_generation": 3, "segments_replayed": 1, "blocks_read": 900 });
+        assert_eq!(start_line(&start), "start: from checkpoint 3 and the 1 segment written after it, 900 blocks read");
+        let start = serde_json::json!({ "checkpoint_generation": null, "segments_replayed": 0, "blocks_read": 5000 });
+        assert_eq!(start_line(&start), "start: replayed every segment, 5000 blocks read");
+    }
 
     #[test]
     fn status_layout_reads_as_people_write_it() {

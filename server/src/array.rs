@@ -300,12 +300,16 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
     // A rebuild in progress reads the drives (what the new drive holds is checked against
     // them): a checkpoint is offered only to other starts.
     let rebuilding = assembled.superblock.rebuilding_drives.get() != 0;
+    // Whether a checkpoint was found that recovery did not use: emptied once the start
+    // knows (it is stale for good: a newer superblock, a segment it names gone, ...).
+    let mut stale_checkpoint = None;
     if let Some(place) = assembled.checkpoint.as_mut() {
         let uuid = assembled.config.array_uuid;
         let found = read_newest(&mut assembled.drives, &assembled.failed, place.area, uuid);
         place.next_generation = place.next_generation.max(found.highest_generation + 1);
-        // One start per checkpoint: a crash after this start finds none.
-        invalidate(&mut assembled.drives, &assembled.failed, place.area);
+        if found.highest_generation > 0 {
+            stale_checkpoint = Some(place.area);
+        }
         let superblock_generation = assembled.superblock.generation.get();
         match found.newest {
             Some(image) if rebuilding => {
@@ -333,8 +337,21 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
     }
     let report = recovery.report();
     match report.checkpoint_generation {
-        Some(generation) => tracing::info!(generation, blocks_read = report.blocks_read, "started from the checkpoint"),
-        None => tracing::info!(blocks_read = report.blocks_read, "started by replaying every segment"),
+        // Kept: a crash of the engine this start begins finds it again, and replays only
+        // the segments written after it (a start from it needs every segment it names, so
+        // it goes stale by itself once garbage collection resets one).
+        Some(generation) => tracing::info!(
+            generation,
+            segments_replayed = report.segments_replayed,
+            blocks_read = report.blocks_read,
+            "started from the checkpoint"
+        ),
+        None => {
+            tracing::info!(blocks_read = report.blocks_read, "started by replaying every segment");
+            if let Some(area) = stale_checkpoint {
+                invalidate(&mut assembled.drives, &assembled.failed, area);
+            }
+        }
     }
     assembled.recovery_report = Some(report);
     recovery.finish().map_err(with_drive_zones)

@@ -89,12 +89,17 @@ impl Engine {
         })
     }
 
-    /// Installs a checkpoint's table side: the directory, and each segment's live count
-    /// (the segments themselves came in through `install_recovered`).
+    /// Installs a checkpoint's table side: the directory, and the live count of each
+    /// segment it names (the segments themselves, and the entries of those written after
+    /// it, came in through `install_recovered`). Pages on the drives that recovered entries
+    /// replace entries of are read in the background (`MappingIo::drain_from`).
     pub(crate) fn install_checkpoint(&mut self, image: &CheckpointImage) -> Result<()> {
         self.l2p.install_directory(&image.directory)?;
         for s in &image.segments {
             self.seg_mut(s.zone).valid_blocks = s.live_blocks;
+        }
+        if self.l2p.next_overlaid_page_on_drives(0).is_some() {
+            self.mapping.drain_from = Some(0);
         }
         Ok(())
     }

@@ -42,7 +42,18 @@ pub(super) struct MappingIo {
     /// writes nothing back for a checkpoint any more and ends without one, instead of
     /// writing the pages that came back dirty again and again.
     pub(super) checkpoint_abandoned: bool,
+    /// After a start from a checkpoint that replayed segments written after it: the next
+    /// page to look from for recovered entries whose page is on the drives (None once every
+    /// such page was read). Until such a page is read, the entries it holds that the
+    /// recovered ones replace still count as live in their segments, so garbage collection
+    /// would see those segments fuller than they are: the pages are read in the
+    /// background, a few at a time, and a clean stop waits for them.
+    pub(super) drain_from: Option<PageIndex>,
 }
+
+/// Page reads in flight at once while the pages of a start from a checkpoint are read for
+/// the recovered entries that replace theirs.
+const DRAIN_MAX_LOADS: usize = 16;
 
 /// Pages (of a block each) a budget of `bytes` keeps cached: at least one.
 pub(super) fn budget_pages(bytes: u64, block_size_bytes: u32) -> usize {
@@ -166,9 +177,49 @@ impl Engine {
         }
     }
 
-    /// No request waits for a page.
+    /// No request waits for a page, and no page is left to read for recovered entries.
     pub(super) fn mapping_idle(&self) -> bool {
-        self.mapping.parked.is_empty()
+        self.mapping.parked.is_empty() && self.mapping.drain_from.is_none()
+    }
+
+    /// Reads pages that recovered entries replace entries of (`MappingIo::drain_from`),
+    /// up to `DRAIN_MAX_LOADS` reads in flight; called by the scheduling loop.
+    pub(super) fn drain_overlay(&mut self) {
+        while let Some(from) = self.mapping.drain_from {
+            if self.mapping.loading.len() >= DRAIN_MAX_LOADS {
+                return;
+            }
+            match self.l2p.next_overlaid_page_on_drives(from) {
+                Some((page, at)) => {
+                    self.mapping.drain_from = Some(page + 1);
+                    self.load_page(page, at);
+                }
+                None => {
+                    self.mapping.drain_from = None;
+                    tracing::debug!("every page with recovered entries is read: the live counts are exact");
+                }
+            }
+        }
+    }
+
+    /// Page entries recovered ones replaced as the page was read: their blocks are no
+    /// longer live where they were.
+    fn unmap_replaced(&mut self, replaced: Vec<u32>) {
+        for packed in replaced {
+            let at = self.l2p.unpack(packed);
+            match self.segments.get_mut(at.zone as usize).and_then(Option::as_mut) {
+                Some(segment) if segment.valid_blocks > 0 => {
+                    segment.valid_blocks -= 1;
+                    self.gc_check_needed = true;
+                }
+                // The checkpoint the start began from counted it there, and its segments
+                // stay until garbage collection has read every page (`scan`).
+                _ => {
+                    debug_assert!(false, "a replaced entry at {at:?} was not counted live");
+                    tracing::error!(?at, "a page entry replaced after a start was not counted live in its segment");
+                }
+            }
+        }
     }
 
     /// Makes `page` cached for garbage collection: true if it is, else its read is on the way.
@@ -203,6 +254,7 @@ impl Engine {
                 }
             })
         });
+        let installed = installed.map(|replaced| self.unmap_replaced(replaced));
         if let Err(e) = installed {
             tracing::error!(page, error = %e, "a page of the L2P table cannot be read");
             self.fail_parked_on(page, &e);

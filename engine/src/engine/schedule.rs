@@ -59,13 +59,15 @@ impl Engine {
     }
 
     /// No garbage collection, rebuild, scrub (even one pausing for its rate) or stop under
-    /// way, nor a segment waiting to be closed: nothing that waits for commands to finish.
+    /// way, nor a segment waiting to be closed, nor pages to read after a start from a
+    /// checkpoint: nothing that waits for commands to finish.
     pub(super) fn background_idle(&self) -> bool {
         self.stop == StopState::Running
             && self.relocation.is_none()
             && self.drive_rebuild.is_none()
             && self.scrub.is_none()
             && self.retiring.is_empty()
+            && self.mapping_idle()
     }
 
     /// Whether a read or write just taken gave the scheduling loop no work: it sealed no
@@ -121,6 +123,7 @@ impl Engine {
         }
         self.advance_drive_rebuild();
         self.advance_scrub();
+        self.drain_overlay();
         if self.flush_repairs() {
             return self.pump(); // the padded repair stripe goes out
         }

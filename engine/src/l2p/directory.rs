@@ -5,7 +5,9 @@
 //!
 //! Invariants: a directory entry is `UNMAPPED` or a packed place inside the array; a
 //! table is checkpointed only with nothing cached dirty, nothing being written back and no
-//! recovered entry waiting in the overlay, so the directory alone describes it.
+//! recovered entry waiting in the overlay, so the directory alone describes it. Recovered
+//! entries of a page with a copy on the drives exist only after a start from a checkpoint
+//! that replayed segments written after it; reading the page applies them.
 
 use super::*;
 
@@ -59,19 +61,41 @@ impl L2pTable {
         dirty
     }
 
-    /// Up to `limit` pages with recovered entries waiting in the overlay, made resident
-    /// (from memory: such a page has no copy on the drives) and so dirty.
+    /// Up to `limit` pages with recovered entries waiting in the overlay and no copy on
+    /// the drives, made resident from memory (and so dirty). Pages with a copy on the
+    /// drives (a start from a checkpoint replayed what came after it) are read instead
+    /// (`next_overlaid_page_on_drives`).
     pub fn make_overlaid_pages_resident(&mut self, limit: usize) -> usize {
         let mut made = 0;
+        let mut from = 0;
         while made < limit {
-            let Some((&lba, _)) = self.overlay.iter().next() else { break };
+            let Some((&lba, _)) = self.overlay.range(from..).next() else { break };
             let page = self.page_of(lba);
-            debug_assert!(!self.is_cached(page) && self.directory[page as usize] == UNMAPPED);
+            debug_assert!(!self.is_cached(page));
+            from = (u64::from(page) + 1) * self.entries_per_page;
+            if self.directory[page as usize] != UNMAPPED {
+                continue;
+            }
             let residency = self.ensure(page);
             debug_assert_eq!(residency, Residency::Cached);
             made += 1;
         }
         made
+    }
+
+    /// The first page from `from` on with recovered entries waiting in the overlay and a
+    /// copy on the drives, and where that copy is: its entries the recovered ones replace
+    /// are known only once it is read.
+    pub fn next_overlaid_page_on_drives(&self, from: PageIndex) -> Option<(PageIndex, Physical)> {
+        let mut lba = u64::from(from) * self.entries_per_page;
+        loop {
+            let (&found, _) = self.overlay.range(lba..).next()?;
+            let page = self.page_of(found);
+            if let Some(at) = self.directory_get(page) {
+                return Some((page, at));
+            }
+            lba = (u64::from(page) + 1) * self.entries_per_page;
+        }
     }
 
     /// Whether recovered entries still wait for their pages.
@@ -90,10 +114,12 @@ impl L2pTable {
         &self.directory
     }
 
-    /// Puts back a checkpoint's directory into a table with nothing cached, no directory
-    /// and no overlay yet; an error (and nothing changed) if it does not fit the table.
+    /// Puts back a checkpoint's directory into a table with nothing cached and no
+    /// directory yet (the overlay may hold entries replayed after the checkpoint: they
+    /// replace the pages' when those are read); an error (and nothing changed) if it does
+    /// not fit the table.
     pub fn install_directory(&mut self, entries: &[u32]) -> Result<()> {
-        debug_assert!(self.cache.is_empty() && self.overlay.is_empty() && self.pages_on_drives == 0);
+        debug_assert!(self.cache.is_empty() && self.writing.is_empty() && self.pages_on_drives == 0);
         if entries.len() != self.directory.len() {
             return Err(Error::InvalidConfig {
                 reason: format!("a directory of {} pages for a table of {}", entries.len(), self.directory.len()),

@@ -248,13 +248,15 @@ impl L2pTable {
         }
         if let Some((_, entries)) = self.writing.get(&page) {
             let entries = entries.clone();
-            self.insert(page, entries, true);
+            let replaced = self.insert(page, entries, true);
+            debug_assert!(replaced.is_empty(), "a page written back had its recovered entries applied");
             return Residency::Cached;
         }
         match self.directory[page as usize] {
             UNMAPPED => {
                 let entries = vec![UNMAPPED; self.page_len(page)].into_boxed_slice();
-                self.insert(page, entries, false);
+                let replaced = self.insert(page, entries, false);
+                debug_assert!(replaced.is_empty(), "an empty page replaces nothing");
                 Residency::Cached
             }
             packed => Residency::OnDrive(self.unpack(packed)),
@@ -263,7 +265,10 @@ impl L2pTable {
 
     /// Caches `page` from its mapping block as read from the drives (unless something
     /// cached it meanwhile); a block that does not decode is an error, never entries.
-    pub fn install(&mut self, page: PageIndex, block: &[u8], array_uuid: [u8; 16]) -> Result<(), DecodeError> {
+    /// Returns the page's entries that recovered ones waiting in the overlay replaced (a
+    /// start from a checkpoint replayed what came after it): the caller unmaps them from
+    /// their segments' live counts.
+    pub fn install(&mut self, page: PageIndex, block: &[u8], array_uuid: [u8; 16]) -> Result<Vec<u32>, DecodeError> {
         self.stats.mapping_reads += 1;
         let entries = decode_mapping_block(block, array_uuid, u64::from(page))?;
         if entries.len() != self.page_len(page) {
@@ -276,27 +281,31 @@ impl L2pTable {
         if entries.iter().any(|&e| e != UNMAPPED && !self.packed_in_range(e)) {
             return Err(DecodeError::Field("an entry beyond the array".into()));
         }
-        if !self.is_cached(page) {
-            self.insert(page, entries.into_boxed_slice(), false);
+        if self.is_cached(page) {
+            return Ok(Vec::new());
         }
-        Ok(())
+        Ok(self.insert(page, entries.into_boxed_slice(), false))
     }
 
     /// Caches a page and applies the overlay's entries for it (which make it dirty).
-    fn insert(&mut self, page: PageIndex, mut entries: Box<[u32]>, mut dirty: bool) {
+    /// Returns the mapped entries they replaced.
+    fn insert(&mut self, page: PageIndex, mut entries: Box<[u32]>, mut dirty: bool) -> Vec<u32> {
         debug_assert!(!self.is_cached(page));
         let first = u64::from(page) * self.entries_per_page;
-        let overlaid: Vec<(u64, u32)> =
-            self.overlay.range(first..first + entries.len() as u64).map(|(l, p)| (*l, *p)).collect();
-        for (lba, packed) in overlaid {
+        let mut replaced = Vec::new();
+        while let Some((&lba, &packed)) = self.overlay.range(first..first + entries.len() as u64).next() {
             self.overlay.remove(&lba);
-            entries[(lba - first) as usize] = packed;
+            let old = std::mem::replace(&mut entries[(lba - first) as usize], packed);
+            if old != UNMAPPED && old != packed {
+                replaced.push(old);
+            }
             dirty = true;
         }
         self.dirty_pages += usize::from(dirty);
         self.slots[page as usize] = self.cache.len() as u32;
         self.cache.push(Page { page, entries, dirty, referenced: true, pins: 0 });
         self.stats.peak_cached_pages = self.stats.peak_cached_pages.max(self.cache.len() as u64);
+        replaced
     }
 
     pub fn pin(&mut self, page: PageIndex) {
@@ -373,7 +382,8 @@ impl L2pTable {
         if self.writing.get(&page).is_some_and(|(newest, _)| *newest == timestamp) {
             let (_, entries) = self.writing.remove(&page).expect("present");
             if !self.is_cached(page) {
-                self.insert(page, entries, true);
+                let replaced = self.insert(page, entries, true);
+                debug_assert!(replaced.is_empty(), "a page written back had its recovered entries applied");
             }
         }
     }

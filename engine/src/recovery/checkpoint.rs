@@ -1,11 +1,23 @@
 //! Whether a start may begin from the checkpoint it was offered (`format::checkpoint`):
-//! only if the segments the drives' headers name are exactly the checkpoint's (same
-//! zones, sequences and chunk classes), so that nothing was written, moved or reset since
-//! it was taken, and everything in it fits the array. Then nothing past the headers is
-//! read: the directory gives the L2P table, the checkpoint the live counts and the compact
-//! stripe tables of segments written with Zone Append (as the engine had them, a failed
-//! drive's chunks placed as the stripes were written or recovered). Otherwise the log is
-//! replayed in full, as without a checkpoint.
+//! only if every segment it names is still on the drives (same zone, sequence and chunk
+//! class: none was reset since it was taken), every other segment the headers name was
+//! written after it (a sequence from its next one on), and everything in it fits the
+//! array. Then the checkpoint's segments are not read past their headers: the directory
+//! gives the L2P table, the checkpoint their live counts and the compact stripe tables of
+//! those written with Zone Append (as the engine had them, a failed drive's chunks placed
+//! as the stripes were written or recovered). Segments written after it (an engine ran
+//! on the drives since the stop, and the start after it was a crash) are replayed as
+//! without a checkpoint, and their newest entries override the pages' (`install`).
+//! Otherwise the whole log is replayed.
+//!
+//! Why the pages and the replayed entries agree: everything acknowledged after the
+//! checkpoint is in a segment written after it (a clean stop closes every open segment,
+//! and a start never appends to a recovered one), including the blocks garbage collection
+//! copied, which keep their timestamps; the pages point only into the checkpoint's
+//! segments, which all still exist. Mapping blocks written after it are not read: the
+//! checkpoint's page and the replayed entries describe the table without them. A discard
+//! after the checkpoint is not in the log, so a crash may bring the block back, as a full
+//! replay does.
 
 use super::Recovery;
 use crate::format::{mapping_entries_per_block, CheckpointImage, CheckpointSegment};
@@ -38,11 +50,14 @@ impl Recovery {
         let Some(image) = self.checkpoint.take() else { return };
         match self.checkpoint_mismatch(&image) {
             None => {
+                let replayed = self.segments.len() - image.segments.len();
                 tracing::info!(
                     generation = image.generation,
                     segments = image.segments.len(),
-                    "starting from the checkpoint: no footer is read"
+                    replayed,
+                    "starting from the checkpoint: only segments written after it are replayed"
                 );
+                self.report.segments_replayed = replayed as u64;
                 self.report.checkpoint_generation = Some(image.generation);
                 self.from_checkpoint = true;
                 self.checkpoint = Some(image);
@@ -68,8 +83,15 @@ impl Recovery {
         if image.directory.len() as u64 != pages {
             return Some(format!("{} pages, the table has {pages}", image.directory.len()));
         }
-        if image.segments.len() != self.segments.len() {
-            return Some(format!("{} segments, the drives hold {}", image.segments.len(), self.segments.len()));
+        // Segments the checkpoint does not name were written after it.
+        for (&zone, &sequence) in &self.segments {
+            let named = image.segments.binary_search_by_key(&zone, |s| s.zone).is_ok();
+            if !named && sequence < image.next_sequence {
+                return Some(format!(
+                    "zone {zone} holds segment {sequence}, older than the checkpoint's next ({}) and not in it",
+                    image.next_sequence
+                ));
+            }
         }
         let drives = self.layout.drives() as u64;
         let zone_blocks = drives * self.geometry.zone_capacity_blocks;
@@ -99,7 +121,8 @@ impl Recovery {
                 continue;
             }
             let zone = u64::from(packed) / zone_blocks;
-            if u64::from(packed) >= physical || !self.segments.contains_key(&(zone as u32)) {
+            let named = image.segments.binary_search_by_key(&zone, |s| u64::from(s.zone)).is_ok();
+            if u64::from(packed) >= physical || !named {
                 return Some(format!("page {page}'s mapping block lies outside every segment"));
             }
         }

@@ -33,9 +33,8 @@ impl Recovery {
         };
         for (&zone, &sequence) in &self.segments {
             let (layout, class) = self.zone_layouts[&zone];
-            if self.from_checkpoint {
-                // From the checkpoint: nothing read, nothing to assemble.
-                let recorded = self.checkpointed(zone).expect("a checkpoint that matched names every segment");
+            if let Some(recorded) = self.checkpointed(zone) {
+                // In the checkpoint: nothing read, nothing to assemble.
                 let (complete, full) = (!recorded.open, recorded.sealed);
                 // Its length was checked when the checkpoint was judged.
                 let table = CompactStripeTable::decode(&layout, &recorded.table);

@@ -95,9 +95,12 @@ pub struct RecoveryReport {
     /// read: that drive's zone was scanned block by block instead.
     pub damaged_footers: u64,
     /// The generation of the checkpoint this start began from (its directory, segments,
-    /// live counts and stripe tables; nothing past the headers read), if one matched the
-    /// drives.
+    /// live counts and stripe tables; nothing of its segments read past their headers), if
+    /// one matched the drives.
     pub checkpoint_generation: Option<u64>,
+    /// Of a start from a checkpoint, the segments written after it (after a crash): read
+    /// as without one, their entries newer than the checkpoint's pages.
+    pub segments_replayed: u64,
 }
 
 /// Damage recovery found in the stripes and what became of it (kept by the engine and

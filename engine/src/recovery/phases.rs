@@ -57,7 +57,7 @@ impl Recovery {
         }
         self.judge_checkpoint();
         for zone in zones {
-            if self.from_checkpoint {
+            if self.checkpointed(zone).is_some() {
                 continue;
             }
             let layout = self.layout_of(zone);
@@ -78,8 +78,8 @@ impl Recovery {
         let live = self.live_drives();
         let zones: Vec<(u32, u64)> = self.segments.iter().map(|(z, s)| (*z, *s)).collect();
         for (zone, sequence) in zones {
-            if self.from_checkpoint {
-                self.sealed.insert(zone, self.checkpointed(zone).is_some_and(|s| s.sealed));
+            if let Some(sealed) = self.checkpointed(zone).map(|s| s.sealed) {
+                self.sealed.insert(zone, sealed);
                 self.found.insert(zone, Vec::new());
                 continue;
             }

@@ -1,9 +1,11 @@
 //! Checkpoints in explored runs: every clean stop that completes leaves one (if the array
 //! keeps them), taken through its bytes; every later start of the run is offered the
-//! newest, and must use it when nothing touched the drives since its stop, refuse it once
-//! writes were acknowledged since (the drives hold segments it does not name), and may do
-//! either in between (a power cut landed some of what a start's leftover work had in
-//! flight, or none of it). Whichever it does, the run's checks of what reads back follow.
+//! newest, and must use it when nothing touched the drives since its stop. Once an engine
+//! ran on the drives since, a start may use it, replaying the segments written after it,
+//! as long as every segment it names is still there, and refuses it otherwise (garbage
+//! collection reset one). A start that does not use it empties it (the server does), so
+//! later starts are offered none. Whichever it does, the run's checks of what reads back
+//! follow.
 
 use zapraid_engine::capacity::RECOVERY_RESERVED_ZONES;
 use zapraid_engine::format::CheckpointImage;
@@ -16,9 +18,8 @@ use crate::common::BLOCK;
 pub enum Expect {
     /// Nothing touched the drives since the clean stop that left it.
     Used,
-    /// Writes were acknowledged since.
-    Refused,
-    /// The drives may or may not have changed since.
+    /// The drives may or may not have changed since: used (replaying what came after it,
+    /// if anything did) or refused.
     Either,
 }
 
@@ -26,9 +27,11 @@ pub enum Expect {
 #[derive(Default)]
 pub struct Checkpoints {
     newest: Option<CheckpointImage>,
-    /// Starts (recoveries that ran to the end) offered a checkpoint, and those that used it.
+    /// Starts (recoveries that ran to the end) offered a checkpoint, those that used it,
+    /// and those of them that replayed segments written after it.
     pub offered: usize,
     pub used: usize,
+    pub replayed: usize,
     /// Clean stops of an array that keeps checkpoints that left none: it was full.
     pub stops_without: usize,
 }
@@ -75,11 +78,18 @@ impl Checkpoints {
             Expect::Used => {
                 assert_eq!(got, Some(newest), "{what}: the checkpoint matching the drives was not used: {report:?}")
             }
-            Expect::Refused => assert_eq!(got, None, "{what}: a stale checkpoint was used: {report:?}"),
             Expect::Either => {
                 assert!(got.is_none() || got == Some(newest), "{what}: started from generation {got:?}: {report:?}")
             }
         }
+        if expect == Expect::Used {
+            assert_eq!(report.segments_replayed, 0, "{what}: nothing was written since the stop: {report:?}");
+        }
         self.used += usize::from(got.is_some());
+        self.replayed += usize::from(got.is_some() && report.segments_replayed > 0);
+        if got.is_none() {
+            // Stale for good: the start empties its zones.
+            self.newest = None;
+        }
     }
 }

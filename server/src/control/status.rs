@@ -87,9 +87,11 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
             "to_reclaim": s.engine.segments_to_reclaim,
         },
         // What the last start read: the checkpoint it began from (null: it replayed every
-        // segment), and how many blocks.
+        // segment), the segments written after it that it replayed (after a crash), and
+        // how many blocks.
         "start": {
             "checkpoint_generation": s.engine.start.checkpoint_generation,
+            "segments_replayed": s.engine.start.segments_replayed,
             "blocks_read": s.engine.start.blocks_read,
             "zones_scanned": s.engine.start.zones_scanned,
         },
