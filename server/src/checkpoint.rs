@@ -7,10 +7,11 @@
 //! A copy is written whole after a clean stop (its zones reset, then its blocks from the
 //! first one on, the last zone finished), and read at start: the valid copy with the
 //! highest generation on any drive is offered to recovery, which uses it only if it
-//! matches the drives; then the start empties both copies, so a checkpoint serves only the
-//! first start after its stop. A torn or damaged copy fails its CRC and is passed over;
-//! the other copy is older and is refused as stale, so the worst a lost checkpoint costs
-//! is a full replay.
+//! matches the drives (every segment it names still there, every other one written after
+//! it). A start that uses it keeps it, so a crash of the engine it starts begins from it
+//! again; a start that refuses it empties both copies. A torn or damaged copy fails its
+//! CRC and is passed over; the other copy is older, used if it still matches the drives
+//! and refused as stale otherwise, so the worst a lost checkpoint costs is a full replay.
 //!
 //! Invariants: an array's reserved zones are 1 (no checkpoint) or 1 + 2 * zones_per_copy;
 //! a copy's image fits its zones (checked at format with the largest image the array can
@@ -162,10 +163,11 @@ fn read_copy(
     CheckpointImage::decode(&image).map_err(|e| e.to_string())
 }
 
-/// Empties both copies on every drive not in `skip`: a start does this once it has read
-/// the checkpoint and before the engine writes anything, so that a checkpoint serves only
-/// the first start after its stop (a later crash finds none and replays). A drive whose
-/// zones cannot be reset keeps its copy: the recovery's checks still judge it.
+/// Empties both copies on every drive not in `skip`: a start does this once recovery has
+/// refused the checkpoint (stale for good: a newer superblock, a segment it names reset),
+/// so that later starts need not read it. A start that used it keeps it, for a crash of
+/// the engine it starts. A drive whose zones cannot be reset keeps its copy: the
+/// recovery's checks still judge it.
 pub fn invalidate(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: CheckpointArea) {
     for (index, drive) in drives.iter_mut().enumerate() {
         if skip.contains(&index) {

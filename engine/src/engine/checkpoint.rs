@@ -3,7 +3,8 @@
 //! rest is written, so that the directory alone describes the table; the stopped engine
 //! then hands out the checkpoint (directory, segments, live counts), which the caller
 //! stores, and a start that finds it matching the drives installs it instead of replaying
-//! every footer (`recovery`).
+//! every footer (`recovery`), replaying only the segments written after it (after a
+//! crash of an engine that started from it).
 //!
 //! Invariants: a checkpoint is taken only from a stopped engine with nothing dirty,
 //! nothing being written back, no recovered entry waiting and no rebuild running; it

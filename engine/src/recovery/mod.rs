@@ -33,6 +33,10 @@
 //! data blocks' LBAs and timestamps come back per stripe from the parity of those fields
 //! that parity blocks carry; reads rebuild their contents.
 //!
+//! With a checkpoint offered that matches the drives (`checkpoint`), the segments it names
+//! are not read past their headers: steps 3 and 4 cover only the segments written after
+//! it, whose entries override its pages.
+//!
 //! Recovery only reads and resets zones that held nothing acknowledged, so it is
 //! idempotent and survives a crash of its own at any point.
 
