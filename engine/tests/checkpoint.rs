@@ -233,6 +233,36 @@ fn a_crash_after_a_start_from_a_checkpoint_replays_only_what_came_after() {
     }
 }
 
+/// After a start that replayed segments written after its checkpoint, the pages their
+/// entries land in are read in the background within the memory budget (the reads wait
+/// for eviction to make room); a clean stop right after such a start reads and writes
+/// them back in batches, and leaves a checkpoint the next start uses.
+#[test]
+fn pages_read_after_a_crash_start_stay_within_the_budget() {
+    let (level, mode) = (RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 });
+    for stop_at_once in [false, true] {
+        let (config, mut rng, mut model, mut sim) = fresh(level, mode, 16);
+        write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 2, 1);
+        let (drives, image) = stop_and_checkpoint(sim, 1);
+        let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image.clone())).unwrap();
+        write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 4, 2);
+        let drives = sim.power_cut().unwrap();
+        let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image)).unwrap();
+        assert!(sim.recovery_report.segments_replayed > 0, "{:?}", sim.recovery_report);
+        if stop_at_once {
+            let (drives, image) = stop_and_checkpoint(sim, 2);
+            sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image)).unwrap();
+            assert_eq!(sim.recovery_report.checkpoint_generation, Some(2));
+        } else {
+            sim.run_until_idle();
+            let l2p = sim.engine.status().l2p;
+            eprintln!("after a crash start: peak {} cached pages, budget {BUDGET_PAGES}", l2p.peak_cached_pages);
+            assert!(l2p.peak_cached_pages <= BUDGET_PAGES + 1, "{l2p:?}");
+        }
+        check_written(&mut sim, &model, &format!("stop at once: {stop_at_once}"));
+    }
+}
+
 #[test]
 fn a_checkpoint_after_a_full_replay_holds_every_recovered_entry() {
     let (config, mut rng, mut model, mut sim) =

@@ -300,16 +300,16 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
     // A rebuild in progress reads the drives (what the new drive holds is checked against
     // them): a checkpoint is offered only to other starts.
     let rebuilding = assembled.superblock.rebuilding_drives.get() != 0;
-    // Whether a checkpoint was found that recovery did not use: emptied once the start
-    // knows (it is stale for good: a newer superblock, a segment it names gone, ...).
+    // The checkpoint area, emptied once the start knows recovery did not use what it holds
+    // (stale for good: a newer superblock, a segment it names gone, ...).
     let mut stale_checkpoint = None;
     if let Some(place) = assembled.checkpoint.as_mut() {
         let uuid = assembled.config.array_uuid;
         let found = read_newest(&mut assembled.drives, &assembled.failed, place.area, uuid);
         place.next_generation = place.next_generation.max(found.highest_generation + 1);
-        if found.highest_generation > 0 {
-            stale_checkpoint = Some(place.area);
-        }
+        // Also when none was read: a copy unreadable now may read again later, and must not
+        // win over the copies later stops write with generations counted from 1.
+        stale_checkpoint = Some(place.area);
         let superblock_generation = assembled.superblock.generation.get();
         match found.newest {
             Some(image) if rebuilding => {

@@ -23,14 +23,32 @@ const WRITE_BACK_BATCH_PAGES: usize = 1024;
 
 impl Engine {
     /// During a clean stop, once everything else is written: evicts every page and writes
-    /// the dirty ones back, then makes pages with recovered entries resident and does the
-    /// same, a batch at a time. Whether it wrote anything (the stop waits for it and comes
+    /// the dirty ones back, then reads the pages on the drives that recovered entries
+    /// replace entries of and makes the other pages with recovered entries resident, and
+    /// does the same, a batch at a time. Whether it wrote anything (the stop waits for it and comes
     /// back). Once a mapping block of the stop has failed (the array full), nothing: the
     /// stop ends without a checkpoint (the next start replays the log).
     pub(super) fn write_back_for_checkpoint(&mut self) -> bool {
         debug_assert!(self.stop == StopState::Draining);
         if !self.config.l2p.checkpoint || self.mapping.checkpoint_abandoned || self.l2p.is_checkpointable() {
             return false;
+        }
+        if !self.overlay_drained() {
+            // Pages on the drives that recovered entries replace entries of (a start from a
+            // checkpoint replayed what came after it): read a batch, write it back, and so
+            // on. Nothing else is in flight here, so a read goes out unless it is done.
+            if self.l2p.cached_pages() >= WRITE_BACK_BATCH_PAGES {
+                let dirty = self.l2p.evict_all(WRITE_BACK_BATCH_PAGES);
+                if !dirty.is_empty() {
+                    self.write_back(dirty);
+                    self.pad_frontend_stripes();
+                    return true;
+                }
+            }
+            let room = WRITE_BACK_BATCH_PAGES.saturating_sub(self.l2p.cached_pages());
+            if self.drain_overlay(room) {
+                return true; // the stop comes back once they are read
+            }
         }
         if self.l2p.dirty_pages() == 0 {
             self.l2p.make_overlaid_pages_resident(WRITE_BACK_BATCH_PAGES);

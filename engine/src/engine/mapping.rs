@@ -177,22 +177,33 @@ impl Engine {
         }
     }
 
-    /// No request waits for a page, and no page is left to read for recovered entries.
+    /// No request waits for a page.
     pub(super) fn mapping_idle(&self) -> bool {
-        self.mapping.parked.is_empty() && self.mapping.drain_from.is_none()
+        self.mapping.parked.is_empty()
+    }
+
+    /// No page is left to read for recovered entries (`MappingIo::drain_from`).
+    pub(super) fn overlay_drained(&self) -> bool {
+        self.mapping.drain_from.is_none()
     }
 
     /// Reads pages that recovered entries replace entries of (`MappingIo::drain_from`),
-    /// up to `DRAIN_MAX_LOADS` reads in flight; called by the scheduling loop.
-    pub(super) fn drain_overlay(&mut self) {
+    /// with at most `DRAIN_MAX_LOADS` page reads in flight and no more than `room` (the
+    /// pages the cache may still take): while running, what the budget leaves, so that the
+    /// reads never push the cache past it (eviction makes room, and the loop comes back);
+    /// during a clean stop, a batch (`write_back_for_checkpoint`). Whether it issued a read.
+    pub(super) fn drain_overlay(&mut self, room: usize) -> bool {
+        let mut issued = false;
         while let Some(from) = self.mapping.drain_from {
-            if self.mapping.loading.len() >= DRAIN_MAX_LOADS {
-                return;
+            let loading = self.mapping.loading.len();
+            if loading >= DRAIN_MAX_LOADS || loading >= room {
+                break;
             }
             match self.l2p.next_overlaid_page_on_drives(from) {
                 Some((page, at)) => {
                     self.mapping.drain_from = Some(page + 1);
                     self.load_page(page, at);
+                    issued = true;
                 }
                 None => {
                     self.mapping.drain_from = None;
@@ -200,6 +211,7 @@ impl Engine {
                 }
             }
         }
+        issued
     }
 
     /// Page entries recovered ones replaced as the page was read: their blocks are no

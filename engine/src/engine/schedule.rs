@@ -67,7 +67,7 @@ impl Engine {
             && self.drive_rebuild.is_none()
             && self.scrub.is_none()
             && self.retiring.is_empty()
-            && self.mapping_idle()
+            && self.overlay_drained()
     }
 
     /// Whether a read or write just taken gave the scheduling loop no work: it sealed no
@@ -81,6 +81,7 @@ impl Engine {
         self.queued.iter().all(VecDeque::is_empty)
             && self.gc_queued.is_empty()
             && self.mapping_idle()
+            && self.overlay_drained()
             && !self.l2p.over_budget()
     }
 
@@ -123,7 +124,9 @@ impl Engine {
         }
         self.advance_drive_rebuild();
         self.advance_scrub();
-        self.drain_overlay();
+        if self.stop == StopState::Running && !self.overlay_drained() {
+            self.drain_overlay(self.l2p.room_pages());
+        }
         if self.flush_repairs() {
             return self.pump(); // the padded repair stripe goes out
         }

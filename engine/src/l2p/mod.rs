@@ -218,6 +218,12 @@ impl L2pTable {
         self.budget_pages.is_some_and(|b| self.cache.len() > b && self.cache.len() > self.pinned_pages)
     }
 
+    /// Pages the cache may still take within the budget (cached pages and snapshots being
+    /// written back count): unbounded without one.
+    pub fn room_pages(&self) -> usize {
+        self.budget_pages.map_or(usize::MAX, |b| b.saturating_sub(self.cache.len() + self.writing.len()))
+    }
+
     pub fn dirty_pages(&self) -> usize {
         self.dirty_pages
     }
