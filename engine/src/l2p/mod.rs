@@ -218,10 +218,12 @@ impl L2pTable {
         self.budget_pages.is_some_and(|b| self.cache.len() > b && self.cache.len() > self.pinned_pages)
     }
 
-    /// Pages the cache may still take within the budget (cached pages and snapshots being
-    /// written back count): unbounded without one.
+    /// Pages reads may still bring into the cache (cached pages and snapshots being written
+    /// back count): up to one past the budget, as a request's page read may go (eviction
+    /// follows, so a cache that sits at its budget still takes one at a time); unbounded
+    /// without a budget.
     pub fn room_pages(&self) -> usize {
-        self.budget_pages.map_or(usize::MAX, |b| b.saturating_sub(self.cache.len() + self.writing.len()))
+        self.budget_pages.map_or(usize::MAX, |b| (b + 1).saturating_sub(self.cache.len() + self.writing.len()))
     }
 
     pub fn dirty_pages(&self) -> usize {
