@@ -398,13 +398,24 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
     run.sim = sim;
     run.check(&format!("{what}, after recovery"));
     run.settle_history();
-    // The array keeps working, and survives a second crash.
+    // The array keeps working, and survives a second crash: with everything written, or
+    // (half the runs) with writes in flight, so that a start from a checkpoint kept since
+    // the stop replays torn stripes of the segments written after it.
     for _ in 0..8 {
         run.write(&mut rng);
     }
-    run.sim.run_until_idle();
-    run.collect_acks();
-    run.check(&format!("{what}, writes after recovery"));
+    if rng.random_bool(0.5) {
+        for _ in 0..rng.random_range(0..60) {
+            if !run.sim.step() {
+                break;
+            }
+        }
+        run.collect_acks();
+    } else {
+        run.sim.run_until_idle();
+        run.collect_acks();
+        run.check(&format!("{what}, writes after recovery"));
+    }
     let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), config(scheme), 0, None).unwrap())
         .power_cut()
         .unwrap();
