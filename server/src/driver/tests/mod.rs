@@ -1,8 +1,10 @@
 use super::*;
 use crate::array::{assemble, format, recover, FormatOptions};
 use std::path::PathBuf;
-use zapraid_engine::{Mode, RaidLevel, Response};
+use zapraid_engine::{Mode, RaidLevel};
 use zapraid_zns::{EmulatedDrive, Geometry};
+
+mod checkpoint;
 
 /// Four small emulated drive files in a temporary directory, and RAID-5 format options.
 fn drive_files() -> (tempfile::TempDir, Geometry, Vec<PathBuf>, FormatOptions) {
@@ -181,156 +183,6 @@ fn format_start_write_stop_start_read(threaded: bool) {
     let reversed: Vec<_> = paths.iter().rev().cloned().collect();
     assert!(run(reversed, false, false) == data, "after a clean stop, drives in another order");
     assert!(run(paths.clone(), false, true) == data, "after the senders went away");
-}
-
-/// Drives `engine` on `drives` until request `id` is answered, as the engine thread does
-/// but on this thread, so that a test can drop both without a clean stop (a crash).
-fn run_to_response(engine: &mut Engine, drives: &mut [ReservedZones<Drive>], id: u64, request: Request) -> Response {
-    let mut now_ns = 0;
-    engine.submit(id, request, now_ns);
-    let mut completions = Vec::new();
-    loop {
-        while let Some(cmd) = engine.poll_command() {
-            drives[cmd.drive].submit(cmd.tag, cmd.command);
-        }
-        if let Some(response) = engine.poll_response() {
-            assert_eq!(response.id, id);
-            return response;
-        }
-        match (0..drives.len()).find(|d| drives[*d].in_flight() > 0) {
-            Some(busy) => {
-                drives[busy].wait(&mut completions);
-                for completion in completions.drain(..) {
-                    engine.on_completion(busy, completion, now_ns);
-                }
-            }
-            None => {
-                // A partial stripe waits for its padding timer: time passes.
-                now_ns = now_ns.max(engine.next_timer_ns().expect("the engine waits for a drive or a timer"));
-                engine.tick(now_ns);
-            }
-        }
-    }
-}
-
-/// A crash after a start from a checkpoint: the next start begins from the same
-/// checkpoint and replays only the segments written after it (fewer blocks read than a
-/// full replay), and every block, old and new, reads back; once the array's drives no
-/// longer hold every segment the checkpoint names, it would replay every segment instead.
-#[test]
-fn a_crash_after_a_start_from_a_checkpoint_replays_only_what_came_after() {
-    let (_dir, _, paths, options) = drive_files();
-    let options = FormatOptions { l2p_budget_bytes: Some(4096), ..options };
-    let formatted = format(&paths, &options, |_, _| {}).unwrap();
-    let block = formatted.block_size_bytes as usize;
-    let old: Vec<u8> = (0..512 * block).map(|i| (i * 7 % 253) as u8).collect();
-    let new: Vec<u8> = (0..64 * block).map(|i| (i * 11 % 241) as u8).collect();
-    // A first run writes, and stops cleanly: a checkpoint.
-    let mut assembled = assemble(&paths).unwrap();
-    let engine = recover(&mut assembled).unwrap();
-    let record = FailureRecord::of(&assembled);
-    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
-    let (to, answers) = reply();
-    thread.tx.send(Message::Io { tag: 1, request: Request::Write { lba: 0, data: old.clone() }, reply: to }).unwrap();
-    answers.recv().unwrap().1.unwrap();
-    thread.tx.send(Message::Stop).unwrap();
-    thread.join().unwrap();
-    // A start from it, writes over part of the data, and a crash.
-    let mut assembled = assemble(&paths).unwrap();
-    let mut engine = recover(&mut assembled).unwrap();
-    let generation = assembled.recovery_report.unwrap().checkpoint_generation;
-    assert!(generation.is_some(), "the clean stop left a checkpoint");
-    let written =
-        run_to_response(&mut engine, &mut assembled.drives, 1, Request::Write { lba: 100, data: new.clone() });
-    written.result.unwrap();
-    drop(engine);
-    drop(assembled);
-    // The next start: the same checkpoint, and only what came after it replayed.
-    let mut assembled = assemble(&paths).unwrap();
-    let mut engine = recover(&mut assembled).unwrap();
-    let report = assembled.recovery_report.unwrap();
-    assert_eq!(report.checkpoint_generation, generation, "{report:?}");
-    assert!(report.segments_replayed > 0, "{report:?}");
-    let crash_start_blocks = report.blocks_read;
-    let mut want = old.clone();
-    want[100 * block..164 * block].copy_from_slice(&new);
-    let read = run_to_response(&mut engine, &mut assembled.drives, 2, Request::Read { lba: 0, blocks: 512 });
-    assert!(read.result.unwrap() == want, "every block reads back after the crash");
-    // What a full replay reads, for comparison: the checkpoint is not offered.
-    drop(engine);
-    drop(assembled);
-    let mut full = assemble(&paths).unwrap();
-    full.checkpoint = None;
-    recover(&mut full).unwrap();
-    let full_report = full.recovery_report.unwrap();
-    eprintln!(
-        "start after a crash: {} blocks read from the checkpoint ({} segments replayed), {} replaying every segment",
-        report.blocks_read, report.segments_replayed, full_report.blocks_read
-    );
-    assert!(crash_start_blocks < full_report.blocks_read);
-}
-
-/// An array formatted with an L2P budget keeps a checkpoint: each clean stop leaves one
-/// (generations counting up, copies used in turn) and the next start begins from it, with
-/// a drive failed too; a superblock newer than the checkpoint makes the start replay
-/// instead; every block reads back each time.
-#[test]
-fn a_clean_stop_leaves_a_checkpoint_the_next_start_begins_from() {
-    let (_dir, _, paths, options) = drive_files();
-    let options = FormatOptions { l2p_budget_bytes: Some(4096), ..options };
-    let formatted = format(&paths, &options, |_, _| {}).unwrap();
-    let block = formatted.block_size_bytes as usize;
-    let data: Vec<u8> = (0..256 * block).map(|i| (i * 13 % 251) as u8).collect();
-    let mut reads = Vec::new();
-    for run in 0..3u64 {
-        let mut assembled = assemble(&paths).unwrap();
-        assert!(assembled.checkpoint.is_some() && assembled.config.l2p.checkpoint, "the array keeps a checkpoint");
-        let engine = recover(&mut assembled).unwrap();
-        let report = assembled.recovery_report.unwrap();
-        assert_eq!(report.checkpoint_generation, (run > 0).then_some(run), "run {run}");
-        // The start kept the checkpoint it began from: a crash now would begin from it too.
-        let area = assembled.checkpoint.unwrap().area;
-        let uuid = assembled.config.array_uuid;
-        let left = crate::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
-        let kept = left.newest.map(|image| image.generation);
-        assert_eq!(kept, report.checkpoint_generation, "run {run}: the checkpoint used is kept, no other");
-        reads.push(report.blocks_read);
-        let record = FailureRecord::of(&assembled);
-        let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
-        let (to, answers) = reply();
-        let request = if run == 0 {
-            Request::Write { lba: 0, data: data.clone() }
-        } else {
-            Request::Read { lba: 0, blocks: 256 }
-        };
-        thread.tx.send(Message::Io { tag: 1, request, reply: to }).unwrap();
-        let got = answers.recv().unwrap().1.unwrap();
-        assert!(run == 0 || got == data, "run {run}: the data reads back");
-        if run == 1 {
-            // A new superblock generation: the checkpoint the stop leaves goes with it, and
-            // the last start begins from it degraded.
-            let (done, result) = crossbeam_channel::bounded(1);
-            thread.tx.send(Message::FailDrive { drive: 1, force: false, done }).unwrap();
-            result.recv().unwrap().unwrap();
-        }
-        thread.tx.send(Message::Stop).unwrap();
-        thread.join().unwrap();
-    }
-    eprintln!("blocks read at start: {reads:?}");
-    // A superblock newer than the checkpoint (a failure or rebuild recorded after it, and
-    // no clean stop since): the start replays every segment, and the data is all there.
-    let mut assembled = assemble(&paths).unwrap();
-    assert_eq!(assembled.failed, vec![1]);
-    assembled.superblock.generation = (assembled.superblock.generation.get() + 1).into();
-    let engine = recover(&mut assembled).unwrap();
-    assert_eq!(assembled.recovery_report.unwrap().checkpoint_generation, None);
-    let record = FailureRecord::of(&assembled);
-    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
-    let (to, answers) = reply();
-    thread.tx.send(Message::Io { tag: 1, request: Request::Read { lba: 0, blocks: 256 }, reply: to }).unwrap();
-    assert!(answers.recv().unwrap().1.unwrap() == data, "after a full replay");
-    thread.tx.send(Message::Stop).unwrap();
-    thread.join().unwrap();
 }
 
 #[test]
