@@ -69,10 +69,9 @@ impl L2pTable {
         let mut made = 0;
         let mut from = 0;
         while made < limit {
-            let Some((&lba, _)) = self.overlay.range(from..).next() else { break };
-            let page = self.page_of(lba);
+            let Some(page) = self.next_overlaid_page(from) else { break };
             debug_assert!(!self.is_cached(page));
-            from = (u64::from(page) + 1) * self.entries_per_page;
+            from = page + 1;
             if self.directory[page as usize] != UNMAPPED {
                 continue;
             }
@@ -86,16 +85,20 @@ impl L2pTable {
     /// The first page from `from` on with recovered entries waiting in the overlay and a
     /// copy on the drives, and where that copy is: its entries the recovered ones replace
     /// are known only once it is read.
-    pub fn next_overlaid_page_on_drives(&self, from: PageIndex) -> Option<(PageIndex, Physical)> {
-        let mut lba = u64::from(from) * self.entries_per_page;
+    pub fn next_overlaid_page_on_drives(&self, mut from: PageIndex) -> Option<(PageIndex, Physical)> {
         loop {
-            let (&found, _) = self.overlay.range(lba..).next()?;
-            let page = self.page_of(found);
+            let page = self.next_overlaid_page(from)?;
             if let Some(at) = self.directory_get(page) {
                 return Some((page, at));
             }
-            lba = (u64::from(page) + 1) * self.entries_per_page;
+            from = page + 1;
         }
+    }
+
+    /// The first page from `from` on with recovered entries waiting in the overlay.
+    fn next_overlaid_page(&self, from: PageIndex) -> Option<PageIndex> {
+        let first_lba = u64::from(from) * self.entries_per_page;
+        self.overlay.range(first_lba..).next().map(|(&lba, _)| self.page_of(lba))
     }
 
     /// Whether recovered entries still wait for their pages.
