@@ -11,6 +11,7 @@ use zapraid_zns::{
 
 use crate::engine::{Config, DriveCommand, Engine, Request, RequestId, Response};
 use crate::error::Result;
+use crate::format::CheckpointImage;
 use crate::recovery::RecoveryReport;
 
 /// The engine and its drives in one deterministic world.
@@ -24,6 +25,11 @@ pub struct Simulator {
     delayed_seq: u64,
     /// What the recovery that built this simulator read (none for a fresh array).
     pub recovery_report: RecoveryReport,
+    /// The newest checkpoint the engine took while running (a real driver writes it to
+    /// the reserved zones), until taken (`take_running_checkpoint`).
+    running_checkpoint: Option<CheckpointImage>,
+    /// The generation the next checkpoint gets: one more than the newest this array had.
+    next_checkpoint_generation: u64,
 }
 
 impl Simulator {
@@ -83,6 +89,8 @@ impl Simulator {
             delayed: BTreeMap::new(),
             delayed_seq: 0,
             recovery_report: RecoveryReport::default(),
+            running_checkpoint: None,
+            next_checkpoint_generation: 1,
         })
     }
 
@@ -175,6 +183,9 @@ impl Simulator {
             }
         }
         let recovery_report = recovery.report();
+        // The next checkpoint follows the one the start used (a start that used none
+        // empties the area, as a real driver does).
+        let next_checkpoint_generation = recovery_report.checkpoint_generation.map_or(1, |g| g + 1);
         let engine = recovery.finish()?;
         let now_ns = drives.iter().map(EmulatedDrive::now_ns).max().unwrap_or(0);
         let mut sim = Simulator {
@@ -185,6 +196,8 @@ impl Simulator {
             delayed: BTreeMap::new(),
             delayed_seq: 0,
             recovery_report,
+            running_checkpoint: None,
+            next_checkpoint_generation,
         };
         sim.engine.tick(now_ns);
         sim.dispatch();
@@ -279,7 +292,34 @@ impl Simulator {
         self.dispatch();
     }
 
+    /// The newest checkpoint the engine took while running since the last call, if any:
+    /// what a start after a power cut now is offered.
+    pub fn take_running_checkpoint(&mut self) -> Option<CheckpointImage> {
+        self.running_checkpoint.take()
+    }
+
+    /// The generation the next checkpoint gets (`Engine::checkpoint` at a clean stop).
+    pub fn next_checkpoint_generation(&self) -> u64 {
+        self.next_checkpoint_generation
+    }
+
+    /// A running checkpoint the engine drained for is written at once (the write takes no
+    /// virtual time: a power cut comes before or after it, and a torn copy leaves the
+    /// previous one, which is the same as before).
+    fn write_running_checkpoint(&mut self) {
+        let image = self.engine.checkpoint(self.next_checkpoint_generation);
+        let written = image.is_some();
+        if let Some(image) = image {
+            self.next_checkpoint_generation += 1;
+            self.running_checkpoint = Some(image);
+        }
+        self.engine.checkpoint_written(written, self.now_ns);
+    }
+
     fn dispatch(&mut self) {
+        if self.engine.checkpoint_ready() {
+            self.write_running_checkpoint();
+        }
         while let Some(cmd) = self.engine.poll_command() {
             if cmd.delay_ns > 0 {
                 self.delayed_seq += 1;
@@ -290,6 +330,9 @@ impl Simulator {
         }
         while let Some(response) = self.engine.poll_response() {
             self.responses.push(response);
+        }
+        if self.engine.checkpoint_ready() {
+            self.dispatch(); // drained by what was just dispatched: written now
         }
     }
 

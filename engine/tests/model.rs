@@ -79,6 +79,8 @@ const LOGICAL_BLOCKS: u64 = 96;
 /// segments written after it.
 static CRASH_STARTS: AtomicUsize = AtomicUsize::new(0);
 static CRASH_STARTS_REPLAYING: AtomicUsize = AtomicUsize::new(0);
+/// Checkpoints the engine took while running.
+static RUNNING_CHECKPOINTS: AtomicUsize = AtomicUsize::new(0);
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -158,7 +160,6 @@ fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseE
     let mut uncertain: HashSet<u64> = HashSet::new();
     let mut failed = std::collections::BTreeSet::new();
     let mut next_id = 0u64;
-    let mut generation = 1;
     // Writes are submitted in batches (concurrently); a read or failure ends the batch.
     let mut batch_writes: Vec<u64> = Vec::new();
     let ctx = |step: usize, op: &Op| {
@@ -229,6 +230,7 @@ fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseE
             }
             Op::Restart if l2p.is_some() => {
                 sim.stop();
+                let generation = sim.next_checkpoint_generation();
                 let Some(image) = sim.engine.checkpoint(generation) else {
                     // No room to write the table back (a nearly full array): the stop left
                     // no checkpoint, and a replay would not keep discards. What the array
@@ -244,7 +246,6 @@ fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseE
                     .map_err(|e| TestCaseError::fail(format!("{}: start: {e}", ctx(step, op))))?;
                 prop_assert_eq!(sim.recovery_report.checkpoint_generation, Some(generation), "{}", ctx(step, op));
                 prop_assert_eq!(sim.recovery_report.segments_replayed, 0, "{}", ctx(step, op));
-                generation += 1;
                 sim.run_until_idle();
             }
             Op::Crash if l2p.is_some() => {
@@ -274,6 +275,18 @@ fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseE
                 sim.run_until_idle();
             }
             _ => {}
+        }
+        // A checkpoint taken while running (during this op or the writes before it) holds
+        // every discard of the ops before this one; this one's may come after it.
+        if let Some(image) = sim.take_running_checkpoint() {
+            RUNNING_CHECKPOINTS.fetch_add(1, Ordering::Relaxed);
+            let this_op: HashSet<u64> = match op {
+                Op::Discard { lba, blocks } => (*lba..lba + blocks).collect(),
+                _ => HashSet::new(),
+            };
+            discarded_before.extend(discarded_since.iter().copied().filter(|lba| !this_op.contains(lba)));
+            discarded_since.retain(|lba| this_op.contains(lba));
+            checkpoint_kept = Some(image);
         }
     }
     sim.run_until_idle();
@@ -410,6 +423,7 @@ fn garbage_collection_with_a_tiny_l2p_budget_keeps_every_block() {
 #[test]
 fn crashes_after_a_start_from_a_checkpoint_keep_every_block() {
     let before = CRASH_STARTS_REPLAYING.load(Ordering::Relaxed);
+    let running_before = RUNNING_CHECKPOINTS.load(Ordering::Relaxed);
     for level in levels() {
         for mode in modes() {
             let mut ops = overwrite_workload(40, None);
@@ -427,8 +441,13 @@ fn crashes_after_a_start_from_a_checkpoint_keep_every_block() {
         }
     }
     let replaying = CRASH_STARTS_REPLAYING.load(Ordering::Relaxed) - before;
-    eprintln!("{replaying} starts after a crash began from a checkpoint and replayed only what came after it");
+    let running = RUNNING_CHECKPOINTS.load(Ordering::Relaxed) - running_before;
+    eprintln!(
+        "{replaying} starts after a crash began from a checkpoint and replayed only what came after it; \
+         {running} checkpoints taken while running"
+    );
     assert!(replaying > 0);
+    assert!(running > 0, "no checkpoint was taken while running");
 }
 
 /// `writes` writes of 1 to 5 blocks spread over the logical space, reads and settles along

@@ -186,28 +186,28 @@ pub fn invalidate(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: Che
 
 /// Writes `image` as its generation's copy on every drive not in `skip`: resets the
 /// copy's zones, then writes its blocks, and finishes the last zone written (a partly
-/// written zone would hold an active zone the array's zone limits do not count). Errors
-/// name the drive; the other drives' copies are still written.
+/// written zone would hold an active zone the array's zone limits do not count). Returns
+/// the drives that hold it, and an error naming each drive that does not (the others are
+/// still written).
 pub fn write(
     drives: &mut [ReservedZones<Drive>],
     skip: &[usize],
     area: CheckpointArea,
     image: &CheckpointImage,
-) -> Result<(), String> {
+) -> (usize, Result<(), String>) {
     let mut errors = Vec::new();
+    let mut written = 0;
     for (index, drive) in drives.iter_mut().enumerate() {
         if skip.contains(&index) {
             continue;
         }
-        if let Err(e) = write_copy(drive.inner_mut().as_mut(), area, image) {
-            errors.push(format!("drive {index}: {e}"));
+        match write_copy(drive.inner_mut().as_mut(), area, image) {
+            Ok(()) => written += 1,
+            Err(e) => errors.push(format!("drive {index}: {e}")),
         }
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
-    }
+    let result = if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) };
+    (written, result)
 }
 
 fn write_copy(drive: &mut dyn ZonedDevice, area: CheckpointArea, image: &CheckpointImage) -> Result<(), String> {

@@ -6,10 +6,12 @@
 //! every footer (`recovery`), replaying only the segments written after it (after a
 //! crash of an engine that started from it).
 //!
-//! Invariants: a checkpoint is taken only from a stopped engine with nothing dirty,
-//! nothing being written back, no recovered entry waiting and no rebuild running; it
-//! names every segment the engine has, so a start that finds any other set on the drives
-//! knows it is stale.
+//! Checkpoints are also taken while the array runs (`running_checkpoint`).
+//!
+//! Invariants: a checkpoint is taken only from a stopped or drained engine with nothing
+//! dirty, nothing being written back, no recovered entry waiting and no rebuild running;
+//! it names every segment the engine has (one whose reset waits for it with a live count
+//! of 0), so a start that finds a segment older than it and not named knows it is stale.
 
 use crate::format::{CheckpointImage, CheckpointSegment};
 use crate::stripe_table::CompactStripeTable;
@@ -29,7 +31,7 @@ impl Engine {
     /// back). Once a mapping block of the stop has failed (the array full), nothing: the
     /// stop ends without a checkpoint (the next start replays the log).
     pub(super) fn write_back_for_checkpoint(&mut self) -> bool {
-        debug_assert!(self.stop == StopState::Draining);
+        debug_assert!(self.stop.is_draining());
         if !self.config.l2p.checkpoint || self.mapping.checkpoint_abandoned || self.l2p.is_checkpointable() {
             return false;
         }
@@ -62,38 +64,58 @@ impl Engine {
         true
     }
 
-    /// The checkpoint of a stopped engine, generation `generation` (the superblock
-    /// generation it goes with is the caller's to set); None unless the array
-    /// keeps one and the stop wrote the whole table back (a rebuild running also keeps it
-    /// from being taken: the next start reads the drives).
+    /// The checkpoint of a stopped engine, or of one drained for a running checkpoint
+    /// (`checkpoint_ready`), generation `generation` (the superblock generation it goes
+    /// with is the caller's to set); None unless the array keeps one and the whole table
+    /// was written back (a rebuild running also keeps it from being taken: the next start
+    /// reads the drives).
     pub fn checkpoint(&self, generation: u64) -> Option<CheckpointImage> {
-        if !self.is_stopped() || !self.config.l2p.checkpoint || !self.l2p.is_checkpointable() {
+        let drained = self.is_stopped() || self.checkpoint_ready();
+        if !drained || !self.config.l2p.checkpoint || !self.l2p.is_checkpointable() {
             return None;
         }
         if self.drive_rebuild.is_some() {
             return None;
         }
+        let running = self.checkpoint_ready();
+        if running && self.failed.iter().any(|f| *f) {
+            return None; // a drive failed while it drained (`running_checkpoint`)
+        }
         let mut segments = Vec::new();
         for seg in self.segments.iter().flatten() {
             // As the next start's recovery would judge it: sealed, closed by the stop's
-            // footer, or open (its live blocks rewritten first).
-            let (sealed, open) = match seg.state {
-                SegmentState::Sealed => (!seg.stopped_short && !seg.reclaim_first, seg.reclaim_first),
-                SegmentState::Open => (false, !seg.closed_at_stop),
+            // footer, or open (its live blocks rewritten first); of a running checkpoint,
+            // the open segments are appending (replayed), and a relocated segment whose
+            // reset waits for this checkpoint maps nothing (it may be gone at the start).
+            let (sealed, open, appending) = match seg.state {
+                SegmentState::Sealed => (!seg.stopped_short && !seg.reclaim_first, seg.reclaim_first, false),
+                SegmentState::Open if running => (false, false, true),
+                SegmentState::Open => (false, !seg.closed_at_stop, false),
+                SegmentState::Relocating
+                    if self.relocation.as_ref().is_some_and(|r| r.zone == seg.zone && r.awaits_checkpoint) =>
+                {
+                    debug_assert_eq!(seg.valid_blocks, 0, "a relocated segment maps nothing");
+                    (!seg.stopped_short && !seg.reclaim_first, seg.reclaim_first, false)
+                }
                 SegmentState::Sealing | SegmentState::Relocating => return None,
+            };
+            let table = match &seg.table {
+                Some(table) if !appending => {
+                    let mut bytes = Vec::with_capacity(CompactStripeTable::encoded_bytes(&seg.layout));
+                    table.encode(&mut bytes);
+                    bytes
+                }
+                _ => Vec::new(), // Zone Write, or replayed (recovery rebuilds it)
             };
             segments.push(CheckpointSegment {
                 zone: seg.zone,
                 sequence: seg.sequence,
                 sealed,
                 open,
+                appending,
                 large: seg.class == ChunkClass::Large,
                 live_blocks: seg.valid_blocks,
-                table: seg.table.as_ref().map_or_else(Vec::new, |table| {
-                    let mut bytes = Vec::with_capacity(CompactStripeTable::encoded_bytes(&seg.layout));
-                    table.encode(&mut bytes);
-                    bytes
-                }),
+                table,
             });
         }
         Some(CheckpointImage {
@@ -109,13 +131,21 @@ impl Engine {
     }
 
     /// Installs a checkpoint's table side: the directory, and the live count of each
-    /// segment it names (the segments themselves, and the entries of those written after
-    /// it, came in through `install_recovered`). Pages on the drives that recovered entries
-    /// replace entries of are read in the background (`MappingIo::drain_from`).
-    pub(crate) fn install_checkpoint(&mut self, image: &CheckpointImage) -> Result<()> {
+    /// segment it names that is still on the drives (`present`: the segments themselves,
+    /// and the entries of those replayed, came in through `install_recovered`; an appending
+    /// segment's replayed entries add to the count the checkpoint gives it). Pages on the
+    /// drives that recovered entries replace entries of are read in the background
+    /// (`MappingIo::drain_from`).
+    pub(crate) fn install_checkpoint(
+        &mut self,
+        image: &CheckpointImage,
+        present: impl Fn(u32, u64) -> bool,
+    ) -> Result<()> {
         self.l2p.install_directory(&image.directory)?;
-        for s in &image.segments {
-            self.seg_mut(s.zone).valid_blocks = s.live_blocks;
+        for s in image.segments.iter().filter(|s| present(s.zone, s.sequence)) {
+            let seg = self.seg_mut(s.zone);
+            debug_assert!(s.appending || seg.valid_blocks == 0, "only appending segments are replayed");
+            seg.valid_blocks += s.live_blocks;
         }
         if self.l2p.next_overlaid_page_on_drives(0).is_some() {
             self.mapping.drain_from = Some(0);

@@ -37,6 +37,11 @@ pub(super) struct Relocation {
     pub(super) failed: bool,
     /// Pages of the L2P table whose mapping block is in the segment, still to move.
     pub(super) mapping_pages: Vec<crate::l2p::PageIndex>,
+    /// Every block moved, the reset waits for a running checkpoint that no longer names
+    /// the segment as live (`running_checkpoint`).
+    pub(super) awaits_checkpoint: bool,
+    /// The reset no longer waits: the checkpoint was taken (or abandoned, or not worth it).
+    pub(super) checkpoint_passed: bool,
 }
 
 impl Engine {
@@ -95,7 +100,7 @@ impl Engine {
         // A clean stop starts no new work, but writes it took before it began (and the
         // mapping blocks of its checkpoint) still need room: they are written, not failed.
         let waiting_for_room = self.queued.iter().any(|q| !q.is_empty());
-        let may_start = self.stop == StopState::Running || (self.stop == StopState::Draining && waiting_for_room);
+        let may_start = self.stop == StopState::Running || (self.stop.is_draining() && waiting_for_room);
         if self.relocation.is_some() || !self.gc_check_needed || !may_start {
             return false;
         }
@@ -131,6 +136,8 @@ impl Engine {
             resetting: false,
             failed: false,
             mapping_pages: self.l2p.directory_in_zone(zone),
+            awaits_checkpoint: false,
+            checkpoint_passed: false,
         });
         true
     }
@@ -188,6 +195,9 @@ impl Engine {
             return; // reads or zone commands still on its zones
         }
         assert_eq!(self.seg(zone).valid_blocks, 0, "a relocated segment maps nothing");
+        if self.reset_waits_for_checkpoint(zone) {
+            return;
+        }
         let live: Vec<usize> = (0..self.layout.drives()).filter(|d| !self.failed[*d]).collect();
         let r = self.relocation.as_mut().expect("relocating");
         r.resetting = true;

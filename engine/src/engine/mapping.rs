@@ -49,6 +49,10 @@ pub(super) struct MappingIo {
     /// would see those segments fuller than they are: the pages are read in the
     /// background, a few at a time, and a clean stop waits for them.
     pub(super) drain_from: Option<PageIndex>,
+    /// The page whose read just failed, and why: a read that fails before `load_page`
+    /// returns (no drive holds the block, nothing rebuilds it) finds no request parked on
+    /// it yet, so the request that asked fails when `load_page` returns (`try_run`).
+    failed_load: Option<(PageIndex, Error)>,
 }
 
 /// Page reads in flight at once while the pages of a start from a checkpoint are read for
@@ -134,6 +138,17 @@ impl Engine {
                 Residency::OnDrive(at) => {
                     waiting = true;
                     self.load_page(page, at);
+                    if let Some((_, error)) = self.mapping.failed_load.take_if(|(failed, _)| *failed == page) {
+                        for pinned in parked.pinned.drain(..) {
+                            self.l2p.unpin(pinned);
+                        }
+                        if let Some(seq) = parked.seq {
+                            self.outstanding_writes.answered(seq);
+                        }
+                        self.responses.push_back(Response::new(parked.id, Err(error)));
+                        self.complete_flushes();
+                        return None;
+                    }
                 }
             }
         }
@@ -246,6 +261,7 @@ impl Engine {
     }
 
     fn load_page(&mut self, page: PageIndex, at: Physical) {
+        self.mapping.failed_load = None;
         if self.mapping.loading.insert(page) {
             self.start_read_at(ReadOrigin::Mapping(page), mapping_lba(page), vec![Some(at)]);
         }
@@ -275,6 +291,7 @@ impl Engine {
             }
             self.scrub_page_unreadable(page, &e);
             self.drop_repairs_waiting_on(page, &e);
+            self.mapping.failed_load = Some((page, e));
         }
         self.release_parked();
     }
@@ -314,8 +331,8 @@ impl Engine {
                 self.mapping.parked.push_back(p);
             }
         }
-        if self.stop == StopState::Draining {
-            // The stop padded the open stripes when it began: writes that waited for
+        if self.stop.is_draining() {
+            // The stop (or running checkpoint) padded the open stripes when it began: writes that waited for
             // their pages are padded out too, so that the stop can end.
             self.pad_frontend_stripes();
         }
@@ -370,7 +387,7 @@ impl Engine {
     pub(super) fn mapping_write_failed(&mut self, lba: u64, timestamp: u64) {
         if let Some(page) = mapping_page_of(lba) {
             self.l2p.write_back_failed(page as PageIndex, timestamp);
-            self.mapping.checkpoint_abandoned |= self.stop == StopState::Draining;
+            self.mapping.checkpoint_abandoned |= self.stop.is_draining();
         }
     }
 

@@ -39,6 +39,7 @@ mod read;
 mod rebuild;
 mod repair;
 mod request;
+mod running_checkpoint;
 mod scan;
 mod schedule;
 mod scrub;
@@ -185,6 +186,8 @@ pub struct Engine {
     start_report: crate::recovery::RecoveryReport,
     read_blocks_repaired: u64,
     stop: StopState,
+    /// Checkpoints taken while running: when, and the requests held meanwhile.
+    checkpoints: running_checkpoint::RunningCheckpoints,
     stripes: HashMap<u64, Stripe>,
     /// Chunk, block and metadata buffers reused by the data path (`pool`), and finished
     /// stripes' vectors.
@@ -276,6 +279,7 @@ impl Engine {
             read_blocks_repaired: 0,
             blocks_relocated: 0,
             stop: StopState::Running,
+            checkpoints: Default::default(),
             stripes: HashMap::default(),
             buffers: Default::default(),
             spare: Default::default(),
@@ -423,6 +427,9 @@ impl Engine {
     /// Takes a frontend request at time `now_ns`.
     pub fn submit(&mut self, id: RequestId, request: Request, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
+        if self.checkpoint_in_progress() {
+            return self.hold(id, request); // taken, in order, once the checkpoint is written
+        }
         match request {
             Request::Flush => {
                 let last_before = self.outstanding_writes.last_submitted();

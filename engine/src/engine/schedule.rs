@@ -131,6 +131,8 @@ impl Engine {
             return self.pump(); // the padded repair stripe goes out
         }
         self.advance_stop();
+        self.maybe_begin_periodic_checkpoint();
+        self.advance_running_checkpoint();
     }
 
     /// Starts the next group of an open segment whose group is done: all of its stripes

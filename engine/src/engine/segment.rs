@@ -131,6 +131,7 @@ impl Engine {
         );
         let sequence = self.next_sequence;
         self.next_sequence += 1;
+        self.checkpoints.segments_opened += 1;
         let (layout, class) = (self.plan.slots[slot].layout, self.plan.slots[slot].class);
         let n = layout.drives();
         let index = zone;

@@ -16,6 +16,21 @@ pub(super) enum StopState {
     /// Stop footers in flight: this many (one per open segment and working drive).
     WritingFooters(usize),
     Stopped,
+    /// A checkpoint taken while running (`checkpoint`): new requests are held, and the
+    /// engine drains as for a stop (stripes padded and written, the table written back),
+    /// but open segments stay open.
+    Checkpointing,
+    /// Drained for a running checkpoint: nothing in flight until the driver has written
+    /// the image and said so (`Engine::checkpoint_written`).
+    CheckpointReady,
+}
+
+impl StopState {
+    /// Draining, for a stop or a running checkpoint: nothing new starts, what was taken
+    /// is written.
+    pub(super) fn is_draining(self) -> bool {
+        matches!(self, StopState::Draining | StopState::Checkpointing)
+    }
 }
 
 impl Engine {
@@ -25,6 +40,9 @@ impl Engine {
     /// instead of every block's metadata. Drive the engine until `is_stopped`.
     pub fn stop(&mut self, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
+        if self.checkpoint_in_progress() {
+            return self.stop_after_checkpoint();
+        }
         if self.stop == StopState::Running {
             self.stop = StopState::Draining;
             self.pad_frontend_stripes();

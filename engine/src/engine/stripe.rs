@@ -199,7 +199,7 @@ impl Engine {
         }
         // Writes are refused at `submit` once a stop begins; one admitted before it may run
         // while the stop drains (it waited for its L2P page), and is padded out then.
-        debug_assert!(self.stop == StopState::Running || self.stop == StopState::Draining);
+        debug_assert!(self.stop == StopState::Running || self.stop.is_draining());
         let seq = seq.expect("admit numbers every write of whole blocks in range");
         // A frontend that brings checksums (the ublk queues) gets a buffer of the write's
         // length back with the response, for its next write: freed here, it would be a

@@ -52,8 +52,10 @@ pub struct CheckpointSegmentRecord {
     pub zone: U32,
     /// Bit 0: sealed (every stripe and the footer written). Bit 1: large chunks
     /// (`hybrid::ChunkClass::Large`). Bit 2: open, closed by no footer (recovered open at a
-    /// crash, or no room for a stop footer): its live blocks are rewritten first. A segment
-    /// with neither bit 0 nor bit 2 was closed by a clean stop's stop footer. Other bits 0.
+    /// crash, or no room for a stop footer): its live blocks are rewritten first. Bit 3:
+    /// appending, open while the checkpoint was taken (a running checkpoint): written on
+    /// after it, replayed by recovery. A segment with none of bits 0, 2 and 3 was closed by
+    /// a clean stop's stop footer. At most one of bits 0, 2 and 3; other bits 0.
     pub flags: U32,
     pub sequence: U64,
     /// Blocks of the segment the L2P table or the directory points at.
@@ -70,6 +72,7 @@ pub const CHECKPOINT_DIRECTORY_ENTRY_BYTES: usize = 4;
 const FLAG_SEALED: u32 = 1;
 const FLAG_LARGE: u32 = 2;
 const FLAG_OPEN: u32 = 4;
+const FLAG_APPENDING: u32 = 8;
 
 /// A segment as the checkpoint records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +82,10 @@ pub struct CheckpointSegment {
     pub sealed: bool,
     /// Closed by no footer: rewritten first (never together with `sealed`).
     pub open: bool,
+    /// Open while a running checkpoint was taken and written on after it: recovery replays
+    /// it, taking its entries from the checkpoint's next timestamp on (never together with
+    /// `sealed` or `open`; it has no stripe table here).
+    pub appending: bool,
     pub large: bool,
     pub live_blocks: u64,
     /// Its compact stripe table (`CompactStripeTable::encode`); empty for Zone Write.
@@ -138,10 +145,11 @@ impl CheckpointImage {
         };
         out.extend_from_slice(header.as_bytes());
         for s in &self.segments {
-            debug_assert!(!(s.sealed && s.open));
+            debug_assert!(u8::from(s.sealed) + u8::from(s.open) + u8::from(s.appending) <= 1);
             let flags = if s.sealed { FLAG_SEALED } else { 0 }
                 | if s.large { FLAG_LARGE } else { 0 }
-                | if s.open { FLAG_OPEN } else { 0 };
+                | if s.open { FLAG_OPEN } else { 0 }
+                | if s.appending { FLAG_APPENDING } else { 0 };
             let record = CheckpointSegmentRecord {
                 zone: s.zone.into(),
                 flags: flags.into(),
@@ -211,9 +219,8 @@ impl CheckpointImage {
         for raw in records.chunks_exact(CHECKPOINT_SEGMENT_BYTES) {
             let r: CheckpointSegmentRecord = read(raw)?;
             let flags = r.flags.get();
-            if flags & !(FLAG_SEALED | FLAG_LARGE | FLAG_OPEN) != 0
-                || flags & (FLAG_SEALED | FLAG_OPEN) == FLAG_SEALED | FLAG_OPEN
-            {
+            let states = flags & (FLAG_SEALED | FLAG_OPEN | FLAG_APPENDING);
+            if flags & !(FLAG_SEALED | FLAG_LARGE | FLAG_OPEN | FLAG_APPENDING) != 0 || states.count_ones() > 1 {
                 return Err(DecodeError::Field(format!("unknown segment flags {flags:#x}")));
             }
             let table_bytes = r.table_bytes.get();
@@ -227,6 +234,7 @@ impl CheckpointImage {
                 sequence: r.sequence.get(),
                 sealed: flags & FLAG_SEALED != 0,
                 open: flags & FLAG_OPEN != 0,
+                appending: flags & FLAG_APPENDING != 0,
                 large: flags & FLAG_LARGE != 0,
                 live_blocks: r.live_blocks.get(),
                 table: table.to_vec(),
@@ -284,6 +292,7 @@ mod tests {
                     sequence: 12,
                     sealed: true,
                     open: false,
+                    appending: false,
                     large: false,
                     live_blocks: 300,
                     table: vec![1, 2, 3, 4, 5, 6, 7, 8],
@@ -293,8 +302,19 @@ mod tests {
                     sequence: 40,
                     sealed: false,
                     open: true,
+                    appending: false,
                     large: true,
                     live_blocks: 17,
+                    table: Vec::new(),
+                },
+                CheckpointSegment {
+                    zone: 6,
+                    sequence: 39,
+                    sealed: false,
+                    open: false,
+                    appending: true,
+                    large: false,
+                    live_blocks: 3,
                     table: Vec::new(),
                 },
             ],
@@ -307,7 +327,7 @@ mod tests {
         let image = sample();
         let bytes = image.encode(512);
         assert_eq!(bytes.len() % 512, 0);
-        assert_eq!(CheckpointImage::image_bytes(&bytes).unwrap(), checkpoint_image_bytes(2, 5, 8));
+        assert_eq!(CheckpointImage::image_bytes(&bytes).unwrap(), checkpoint_image_bytes(3, 5, 8));
         assert_eq!(CheckpointImage::decode(&bytes).unwrap(), image);
     }
 
@@ -315,7 +335,7 @@ mod tests {
     fn every_single_bit_flip_of_the_image_is_detected() {
         let image = sample();
         let bytes = image.encode(512);
-        let image_bytes = checkpoint_image_bytes(2, 5, 8) as usize;
+        let image_bytes = checkpoint_image_bytes(3, 5, 8) as usize;
         let mut detected = 0;
         for bit in 0..image_bytes * 8 {
             let mut flipped = bytes.clone();
@@ -329,7 +349,7 @@ mod tests {
     #[test]
     fn a_short_or_foreign_image_is_an_error_not_a_panic() {
         let bytes = sample().encode(512);
-        let image_bytes = checkpoint_image_bytes(2, 5, 8) as usize;
+        let image_bytes = checkpoint_image_bytes(3, 5, 8) as usize;
         assert!(CheckpointImage::decode(&bytes[..image_bytes - 1]).is_err());
         assert!(CheckpointImage::decode(&bytes[..10]).is_err());
         assert_eq!(CheckpointImage::decode(&[0u8; 512]), Err(DecodeError::Magic));

@@ -50,7 +50,10 @@ impl Recovery {
         let Some(image) = self.checkpoint.take() else { return };
         match self.checkpoint_mismatch(&image) {
             None => {
-                let replayed = self.segments.len() - image.segments.len();
+                self.checkpoint = Some(image);
+                self.from_checkpoint = true;
+                let replayed = self.segments.keys().filter(|z| self.checkpointed(**z).is_none()).count();
+                let image = self.checkpoint.as_ref().expect("just kept");
                 tracing::info!(
                     generation = image.generation,
                     segments = image.segments.len(),
@@ -59,8 +62,6 @@ impl Recovery {
                 );
                 self.report.segments_replayed = replayed as u64;
                 self.report.checkpoint_generation = Some(image.generation);
-                self.from_checkpoint = true;
-                self.checkpoint = Some(image);
             }
             Some(reason) => tracing::warn!(
                 generation = image.generation,
@@ -83,10 +84,14 @@ impl Recovery {
         if image.directory.len() as u64 != pages {
             return Some(format!("{} pages, the table has {pages}", image.directory.len()));
         }
+        // An appending segment is replayed, and where its chunks on a failed drive were
+        // (Zone Append places them) is known only to the checkpoint's pages.
+        if image.segments.iter().any(|s| s.appending) && self.failed.iter().any(|f| *f) {
+            return Some("a drive has failed, and the checkpoint was taken while segments were open".into());
+        }
         // Segments the checkpoint does not name were written after it.
         for (&zone, &sequence) in &self.segments {
-            let named = image.segments.binary_search_by_key(&zone, |s| s.zone).is_ok();
-            if !named && sequence < image.next_sequence {
+            if !Self::names(image, zone, sequence) && sequence < image.next_sequence {
                 return Some(format!(
                     "zone {zone} holds segment {sequence}, older than the checkpoint's next ({}) and not in it",
                     image.next_sequence
@@ -96,23 +101,32 @@ impl Recovery {
         let drives = self.layout.drives() as u64;
         let zone_blocks = drives * self.geometry.zone_capacity_blocks;
         for s in &image.segments {
-            let class = if s.large { ChunkClass::Large } else { ChunkClass::Small };
-            let on_drives = self.segments.get(&s.zone).map(|seq| (*seq, self.zone_layouts[&s.zone].1));
-            if on_drives != Some((s.sequence, class)) {
-                return Some(format!(
-                    "zone {} holds {on_drives:?}, the checkpoint says ({}, {class:?})",
-                    s.zone, s.sequence
-                ));
-            }
-            let table_bytes = CompactStripeTable::encoded_bytes(&self.layout_of(s.zone));
-            if s.table.len() != table_bytes {
-                return Some(format!("zone {}'s stripe table has {} bytes, not {table_bytes}", s.zone, s.table.len()));
+            if s.sequence >= image.next_sequence {
+                return Some(format!("zone {}'s sequence {} is not below the next", s.zone, s.sequence));
             }
             if s.live_blocks > zone_blocks {
                 return Some(format!("zone {} has {} live blocks recorded", s.zone, s.live_blocks));
             }
-            if s.sequence >= image.next_sequence {
-                return Some(format!("zone {}'s sequence {} is not below the next", s.zone, s.sequence));
+            if self.segments.get(&s.zone) != Some(&s.sequence) {
+                if s.live_blocks == 0 {
+                    continue; // mapped nothing: reset since (garbage collection), and perhaps reused
+                }
+                return Some(format!(
+                    "zone {} does not hold segment {} any more, which has {} live blocks",
+                    s.zone, s.sequence, s.live_blocks
+                ));
+            }
+            let class = if s.large { ChunkClass::Large } else { ChunkClass::Small };
+            if self.zone_layouts[&s.zone].1 != class {
+                return Some(format!(
+                    "zone {} holds {:?} chunks, the checkpoint says {class:?}",
+                    s.zone, self.zone_layouts[&s.zone].1
+                ));
+            }
+            // An appending segment is replayed: its table comes from the drives.
+            let table_bytes = if s.appending { 0 } else { CompactStripeTable::encoded_bytes(&self.layout_of(s.zone)) };
+            if s.table.len() != table_bytes {
+                return Some(format!("zone {}'s stripe table has {} bytes, not {table_bytes}", s.zone, s.table.len()));
             }
         }
         let physical = u64::from(self.geometry.zone_count) * zone_blocks;
@@ -121,17 +135,42 @@ impl Recovery {
                 continue;
             }
             let zone = u64::from(packed) / zone_blocks;
-            let named = image.segments.binary_search_by_key(&zone, |s| u64::from(s.zone)).is_ok();
-            if u64::from(packed) >= physical || !named {
+            let present = u32::try_from(zone)
+                .is_ok_and(|zone| self.segments.get(&zone).is_some_and(|seq| Self::names(image, zone, *seq)));
+            if u64::from(packed) >= physical || !present {
                 return Some(format!("page {page}'s mapping block lies outside every segment"));
             }
         }
         None
     }
 
-    /// The checkpoint's record of the segment in `zone`, when the start began from one.
-    pub(super) fn checkpointed(&self, zone: u32) -> Option<&CheckpointSegment> {
-        let image = self.checkpoint.as_ref().filter(|_| self.from_checkpoint)?;
+    /// Whether `image` names the segment `sequence` in `zone`.
+    fn names(image: &CheckpointImage, zone: u32, sequence: u64) -> bool {
+        Self::record(image, zone).is_some_and(|s| s.sequence == sequence)
+    }
+
+    fn record(image: &CheckpointImage, zone: u32) -> Option<&CheckpointSegment> {
         image.segments.binary_search_by_key(&zone, |s| s.zone).ok().map(|i| &image.segments[i])
+    }
+
+    /// The checkpoint's record of the segment on the drives in `zone`, when the start began
+    /// from one that names it (the same sequence: a zone reset since may hold a newer one).
+    fn named_on_drives(&self, zone: u32) -> Option<(&CheckpointImage, &CheckpointSegment)> {
+        let image = self.checkpoint.as_ref().filter(|_| self.from_checkpoint)?;
+        let sequence = self.segments.get(&zone)?;
+        Self::record(image, zone).filter(|s| s.sequence == *sequence).map(|s| (image, s))
+    }
+
+    /// The checkpoint's record of the segment in `zone`, when the start began from one and
+    /// its contents are not replayed (not appending).
+    pub(super) fn checkpointed(&self, zone: u32) -> Option<&CheckpointSegment> {
+        self.named_on_drives(zone).map(|(_, s)| s).filter(|s| !s.appending)
+    }
+
+    /// Of a segment appending at the checkpoint the start began from (replayed), the
+    /// checkpoint's next timestamp: its entries older than that are in the pages already,
+    /// or were replaced before the checkpoint.
+    pub(super) fn appending_cut(&self, zone: u32) -> Option<u64> {
+        self.named_on_drives(zone).filter(|(_, s)| s.appending).map(|(image, _)| image.next_timestamp)
     }
 }

@@ -33,6 +33,8 @@ impl Recovery {
         };
         for (&zone, &sequence) in &self.segments {
             let (layout, class) = self.zone_layouts[&zone];
+            // Of a segment appending at the checkpoint, only entries from its next timestamp on.
+            let cut = self.appending_cut(zone).unwrap_or(0);
             if let Some(recorded) = self.checkpointed(zone) {
                 // In the checkpoint: nothing read, nothing to assemble.
                 let (complete, full) = (!recorded.open, recorded.sealed);
@@ -73,6 +75,9 @@ impl Recovery {
                     continue;
                 }
                 next_timestamp = u64::max(next_timestamp, timestamp + 1);
+                if timestamp < cut {
+                    continue; // the checkpoint's pages hold it, or what replaced it
+                }
                 let age = (timestamp, sequence);
                 if best.get(&lba).is_none_or(|(newest, _)| *newest < age) {
                     best.insert(lba, (age, physical));
@@ -101,7 +106,7 @@ impl Recovery {
         let mut engine = Engine::format(self.geometry, self.config)?;
         engine.install_recovered(recovered);
         if let Some(image) = checkpoint {
-            engine.install_checkpoint(&image)?;
+            engine.install_checkpoint(&image, |zone, sequence| self.segments.get(&zone) == Some(&sequence))?;
         }
         // Recovered open segments are not appended to again, and a sealed segment's zone
         // whose finish a power cut lost is not full: finishing their zones frees their

@@ -1,6 +1,7 @@
 //! Checkpoints in explored runs: every clean stop that completes leaves one (if the array
-//! keeps them), taken through its bytes; every later start of the run is offered the
-//! newest, and must use it when nothing touched the drives since its stop. Once an engine
+//! keeps them), and the engine takes more while it runs (`Simulator::take_running_checkpoint`
+//! before each power cut), each taken through its bytes; every later start of the run is
+//! offered the newest, and must use it when nothing touched the drives since its stop. Once an engine
 //! ran on the drives since, a start may use it, replaying the segments written after it,
 //! as long as every segment it names is still there, and refuses it otherwise (garbage
 //! collection reset one). A start that does not use it empties it (the server does), so
@@ -27,6 +28,8 @@ pub enum Expect {
 #[derive(Default)]
 pub struct Checkpoints {
     newest: Option<CheckpointImage>,
+    /// The newest was left by a clean stop (not taken while running).
+    newest_from_a_stop: bool,
     /// Starts (recoveries that ran to the end) offered a checkpoint, those that used it,
     /// and those of them that replayed segments written after it.
     pub offered: usize,
@@ -34,6 +37,8 @@ pub struct Checkpoints {
     pub replayed: usize,
     /// Clean stops of an array that keeps checkpoints that left none: it was full.
     pub stops_without: usize,
+    /// Checkpoints the engine took while running that became the newest.
+    pub running: usize,
 }
 
 impl Checkpoints {
@@ -41,8 +46,9 @@ impl Checkpoints {
     /// (`keeps`), which it must unless a rebuild is running or the array is full (no empty
     /// zone beyond the recovery reserve for the mapping blocks); it replaces the one kept.
     /// Whether it left one.
-    pub fn take(&mut self, sim: &Simulator, keeps: bool, what: &str) -> bool {
+    pub fn take(&mut self, sim: &mut Simulator, keeps: bool, what: &str) -> bool {
         assert!(sim.engine.is_stopped(), "{what}: a checkpoint taken before the stop completed");
+        self.note_running(sim, what); // one taken while running before the stop is older
         let generation = self.newest.as_ref().map_or(1, |image| image.generation + 1);
         let Some(image) = sim.engine.checkpoint(generation) else {
             let status = sim.engine.status();
@@ -57,7 +63,26 @@ impl Checkpoints {
         assert!(decoded == image, "{what}: the checkpoint changed on its trip through its bytes");
         assert_eq!(decoded.generation, generation, "{what}");
         self.newest = Some(decoded);
+        self.newest_from_a_stop = true;
         true
+    }
+
+    /// Before a power cut (or a stop): the newest checkpoint the engine took while running
+    /// since the last call, if any, becomes the newest (a real driver wrote it).
+    pub fn note_running(&mut self, sim: &mut Simulator, what: &str) {
+        let Some(image) = sim.take_running_checkpoint() else { return };
+        let decoded = CheckpointImage::decode(&image.encode(BLOCK as u32))
+            .unwrap_or_else(|e| panic!("{what}: a running checkpoint does not decode: {e:?}"));
+        assert!(decoded == image, "{what}: a running checkpoint changed on its trip through its bytes");
+        self.newest = Some(decoded);
+        self.newest_from_a_stop = false;
+        self.running += 1;
+    }
+
+    /// Whether the newest checkpoint was left by a clean stop: a start right after it must
+    /// use it, replaying nothing.
+    pub fn newest_from_a_stop(&self) -> bool {
+        self.newest.is_some() && self.newest_from_a_stop
     }
 
     /// The checkpoint to offer the next start.

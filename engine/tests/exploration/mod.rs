@@ -251,6 +251,8 @@ pub struct Outcome {
     pub checkpoints_offered: usize,
     pub checkpoints_used: usize,
     pub checkpoints_replayed: usize,
+    /// Checkpoints the engine took while running that were offered to a later start.
+    pub checkpoints_running: usize,
     /// Power cuts during a clean stop (before it completed), and of those, the ones after
     /// it had issued mapping blocks (the write-back a checkpoint needs, or evictions).
     pub stops_cut: usize,
@@ -332,7 +334,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
             }
         }
         if run.sim.engine.is_stopped() {
-            checkpoints.take(&run.sim, keeps_checkpoints, &format!("{what}, at the stop"));
+            checkpoints.take(&mut run.sim, keeps_checkpoints, &format!("{what}, at the stop"));
         } else {
             stops_cut += 1;
             stops_cut_writing_mappings += usize::from(run.sim.engine.status().l2p.mapping_writes > mapping_writes);
@@ -345,6 +347,8 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
     // with an odd one another new drive takes its place.
     let rebuilding: Vec<usize> = run.sim.engine.status().rebuild.map(|r| r.drive).into_iter().collect();
     CUTS_DURING_REBUILD.fetch_add(rebuilding.len(), std::sync::atomic::Ordering::Relaxed);
+    checkpoints.note_running(&mut run.sim, &what);
+    let stopped = run.sim.engine.is_stopped();
     let mut drives = run.sim.power_cut().unwrap();
     if let Some(f) = failure.filter(|f| f.before_write >= writes) {
         drives[f.drive].fail();
@@ -352,7 +356,9 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
     let mut states = 2;
     // The newest checkpoint matches the drives until an engine has run on them since its
     // stop (a failed drive or a rebuild aside: then it may go either way).
-    let mut expect = if failure.is_none() && rebuilding.is_empty() { Expect::Used } else { Expect::Either };
+    let from_the_stop = stopped && checkpoints.newest_from_a_stop();
+    let mut expect =
+        if failure.is_none() && rebuilding.is_empty() && from_the_stop { Expect::Used } else { Expect::Either };
     if let Some(after) = interrupt_recovery {
         let offer = checkpoints.offer();
         match Simulator::recover_interrupted_with_checkpoint(geometry(), config(scheme), drives, after, offer) {
@@ -364,6 +370,8 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
                 checkpoints.judge(&sim, expect, &format!("{what}, recovery not interrupted"));
                 // The recovered engine's leftover work starts: the cut may land some of it.
                 expect = Expect::Either;
+                let mut sim = sim;
+                checkpoints.note_running(&mut sim, &what);
                 drives = sim.power_cut().unwrap();
             }
             Err(e) => panic!("{what}: interrupted recovery: {e}"),
@@ -387,6 +395,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
                 break;
             }
         }
+        checkpoints.note_running(&mut sim, &what);
         let drives = sim.power_cut().unwrap();
         sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &[], checkpoints.offer())
             .unwrap_or_else(|e| panic!("{what}: recovery after a cut during reclaim: {e}"));
@@ -416,6 +425,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
         run.collect_acks();
         run.check(&format!("{what}, writes after recovery"));
     }
+    checkpoints.note_running(&mut run.sim, &what);
     let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), config(scheme), 0, None).unwrap())
         .power_cut()
         .unwrap();
@@ -430,7 +440,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
         // A clean stop over what that recovery found (its leftover work done), and a
         // start from the checkpoint it leaves.
         run.sim.stop();
-        let taken = checkpoints.take(&run.sim, keeps_checkpoints, &format!("{what}, at the last stop"));
+        let taken = checkpoints.take(&mut run.sim, keeps_checkpoints, &format!("{what}, at the last stop"));
         // Without one (the array full), the newest is older than the writes acknowledged.
         let expect = if taken { Expect::Used } else { Expect::Either };
         let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), config(scheme), 0, None).unwrap())
@@ -447,6 +457,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
         checkpoints_offered: checkpoints.offered,
         checkpoints_used: checkpoints.used,
         checkpoints_replayed: checkpoints.replayed,
+        checkpoints_running: checkpoints.running,
         stops_cut,
         stops_cut_writing_mappings,
         stops_without_checkpoint: checkpoints.stops_without,

@@ -216,15 +216,36 @@ impl EngineLoop {
     /// every working drive, so that the next start need not replay every footer. A
     /// checkpoint that cannot be written costs the next start time, never data.
     fn leave_checkpoint(&mut self) {
-        let Some(place) = self.record.checkpoint else { return };
-        let Some(mut image) = self.engine.checkpoint(place.next_generation) else {
-            tracing::info!("no checkpoint to leave (a rebuild runs or the table is not written back)");
+        if self.record.checkpoint.is_none() {
             return;
-        };
+        }
+        if !self.write_checkpoint() {
+            tracing::info!("no checkpoint to leave (a rebuild runs or the table is not written back)");
+        }
+    }
+
+    /// The engine drained for a checkpoint while running (`Engine::checkpoint_ready`):
+    /// writes it (nothing is in flight meanwhile, requests wait in the engine), and lets
+    /// the engine go on.
+    fn write_running_checkpoint(&mut self) {
+        debug_assert_eq!(self.in_flight(), 0, "a drained engine has nothing in flight");
+        let started = Instant::now();
+        let written = self.write_checkpoint();
+        tracing::debug!(written, micros = started.elapsed().as_micros() as u64, "running checkpoint");
+        self.engine.checkpoint_written(written, self.now_ns());
+    }
+
+    /// Writes the engine's checkpoint as the next generation; whether one was written (on
+    /// one drive at least: start reads the newest valid copy of any drive).
+    fn write_checkpoint(&mut self) -> bool {
+        let Some(place) = self.record.checkpoint.as_mut() else { return false };
+        let Some(mut image) = self.engine.checkpoint(place.next_generation) else { return false };
         // Failures and rebuilds recorded after it (a new superblock generation) make it stale.
         image.superblock_generation = self.record.superblock.generation.get();
+        let area = place.area;
         let failed: Vec<usize> = (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).collect();
-        match crate::checkpoint::write(&mut self.drives, &failed, place.area, &image) {
+        let (copies, result) = crate::checkpoint::write(&mut self.drives, &failed, area, &image);
+        match result {
             Ok(()) => tracing::info!(
                 generation = image.generation,
                 segments = image.segments.len(),
@@ -232,6 +253,10 @@ impl EngineLoop {
             ),
             Err(e) => tracing::warn!("the checkpoint was not written everywhere ({e}): the next start may replay"),
         }
+        if let Some(place) = self.record.checkpoint.as_mut() {
+            place.next_generation = image.generation + 1;
+        }
+        copies > 0
     }
 
     fn in_flight(&self) -> usize {
@@ -436,11 +461,17 @@ impl EngineLoop {
     /// Hands the engine's commands to the drives; returns how many.
     pub(crate) fn dispatch(&mut self) -> usize {
         let mut n = 0;
-        while let Some(cmd) = self.engine.poll_command() {
-            self.drives[cmd.drive].submit(cmd.tag, cmd.command);
+        loop {
+            while let Some(cmd) = self.engine.poll_command() {
+                self.drives[cmd.drive].submit(cmd.tag, cmd.command);
+                n += 1;
+            }
+            if !self.engine.checkpoint_ready() {
+                return n;
+            }
+            self.write_running_checkpoint(); // the engine goes on: its commands follow
             n += 1;
         }
-        n
     }
 
     /// Sends the engine's answers to their frontends; returns how many.

@@ -1,0 +1,247 @@
+//! Checkpoints taken while the array runs, so that a crash replays only what came after
+//! the newest one: every `CHECKPOINT_INTERVAL_SEGMENTS` segments opened, and before
+//! garbage collection resets a segment (a checkpoint naming a segment that is gone is
+//! stale, so the reset waits for one that no longer maps anything into it).
+//!
+//! The engine drains as for a clean stop (new requests are held, open stripes padded and
+//! written, nothing in flight, every dirty page written back), but the open segments stay
+//! open: the checkpoint marks them appending, and recovery replays them, taking only their
+//! entries from the checkpoint's next timestamp on (the pages hold everything older: no
+//! block with an older timestamp waits anywhere once the engine has drained). The driver
+//! writes the image (`Engine::checkpoint`) and says so (`Engine::checkpoint_written`);
+//! then the held requests run, in order.
+//!
+//! Not while a drive is failed: an appending segment's chunks on it have no place on the
+//! drives that recovery could find again, and recovery refuses a checkpoint with
+//! appending segments when a drive is failed (`recovery::checkpoint`).
+//!
+//! Invariants: a running checkpoint begins only when nothing else that rewrites blocks
+//! with their old timestamps is under way or waiting (no rebuild, scrub, repair or
+//! relocation, except one waiting at its reset with every block moved), so that every
+//! block written after it into a segment it does not name is either newer than it or a
+//! copy of a block still mapped after it; it begins only when the open segments and empty
+//! zones have room for the pages it writes back, and a checkpoint that cannot finish
+//! (a mapping block failed) is abandoned, never waited for: the array goes on without it.
+
+use std::collections::VecDeque;
+
+use crate::capacity::{GC_RESERVED_ZONES, RECOVERY_RESERVED_ZONES};
+
+use super::*;
+
+/// Segments opened since the last checkpoint after which the engine takes one while
+/// running: a crash then replays about this many segments, and those open at it.
+pub(super) const CHECKPOINT_INTERVAL_SEGMENTS: u64 = 8;
+
+/// Running checkpoints' state in the engine.
+#[derive(Default)]
+pub(super) struct RunningCheckpoints {
+    /// Requests that came while a running checkpoint drained, in order: taken once the
+    /// checkpoint is written (or abandoned).
+    held: VecDeque<(RequestId, Request)>,
+    /// A clean stop asked for while one drained: it begins once the checkpoint is done.
+    stop_after: bool,
+    /// Segments opened since the last checkpoint (or the start).
+    pub(super) segments_opened: u64,
+    /// Running checkpoints written, and those abandoned (no room, or not written).
+    pub(super) taken: u64,
+    pub(super) abandoned: u64,
+}
+
+impl Engine {
+    /// Whether a running checkpoint is draining or waiting to be written: new requests are
+    /// held until it is done.
+    pub(super) fn checkpoint_in_progress(&self) -> bool {
+        matches!(self.stop, StopState::Checkpointing | StopState::CheckpointReady)
+    }
+
+    /// Holds a request that came while a running checkpoint drains.
+    pub(super) fn hold(&mut self, id: RequestId, request: Request) {
+        debug_assert!(self.checkpoint_in_progress());
+        self.checkpoints.held.push_back((id, request));
+    }
+
+    /// A clean stop asked for while a running checkpoint drains begins once it is done.
+    pub(super) fn stop_after_checkpoint(&mut self) {
+        debug_assert!(self.checkpoint_in_progress());
+        self.checkpoints.stop_after = true;
+    }
+
+    /// Whether the engine has drained for a running checkpoint: the driver writes
+    /// `checkpoint` and then calls `checkpoint_written`. Nothing is in flight meanwhile.
+    pub fn checkpoint_ready(&self) -> bool {
+        self.stop == StopState::CheckpointReady
+    }
+
+    /// The running checkpoint the engine drained for was written to the drives (or, with
+    /// `written` false, could not be): held requests run, and a segment whose reset
+    /// waited for it is reset.
+    pub fn checkpoint_written(&mut self, written: bool, now_ns: u64) {
+        self.now_ns = self.now_ns.max(now_ns);
+        if self.stop != StopState::CheckpointReady {
+            debug_assert!(false, "checkpoint_written without a running checkpoint drained");
+            return;
+        }
+        if !written {
+            tracing::warn!("the running checkpoint was not written: a crash before the next one replays more");
+        }
+        self.resume_after_checkpoint(written);
+    }
+
+    /// Pages a checkpoint now would write back, at most: the dirty ones, and with entries
+    /// recovered by a full replay still waiting in memory, every page.
+    fn checkpoint_pages(&self) -> u64 {
+        if self.l2p.has_overlay() {
+            self.l2p.page_count() as u64
+        } else {
+            self.l2p.dirty_pages() as u64
+        }
+    }
+
+    /// Data blocks the segments open for mapping blocks can still take, plus whole
+    /// segments in the empty zones frontend stripes may open while a relocation runs.
+    fn checkpoint_room_blocks(&self) -> u64 {
+        let class = self.plan.class_of_write(self.block_bytes() as u64);
+        let layout = self.plan.class_layout(class);
+        let open: u64 = (0..self.slots.len())
+            .filter(|s| self.plan.slots[*s].class == class)
+            .filter_map(|s| self.slots[s])
+            .map(|zone| {
+                let seg = self.seg(zone);
+                let issued = seg.group * seg.layout.group_size + seg.group_issued;
+                (seg.layout.stripes - issued) * seg.layout.stripe_data_blocks()
+            })
+            .sum();
+        let openable = self.free_zones.len().saturating_sub(RECOVERY_RESERVED_ZONES + GC_RESERVED_ZONES) as u64;
+        open + openable * layout.stripes * layout.stripe_data_blocks()
+    }
+
+    /// Whether a running checkpoint may begin now, writing back `pages` pages: the array
+    /// keeps one, it runs with nothing that rewrites old blocks under way (see the module
+    /// documentation), and there is room for the pages, the stripes queued and the padding.
+    fn may_checkpoint_while_running(&self, pages: u64) -> bool {
+        let class = self.plan.class_of_write(self.block_bytes() as u64);
+        let stripe_blocks = self.plan.class_layout(class).stripe_data_blocks();
+        let queued: u64 = self.queued.iter().map(|q| q.len() as u64).sum();
+        let padding_stripes = CLASSES as u64 + 1;
+        self.config.l2p.checkpoint
+            && self.stop == StopState::Running
+            && !self.failed.iter().any(|f| *f)
+            && self.drive_rebuild.is_none()
+            && self.scrub.is_none()
+            && self.retiring.is_empty()
+            && self.repairs.pending.is_empty()
+            && self.overlay_drained()
+            && pages + (queued + padding_stripes) * stripe_blocks <= self.checkpoint_room_blocks()
+    }
+
+    /// Takes a running checkpoint once enough segments were opened since the last one,
+    /// when nothing but frontend I/O runs.
+    pub(super) fn maybe_begin_periodic_checkpoint(&mut self) {
+        if self.checkpoints.segments_opened >= CHECKPOINT_INTERVAL_SEGMENTS
+            && self.relocation.is_none()
+            && self.may_checkpoint_while_running(self.checkpoint_pages())
+        {
+            self.begin_running_checkpoint();
+        }
+    }
+
+    /// Whether the reset of the relocated segment in `zone` (every live block moved,
+    /// nothing in flight) waits for a running checkpoint: one is draining, or one begins
+    /// now for it (if it may, and writing the table back costs less than half what the
+    /// reset frees). Otherwise the reset goes ahead, and a checkpoint naming the segment
+    /// goes stale (a crash before the next one replays everything).
+    pub(super) fn reset_waits_for_checkpoint(&mut self, zone: u32) -> bool {
+        if self.relocation.as_ref().expect("relocating").checkpoint_passed {
+            return false;
+        }
+        if self.checkpoint_in_progress() {
+            self.relocation.as_mut().expect("relocating").awaits_checkpoint = true;
+            return true;
+        }
+        let layout = self.seg(zone).layout;
+        let pages = self.checkpoint_pages();
+        let worth = pages <= layout.stripes * layout.stripe_data_blocks() / 2;
+        if !worth || !self.may_checkpoint_while_running(pages) {
+            self.relocation.as_mut().expect("relocating").checkpoint_passed = true;
+            return false;
+        }
+        self.relocation.as_mut().expect("relocating").awaits_checkpoint = true;
+        self.begin_running_checkpoint();
+        true
+    }
+
+    fn begin_running_checkpoint(&mut self) {
+        debug_assert!(self.stop == StopState::Running);
+        tracing::debug!(segments_opened = self.checkpoints.segments_opened, "running checkpoint: draining");
+        self.stop = StopState::Checkpointing;
+        self.pad_frontend_stripes();
+        let relocation_quiet = self.relocation.as_ref().is_none_or(|r| r.awaits_checkpoint);
+        self.repairs.unpadded |= self.gc_open_stripe.is_some() && relocation_quiet;
+    }
+
+    /// Moves a draining running checkpoint on: once nothing is in flight or waiting, the
+    /// table is written back, and then the engine waits for the driver to write the image.
+    pub(super) fn advance_running_checkpoint(&mut self) {
+        if self.stop != StopState::Checkpointing {
+            return;
+        }
+        // Stripes (mapping blocks among them) wait for a zone that only the reset waiting
+        // for this checkpoint frees: the reset goes first (the checkpoint the drives hold
+        // goes stale until this one is written, as without the wait).
+        let starved = self.queued.iter().any(|q| !q.is_empty()) && self.free_zones.len() <= self.zones_to_leave(false);
+        if let Some(r) = self.relocation.as_mut().filter(|r| r.awaits_checkpoint && starved) {
+            tracing::debug!(
+                zone = r.zone,
+                "running checkpoint: stripes wait for room, the relocated segment is reset first"
+            );
+            r.awaits_checkpoint = false;
+            r.checkpoint_passed = true;
+            return self.pump();
+        }
+        let relocation_quiet = self.relocation.as_ref().is_none_or(|r| r.awaits_checkpoint);
+        let idle = self.ops.is_empty()
+            && self.open_stripes.iter().all(Option::is_none)
+            && self.gc_open_stripe.is_none()
+            && self.queued.iter().all(VecDeque::is_empty)
+            && self.gc_queued.is_empty()
+            && self.stripes.is_empty()
+            && relocation_quiet
+            && self.repairs.pending.is_empty()
+            && self.mapping_idle();
+        if !idle {
+            return;
+        }
+        if self.write_back_for_checkpoint() {
+            return self.pump(); // the mapping blocks go out; this comes back when idle
+        }
+        if self.mapping.checkpoint_abandoned || !self.l2p.is_checkpointable() {
+            tracing::warn!("running checkpoint abandoned: a mapping block could not be written");
+            return self.resume_after_checkpoint(false);
+        }
+        self.stop = StopState::CheckpointReady;
+    }
+
+    fn resume_after_checkpoint(&mut self, written: bool) {
+        self.stop = StopState::Running;
+        self.mapping.checkpoint_abandoned = false;
+        self.checkpoints.segments_opened = 0;
+        if written {
+            self.checkpoints.taken += 1;
+        } else {
+            self.checkpoints.abandoned += 1;
+        }
+        if let Some(r) = self.relocation.as_mut().filter(|r| r.awaits_checkpoint) {
+            r.awaits_checkpoint = false;
+            r.checkpoint_passed = true;
+        }
+        let held = std::mem::take(&mut self.checkpoints.held);
+        for (id, request) in held {
+            self.submit(id, request, self.now_ns);
+        }
+        if std::mem::take(&mut self.checkpoints.stop_after) {
+            self.stop(self.now_ns);
+        }
+        self.settle();
+    }
+}
