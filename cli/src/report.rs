@@ -113,8 +113,8 @@ pub fn print_status(s: &Value) {
 }
 
 /// What the last start read, in one line: "start: from checkpoint 3, 120 blocks read",
-/// "start: from checkpoint 3 and the 2 segments written after it, 900 blocks read" (after
-/// a crash) or "start: replayed every segment, 5,000 blocks read".
+/// "start: from checkpoint 3 and the 2 segments written since, 900 blocks read" (after a
+/// crash: the segments opened after it, or open while it was taken, replayed) or "start: replayed every segment, 5,000 blocks read".
 pub fn start_line(start: &Value) -> String {
     let blocks = start["blocks_read"].as_u64().unwrap_or(0);
     let replayed = start["segments_replayed"].as_u64().unwrap_or(0);
@@ -122,7 +122,7 @@ pub fn start_line(start: &Value) -> String {
         Some(generation) if replayed > 0 => {
             let segments = if replayed == 1 { "segment" } else { "segments" };
             format!(
-                "start: from checkpoint {generation} and the {replayed} {segments} written after it, {blocks} blocks read"
+                "start: from checkpoint {generation} and the {replayed} {segments} written since, {blocks} blocks read"
             )
         }
         Some(generation) => format!("start: from checkpoint {generation}, {blocks} blocks read"),
@@ -257,7 +257,7 @@ mod tests {
         let start = serde_json::json!({ "checkpoint_generation": 3, "segments_replayed": 0, "blocks_read": 120 });
         assert_eq!(start_line(&start), "start: from checkpoint 3, 120 blocks read");
         let start = serde_json::json!({ "checkpoint_generation": 3, "segments_replayed": 1, "blocks_read": 900 });
-        assert_eq!(start_line(&start), "start: from checkpoint 3 and the 1 segment written after it, 900 blocks read");
+        assert_eq!(start_line(&start), "start: from checkpoint 3 and the 1 segment written since, 900 blocks read");
         let start = serde_json::json!({ "checkpoint_generation": null, "segments_replayed": 0, "blocks_read": 5000 });
         assert_eq!(start_line(&start), "start: replayed every segment, 5000 blocks read");
     }
