@@ -49,10 +49,11 @@ pub(super) struct MappingIo {
     /// would see those segments fuller than they are: the pages are read in the
     /// background, a few at a time, and a clean stop waits for them.
     pub(super) drain_from: Option<PageIndex>,
-    /// The page whose read just failed, and why: a read that fails before `load_page`
-    /// returns (no drive holds the block, nothing rebuilds it) finds no request parked on
-    /// it yet, so the request that asked fails when `load_page` returns (`try_run`).
-    failed_load: Option<(PageIndex, Error)>,
+    /// Pages whose read failed, and why, until read again: a read that fails before
+    /// `load_page` returns (no drive holds the block, nothing rebuilds it) finds no
+    /// request parked on it yet, so the request that asked fails when `load_page` returns
+    /// (`try_run`). Per page: such a failure may run other requests' loads meanwhile.
+    failed_loads: Vec<(PageIndex, Error)>,
 }
 
 /// Page reads in flight at once while the pages of a start from a checkpoint are read for
@@ -138,7 +139,8 @@ impl Engine {
                 Residency::OnDrive(at) => {
                     waiting = true;
                     self.load_page(page, at);
-                    if let Some((_, error)) = self.mapping.failed_load.take_if(|(failed, _)| *failed == page) {
+                    let failed = self.mapping.failed_loads.iter().position(|(failed, _)| *failed == page);
+                    if let Some((_, error)) = failed.map(|at| self.mapping.failed_loads.swap_remove(at)) {
                         for pinned in parked.pinned.drain(..) {
                             self.l2p.unpin(pinned);
                         }
@@ -261,8 +263,8 @@ impl Engine {
     }
 
     fn load_page(&mut self, page: PageIndex, at: Physical) {
-        self.mapping.failed_load = None;
         if self.mapping.loading.insert(page) {
+            self.mapping.failed_loads.retain(|(failed, _)| *failed != page);
             self.start_read_at(ReadOrigin::Mapping(page), mapping_lba(page), vec![Some(at)]);
         }
     }
@@ -291,7 +293,7 @@ impl Engine {
             }
             self.scrub_page_unreadable(page, &e);
             self.drop_repairs_waiting_on(page, &e);
-            self.mapping.failed_load = Some((page, e));
+            self.mapping.failed_loads.push((page, e));
         }
         self.release_parked();
     }

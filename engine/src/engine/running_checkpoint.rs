@@ -39,8 +39,10 @@ pub(super) struct RunningCheckpoints {
     /// Requests that came while a running checkpoint drained, in order: taken once the
     /// checkpoint is written (or abandoned).
     held: VecDeque<(RequestId, Request)>,
-    /// A clean stop asked for while one drained: it begins once the checkpoint is done.
-    stop_after: bool,
+    /// A clean stop asked for while one drained, after this many held requests: it begins
+    /// once the checkpoint is done, after them (those held after it are then refused or
+    /// taken as a stop takes them).
+    stop_after: Option<usize>,
     /// Segments opened since the last checkpoint (or the start).
     pub(super) segments_opened: u64,
     /// Running checkpoints written, and those abandoned (no room, or not written).
@@ -64,7 +66,7 @@ impl Engine {
     /// A clean stop asked for while a running checkpoint drains begins once it is done.
     pub(super) fn stop_after_checkpoint(&mut self) {
         debug_assert!(self.checkpoint_in_progress());
-        self.checkpoints.stop_after = true;
+        self.checkpoints.stop_after.get_or_insert(self.checkpoints.held.len());
     }
 
     /// Whether the engine has drained for a running checkpoint: the driver writes
@@ -200,15 +202,7 @@ impl Engine {
             return self.pump();
         }
         let relocation_quiet = self.relocation.as_ref().is_none_or(|r| r.awaits_checkpoint);
-        let idle = self.ops.is_empty()
-            && self.open_stripes.iter().all(Option::is_none)
-            && self.gc_open_stripe.is_none()
-            && self.queued.iter().all(VecDeque::is_empty)
-            && self.gc_queued.is_empty()
-            && self.stripes.is_empty()
-            && relocation_quiet
-            && self.repairs.pending.is_empty()
-            && self.mapping_idle();
+        let idle = self.drained() && relocation_quiet && self.repairs.pending.is_empty();
         if !idle {
             return;
         }
@@ -236,11 +230,15 @@ impl Engine {
             r.checkpoint_passed = true;
         }
         let held = std::mem::take(&mut self.checkpoints.held);
-        for (id, request) in held {
+        let stop_after = self.checkpoints.stop_after.take();
+        for (i, (id, request)) in held.into_iter().enumerate() {
+            if stop_after == Some(i) {
+                self.stop(self.now_ns);
+            }
             self.submit(id, request, self.now_ns);
         }
-        if std::mem::take(&mut self.checkpoints.stop_after) {
-            self.stop(self.now_ns);
+        if stop_after.is_some() && self.stop == StopState::Running {
+            self.stop(self.now_ns); // nothing was held after it
         }
         self.settle();
     }

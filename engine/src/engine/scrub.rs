@@ -135,7 +135,7 @@ impl Engine {
         if self.scrub.is_some() {
             return Err(Error::Unavailable { reason: "a scrub is running".into() });
         }
-        if self.stop != StopState::Running {
+        if self.stop != StopState::Running && !self.checkpoint_in_progress() {
             return Err(Error::Unavailable { reason: "it is stopping".into() });
         }
         let zones: VecDeque<u32> =
@@ -194,6 +194,9 @@ impl Engine {
     pub(super) fn advance_scrub(&mut self) {
         if self.scrub.is_none() {
             return;
+        }
+        if self.checkpoint_in_progress() {
+            return; // it goes on once the checkpoint is written (one started meanwhile)
         }
         if self.stop != StopState::Running {
             // Reads in flight complete and are dropped; the report says how far it got.

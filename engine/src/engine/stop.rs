@@ -56,15 +56,20 @@ impl Engine {
         self.stop == StopState::Stopped
     }
 
-    pub(super) fn advance_stop(&mut self) {
-        let idle = self.ops.is_empty()
+    /// Nothing in flight, no stripe open or waiting, no request waiting for a page: what
+    /// a stop (and a running checkpoint) waits for before it writes the table back.
+    pub(super) fn drained(&self) -> bool {
+        self.ops.is_empty()
             && self.open_stripes.iter().all(Option::is_none)
             && self.gc_open_stripe.is_none()
             && self.queued.iter().all(VecDeque::is_empty)
             && self.gc_queued.is_empty()
             && self.stripes.is_empty()
-            && self.relocation.is_none()
-            && self.mapping_idle();
+            && self.mapping_idle()
+    }
+
+    pub(super) fn advance_stop(&mut self) {
+        let idle = self.drained() && self.relocation.is_none();
         if self.stop != StopState::Draining || !idle {
             return;
         }

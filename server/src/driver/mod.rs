@@ -228,7 +228,7 @@ impl EngineLoop {
     /// writes it (nothing is in flight meanwhile, requests wait in the engine), and lets
     /// the engine go on.
     fn write_running_checkpoint(&mut self) {
-        debug_assert_eq!(self.in_flight(), 0, "a drained engine has nothing in flight");
+        debug_assert_eq!(self.in_flight(), 0, "written only once the drives are idle");
         let started = Instant::now();
         let written = self.write_checkpoint();
         tracing::debug!(written, micros = started.elapsed().as_micros() as u64, "running checkpoint");
@@ -303,6 +303,7 @@ impl EngineLoop {
         dispatched += self.dispatch();
         self.watch_rebuild();
         self.record_failures();
+        dispatched += self.dispatch(); // a running checkpoint that waited for the records
         let answered = self.answer();
         messages + dispatched + reaped + answered > 0
     }
@@ -338,6 +339,7 @@ impl EngineLoop {
         self.dispatch();
         self.watch_rebuild();
         self.record_failures();
+        self.dispatch(); // a running checkpoint that waited for the records
         self.answer();
         true
     }
@@ -466,7 +468,10 @@ impl EngineLoop {
                 self.drives[cmd.drive].submit(cmd.tag, cmd.command);
                 n += 1;
             }
-            if !self.engine.checkpoint_ready() {
+            // Written only once the drives are idle: the engine has nothing in flight
+            // then, but the thread's own superblock writes may be (`record`); the turn's
+            // last dispatch comes after them.
+            if !self.engine.checkpoint_ready() || self.in_flight() > 0 {
                 return n;
             }
             self.write_running_checkpoint(); // the engine goes on: its commands follow
