@@ -234,7 +234,7 @@ fn l2p_line(l: &Value) -> String {
     };
     format!(
         "L2P table: budget {}, {} of {} pages cached ({} dirty, {} on the drives), hit rate {:.1}%, mapping blocks \
-         read {} ({:.1}/s), written {} ({:.1}/s)",
+         read {} ({:.1}/s), written {} ({:.1}/s), checkpoints taken while running {} ({} abandoned)",
         format_bytes(budget),
         count("cached_pages"),
         count("pages"),
@@ -245,6 +245,8 @@ fn l2p_line(l: &Value) -> String {
         l["mapping_reads_per_s"].as_f64().unwrap_or(0.0),
         count("mapping_writes"),
         l["mapping_writes_per_s"].as_f64().unwrap_or(0.0),
+        count("checkpoints_running"),
+        count("checkpoints_abandoned"),
     )
 }
 

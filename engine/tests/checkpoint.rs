@@ -354,3 +354,33 @@ fn under_garbage_collection_a_crash_starts_from_a_checkpoint_taken_while_running
         check_written(&mut sim, &model, &format!("{mode:?}: after more writes"));
     }
 }
+
+/// Requests that come while a running checkpoint drains wait for it, in order: a write
+/// before a clean stop asked for meanwhile is written, one after it is refused as during
+/// a stop, and a scrub asked for meanwhile starts (it would begin once the checkpoint is
+/// written; the stop ends it).
+#[test]
+fn requests_during_a_running_checkpoint_wait_for_it_and_a_stop_asked_for_comes_after() {
+    let (level, mode) = (RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 });
+    let (_, mut rng, _, mut sim) = fresh(level, mode, 31);
+    let mut id = 0;
+    while !sim.engine.checkpoint_in_progress() {
+        let lba = rng.random_range(0..LOGICAL_BLOCKS);
+        sim.submit(id, Request::Write { lba, data: common::named_block(lba, id) });
+        id += 1;
+        assert!(id < 20 * LOGICAL_BLOCKS, "no checkpoint was taken while running");
+        while !sim.engine.checkpoint_in_progress() && sim.step() {}
+    }
+    let (before, after) = (id, id + 1);
+    sim.submit(before, Request::Write { lba: 7, data: common::named_block(7, before) });
+    sim.begin_stop();
+    sim.submit(after, Request::Write { lba: 8, data: common::named_block(8, after) });
+    sim.start_scrub(None).expect("a scrub asked for during a running checkpoint starts");
+    assert!(sim.engine.checkpoint_in_progress() && !sim.engine.is_stopped());
+    let responses = sim.run_until_idle();
+    assert!(sim.engine.is_stopped(), "the stop came after the checkpoint");
+    let result = |id| responses.iter().find(|r| r.id == id).map(|r| r.result.is_ok());
+    assert_eq!(result(before), Some(true), "the write held before the stop was written");
+    assert_eq!(result(after), Some(false), "the write held after the stop was refused");
+    assert!(sim.take_running_checkpoint().is_some(), "the checkpoint was written");
+}

@@ -25,5 +25,9 @@ pub fn status_json(s: &ArrayStatus) -> serde_json::Value {
         "mapping_reads_per_s": per_s(l2p.mapping_reads),
         "mapping_writes_per_s": per_s(l2p.mapping_writes),
         "evictions": l2p.evictions,
+        // Checkpoints taken while running (a crash replays only what came after the
+        // newest), and those abandoned (no room, or not written).
+        "checkpoints_running": l2p.checkpoints_running,
+        "checkpoints_abandoned": l2p.checkpoints_abandoned,
     })
 }

@@ -52,8 +52,8 @@ pub(super) struct RunningCheckpoints {
 
 impl Engine {
     /// Whether a running checkpoint is draining or waiting to be written: new requests are
-    /// held until it is done.
-    pub(super) fn checkpoint_in_progress(&self) -> bool {
+    /// held until it is done (a clean stop asked for meanwhile begins after it).
+    pub fn checkpoint_in_progress(&self) -> bool {
         matches!(self.stop, StopState::Checkpointing | StopState::CheckpointReady)
     }
 

@@ -64,6 +64,10 @@ pub struct L2pStatus {
     pub evictions: u64,
     /// Most pages cached at once since the start (the budget, plus pins in flight).
     pub peak_cached_pages: u64,
+    /// Checkpoints taken while running since the start (`running_checkpoint`), and those
+    /// abandoned (no room for the table, or the driver could not write the image).
+    pub checkpoints_running: u64,
+    pub checkpoints_abandoned: u64,
 }
 
 impl L2pStatus {
@@ -96,6 +100,8 @@ impl Engine {
             mapping_writes: stats.mapping_writes,
             evictions: stats.evictions,
             peak_cached_pages: stats.peak_cached_pages,
+            checkpoints_running: self.checkpoints.taken,
+            checkpoints_abandoned: self.checkpoints.abandoned,
         }
     }
 
