@@ -89,7 +89,11 @@ again=$(start $D)
 start_line | grep -q "from checkpoint [0-9]*" || fail "the start after kill -9 did not begin from a checkpoint"
 g3=$(start_generation)
 [ "$g3" -ge "$g2" ] || fail "the start after kill -9 began from checkpoint $g3, older than the stop's $g2"
-echo "after kill -9: from checkpoint $g3 (the last stop left $g2; newer ones were taken while running)"
+if [ "$g3" -gt "$g2" ]; then
+    echo "after kill -9: from checkpoint $g3, taken while running (the last stop left $g2)"
+else
+    echo "after kill -9: from checkpoint $g3, the last stop's"
+fi
 echo 3 > /proc/sys/vm/drop_caches
 verify "after kill -9 and a replay of what came after the checkpoint"
 umount /mnt/l
