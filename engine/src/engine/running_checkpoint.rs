@@ -90,14 +90,10 @@ impl Engine {
         self.resume_after_checkpoint(written);
     }
 
-    /// Pages a checkpoint now would write back, at most: the dirty ones, and with entries
-    /// recovered by a full replay still waiting in memory, every page.
+    /// Pages a checkpoint now would write back, at most: the dirty ones, and those that
+    /// entries recovered by a full replay still wait for in memory.
     fn checkpoint_pages(&self) -> u64 {
-        if self.l2p.has_overlay() {
-            self.l2p.page_count() as u64
-        } else {
-            self.l2p.dirty_pages() as u64
-        }
+        (self.l2p.dirty_pages() + self.l2p.overlaid_pages_at_most()) as u64
     }
 
     /// Data blocks the segments open for mapping blocks can still take, plus whole

@@ -106,6 +106,12 @@ impl L2pTable {
         !self.overlay.is_empty()
     }
 
+    /// Pages recovered entries wait for, at most (one per entry, and no more than the
+    /// table has).
+    pub fn overlaid_pages_at_most(&self) -> usize {
+        self.overlay.len().min(self.page_count())
+    }
+
     /// Whether the directory alone describes the table: nothing dirty, nothing being
     /// written back, nothing waiting in the overlay.
     pub fn is_checkpointable(&self) -> bool {
