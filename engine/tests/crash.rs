@@ -77,42 +77,9 @@ fn clean_stop_leaves_a_stop_footer_the_next_start_reads() {
 /// a checkpoint, offered to every later start of its run. Returns the states explored and
 /// the starts offered a checkpoint and that used it.
 fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
-    let drives = scheme.level.shape().0 + scheme.level.shape().1;
     let mut explored = Outcome::default();
     for i in 0..target / 10 {
-        let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x12b);
-        let l2p = Some((rng.random_range(2..=16), rng.random_range(1..=3)));
-        let twists = match i % 4 {
-            0 => Twists { l2p, ..Twists::default() },
-            1 => Twists {
-                zones: scheme.few_zones(),
-                cut_reclaim_after_steps: rng.random_bool(0.5).then(|| rng.random_range(0..200)),
-                l2p,
-                ..Twists::default()
-            },
-            2 => {
-                let failure =
-                    DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
-                Twists { failure: Some(failure), l2p, ..Twists::default() }
-            }
-            // A clean stop begins while writes are in flight, some waiting for their pages,
-            // and power is cut during it (it takes a few steps: padding, the mapping blocks
-            // its checkpoint needs, stop footers) or after it, when the checkpoint it leaves
-            // is offered to the next start, which is itself cut short.
-            _ => {
-                let steps = rng.random_range(0..400);
-                let (stop_steps, interrupt) = if i % 8 == 3 { (steps % 4, None) } else { (steps, Some(i / 8 % 16)) };
-                Twists {
-                    stop_then_cut_after_steps: Some(stop_steps),
-                    interrupt_recovery: interrupt,
-                    l2p,
-                    ..Twists::default()
-                }
-            }
-        };
-        let writes = if i % 4 == 1 { 400 } else { 80 };
-        let cut_after_steps = if i % 4 == 3 { rng.random_range(0..300) } else { rng.random_range(0..4000) };
-        let run = explore_run(scheme, i as u64, writes, cut_after_steps, twists);
+        let run = offloaded_run(scheme, i);
         explored.states += run.states;
         explored.checkpoints_offered += run.checkpoints_offered;
         explored.checkpoints_used += run.checkpoints_used;
@@ -123,6 +90,57 @@ fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
         explored.stops_without_checkpoint += run.stops_without_checkpoint;
     }
     explored
+}
+
+/// Run `i` of `explore_offloaded`: its twists and cut drawn from `i`.
+fn offloaded_run(scheme: Scheme, i: usize) -> Outcome {
+    let drives = scheme.level.shape().0 + scheme.level.shape().1;
+    let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x12b);
+    let l2p = Some((rng.random_range(2..=16), rng.random_range(1..=3)));
+    let twists = match i % 4 {
+        0 => Twists { l2p, ..Twists::default() },
+        1 => Twists {
+            zones: scheme.few_zones(),
+            cut_reclaim_after_steps: rng.random_bool(0.5).then(|| rng.random_range(0..200)),
+            l2p,
+            ..Twists::default()
+        },
+        2 => {
+            let failure = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
+            Twists { failure: Some(failure), l2p, ..Twists::default() }
+        }
+        // A clean stop begins while writes are in flight, some waiting for their pages,
+        // and power is cut during it (it takes a few steps: padding, the mapping blocks
+        // its checkpoint needs, stop footers) or after it, when the checkpoint it leaves
+        // is offered to the next start, which is itself cut short.
+        _ => {
+            let steps = rng.random_range(0..400);
+            let (stop_steps, interrupt) = if i % 8 == 3 { (steps % 4, None) } else { (steps, Some(i / 8 % 16)) };
+            Twists {
+                stop_then_cut_after_steps: Some(stop_steps),
+                interrupt_recovery: interrupt,
+                l2p,
+                ..Twists::default()
+            }
+        }
+    };
+    let writes = if i % 4 == 1 { 400 } else { 80 };
+    let cut_after_steps = if i % 4 == 3 { rng.random_range(0..300) } else { rng.random_range(0..4000) };
+    explore_run(scheme, i as u64, writes, cut_after_steps, twists)
+}
+
+/// Offloaded runs that failed once, beyond what `make test` explores (`make soak` found
+/// them), pinned: (scheme, run).
+/// - RAID-6 Ns=1 Nl=2, run 1077: two crashes in a row left segments that mapped nothing
+///   (one whose reset waited for a running checkpoint) and no empty zone; garbage
+///   collection would not start on them for want of room it does not need, the array was
+///   full, and the engine wrote its failed mapping blocks again and again without end
+///   (`settle`).
+#[test]
+fn pinned_offloaded_runs_keep_every_block() {
+    for (scheme, run) in [(6, 1077)] {
+        offloaded_run(schemes()[scheme], run);
+    }
 }
 
 /// Crash states `make test` explores per scheme; `make soak` sets ZAPRAID_CRASH_STATES higher.

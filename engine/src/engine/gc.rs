@@ -120,9 +120,11 @@ impl Engine {
             .min_by_key(|s| (!s.reclaim_first, s.valid_blocks, s.sequence))
             .map(|s| (s.zone, s.valid_blocks));
         let Some((zone, valid_blocks)) = victim else { return false };
+        // A victim that maps nothing needs no room: nothing is moved, its zones are reset
+        // (a crash may leave such segments, e.g. one whose reset waited for a checkpoint).
         let may_open = self.free_zones.len() > self.relocation_zones_to_leave();
         let padding = self.plan.class_layout(self.plan.gc_class()).stripe_data_blocks();
-        if !may_open && self.relocation_room_blocks() < valid_blocks + padding {
+        if valid_blocks > 0 && !may_open && self.relocation_room_blocks() < valid_blocks + padding {
             return false;
         }
         tracing::debug!(zone, valid_blocks, "garbage collection: relocating a segment");

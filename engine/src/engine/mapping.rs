@@ -42,6 +42,8 @@ pub(super) struct MappingIo {
     /// writes nothing back for a checkpoint any more and ends without one, instead of
     /// writing the pages that came back dirty again and again.
     pub(super) checkpoint_abandoned: bool,
+    /// Mapping blocks whose stripe failed (their pages came back dirty), since the start.
+    pub(super) write_backs_failed: u64,
     /// After a start from a checkpoint that replayed segments written after it: the next
     /// page to look from for recovered entries whose page is on the drives (None once every
     /// such page was read). Until such a page is read, the entries it holds that the
@@ -389,6 +391,7 @@ impl Engine {
     pub(super) fn mapping_write_failed(&mut self, lba: u64, timestamp: u64) {
         if let Some(page) = mapping_page_of(lba) {
             self.l2p.write_back_failed(page as PageIndex, timestamp);
+            self.mapping.write_backs_failed += 1;
             self.mapping.checkpoint_abandoned |= self.stop.is_draining();
         }
     }

@@ -25,7 +25,7 @@
 
 use std::collections::VecDeque;
 
-use crate::capacity::{GC_RESERVED_ZONES, RECOVERY_RESERVED_ZONES};
+use crate::capacity::{GC_RESERVED_ZONES, GC_START_FREE_ZONES, RECOVERY_RESERVED_ZONES};
 
 use super::*;
 
@@ -114,30 +114,41 @@ impl Engine {
         open + openable * layout.stripes * layout.stripe_data_blocks()
     }
 
+    /// Data blocks a running checkpoint may pad at most: each frontend stripe open, and
+    /// the last stripe of mapping blocks.
+    fn checkpoint_padding_blocks(&self) -> u64 {
+        let class = self.plan.class_of_write(self.block_bytes() as u64);
+        (CLASSES as u64 + 1) * self.plan.class_layout(class).stripe_data_blocks()
+    }
+
     /// Whether a running checkpoint may begin now, writing back `pages` pages: the array
     /// keeps one, it runs with nothing that rewrites old blocks under way (see the module
-    /// documentation), and there is room for the pages, the stripes queued and the padding.
+    /// documentation), not on the recovery reserve, and there is room for the pages, the
+    /// stripes queued and the padding.
     fn may_checkpoint_while_running(&self, pages: u64) -> bool {
         let class = self.plan.class_of_write(self.block_bytes() as u64);
         let stripe_blocks = self.plan.class_layout(class).stripe_data_blocks();
         let queued: u64 = self.queued.iter().map(|q| q.len() as u64).sum();
-        let padding_stripes = CLASSES as u64 + 1;
         self.config.l2p.checkpoint
             && self.stop == StopState::Running
+            && !self.restoring_reserve
             && !self.failed.iter().any(|f| *f)
             && self.drive_rebuild.is_none()
             && self.scrub.is_none()
             && self.retiring.is_empty()
             && self.repairs.pending.is_empty()
             && self.overlay_drained()
-            && pages + (queued + padding_stripes) * stripe_blocks <= self.checkpoint_room_blocks()
+            && pages + queued * stripe_blocks + self.checkpoint_padding_blocks() <= self.checkpoint_room_blocks()
     }
 
     /// Takes a running checkpoint once enough segments were opened since the last one,
     /// when nothing but frontend I/O runs.
     pub(super) fn maybe_begin_periodic_checkpoint(&mut self) {
+        // Not while empty zones run low: what it writes and pads would be taken from
+        // garbage collection's room (`capacity` counts no checkpoint).
         if self.checkpoints.segments_opened >= CHECKPOINT_INTERVAL_SEGMENTS
             && self.relocation.is_none()
+            && self.free_zones.len() > GC_START_FREE_ZONES
             && self.may_checkpoint_while_running(self.checkpoint_pages())
         {
             self.begin_running_checkpoint();
@@ -146,9 +157,10 @@ impl Engine {
 
     /// Whether the reset of the relocated segment in `zone` (every live block moved,
     /// nothing in flight) waits for a running checkpoint: one is draining, or one begins
-    /// now for it (if it may, and writing the table back costs less than half what the
-    /// reset frees). Otherwise the reset goes ahead, and a checkpoint naming the segment
-    /// goes stale (a crash before the next one replays everything).
+    /// now for it (if it may, and what it writes and pads is at most a quarter of what the
+    /// reset frees, so that collection keeps its headway). Otherwise the reset goes ahead,
+    /// and a checkpoint naming the segment goes stale (a crash before the next one replays
+    /// everything).
     pub(super) fn reset_waits_for_checkpoint(&mut self, zone: u32) -> bool {
         if self.relocation.as_ref().expect("relocating").checkpoint_passed {
             return false;
@@ -159,7 +171,7 @@ impl Engine {
         }
         let layout = self.seg(zone).layout;
         let pages = self.checkpoint_pages();
-        let worth = pages <= layout.stripes * layout.stripe_data_blocks() / 2;
+        let worth = pages + self.checkpoint_padding_blocks() <= layout.stripes * layout.stripe_data_blocks() / 4;
         if !worth || !self.may_checkpoint_while_running(pages) {
             self.relocation.as_mut().expect("relocating").checkpoint_passed = true;
             return false;

@@ -89,8 +89,15 @@ impl Engine {
     /// the dirty ones) and runs again for them, and for a garbage collection scan that
     /// stopped to let pages be evicted (each round moves the scan on by a page at least).
     pub(super) fn settle(&mut self) {
+        let failed_before = self.mapping.write_backs_failed;
         loop {
             self.pump();
+            if self.mapping.write_backs_failed > failed_before {
+                // Mapping blocks failed (no room: the array full): their pages came back
+                // dirty, and writing them again now would fail again, for ever. The next
+                // event tries again.
+                break;
+            }
             let evictions = self.l2p.stats().evictions;
             let written = self.write_back_evicted();
             let room_made = self.l2p.stats().evictions > evictions && self.scan_waits_for_room();
