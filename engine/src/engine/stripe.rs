@@ -232,6 +232,7 @@ impl Engine {
     fn frontend_block(&mut self, id: RequestId, lba: u64, data_crc: u32) -> BlockInfo {
         let timestamp = self.next_timestamp;
         self.next_timestamp += 1;
+        self.checkpoints.blocks_written += 1;
         self.in_flight_lbas.entry(lba).or_insert((0, 0)).1 += 1;
         self.l2p.pin(self.l2p.page_of(lba));
         self.l2p.prefetch(lba); // mapped when its stripe persists
