@@ -130,7 +130,10 @@ fn offloaded_run(scheme: Scheme, i: usize) -> Outcome {
 }
 
 /// Offloaded runs that failed once, beyond what `make test` explores (`make soak` found
-/// them), pinned: (scheme, run).
+/// them), pinned: (scheme, run). See `pinned_offloaded_runs_keep_every_block`.
+const PINNED_OFFLOADED_RUNS: &[(usize, usize)] = &[(6, 1077)];
+
+/// The pinned offloaded runs.
 /// - RAID-6 Ns=1 Nl=2, run 1077: two crashes in a row left segments that mapped nothing
 ///   (one whose reset waited for a running checkpoint) and no empty zone; garbage
 ///   collection would not start on them for want of room it does not need, the array was
@@ -138,7 +141,7 @@ fn offloaded_run(scheme: Scheme, i: usize) -> Outcome {
 ///   (`settle`).
 #[test]
 fn pinned_offloaded_runs_keep_every_block() {
-    for (scheme, run) in [(6, 1077)] {
+    for &(scheme, run) in PINNED_OFFLOADED_RUNS {
         offloaded_run(schemes()[scheme], run);
     }
 }
