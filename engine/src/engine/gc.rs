@@ -120,11 +120,13 @@ impl Engine {
             .min_by_key(|s| (!s.reclaim_first, s.valid_blocks, s.sequence))
             .map(|s| (s.zone, s.valid_blocks));
         let Some((zone, valid_blocks)) = victim else { return false };
-        // A victim that maps nothing needs no room: nothing is moved, its zones are reset
-        // (a crash may leave such segments, e.g. one whose reset waited for a checkpoint).
+        // A victim that maps nothing needs no room when no repair waits in the relocation
+        // stripes either: nothing is written, its zones are reset (a crash may leave such
+        // segments, e.g. one whose reset waited for a checkpoint).
         let may_open = self.free_zones.len() > self.relocation_zones_to_leave();
         let padding = self.plan.class_layout(self.plan.gc_class()).stripe_data_blocks();
-        if valid_blocks > 0 && !may_open && self.relocation_room_blocks() < valid_blocks + padding {
+        let writes_nothing = valid_blocks == 0 && self.gc_open_stripe.is_none() && self.gc_queued.is_empty();
+        if !writes_nothing && !may_open && self.relocation_room_blocks() < valid_blocks + padding {
             return false;
         }
         tracing::debug!(zone, valid_blocks, "garbage collection: relocating a segment");

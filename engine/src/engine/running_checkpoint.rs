@@ -190,7 +190,7 @@ impl Engine {
 
     /// Whether the reset of the relocated segment in `zone` (every live block moved,
     /// nothing in flight) waits for a running checkpoint: one is draining, or one begins
-    /// now for it (if it may, and what it writes and pads is at most a quarter of what the
+    /// now for it (if it may, and what it writes and pads is at most half of what the
     /// reset frees, so that collection keeps its headway). Otherwise the reset goes ahead,
     /// and a checkpoint naming the segment goes stale (a crash before the next one replays
     /// everything).
@@ -204,7 +204,7 @@ impl Engine {
         }
         let layout = self.seg(zone).layout;
         let pages = self.checkpoint_pages();
-        let worth = pages + self.checkpoint_padding_blocks() <= layout.stripes * layout.stripe_data_blocks() / 4;
+        let worth = pages + self.checkpoint_padding_blocks() <= layout.stripes * layout.stripe_data_blocks() / 2;
         if !worth || !self.may_checkpoint_while_running(pages) {
             self.relocation.as_mut().expect("relocating").checkpoint_passed = true;
             return false;
