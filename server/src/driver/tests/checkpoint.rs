@@ -161,3 +161,52 @@ fn a_clean_stop_leaves_a_checkpoint_the_next_start_begins_from() {
     thread.tx.send(Message::Stop).unwrap();
     thread.join().unwrap();
 }
+
+/// The engine thread writes the checkpoints the engine takes while running (garbage
+/// collection waits for them before it resets a segment) to the drives, as the next
+/// generations: after overwrites that fill the array many times, the clean stop's
+/// checkpoint comes after them, the next start begins from it, and every block reads back.
+#[test]
+fn checkpoints_taken_while_running_are_written_by_the_engine_thread() {
+    let (_dir, paths, block) = formatted_with_budget();
+    let mut assembled = assemble(&paths).unwrap();
+    let engine = recover(&mut assembled).unwrap();
+    let record = FailureRecord::of(&assembled);
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    let (lbas, per_write) = (2048u64, 64u64);
+    let mut last = vec![0u64; lbas as usize];
+    let (to, answers) = reply();
+    let mut tag = 0;
+    for round in 1..=12u64 {
+        for first in (0..lbas).step_by(per_write as usize) {
+            let data: Vec<u8> = (0..per_write as usize * block).map(|i| (i as u64 * 7 + first + round) as u8).collect();
+            tag += 1;
+            thread
+                .tx
+                .send(Message::Io { tag, request: Request::Write { lba: first, data }, reply: to.clone() })
+                .unwrap();
+            answers.recv().unwrap().1.unwrap();
+            last[first as usize..(first + per_write) as usize].fill(round);
+        }
+    }
+    thread.tx.send(Message::Stop).unwrap();
+    thread.join().unwrap();
+    let mut assembled = assemble(&paths).unwrap();
+    let engine = recover(&mut assembled).unwrap();
+    let report = assembled.recovery_report.unwrap();
+    eprintln!("start after the stop: {report:?}");
+    let generation = report.checkpoint_generation.expect("the start began from the stop's checkpoint");
+    assert!(generation > 1, "no checkpoint was written while running before the stop's ({generation})");
+    let record = FailureRecord::of(&assembled);
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    tag += 1;
+    thread.tx.send(Message::Io { tag, request: Request::Read { lba: 0, blocks: lbas }, reply: to }).unwrap();
+    let got = answers.recv().unwrap().1.unwrap();
+    for first in (0..lbas).step_by(per_write as usize) {
+        let round = last[first as usize];
+        let want: Vec<u8> = (0..per_write as usize * block).map(|i| (i as u64 * 7 + first + round) as u8).collect();
+        assert!(got[first as usize * block..][..want.len()] == want[..], "LBA {first} does not read back");
+    }
+    thread.tx.send(Message::Stop).unwrap();
+    thread.join().unwrap();
+}
