@@ -81,7 +81,11 @@ impl Engine {
     /// Data blocks the open segments relocated stripes go to can still take, counted in
     /// whole stripes.
     pub(super) fn relocation_room_blocks(&self) -> u64 {
-        let class = self.plan.gc_class();
+        self.open_room_blocks(self.plan.gc_class())
+    }
+
+    /// Data blocks the open segments of `class` can still take, counted in whole stripes.
+    pub(super) fn open_room_blocks(&self, class: ChunkClass) -> u64 {
         let open = (0..self.slots.len()).filter(|s| self.plan.slots[*s].class == class).filter_map(|s| self.slots[s]);
         open.map(|zone| {
             let seg = self.seg(zone);

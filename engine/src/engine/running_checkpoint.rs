@@ -115,15 +115,7 @@ impl Engine {
     fn checkpoint_room_blocks(&self) -> u64 {
         let class = self.plan.class_of_write(self.block_bytes() as u64);
         let layout = self.plan.class_layout(class);
-        let open: u64 = (0..self.slots.len())
-            .filter(|s| self.plan.slots[*s].class == class)
-            .filter_map(|s| self.slots[s])
-            .map(|zone| {
-                let seg = self.seg(zone);
-                let issued = seg.group * seg.layout.group_size + seg.group_issued;
-                (seg.layout.stripes - issued) * seg.layout.stripe_data_blocks()
-            })
-            .sum();
+        let open = self.open_room_blocks(class);
         let openable = self.free_zones.len().saturating_sub(RECOVERY_RESERVED_ZONES + GC_RESERVED_ZONES) as u64;
         open + openable * layout.stripes * layout.stripe_data_blocks()
     }
