@@ -234,7 +234,8 @@ fn l2p_line(l: &Value) -> String {
     };
     format!(
         "L2P table: budget {}, {} of {} pages cached ({} dirty, {} on the drives), hit rate {:.1}%, mapping blocks \
-         read {} ({:.1}/s), written {} ({:.1}/s), checkpoints taken while running {} ({} abandoned)",
+         read {} ({:.1}/s), written {} ({:.1}/s), checkpoints taken while running {} ({} incremental, {} abandoned, {} \
+         of images)",
         format_bytes(budget),
         count("cached_pages"),
         count("pages"),
@@ -246,7 +247,9 @@ fn l2p_line(l: &Value) -> String {
         count("mapping_writes"),
         l["mapping_writes_per_s"].as_f64().unwrap_or(0.0),
         count("checkpoints_running"),
+        count("checkpoints_incremental"),
         count("checkpoints_abandoned"),
+        format_bytes(count("checkpoint_image_bytes")),
     )
 }
 

@@ -28,8 +28,12 @@ pub struct Simulator {
     /// The newest checkpoint the engine took while running (a real driver writes it to
     /// the reserved zones), until taken (`take_running_checkpoint`).
     running_checkpoint: Option<CheckpointImage>,
-    /// The generation the next checkpoint gets: one more than the newest this array had.
+    /// The generation the next checkpoint gets (`CheckpointImage::next_generation`).
     next_checkpoint_generation: u64,
+    /// The two checkpoint copies as a real driver writes them (copy = generation mod 2),
+    /// encoded; emptied by a start (its engine's first checkpoint is full).
+    checkpoint_copies: [Option<Vec<u8>>; 2],
+    block_size_bytes: u32,
 }
 
 impl Simulator {
@@ -91,6 +95,8 @@ impl Simulator {
             recovery_report: RecoveryReport::default(),
             running_checkpoint: None,
             next_checkpoint_generation: 1,
+            checkpoint_copies: [None, None],
+            block_size_bytes: geometry.block_size_bytes,
         })
     }
 
@@ -198,6 +204,8 @@ impl Simulator {
             recovery_report,
             running_checkpoint: None,
             next_checkpoint_generation,
+            checkpoint_copies: [None, None],
+            block_size_bytes: geometry.block_size_bytes,
         };
         sim.engine.tick(now_ns);
         sim.dispatch();
@@ -303,6 +311,31 @@ impl Simulator {
         self.next_checkpoint_generation
     }
 
+    /// After a clean stop: the engine's checkpoint, written to its copy, as the next start
+    /// reads it back (an incremental one resolved from its base in the other copy); None
+    /// when the stop left none (`Engine::checkpoint`).
+    pub fn stop_checkpoint(&mut self) -> Option<CheckpointImage> {
+        debug_assert!(self.engine.is_stopped());
+        let image = self.engine.checkpoint(self.next_checkpoint_generation)?;
+        Some(self.store_checkpoint(&image))
+    }
+
+    /// Writes `image` to its copy, as the bytes a real driver writes, and returns what a
+    /// start reads back: the image, resolved from the other copy when incremental (an
+    /// engine handing out one its base cannot resolve is a bug: this panics).
+    fn store_checkpoint(&mut self, image: &CheckpointImage) -> CheckpointImage {
+        self.next_checkpoint_generation = image.next_generation();
+        let copy = (image.generation % 2) as usize;
+        self.checkpoint_copies[copy] = Some(image.encode(self.block_size_bytes));
+        let read = |bytes: &Option<Vec<u8>>| {
+            bytes.as_deref().map(|b| CheckpointImage::decode(b).expect("a checkpoint copy just written decodes"))
+        };
+        let newest = read(&self.checkpoint_copies[copy]).expect("just written");
+        debug_assert!(newest == *image, "the checkpoint changed on its trip through its bytes");
+        let base = read(&self.checkpoint_copies[1 - copy]);
+        newest.resolve(base.as_ref()).unwrap_or_else(|e| panic!("the checkpoint does not resolve from its base: {e}"))
+    }
+
     /// A running checkpoint the engine drained for is written at once (the write takes no
     /// virtual time: a power cut comes before or after it, and a torn copy leaves the
     /// previous one, which is the same as before).
@@ -310,8 +343,7 @@ impl Simulator {
         let image = self.engine.checkpoint(self.next_checkpoint_generation);
         let written = image.is_some();
         if let Some(image) = image {
-            self.next_checkpoint_generation += 1;
-            self.running_checkpoint = Some(image);
+            self.running_checkpoint = Some(self.store_checkpoint(&image));
         }
         self.engine.checkpoint_written(written, self.now_ns);
     }

@@ -79,12 +79,11 @@ fn check_reads(sim: &mut Simulator, model: &HashMap<u64, Vec<u8>>, what: &str) {
     }
 }
 
-fn stop_and_checkpoint(mut sim: Simulator, generation: u64) -> (Vec<zapraid_zns::EmulatedDrive>, CheckpointImage) {
+/// Stops `sim` and takes the checkpoint the stop leaves, as the next start reads it back
+/// from its copies (through their bytes; an incremental one resolved from its base).
+fn stop_and_checkpoint(mut sim: Simulator) -> (Vec<zapraid_zns::EmulatedDrive>, CheckpointImage) {
     sim.stop();
-    let image = sim.engine.checkpoint(generation).expect("a stopped engine that keeps one has a checkpoint");
-    // It survives its trip through the drives' bytes.
-    let image = CheckpointImage::decode(&image.encode(BLOCK as u32)).expect("the checkpoint decodes");
-    assert_eq!(image.generation, generation);
+    let image = sim.stop_checkpoint().expect("a stopped engine that keeps one has a checkpoint");
     (sim.power_cut().unwrap(), image)
 }
 
@@ -103,7 +102,8 @@ fn a_start_from_a_checkpoint_reads_less_and_finds_every_block() {
         // Enough overwrites that garbage collection runs.
         write_random(&mut sim, &mut model, &mut rng, 3 * LOGICAL_BLOCKS, 1);
         assert!(sim.engine.status().segments_reclaimed > 0, "{mode:?}: garbage collection ran");
-        let (drives, image) = stop_and_checkpoint(sim, 1);
+        let (drives, image) = stop_and_checkpoint(sim);
+        let generation = image.generation;
         assert!(image.directory.iter().any(|e| *e != u32::MAX), "pages were written back");
 
         // The same drives replayed in full first, for comparison (its start writes nothing
@@ -119,7 +119,7 @@ fn a_start_from_a_checkpoint_reads_less_and_finds_every_block() {
              every footer",
             from_checkpoint.blocks_read, replayed.blocks_read
         );
-        assert_eq!(from_checkpoint.checkpoint_generation, Some(1), "{mode:?}: the checkpoint was used");
+        assert_eq!(from_checkpoint.checkpoint_generation, Some(generation), "{mode:?}: the checkpoint was used");
         assert_eq!(replayed.checkpoint_generation, None);
         assert!(from_checkpoint.blocks_read < replayed.blocks_read, "{mode:?}: the checkpoint saved no reads");
         // Only the checkpoint and the headers were read (the stripe tables are in the
@@ -137,9 +137,10 @@ fn a_start_from_a_checkpoint_reads_less_and_finds_every_block() {
 
         // It keeps working: more writes and collections, a second stop and checkpoint.
         write_random(&mut sim, &mut model, &mut rng, 2 * LOGICAL_BLOCKS, 2);
-        let (drives, image) = stop_and_checkpoint(sim, 2);
+        let (drives, image) = stop_and_checkpoint(sim);
+        let generation = image.generation;
         let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image)).unwrap();
-        assert_eq!(sim.recovery_report.checkpoint_generation, Some(2));
+        assert_eq!(sim.recovery_report.checkpoint_generation, Some(generation));
         check_reads(&mut sim, &model, "after the second checkpointed start");
     }
 }
@@ -149,13 +150,14 @@ fn a_stale_checkpoint_is_not_used_and_the_replay_finds_every_block() {
     for (level, mode) in schemes() {
         let (config, mut rng, mut model, mut sim) = fresh(level, mode, 12);
         write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS, 1);
-        let (drives, image) = stop_and_checkpoint(sim, 1);
+        let (drives, image) = stop_and_checkpoint(sim);
+        let generation = image.generation;
 
         // A start from it, a crash before anything is written: it still matches.
         let sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image.clone())).unwrap();
         let drives = sim.power_cut().unwrap();
         let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image.clone())).unwrap();
-        assert_eq!(sim.recovery_report.checkpoint_generation, Some(1), "{mode:?}: nothing was written since");
+        assert_eq!(sim.recovery_report.checkpoint_generation, Some(generation), "{mode:?}: nothing was written since");
         check_reads(&mut sim, &model, "after a crash with nothing written");
 
         // Writes and collections after it, then a crash: the drives hold segments it does
@@ -193,7 +195,8 @@ fn a_crash_after_a_start_from_a_checkpoint_replays_only_what_came_after() {
         for failed in [None, Some(1)] {
             let (config, mut rng, mut model, mut sim) = fresh(level, mode, 15);
             write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS, 1);
-            let (drives, image) = stop_and_checkpoint(sim, 1);
+            let (drives, image) = stop_and_checkpoint(sim);
+            let generation = image.generation;
             let mut sim =
                 Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image.clone())).unwrap();
             write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 8, 2);
@@ -215,7 +218,7 @@ fn a_crash_after_a_start_from_a_checkpoint_replays_only_what_came_after() {
                  replaying every segment",
                 report.blocks_read, report.segments_replayed, replayed_all.blocks_read
             );
-            assert_eq!(report.checkpoint_generation, Some(1), "{what}: {report:?}");
+            assert_eq!(report.checkpoint_generation, Some(generation), "{what}: {report:?}");
             assert!(report.segments_replayed > 0, "{what}: {report:?}");
             assert!(report.blocks_read < replayed_all.blocks_read, "{what}: {report:?} against {replayed_all:?}");
             check_written(&mut sim, &model, &format!("{what}: after the crash"));
@@ -224,10 +227,11 @@ fn a_crash_after_a_start_from_a_checkpoint_replays_only_what_came_after() {
             write_random(&mut sim, &mut model, &mut rng, 2 * LOGICAL_BLOCKS, 3);
             assert!(sim.engine.status().segments_reclaimed > 0, "{what}: garbage collection ran");
             check_written(&mut sim, &model, &format!("{what}: after more writes"));
-            let (drives, image) = stop_and_checkpoint(sim, 2);
+            let (drives, image) = stop_and_checkpoint(sim);
+            let generation = image.generation;
             let mut sim =
                 Simulator::recover_with_checkpoint(geometry(), config, drives, &failed_list, Some(image)).unwrap();
-            assert_eq!(sim.recovery_report.checkpoint_generation, Some(2), "{what}");
+            assert_eq!(sim.recovery_report.checkpoint_generation, Some(generation), "{what}");
             check_written(&mut sim, &model, &format!("{what}: after the next clean stop"));
         }
     }
@@ -243,16 +247,18 @@ fn pages_read_after_a_crash_start_stay_within_the_budget() {
     for stop_at_once in [false, true] {
         let (config, mut rng, mut model, mut sim) = fresh(level, mode, 16);
         write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 2, 1);
-        let (drives, image) = stop_and_checkpoint(sim, 1);
+        let (drives, image) = stop_and_checkpoint(sim);
+        let generation = image.generation;
         let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image.clone())).unwrap();
         write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 4, 2);
         let drives = sim.power_cut().unwrap();
         let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image)).unwrap();
         assert!(sim.recovery_report.segments_replayed > 0, "{:?}", sim.recovery_report);
         if stop_at_once {
-            let (drives, image) = stop_and_checkpoint(sim, 2);
+            let (drives, image) = stop_and_checkpoint(sim);
+            let generation = image.generation;
             sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image)).unwrap();
-            assert_eq!(sim.recovery_report.checkpoint_generation, Some(2));
+            assert_eq!(sim.recovery_report.checkpoint_generation, Some(generation));
         } else {
             sim.run_until_idle();
             let l2p = sim.engine.status().l2p;
@@ -291,9 +297,10 @@ fn a_checkpoint_after_a_full_replay_holds_every_recovered_entry() {
         .filter(|(_, b)| b.iter().any(|x| *x != 0))
         .collect();
     // The stop writes every page the overlay touches back.
-    let (drives, image) = stop_and_checkpoint(sim, 7);
+    let (drives, image) = stop_and_checkpoint(sim);
+    let generation = image.generation;
     let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image)).unwrap();
-    assert_eq!(sim.recovery_report.checkpoint_generation, Some(7));
+    assert_eq!(sim.recovery_report.checkpoint_generation, Some(generation));
     check_reads(&mut sim, &model, "after a checkpoint taken over a full replay");
 }
 
@@ -302,10 +309,11 @@ fn a_checkpointed_start_with_a_failed_drive_reads_every_block() {
     for (level, mode) in schemes() {
         let (config, mut rng, mut model, mut sim) = fresh(level, mode, 14);
         write_random(&mut sim, &mut model, &mut rng, 2 * LOGICAL_BLOCKS, 1);
-        let (mut drives, image) = stop_and_checkpoint(sim, 1);
+        let (mut drives, image) = stop_and_checkpoint(sim);
+        let generation = image.generation;
         drives[1].fail();
         let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[1], Some(image)).unwrap();
-        assert_eq!(sim.recovery_report.checkpoint_generation, Some(1), "{mode:?}");
+        assert_eq!(sim.recovery_report.checkpoint_generation, Some(generation), "{mode:?}");
         check_reads(&mut sim, &model, &format!("{mode:?} degraded, from the checkpoint"));
     }
 }
@@ -333,17 +341,28 @@ fn under_garbage_collection_a_crash_starts_from_a_checkpoint_taken_while_running
             let drives = sim.power_cut().unwrap();
             let sim =
                 Simulator::recover_with_checkpoint(geometry(), config, drives, &[], offer.then_some(image)).unwrap();
-            (sim, model, generation, status.segments_reclaimed)
+            (sim, model, generation, status)
         };
         let (full, _, _, _) = crashed(false);
-        let (mut sim, mut model, generation, reclaimed) = crashed(true);
+        let (mut sim, mut model, generation, status) = crashed(true);
+        let (reclaimed, l2p) = (status.segments_reclaimed, status.l2p);
         let (report, replayed) = (sim.recovery_report, full.recovery_report);
         eprintln!(
             "{level:?} {mode:?}: {reclaimed} segments reclaimed, no clean stop; start after a crash read {} blocks \
              from checkpoint {generation} (taken while running) and {} segments after or open at it, {} replaying \
-             every segment",
-            report.blocks_read, report.segments_replayed, replayed.blocks_read
+             every segment; {} checkpoints taken while running, {} of them incremental, {} bytes of images",
+            report.blocks_read,
+            report.segments_replayed,
+            replayed.blocks_read,
+            l2p.checkpoints_running,
+            l2p.checkpoints_incremental,
+            l2p.checkpoint_image_bytes
         );
+        // Garbage collection seals segments with stripe tables between checkpoints: the
+        // images after a full one leave out the tables it holds.
+        if mode != Mode::ZoneWriteOnly {
+            assert!(l2p.checkpoints_incremental > 0, "{mode:?}: {l2p:?}");
+        }
         assert_eq!(report.checkpoint_generation, Some(generation), "{mode:?}: {report:?}");
         assert!(report.blocks_read < replayed.blocks_read, "{mode:?}: {report:?} vs {replayed:?}");
         sim.run_until_idle();

@@ -85,6 +85,7 @@ fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
         explored.checkpoints_used += run.checkpoints_used;
         explored.checkpoints_replayed += run.checkpoints_replayed;
         explored.checkpoints_running += run.checkpoints_running;
+        explored.checkpoints_incremental += run.checkpoints_incremental;
         explored.stops_cut += run.stops_cut;
         explored.stops_cut_writing_mappings += run.stops_cut_writing_mappings;
         explored.stops_without_checkpoint += run.stops_without_checkpoint;
@@ -160,7 +161,7 @@ fn crash_states_per_scheme() -> usize {
 fn crash_exploration() {
     let target = crash_states_per_scheme();
     let mut total = 0;
-    let (mut offered, mut used, mut replayed, mut running) = (0, 0, 0, 0);
+    let (mut offered, mut used, mut replayed, mut running, mut incremental) = (0, 0, 0, 0, 0);
     for scheme in schemes() {
         let mut explored = 0;
         let mut cut = 0;
@@ -228,13 +229,14 @@ fn crash_exploration() {
         eprintln!(
             "crash exploration: {scheme}: {} crash states with the L2P table offloaded to 1-3 pages, 0 \
              violations ({} cuts during a clean stop, {} of them once it wrote mapping blocks; {} stops left no \
-             checkpoint, the array full); {} checkpoints taken while running offered; {} starts offered a \
-             checkpoint, {} used it, {} of them replaying the segments written after it",
+             checkpoint, the array full); {} checkpoints taken while running offered; {} checkpoints incremental; {} \
+             starts offered a checkpoint, {} used it, {} of them replaying the segments written after it",
             offloaded.states,
             offloaded.stops_cut,
             offloaded.stops_cut_writing_mappings,
             offloaded.stops_without_checkpoint,
             offloaded.checkpoints_running,
+            offloaded.checkpoints_incremental,
             offloaded.checkpoints_offered,
             offloaded.checkpoints_used,
             offloaded.checkpoints_replayed
@@ -244,6 +246,7 @@ fn crash_exploration() {
         used += offloaded.checkpoints_used;
         replayed += offloaded.checkpoints_replayed;
         running += offloaded.checkpoints_running;
+        incremental += offloaded.checkpoints_incremental;
     }
     let during_rebuild = CUTS_DURING_REBUILD.load(std::sync::atomic::Ordering::Relaxed);
     let resumed = RESUMED_REBUILDS.load(std::sync::atomic::Ordering::Relaxed);
@@ -251,7 +254,7 @@ fn crash_exploration() {
         "crash exploration: {total} crash states in all ({during_rebuild} power cuts during a rebuild, {resumed} \
          of them resumed onto the same drive), 0 violations; {offered} starts offered a checkpoint, {used} used it, \
          {replayed} of them replaying the segments written after it; {running} checkpoints taken while running \
-         offered"
+         offered, {incremental} incremental checkpoints became the newest"
     );
     assert!(resumed > 0 && resumed < during_rebuild, "both ways of going on after a rebuild cut short are explored");
     // Checkpoints are used, also after a crash (replaying what came after them), and stale
@@ -259,6 +262,7 @@ fn crash_exploration() {
     assert!(used > 0 && used < offered, "{offered} starts offered a checkpoint, {used} used it");
     assert!(replayed > 0 && replayed < used, "{used} starts from a checkpoint, {replayed} replaying segments");
     assert!(running > 0, "no checkpoint taken while running was offered to a start");
+    assert!(incremental > 0, "no incremental checkpoint became the newest");
     assert!(total >= schemes().len() * target);
 }
 

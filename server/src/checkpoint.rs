@@ -91,11 +91,14 @@ pub struct Found {
     pub blocks_read: u64,
 }
 
-/// The newest checkpoint any drive not in `skip` holds for array `uuid`. Reads one copy's
-/// first block per drive until a copy decodes; a copy that does not is looked for on the
-/// next drive.
+/// The newest checkpoint any drive not in `skip` holds for array `uuid`, whole: an
+/// incremental one is resolved from its base, the full image in the other copy. Reads one
+/// copy's first block per drive until a copy decodes; a copy that does not is looked for
+/// on the next drive. When the newest cannot be resolved (its base torn or overwritten),
+/// the other copy is offered if it is whole by itself: older, and judged by recovery as
+/// any checkpoint is.
 pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: CheckpointArea, uuid: [u8; 16]) -> Found {
-    let mut newest: Option<CheckpointImage> = None;
+    let mut copies: [Option<CheckpointImage>; 2] = [None, None];
     let mut highest = 0;
     let mut blocks_read = 0;
     for copy in 0..2u64 {
@@ -107,9 +110,7 @@ pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: Ch
             match read_copy(inner.as_mut(), area, copy, &mut blocks_read) {
                 Ok(image) if image.array_uuid == uuid => {
                     highest = highest.max(image.generation);
-                    if newest.as_ref().is_none_or(|n| n.generation < image.generation) {
-                        newest = Some(image);
-                    }
+                    copies[copy as usize] = Some(image);
                     break; // the other drives hold the same copy
                 }
                 Ok(_) => tracing::warn!(drive = index, copy, "a checkpoint of another array: passed over"),
@@ -117,6 +118,22 @@ pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: Ch
             }
         }
     }
+    let [first, second] = copies;
+    let (newest, other) = match (first, second) {
+        (Some(a), Some(b)) if a.generation < b.generation => (Some(b), Some(a)),
+        (Some(a), b) => (Some(a), b),
+        (None, b) => (b, None),
+    };
+    let newest = newest.and_then(|image| {
+        let generation = image.generation;
+        match image.resolve(other.as_ref()) {
+            Ok(whole) => Some(whole),
+            Err(e) => {
+                tracing::warn!(generation, "the newest checkpoint is incremental and its base is not whole ({e})");
+                other.and_then(|o| o.resolve(None).ok())
+            }
+        }
+    });
     Found { newest, highest_generation: highest, blocks_read }
 }
 

@@ -29,5 +29,9 @@ pub fn status_json(s: &ArrayStatus) -> serde_json::Value {
         // newest), and those abandoned (no room, or not written).
         "checkpoints_running": l2p.checkpoints_running,
         "checkpoints_abandoned": l2p.checkpoints_abandoned,
+        // Of those taken while running, the incremental ones (only the stripe tables
+        // changed since the last full one), and the bytes of all their images (a copy).
+        "checkpoints_incremental": l2p.checkpoints_incremental,
+        "checkpoint_image_bytes": l2p.checkpoint_image_bytes,
     })
 }

@@ -68,8 +68,10 @@ impl Engine {
     /// (`checkpoint_ready`), generation `generation` (the superblock generation it goes
     /// with is the caller's to set); None unless the array keeps one and the whole table
     /// was written back (a rebuild running also keeps it from being taken: the next start
-    /// reads the drives).
-    pub fn checkpoint(&self, generation: u64) -> Option<CheckpointImage> {
+    /// reads the drives). It is incremental (`checkpoint_base`) when the last full one
+    /// written is in the other copy: the caller keeps that copy and resolves the image
+    /// from it at the next start. The next generation is `CheckpointImage::next_generation`.
+    pub fn checkpoint(&mut self, generation: u64) -> Option<CheckpointImage> {
         let drained = self.is_stopped() || self.checkpoint_ready();
         if !drained || !self.config.l2p.checkpoint || !self.l2p.is_checkpointable() {
             return None;
@@ -81,6 +83,8 @@ impl Engine {
         if running && self.failed.iter().any(|f| *f) {
             return None; // a drive failed while it drained (`running_checkpoint`)
         }
+        // A stop with a drive failed writes a full image: the base may be of before.
+        let base_generation = self.checkpoint_incremental(generation).filter(|_| !self.failed.iter().any(|f| *f));
         let mut segments = Vec::new();
         for seg in self.segments.iter().flatten() {
             // As the next start's recovery would judge it: sealed, closed by the stop's
@@ -99,13 +103,23 @@ impl Engine {
                 }
                 SegmentState::Sealing | SegmentState::Relocating => return None,
             };
-            let table = match &seg.table {
-                Some(table) if !appending => {
-                    let mut bytes = Vec::with_capacity(CompactStripeTable::encoded_bytes(&seg.layout));
-                    table.encode(&mut bytes);
-                    bytes
+            let table_bytes = CompactStripeTable::encoded_bytes(&seg.layout);
+            let (table, base_table_bytes) = match &seg.table {
+                Some(_table) if !appending && base_generation.is_some() && self.base_holds(seg, table_bytes as u64) => {
+                    #[cfg(debug_assertions)]
+                    {
+                        let mut bytes = Vec::with_capacity(table_bytes);
+                        _table.encode(&mut bytes);
+                        self.assert_base_table(seg.zone, &bytes);
+                    }
+                    (Vec::new(), table_bytes as u64) // the base holds it
                 }
-                _ => Vec::new(), // Zone Write, or replayed (recovery rebuilds it)
+                Some(table) if !appending => {
+                    let mut bytes = Vec::with_capacity(table_bytes);
+                    table.encode(&mut bytes);
+                    (bytes, 0)
+                }
+                _ => (Vec::new(), 0), // Zone Write, or replayed (recovery rebuilds it)
             };
             segments.push(CheckpointSegment {
                 zone: seg.zone,
@@ -116,9 +130,10 @@ impl Engine {
                 large: seg.class == ChunkClass::Large,
                 live_blocks: seg.valid_blocks,
                 table,
+                base_table_bytes,
             });
         }
-        Some(CheckpointImage {
+        let image = CheckpointImage {
             array_uuid: self.config.array_uuid,
             generation,
             next_sequence: self.next_sequence,
@@ -127,7 +142,10 @@ impl Engine {
             entries_per_page: self.l2p.entries_per_page() as u32,
             segments,
             directory: self.l2p.directory_entries().to_vec(),
-        })
+            base_generation,
+        };
+        self.note_checkpoint_taken(&image);
+        Some(image)
     }
 
     /// Installs a checkpoint's table side: the directory, and the live count of each

@@ -31,6 +31,7 @@
 //! winning.
 
 mod checkpoint;
+mod checkpoint_base;
 mod config;
 mod flush;
 mod gc;

@@ -26,24 +26,13 @@
 use std::collections::VecDeque;
 
 use crate::capacity::{GC_RESERVED_ZONES, GC_START_FREE_ZONES, RECOVERY_RESERVED_ZONES};
-use crate::format::checkpoint_image_bytes;
-use crate::stripe_table::CompactStripeTable;
 
+use super::checkpoint_base::{CheckpointBase, PendingCheckpoint};
 use super::*;
 
 /// Segments opened since the last checkpoint after which the engine takes one while
 /// running: a crash then replays about this many segments, and those open at it.
 pub(super) const CHECKPOINT_INTERVAL_SEGMENTS: u64 = 8;
-
-/// Bytes written by requests since the last checkpoint, per byte of the images the next
-/// one writes (a copy per drive), before one is taken while running: the images (mostly
-/// the compact stripe tables, 3.77 GiB a copy at the paper's testbed) cost at most an
-/// eighth of what the array is asked to write.
-const WRITTEN_PER_CHECKPOINT_BYTE: u64 = 8;
-
-/// Images (all copies) up to this size are always paid for: small arrays' images are a
-/// few blocks, less than garbage collection moves for one segment.
-const CHEAP_CHECKPOINT_BYTES: u64 = 1 << 20;
 
 /// Running checkpoints' state in the engine.
 #[derive(Default)]
@@ -62,6 +51,15 @@ pub(super) struct RunningCheckpoints {
     /// Running checkpoints written, and those abandoned (no room, or not written).
     pub(super) taken: u64,
     pub(super) abandoned: u64,
+    /// Of those written, the incremental ones, and the bytes of all their images (a copy).
+    pub(super) incremental: u64,
+    pub(super) image_bytes_written: u64,
+    /// Bytes of images paid for by earlier writes and not spent (`checkpoint_base`).
+    pub(super) credit_bytes: u64,
+    /// The full checkpoint written last, that incremental ones build on.
+    pub(super) base: Option<CheckpointBase>,
+    /// The checkpoint handed out last, until the driver says whether it was written.
+    pub(super) pending: Option<PendingCheckpoint>,
 }
 
 impl Engine {
@@ -125,24 +123,6 @@ impl Engine {
     fn checkpoint_padding_blocks(&self) -> u64 {
         let class = self.plan.class_of_write(self.block_bytes() as u64);
         (CLASSES as u64 + 1) * self.plan.class_layout(class).stripe_data_blocks()
-    }
-
-    /// Whether requests wrote enough since the last checkpoint to pay for the images of
-    /// the next (`WRITTEN_PER_CHECKPOINT_BYTE`), or they are small
-    /// (`CHEAP_CHECKPOINT_BYTES`). Walks the segments: asked only once the cheaper
-    /// conditions hold.
-    fn checkpoint_paid_for(&self) -> bool {
-        let segments = self.segments.iter().flatten();
-        let tables: u64 = segments
-            .clone()
-            .filter(|s| s.table.is_some() && s.state != SegmentState::Open)
-            .map(|s| CompactStripeTable::encoded_bytes(&s.layout) as u64)
-            .sum();
-        let image_bytes = checkpoint_image_bytes(segments.count(), self.l2p.page_count(), tables);
-        let copies = self.failed.iter().filter(|f| !**f).count() as u64;
-        let written_bytes = self.checkpoints.blocks_written * self.block_bytes() as u64;
-        let images_bytes = image_bytes * copies;
-        images_bytes <= CHEAP_CHECKPOINT_BYTES || written_bytes >= WRITTEN_PER_CHECKPOINT_BYTE * images_bytes
     }
 
     /// Whether a running checkpoint may begin now, writing back `pages` pages: the array
@@ -253,7 +233,7 @@ impl Engine {
         self.stop = StopState::Running;
         self.mapping.checkpoint_abandoned = false;
         self.checkpoints.segments_opened = 0;
-        self.checkpoints.blocks_written = 0;
+        self.note_checkpoint_written(written);
         if written {
             self.checkpoints.taken += 1;
         } else {

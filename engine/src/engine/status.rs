@@ -68,6 +68,10 @@ pub struct L2pStatus {
     /// abandoned (no room for the table, or the driver could not write the image).
     pub checkpoints_running: u64,
     pub checkpoints_abandoned: u64,
+    /// Of the checkpoints taken while running, those incremental (`checkpoint_base`), and
+    /// the bytes of their images (one copy; each is written to every working drive).
+    pub checkpoints_incremental: u64,
+    pub checkpoint_image_bytes: u64,
 }
 
 impl L2pStatus {
@@ -102,6 +106,8 @@ impl Engine {
             peak_cached_pages: stats.peak_cached_pages,
             checkpoints_running: self.checkpoints.taken,
             checkpoints_abandoned: self.checkpoints.abandoned,
+            checkpoints_incremental: self.checkpoints.incremental,
+            checkpoint_image_bytes: self.checkpoints.image_bytes_written,
         }
     }
 

@@ -6,6 +6,12 @@
 //! describes is also described by the log, and a start that finds it stale (the segments
 //! on the drives are not exactly the ones it names) replays the log in full.
 //!
+//! An image is full, or incremental: an incremental image names the full image it builds
+//! on (its base, kept in the other copy) and leaves out the stripe tables the base holds
+//! unchanged, so that a checkpoint per garbage collection reset writes the records, the
+//! directory and only the tables of segments sealed since the base. `resolve` makes it a
+//! whole image again from its base; recovery only ever sees whole images.
+//!
 //! The image is a header and a body, little-endian, one CRC32C over everything after the
 //! CRC field: a flipped bit anywhere is detected. Decoding trusts nothing it reads.
 
@@ -37,7 +43,8 @@ pub struct CheckpointHeader {
     pub segment_count: U32,
     pub page_count: U32,
     pub entries_per_page: U32,
-    pub reserved: U32,
+    /// Bit 0: incremental (the body starts with the base's generation). Other bits 0.
+    pub flags: U32,
 }
 
 pub const CHECKPOINT_HEADER_BYTES: usize = 88;
@@ -68,11 +75,16 @@ pub const CHECKPOINT_SEGMENT_BYTES: usize = 32;
 const _: () = assert!(std::mem::size_of::<CheckpointSegmentRecord>() == CHECKPOINT_SEGMENT_BYTES);
 /// Bytes of one directory entry (a packed physical address, as in a mapping block).
 pub const CHECKPOINT_DIRECTORY_ENTRY_BYTES: usize = 4;
+/// Bytes an incremental image's body starts with: its base's generation.
+pub const CHECKPOINT_BASE_BYTES: usize = 8;
+
+const HEADER_FLAG_INCREMENTAL: u32 = 1;
 
 const FLAG_SEALED: u32 = 1;
 const FLAG_LARGE: u32 = 2;
 const FLAG_OPEN: u32 = 4;
 const FLAG_APPENDING: u32 = 8;
+const FLAG_TABLE_IN_BASE: u32 = 16;
 
 /// A segment as the checkpoint records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,8 +100,12 @@ pub struct CheckpointSegment {
     pub appending: bool,
     pub large: bool,
     pub live_blocks: u64,
-    /// Its compact stripe table (`CompactStripeTable::encode`); empty for Zone Write.
+    /// Its compact stripe table (`CompactStripeTable::encode`); empty for Zone Write, or
+    /// when the base holds it.
     pub table: Vec<u8>,
+    /// Of an incremental image: the bytes of its stripe table that the base holds for the
+    /// same zone and sequence, left out here (`table` is then empty); 0 otherwise.
+    pub base_table_bytes: u64,
 }
 
 /// A decoded (or to be encoded) checkpoint.
@@ -106,10 +122,14 @@ pub struct CheckpointImage {
     pub segments: Vec<CheckpointSegment>,
     /// Per page of the L2P table, its mapping block's packed place, or `u32::MAX`.
     pub directory: Vec<u32>,
+    /// Of an incremental image: the generation of the full image it builds on (the other
+    /// copy). None for a full image. A resolved image keeps it (every table in place).
+    pub base_generation: Option<u64>,
 }
 
-/// Bytes of the image (before block padding) of a checkpoint of these counts and
-/// stripe tables of `table_bytes` in all.
+/// Bytes of the image (before block padding) of a full checkpoint of these counts and
+/// stripe tables of `table_bytes` in all (an incremental one has `CHECKPOINT_BASE_BYTES`
+/// more, and only the tables it holds).
 pub fn checkpoint_image_bytes(segments: usize, pages: usize, table_bytes: u64) -> u64 {
     (CHECKPOINT_HEADER_BYTES + segments * CHECKPOINT_SEGMENT_BYTES + pages * CHECKPOINT_DIRECTORY_ENTRY_BYTES) as u64
         + table_bytes
@@ -119,7 +139,58 @@ impl CheckpointImage {
     /// Bytes of the image (before block padding).
     pub fn image_len(&self) -> u64 {
         let tables: u64 = self.segments.iter().map(|s| s.table.len() as u64).sum();
-        checkpoint_image_bytes(self.segments.len(), self.directory.len(), tables)
+        let base = if self.base_generation.is_some() { CHECKPOINT_BASE_BYTES as u64 } else { 0 };
+        checkpoint_image_bytes(self.segments.len(), self.directory.len(), tables) + base
+    }
+
+    /// The generation the next checkpoint gets: one more after a full image; two more
+    /// after an incremental one, so that the next lands in the same copy again and the
+    /// base it builds on stays whole (copy = generation mod 2).
+    pub fn next_generation(&self) -> u64 {
+        match self.base_generation {
+            Some(_) => self.generation + 2,
+            None => self.generation + 1,
+        }
+    }
+
+    /// The whole image an incremental one describes, its left-out tables taken from
+    /// `base` (the full image of its base generation, as read from the other copy); a full
+    /// image as it is. An error when `base` is not its base or lacks a table it names.
+    pub fn resolve(mut self, base: Option<&CheckpointImage>) -> Result<CheckpointImage, DecodeError> {
+        let Some(base_generation) = self.base_generation else { return Ok(self) };
+        if !self.segments.iter().any(|s| s.base_table_bytes > 0) {
+            return Ok(self);
+        }
+        let Some(base) = base else {
+            return Err(DecodeError::Field(format!("its base, generation {base_generation}, was not read")));
+        };
+        let matches = base.base_generation.is_none()
+            && base.generation == base_generation
+            && base.array_uuid == self.array_uuid
+            && base.superblock_generation == self.superblock_generation
+            && base.entries_per_page == self.entries_per_page;
+        if !matches {
+            return Err(DecodeError::Field(format!(
+                "the other copy (generation {}) is not its base, generation {base_generation} of superblock generation {}",
+                base.generation, self.superblock_generation
+            )));
+        }
+        for s in self.segments.iter_mut().filter(|s| s.base_table_bytes > 0) {
+            let found = base.segments.binary_search_by_key(&s.zone, |b| b.zone).ok().map(|i| &base.segments[i]);
+            match found {
+                Some(b) if b.sequence == s.sequence && b.table.len() as u64 == s.base_table_bytes => {
+                    s.table = b.table.clone();
+                    s.base_table_bytes = 0;
+                }
+                _ => {
+                    return Err(DecodeError::Field(format!(
+                        "its base has no stripe table of {} bytes for zone {} sequence {}",
+                        s.base_table_bytes, s.zone, s.sequence
+                    )))
+                }
+            }
+        }
+        Ok(self)
     }
 
     /// The image, padded with zeros to whole blocks of `block_size_bytes`.
@@ -141,21 +212,27 @@ impl CheckpointImage {
             segment_count: (self.segments.len() as u32).into(),
             page_count: (self.directory.len() as u32).into(),
             entries_per_page: self.entries_per_page.into(),
-            reserved: 0.into(),
+            flags: if self.base_generation.is_some() { HEADER_FLAG_INCREMENTAL } else { 0 }.into(),
         };
         out.extend_from_slice(header.as_bytes());
+        if let Some(base) = self.base_generation {
+            out.extend_from_slice(&base.to_le_bytes());
+        }
         for s in &self.segments {
             debug_assert!(u8::from(s.sealed) + u8::from(s.open) + u8::from(s.appending) <= 1);
+            debug_assert!(s.base_table_bytes == 0 || (self.base_generation.is_some() && s.table.is_empty()));
             let flags = if s.sealed { FLAG_SEALED } else { 0 }
                 | if s.large { FLAG_LARGE } else { 0 }
                 | if s.open { FLAG_OPEN } else { 0 }
-                | if s.appending { FLAG_APPENDING } else { 0 };
+                | if s.appending { FLAG_APPENDING } else { 0 }
+                | if s.base_table_bytes > 0 { FLAG_TABLE_IN_BASE } else { 0 };
+            let table_bytes = if s.base_table_bytes > 0 { s.base_table_bytes } else { s.table.len() as u64 };
             let record = CheckpointSegmentRecord {
                 zone: s.zone.into(),
                 flags: flags.into(),
                 sequence: s.sequence.into(),
                 live_blocks: s.live_blocks.into(),
-                table_bytes: (s.table.len() as u64).into(),
+                table_bytes: table_bytes.into(),
             };
             out.extend_from_slice(record.as_bytes());
         }
@@ -195,9 +272,11 @@ impl CheckpointImage {
         let segments = header.segment_count.get() as usize;
         let pages = header.page_count.get() as usize;
         let recorded = header.image_bytes.get();
+        let incremental = header.flags.get() == HEADER_FLAG_INCREMENTAL;
+        let base_bytes = if incremental { CHECKPOINT_BASE_BYTES } else { 0 };
         // Records and directory first (their length is the counts'), then the tables the
         // records give lengths for; the CRC covers all of it.
-        let fixed = checkpoint_image_bytes(segments, pages, 0);
+        let fixed = checkpoint_image_bytes(segments, pages, base_bytes as u64);
         if recorded < fixed || recorded > bytes.len() as u64 {
             return Err(DecodeError::Field(format!(
                 "{recorded} bytes recorded, {segments} segments and {pages} pages take at least {fixed}, {} read",
@@ -209,10 +288,14 @@ impl CheckpointImage {
         if header.crc32c.get() != computed {
             return Err(DecodeError::Checksum { stored: header.crc32c.get(), computed });
         }
-        if header.reserved.get() != 0 || header.entries_per_page.get() == 0 {
-            return Err(DecodeError::Field("reserved header field set or no entries per page".into()));
+        if header.flags.get() & !HEADER_FLAG_INCREMENTAL != 0 || header.entries_per_page.get() == 0 {
+            return Err(DecodeError::Field("unknown header flags or no entries per page".into()));
         }
-        let body = &image[CHECKPOINT_HEADER_BYTES..];
+        let (base, body) = image[CHECKPOINT_HEADER_BYTES..].split_at(base_bytes);
+        let base_generation = incremental.then(|| u64::from_le_bytes(base.try_into().expect("eight bytes")));
+        if base_generation.is_some_and(|b| b >= header.generation.get()) {
+            return Err(DecodeError::Field(format!("base generation {base_generation:?} not older than the image")));
+        }
         let (records, rest) = body.split_at(segments * CHECKPOINT_SEGMENT_BYTES);
         let (directory, mut tables) = rest.split_at(pages * CHECKPOINT_DIRECTORY_ENTRY_BYTES);
         let mut decoded = Vec::with_capacity(segments);
@@ -220,14 +303,20 @@ impl CheckpointImage {
             let r: CheckpointSegmentRecord = read(raw)?;
             let flags = r.flags.get();
             let states = flags & (FLAG_SEALED | FLAG_OPEN | FLAG_APPENDING);
-            if flags & !(FLAG_SEALED | FLAG_LARGE | FLAG_OPEN | FLAG_APPENDING) != 0 || states.count_ones() > 1 {
+            let known = FLAG_SEALED | FLAG_LARGE | FLAG_OPEN | FLAG_APPENDING | FLAG_TABLE_IN_BASE;
+            let in_base = flags & FLAG_TABLE_IN_BASE != 0;
+            let table_bytes = r.table_bytes.get();
+            // A table left in the base only in an incremental image, of a segment not
+            // appending (that has none), and never empty.
+            let in_base_invalid = in_base && (!incremental || flags & FLAG_APPENDING != 0 || table_bytes == 0);
+            if flags & !known != 0 || states.count_ones() > 1 || in_base_invalid {
                 return Err(DecodeError::Field(format!("unknown segment flags {flags:#x}")));
             }
-            let table_bytes = r.table_bytes.get();
-            if table_bytes > tables.len() as u64 {
+            let here = if in_base { 0 } else { table_bytes };
+            if here > tables.len() as u64 {
                 return Err(DecodeError::Field(format!("zone {}'s stripe table runs past the image", r.zone.get())));
             }
-            let (table, after) = tables.split_at(table_bytes as usize);
+            let (table, after) = tables.split_at(here as usize);
             tables = after;
             let segment = CheckpointSegment {
                 zone: r.zone.get(),
@@ -238,6 +327,7 @@ impl CheckpointImage {
                 large: flags & FLAG_LARGE != 0,
                 live_blocks: r.live_blocks.get(),
                 table: table.to_vec(),
+                base_table_bytes: if in_base { table_bytes } else { 0 },
             };
             if decoded.last().is_some_and(|last: &CheckpointSegment| last.zone >= segment.zone) {
                 return Err(DecodeError::Field(format!("segment of zone {} out of order", segment.zone)));
@@ -260,6 +350,7 @@ impl CheckpointImage {
             entries_per_page: header.entries_per_page.get(),
             segments: decoded,
             directory,
+            base_generation,
         })
     }
 }
@@ -296,6 +387,7 @@ mod tests {
                     large: false,
                     live_blocks: 300,
                     table: vec![1, 2, 3, 4, 5, 6, 7, 8],
+                    base_table_bytes: 0,
                 },
                 CheckpointSegment {
                     zone: 5,
@@ -306,6 +398,7 @@ mod tests {
                     large: true,
                     live_blocks: 17,
                     table: Vec::new(),
+                    base_table_bytes: 0,
                 },
                 CheckpointSegment {
                     zone: 6,
@@ -316,9 +409,83 @@ mod tests {
                     large: false,
                     live_blocks: 3,
                     table: Vec::new(),
+                    base_table_bytes: 0,
                 },
             ],
             directory: vec![u32::MAX, 12, 99_000, u32::MAX, 4],
+            base_generation: None,
+        }
+    }
+
+    /// An incremental image on `sample()`: zone 0's table left in the base, a new sealed
+    /// segment with its own.
+    fn incremental() -> CheckpointImage {
+        let mut image = sample();
+        image.generation = 4;
+        image.base_generation = Some(3);
+        image.segments[0].table.clear();
+        image.segments[0].base_table_bytes = 8;
+        image.segments.push(CheckpointSegment {
+            zone: 9,
+            sequence: 41,
+            sealed: true,
+            open: false,
+            appending: false,
+            large: false,
+            live_blocks: 5,
+            table: vec![9, 9, 9],
+            base_table_bytes: 0,
+        });
+        image
+    }
+
+    #[test]
+    fn an_incremental_image_round_trips_and_resolves_from_its_base_alone() {
+        let base = sample();
+        let image = incremental();
+        let bytes = image.encode(512);
+        let expected_bytes = checkpoint_image_bytes(4, 5, 3) + CHECKPOINT_BASE_BYTES as u64;
+        assert_eq!(CheckpointImage::image_bytes(&bytes).unwrap(), expected_bytes);
+        let decoded = CheckpointImage::decode(&bytes).unwrap();
+        assert_eq!(decoded, image);
+        assert_eq!((base.next_generation(), decoded.next_generation()), (4, 6));
+        let resolved = decoded.clone().resolve(Some(&base)).unwrap();
+        assert_eq!(resolved.segments[0].table, base.segments[0].table);
+        assert_eq!(resolved.segments[0].base_table_bytes, 0);
+        assert_eq!(resolved.segments[3].table, vec![9, 9, 9]);
+        assert_eq!(resolved.base_generation, Some(3));
+        // A resolved image is whole: it encodes with every table and resolves to itself.
+        let again = CheckpointImage::decode(&resolved.encode(512)).unwrap();
+        assert_eq!(again.clone().resolve(None).unwrap(), resolved);
+
+        // Not its base: another generation, another superblock generation, an incremental
+        // image, a different segment in the zone, a table of another length; no base read.
+        assert!(decoded.clone().resolve(None).is_err());
+        let mut other = base.clone();
+        other.generation = 1;
+        assert!(decoded.clone().resolve(Some(&other)).is_err());
+        let mut other = base.clone();
+        other.superblock_generation += 1;
+        assert!(decoded.clone().resolve(Some(&other)).is_err());
+        let mut other = base.clone();
+        other.base_generation = Some(1);
+        assert!(decoded.clone().resolve(Some(&other)).is_err());
+        let mut other = base.clone();
+        other.segments[0].sequence += 1;
+        assert!(decoded.clone().resolve(Some(&other)).is_err());
+        let mut other = base.clone();
+        other.segments[0].table.push(0);
+        assert!(decoded.clone().resolve(Some(&other)).is_err());
+    }
+
+    #[test]
+    fn every_single_bit_flip_of_an_incremental_image_is_detected() {
+        let bytes = incremental().encode(512);
+        let image_bytes = CheckpointImage::image_bytes(&bytes).unwrap() as usize;
+        for bit in 0..image_bytes * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert!(CheckpointImage::decode(&flipped).is_err(), "bit {bit} of the checkpoint flipped unnoticed");
         }
     }
 

@@ -209,8 +209,7 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
             }
             Op::Restart if l2p.is_some() => {
                 sim.stop();
-                let generation = sim.next_checkpoint_generation();
-                let Some(image) = sim.engine.checkpoint(generation) else {
+                let Some(image) = sim.stop_checkpoint() else {
                     // No room to write the table back (a nearly full array): the stop left
                     // no checkpoint, and a replay would not keep discards. What the array
                     // holds is checked as it stands, and the case ends.
@@ -219,6 +218,7 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
                 };
                 let failed_list: Vec<usize> = failed.iter().copied().collect();
                 let drives_left = std::mem::take(&mut sim.drives);
+                let generation = image.generation;
                 checkpoint_kept = Some(image.clone());
                 discarded_before.extend(discarded_since.drain());
                 sim = Simulator::recover_with_checkpoint(geometry, config, drives_left, &failed_list, Some(image))

@@ -254,7 +254,7 @@ impl EngineLoop {
             Err(e) => tracing::warn!("the checkpoint was not written everywhere ({e}): the next start may replay"),
         }
         if let Some(place) = self.record.checkpoint.as_mut() {
-            place.next_generation = image.generation + 1;
+            place.next_generation = image.next_generation();
         }
         copies > 0
     }

@@ -190,6 +190,7 @@ impl Engine {
                 None => self.l2p.set(lba, at),
             }
         }
+        self.forget_checkpoint_base(); // the table changes under it
         let table = self.seg_mut(zone).table.as_mut().expect("a stripe table");
         for (_, to, id) in placement {
             table.set(drive, to, id);
