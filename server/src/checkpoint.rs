@@ -4,9 +4,10 @@
 //! generations in the first, odd in the second), on every drive (mirrored: any drive's
 //! readable copy serves).
 //!
-//! A copy is written whole after a clean stop (its zones reset, then its blocks from the
-//! first one on, the last zone finished), and read at start: the valid copy with the
-//! highest generation on any drive is offered to recovery, which uses it only if it
+//! A copy is written whole after a clean stop or while running (its zones reset, then its
+//! blocks from the first one on, the last zone finished), and read at start: the valid
+//! copy with the highest generation on any drive, made whole from the other copy when it
+//! is incremental (its base, the full image there), is offered to recovery, which uses it only if it
 //! matches the drives (every segment it names still there, every other one written after
 //! it). A start that uses it keeps it, so a crash of the engine it starts begins from it
 //! again; a start that refuses it empties both copies. A torn or damaged copy fails its

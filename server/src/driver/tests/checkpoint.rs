@@ -189,6 +189,15 @@ fn checkpoints_taken_while_running_are_written_by_the_engine_thread() {
             last[first as usize..(first + per_write) as usize].fill(round);
         }
     }
+    let (status_to, status) = crossbeam_channel::bounded(1);
+    thread.tx.send(Message::Status(status_to)).unwrap();
+    let l2p = status.recv().unwrap().engine.l2p;
+    eprintln!(
+        "{} checkpoints written while running, {} incremental, {} bytes of images a copy",
+        l2p.checkpoints_running, l2p.checkpoints_incremental, l2p.checkpoint_image_bytes
+    );
+    // Segments sealed between them: most leave out the tables of the last full one.
+    assert!(l2p.checkpoints_incremental > 0, "{l2p:?}");
     thread.tx.send(Message::Stop).unwrap();
     thread.join().unwrap();
     let mut assembled = assemble(&paths).unwrap();
@@ -209,4 +218,61 @@ fn checkpoints_taken_while_running_are_written_by_the_engine_thread() {
     }
     thread.tx.send(Message::Stop).unwrap();
     thread.join().unwrap();
+}
+
+/// The start resolves an incremental checkpoint from the full image in the other copy;
+/// when that is not its base (overwritten, or lacking a table it leaves out), the other
+/// copy is offered alone, older and whole, for recovery to judge.
+#[test]
+fn an_incremental_checkpoint_is_read_whole_from_its_base_or_the_older_copy_is_offered() {
+    use zapraid_engine::format::{CheckpointImage, CheckpointSegment};
+    let (_dir, paths, _) = formatted_with_budget();
+    let mut assembled = assemble(&paths).unwrap();
+    let area = assembled.checkpoint.unwrap().area;
+    let uuid = assembled.config.array_uuid;
+    let segment = |zone: u32, table: Vec<u8>, base_table_bytes: u64| CheckpointSegment {
+        zone,
+        sequence: u64::from(zone) + 10,
+        sealed: true,
+        open: false,
+        appending: false,
+        large: false,
+        live_blocks: 1,
+        table,
+        base_table_bytes,
+    };
+    let base = CheckpointImage {
+        array_uuid: uuid,
+        generation: 5,
+        next_sequence: 40,
+        next_timestamp: 1000,
+        superblock_generation: 1,
+        entries_per_page: 1012,
+        segments: vec![segment(3, vec![7; 24], 0)],
+        directory: vec![u32::MAX; 4],
+        base_generation: None,
+    };
+    let incremental = CheckpointImage {
+        generation: base.next_generation(),
+        base_generation: Some(base.generation),
+        segments: vec![segment(3, Vec::new(), 24), segment(4, vec![9; 24], 0)],
+        ..base.clone()
+    };
+    for image in [&base, &incremental] {
+        let (copies, result) = crate::checkpoint::write(&mut assembled.drives, &[], area, image);
+        assert_eq!((copies, result), (4, Ok(())));
+    }
+    let found = crate::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
+    let whole = found.newest.expect("a checkpoint read");
+    assert_eq!((whole.generation, found.highest_generation), (6, 6));
+    assert_eq!(whole.segments[0].table, vec![7; 24], "the table left out comes from the base");
+    assert_eq!(whole.segments[1].table, vec![9; 24]);
+
+    // The base copy now holds a full image of the same generation lacking zone 3's table.
+    let wrong_base = CheckpointImage { segments: vec![segment(5, vec![1; 24], 0)], ..base.clone() };
+    let (copies, _) = crate::checkpoint::write(&mut assembled.drives, &[], area, &wrong_base);
+    assert_eq!(copies, 4);
+    let found = crate::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
+    assert_eq!(found.newest, Some(wrong_base), "the older copy is offered alone");
+    assert_eq!(found.highest_generation, 6);
 }
