@@ -248,7 +248,6 @@ fn pages_read_after_a_crash_start_stay_within_the_budget() {
         let (config, mut rng, mut model, mut sim) = fresh(level, mode, 16);
         write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 2, 1);
         let (drives, image) = stop_and_checkpoint(sim);
-        let generation = image.generation;
         let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(image.clone())).unwrap();
         write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 4, 2);
         let drives = sim.power_cut().unwrap();

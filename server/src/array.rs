@@ -303,6 +303,7 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
     // The checkpoint area, emptied once the start knows recovery did not use what it holds
     // (stale for good: a newer superblock, a segment it names gone, ...).
     let mut stale_checkpoint = None;
+    let mut offered = None;
     if let Some(place) = assembled.checkpoint.as_mut() {
         let uuid = assembled.config.array_uuid;
         let found = read_newest(&mut assembled.drives, &assembled.failed, place.area, uuid);
@@ -311,6 +312,7 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
         // win over the copies later stops write with generations counted from 1.
         stale_checkpoint = Some(place.area);
         let superblock_generation = assembled.superblock.generation.get();
+        offered = found.newest.as_ref().map(|image| (image.generation, image.base_generation));
         match found.newest {
             Some(image) if rebuilding => {
                 tracing::info!(
@@ -340,12 +342,18 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
         // Kept: a crash of the engine this start begins finds it again, and replays only
         // the segments written after it (a start from it needs every segment it names, so
         // it goes stale by itself once garbage collection resets one).
-        Some(generation) => tracing::info!(
-            generation,
-            segments_replayed = report.segments_replayed,
-            blocks_read = report.blocks_read,
-            "started from the checkpoint"
-        ),
+        Some(generation) => {
+            tracing::info!(
+                generation,
+                segments_replayed = report.segments_replayed,
+                blocks_read = report.blocks_read,
+                "started from the checkpoint"
+            );
+            let base = offered.filter(|(g, _)| *g == generation).and_then(|(_, base)| base);
+            if let Some(place) = assembled.checkpoint.as_mut() {
+                place.keep_after_start(generation, base);
+            }
+        }
         None => {
             tracing::info!(blocks_read = report.blocks_read, "started by replaying every segment");
             if let Some(area) = stale_checkpoint {

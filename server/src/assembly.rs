@@ -221,7 +221,11 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         drives,
         superblock,
         superblock_next_lba: next_lba,
-        checkpoint: CheckpointArea::of(reserved_zones).map(|area| CheckpointPlace { area, next_generation: 1 }),
+        checkpoint: CheckpointArea::of(reserved_zones).map(|area| CheckpointPlace {
+            area,
+            next_generation: 1,
+            base_superblock_generation: None,
+        }),
         recovery_report: None,
         failed: failed_drives(&superblock),
         absent,

@@ -36,6 +36,23 @@ pub struct CheckpointArea {
 pub struct CheckpointPlace {
     pub area: CheckpointArea,
     pub next_generation: u64,
+    /// The superblock generation of the last full image this engine wrote, that the
+    /// engine's incremental ones build on (None before one): once the superblock moves on,
+    /// the engine is told to write a full one (`Engine::forget_checkpoint_base`).
+    pub base_superblock_generation: Option<u64>,
+}
+
+impl CheckpointPlace {
+    /// After a start that used the checkpoint of `generation`, built on `base` when it was
+    /// incremental: the next generation lands in the copy that keeps what a crash during
+    /// its write would still need (the full image the start used or built on), past every
+    /// generation on the drives.
+    pub fn keep_after_start(&mut self, generation: u64, base: Option<u64>) {
+        let keep = base.unwrap_or(generation);
+        if self.next_generation % 2 == keep % 2 {
+            self.next_generation += 1;
+        }
+    }
 }
 
 impl CheckpointArea {
@@ -125,6 +142,25 @@ pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: Ch
         (Some(a), b) => (Some(a), b),
         (None, b) => (b, None),
     };
+    let mut other = other;
+    // The first drive's copy read may be older than its base (a write of the base failed
+    // on that drive alone): the base is looked for on the others.
+    if let Some(base) =
+        newest.as_ref().and_then(|n| n.base_generation).filter(|b| other.as_ref().is_none_or(|o| o.generation != *b))
+    {
+        for (index, drive) in drives.iter_mut().enumerate() {
+            if skip.contains(&index) {
+                continue;
+            }
+            match read_copy(drive.inner_mut().as_mut(), area, base % 2, &mut blocks_read) {
+                Ok(image) if image.array_uuid == uuid && image.generation == base => {
+                    other = Some(image);
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
     let newest = newest.and_then(|image| {
         let generation = image.generation;
         match image.resolve(other.as_ref()) {
@@ -276,5 +312,23 @@ mod tests {
         assert_eq!(area.copy_of_zone(3), Some((0, false)));
         assert_eq!(area.copy_of_zone(4), Some((1, true)));
         assert_eq!(area.copy_of_zone(7), None);
+    }
+
+    #[test]
+    fn after_a_start_the_next_generation_spares_the_full_image_a_crash_would_need() {
+        let area = CheckpointArea { zones_per_copy: 1 };
+        let place = |next_generation| CheckpointPlace { area, next_generation, base_superblock_generation: None };
+        // From full image 6 (the newest): the next goes to the other copy.
+        let mut p = place(7);
+        p.keep_after_start(6, None);
+        assert_eq!(p.next_generation, 7);
+        // From full image 5 while incremental 6 did not resolve: 6's copy, not 5's.
+        let mut p = place(7);
+        p.keep_after_start(5, None);
+        assert_eq!(p.next_generation, 8);
+        // From incremental 8 on base 5: 8's copy is overwritten, the base kept.
+        let mut p = place(9);
+        p.keep_after_start(8, Some(5));
+        assert_eq!(p.next_generation, 10);
     }
 }

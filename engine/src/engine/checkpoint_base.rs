@@ -14,7 +14,8 @@
 //!
 //! When a full one is written: when the incremental images since the base add up to the
 //! base's bytes (what they wrote would have paid for a new base), and the writes since
-//! have paid for it; before any base (after a start, a failed or rebuilt drive).
+//! have paid for it; before any base (after a start, a drive failure, a rebuild's start,
+//! or a new superblock generation the driver reports: `forget_checkpoint_base`).
 //!
 //! Invariants: an incremental image names its base's generation, of the other parity;
 //! every table it leaves out is, byte for byte, the one the base holds (asserted in debug
@@ -196,9 +197,12 @@ impl Engine {
         self.checkpoints.credit_bytes = credit.saturating_sub(self.images_bytes(image_bytes)).min(cap);
     }
 
-    /// Tables may have changed under the base (a rebuild placed chunks anew): the next
-    /// checkpoint is full.
-    pub(super) fn forget_checkpoint_base(&mut self) {
+    /// The next checkpoint is full: tables may have changed under the base (a rebuild
+    /// placed chunks anew), or the array's superblock generation moved on (a failure,
+    /// rebuild or replacement recorded: a start refuses an incremental image whose base
+    /// goes with another superblock generation). Drivers call it when they record a new
+    /// superblock generation.
+    pub fn forget_checkpoint_base(&mut self) {
         self.checkpoints.base = None;
     }
 

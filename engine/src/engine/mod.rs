@@ -388,6 +388,7 @@ impl Engine {
     /// A drive being rebuilt that fails stops its rebuild.
     pub fn fail_drive(&mut self, drive: usize) {
         self.failed[drive] = true;
+        self.forget_checkpoint_base(); // the failure is recorded: a new superblock generation
         if self.drive_rebuild.as_ref().is_some_and(|r| r.drive == drive) {
             tracing::error!(drive, "the drive being rebuilt failed; the rebuild stops");
             self.drive_rebuild = None;

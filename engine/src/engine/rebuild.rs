@@ -170,6 +170,7 @@ impl Engine {
         }
         let open: Vec<u32> = self.slots.iter_mut().filter_map(Option::take).collect();
         self.retiring.extend(open);
+        self.forget_checkpoint_base(); // recorded in the superblock: a new generation
         self.drive_rebuild = Some(DriveRebuild {
             drive,
             resuming,

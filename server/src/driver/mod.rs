@@ -239,9 +239,14 @@ impl EngineLoop {
     /// one drive at least: start reads the newest valid copy of any drive).
     fn write_checkpoint(&mut self) -> bool {
         let Some(place) = self.record.checkpoint.as_mut() else { return false };
+        let superblock_generation = self.record.superblock.generation.get();
+        if place.base_superblock_generation != Some(superblock_generation) {
+            // A start would refuse an incremental image on a base of another generation.
+            self.engine.forget_checkpoint_base();
+        }
         let Some(mut image) = self.engine.checkpoint(place.next_generation) else { return false };
         // Failures and rebuilds recorded after it (a new superblock generation) make it stale.
-        image.superblock_generation = self.record.superblock.generation.get();
+        image.superblock_generation = superblock_generation;
         let area = place.area;
         let failed: Vec<usize> = (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).collect();
         let (copies, result) = crate::checkpoint::write(&mut self.drives, &failed, area, &image);
@@ -253,8 +258,13 @@ impl EngineLoop {
             ),
             Err(e) => tracing::warn!("the checkpoint was not written everywhere ({e}): the next start may replay"),
         }
-        if let Some(place) = self.record.checkpoint.as_mut() {
+        // An image written nowhere leaves the generations as they were: the next lands in the
+        // same copy (never the base's).
+        if let Some(place) = self.record.checkpoint.as_mut().filter(|_| copies > 0) {
             place.next_generation = image.next_generation();
+            if image.base_generation.is_none() {
+                place.base_superblock_generation = Some(superblock_generation);
+            }
         }
         copies > 0
     }

@@ -268,6 +268,16 @@ fn an_incremental_checkpoint_is_read_whole_from_its_base_or_the_older_copy_is_of
     assert_eq!(whole.segments[0].table, vec![7; 24], "the table left out comes from the base");
     assert_eq!(whole.segments[1].table, vec![9; 24]);
 
+    // Drive 0 alone holds an older image in the base's copy (the base's write failed
+    // there): the base is found on the other drives.
+    let older = CheckpointImage { generation: 3, ..base.clone() };
+    let (copies, _) = crate::checkpoint::write(&mut assembled.drives, &[1, 2, 3], area, &older);
+    assert_eq!(copies, 1);
+    let found = crate::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
+    let whole = found.newest.expect("a checkpoint read");
+    assert_eq!(whole.generation, 6);
+    assert_eq!(whole.segments[0].table, vec![7; 24], "the base found on drive 1");
+
     // The base copy now holds a full image of the same generation lacking zone 3's table.
     let wrong_base = CheckpointImage { segments: vec![segment(5, vec![1; 24], 0)], ..base.clone() };
     let (copies, _) = crate::checkpoint::write(&mut assembled.drives, &[], area, &wrong_base);
