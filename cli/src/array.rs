@@ -535,9 +535,11 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
                     drive.as_mut(),
                     Command::Read { lba: z.start_lba, data: vec![0; bs], metadata: vec![0; ms] },
                 );
+                let base = CheckpointImage::base_generation_of(&c.data).ok().flatten();
+                let kind = base.map_or("full".to_string(), |b| format!("incremental on generation {b}"));
                 match c.result.ok().map(|_| CheckpointImage::header(&c.data)) {
                     Some(Ok(h)) => format!(
-                        "{what}: generation {}, {} segments, {} B (CRC checked at start)",
+                        "{what}: generation {} ({kind}), {} segments, {} B (CRC checked at start)",
                         h.generation.get(),
                         h.segment_count.get(),
                         h.image_bytes.get()

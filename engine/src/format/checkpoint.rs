@@ -263,6 +263,21 @@ impl CheckpointImage {
         Ok(header)
     }
 
+    /// The generation of the base an incremental image builds on, from its first bytes
+    /// (None: a full image); magic and version checked, the CRC is `decode`'s. For tools
+    /// that describe what a zone holds.
+    pub fn base_generation_of(first_block: &[u8]) -> Result<Option<u64>, DecodeError> {
+        let header = Self::header(first_block)?;
+        if header.flags.get() & HEADER_FLAG_INCREMENTAL == 0 {
+            return Ok(None);
+        }
+        let needed = CHECKPOINT_HEADER_BYTES + CHECKPOINT_BASE_BYTES;
+        match first_block.get(CHECKPOINT_HEADER_BYTES..needed).map(<[u8; CHECKPOINT_BASE_BYTES]>::try_from) {
+            Some(Ok(bytes)) => Ok(Some(u64::from_le_bytes(bytes))),
+            _ => Err(DecodeError::Short { needed, got: first_block.len() }),
+        }
+    }
+
     /// A checkpoint from its image (padding after it ignored). Checks magic, version,
     /// lengths, the CRC, and that the segments are in increasing zone order with only
     /// known flags; what the values mean for an array is the reader's to check.
@@ -448,6 +463,9 @@ mod tests {
         assert_eq!(CheckpointImage::image_bytes(&bytes).unwrap(), expected_bytes);
         let decoded = CheckpointImage::decode(&bytes).unwrap();
         assert_eq!(decoded, image);
+        assert_eq!(CheckpointImage::base_generation_of(&bytes[..512]), Ok(Some(3)));
+        assert_eq!(CheckpointImage::base_generation_of(&base.encode(512)[..512]), Ok(None));
+        assert!(CheckpointImage::base_generation_of(&bytes[..90]).is_err());
         assert_eq!((base.next_generation(), decoded.next_generation()), (4, 6));
         let resolved = decoded.clone().resolve(Some(&base)).unwrap();
         assert_eq!(resolved.segments[0].table, base.segments[0].table);
