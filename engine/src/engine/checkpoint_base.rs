@@ -17,6 +17,11 @@
 //! have paid for it; before any base (after a start, a drive failure, a rebuild's start,
 //! or a new superblock generation the driver reports: `forget_checkpoint_base`).
 //!
+//! What pays for images: eight bytes written by requests per image byte (all copies),
+//! credit carried over between checkpoints; a reset that waits for a checkpoint pays for
+//! images of up to an eighth of the data room it frees (an incremental image mostly fits,
+//! so most resets wait for one at any scale; full images come from the credit).
+//!
 //! Invariants: an incremental image names its base's generation, of the other parity;
 //! every table it leaves out is, byte for byte, the one the base holds (asserted in debug
 //! builds, which keep the base's tables to compare).
@@ -132,9 +137,11 @@ impl Engine {
     }
 
     /// Whether requests wrote enough to pay for the images of the next checkpoint (full
-    /// or incremental, as it would be taken), or they are small.
-    pub(super) fn checkpoint_paid_for(&self) -> bool {
-        self.paid_for(self.next_checkpoint_kind().1)
+    /// or incremental, as it would be taken), or they are small, or they are at most
+    /// `funded_bytes` (all copies: what a reset waiting for it frees pays for).
+    pub(super) fn checkpoint_paid_for(&self, funded_bytes: u64) -> bool {
+        let image_bytes = self.next_checkpoint_kind().1;
+        self.images_bytes(image_bytes) <= funded_bytes || self.paid_for(image_bytes)
     }
 
     /// Whether the checkpoint of generation `generation` taken now leaves out the tables
@@ -171,6 +178,7 @@ impl Engine {
     /// the base; what it cost is taken from the credit.
     pub(super) fn note_checkpoint_written(&mut self, written: bool) {
         let credit = self.checkpoint_credit_bytes();
+        let funded = std::mem::take(&mut self.checkpoints.funded_bytes);
         self.checkpoints.blocks_written = 0;
         let Some(pending) = self.checkpoints.pending.take().filter(|_| written) else {
             self.checkpoints.credit_bytes = credit;
@@ -194,7 +202,8 @@ impl Engine {
         // Credit left over is kept, up to two full images: a quiet spell does not buy a
         // burst of checkpoints later.
         let cap = 2 * self.images_bytes(self.next_image().full_bytes);
-        self.checkpoints.credit_bytes = credit.saturating_sub(self.images_bytes(image_bytes)).min(cap);
+        let unfunded = self.images_bytes(image_bytes).saturating_sub(funded);
+        self.checkpoints.credit_bytes = credit.saturating_sub(unfunded).min(cap);
     }
 
     /// The next checkpoint is full: tables may have changed under the base (a rebuild

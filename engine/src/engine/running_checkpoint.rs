@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 
 use crate::capacity::{GC_RESERVED_ZONES, GC_START_FREE_ZONES, RECOVERY_RESERVED_ZONES};
 
-use super::checkpoint_base::{CheckpointBase, PendingCheckpoint};
+use super::checkpoint_base::{CheckpointBase, PendingCheckpoint, WRITTEN_PER_CHECKPOINT_BYTE};
 use super::*;
 
 /// Segments opened since the last checkpoint after which the engine takes one while
@@ -54,6 +54,9 @@ pub(super) struct RunningCheckpoints {
     /// Of those written, the incremental ones, and the bytes of all their images (a copy).
     pub(super) incremental: u64,
     pub(super) image_bytes_written: u64,
+    /// Bytes of images the reset waiting for the checkpoint under way pays for (not taken
+    /// from the credit).
+    pub(super) funded_bytes: u64,
     /// Bytes of images paid for by earlier writes and not spent (`checkpoint_base`).
     pub(super) credit_bytes: u64,
     /// The full checkpoint written last, that incremental ones build on.
@@ -129,7 +132,7 @@ impl Engine {
     /// keeps one, it runs with nothing that rewrites old blocks under way (see the module
     /// documentation), not on the recovery reserve, and there is room for the pages, the
     /// stripes queued and the padding.
-    fn may_checkpoint_while_running(&self, pages: u64) -> bool {
+    fn may_checkpoint_while_running(&self, pages: u64, funded_bytes: u64) -> bool {
         let class = self.plan.class_of_write(self.block_bytes() as u64);
         let stripe_blocks = self.plan.class_layout(class).stripe_data_blocks();
         let queued: u64 = self.queued.iter().map(|q| q.len() as u64).sum();
@@ -143,7 +146,7 @@ impl Engine {
             && self.repairs.pending.is_empty()
             && self.overlay_drained()
             && pages + queued * stripe_blocks + self.checkpoint_padding_blocks() <= self.checkpoint_room_blocks()
-            && self.checkpoint_paid_for()
+            && self.checkpoint_paid_for(funded_bytes)
     }
 
     /// Takes a running checkpoint once enough segments were opened since the last one,
@@ -154,9 +157,9 @@ impl Engine {
         if self.checkpoints.segments_opened >= CHECKPOINT_INTERVAL_SEGMENTS
             && self.relocation.is_none()
             && self.free_zones.len() > GC_START_FREE_ZONES
-            && self.may_checkpoint_while_running(self.checkpoint_pages())
+            && self.may_checkpoint_while_running(self.checkpoint_pages(), 0)
         {
-            self.begin_running_checkpoint();
+            self.begin_running_checkpoint(0);
         }
     }
 
@@ -176,18 +179,25 @@ impl Engine {
         }
         let layout = self.seg(zone).layout;
         let pages = self.checkpoint_pages();
-        let worth = pages + self.checkpoint_padding_blocks() <= layout.stripes * layout.stripe_data_blocks() / 2;
-        if !worth || !self.may_checkpoint_while_running(pages) {
+        let frees_blocks = layout.stripes * layout.stripe_data_blocks();
+        let worth = pages + self.checkpoint_padding_blocks() <= frees_blocks / 2;
+        // The room the reset frees pays for images of an eighth of it, as writes do: an
+        // incremental image (the tables sealed since its base) mostly fits, so at any
+        // scale most resets wait for one.
+        let funded_bytes = frees_blocks * self.block_bytes() as u64 / WRITTEN_PER_CHECKPOINT_BYTE;
+        if !worth || !self.may_checkpoint_while_running(pages, funded_bytes) {
             self.relocation.as_mut().expect("relocating").checkpoint_passed = true;
             return false;
         }
         self.relocation.as_mut().expect("relocating").awaits_checkpoint = true;
-        self.begin_running_checkpoint();
+        self.begin_running_checkpoint(funded_bytes);
         true
     }
 
-    fn begin_running_checkpoint(&mut self) {
+    /// Begins one, `funded_bytes` of its images paid for by the reset waiting for it.
+    fn begin_running_checkpoint(&mut self, funded_bytes: u64) {
         debug_assert!(self.stop == StopState::Running);
+        self.checkpoints.funded_bytes = funded_bytes;
         tracing::debug!(segments_opened = self.checkpoints.segments_opened, "running checkpoint: draining");
         self.stop = StopState::Checkpointing;
         self.pad_frontend_stripes();
