@@ -110,54 +110,50 @@ pub struct Found {
 }
 
 /// The newest checkpoint any drive not in `skip` holds for array `uuid`, whole: an
-/// incremental one is resolved from its base, the full image in the other copy. Reads one
-/// copy's first block per drive until a copy decodes; a copy that does not is looked for
-/// on the next drive. When the newest cannot be resolved (its base torn or overwritten),
-/// the other copy is offered if it is whole by itself: older, and judged by recovery as
-/// any checkpoint is.
+/// incremental one is resolved from its base, the full image in the other copy. Reads the
+/// first block of each copy on every drive, then, per copy, the whole image of the drive
+/// whose header has the highest generation, passing over to the next when it does not
+/// decode (a torn or damaged copy, or one a failed write left older on one drive). When the
+/// newest cannot be resolved (its base torn or overwritten), the other copy is offered if
+/// it is whole by itself: older, and judged by recovery as any checkpoint is.
 pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: CheckpointArea, uuid: [u8; 16]) -> Found {
-    let mut copies: [Option<CheckpointImage>; 2] = [None, None];
-    let mut highest = 0;
     let mut blocks_read = 0;
-    for copy in 0..2u64 {
+    let mut candidates: [Vec<Candidate>; 2] = [Vec::new(), Vec::new()];
+    for (copy, found) in candidates.iter_mut().enumerate() {
         for (index, drive) in drives.iter_mut().enumerate() {
             if skip.contains(&index) {
                 continue;
             }
-            let inner = drive.inner_mut();
-            match read_copy(inner.as_mut(), area, copy, &mut blocks_read) {
-                Ok(image) if image.array_uuid == uuid => {
-                    highest = highest.max(image.generation);
-                    copies[copy as usize] = Some(image);
-                    break; // the other drives hold the same copy
+            let inner = drive.inner_mut().as_mut();
+            let first = read_blocks(inner, area, copy as u64, 0, 1, &mut blocks_read);
+            match first.and_then(|block| CheckpointImage::header(&block).map(|h| (h, block)).map_err(|e| e.to_string()))
+            {
+                Ok((header, block)) if header.array_uuid == uuid => {
+                    found.push(Candidate { generation: header.generation.get(), drive: index, first_block: block })
                 }
                 Ok(_) => tracing::warn!(drive = index, copy, "a checkpoint of another array: passed over"),
                 Err(reason) => tracing::debug!(drive = index, copy, "no checkpoint read: {reason}"),
             }
         }
+        found.sort_by(|a, b| b.generation.cmp(&a.generation)); // stable: lower drives first
     }
-    let [first, second] = copies;
-    let (newest, other) = match (first, second) {
+    let [first, second] =
+        [0, 1].map(|copy| newest_of_copy(drives, area, copy, &candidates[copy], None, &mut blocks_read));
+    let highest = first.iter().chain(&second).map(|image| image.generation).max().unwrap_or(0);
+    let (newest, mut other) = match (first, second) {
         (Some(a), Some(b)) if a.generation < b.generation => (Some(b), Some(a)),
         (Some(a), b) => (Some(a), b),
         (None, b) => (b, None),
     };
-    let mut other = other;
-    // The first drive's copy read may be older than its base (a write of the base failed
-    // on that drive alone): the base is looked for on the others.
-    if let Some(base) =
-        newest.as_ref().and_then(|n| n.base_generation).filter(|b| other.as_ref().is_none_or(|o| o.generation != *b))
-    {
-        for (index, drive) in drives.iter_mut().enumerate() {
-            if skip.contains(&index) {
-                continue;
-            }
-            match read_copy(drive.inner_mut().as_mut(), area, base % 2, &mut blocks_read) {
-                Ok(image) if image.array_uuid == uuid && image.generation == base => {
-                    other = Some(image);
-                    break;
-                }
-                _ => {}
+    // The other copy's newest that decodes is not the base: the base may still be on a
+    // drive whose header said so and that was not read (a drive holding a newer image
+    // there came first).
+    if let Some(base) = newest.as_ref().and_then(|n| n.base_generation) {
+        let untried = other.as_ref().is_some_and(|o| o.generation > base);
+        if untried {
+            let copy = (base % 2) as usize;
+            if let Some(image) = newest_of_copy(drives, area, copy, &candidates[copy], Some(base), &mut blocks_read) {
+                other = Some(image);
             }
         }
     }
@@ -174,6 +170,38 @@ pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: Ch
     Found { newest, highest_generation: highest, blocks_read }
 }
 
+/// A drive whose copy's first block holds a checkpoint header of the array.
+struct Candidate {
+    generation: u64,
+    drive: usize,
+    first_block: Vec<u8>,
+}
+
+/// The first image of `candidates` (newest first) that reads whole and decodes, of
+/// generation `generation` if given.
+fn newest_of_copy(
+    drives: &mut [ReservedZones<Drive>],
+    area: CheckpointArea,
+    copy: usize,
+    candidates: &[Candidate],
+    generation: Option<u64>,
+    blocks_read: &mut u64,
+) -> Option<CheckpointImage> {
+    for c in candidates.iter().filter(|c| generation.is_none_or(|g| g == c.generation)) {
+        let drive = drives[c.drive].inner_mut().as_mut();
+        match read_image(drive, area, copy as u64, c.first_block.clone(), blocks_read) {
+            Ok(image) => return Some(image),
+            Err(reason) => tracing::warn!(
+                drive = c.drive,
+                copy,
+                generation = c.generation,
+                "checkpoint copy passed over: {reason}"
+            ),
+        }
+    }
+    None
+}
+
 /// Blocks of a copy from block `index` on that one command moves: within one zone and
 /// one transfer, and not past `blocks`.
 fn transfer_blocks(raw: &Geometry, index: u64, blocks: u64) -> u64 {
@@ -181,37 +209,48 @@ fn transfer_blocks(raw: &Geometry, index: u64, blocks: u64) -> u64 {
     (blocks - index).min(left_in_zone).min(u64::from(raw.max_transfer_blocks))
 }
 
-fn read_copy(
+/// `blocks` blocks of a copy from block `index` on, in one command.
+fn read_blocks(
     drive: &mut dyn ZonedDevice,
     area: CheckpointArea,
     copy: u64,
+    index: u64,
+    blocks: u64,
+    blocks_read: &mut u64,
+) -> Result<Vec<u8>, String> {
+    let raw = drive.geometry();
+    let (bs, ms) = (raw.block_size_bytes as usize, raw.metadata_bytes_per_block as usize);
+    *blocks_read += blocks;
+    let lba = area.lba(&raw, area.first_zone(copy), index);
+    let command = Command::Read { lba, data: vec![0; blocks as usize * bs], metadata: vec![0; blocks as usize * ms] };
+    let completion = execute(drive, command);
+    match completion.result {
+        Ok(Done::Read) => Ok(completion.data),
+        Ok(other) => Err(format!("unexpected answer {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The image of a copy whose first block is `first_block`: the rest read, then decoded.
+fn read_image(
+    drive: &mut dyn ZonedDevice,
+    area: CheckpointArea,
+    copy: u64,
+    first_block: Vec<u8>,
     blocks_read: &mut u64,
 ) -> Result<CheckpointImage, String> {
     let raw = drive.geometry();
-    let (bs, ms) = (raw.block_size_bytes as usize, raw.metadata_bytes_per_block as usize);
-    let first_zone = area.first_zone(copy);
-    let mut read = |drive: &mut dyn ZonedDevice, index: u64, blocks: u64| -> Result<Vec<u8>, String> {
-        *blocks_read += blocks;
-        let lba = area.lba(&raw, first_zone, index);
-        let command =
-            Command::Read { lba, data: vec![0; blocks as usize * bs], metadata: vec![0; blocks as usize * ms] };
-        let completion = execute(drive, command);
-        match completion.result {
-            Ok(Done::Read) => Ok(completion.data),
-            Ok(other) => Err(format!("unexpected answer {other:?}")),
-            Err(e) => Err(e.to_string()),
-        }
-    };
-    let mut image = read(drive, 0, 1)?;
-    let image_bytes = CheckpointImage::image_bytes(&image).map_err(|e| e.to_string())?;
-    let blocks = image_bytes.div_ceil(bs as u64);
+    let bs = u64::from(raw.block_size_bytes);
+    let image_bytes = CheckpointImage::image_bytes(&first_block).map_err(|e| e.to_string())?;
+    let blocks = image_bytes.div_ceil(bs);
     if blocks > area.capacity_blocks(&raw) {
         return Err(format!("{image_bytes} bytes recorded, more than the copy's zones hold"));
     }
+    let mut image = first_block;
     let mut index = 1;
     while index < blocks {
         let count = transfer_blocks(&raw, index, blocks);
-        image.extend(read(drive, index, count)?);
+        image.extend(read_blocks(drive, area, copy, index, count, blocks_read)?);
         index += count;
     }
     CheckpointImage::decode(&image).map_err(|e| e.to_string())

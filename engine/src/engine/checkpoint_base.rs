@@ -19,8 +19,10 @@
 //!
 //! What pays for images: eight bytes written by requests per image byte (all copies),
 //! credit carried over between checkpoints; a reset that waits for a checkpoint pays for
-//! images of up to an eighth of the data room it frees (an incremental image mostly fits,
-//! so most resets wait for one at any scale; full images come from the credit).
+//! images of up to an eighth of the data room it frees (at the paper's scale an
+//! incremental image mostly fits, so most resets wait for one; full images come from the
+//! credit). Not at any scale: the directory grows with the array, the room a reset frees
+//! with a zone.
 //!
 //! Invariants: an incremental image names its base's generation, of the other parity;
 //! every table it leaves out is, byte for byte, the one the base holds (asserted in debug

@@ -181,9 +181,9 @@ impl Engine {
         let pages = self.checkpoint_pages();
         let frees_blocks = layout.stripes * layout.stripe_data_blocks();
         let worth = pages + self.checkpoint_padding_blocks() <= frees_blocks / 2;
-        // The room the reset frees pays for images of an eighth of it, as writes do: an
-        // incremental image (the tables sealed since its base) mostly fits, so at any
-        // scale most resets wait for one.
+        // The room the reset frees pays for images of an eighth of it, as writes do: at
+        // the paper's scale an incremental image (the directory, the records and the tables
+        // sealed since its base) mostly fits, so most resets wait for one.
         let funded_bytes = frees_blocks * self.block_bytes() as u64 / WRITTEN_PER_CHECKPOINT_BYTE;
         if !worth || !self.may_checkpoint_while_running(pages, funded_bytes) {
             self.relocation.as_mut().expect("relocating").checkpoint_passed = true;

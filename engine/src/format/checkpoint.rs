@@ -268,8 +268,8 @@ impl CheckpointImage {
     /// that describe what a zone holds.
     pub fn base_generation_of(first_block: &[u8]) -> Result<Option<u64>, DecodeError> {
         let header = Self::header(first_block)?;
-        if header.flags.get() & HEADER_FLAG_INCREMENTAL == 0 {
-            return Ok(None);
+        if header.flags.get() != HEADER_FLAG_INCREMENTAL {
+            return Ok(None); // full, or flags `decode` refuses
         }
         let needed = CHECKPOINT_HEADER_BYTES + CHECKPOINT_BASE_BYTES;
         match first_block.get(CHECKPOINT_HEADER_BYTES..needed).map(<[u8; CHECKPOINT_BASE_BYTES]>::try_from) {

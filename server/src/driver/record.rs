@@ -88,6 +88,8 @@ impl EngineLoop {
             "failed and rebuilding drives recorded in the superblock"
         );
         self.record.superblock = sb;
+        // A start refuses an incremental checkpoint whose base goes with an older superblock.
+        self.engine.forget_checkpoint_base();
         self.watchers.retain(|w| !matches!(w.try_send(()), Err(crossbeam_channel::TrySendError::Disconnected(_))));
     }
 }

@@ -258,9 +258,12 @@ fn an_incremental_checkpoint_is_read_whole_from_its_base_or_the_older_copy_is_of
         segments: vec![segment(3, Vec::new(), 24), segment(4, vec![9; 24], 0)],
         ..base.clone()
     };
-    for image in [&base, &incremental] {
-        let (copies, result) = crate::checkpoint::write(&mut assembled.drives, &[], area, image);
-        assert_eq!((copies, result), (4, Ok(())));
+    // Drive 0 keeps an older image where the incremental one goes (its write failed
+    // there): the newest is read from the others.
+    let oldest = CheckpointImage { generation: 2, ..base.clone() };
+    for (image, skip) in [(&oldest, &[][..]), (&base, &[]), (&incremental, &[0])] {
+        let (copies, result) = crate::checkpoint::write(&mut assembled.drives, skip, area, image);
+        assert_eq!((copies, result), (4 - skip.len(), Ok(())));
     }
     let found = crate::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
     let whole = found.newest.expect("a checkpoint read");
