@@ -402,3 +402,71 @@ fn requests_during_a_running_checkpoint_wait_for_it_and_a_stop_asked_for_comes_a
     assert_eq!(result(after), Some(false), "the write held after the stop was refused");
     assert!(sim.take_running_checkpoint().is_some(), "the checkpoint was written");
 }
+
+/// A scrub that runs while the engine takes checkpoints (garbage collection under random
+/// writes) pauses for each: the stripes whose reads complete while one drains are read
+/// again after it. The scrubs still find the damage planted in a cold segment (data
+/// written once, which garbage collection leaves alone) and repair it; a crash then starts
+/// from the newest checkpoint and every written block reads back.
+#[test]
+fn a_scrub_pauses_for_running_checkpoints_and_still_finds_the_damage() {
+    const COLD: std::ops::Range<u64> = LOGICAL_BLOCKS / 2..LOGICAL_BLOCKS;
+    const BATCHES: u64 = 480;
+    let mut read_again_in_all = 0;
+    for (level, mode) in schemes() {
+        let (config, mut rng, mut model, mut sim) = fresh(level, mode, 31);
+        for (id, lba) in (5_000_000..).zip(COLD) {
+            let data = common::named_block(lba, id);
+            model.insert(lba, data.clone());
+            sim.submit(id, Request::Write { lba, data });
+            if lba % 8 == 7 {
+                sim.run_until_idle().into_iter().for_each(|r| drop(r.result.expect("a cold write failed")));
+            }
+        }
+        sim.run_until_idle().into_iter().for_each(|r| drop(r.result.expect("a cold write failed")));
+        // One live cold block damaged, in a segment sealed by now (the cold data's first).
+        sim.submit(4_999_999, Request::Read { lba: COLD.start, blocks: 1 }); // its page cached
+        sim.run_until_response(4_999_999).expect("answered").result.expect("read");
+        let damaged = sim.engine.locate(COLD.start).expect("mapped, its page cached");
+        sim.drives[damaged.drive].corrupt_block(geometry().zone_start_lba(damaged.zone) + damaged.offset, 9).unwrap();
+
+        let (mut read_again, mut found, mut rewritten, mut scrubs) = (0, 0, 0, 0);
+        let running_before = sim.engine.status().l2p.checkpoints_running;
+        for batch in 0..BATCHES {
+            if batch % 2 == 0 {
+                sim.start_scrub(None).expect("no scrub runs between batches");
+            }
+            for (id, i) in (6_000_000 + batch * 8..).zip(0..8) {
+                let lba = rng.random_range(0..COLD.start);
+                let data = common::named_block(lba, id + i);
+                model.insert(lba, data.clone());
+                sim.submit(id, Request::Write { lba, data });
+            }
+            sim.run_until_idle().into_iter().for_each(|r| drop(r.result.expect("a hot write failed")));
+            let status = sim.engine.scrub_status();
+            assert!(status.running.is_none(), "the scrub ends with the batch it ran with");
+            if batch % 2 == 0 {
+                let report = status.last.expect("a scrub finished");
+                assert_eq!(report.blocks_unrecoverable, 0, "{level:?} {mode:?}: {report:?}");
+                read_again += report.stripes_read_again;
+                found += report.blocks_damaged;
+                rewritten += report.blocks_rewritten;
+                scrubs += 1;
+            }
+        }
+        let checkpoints = sim.engine.status().l2p.checkpoints_running - running_before;
+        eprintln!(
+            "{level:?} {mode:?}: {scrubs} scrubs under {} hot writes, {checkpoints} checkpoints taken while running, \
+             {read_again} stripes read again after one, {found} damaged blocks found, {rewritten} rewritten",
+            BATCHES * 8
+        );
+        read_again_in_all += read_again;
+        assert!(found >= 1 && rewritten >= 1, "{level:?} {mode:?}: the planted damage was not found and repaired");
+        let newest = sim.take_running_checkpoint().expect("checkpoints were taken while running");
+        let drives = sim.power_cut().unwrap();
+        let mut sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[], Some(newest)).unwrap();
+        assert!(sim.recovery_report.checkpoint_generation.is_some(), "{:?}", sim.recovery_report);
+        check_written(&mut sim, &model, &format!("{level:?} {mode:?}: after the crash"));
+    }
+    assert!(read_again_in_all > 0, "no scrub read overlapped a running checkpoint");
+}

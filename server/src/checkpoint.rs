@@ -135,7 +135,7 @@ pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: Ch
                 Err(reason) => tracing::debug!(drive = index, copy, "no checkpoint read: {reason}"),
             }
         }
-        found.sort_by(|a, b| b.generation.cmp(&a.generation)); // stable: lower drives first
+        found.sort_by_key(|c| std::cmp::Reverse(c.generation)); // stable: lower drives first
     }
     let [first, second] =
         [0, 1].map(|copy| newest_of_copy(drives, area, copy, &candidates[copy], None, &mut blocks_read));

@@ -85,6 +85,8 @@ pub fn status_json(s: &ArrayStatus) -> serde_json::Value {
             "blocks_rewritten": r.blocks_rewritten,
             "blocks_unrecoverable": r.blocks_unrecoverable,
             "stale_blocks_damaged": r.stale_blocks_damaged,
+            // Read again after a running checkpoint paused the scrub mid-read.
+            "stripes_read_again": r.stripes_read_again,
         })
     };
     let running = scrub.running.map(|r| {

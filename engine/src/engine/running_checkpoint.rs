@@ -15,9 +15,12 @@
 //! drives that recovery could find again, and recovery refuses a checkpoint with
 //! appending segments when a drive is failed (`recovery::checkpoint`).
 //!
+//! A scrub pauses while one drains: it issues no read, and the stripes whose reads
+//! complete meanwhile are read again after it (checking them could begin repairs).
+//!
 //! Invariants: a running checkpoint begins only when nothing else that rewrites blocks
-//! with their old timestamps is under way or waiting (no rebuild, scrub, repair or
-//! relocation, except one waiting at its reset with every block moved), so that every
+//! with their old timestamps is under way or waiting (no rebuild, repair or relocation,
+//! except one waiting at its reset with every block moved), so that every
 //! block written after it into a segment it does not name is either newer than it or a
 //! copy of a block still mapped after it; it begins only when the open segments and empty
 //! zones have room for the pages it writes back, and a checkpoint that cannot finish
@@ -141,7 +144,6 @@ impl Engine {
             && !self.restoring_reserve
             && !self.failed.iter().any(|f| *f)
             && self.drive_rebuild.is_none()
-            && self.scrub.is_none()
             && self.retiring.is_empty()
             && self.repairs.pending.is_empty()
             && self.overlay_drained()

@@ -63,6 +63,8 @@ pub struct ScrubReport {
     /// Damaged blocks in rows without live data (nothing to repair; garbage collection
     /// reclaims them).
     pub stale_blocks_damaged: u64,
+    /// Stripes read again: their reads completed while a running checkpoint drained.
+    pub stripes_read_again: u64,
 }
 
 /// The scrub running, if any, and the last one finished.
@@ -103,6 +105,9 @@ struct SegmentScrub {
     /// The L2P scan that fills `live`, until it is done: no stripe is read before.
     scan: Option<LiveScan>,
     reading: BTreeMap<u64, StripeRead>,
+    /// Stripes read while a running checkpoint drained, read again once it is written:
+    /// no repair may begin during one (`running_checkpoint`), so they were not checked.
+    again: Vec<u64>,
     /// Repairs were scheduled: the relocation stripe is padded when the segment is done.
     repaired: bool,
 }
@@ -221,7 +226,7 @@ impl Engine {
                 }
                 return;
             }
-            if c.next_position >= c.end && c.reading.is_empty() {
+            if c.next_position >= c.end && c.reading.is_empty() && c.again.is_empty() {
                 let s = self.scrub.as_mut().expect("a scrub");
                 let repaired = s.current.take().is_some_and(|c| c.repaired);
                 s.report.segments_checked += 1;
@@ -230,7 +235,8 @@ impl Engine {
                 self.repairs.unpadded |= repaired;
                 continue;
             }
-            if c.next_position >= c.end || c.reading.len() >= SCRUB_WINDOW_STRIPES || self.scrub_timer_ns().is_some() {
+            let more = c.next_position < c.end || !c.again.is_empty();
+            if !more || c.reading.len() >= SCRUB_WINDOW_STRIPES || self.scrub_timer_ns().is_some() {
                 return;
             }
             self.issue_scrub_stripe();
@@ -331,6 +337,7 @@ impl Engine {
             live,
             scan: Some(LiveScan::new(zone)),
             reading: BTreeMap::new(),
+            again: Vec::new(),
             repaired: false,
         });
     }
@@ -342,8 +349,11 @@ impl Engine {
     /// Reads every chunk of the stripe at the scan drive's next position.
     fn issue_scrub_stripe(&mut self) {
         let c = self.scrub_segment();
-        let (zone, position, scan_drive) = (c.zone, c.next_position, c.scan_drive);
-        c.next_position += 1;
+        let (zone, scan_drive) = (c.zone, c.scan_drive);
+        let position = c.again.pop().unwrap_or_else(|| {
+            c.next_position += 1;
+            c.next_position - 1
+        });
         let Some(places) = self.stripe_places(zone, scan_drive, position) else { return };
         let layout = self.seg(zone).layout;
         let n = layout.drives();
@@ -391,6 +401,12 @@ impl Engine {
             return;
         }
         let stripe = self.scrub_segment().reading.remove(&read.position).expect("being read");
+        if self.checkpoint_in_progress() {
+            if let Some(s) = self.scrub.as_mut() {
+                s.report.stripes_read_again += 1;
+            }
+            return self.scrub_segment().again.push(read.position);
+        }
         // A rebuild that started meanwhile rewrites a drive's zone of this segment: what
         // was read from it is not the segment's.
         if self.stop == StopState::Running && self.seg(read.zone).absent.is_none() {
