@@ -16,7 +16,8 @@
 //! appending segments when a drive is failed (`recovery::checkpoint`).
 //!
 //! A scrub pauses while one drains: it issues no read, and the stripes whose reads
-//! complete meanwhile are read again after it (checking them could begin repairs).
+//! complete meanwhile are read again after it (they are not checked then: a repair may
+//! not begin during a drain, and `schedule_repair` refuses one).
 //!
 //! Invariants: a running checkpoint begins only when nothing else that rewrites blocks
 //! with their old timestamps is under way or waiting (no rebuild, repair or relocation,

@@ -105,8 +105,9 @@ struct SegmentScrub {
     /// The L2P scan that fills `live`, until it is done: no stripe is read before.
     scan: Option<LiveScan>,
     reading: BTreeMap<u64, StripeRead>,
-    /// Stripes read while a running checkpoint drained, read again once it is written:
-    /// no repair may begin during one (`running_checkpoint`), so they were not checked.
+    /// Stripes whose reads completed while a running checkpoint drained, read again once
+    /// it is written: not checked then (a repair may not begin during one, see
+    /// `running_checkpoint`), and otherwise skipped.
     again: Vec<u64>,
     /// Repairs were scheduled: the relocation stripe is padded when the segment is done.
     repaired: bool,
@@ -219,7 +220,9 @@ impl Engine {
                 self.start_segment_scrub(zone);
                 continue;
             }
-            let c = s.current.as_ref().expect("a segment");
+            let c = s.current.as_mut().expect("a segment");
+            let end = c.end; // a check may have found the data ending before them
+            c.again.retain(|p| *p < end);
             if c.scan.is_some() {
                 if self.scan_scrubbed_segment() {
                     continue;
