@@ -109,8 +109,19 @@ struct SegmentScrub {
     /// it is written: not checked then (a repair may not begin during one, see
     /// `running_checkpoint`), and otherwise skipped.
     again: Vec<u64>,
+    /// Per position, whether it was dealt with (checked, or deliberately passed over):
+    /// every position before `end` is, once the segment is done (asserted).
+    done: Vec<bool>,
     /// Repairs were scheduled: the relocation stripe is padded when the segment is done.
     repaired: bool,
+}
+
+impl SegmentScrub {
+    fn mark_done(&mut self, position: u64) {
+        if let Some(done) = self.done.get_mut(position as usize) {
+            *done = true;
+        }
+    }
 }
 
 /// A chunk read back: its data and metadata.
@@ -230,6 +241,12 @@ impl Engine {
                 return;
             }
             if c.next_position >= c.end && c.reading.is_empty() && c.again.is_empty() {
+                debug_assert!(
+                    c.done.iter().take(c.end as usize).all(|d| *d),
+                    "zone {}: a stripe before {} was neither checked nor passed over",
+                    c.zone,
+                    c.end
+                );
                 let s = self.scrub.as_mut().expect("a scrub");
                 let repaired = s.current.take().is_some_and(|c| c.repaired);
                 s.report.segments_checked += 1;
@@ -341,6 +358,7 @@ impl Engine {
             scan: Some(LiveScan::new(zone)),
             reading: BTreeMap::new(),
             again: Vec::new(),
+            done: vec![false; end as usize],
             repaired: false,
         });
     }
@@ -357,7 +375,9 @@ impl Engine {
             c.next_position += 1;
             c.next_position - 1
         });
-        let Some(places) = self.stripe_places(zone, scan_drive, position) else { return };
+        let Some(places) = self.stripe_places(zone, scan_drive, position) else {
+            return self.scrub_segment().mark_done(position);
+        };
         let layout = self.seg(zone).layout;
         let n = layout.drives();
         let mut chunks: Vec<Option<(u64, Option<ChunkRead>)>> = vec![None; n];
@@ -410,6 +430,7 @@ impl Engine {
             }
             return self.scrub_segment().again.push(read.position);
         }
+        self.scrub_segment().mark_done(read.position);
         // A rebuild that started meanwhile rewrites a drive's zone of this segment: what
         // was read from it is not the segment's.
         if self.stop == StopState::Running && self.seg(read.zone).absent.is_none() {
