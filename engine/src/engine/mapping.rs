@@ -356,10 +356,15 @@ impl Engine {
         true
     }
 
+    /// The chunk class mapping blocks are written in: that of a one-block write.
+    pub(super) fn mapping_class(&self) -> ChunkClass {
+        self.plan.class_of_write(self.block_bytes() as u64)
+    }
+
     /// Writes evicted dirty pages to the log as mapping blocks, each with a timestamp of
     /// its own (the newest write-back of a page is the one the directory follows).
     pub(super) fn write_back(&mut self, evicted: Vec<(PageIndex, Box<[u32]>)>) {
-        let fill = Fill::Frontend(self.plan.class_of_write(self.block_bytes() as u64));
+        let fill = Fill::Frontend(self.mapping_class());
         for (page, entries) in evicted {
             let mut block = vec![0; self.block_bytes()];
             self.l2p.encode(page, &entries, self.config.array_uuid, &mut block);

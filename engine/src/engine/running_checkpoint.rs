@@ -118,7 +118,7 @@ impl Engine {
     /// Data blocks the segments open for mapping blocks can still take, plus whole
     /// segments in the empty zones frontend stripes may open while a relocation runs.
     fn checkpoint_room_blocks(&self) -> u64 {
-        let class = self.plan.class_of_write(self.block_bytes() as u64);
+        let class = self.mapping_class();
         let layout = self.plan.class_layout(class);
         let open = self.open_room_blocks(class);
         let openable = self.free_zones.len().saturating_sub(RECOVERY_RESERVED_ZONES + GC_RESERVED_ZONES) as u64;
@@ -128,7 +128,7 @@ impl Engine {
     /// Data blocks a running checkpoint may pad at most: each frontend stripe open, and
     /// the last stripe of mapping blocks.
     fn checkpoint_padding_blocks(&self) -> u64 {
-        let class = self.plan.class_of_write(self.block_bytes() as u64);
+        let class = self.mapping_class();
         (CLASSES as u64 + 1) * self.plan.class_layout(class).stripe_data_blocks()
     }
 
@@ -137,7 +137,7 @@ impl Engine {
     /// documentation), not on the recovery reserve, and there is room for the pages, the
     /// stripes queued and the padding.
     fn may_checkpoint_while_running(&self, pages: u64, funded_bytes: u64) -> bool {
-        let class = self.plan.class_of_write(self.block_bytes() as u64);
+        let class = self.mapping_class();
         let stripe_blocks = self.plan.class_layout(class).stripe_data_blocks();
         let queued: u64 = self.queued.iter().map(|q| q.len() as u64).sum();
         self.config.l2p.checkpoint
