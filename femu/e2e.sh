@@ -12,14 +12,20 @@ initramfs=target/femu/initramfs.gz
 ./femu/build-initramfs.sh "$initramfs" target/release/zapraid
 
 passed=0 failed=0 failures=()
+# Each scenario's output is also kept, so that the end of a failed one is printed again
+# last: CI keeps only the end of what `make e2e` prints.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 scenario() {
     local name=$1; shift
+    local log="$logs/$((passed + failed)).log"
     echo "=== e2e: $name"
-    if ./femu/run.sh "$@"; then
+    if ./femu/run.sh "$@" 2>&1 | tee "$log"; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1))
         failures+=("$name")
+        cp "$log" "$logs/failed-${#failures[@]}.log"
     fi
 }
 scenario "conformance, 2 drives, 64 B metadata" --drives 2 --metadata 64 "$initramfs" conformance
@@ -35,6 +41,10 @@ scenario "replace a failed drive under ext4 and fio verify (5 drives), then fail
 scenario "trace replay onto the block device and the drives, then scrub and verify" --drives 4 --metadata 64 --timeout 1200 "$initramfs" replay
 scenario "format refuses drives without metadata" --drives 4 --metadata 0 "$initramfs" refuse-bare
 scenario "block device throughput vs a raw drive" --drives 4 --bare-drives 1 --metadata 64 --timeout 900 "$initramfs" blockperf
+for ((i = 1; i <= ${#failures[@]}; i++)); do
+    echo "=== e2e: the end of what the failed scenario '${failures[i - 1]}' printed"
+    tail -n 60 "$logs/failed-$i.log"
+done
 [ "$failed" -eq 0 ] || printf 'failed: %s\n' "${failures[@]}"
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
