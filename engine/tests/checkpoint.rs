@@ -373,6 +373,80 @@ fn under_garbage_collection_a_crash_starts_from_a_checkpoint_taken_while_running
     }
 }
 
+/// A drive fails while the array runs under garbage collection: the engine keeps taking
+/// checkpoints while running, and those name the open segments with their stripe tables
+/// as far as written (with Zone Append, where the failed drive's chunks went is known
+/// only to the engine). A crash then starts from the newest one with the drive still
+/// failed, reads less than a full replay, and every written block reads back (rebuilt
+/// from parity where it was on the failed drive).
+#[test]
+fn with_a_drive_failed_a_crash_starts_from_a_checkpoint_taken_while_running() {
+    const FAILED: usize = 1;
+    const BATCH_WRITES: u64 = 64;
+    const MAX_BATCHES: u64 = 200;
+    const MIN_LIVE_APPENDING: u64 = 32;
+    for ((level, mode), seed) in schemes().into_iter().zip(33..) {
+        let crashed = |offer: bool| {
+            let (config, mut rng, mut model, mut sim) = fresh(level, mode, seed);
+            write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 2, 1);
+            sim.drives[FAILED].fail();
+            write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 2, 2);
+            let before = sim.engine.status().l2p;
+            assert_eq!(sim.engine.status().failed_drives, vec![FAILED], "{mode:?}: the failure was noticed");
+            // Batches until garbage collection ran and the newest checkpoint maps blocks
+            // into a segment it names appending: its pages point at chunks of the failed
+            // drive that only its tables place.
+            let mut newest: Option<CheckpointImage> = None;
+            let mut live_appending = 0;
+            for batch in 0..MAX_BATCHES {
+                write_random(&mut sim, &mut model, &mut rng, BATCH_WRITES, 3 + batch);
+                newest = sim.take_running_checkpoint().or(newest);
+                let segments = newest.iter().flat_map(|image| &image.segments);
+                live_appending = segments.filter(|s| s.appending).map(|s| s.live_blocks).sum();
+                if sim.engine.status().segments_reclaimed > 0 && live_appending >= MIN_LIVE_APPENDING {
+                    break;
+                }
+            }
+            assert!(
+                live_appending >= MIN_LIVE_APPENDING,
+                "{mode:?}: {live_appending} blocks mapped into open segments"
+            );
+            let status = sim.engine.status();
+            assert!(status.segments_reclaimed > 0, "{mode:?}: garbage collection ran: {status:?}");
+            let degraded = status.l2p.checkpoints_running - before.checkpoints_running;
+            assert!(degraded > 0, "{mode:?}: no checkpoint taken while the drive was failed: {:?}", status.l2p);
+            let image: CheckpointImage = newest.expect("checkpoints were taken while running");
+            let appending: Vec<_> = image.segments.iter().filter(|s| s.appending).collect();
+            assert!(!appending.is_empty(), "{mode:?}: it names the open segments");
+            let tabled = mode != Mode::ZoneWriteOnly;
+            assert!(appending.iter().all(|s| s.table.is_empty() != tabled), "{mode:?}: their tables kept: {image:?}");
+            let generation = image.generation;
+            let drives = sim.power_cut().unwrap();
+            let offer = offer.then_some(image);
+            let sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[FAILED], offer).unwrap();
+            (sim, model, generation, degraded, live_appending)
+        };
+        let (full, _, _, _, _) = crashed(false);
+        let (mut sim, model, generation, degraded, live_appending) = crashed(true);
+        let (report, replayed) = (sim.recovery_report, full.recovery_report);
+        eprintln!(
+            "{level:?} {mode:?}, drive {FAILED} failed: {degraded} checkpoints taken while running with it failed; \
+             the start after a crash read {} blocks from checkpoint {generation} (its pages mapping \
+             {live_appending} blocks into the open segments it names) and {} segments after or open at it, {} \
+             replaying every segment",
+            report.blocks_read, report.segments_replayed, replayed.blocks_read
+        );
+        assert_eq!(report.checkpoint_generation, Some(generation), "{mode:?}: {report:?}");
+        assert!(report.blocks_read < replayed.blocks_read, "{mode:?}: {report:?} vs {replayed:?}");
+        assert_eq!(sim.engine.status().failed_drives, vec![FAILED]);
+        // Right after the start (reads rebuild blocks of the failed drive in the stripes the
+        // tables name), and once the segment open at the crash is rewritten elsewhere.
+        check_written(&mut sim, &model, &format!("{mode:?}: after the crash start with drive {FAILED} failed"));
+        sim.run_until_idle();
+        check_written(&mut sim, &model, &format!("{mode:?}: after the crash start, once idle"));
+    }
+}
+
 /// Requests that come while a running checkpoint drains wait for it, in order: a write
 /// before a clean stop asked for meanwhile is written, one after it is refused as during
 /// a stop, and a scrub asked for meanwhile starts (it would begin once the checkpoint is

@@ -72,7 +72,8 @@ fn clean_stop_leaves_a_stop_footer_the_next_start_reads() {
 }
 
 /// Power cuts with the L2P table offloaded to a budget of one to three small pages: plain
-/// runs, garbage collection on few zones, a drive failure, and a clean stop cut short
+/// runs, garbage collection on few zones, a drive failure (half of them on few zones), and
+/// a clean stop cut short
 /// (some followed by a power cut during recovery). Every clean stop that completes leaves
 /// a checkpoint, offered to every later start of its run. Returns the states explored and
 /// the starts offered a checkpoint and that used it.
@@ -86,6 +87,7 @@ fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
         explored.checkpoints_replayed += run.checkpoints_replayed;
         explored.checkpoints_running += run.checkpoints_running;
         explored.checkpoints_incremental += run.checkpoints_incremental;
+        explored.checkpoints_degraded += run.checkpoints_degraded;
         explored.stops_cut += run.stops_cut;
         explored.stops_cut_writing_mappings += run.stops_cut_writing_mappings;
         explored.stops_without_checkpoint += run.stops_without_checkpoint;
@@ -106,9 +108,12 @@ fn offloaded_run(scheme: Scheme, i: usize) -> Outcome {
             l2p,
             ..Twists::default()
         },
+        // Half of the failures on few zones, in longer runs: garbage collection's resets
+        // wait for checkpoints taken while the drive is failed.
         2 => {
             let failure = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
-            Twists { failure: Some(failure), l2p, ..Twists::default() }
+            let zones = if i % 8 == 6 { scheme.few_zones() } else { Twists::default().zones };
+            Twists { failure: Some(failure), zones, l2p, ..Twists::default() }
         }
         // A clean stop begins while writes are in flight, some waiting for their pages,
         // and power is cut during it (it takes a few steps: padding, the mapping blocks
@@ -125,7 +130,7 @@ fn offloaded_run(scheme: Scheme, i: usize) -> Outcome {
             }
         }
     };
-    let writes = if i % 4 == 1 { 400 } else { 80 };
+    let writes = if i % 4 == 1 || i % 8 == 6 { 400 } else { 80 };
     let cut_after_steps = if i % 4 == 3 { rng.random_range(0..300) } else { rng.random_range(0..4000) };
     explore_run(scheme, i as u64, writes, cut_after_steps, twists)
 }
@@ -161,7 +166,7 @@ fn crash_states_per_scheme() -> usize {
 fn crash_exploration() {
     let target = crash_states_per_scheme();
     let mut total = 0;
-    let (mut offered, mut used, mut replayed, mut running, mut incremental) = (0, 0, 0, 0, 0);
+    let (mut offered, mut used, mut replayed, mut running, mut incremental, mut degraded) = (0, 0, 0, 0, 0, 0);
     for scheme in schemes() {
         let mut explored = 0;
         let mut cut = 0;
@@ -230,7 +235,8 @@ fn crash_exploration() {
             "crash exploration: {scheme}: {} crash states with the L2P table offloaded to 1-3 pages, 0 \
              violations ({} cuts during a clean stop, {} of them once it wrote mapping blocks; {} stops left no \
              checkpoint, the array full); {} checkpoints taken while running offered; {} checkpoints incremental; {} \
-             starts offered a checkpoint, {} used it, {} of them replaying the segments written after it",
+             starts offered a checkpoint, {} used it, {} of them replaying the segments written after it, {} with a \
+             drive failed from one taken while running",
             offloaded.states,
             offloaded.stops_cut,
             offloaded.stops_cut_writing_mappings,
@@ -239,7 +245,8 @@ fn crash_exploration() {
             offloaded.checkpoints_incremental,
             offloaded.checkpoints_offered,
             offloaded.checkpoints_used,
-            offloaded.checkpoints_replayed
+            offloaded.checkpoints_replayed,
+            offloaded.checkpoints_degraded
         );
         total += offloaded.states;
         offered += offloaded.checkpoints_offered;
@@ -247,14 +254,16 @@ fn crash_exploration() {
         replayed += offloaded.checkpoints_replayed;
         running += offloaded.checkpoints_running;
         incremental += offloaded.checkpoints_incremental;
+        degraded += offloaded.checkpoints_degraded;
     }
     let during_rebuild = CUTS_DURING_REBUILD.load(std::sync::atomic::Ordering::Relaxed);
     let resumed = RESUMED_REBUILDS.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(
         "crash exploration: {total} crash states in all ({during_rebuild} power cuts during a rebuild, {resumed} \
          of them resumed onto the same drive), 0 violations; {offered} starts offered a checkpoint, {used} used it, \
-         {replayed} of them replaying the segments written after it; {running} checkpoints taken while running \
-         offered, {incremental} incremental checkpoints became the newest"
+         {replayed} of them replaying the segments written after it ({degraded} with a drive failed, from one taken \
+         while running); {running} checkpoints taken while running offered, {incremental} incremental checkpoints \
+         became the newest"
     );
     assert!(resumed > 0 && resumed < during_rebuild, "both ways of going on after a rebuild cut short are explored");
     // Checkpoints are used, also after a crash (replaying what came after them), and stale
@@ -263,6 +272,7 @@ fn crash_exploration() {
     assert!(replayed > 0 && replayed < used, "{used} starts from a checkpoint, {replayed} replaying segments");
     assert!(running > 0, "no checkpoint taken while running was offered to a start");
     assert!(incremental > 0, "no incremental checkpoint became the newest");
+    assert!(degraded > 0, "no start with a drive failed used a checkpoint taken while running");
     assert!(total >= schemes().len() * target);
 }
 

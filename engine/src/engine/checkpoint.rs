@@ -80,11 +80,8 @@ impl Engine {
             return None;
         }
         let running = self.checkpoint_ready();
-        if running && self.failed.iter().any(|f| *f) {
-            return None; // a drive failed while it drained (`running_checkpoint`)
-        }
-        // A stop with a drive failed writes a full image: the base may be of before.
-        let base_generation = self.checkpoint_incremental(generation).filter(|_| !self.failed.iter().any(|f| *f));
+        let failed = self.failed.iter().any(|f| *f);
+        let base_generation = self.checkpoint_incremental(generation);
         let mut segments = Vec::new();
         for seg in self.segments.iter().flatten() {
             // As the next start's recovery would judge it: sealed, closed by the stop's
@@ -114,7 +111,10 @@ impl Engine {
                     }
                     (Vec::new(), table_bytes as u64) // the base holds it
                 }
-                Some(table) if !appending => {
+                // An appending segment's table as far as it was written, when a drive is
+                // failed: the places Zone Append gave its chunks on that drive (which the
+                // pages may point at) are known only here (`recovery::assemble`).
+                Some(table) if !appending || failed => {
                     let mut bytes = Vec::with_capacity(table_bytes);
                     table.encode(&mut bytes);
                     (bytes, 0)

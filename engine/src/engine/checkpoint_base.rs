@@ -46,6 +46,10 @@ const CHEAP_CHECKPOINT_BYTES: u64 = 1 << 20;
 /// The full checkpoint written last, that incremental ones build on.
 pub(super) struct CheckpointBase {
     generation: u64,
+    /// The drives failed when it was taken: images build on it only while the same are
+    /// (tables place the chunks of a failed drive; a start also refuses a base of another
+    /// superblock generation, and the engine forgets its base when a drive fails).
+    failed: Vec<bool>,
     /// Zone -> (sequence, table bytes) of each segment whose stripe table it holds.
     tables: HashMap<u32, (u64, u64)>,
     /// Bytes of its image (one copy).
@@ -70,12 +74,14 @@ struct NextImage {
 }
 
 impl Engine {
-    /// The segments a checkpoint describes with a stripe table, and the table's bytes.
+    /// The segments a checkpoint describes with a stripe table, and the table's bytes (open
+    /// ones only while a drive is failed: `Engine::checkpoint`).
     fn tabled_segments(&self) -> impl Iterator<Item = (&Segment, u64)> + '_ {
+        let failed = self.failed.iter().any(|f| *f);
         self.segments
             .iter()
             .flatten()
-            .filter(|s| s.table.is_some() && s.state != SegmentState::Open)
+            .filter(move |s| s.table.is_some() && (failed || s.state != SegmentState::Open))
             .map(|s| (s, CompactStripeTable::encoded_bytes(&s.layout) as u64))
     }
 
@@ -151,7 +157,8 @@ impl Engine {
     pub(super) fn checkpoint_incremental(&self, generation: u64) -> Option<u64> {
         let base = self.checkpoints.base.as_ref()?;
         let other_copy = base.generation % 2 != generation % 2 && base.generation < generation;
-        (other_copy && self.next_checkpoint_kind().0).then_some(base.generation)
+        let same_failures = base.failed == self.failed;
+        (other_copy && same_failures && self.next_checkpoint_kind().0).then_some(base.generation)
     }
 
     /// Notes the checkpoint about to be handed out (`image` as encoded: tables left in
@@ -160,18 +167,21 @@ impl Engine {
         let image_bytes = image.image_len();
         self.checkpoints.pending = Some(match image.base_generation {
             Some(_) => PendingCheckpoint::Incremental { image_bytes },
+            // An appending segment's table (a drive failed) grows after it: not one to
+            // leave out later.
             None => PendingCheckpoint::Full(CheckpointBase {
                 generation: image.generation,
+                failed: self.failed.clone(),
                 tables: image
                     .segments
                     .iter()
-                    .filter(|s| !s.table.is_empty())
+                    .filter(|s| !s.table.is_empty() && !s.appending)
                     .map(|s| (s.zone, (s.sequence, s.table.len() as u64)))
                     .collect(),
                 image_bytes,
                 incremental_bytes: 0,
                 #[cfg(debug_assertions)]
-                encoded: image.segments.iter().map(|s| (s.zone, s.table.clone())).collect(),
+                encoded: image.segments.iter().filter(|s| !s.appending).map(|s| (s.zone, s.table.clone())).collect(),
             }),
         });
     }

@@ -11,9 +11,11 @@
 //! writes the image (`Engine::checkpoint`) and says so (`Engine::checkpoint_written`);
 //! then the held requests run, in order.
 //!
-//! Not while a drive is failed: an appending segment's chunks on it have no place on the
-//! drives that recovery could find again, and recovery refuses a checkpoint with
-//! appending segments when a drive is failed (`recovery::checkpoint`).
+//! Also while a drive is failed: an appending segment's chunks on it have no place on the
+//! drives that recovery could find again (Zone Append chose it, or the engine when the
+//! chunk never landed), so the checkpoint then carries the appending segments' stripe
+//! tables as far as they were written, and recovery keeps those places
+//! (`recovery::assemble`). Not while a rebuild runs.
 //!
 //! A scrub pauses while one drains: it issues no read, and the stripes whose reads
 //! complete meanwhile are read again after it (they are not checked then: a repair may
@@ -143,7 +145,6 @@ impl Engine {
         self.config.l2p.checkpoint
             && self.stop == StopState::Running
             && !self.restoring_reserve
-            && !self.failed.iter().any(|f| *f)
             && self.drive_rebuild.is_none()
             && self.retiring.is_empty()
             && self.repairs.pending.is_empty()

@@ -67,7 +67,9 @@ pub struct CheckpointSegmentRecord {
     pub sequence: U64,
     /// Blocks of the segment the L2P table or the directory points at.
     pub live_blocks: U64,
-    /// Bytes of its compact stripe table in the body (0: written with Zone Write).
+    /// Bytes of its compact stripe table in the body (0: written with Zone Write). Of an
+    /// appending segment, 0 unless a drive was failed: then its table as far as it was
+    /// written (the places Zone Append gave its chunks, the failed drive's among them).
     pub table_bytes: U64,
 }
 
@@ -96,7 +98,8 @@ pub struct CheckpointSegment {
     pub open: bool,
     /// Open while a running checkpoint was taken and written on after it: recovery replays
     /// it, taking its entries from the checkpoint's next timestamp on (never together with
-    /// `sealed` or `open`; it has no stripe table here).
+    /// `sealed` or `open`; it has a stripe table here, as far as it was written, only when
+    /// the checkpoint was taken while a drive was failed).
     pub appending: bool,
     pub large: bool,
     pub live_blocks: u64,
@@ -423,7 +426,7 @@ mod tests {
                     appending: true,
                     large: false,
                     live_blocks: 3,
-                    table: Vec::new(),
+                    table: vec![4, 0, 4, 0],
                     base_table_bytes: 0,
                 },
             ],
@@ -459,7 +462,7 @@ mod tests {
         let base = sample();
         let image = incremental();
         let bytes = image.encode(512);
-        let expected_bytes = checkpoint_image_bytes(4, 5, 3) + CHECKPOINT_BASE_BYTES as u64;
+        let expected_bytes = checkpoint_image_bytes(4, 5, 3 + 4) + CHECKPOINT_BASE_BYTES as u64;
         assert_eq!(CheckpointImage::image_bytes(&bytes).unwrap(), expected_bytes);
         let decoded = CheckpointImage::decode(&bytes).unwrap();
         assert_eq!(decoded, image);
@@ -512,7 +515,7 @@ mod tests {
         let image = sample();
         let bytes = image.encode(512);
         assert_eq!(bytes.len() % 512, 0);
-        assert_eq!(CheckpointImage::image_bytes(&bytes).unwrap(), checkpoint_image_bytes(3, 5, 8));
+        assert_eq!(CheckpointImage::image_bytes(&bytes).unwrap(), checkpoint_image_bytes(3, 5, 8 + 4));
         assert_eq!(CheckpointImage::decode(&bytes).unwrap(), image);
     }
 

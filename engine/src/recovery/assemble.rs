@@ -24,8 +24,14 @@
 //!   its group on that drive that no found chunk claims. When several are missing there, the
 //!   pairing may be wrong, which is safe: reads check each block's LBA, segment and checksum
 //!   and rebuild from the stripe the compact stripe table names for that place.
+//! - Except where a checkpoint recorded it: a segment appending at a running checkpoint
+//!   taken while a drive was failed comes with the places the engine had given its chunks
+//!   then (`recorded`), which the checkpoint's pages point at. A missing chunk of a stripe
+//!   written before the checkpoint takes its recorded place (unless a found chunk holds
+//!   it: data read from the drives wins over an image), and those places are handed to no
+//!   other stripe.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::Found;
 use crate::format::{decode_fields, encode_fields};
@@ -57,9 +63,13 @@ struct Chunk {
 /// Where each stripe's chunks are: per stripe key, drive -> position.
 type Stripes = BTreeMap<(u64, u32), BTreeMap<usize, u64>>;
 
+/// Chunk places a checkpoint recorded: (drive, group, stripe ID within the group) -> position.
+type Recorded = HashMap<(usize, u64, u32), u64>;
+
 /// Assembles the stripes of the segment in `zone` from `found`. `failed[d]` says drive d
 /// failed (nothing was read from it); `data_end[d]` is where drive d's data region ends
-/// (zone-relative blocks).
+/// (zone-relative blocks). `recorded` is the stripe table a checkpoint kept of the segment
+/// while it was appending (see the module documentation), if any.
 pub(super) fn assemble_zone(
     layout: &Layout,
     codec: &ParityCodec,
@@ -67,6 +77,7 @@ pub(super) fn assemble_zone(
     found: &[Found],
     failed: &[bool],
     data_end: &[u64],
+    recorded: Option<&CompactStripeTable>,
 ) -> Assembled {
     let (n, k) = (layout.drives(), layout.data_chunks);
     let cb = layout.chunk_blocks;
@@ -109,9 +120,20 @@ pub(super) fn assemble_zone(
         let key = if append { chunk.stripe_id } else { position as u32 };
         stripes.entry((group, key)).or_default().insert(drive, position);
     }
-    let places = if append { append_places(layout, &stripes) } else { HashMap::new() };
+    let recorded = match recorded {
+        Some(table) if append => recorded_places(layout, table),
+        _ => Recorded::new(),
+    };
+    let places = if append { append_places(layout, &stripes, &recorded) } else { HashMap::new() };
 
     let mut assembled = Assembled { table: CompactStripeTable::new(layout), blocks: Vec::new(), repaired: 0, lost: 0 };
+    // A stripe of before the checkpoint found nowhere keeps its recorded places too; the
+    // stripes found overwrite their own places below.
+    if let Some(table) = assembled.table.as_mut() {
+        for (&(drive, _, key), &position) in &recorded {
+            table.set(drive, position, key);
+        }
+    }
     for (&(group, key), members) in &stripes {
         let number = if append { group * layout.group_size + u64::from(key) } else { u64::from(key) };
         // Every drive's place for this stripe: where its chunk was found, else assigned.
@@ -206,9 +228,28 @@ fn cut_straddling_appends(layout: &Layout, zone: u32, found: &[Found], data_end:
     }
 }
 
-/// With Zone Append, the place of each chunk not found: per drive and group, the positions
-/// no found chunk claims, handed out in order to the group's stripes missing a chunk there.
-fn append_places(layout: &Layout, stripes: &Stripes) -> HashMap<(usize, u64, u32), u64> {
+/// The places a checkpoint's table of an appending segment recorded, by stripe. Read from
+/// a drive: an ID beyond its group's stripes is not trusted, nor a second place of one
+/// stripe on one drive.
+fn recorded_places(layout: &Layout, table: &CompactStripeTable) -> Recorded {
+    let mut recorded = Recorded::new();
+    for drive in 0..layout.drives() {
+        for position in 0..layout.stripes {
+            let group = position / layout.group_size;
+            let Some(key) = table.get(drive, position) else { continue };
+            if u64::from(key) < layout.group_stripes(group) {
+                recorded.entry((drive, group, key)).or_insert(position);
+            }
+        }
+    }
+    recorded
+}
+
+/// With Zone Append, the place of each chunk not found: its recorded place, if the
+/// checkpoint recorded one no found chunk holds; otherwise, per drive and group, the
+/// positions neither a found chunk nor a recorded place claims, handed out in order to the
+/// group's stripes missing a chunk there.
+fn append_places(layout: &Layout, stripes: &Stripes, recorded: &Recorded) -> HashMap<(usize, u64, u32), u64> {
     let n = layout.drives();
     let mut claimed: HashMap<(usize, u64), Vec<u64>> = HashMap::new();
     for (&(group, _), members) in stripes {
@@ -219,6 +260,11 @@ fn append_places(layout: &Layout, stripes: &Stripes) -> HashMap<(usize, u64, u32
     for positions in claimed.values_mut() {
         positions.sort_unstable();
     }
+    let found_at = |drive: usize, group: u64, position: u64| {
+        claimed.get(&(drive, group)).is_some_and(|taken| taken.binary_search(&position).is_ok())
+    };
+    let reserved: HashSet<(usize, u64)> =
+        recorded.iter().map(|(&(drive, _, _), &position)| (drive, position)).collect();
     let mut places = HashMap::new();
     let mut free: HashMap<(usize, u64), std::vec::IntoIter<u64>> = HashMap::new();
     // Unclaimed places are handed out lowest first, and the lowest are the written ones
@@ -229,11 +275,15 @@ fn append_places(layout: &Layout, stripes: &Stripes) -> HashMap<(usize, u64, u32
     order.sort_by_key(|(&(group, key), members)| (group, std::cmp::Reverse(members.len()), key));
     for (&(group, key), members) in order {
         for drive in (0..n).filter(|d| !members.contains_key(d)) {
+            if let Some(&position) = recorded.get(&(drive, group, key)).filter(|&&p| !found_at(drive, group, p)) {
+                places.insert((drive, group, key), position);
+                continue;
+            }
             let unclaimed = free.entry((drive, group)).or_insert_with(|| {
                 let first = group * layout.group_size;
-                let taken = claimed.get(&(drive, group)).map(Vec::as_slice).unwrap_or(&[]);
-                let open: Vec<u64> =
-                    (first..first + layout.group_stripes(group)).filter(|p| taken.binary_search(p).is_err()).collect();
+                let open: Vec<u64> = (first..first + layout.group_stripes(group))
+                    .filter(|&p| !found_at(drive, group, p) && !reserved.contains(&(drive, p)))
+                    .collect();
                 open.into_iter()
             });
             if let Some(position) = unclaimed.next() {
@@ -284,7 +334,7 @@ mod tests {
         add(1, 3, 1);
         add(2, 3, 1);
         let data_end = [start + 3, start + 4, start + 4, start + 4];
-        let assembled = assemble_zone(&layout, &codec, 5, &found, &[false; 4], &data_end);
+        let assembled = assemble_zone(&layout, &codec, 5, &found, &[false; 4], &data_end, None);
         let damaged_chunk = layout.chunk_on(2, 0);
         let (lba, _) = fields(2, damaged_chunk);
         let place = assembled.blocks.iter().find(|(l, _, _)| *l == lba).map(|(_, _, p)| *p);

@@ -5,7 +5,11 @@
 //! array. Then the checkpoint's segments are not read past their headers: the directory
 //! gives the L2P table, the checkpoint their live counts and the compact stripe tables of
 //! those written with Zone Append (as the engine had them, a failed drive's chunks placed
-//! as the stripes were written or recovered). Segments written after it (an engine ran
+//! as the stripes were written or recovered). A segment appending at a running checkpoint
+//! taken while a drive was failed also comes with its table as far as it was written:
+//! the pages may point at its chunks on the failed drive, whose places Zone Append chose
+//! and only the engine knew; without that table such a checkpoint is refused when a drive
+//! is failed. Segments written after it (an engine ran
 //! on the drives since the stop, and the start after it was a crash) are replayed as
 //! without a checkpoint, and their newest entries override the pages' (`install`).
 //! Otherwise the whole log is replayed.
@@ -84,11 +88,6 @@ impl Recovery {
         if image.directory.len() as u64 != pages {
             return Some(format!("{} pages, the table has {pages}", image.directory.len()));
         }
-        // An appending segment is replayed, and where its chunks on a failed drive were
-        // (Zone Append places them) is known only to the checkpoint's pages.
-        if image.segments.iter().any(|s| s.appending) && self.failed.iter().any(|f| *f) {
-            return Some("a drive has failed, and the checkpoint was taken while segments were open".into());
-        }
         // Segments the checkpoint does not name were written after it.
         for (&zone, &sequence) in &self.segments {
             if !Self::names(image, zone, sequence) && sequence < image.next_sequence {
@@ -123,9 +122,21 @@ impl Recovery {
                     s.zone, self.zone_layouts[&s.zone].1
                 ));
             }
-            // An appending segment is replayed: its table comes from the drives.
-            let table_bytes = if s.appending { 0 } else { CompactStripeTable::encoded_bytes(&self.layout_of(s.zone)) };
-            if s.table.len() != table_bytes {
+            // An appending segment is replayed: its table comes from the drives, but where
+            // Zone Append placed its chunks on a failed drive is known only to the
+            // checkpoint's pages and to the table it then carries (taken while that drive
+            // was failed), which recovery keeps those stripes' places from (`assemble`).
+            let layout = self.layout_of(s.zone);
+            let table_bytes = CompactStripeTable::encoded_bytes(&layout);
+            if s.appending && s.table.is_empty() {
+                if layout.uses_append() && self.failed.iter().any(|f| *f) {
+                    return Some(format!(
+                        "a drive has failed, and the segment in zone {} was open at the checkpoint, which kept no \
+                         places of its chunks",
+                        s.zone
+                    ));
+                }
+            } else if s.table.len() != table_bytes {
                 return Some(format!("zone {}'s stripe table has {} bytes, not {table_bytes}", s.zone, s.table.len()));
             }
         }
@@ -172,5 +183,13 @@ impl Recovery {
     /// or were replaced before the checkpoint.
     pub(super) fn appending_cut(&self, zone: u32) -> Option<u64> {
         self.named_on_drives(zone).filter(|(_, s)| s.appending).map(|(image, _)| image.next_timestamp)
+    }
+
+    /// Of a segment appending at the checkpoint the start began from, the places of its
+    /// chunks as the engine had them then, if the checkpoint kept them (a drive was failed).
+    pub(super) fn appending_places(&self, zone: u32) -> Option<CompactStripeTable> {
+        let (_, record) = self.named_on_drives(zone).filter(|(_, s)| s.appending && !s.table.is_empty())?;
+        // Its length was checked when the checkpoint was judged.
+        CompactStripeTable::decode(&self.layout_of(zone), &record.table)
     }
 }

@@ -45,7 +45,10 @@ impl Recovery {
                 continue;
             }
             let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
-            let assembled = assemble::assemble_zone(&layout, &codec, zone, &self.found[&zone], &self.failed, &data_end);
+            let recorded = self.appending_places(zone);
+            let found = &self.found[&zone];
+            let assembled =
+                assemble::assemble_zone(&layout, &codec, zone, found, &self.failed, &data_end, recorded.as_ref());
             // A clean stop left a stop footer (on any drive: it is written once every stripe
             // is persisted): the segment is complete and is kept like a sealed one.
             let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());

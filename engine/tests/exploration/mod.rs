@@ -255,6 +255,8 @@ pub struct Outcome {
     pub checkpoints_running: usize,
     /// Checkpoints that became the newest and were incremental (resolved from their base).
     pub checkpoints_incremental: usize,
+    /// Starts with a drive failed that used a checkpoint taken while running.
+    pub checkpoints_degraded: usize,
     /// Power cuts during a clean stop (before it completed), and of those, the ones after
     /// it had issued mapping blocks (the write-back a checkpoint needs, or evictions).
     pub stops_cut: usize,
@@ -461,6 +463,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
         checkpoints_replayed: checkpoints.replayed,
         checkpoints_running: checkpoints.running,
         checkpoints_incremental: checkpoints.incremental,
+        checkpoints_degraded: checkpoints.degraded,
         stops_cut,
         stops_cut_writing_mappings,
         stops_without_checkpoint: checkpoints.stops_without,
