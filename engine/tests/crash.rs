@@ -248,6 +248,11 @@ fn crash_exploration() {
             offloaded.checkpoints_replayed,
             offloaded.checkpoints_degraded
         );
+        // Zone Append schemes: their checkpoints taken with a drive failed carry the open
+        // segments' tables, and starts with that drive failed use them.
+        if scheme.mode != Mode::ZoneWriteOnly {
+            assert!(offloaded.checkpoints_degraded > 0, "{scheme}: no degraded start from a running checkpoint");
+        }
         total += offloaded.states;
         offered += offloaded.checkpoints_offered;
         used += offloaded.checkpoints_used;

@@ -181,7 +181,7 @@ impl CheckpointImage {
         for s in self.segments.iter_mut().filter(|s| s.base_table_bytes > 0) {
             let found = base.segments.binary_search_by_key(&s.zone, |b| b.zone).ok().map(|i| &base.segments[i]);
             match found {
-                Some(b) if b.sequence == s.sequence && b.table.len() as u64 == s.base_table_bytes => {
+                Some(b) if b.sequence == s.sequence && !b.appending && b.table.len() as u64 == s.base_table_bytes => {
                     s.table = b.table.clone();
                     s.base_table_bytes = 0;
                 }
@@ -480,7 +480,8 @@ mod tests {
         assert_eq!(again.clone().resolve(None).unwrap(), resolved);
 
         // Not its base: another generation, another superblock generation, an incremental
-        // image, a different segment in the zone, a table of another length; no base read.
+        // image, a different segment in the zone, a table of another length, a table of a
+        // segment appending in the base; no base read.
         assert!(decoded.clone().resolve(None).is_err());
         let mut other = base.clone();
         other.generation = 1;
@@ -496,6 +497,10 @@ mod tests {
         assert!(decoded.clone().resolve(Some(&other)).is_err());
         let mut other = base.clone();
         other.segments[0].table.push(0);
+        assert!(decoded.clone().resolve(Some(&other)).is_err());
+        // The base's table of a segment open then (appending) grew after it: never taken.
+        let mut other = base.clone();
+        (other.segments[0].sealed, other.segments[0].appending) = (false, true);
         assert!(decoded.clone().resolve(Some(&other)).is_err());
     }
 

@@ -127,11 +127,15 @@ pub(super) fn assemble_zone(
     let places = if append { append_places(layout, &stripes, &recorded) } else { HashMap::new() };
 
     let mut assembled = Assembled { table: CompactStripeTable::new(layout), blocks: Vec::new(), repaired: 0, lost: 0 };
-    // A stripe of before the checkpoint found nowhere keeps its recorded places too; the
-    // stripes found overwrite their own places below.
+    // A chunk of before the checkpoint not found keeps its recorded place also when its
+    // stripe was found nowhere (below, only stripes found are placed); a chunk found is
+    // placed where it was found.
     if let Some(table) = assembled.table.as_mut() {
-        for (&(drive, _, key), &position) in &recorded {
-            table.set(drive, position, key);
+        for (&(drive, group, key), &position) in &recorded {
+            let found = stripes.get(&(group, key)).is_some_and(|members| members.contains_key(&drive));
+            if !found {
+                table.set(drive, position, key);
+            }
         }
     }
     for (&(group, key), members) in &stripes {
@@ -344,5 +348,66 @@ mod tests {
             assembled.blocks.iter().all(|(_, _, p)| !(p.drive == 0 && p.offset == start + 3)),
             "nothing mapped to the place drive 0 never wrote"
         );
+    }
+
+    /// Group 0 of a (3+1)-RAID-5 segment with 1-block chunks, drive 3 failed while it was
+    /// open: stripes 0 and 1 were written before a running checkpoint (drive 3's chunk of
+    /// stripe 0 landed first, at place 0; stripe 1's never did, and the engine placed it at
+    /// the end of the group), and stripe 2 after it. The checkpoint's table gives stripes 0
+    /// and 1 their places on drive 3 (the pages point there); stripe 2 takes a place no
+    /// recorded one claims, not the lowest; a chunk found elsewhere than the table says
+    /// stays where it was found, and the recorded place is not kept for it too.
+    #[test]
+    fn recorded_places_hold_for_stripes_before_the_checkpoint_and_no_later_stripe_takes_them() {
+        let level = RaidLevel::Raid5 { drives: 4 };
+        let layout = Layout::new(&Geometry::small(8, 64, 60), level, Mode::ZapRaid { group_size: 4 }, 4096).unwrap();
+        let codec = ParityCodec::for_level(level).unwrap();
+        let start = layout.data_start_blocks();
+        let fields = |stripe: u64, chunk: usize| (100 * stripe + chunk as u64, 7 + stripe);
+        let chunk_fields = |stripe: u64, drive: usize| {
+            let chunk = layout.chunk_on(stripe, drive);
+            if chunk < layout.data_chunks {
+                fields(stripe, chunk)
+            } else {
+                (0..layout.data_chunks).map(|c| fields(stripe, c)).fold((0, 0), |(a, b), (l, t)| (a ^ l, b ^ t))
+            }
+        };
+        // (drive, position, stripe) of every chunk found on drives 0 to 2.
+        let landed =
+            [(0, 0, 1), (0, 1, 0), (0, 2, 2), (1, 0, 0), (1, 1, 1), (1, 2, 2), (2, 0, 0), (2, 1, 1), (2, 2, 2)];
+        let found: Vec<Found> = landed
+            .iter()
+            .map(|&(drive, position, stripe)| {
+                let (lba, timestamp) = chunk_fields(u64::from(stripe), drive);
+                Found { drive, offset: start + position, lba, timestamp, stripe_id: stripe }
+            })
+            .collect();
+        // The table as the engine had it at the checkpoint: stripes 0 and 1 only, drive 0's
+        // stripe 0 recorded at place 3 (a disagreement with what was found).
+        let mut recorded = CompactStripeTable::new(&layout).unwrap();
+        for (drive, position, stripe) in
+            [(0, 3, 0), (0, 0, 1), (1, 0, 0), (1, 1, 1), (2, 0, 0), (2, 1, 1), (3, 0, 0), (3, 3, 1)]
+        {
+            recorded.set(drive, position, stripe);
+        }
+        let failed = [false, false, false, true];
+        let data_end = [start + 3, start + 3, start + 3, 0];
+        let assembled = assemble_zone(&layout, &codec, 5, &found, &failed, &data_end, Some(&recorded));
+        let table = assembled.table.as_ref().unwrap();
+        assert_eq!((table.get(3, 0), table.get(3, 3)), (Some(0), Some(1)), "the recorded places on the failed drive");
+        assert_eq!(table.get(3, 1), Some(2), "the stripe after the checkpoint takes the first place not recorded");
+        assert_eq!((table.get(0, 1), table.get(0, 2)), (Some(0), Some(2)), "chunks found stay where found");
+        assert_eq!(table.get(0, 3), None, "a chunk found is not also kept at its recorded place");
+        for (stripe, position) in [(0, 0), (1, 3), (2, 1)] {
+            let chunk = layout.chunk_on(stripe, 3);
+            if chunk < layout.data_chunks {
+                let (lba, _) = fields(stripe, chunk);
+                let place = assembled.blocks.iter().find(|(l, _, _)| *l == lba).map(|(_, _, p)| *p);
+                assert_eq!(place, Some(Physical { zone: 5, drive: 3, offset: start + position }), "stripe {stripe}");
+            }
+        }
+        // Without the table, stripe 1's chunk on drive 3 lands elsewhere than the pages say.
+        let blind = assemble_zone(&layout, &codec, 5, &found, &failed, &data_end, None);
+        assert_ne!(blind.table.as_ref().unwrap().get(3, 3), Some(1));
     }
 }

@@ -41,8 +41,8 @@ pub struct Checkpoints {
     pub running: usize,
     /// Checkpoints that became the newest and were incremental (resolved from their base).
     pub incremental: usize,
-    /// Starts with a drive failed that used a checkpoint taken while running (segments
-    /// appending: where their chunks on the failed drive went is in its stripe tables).
+    /// Starts with a drive failed that used a checkpoint taken while running with it failed
+    /// (appending segments with their stripe tables: Zone Append schemes only).
     pub degraded: usize,
 }
 
@@ -114,8 +114,10 @@ impl Checkpoints {
             assert_eq!(report.segments_replayed, 0, "{what}: nothing was written since the stop: {report:?}");
         }
         self.used += usize::from(got.is_some());
-        let appending = self.newest.as_ref().is_some_and(|image| image.segments.iter().any(|s| s.appending));
-        self.degraded += usize::from(got.is_some() && appending && !sim.engine.status().failed_drives.is_empty());
+        // Taken while a drive was failed: its appending segments carry their tables.
+        let tabled = |image: &CheckpointImage| image.segments.iter().any(|s| s.appending && !s.table.is_empty());
+        let degraded = self.newest.as_ref().is_some_and(tabled) && !sim.engine.status().failed_drives.is_empty();
+        self.degraded += usize::from(got.is_some() && degraded);
         self.replayed += usize::from(got.is_some() && report.segments_replayed > 0);
         if got.is_none() {
             // Stale for good: the start empties its zones.

@@ -480,8 +480,12 @@ impl EngineLoop {
             }
             // Written only once the drives are idle: the engine has nothing in flight
             // then, but the thread's own superblock writes may be (`record`); the turn's
-            // last dispatch comes after them.
-            if !self.engine.checkpoint_ready() || self.in_flight() > 0 {
+            // last dispatch comes after them. And only once every drive the engine counts
+            // failed is recorded: the image describes the array with those drives failed
+            // (their chunks placed where only its tables say), and goes with the superblock
+            // generation that records them, so that a start with any other failed drives
+            // refuses it.
+            if !self.engine.checkpoint_ready() || self.in_flight() > 0 || !self.recorded() {
                 return n;
             }
             self.write_running_checkpoint(); // the engine goes on: its commands follow

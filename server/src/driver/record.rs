@@ -22,7 +22,7 @@ impl EngineLoop {
         self.engine_failed_mask() | self.rebuilding
     }
 
-    fn recorded(&self) -> bool {
+    pub(super) fn recorded(&self) -> bool {
         self.failed_mask() == self.record.superblock.failed_drives.get()
             && self.rebuilding == self.record.superblock.rebuilding_drives.get()
     }
