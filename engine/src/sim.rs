@@ -28,6 +28,8 @@ pub struct Simulator {
     /// The newest checkpoint the engine took while running (a real driver writes it to
     /// the reserved zones), until taken (`take_running_checkpoint`).
     running_checkpoint: Option<CheckpointImage>,
+    /// Whether a rebuild ran when `running_checkpoint` was taken.
+    running_checkpoint_during_rebuild: bool,
     /// The generation the next checkpoint gets (`CheckpointImage::next_generation`).
     next_checkpoint_generation: u64,
     /// The two checkpoint copies as a real driver writes them (copy = generation mod 2),
@@ -94,6 +96,7 @@ impl Simulator {
             delayed_seq: 0,
             recovery_report: RecoveryReport::default(),
             running_checkpoint: None,
+            running_checkpoint_during_rebuild: false,
             next_checkpoint_generation: 1,
             checkpoint_copies: [None, None],
             block_size_bytes: geometry.block_size_bytes,
@@ -203,6 +206,7 @@ impl Simulator {
             delayed_seq: 0,
             recovery_report,
             running_checkpoint: None,
+            running_checkpoint_during_rebuild: false,
             next_checkpoint_generation,
             checkpoint_copies: [None, None],
             block_size_bytes: geometry.block_size_bytes,
@@ -306,6 +310,12 @@ impl Simulator {
         self.running_checkpoint.take()
     }
 
+    /// Whether a rebuild ran when the checkpoint `take_running_checkpoint` would hand out
+    /// was taken.
+    pub fn running_checkpoint_during_rebuild(&self) -> bool {
+        self.running_checkpoint.is_some() && self.running_checkpoint_during_rebuild
+    }
+
     /// The generation the next checkpoint gets (`Engine::checkpoint` at a clean stop).
     pub fn next_checkpoint_generation(&self) -> u64 {
         self.next_checkpoint_generation
@@ -344,6 +354,7 @@ impl Simulator {
         let written = image.is_some();
         if let Some(image) = image {
             self.running_checkpoint = Some(self.store_checkpoint(&image));
+            self.running_checkpoint_during_rebuild = self.engine.rebuild_status().is_some();
         }
         self.engine.checkpoint_written(written, self.now_ns);
     }

@@ -9,91 +9,12 @@ use std::collections::HashMap;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use zapraid_engine::format::CheckpointImage;
-use zapraid_engine::{Config, L2pConfig, Mode, RaidLevel, Request, Simulator};
+use zapraid_engine::{Mode, RaidLevel, Request, Simulator};
 
+mod checkpointed;
 mod common;
+use checkpointed::*;
 use common::BLOCK;
-
-const LOGICAL_BLOCKS: u64 = 2048;
-const PAGE_ENTRIES: u64 = 16;
-const BUDGET_PAGES: u64 = 4;
-const ZONES: u32 = 48;
-
-fn geometry() -> zapraid_zns::Geometry {
-    common::geometry(ZONES, 8, 10)
-}
-
-fn config(level: RaidLevel, mode: Mode) -> Config {
-    let base = common::config(level, mode, 1, LOGICAL_BLOCKS);
-    let l2p = L2pConfig {
-        budget_bytes: Some(BUDGET_PAGES * BLOCK as u64),
-        page_entries: Some(PAGE_ENTRIES),
-        checkpoint: true,
-    };
-    Config { l2p, ..base }
-}
-
-/// A new array of `level` and `mode`: its config, a random source, an empty model of what
-/// it holds, and its simulator, all from `seed`.
-fn fresh(level: RaidLevel, mode: Mode, seed: u64) -> (Config, ChaCha8Rng, HashMap<u64, Vec<u8>>, Simulator) {
-    let config = config(level, mode);
-    let sim = Simulator::new(geometry(), config, seed, None).unwrap();
-    (config, ChaCha8Rng::seed_from_u64(seed), HashMap::new(), sim)
-}
-
-/// Writes `count` random blocks (batches of concurrent writes), some discards, and
-/// records what each LBA holds.
-fn write_random(sim: &mut Simulator, model: &mut HashMap<u64, Vec<u8>>, rng: &mut ChaCha8Rng, count: u64, round: u64) {
-    for (id, i) in (round * 1_000_000..).zip(0..count) {
-        let lba = rng.random_range(0..LOGICAL_BLOCKS);
-        if i % 37 == 36 {
-            sim.submit(id, Request::Discard { lba, blocks: 1 });
-            model.remove(&lba);
-        } else {
-            let data = common::named_block(lba, round * 100_000 + i);
-            model.insert(lba, data.clone());
-            sim.submit(id, Request::Write { lba, data });
-        }
-        if i % 8 == 7 {
-            for r in sim.run_until_idle() {
-                r.result.expect("a write or discard failed");
-            }
-        }
-    }
-    for r in sim.run_until_idle() {
-        r.result.expect("a write or discard failed");
-    }
-}
-
-fn check_reads(sim: &mut Simulator, model: &HashMap<u64, Vec<u8>>, what: &str) {
-    let id = u64::MAX - 1;
-    sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
-    let got = sim.run_until_response(id).expect("the read is answered").result;
-    let got = got.unwrap_or_else(|e| panic!("{what}: the read failed: {e}"));
-    for lba in 0..LOGICAL_BLOCKS {
-        let block = &got[lba as usize * BLOCK..][..BLOCK];
-        match model.get(&lba) {
-            Some(data) => assert!(block == &data[..], "{what}: LBA {lba} does not read back"),
-            None => assert!(block.iter().all(|b| *b == 0), "{what}: discarded or unwritten LBA {lba} reads data"),
-        }
-    }
-}
-
-/// Stops `sim` and takes the checkpoint the stop leaves, as the next start reads it back
-/// from its copies (through their bytes; an incremental one resolved from its base).
-fn stop_and_checkpoint(mut sim: Simulator) -> (Vec<zapraid_zns::EmulatedDrive>, CheckpointImage) {
-    sim.stop();
-    let image = sim.stop_checkpoint().expect("a stopped engine that keeps one has a checkpoint");
-    (sim.power_cut().unwrap(), image)
-}
-
-fn schemes() -> [(RaidLevel, Mode); 3] {
-    [
-        (RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly),
-        (RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }),
-        (RaidLevel::Raid6 { drives: 6 }, Mode::ZapRaid { group_size: 4 }),
-    ]
-}
 
 #[test]
 fn a_start_from_a_checkpoint_reads_less_and_finds_every_block() {
@@ -168,18 +89,6 @@ fn a_stale_checkpoint_is_not_used_and_the_replay_finds_every_block() {
         assert_eq!(sim.recovery_report.checkpoint_generation, None, "{mode:?}: the stale checkpoint was used");
         sim.run_until_idle();
         check_written(&mut sim, &model, &format!("{mode:?}: after the replay"));
-    }
-}
-
-/// Every written block reads back. Discards are not durable across a crash (a replay finds
-/// the old copy), so only the written blocks are compared, and discarded ones read as zeros
-/// or old data.
-fn check_written(sim: &mut Simulator, model: &HashMap<u64, Vec<u8>>, what: &str) {
-    let id = u64::MAX - 2;
-    sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
-    let got = sim.run_until_response(id).unwrap().result.unwrap();
-    for (lba, data) in model {
-        assert!(got[*lba as usize * BLOCK..][..BLOCK] == data[..], "{what}: LBA {lba} lost");
     }
 }
 
@@ -370,80 +279,6 @@ fn under_garbage_collection_a_crash_starts_from_a_checkpoint_taken_while_running
         write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS, 9);
         // Discards before the crash may be back (not in the log): written blocks compared.
         check_written(&mut sim, &model, &format!("{mode:?}: after more writes"));
-    }
-}
-
-/// A drive fails while the array runs under garbage collection: the engine keeps taking
-/// checkpoints while running, and those name the open segments with their stripe tables
-/// as far as written (with Zone Append, where the failed drive's chunks went is known
-/// only to the engine). A crash then starts from the newest one with the drive still
-/// failed, reads less than a full replay, and every written block reads back (rebuilt
-/// from parity where it was on the failed drive).
-#[test]
-fn with_a_drive_failed_a_crash_starts_from_a_checkpoint_taken_while_running() {
-    const FAILED: usize = 1;
-    const BATCH_WRITES: u64 = 64;
-    const MAX_BATCHES: u64 = 200;
-    const MIN_LIVE_APPENDING: u64 = 32;
-    for ((level, mode), seed) in schemes().into_iter().zip(33..) {
-        let crashed = |offer: bool| {
-            let (config, mut rng, mut model, mut sim) = fresh(level, mode, seed);
-            write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 2, 1);
-            sim.drives[FAILED].fail();
-            write_random(&mut sim, &mut model, &mut rng, LOGICAL_BLOCKS / 2, 2);
-            let before = sim.engine.status().l2p;
-            assert_eq!(sim.engine.status().failed_drives, vec![FAILED], "{mode:?}: the failure was noticed");
-            // Batches until garbage collection ran and the newest checkpoint maps blocks
-            // into a segment it names appending: its pages point at chunks of the failed
-            // drive that only its tables place.
-            let mut newest: Option<CheckpointImage> = None;
-            let mut live_appending = 0;
-            for batch in 0..MAX_BATCHES {
-                write_random(&mut sim, &mut model, &mut rng, BATCH_WRITES, 3 + batch);
-                newest = sim.take_running_checkpoint().or(newest);
-                let segments = newest.iter().flat_map(|image| &image.segments);
-                live_appending = segments.filter(|s| s.appending).map(|s| s.live_blocks).sum();
-                if sim.engine.status().segments_reclaimed > 0 && live_appending >= MIN_LIVE_APPENDING {
-                    break;
-                }
-            }
-            assert!(
-                live_appending >= MIN_LIVE_APPENDING,
-                "{mode:?}: {live_appending} blocks mapped into open segments"
-            );
-            let status = sim.engine.status();
-            assert!(status.segments_reclaimed > 0, "{mode:?}: garbage collection ran: {status:?}");
-            let degraded = status.l2p.checkpoints_running - before.checkpoints_running;
-            assert!(degraded > 0, "{mode:?}: no checkpoint taken while the drive was failed: {:?}", status.l2p);
-            let image: CheckpointImage = newest.expect("checkpoints were taken while running");
-            let appending: Vec<_> = image.segments.iter().filter(|s| s.appending).collect();
-            assert!(!appending.is_empty(), "{mode:?}: it names the open segments");
-            let tabled = mode != Mode::ZoneWriteOnly;
-            assert!(appending.iter().all(|s| s.table.is_empty() != tabled), "{mode:?}: their tables kept: {image:?}");
-            let generation = image.generation;
-            let drives = sim.power_cut().unwrap();
-            let offer = offer.then_some(image);
-            let sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[FAILED], offer).unwrap();
-            (sim, model, generation, degraded, live_appending)
-        };
-        let (full, _, _, _, _) = crashed(false);
-        let (mut sim, model, generation, degraded, live_appending) = crashed(true);
-        let (report, replayed) = (sim.recovery_report, full.recovery_report);
-        eprintln!(
-            "{level:?} {mode:?}, drive {FAILED} failed: {degraded} checkpoints taken while running with it failed; \
-             the start after a crash read {} blocks from checkpoint {generation} (its pages mapping \
-             {live_appending} blocks into the open segments it names) and {} segments after or open at it, {} \
-             replaying every segment",
-            report.blocks_read, report.segments_replayed, replayed.blocks_read
-        );
-        assert_eq!(report.checkpoint_generation, Some(generation), "{mode:?}: {report:?}");
-        assert!(report.blocks_read < replayed.blocks_read, "{mode:?}: {report:?} vs {replayed:?}");
-        assert_eq!(sim.engine.status().failed_drives, vec![FAILED]);
-        // Right after the start (reads rebuild blocks of the failed drive in the stripes the
-        // tables name), and once the segment open at the crash is rewritten elsewhere.
-        check_written(&mut sim, &model, &format!("{mode:?}: after the crash start with drive {FAILED} failed"));
-        sim.run_until_idle();
-        check_written(&mut sim, &model, &format!("{mode:?}: after the crash start, once idle"));
     }
 }
 

@@ -72,9 +72,9 @@ fn clean_stop_leaves_a_stop_footer_the_next_start_reads() {
 }
 
 /// Power cuts with the L2P table offloaded to a budget of one to three small pages: plain
-/// runs, garbage collection on few zones, a drive failure (half of them on few zones), and
-/// a clean stop cut short
-/// (some followed by a power cut during recovery). Every clean stop that completes leaves
+/// runs, garbage collection on few zones, a drive failure (half of them on few zones, some
+/// replaced and rebuilt), and a clean stop cut short (some followed by a power cut during
+/// recovery). Every clean stop that completes leaves
 /// a checkpoint, offered to every later start of its run. Returns the states explored and
 /// the starts offered a checkpoint and that used it.
 fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
@@ -88,6 +88,7 @@ fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
         explored.checkpoints_running += run.checkpoints_running;
         explored.checkpoints_incremental += run.checkpoints_incremental;
         explored.checkpoints_degraded += run.checkpoints_degraded;
+        explored.checkpoints_during_rebuild += run.checkpoints_during_rebuild;
         explored.stops_cut += run.stops_cut;
         explored.stops_cut_writing_mappings += run.stops_cut_writing_mappings;
         explored.stops_without_checkpoint += run.stops_without_checkpoint;
@@ -108,8 +109,16 @@ fn offloaded_run(scheme: Scheme, i: usize) -> Outcome {
             l2p,
             ..Twists::default()
         },
-        // Half of the failures on few zones, in longer runs: garbage collection's resets
-        // wait for checkpoints taken while the drive is failed.
+        // A failed drive replaced, and power cut while (or after) it is rebuilt, in a long
+        // run: checkpoints are taken while the rebuild runs, and half the runs stop cleanly
+        // during it (the stop leaves one too) before the cut.
+        2 if i % 16 == 10 => {
+            let replace = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(20..120) };
+            let stop_then_cut_after_steps = (i % 32 == 26).then(|| rng.random_range(0..400));
+            Twists { replace: Some(replace), stop_then_cut_after_steps, l2p, ..Twists::default() }
+        }
+        // Half of the other failures on few zones, in longer runs: garbage collection's
+        // resets wait for checkpoints taken while the drive is failed.
         2 => {
             let failure = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
             let zones = if i % 8 == 6 { scheme.few_zones() } else { Twists::default().zones };
@@ -130,8 +139,9 @@ fn offloaded_run(scheme: Scheme, i: usize) -> Outcome {
             }
         }
     };
-    let writes = if i % 4 == 1 || i % 8 == 6 { 400 } else { 80 };
-    let cut_after_steps = if i % 4 == 3 { rng.random_range(0..300) } else { rng.random_range(0..4000) };
+    let writes = if i % 4 == 1 || i % 8 == 6 || i % 16 == 10 { 400 } else { 80 };
+    let short_cut = i % 4 == 3 || i % 16 == 10;
+    let cut_after_steps = if short_cut { rng.random_range(0..300) } else { rng.random_range(0..4000) };
     explore_run(scheme, i as u64, writes, cut_after_steps, twists)
 }
 
@@ -166,7 +176,8 @@ fn crash_states_per_scheme() -> usize {
 fn crash_exploration() {
     let target = crash_states_per_scheme();
     let mut total = 0;
-    let (mut offered, mut used, mut replayed, mut running, mut incremental, mut degraded) = (0, 0, 0, 0, 0, 0);
+    let (mut offered, mut used, mut replayed, mut running, mut incremental) = (0, 0, 0, 0, 0);
+    let (mut degraded, mut during_rebuild_used) = (0, 0);
     for scheme in schemes() {
         let mut explored = 0;
         let mut cut = 0;
@@ -260,17 +271,22 @@ fn crash_exploration() {
         running += offloaded.checkpoints_running;
         incremental += offloaded.checkpoints_incremental;
         degraded += offloaded.checkpoints_degraded;
+        during_rebuild_used += offloaded.checkpoints_during_rebuild;
     }
     let during_rebuild = CUTS_DURING_REBUILD.load(std::sync::atomic::Ordering::Relaxed);
     let resumed = RESUMED_REBUILDS.load(std::sync::atomic::Ordering::Relaxed);
+    let checkpointed_during_rebuild = CHECKPOINTED_STARTS_DURING_REBUILD.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(
         "crash exploration: {total} crash states in all ({during_rebuild} power cuts during a rebuild, {resumed} \
-         of them resumed onto the same drive), 0 violations; {offered} starts offered a checkpoint, {used} used it, \
+         of them resumed onto the same drive, {checkpointed_during_rebuild} started from a checkpoint), 0 violations; \
+         {during_rebuild_used} starts used a checkpoint taken while a rebuild ran; {offered} starts offered a checkpoint, {used} used it, \
          {replayed} of them replaying the segments written after it ({degraded} with a drive failed, from one taken \
          while running); {running} checkpoints taken while running offered, {incremental} incremental checkpoints \
          became the newest"
     );
     assert!(resumed > 0 && resumed < during_rebuild, "both ways of going on after a rebuild cut short are explored");
+    assert!(checkpointed_during_rebuild > 0, "no start after a cut during a rebuild began from a checkpoint");
+    assert!(during_rebuild_used > 0, "no start used a checkpoint taken while a rebuild ran");
     // Checkpoints are used, also after a crash (replaying what came after them), and stale
     // ones refused.
     assert!(used > 0 && used < offered, "{offered} starts offered a checkpoint, {used} used it");

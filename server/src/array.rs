@@ -297,9 +297,9 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
     let with_drive_zones = |error| engine_error_on_drive_zones(error, reserved_zones);
     let mut recovery = Recovery::with_failed_drives(assembled.geometry, assembled.config, &assembled.failed)
         .map_err(with_drive_zones)?;
-    // A rebuild in progress reads the drives (what the new drive holds is checked against
-    // them): a checkpoint is offered only to other starts.
-    let rebuilding = assembled.superblock.rebuilding_drives.get() != 0;
+    // A rebuild in progress is no reason to replay: the drive being rebuilt counts failed,
+    // and the rebuild checks what it holds of each segment as it resumes (a checkpoint
+    // taken while it ran carries the open segments' stripe tables, as with a failed drive).
     // The checkpoint area, emptied once the start knows recovery did not use what it holds
     // (stale for good: a newer superblock, a segment it names gone, ...).
     let mut stale_checkpoint = None;
@@ -314,13 +314,6 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
         let superblock_generation = assembled.superblock.generation.get();
         offered = found.newest.as_ref().map(|image| (image.generation, image.base_generation));
         match found.newest {
-            Some(image) if rebuilding => {
-                tracing::info!(
-                    generation = image.generation,
-                    "a rebuild is in progress: the checkpoint is not used, every segment is replayed"
-                );
-                recovery.pass_over_checkpoint(&image);
-            }
             Some(image) if image.superblock_generation != superblock_generation => {
                 tracing::warn!(
                     generation = image.generation,

@@ -9,7 +9,7 @@
 //! Checkpoints are also taken while the array runs (`running_checkpoint`).
 //!
 //! Invariants: a checkpoint is taken only from a stopped or drained engine with nothing
-//! dirty, nothing being written back, no recovered entry waiting and no rebuild running;
+//! dirty, nothing being written back and no recovered entry waiting;
 //! it names every segment the engine has (one whose reset waits for it with a live count
 //! of 0), so a start that finds a segment older than it and not named knows it is stale.
 
@@ -67,8 +67,9 @@ impl Engine {
     /// The checkpoint of a stopped engine, or of one drained for a running checkpoint
     /// (`checkpoint_ready`), generation `generation` (the superblock generation it goes
     /// with is the caller's to set); None unless the array keeps one and the whole table
-    /// was written back (a rebuild running also keeps it from being taken: the next start
-    /// reads the drives). It is incremental (`checkpoint_base`) when the last full one
+    /// was written back. Also while a rebuild runs: a start after a crash counts the drive
+    /// being rebuilt failed, and the rebuild then checks what that drive holds of each
+    /// segment itself (`rebuild::resume`). It is incremental (`checkpoint_base`) when the last full one
     /// written is in the other copy: the caller keeps that copy and resolves the image
     /// from it at the next start. The next generation is `CheckpointImage::next_generation`.
     pub fn checkpoint(&mut self, generation: u64) -> Option<CheckpointImage> {
@@ -76,11 +77,8 @@ impl Engine {
         if !drained || !self.config.l2p.checkpoint || !self.l2p.is_checkpointable() {
             return None;
         }
-        if self.drive_rebuild.is_some() {
-            return None;
-        }
         let running = self.checkpoint_ready();
-        let failed = self.failed.iter().any(|f| *f);
+        let failed = self.places_only_in_memory();
         let base_generation = self.checkpoint_incremental(generation);
         let mut segments = Vec::new();
         for seg in self.segments.iter().flatten() {
@@ -112,8 +110,9 @@ impl Engine {
                     (Vec::new(), table_bytes as u64) // the base holds it
                 }
                 // An appending segment's table as far as it was written, when a drive is
-                // failed: the places Zone Append gave its chunks on that drive (which the
-                // pages may point at) are known only here (`recovery::assemble`).
+                // failed or being rebuilt (a start counts it failed): the places Zone Append
+                // gave its chunks on that drive (which the pages may point at) are known
+                // only here (`recovery::assemble`).
                 Some(table) if !appending || failed => {
                     let mut bytes = Vec::with_capacity(table_bytes);
                     table.encode(&mut bytes);

@@ -74,10 +74,16 @@ struct NextImage {
 }
 
 impl Engine {
+    /// Whether a start after a crash now would count a drive failed whose chunks in the
+    /// open segments only the engine can place: one is failed, or being rebuilt.
+    pub(super) fn places_only_in_memory(&self) -> bool {
+        self.failed.iter().any(|f| *f) || self.drive_rebuild.is_some()
+    }
+
     /// The segments a checkpoint describes with a stripe table, and the table's bytes (open
-    /// ones only while a drive is failed: `Engine::checkpoint`).
+    /// ones only while a drive is failed or rebuilt: `Engine::checkpoint`).
     fn tabled_segments(&self) -> impl Iterator<Item = (&Segment, u64)> + '_ {
-        let failed = self.failed.iter().any(|f| *f);
+        let failed = self.places_only_in_memory();
         self.segments
             .iter()
             .flatten()

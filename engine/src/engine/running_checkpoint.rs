@@ -15,14 +15,16 @@
 //! drives that recovery could find again (Zone Append chose it, or the engine when the
 //! chunk never landed), so the checkpoint then carries the appending segments' stripe
 //! tables as far as they were written, and recovery keeps those places
-//! (`recovery::assemble`). Not while a rebuild runs.
+//! (`recovery::assemble`). So also while a rebuild runs (a start after a crash counts the
+//! drive being rebuilt failed): the rebuild issues nothing new while one drains, and goes
+//! on after it.
 //!
 //! A scrub pauses while one drains: it issues no read, and the stripes whose reads
 //! complete meanwhile are read again after it (they are not checked then: a repair may
 //! not begin during a drain, and `schedule_repair` refuses one).
 //!
 //! Invariants: a running checkpoint begins only when nothing else that rewrites blocks
-//! with their old timestamps is under way or waiting (no rebuild, repair or relocation,
+//! with their old timestamps is under way or waiting (no repair or relocation,
 //! except one waiting at its reset with every block moved), so that every
 //! block written after it into a segment it does not name is either newer than it or a
 //! copy of a block still mapped after it; it begins only when the open segments and empty
@@ -145,7 +147,6 @@ impl Engine {
         self.config.l2p.checkpoint
             && self.stop == StopState::Running
             && !self.restoring_reserve
-            && self.drive_rebuild.is_none()
             && self.retiring.is_empty()
             && self.repairs.pending.is_empty()
             && self.overlay_drained()

@@ -68,8 +68,9 @@ pub struct CheckpointSegmentRecord {
     /// Blocks of the segment the L2P table or the directory points at.
     pub live_blocks: U64,
     /// Bytes of its compact stripe table in the body (0: written with Zone Write). Of an
-    /// appending segment, 0 unless a drive was failed: then its table as far as it was
-    /// written (the places Zone Append gave its chunks, the failed drive's among them).
+    /// appending segment, 0 unless a drive was failed or being rebuilt: then its table as
+    /// far as it was written (the places Zone Append gave its chunks, that drive's among
+    /// them).
     pub table_bytes: U64,
 }
 
@@ -99,7 +100,7 @@ pub struct CheckpointSegment {
     /// Open while a running checkpoint was taken and written on after it: recovery replays
     /// it, taking its entries from the checkpoint's next timestamp on (never together with
     /// `sealed` or `open`; it has a stripe table here, as far as it was written, only when
-    /// the checkpoint was taken while a drive was failed).
+    /// the checkpoint was taken while a drive was failed or being rebuilt).
     pub appending: bool,
     pub large: bool,
     pub live_blocks: u64,

@@ -6,7 +6,8 @@
 //! gives the L2P table, the checkpoint their live counts and the compact stripe tables of
 //! those written with Zone Append (as the engine had them, a failed drive's chunks placed
 //! as the stripes were written or recovered). A segment appending at a running checkpoint
-//! taken while a drive was failed also comes with its table as far as it was written:
+//! taken while a drive was failed (or being rebuilt, which a start counts failed) also
+//! comes with its table as far as it was written:
 //! the pages may point at its chunks on the failed drive, whose places Zone Append chose
 //! and only the engine knew; without that table such a checkpoint is refused when a drive
 //! is failed. Segments written after it (an engine ran
@@ -186,7 +187,8 @@ impl Recovery {
     }
 
     /// Of a segment appending at the checkpoint the start began from, the places of its
-    /// chunks as the engine had them then, if the checkpoint kept them (a drive was failed).
+    /// chunks as the engine had them then, if the checkpoint kept them (a drive was failed
+    /// or being rebuilt).
     pub(super) fn appending_places(&self, zone: u32) -> Option<CompactStripeTable> {
         let (_, record) = self.named_on_drives(zone).filter(|(_, s)| s.appending && !s.table.is_empty())?;
         // Its length was checked when the checkpoint was judged.

@@ -44,12 +44,17 @@ pub struct Checkpoints {
     /// Starts with a drive failed that used a checkpoint taken while running with it failed
     /// (appending segments with their stripe tables: Zone Append schemes only).
     pub degraded: usize,
+    /// The newest was taken while a rebuild ran (by a clean stop, or while running).
+    newest_during_rebuild: bool,
+    /// Starts that used a checkpoint taken while a rebuild ran.
+    pub during_rebuild: usize,
 }
 
 impl Checkpoints {
     /// After a clean stop has completed: the engine's checkpoint, if the array keeps one
-    /// (`keeps`), which it must unless a rebuild is running or the array is full (no empty
-    /// zone beyond the recovery reserve for the mapping blocks); it replaces the one kept.
+    /// (`keeps`), which it must unless the array is full (no empty zone beyond the
+    /// recovery reserve for the mapping blocks), also while a rebuild runs; it replaces the
+    /// one kept.
     /// Whether it left one.
     pub fn take(&mut self, sim: &mut Simulator, keeps: bool, what: &str) -> bool {
         assert!(sim.engine.is_stopped(), "{what}: a checkpoint taken before the stop completed");
@@ -57,7 +62,7 @@ impl Checkpoints {
         let Some(image) = sim.stop_checkpoint() else {
             let status = sim.engine.status();
             let full = status.free_zones as usize <= RECOVERY_RESERVED_ZONES;
-            assert!(!keeps || status.rebuild.is_some() || full, "{what}: a clean stop left no checkpoint: {status:?}");
+            assert!(!keeps || full, "{what}: a clean stop left no checkpoint: {status:?}");
             self.stops_without += usize::from(keeps);
             return false;
         };
@@ -66,12 +71,14 @@ impl Checkpoints {
         self.incremental += usize::from(image.base_generation.is_some());
         self.newest = Some(image);
         self.newest_from_a_stop = true;
+        self.newest_during_rebuild = sim.engine.status().rebuild.is_some();
         true
     }
 
     /// Before a power cut (or a stop): the newest checkpoint the engine took while running
     /// since the last call, if any, becomes the newest (a real driver wrote it).
     pub fn note_running(&mut self, sim: &mut Simulator, what: &str) {
+        let during_rebuild = sim.running_checkpoint_during_rebuild();
         let Some(image) = sim.take_running_checkpoint() else { return };
         let decoded = CheckpointImage::decode(&image.encode(BLOCK as u32))
             .unwrap_or_else(|e| panic!("{what}: a running checkpoint does not decode: {e:?}"));
@@ -79,6 +86,7 @@ impl Checkpoints {
         self.incremental += usize::from(decoded.base_generation.is_some());
         self.newest = Some(decoded);
         self.newest_from_a_stop = false;
+        self.newest_during_rebuild = during_rebuild;
         self.running += 1;
     }
 
@@ -118,6 +126,7 @@ impl Checkpoints {
         let tabled = |image: &CheckpointImage| image.segments.iter().any(|s| s.appending && !s.table.is_empty());
         let degraded = self.newest.as_ref().is_some_and(tabled) && !sim.engine.status().failed_drives.is_empty();
         self.degraded += usize::from(got.is_some() && degraded);
+        self.during_rebuild += usize::from(got.is_some() && self.newest_during_rebuild);
         self.replayed += usize::from(got.is_some() && report.segments_replayed > 0);
         if got.is_none() {
             // Stale for good: the start empties its zones.

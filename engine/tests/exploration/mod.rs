@@ -76,6 +76,9 @@ impl Scheme {
 pub static CUTS_DURING_REBUILD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 /// Of those, the rebuilds resumed onto the drive cut short (the others onto a new drive).
 pub static RESUMED_REBUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Starts after a power cut during a rebuild that began from a checkpoint (one taken while
+/// the rebuild ran, or before it).
+pub static CHECKPOINTED_STARTS_DURING_REBUILD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Large chunks of hybrid schemes: writes of one block go to small-chunk stripes, longer
 /// ones to large-chunk stripes.
@@ -257,6 +260,8 @@ pub struct Outcome {
     pub checkpoints_incremental: usize,
     /// Starts with a drive failed that used a checkpoint taken while running.
     pub checkpoints_degraded: usize,
+    /// Starts that used a checkpoint taken while a rebuild ran.
+    pub checkpoints_during_rebuild: usize,
     /// Power cuts during a clean stop (before it completed), and of those, the ones after
     /// it had issued mapping blocks (the write-back a checkpoint needs, or evictions).
     pub stops_cut: usize,
@@ -385,6 +390,9 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
     let mut sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &rebuilding, offer)
         .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
     checkpoints.judge(&sim, expect, &format!("{what}, recovery"));
+    if !rebuilding.is_empty() && sim.recovery_report.checkpoint_generation.is_some() {
+        CHECKPOINTED_STARTS_DURING_REBUILD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     for &drive in &rebuilding {
         if seed.is_multiple_of(2) {
             RESUMED_REBUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -464,6 +472,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
         checkpoints_running: checkpoints.running,
         checkpoints_incremental: checkpoints.incremental,
         checkpoints_degraded: checkpoints.degraded,
+        checkpoints_during_rebuild: checkpoints.during_rebuild,
         stops_cut,
         stops_cut_writing_mappings,
         stops_without_checkpoint: checkpoints.stops_without,

@@ -220,7 +220,7 @@ impl EngineLoop {
             return;
         }
         if !self.write_checkpoint() {
-            tracing::info!("no checkpoint to leave (a rebuild runs or the table is not written back)");
+            tracing::info!("no checkpoint to leave (the table could not be written back, or no drive took it)");
         }
     }
 
