@@ -289,3 +289,100 @@ fn an_incremental_checkpoint_is_read_whole_from_its_base_or_the_older_copy_is_of
     assert_eq!(found.newest, Some(wrong_base), "the older copy is offered alone");
     assert_eq!(found.highest_generation, 6);
 }
+
+/// A clean stop while a failed drive is rebuilt onto a new one leaves a checkpoint (with
+/// the superblock generation that records the rebuild), and the next start begins from
+/// it, counting the new drive failed; the rebuild then resumes as `start` resumes it (the
+/// new drive's zones that hold no segment reset, the others checked), completes, and every
+/// block reads back; the start after the next stop begins from a checkpoint again.
+#[test]
+fn a_stop_during_a_rebuild_leaves_a_checkpoint_the_next_start_begins_from() {
+    const REPLACED: usize = 1;
+    // Slow enough that the rebuild is still running when the stop comes.
+    const REBUILD_RATE_BYTES_PER_S: u64 = 16 << 10;
+    let (dir, g, mut paths, options) = drive_files();
+    let options = FormatOptions { l2p_budget_bytes: Some(4096), ..options };
+    let block = format(&paths, &options, |_, _| {}).unwrap().block_size_bytes as usize;
+    // More than a segment: a sealed one for the rebuild to write (the open one is
+    // reclaimed instead).
+    let (blocks, per_write) = (1024u64, 256u64);
+    let data: Vec<u8> = (0..blocks as usize * block).map(|i| (i * 17 % 239) as u8).collect();
+    let read_all = |thread: &EngineThread, tag: u64| {
+        let (to, answers) = reply();
+        thread.tx.send(Message::Io { tag, request: Request::Read { lba: 0, blocks }, reply: to }).unwrap();
+        answers.recv().unwrap().1.unwrap()
+    };
+    let status = |thread: &EngineThread| {
+        let (status_to, status) = crossbeam_channel::bounded(1);
+        thread.tx.send(Message::Status(status_to)).unwrap();
+        status.recv().unwrap().engine
+    };
+
+    // Written, drive 1 failed and replaced, and a clean stop while it is rebuilt.
+    let mut assembled = assemble(&paths).unwrap();
+    let reserved_zones = assembled.superblock.reserved_zones.get();
+    let engine = recover(&mut assembled).unwrap();
+    let record = FailureRecord::of(&assembled);
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    let (to, answers) = reply();
+    for (tag, lba) in (1..).zip((0..blocks).step_by(per_write as usize)) {
+        let part = data[lba as usize * block..][..per_write as usize * block].to_vec();
+        thread.tx.send(Message::Io { tag, request: Request::Write { lba, data: part }, reply: to.clone() }).unwrap();
+        answers.recv().unwrap().1.unwrap();
+    }
+    let (done, result) = crossbeam_channel::bounded(1);
+    thread.tx.send(Message::FailDrive { drive: REPLACED, force: false, done }).unwrap();
+    result.recv().unwrap().unwrap();
+    let new_path = dir.path().join("new.zns");
+    EmulatedDrive::create_file(&new_path, g, 99).unwrap();
+    let device = crate::replace::prepare_new_drive(&new_path, REPLACED, &g, reserved_zones, &[], false).unwrap();
+    let (done, result) = crossbeam_channel::bounded(1);
+    let rate = Some(REBUILD_RATE_BYTES_PER_S);
+    thread.tx.send(Message::ReplaceDrive { drive: REPLACED, device, rebuild_rate_bytes_per_s: rate, done }).unwrap();
+    result.recv().unwrap().unwrap();
+    let rebuild = status(&thread).rebuild.expect("the rebuild runs");
+    thread.tx.send(Message::Stop).unwrap();
+    thread.join().unwrap();
+    paths[REPLACED] = new_path;
+
+    // The start: from the stop's checkpoint, the rebuild recorded in progress.
+    let mut assembled = assemble(&paths).unwrap();
+    assert_eq!(assembled.superblock.rebuilding_drives.get(), 1 << REPLACED, "the rebuild is recorded");
+    let mut engine = recover(&mut assembled).unwrap();
+    let report = assembled.recovery_report.unwrap();
+    eprintln!(
+        "stopped with {} of {} segments rebuilt; the start read {} blocks{}",
+        rebuild.segments_rebuilt,
+        rebuild.segments_rebuilt + rebuild.segments_left,
+        report.blocks_read,
+        report.checkpoint_generation.map_or(String::new(), |g| format!(" from checkpoint {g}"))
+    );
+    assert!(report.checkpoint_generation.is_some(), "the start during the rebuild replayed: {report:?}");
+    assert_eq!(crate::replace::rebuilding_drive(&assembled), Some(REPLACED));
+    crate::replace::reset_unused_zones(&mut assembled, REPLACED, &engine.zones_holding_segments()).unwrap();
+    engine.resume_drive_rebuild(REPLACED).unwrap();
+    let record = FailureRecord::of(&assembled);
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    assert!(read_all(&thread, 100) == data, "every block reads back while the rebuild resumes");
+    let started = Instant::now();
+    while status(&thread).rebuild.is_some() {
+        assert!(started.elapsed() < Duration::from_secs(60), "the resumed rebuild did not complete");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(status(&thread).failed_drives.is_empty(), "the new drive is not failed once rebuilt");
+    assert!(read_all(&thread, 101) == data, "every block reads back once rebuilt");
+    thread.tx.send(Message::Stop).unwrap();
+    thread.join().unwrap();
+
+    // Rebuilt: the next start reads the new drive too, from the last stop's checkpoint.
+    let mut assembled = assemble(&paths).unwrap();
+    assert_eq!(assembled.superblock.rebuilding_drives.get(), 0);
+    assert!(assembled.failed.is_empty(), "{:?}", assembled.failed);
+    let engine = recover(&mut assembled).unwrap();
+    assert!(assembled.recovery_report.unwrap().checkpoint_generation.is_some());
+    let record = FailureRecord::of(&assembled);
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    assert!(read_all(&thread, 102) == data, "every block reads back after the rebuild");
+    thread.tx.send(Message::Stop).unwrap();
+    thread.join().unwrap();
+}
