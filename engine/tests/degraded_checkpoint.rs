@@ -175,10 +175,7 @@ fn write_without_waiting(
     round: u64,
 ) {
     for (id, i) in (round * 1_000_000..).zip(0..count) {
-        let lba = rng.random_range(0..LOGICAL_BLOCKS);
-        let data = common::named_block(lba, round * 100_000 + i);
-        model.insert(lba, data.clone());
-        sim.submit(id, Request::Write { lba, data });
+        sim.submit(id, random_request(model, rng, round, i, false));
         let response = sim.run_until_response(id).expect("the write is answered");
         response.result.expect("a write failed");
     }

@@ -39,6 +39,25 @@ pub fn fresh(level: RaidLevel, mode: Mode, seed: u64) -> (Config, ChaCha8Rng, Ha
     (config, ChaCha8Rng::seed_from_u64(seed), HashMap::new(), sim)
 }
 
+/// Request `i` of round `round`: a write of a random block or, every 37th with
+/// `discards`, a discard of one; `model` records what the LBA then holds.
+pub fn random_request(
+    model: &mut HashMap<u64, Vec<u8>>,
+    rng: &mut ChaCha8Rng,
+    round: u64,
+    i: u64,
+    discards: bool,
+) -> Request {
+    let lba = rng.random_range(0..LOGICAL_BLOCKS);
+    if discards && i % 37 == 36 {
+        model.remove(&lba);
+        return Request::Discard { lba, blocks: 1 };
+    }
+    let data = common::named_block(lba, round * 100_000 + i);
+    model.insert(lba, data.clone());
+    Request::Write { lba, data }
+}
+
 /// Writes `count` random blocks (batches of concurrent writes), some discards, and
 /// records what each LBA holds.
 pub fn write_random(
@@ -49,15 +68,7 @@ pub fn write_random(
     round: u64,
 ) {
     for (id, i) in (round * 1_000_000..).zip(0..count) {
-        let lba = rng.random_range(0..LOGICAL_BLOCKS);
-        if i % 37 == 36 {
-            sim.submit(id, Request::Discard { lba, blocks: 1 });
-            model.remove(&lba);
-        } else {
-            let data = common::named_block(lba, round * 100_000 + i);
-            model.insert(lba, data.clone());
-            sim.submit(id, Request::Write { lba, data });
-        }
+        sim.submit(id, random_request(model, rng, round, i, true));
         if i % 8 == 7 {
             for r in sim.run_until_idle() {
                 r.result.expect("a write or discard failed");
