@@ -121,7 +121,7 @@ fn during_a_rebuild_a_crash_starts_from_a_checkpoint_taken_while_it_ran() {
                     let during_rebuild = sim.running_checkpoint_during_rebuild();
                     newest = sim.take_running_checkpoint().filter(|_| during_rebuild).or(newest.take());
                 };
-                write_without_waiting(&mut sim, &mut model, &mut rng, BATCH_WRITES, 3 + batches);
+                write_random_as(&mut sim, &mut model, &mut rng, (BATCH_WRITES, 3 + batches), Pace::OneAtATime);
                 take_newest(&mut sim);
                 for _ in 0..STEPS_BETWEEN_BATCHES {
                     if !sim.step() {
@@ -161,22 +161,5 @@ fn during_a_rebuild_a_crash_starts_from_a_checkpoint_taken_while_it_ran() {
         let status = sim.engine.status();
         assert!(status.rebuild.is_none() && status.failed_drives.is_empty(), "{mode:?}: {status:?}");
         check_written(&mut sim, &model, &format!("{mode:?}: once the rebuild resumed and completed"));
-    }
-}
-
-/// Writes `count` random blocks one at a time, each run only until it is answered: work
-/// waiting for a timer (a paced rebuild) does not go on meanwhile, as `write_random`'s
-/// runs until idle would let it.
-fn write_without_waiting(
-    sim: &mut Simulator,
-    model: &mut HashMap<u64, Vec<u8>>,
-    rng: &mut ChaCha8Rng,
-    count: u64,
-    round: u64,
-) {
-    for (id, i) in (round * 1_000_000..).zip(0..count) {
-        sim.submit(id, random_request(model, rng, round, i, false));
-        let response = sim.run_until_response(id).expect("the write is answered");
-        response.result.expect("a write failed");
     }
 }

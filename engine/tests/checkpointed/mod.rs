@@ -67,16 +67,48 @@ pub fn write_random(
     count: u64,
     round: u64,
 ) {
+    write_random_as(sim, model, rng, (count, round), Pace::Batches);
+}
+
+/// How random writes are run.
+pub enum Pace {
+    /// Batches of 8 concurrent requests, some discards, each batch run until idle.
+    Batches,
+    /// Writes one at a time, each run only until it is answered: work waiting for a timer
+    /// (a paced rebuild) does not go on meanwhile, as runs until idle would let it.
+    OneAtATime,
+}
+
+/// Writes `count` random blocks of round `round` as `pace` says, and records what each
+/// LBA holds.
+pub fn write_random_as(
+    sim: &mut Simulator,
+    model: &mut HashMap<u64, Vec<u8>>,
+    rng: &mut ChaCha8Rng,
+    (count, round): (u64, u64),
+    pace: Pace,
+) {
     for (id, i) in (round * 1_000_000..).zip(0..count) {
-        sim.submit(id, random_request(model, rng, round, i, true));
-        if i % 8 == 7 {
-            for r in sim.run_until_idle() {
-                r.result.expect("a write or discard failed");
+        match pace {
+            Pace::Batches => {
+                sim.submit(id, random_request(model, rng, round, i, true));
+                if i % 8 == 7 {
+                    for r in sim.run_until_idle() {
+                        r.result.expect("a write or discard failed");
+                    }
+                }
+            }
+            Pace::OneAtATime => {
+                sim.submit(id, random_request(model, rng, round, i, false));
+                let response = sim.run_until_response(id).expect("the write is answered");
+                response.result.expect("a write failed");
             }
         }
     }
-    for r in sim.run_until_idle() {
-        r.result.expect("a write or discard failed");
+    if matches!(pace, Pace::Batches) {
+        for r in sim.run_until_idle() {
+            r.result.expect("a write or discard failed");
+        }
     }
 }
 
