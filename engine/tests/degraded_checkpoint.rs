@@ -134,6 +134,12 @@ fn during_a_rebuild_a_crash_starts_from_a_checkpoint_taken_while_it_ran() {
             let image = newest.unwrap_or_else(|| panic!("{mode:?}: no checkpoint taken while the rebuild ran"));
             let status = sim.engine.status();
             let rebuild = status.rebuild.unwrap_or_else(|| panic!("{mode:?}: the rebuild ended before the cut"));
+            // The open segments' tables are in it (the new drive's chunks placed where only
+            // they say), with Zone Append.
+            let appending: Vec<_> = image.segments.iter().filter(|s| s.appending).collect();
+            assert!(!appending.is_empty(), "{mode:?}: it names the open segments");
+            let tabled = mode != Mode::ZoneWriteOnly;
+            assert!(appending.iter().all(|s| s.table.is_empty() != tabled), "{mode:?}: their tables kept: {image:?}");
             let generation = image.generation;
             let drives = sim.power_cut().unwrap();
             let offer = offer.then_some(image);
@@ -157,7 +163,13 @@ fn during_a_rebuild_a_crash_starts_from_a_checkpoint_taken_while_it_ran() {
         assert!(report.blocks_read < replayed.blocks_read, "{mode:?}: {report:?} vs {replayed:?}");
         check_written(&mut sim, &model, &format!("{mode:?}: after the crash start during the rebuild"));
         sim.resume_rebuild(REPLACED).unwrap();
-        sim.run_until_idle();
+        // The segment rebuilt before the crash is checked on the new drive and kept: the
+        // checkpoint's tables place its chunks as that rebuild wrote them.
+        let mut kept = 0;
+        while sim.step() {
+            kept = kept.max(sim.engine.rebuild_segments_kept().unwrap_or(0));
+        }
+        assert!(kept >= rebuild.segments_rebuilt, "{mode:?}: {kept} segments kept of {}", rebuild.segments_rebuilt);
         let status = sim.engine.status();
         assert!(status.rebuild.is_none() && status.failed_drives.is_empty(), "{mode:?}: {status:?}");
         check_written(&mut sim, &model, &format!("{mode:?}: once the rebuild resumed and completed"));

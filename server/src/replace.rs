@@ -235,6 +235,14 @@ impl EngineLoop {
         Ok(())
     }
 
+    /// Whether every drive recorded as being rebuilt still is in the engine (a rebuild that
+    /// ended is noticed by `watch_rebuild`; while a replace records the new drive, its
+    /// rebuild is not started yet either).
+    pub(crate) fn rebuilds_noticed(&self) -> bool {
+        let running = self.engine.rebuild_status().map_or(0, |r| 1u64 << r.drive);
+        self.rebuilding & !running == 0
+    }
+
     /// Notices a rebuild that ended: completed (the drive serves again), or stopped
     /// because the new drive failed. Either way it is no longer recorded rebuilding.
     pub(crate) fn watch_rebuild(&mut self) {

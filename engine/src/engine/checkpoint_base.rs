@@ -115,9 +115,12 @@ impl Engine {
         base.is_some_and(|b| b.tables.get(&seg.zone) == Some(&(seg.sequence, bytes)))
     }
 
-    /// Bytes all copies of an image of `image_bytes` take.
+    /// Bytes all copies of an image of `image_bytes` take: one per drive neither failed nor
+    /// being rebuilt (the driver writes none there).
     fn images_bytes(&self, image_bytes: u64) -> u64 {
-        image_bytes * self.failed.iter().filter(|f| !**f).count() as u64
+        let rebuilding = self.drive_rebuild.as_ref().map(|r| r.drive);
+        let copies = (0..self.failed.len()).filter(|d| !self.failed[*d] && rebuilding != Some(*d)).count();
+        image_bytes * copies as u64
     }
 
     /// Bytes of images the writes since the last checkpoint (and the credit left over

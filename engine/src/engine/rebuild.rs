@@ -211,8 +211,10 @@ impl Engine {
         let Some(r) = self.drive_rebuild.as_ref() else { return };
         let drive = r.drive;
         if self.stop != StopState::Running {
-            // A stop lets what is in flight complete and goes no further; the next start
-            // rebuilds the segment again from its beginning.
+            // A stop, or a running checkpoint draining, lets the steps under way complete
+            // and starts no other; after a stop the next start resumes the rebuild (the
+            // segment checked, or rebuilt from its beginning), after a checkpoint it goes
+            // on here.
             return;
         }
         if r.current.is_none() {

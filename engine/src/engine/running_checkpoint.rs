@@ -16,8 +16,10 @@
 //! chunk never landed), so the checkpoint then carries the appending segments' stripe
 //! tables as far as they were written, and recovery keeps those places
 //! (`recovery::assemble`). So also while a rebuild runs (a start after a crash counts the
-//! drive being rebuilt failed): the rebuild issues nothing new while one drains, and goes
-//! on after it.
+//! drive being rebuilt failed): while one drains the rebuild lets the step under way
+//! finish (its commands follow one another until the segment's step is done, a footer
+//! check may adopt placements and mark pages dirty, written back before the image) and
+//! starts no other; it goes on after it.
 //!
 //! A scrub pauses while one drains: it issues no read, and the stripes whose reads
 //! complete meanwhile are read again after it (they are not checked then: a repair may

@@ -248,7 +248,10 @@ impl EngineLoop {
         // Failures and rebuilds recorded after it (a new superblock generation) make it stale.
         image.superblock_generation = superblock_generation;
         let area = place.area;
-        let failed: Vec<usize> = (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).collect();
+        // Not to a drive being rebuilt either: a start counts it failed and never reads its
+        // copies, which would be stale by the time it is not.
+        let skipped = |d: usize| self.engine.is_failed(d) || self.rebuilding >> d & 1 == 1;
+        let failed: Vec<usize> = (0..self.drives.len()).filter(|d| skipped(*d)).collect();
         let (copies, result) = crate::checkpoint::write(&mut self.drives, &failed, area, &image);
         match result {
             Ok(()) => tracing::info!(
@@ -481,11 +484,13 @@ impl EngineLoop {
             // Written only once the drives are idle: the engine has nothing in flight
             // then, but the thread's own superblock writes may be (`record`); the turn's
             // last dispatch comes after them. And only once every drive the engine counts
-            // failed is recorded: the image describes the array with those drives failed
-            // (their chunks placed where only its tables say), and goes with the superblock
-            // generation that records them, so that a start with any other failed drives
-            // refuses it.
-            if !self.engine.checkpoint_ready() || self.in_flight() > 0 || !self.recorded() {
+            // failed, and every rebuild that ended, is recorded (`watch_rebuild` and
+            // `record_failures` run later in the turn): the image describes the array with
+            // those drives failed or being rebuilt (their chunks placed where only its
+            // tables say), and goes with the superblock generation that records them, so
+            // that a start with any other failed drives refuses it.
+            let ready = self.engine.checkpoint_ready() && self.in_flight() == 0;
+            if !ready || !self.recorded() || !self.rebuilds_noticed() {
                 return n;
             }
             self.write_running_checkpoint(); // the engine goes on: its commands follow
