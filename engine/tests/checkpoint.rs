@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use zapraid_engine::format::CheckpointImage;
 use zapraid_engine::{Mode, RaidLevel, Request, Simulator};
 
+#[allow(dead_code)] // this binary uses part of what the checkpoint tests share
 mod checkpointed;
 mod common;
 use checkpointed::*;

@@ -1,12 +1,8 @@
 //! Checkpoints taken while running with a drive failed, or while a failed drive is
 //! rebuilt onto a new one, and the starts after a crash that begin from them.
 
-use std::collections::HashMap;
-
-use rand::Rng;
-use rand_chacha::ChaCha8Rng;
 use zapraid_engine::format::CheckpointImage;
-use zapraid_engine::{Mode, Request, Simulator};
+use zapraid_engine::{Mode, Simulator};
 
 #[allow(dead_code)] // this binary uses part of what the checkpoint tests share
 mod checkpointed;
