@@ -52,14 +52,8 @@ fn with_a_drive_failed_a_crash_starts_from_a_checkpoint_taken_while_running() {
             let degraded = status.l2p.checkpoints_running - before.checkpoints_running;
             assert!(degraded > 0, "{mode:?}: no checkpoint taken while the drive was failed: {:?}", status.l2p);
             let image: CheckpointImage = newest.expect("checkpoints were taken while running");
-            let appending: Vec<_> = image.segments.iter().filter(|s| s.appending).collect();
-            assert!(!appending.is_empty(), "{mode:?}: it names the open segments");
-            let tabled = mode != Mode::ZoneWriteOnly;
-            assert!(appending.iter().all(|s| s.table.is_empty() != tabled), "{mode:?}: their tables kept: {image:?}");
             let generation = image.generation;
-            let drives = sim.power_cut().unwrap();
-            let offer = offer.then_some(image);
-            let sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[FAILED], offer).unwrap();
+            let sim = crash_and_start(sim, config, mode, image, FAILED, offer);
             (sim, model, generation, degraded, live_appending)
         };
         let (full, _, _, _, _) = crashed(false);
@@ -130,16 +124,8 @@ fn during_a_rebuild_a_crash_starts_from_a_checkpoint_taken_while_it_ran() {
             let image = newest.unwrap_or_else(|| panic!("{mode:?}: no checkpoint taken while the rebuild ran"));
             let status = sim.engine.status();
             let rebuild = status.rebuild.unwrap_or_else(|| panic!("{mode:?}: the rebuild ended before the cut"));
-            // The open segments' tables are in it (the new drive's chunks placed where only
-            // they say), with Zone Append.
-            let appending: Vec<_> = image.segments.iter().filter(|s| s.appending).collect();
-            assert!(!appending.is_empty(), "{mode:?}: it names the open segments");
-            let tabled = mode != Mode::ZoneWriteOnly;
-            assert!(appending.iter().all(|s| s.table.is_empty() != tabled), "{mode:?}: their tables kept: {image:?}");
             let generation = image.generation;
-            let drives = sim.power_cut().unwrap();
-            let offer = offer.then_some(image);
-            let sim = Simulator::recover_with_checkpoint(geometry(), config, drives, &[REPLACED], offer).unwrap();
+            let sim = crash_and_start(sim, config, mode, image, REPLACED, offer);
             (sim, model, generation, rebuild)
         };
         let (full, _, _, _) = crashed(false);
@@ -170,4 +156,24 @@ fn during_a_rebuild_a_crash_starts_from_a_checkpoint_taken_while_it_ran() {
         assert!(status.rebuild.is_none() && status.failed_drives.is_empty(), "{mode:?}: {status:?}");
         check_written(&mut sim, &model, &format!("{mode:?}: once the rebuild resumed and completed"));
     }
+}
+
+/// Checks that `image` (taken while `drive` was failed or being rebuilt) names the open
+/// segments with their stripe tables (Zone Append: the drive's chunks placed where only
+/// they say), then cuts the power and starts with `drive` counted failed, offered `image`
+/// if `offer` (else replaying every segment, for comparison).
+fn crash_and_start(
+    sim: Simulator,
+    config: zapraid_engine::Config,
+    mode: Mode,
+    image: CheckpointImage,
+    drive: usize,
+    offer: bool,
+) -> Simulator {
+    let appending: Vec<_> = image.segments.iter().filter(|s| s.appending).collect();
+    assert!(!appending.is_empty(), "{mode:?}: it names the open segments");
+    let tabled = mode != Mode::ZoneWriteOnly;
+    assert!(appending.iter().all(|s| s.table.is_empty() != tabled), "{mode:?}: their tables kept: {image:?}");
+    let drives = sim.power_cut().unwrap();
+    Simulator::recover_with_checkpoint(geometry(), config, drives, &[drive], offer.then_some(image)).unwrap()
 }
