@@ -69,16 +69,16 @@ impl Engine {
     /// with is the caller's to set); None unless the array keeps one and the whole table
     /// was written back. Also while a rebuild runs: a start after a crash counts the drive
     /// being rebuilt failed, and the rebuild then checks what that drive holds of each
-    /// segment itself (`rebuild::resume`). It is incremental (`checkpoint_base`) when the last full one
-    /// written is in the other copy: the caller keeps that copy and resolves the image
-    /// from it at the next start. The next generation is `CheckpointImage::next_generation`.
+    /// segment itself (`rebuild::resume`). It is incremental (`checkpoint_base`) when the
+    /// last full one written is in the other copy: the caller keeps that copy and resolves
+    /// the image from it at the next start. The next generation is `CheckpointImage::next_generation`.
     pub fn checkpoint(&mut self, generation: u64) -> Option<CheckpointImage> {
         let drained = self.is_stopped() || self.checkpoint_ready();
         if !drained || !self.config.l2p.checkpoint || !self.l2p.is_checkpointable() {
             return None;
         }
         let running = self.checkpoint_ready();
-        let failed = self.places_only_in_memory();
+        let open_tables = self.places_only_in_memory();
         let base_generation = self.checkpoint_incremental(generation);
         let mut segments = Vec::new();
         for seg in self.segments.iter().flatten() {
@@ -113,7 +113,7 @@ impl Engine {
                 // failed or being rebuilt (a start counts it failed): the places Zone Append
                 // gave its chunks on that drive (which the pages may point at) are known
                 // only here (`recovery::assemble`).
-                Some(table) if !appending || failed => {
+                Some(table) if !appending || open_tables => {
                     let mut bytes = Vec::with_capacity(table_bytes);
                     table.encode(&mut bytes);
                     (bytes, 0)

@@ -83,11 +83,11 @@ impl Engine {
     /// The segments a checkpoint describes with a stripe table, and the table's bytes (open
     /// ones only while a drive is failed or rebuilt: `Engine::checkpoint`).
     fn tabled_segments(&self) -> impl Iterator<Item = (&Segment, u64)> + '_ {
-        let failed = self.places_only_in_memory();
+        let open_tables = self.places_only_in_memory();
         self.segments
             .iter()
             .flatten()
-            .filter(move |s| s.table.is_some() && (failed || s.state != SegmentState::Open))
+            .filter(move |s| s.table.is_some() && (open_tables || s.state != SegmentState::Open))
             .map(|s| (s, CompactStripeTable::encoded_bytes(&s.layout) as u64))
     }
 

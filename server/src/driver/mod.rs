@@ -248,10 +248,10 @@ impl EngineLoop {
         // Failures and rebuilds recorded after it (a new superblock generation) make it stale.
         image.superblock_generation = superblock_generation;
         let area = place.area;
-        // Not to a drive being rebuilt either: a start counts it failed and never reads its
-        // copies, which would be stale by the time it is not.
-        let skipped = |d: usize| self.engine.is_failed(d) || self.rebuilding >> d & 1 == 1;
-        let failed: Vec<usize> = (0..self.drives.len()).filter(|d| skipped(*d)).collect();
+        // Not to a drive being rebuilt either (the superblock counts it failed): a start
+        // never reads its copies, which would be stale by the time it is not.
+        let failed_mask = self.failed_mask();
+        let failed: Vec<usize> = (0..self.drives.len()).filter(|d| failed_mask >> d & 1 == 1).collect();
         let (copies, result) = crate::checkpoint::write(&mut self.drives, &failed, area, &image);
         match result {
             Ok(()) => tracing::info!(

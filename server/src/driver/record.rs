@@ -18,7 +18,7 @@ impl EngineLoop {
 
     /// Drives failed as the superblock records them: a drive being rebuilt stays failed
     /// there until its rebuild completes (a restart must not trust its zones).
-    fn failed_mask(&self) -> u64 {
+    pub(super) fn failed_mask(&self) -> u64 {
         self.engine_failed_mask() | self.rebuilding
     }
 
