@@ -456,8 +456,8 @@ pub fn run_fail(args: FailArgs) -> Result<()> {
     };
     if answer["data_lost"].as_bool() == Some(true) {
         println!(
-            "array \"{}\": {drive} marked failed; more drives have failed than the array survives: its data is \
-             lost (reads and writes fail, and it will not start again)",
+            "array \"{}\": {drive} marked failed; more drives are down than the array survives: its data is \
+             lost where stripes are left short (reads of those blocks fail; `zapraid status` counts them)",
             args.name
         );
     } else {

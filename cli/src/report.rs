@@ -38,6 +38,29 @@ pub fn open_segments_of_status(s: &Value) -> Option<String> {
     Some(open_segments_text(s["small_chunk_bytes"].as_u64()?, &open))
 }
 
+/// What the status says of lost data, if any is: blocks recorded lost, segments still to
+/// be checked for more, drives failed beyond what the level survives.
+pub fn lost_line(s: &Value) -> Option<String> {
+    let lost = &s["lost"];
+    let blocks = lost["blocks"].as_u64().unwrap_or(0);
+    let holes = lost["segments_with_holes"].as_u64().unwrap_or(0);
+    let beyond = lost["drives_beyond_tolerance"].as_bool().unwrap_or(false);
+    if blocks == 0 && holes == 0 && !beyond {
+        return None;
+    }
+    let mut said = format!(
+        "data lost: {blocks} blocks ({}) recorded lost, they read as errors until written again",
+        crate::size::format_bytes(lost["bytes"].as_u64().unwrap_or(0))
+    );
+    if holes > 0 {
+        said += &format!("; {holes} segments hold more, counted as garbage collection reclaims them");
+    }
+    if beyond {
+        said += "; more drives have failed than the RAID level survives";
+    }
+    Some(said)
+}
+
 /// Prints one running array's status document for people.
 pub fn print_status(s: &Value) {
     let c = &s["capacity"];
@@ -49,6 +72,9 @@ pub fn print_status(s: &Value) {
         layout_of_status(s),
         s["device"].as_str().unwrap_or("none")
     );
+    if let Some(line) = lost_line(s) {
+        println!("  {line}");
+    }
     if let Some(open) = open_segments_of_status(s) {
         println!("  open segments: {open}");
     }

@@ -25,6 +25,13 @@ pub enum Error {
     #[error("the array is full: {reason}")]
     ArrayFull { reason: String },
 
+    /// A logical block recorded lost (`engine::lost`): it could not be read or rebuilt.
+    #[error(
+        "LBA {lba} is lost: its block could not be read or rebuilt (more of its stripe damaged or on failed \
+         drives than parity covers); writing it again makes it whole"
+    )]
+    Lost { lba: u64 },
+
     /// The array cannot take the request now (stopping, or its engine is gone).
     #[error("the array is unavailable: {reason}")]
     Unavailable { reason: String },
@@ -48,6 +55,7 @@ impl Error {
             },
             Error::Device { .. } => Error::Unavailable { reason: self.to_string() },
             Error::ArrayFull { reason } => Error::ArrayFull { reason: reason.clone() },
+            Error::Lost { lba } => Error::Lost { lba: *lba },
             Error::Unavailable { reason } => Error::Unavailable { reason: reason.clone() },
         }
     }

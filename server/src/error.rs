@@ -37,8 +37,8 @@ pub enum Error {
     AlreadyFailed { drive: usize },
 
     /// A drive failure the level cannot survive, asked for without force (`failures`).
-    #[error("{}", crate::failures::unsurvivable_text(*level, failed, *drive))]
-    Unsurvivable { level: zapraid_engine::RaidLevel, failed: Vec<usize>, drive: usize },
+    #[error("{}", crate::failures::unsurvivable_text(*level, failed, *rebuilding, *drive))]
+    Unsurvivable { level: zapraid_engine::RaidLevel, failed: Vec<usize>, rebuilding: Option<usize>, drive: usize },
 
     /// Drives absent at start that the array may not start without (`degraded`).
     #[error("array \"{array}\" cannot start: {reason}")]

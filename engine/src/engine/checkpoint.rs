@@ -142,6 +142,7 @@ impl Engine {
             segments,
             directory: self.l2p.directory_entries().to_vec(),
             base_generation,
+            lost: self.lost.iter().map(|(lba, timestamp)| (*lba, *timestamp)).collect(),
         };
         self.note_checkpoint_taken(&image);
         Some(image)

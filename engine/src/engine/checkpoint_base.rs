@@ -101,12 +101,13 @@ impl Engine {
                 new += bytes;
             }
         }
-        let incremental = self
-            .checkpoints
-            .base
-            .as_ref()
-            .map(|_| checkpoint_image_bytes(segments, pages, new) + CHECKPOINT_BASE_BYTES as u64);
-        NextImage { full_bytes: checkpoint_image_bytes(segments, pages, all), incremental_bytes: incremental }
+        let incremental = self.checkpoints.base.as_ref().map(|_| {
+            checkpoint_image_bytes(segments, pages, new) + CHECKPOINT_BASE_BYTES as u64 + self.lost_list_bytes()
+        });
+        NextImage {
+            full_bytes: checkpoint_image_bytes(segments, pages, all) + self.lost_list_bytes(),
+            incremental_bytes: incremental,
+        }
     }
 
     /// Whether the base holds this segment's table as it is (`bytes` long).

@@ -34,7 +34,11 @@ pub(super) struct Relocation {
     pub(super) writes_in_flight: usize,
     pub(super) resets_pending: usize,
     pub(super) resetting: bool,
+    /// Blocks moved could not be written elsewhere: the segment stays.
     pub(super) failed: bool,
+    /// Live blocks that could not be read or rebuilt, and where they are: each gets a
+    /// lost-block marker (`lost`) once the scan is done and no write of it is in flight.
+    pub(super) unreadable: Vec<(u64, Physical)>,
     /// Pages of the L2P table whose mapping block is in the segment, still to move.
     pub(super) mapping_pages: Vec<crate::l2p::PageIndex>,
     /// Every block moved, the reset waits for a running checkpoint that no longer names
@@ -69,6 +73,12 @@ impl Engine {
     /// Whether recovered open segments still wait to be reclaimed.
     pub(super) fn reclaim_left(&self) -> bool {
         let waiting = |s: &&Segment| s.reclaim_first && s.state != SegmentState::Relocating && !s.unreclaimable;
+        self.segments.iter().flatten().any(|s| waiting(&s))
+    }
+
+    /// Whether segments with holes (`lost`) still wait to be reclaimed.
+    fn holes_left(&self) -> bool {
+        let waiting = |s: &&Segment| s.holes && s.state == SegmentState::Sealed && !s.unreclaimable;
         self.segments.iter().flatten().any(|s| waiting(&s))
     }
 
@@ -113,15 +123,16 @@ impl Engine {
             return false; // nothing due: spare the scan of every segment
         }
         self.gc_check_needed = false;
-        self.reclaim_pending = self.reclaim_left();
+        self.reclaim_pending = self.reclaim_left() || self.holes_left();
+        let first = |s: &Segment| s.reclaim_first || s.holes;
         let victim = self
             .segments
             .iter()
             .flatten()
             .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable)
             .filter(|s| Some(s.zone) != self.zone_being_rebuilt() && Some(s.zone) != self.zone_being_scrubbed())
-            .filter(|s| s.reclaim_first || (low && s.valid_blocks <= self.plan.gc_victim_max_live_blocks(&s.layout)))
-            .min_by_key(|s| (!s.reclaim_first, s.valid_blocks, s.sequence))
+            .filter(|s| first(s) || (low && s.valid_blocks <= self.plan.gc_victim_max_live_blocks(&s.layout)))
+            .min_by_key(|s| (!first(s), s.valid_blocks, s.sequence))
             .map(|s| (s.zone, s.valid_blocks));
         let Some((zone, valid_blocks)) = victim else { return false };
         // A victim that maps nothing needs no room when no repair waits in the relocation
@@ -143,6 +154,7 @@ impl Engine {
             resets_pending: 0,
             resetting: false,
             failed: false,
+            unreadable: Vec::new(),
             mapping_pages: self.l2p.directory_in_zone(zone),
             awaits_checkpoint: false,
             checkpoint_passed: false,
@@ -173,8 +185,12 @@ impl Engine {
             }
             match self.scan_step(&mut scan) {
                 ScanStep::Live { lba, at, page } => {
-                    self.relocation.as_mut().expect("relocating").reads_in_flight += 1;
                     self.l2p.pin(page);
+                    if let Some(&timestamp) = self.lost.get(&lba) {
+                        self.add_lost_marker(lba, timestamp, at); // nothing to read: a marker again
+                        continue;
+                    }
+                    self.relocation.as_mut().expect("relocating").reads_in_flight += 1;
                     self.start_read(ReadOrigin::Relocation(at), lba, 1);
                 }
                 ScanStep::Wait | ScanStep::Done => break,
@@ -185,12 +201,18 @@ impl Engine {
         if (!r.scan.is_done(logical_blocks) && !r.failed) || r.reads_in_flight > 0 || r.resetting {
             return;
         }
+        if !r.failed && !self.mark_unreadable_lost() {
+            return; // a write of an unreadable block is in flight: it decides
+        }
         self.pad_open_stripe(Fill::Relocation);
         let r = self.relocation.as_ref().expect("relocating");
         if r.writes_in_flight > 0 || !self.gc_queued.is_empty() {
             return;
         }
         if r.failed {
+            for (lba, _) in std::mem::take(&mut self.relocation.as_mut().expect("relocating").unreadable) {
+                self.relocation_unpin(lba);
+            }
             tracing::warn!(zone, "garbage collection: relocation failed, the segment stays");
             let seg = self.seg_mut(zone);
             seg.state = SegmentState::Sealed;
@@ -247,6 +269,11 @@ impl Engine {
                     BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: false, data_crc };
                 self.add_block(info, data, Fill::Relocation);
             }
+            Err(e) if still_there && crate::format::mapping_page_of(lba).is_none() && Self::beyond_parity(&e) => {
+                tracing::warn!(lba, error = %e, "garbage collection: a live block cannot be read or rebuilt");
+                r.unreadable.push((lba, from)); // its page stays pinned until it is marked
+            }
+            Err(_) if !still_there => self.relocation_unpin(lba),
             Err(e) => {
                 tracing::warn!(lba, error = %e, "garbage collection: a live block cannot be read");
                 r.failed = true;
@@ -255,11 +282,18 @@ impl Engine {
         }
     }
 
-    /// A relocated block is persisted at `to`: the L2P table follows, unless a newer write
-    /// got there first.
-    pub(super) fn relocated(&mut self, lba: u64, from: Physical, to: Physical) {
+    /// A relocated block (or a lost-block marker, its LBA field flagged) is persisted at
+    /// `to`: the L2P table follows, unless a newer write got there first.
+    pub(super) fn relocated(&mut self, field: u64, timestamp: u64, from: Physical, to: Physical) {
+        let (lba, marker) = match crate::format::lost_lba_of(field) {
+            Some(lba) => (lba, true),
+            None => (field, false),
+        };
         if self.mapped(lba) == Some(from) {
             self.map_lba(lba, to);
+            if marker {
+                self.lost.insert(lba, timestamp);
+            }
             self.blocks_relocated += 1;
         }
         self.relocation_unpin(lba);
@@ -269,6 +303,7 @@ impl Engine {
 
     /// A relocated logical block is done with: its page may be evicted again.
     pub(super) fn relocation_unpin(&mut self, lba: u64) {
+        let lba = crate::format::lost_lba_of(lba).unwrap_or(lba);
         if crate::format::mapping_page_of(lba).is_none() {
             self.l2p.unpin(self.l2p.page_of(lba));
         }

@@ -35,6 +35,7 @@ mod checkpoint_base;
 mod config;
 mod flush;
 mod gc;
+mod lost;
 mod mapping;
 mod read;
 mod rebuild;
@@ -161,11 +162,15 @@ pub struct Engine {
     gc_open_stripe: Option<OpenStripe>,
     gc_queued: VecDeque<u64>,
     relocation: Option<Relocation>,
+    /// LBAs recorded lost, with their markers' timestamps (`lost`).
+    lost: std::collections::BTreeMap<u64, u64>,
     /// The drive being rebuilt onto a new drive, and how far it is.
     drive_rebuild: Option<rebuild::DriveRebuild>,
     /// The rebuilds' rate limit (`set_rebuild_rate`).
     rebuild_pace: rebuild::Pace,
     rebuilds_completed: u64,
+    /// Blocks rebuilds could not reconstruct since the start (written as holes).
+    rebuild_blocks_unrecoverable: u64,
     scrub: Option<scrub::Scrub>,
     last_scrub: Option<ScrubReport>,
     repairs: repair::Repairs,
@@ -264,9 +269,11 @@ impl Engine {
             gc_open_stripe: None,
             gc_queued: VecDeque::new(),
             relocation: None,
+            lost: Default::default(),
             drive_rebuild: None,
             rebuild_pace,
             rebuilds_completed: 0,
+            rebuild_blocks_unrecoverable: 0,
             scrub: None,
             last_scrub: None,
             repairs: Default::default(),
@@ -338,6 +345,7 @@ impl Engine {
         self.next_sequence = recovered.next_sequence;
         self.next_timestamp = recovered.next_timestamp;
         self.recovery_repairs = recovered.repairs;
+        self.lost = recovered.lost.into_iter().collect();
         self.start_report = recovered.report;
         for drive in recovered.failed_drives {
             self.fail_drive(drive);
@@ -357,6 +365,7 @@ impl Engine {
             self.gc_check_needed = true;
             self.l2p.clear(lba);
         }
+        self.lost.remove(&lba);
     }
 
     /// Points `lba` (a logical block, or a mapping block's LBA field: the directory) at
@@ -369,7 +378,12 @@ impl Engine {
         }
         match crate::format::mapping_page_of(lba) {
             Some(page) => self.l2p.directory_set(page as crate::l2p::PageIndex, at),
-            None => self.l2p.set(lba, at),
+            None => {
+                self.l2p.set(lba, at);
+                if !self.lost.is_empty() {
+                    self.lost.remove(&lba); // written again (a marker is recorded after)
+                }
+            }
         }
         self.seg_mut(at.zone).valid_blocks += 1;
     }

@@ -119,10 +119,14 @@ impl Engine {
         }
         // Every block is pending until it is read, rebuilt or failed: the read cannot
         // finish before the last one is issued.
+        let frontend = matches!(origin, ReadOrigin::Frontend(_) | ReadOrigin::FrontendUnverified(_));
         let request = ReadRequest { origin, lba, blocks: slots, timestamps, unverified, pending: blocks, error: None };
         let read = self.reads.insert(request);
         for (block, place) in places.enumerate() {
             match place {
+                Some(_) if frontend && self.is_lost(lba + block as u64) => {
+                    self.read_block_failed(read, block, Self::lost_error(lba + block as u64));
+                }
                 None => {
                     let zeros = self.buffers.take_zeroed(bs);
                     let request = self.reads.get_mut(read).expect("read in flight");
@@ -262,6 +266,7 @@ impl Engine {
         let needed = layout.data_chunks;
         if sources.len() < needed || layout.parity_chunks == 0 {
             let lost = n - sources.len();
+            self.note_holes(physical.zone);
             return self.read_block_failed(
                 read,
                 block,
@@ -353,7 +358,12 @@ impl Engine {
                 }
                 self.finish_read(r.read);
             }
-            Err(e) => self.read_block_failed(r.read, r.block, e),
+            Err(e) => {
+                if Self::beyond_parity(&e) {
+                    self.note_holes(r.physical.zone);
+                }
+                self.read_block_failed(r.read, r.block, e)
+            }
         }
     }
 

@@ -390,6 +390,8 @@ impl Engine {
         let r = self.drive_rebuild.as_mut().expect("a rebuild");
         r.blocks_unrecoverable += cb as u64;
         tracing::error!(drive = r.drive, zone, position, "a chunk cannot be rebuilt: its stripe lost too many chunks");
+        self.rebuild_blocks_unrecoverable += cb as u64;
+        self.note_holes(zone);
         self.current().ready.insert(position, (vec![0; cb * bs], vec![0; cb * ms]));
     }
 

@@ -509,7 +509,7 @@ impl Engine {
                         Some(from) if info.repair => {
                             self.repair_done(info.lba, from, Some(Physical { zone, drive, offset }))
                         }
-                        Some(from) => self.relocated(info.lba, from, Physical { zone, drive, offset }),
+                        Some(from) => self.relocated(info.lba, info.timestamp, from, Physical { zone, drive, offset }),
                         None => self.mapping_persisted(info.lba, info.timestamp, Physical { zone, drive, offset }),
                     }
                     continue;

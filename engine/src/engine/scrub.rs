@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use zapraid_zns::{Command, Completion};
 
 use crate::error::{Error, Result};
-use crate::format::{decode_fields, encode_fields, BlockKind, BlockMetadata};
+use crate::format::{decode_fields, encode_fields, BlockKind, BlockMetadata, LOST_LBA_FLAG};
 use crate::l2p::{PageIndex, Physical};
 
 use super::*;
@@ -476,7 +476,9 @@ impl Engine {
                 let offset = zone_data_start + at * cb as u64 + o as u64;
                 places[c] = Some(Physical { zone, drive, offset });
                 report.blocks_checked += 1;
+                // A live block recorded lost is its marker: its LBA field is flagged.
                 let expected_lba = self.scrub_segment_ref().live.get(&(drive, offset)).copied();
+                let expected_lba = expected_lba.map(|l| if self.is_lost(l) { LOST_LBA_FLAG | l } else { l });
                 let block = got.as_ref().and_then(|(d, m)| {
                     let (d, m) = (&d[o * bs..(o + 1) * bs], &m[o * ms..(o + 1) * ms]);
                     let (meta, kind) = BlockMetadata::decode(d, m).ok()?;
@@ -522,13 +524,18 @@ impl Engine {
                 }
             }
             for (c, place, lba) in live_in_row {
+                if self.is_lost(lba) {
+                    continue; // a marker: no data to save, it moves with garbage collection
+                }
                 let (Some(d), Some((got_lba, timestamp))) = (&data[c], fields[c].as_deref().and_then(decode_fields))
                 else {
                     report.blocks_unrecoverable += 1; // damaged beyond what parity covers
+                    self.note_holes(zone);
                     continue;
                 };
                 if got_lba != lba {
                     report.blocks_unrecoverable += 1; // rebuilt, but not the block mapped here
+                    self.note_holes(zone);
                     continue;
                 }
                 repairs.push((lba, timestamp, place, d.clone()));

@@ -56,8 +56,11 @@ pub(super) struct Segment {
     /// Recovered while open: its live blocks are to be rewritten into a new segment and its
     /// zones reclaimed, whether or not space is short.
     pub(super) reclaim_first: bool,
-    /// A relocation of it failed (too many drives lost): not chosen again.
+    /// A relocation of it failed (its blocks could not be written elsewhere): not chosen
+    /// again.
     pub(super) unreclaimable: bool,
+    /// Holds blocks that cannot be read or rebuilt (`lost`): reclaimed first.
+    pub(super) holes: bool,
     /// A drive being rebuilt that does not hold this segment's chunks yet (the segment
     /// was written before the rebuild started): reads rebuild them from the others.
     pub(super) absent: Option<usize>,
@@ -97,6 +100,7 @@ impl Segment {
             commands_in_flight: 0,
             reclaim_first: false,
             unreclaimable: false,
+            holes: false,
             absent: None,
             stopped_short: false,
             closed_at_stop: false,

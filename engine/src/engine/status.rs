@@ -37,6 +37,13 @@ pub struct Status {
     /// The rebuilds' rate limit in bytes per second written to the new drive (None:
     /// unlimited).
     pub rebuild_rate_bytes_per_s: Option<u64>,
+    /// Logical blocks recorded lost (`lost`): they read as errors until written again.
+    pub blocks_lost: u64,
+    /// Segments known to hold blocks that cannot be read or rebuilt, not reclaimed yet
+    /// (their lost blocks are recorded as they are).
+    pub segments_with_holes: u32,
+    /// Blocks rebuilds since the start could not reconstruct.
+    pub rebuild_blocks_unrecoverable: u64,
 }
 
 /// The L2P table's cache (`l2p`, `mapping`).
@@ -133,6 +140,9 @@ impl Engine {
             rebuilds_completed: self.rebuilds_completed,
             scrub: self.scrub_status(),
             rebuild_rate_bytes_per_s: self.rebuild_rate_bytes_per_s(),
+            blocks_lost: self.blocks_lost(),
+            segments_with_holes: self.segments_with_holes(),
+            rebuild_blocks_unrecoverable: self.rebuild_blocks_unrecoverable,
         }
     }
 }

@@ -43,7 +43,8 @@ pub struct CheckpointHeader {
     pub segment_count: U32,
     pub page_count: U32,
     pub entries_per_page: U32,
-    /// Bit 0: incremental (the body starts with the base's generation). Other bits 0.
+    /// Bit 0: incremental (the body starts with the base's generation). Bit 1: the body
+    /// ends with the lost-block list (`CHECKPOINT_LOST_*`). Other bits 0.
     pub flags: U32,
 }
 
@@ -80,8 +81,13 @@ const _: () = assert!(std::mem::size_of::<CheckpointSegmentRecord>() == CHECKPOI
 pub const CHECKPOINT_DIRECTORY_ENTRY_BYTES: usize = 4;
 /// Bytes an incremental image's body starts with: its base's generation.
 pub const CHECKPOINT_BASE_BYTES: usize = 8;
+/// The lost-block list after the tables (header flag bit 1): a count (u64), then per LBA
+/// recorded lost its LBA (u64) and the timestamp of its lost-block marker (u64).
+pub const CHECKPOINT_LOST_COUNT_BYTES: usize = 8;
+pub const CHECKPOINT_LOST_ENTRY_BYTES: usize = 16;
 
 const HEADER_FLAG_INCREMENTAL: u32 = 1;
+const HEADER_FLAG_LOST: u32 = 2;
 
 const FLAG_SEALED: u32 = 1;
 const FLAG_LARGE: u32 = 2;
@@ -129,6 +135,9 @@ pub struct CheckpointImage {
     /// Of an incremental image: the generation of the full image it builds on (the other
     /// copy). None for a full image. A resolved image keeps it (every table in place).
     pub base_generation: Option<u64>,
+    /// LBAs recorded lost (the L2P points at their lost-block markers) with the markers'
+    /// timestamps, in increasing LBA order; written only when not empty.
+    pub lost: Vec<(u64, u64)>,
 }
 
 /// Bytes of the image (before block padding) of a full checkpoint of these counts and
@@ -144,7 +153,11 @@ impl CheckpointImage {
     pub fn image_len(&self) -> u64 {
         let tables: u64 = self.segments.iter().map(|s| s.table.len() as u64).sum();
         let base = if self.base_generation.is_some() { CHECKPOINT_BASE_BYTES as u64 } else { 0 };
-        checkpoint_image_bytes(self.segments.len(), self.directory.len(), tables) + base
+        let lost = match self.lost.len() {
+            0 => 0,
+            n => (CHECKPOINT_LOST_COUNT_BYTES + n * CHECKPOINT_LOST_ENTRY_BYTES) as u64,
+        };
+        checkpoint_image_bytes(self.segments.len(), self.directory.len(), tables) + base + lost
     }
 
     /// The generation the next checkpoint gets: one more after a full image; two more
@@ -216,7 +229,9 @@ impl CheckpointImage {
             segment_count: (self.segments.len() as u32).into(),
             page_count: (self.directory.len() as u32).into(),
             entries_per_page: self.entries_per_page.into(),
-            flags: if self.base_generation.is_some() { HEADER_FLAG_INCREMENTAL } else { 0 }.into(),
+            flags: (if self.base_generation.is_some() { HEADER_FLAG_INCREMENTAL } else { 0 }
+                | if self.lost.is_empty() { 0 } else { HEADER_FLAG_LOST })
+            .into(),
         };
         out.extend_from_slice(header.as_bytes());
         if let Some(base) = self.base_generation {
@@ -246,6 +261,14 @@ impl CheckpointImage {
         for s in &self.segments {
             out.extend_from_slice(&s.table);
         }
+        if !self.lost.is_empty() {
+            debug_assert!(self.lost.windows(2).all(|w| w[0].0 < w[1].0));
+            out.extend_from_slice(&(self.lost.len() as u64).to_le_bytes());
+            for (lba, timestamp) in &self.lost {
+                out.extend_from_slice(&lba.to_le_bytes());
+                out.extend_from_slice(&timestamp.to_le_bytes());
+            }
+        }
         debug_assert_eq!(out.len() as u64, image_bytes);
         let crc = crc32c::crc32c(&out[CHECKPOINT_CRC_START..]);
         out[CHECKPOINT_CRC_START - 4..CHECKPOINT_CRC_START].copy_from_slice(&crc.to_le_bytes());
@@ -272,8 +295,8 @@ impl CheckpointImage {
     /// that describe what a zone holds.
     pub fn base_generation_of(first_block: &[u8]) -> Result<Option<u64>, DecodeError> {
         let header = Self::header(first_block)?;
-        if header.flags.get() != HEADER_FLAG_INCREMENTAL {
-            return Ok(None); // full, or flags `decode` refuses
+        if header.flags.get() & HEADER_FLAG_INCREMENTAL == 0 {
+            return Ok(None); // full
         }
         let needed = CHECKPOINT_HEADER_BYTES + CHECKPOINT_BASE_BYTES;
         match first_block.get(CHECKPOINT_HEADER_BYTES..needed).map(<[u8; CHECKPOINT_BASE_BYTES]>::try_from) {
@@ -291,7 +314,8 @@ impl CheckpointImage {
         let segments = header.segment_count.get() as usize;
         let pages = header.page_count.get() as usize;
         let recorded = header.image_bytes.get();
-        let incremental = header.flags.get() == HEADER_FLAG_INCREMENTAL;
+        let incremental = header.flags.get() & HEADER_FLAG_INCREMENTAL != 0;
+        let has_lost = header.flags.get() & HEADER_FLAG_LOST != 0;
         let base_bytes = if incremental { CHECKPOINT_BASE_BYTES } else { 0 };
         // Records and directory first (their length is the counts'), then the tables the
         // records give lengths for; the CRC covers all of it.
@@ -307,7 +331,8 @@ impl CheckpointImage {
         if header.crc32c.get() != computed {
             return Err(DecodeError::Checksum { stored: header.crc32c.get(), computed });
         }
-        if header.flags.get() & !HEADER_FLAG_INCREMENTAL != 0 || header.entries_per_page.get() == 0 {
+        if header.flags.get() & !(HEADER_FLAG_INCREMENTAL | HEADER_FLAG_LOST) != 0 || header.entries_per_page.get() == 0
+        {
             return Err(DecodeError::Field("unknown header flags or no entries per page".into()));
         }
         let (base, body) = image[CHECKPOINT_HEADER_BYTES..].split_at(base_bytes);
@@ -353,6 +378,7 @@ impl CheckpointImage {
             }
             decoded.push(segment);
         }
+        let lost = if has_lost { decode_lost(&mut tables)? } else { Vec::new() };
         if !tables.is_empty() {
             return Err(DecodeError::Field(format!("{} bytes after the last stripe table", tables.len())));
         }
@@ -370,8 +396,39 @@ impl CheckpointImage {
             segments: decoded,
             directory,
             base_generation,
+            lost,
         })
     }
+}
+
+/// The lost-block list at the start of `rest`, which then holds what follows it: a count,
+/// then that many (LBA, timestamp) pairs in increasing LBA order, none empty.
+fn decode_lost(rest: &mut &[u8]) -> Result<Vec<(u64, u64)>, DecodeError> {
+    let bytes = *rest;
+    let Some((count, entries)) = bytes.split_first_chunk::<CHECKPOINT_LOST_COUNT_BYTES>() else {
+        return Err(DecodeError::Field("the lost-block list runs past the image".into()));
+    };
+    let count = u64::from_le_bytes(*count);
+    let needed = count.checked_mul(CHECKPOINT_LOST_ENTRY_BYTES as u64).filter(|n| *n <= entries.len() as u64);
+    let (Some(needed), true) = (needed, count > 0) else {
+        return Err(DecodeError::Field(format!("a lost-block list of {count} entries does not fit the image")));
+    };
+    let (list, after) = entries.split_at(needed as usize);
+    let lost: Vec<(u64, u64)> = list
+        .chunks_exact(CHECKPOINT_LOST_ENTRY_BYTES)
+        .map(|e| {
+            let (lba, timestamp) = e.split_at(8);
+            (
+                u64::from_le_bytes(lba.try_into().expect("8 bytes")),
+                u64::from_le_bytes(timestamp.try_into().expect("8 bytes")),
+            )
+        })
+        .collect();
+    if lost.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return Err(DecodeError::Field("the lost-block list is not in increasing LBA order".into()));
+    }
+    *rest = after;
+    Ok(lost)
 }
 
 fn check_magic_and_version(header: &CheckpointHeader) -> Result<(), DecodeError> {
@@ -433,6 +490,7 @@ mod tests {
             ],
             directory: vec![u32::MAX, 12, 99_000, u32::MAX, 4],
             base_generation: None,
+            lost: vec![(3, 17), (900, 8_000)],
         }
     }
 

@@ -258,11 +258,25 @@ pub enum BlockKind {
     Footer = 5,
     /// A page of the offloaded L2P table (`mapping`).
     Mapping = 6,
+    /// A lost-block marker (`LOST_LBA_FLAG`): zeros standing for a block that could not be
+    /// read or rebuilt.
+    Lost = 7,
 }
 
 /// The LBA field of a mapping block (metadata and footer entry) is this flag with the
 /// page's index: beyond every logical block, and told apart from `NO_LBA`.
 pub const MAPPING_LBA_FLAG: u64 = 1 << 62;
+
+/// The LBA field of a lost-block marker (metadata, fields and footer entry) is this flag
+/// with the logical block's LBA: the L2P table points at the marker, and reads of the LBA
+/// fail until it is written again (`engine::lost`). Never set together with
+/// `MAPPING_LBA_FLAG`. Never to change: data on the drives depends on it.
+pub const LOST_LBA_FLAG: u64 = 1 << 61;
+
+/// The logical block a lost-block marker's LBA field stands for, if it is one.
+pub fn lost_lba_of(lba: u64) -> Option<u64> {
+    (lba != NO_LBA && lba & MAPPING_LBA_FLAG == 0 && lba & LOST_LBA_FLAG != 0).then_some(lba & !LOST_LBA_FLAG)
+}
 
 /// The mapping page an LBA field names, if it names one.
 pub fn mapping_page_of(lba: u64) -> Option<u64> {
@@ -276,6 +290,8 @@ impl BlockKind {
             BlockKind::Padding
         } else if mapping_page_of(lba).is_some() {
             BlockKind::Mapping
+        } else if lost_lba_of(lba).is_some() {
+            BlockKind::Lost
         } else {
             BlockKind::Data
         }
@@ -289,6 +305,7 @@ impl BlockKind {
             4 => BlockKind::Header,
             5 => BlockKind::Footer,
             6 => BlockKind::Mapping,
+            7 => BlockKind::Lost,
             _ => return None,
         })
     }

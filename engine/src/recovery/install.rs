@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::{assemble, Phase, Recovered, RecoveredSegment, Recovery, Repairs};
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::format::NO_LBA;
+use crate::format::{lost_lba_of, NO_LBA};
 use crate::l2p::Physical;
 use crate::parity::ParityCodec;
 use crate::stripe_table::CompactStripeTable;
@@ -25,7 +25,10 @@ impl Recovery {
         let mut segments = Vec::new();
         // Per LBA the newest copy: highest timestamp, then (for a block garbage collection
         // copied with its timestamp) the newest segment.
-        let mut best: HashMap<u64, ((u64, u64), Physical)> = HashMap::new();
+        // Per LBA the newest copy: highest timestamp, then (for a block garbage collection
+        // copied with its timestamp) the newest segment; and whether it is a lost-block
+        // marker.
+        let mut best: HashMap<u64, ((u64, u64), Physical, bool)> = HashMap::new();
         let mut next_timestamp = 1;
         let mut repairs = Repairs {
             damaged_structures: self.report.damaged_headers + self.report.damaged_footers,
@@ -73,8 +76,12 @@ impl Recovery {
                 repairs.blocks_dropped += assembled.lost;
             }
             repairs.blocks_repaired += assembled.repaired;
-            for (lba, timestamp, physical) in assembled.blocks {
-                if lba == NO_LBA || lba >= self.config.logical_blocks {
+            for (field, timestamp, physical) in assembled.blocks {
+                let (lba, marker) = match lost_lba_of(field) {
+                    Some(lba) => (lba, true),
+                    None => (field, false),
+                };
+                if field == NO_LBA || lba >= self.config.logical_blocks {
                     continue;
                 }
                 next_timestamp = u64::max(next_timestamp, timestamp + 1);
@@ -82,8 +89,8 @@ impl Recovery {
                     continue; // the checkpoint's pages hold it, or what replaced it
                 }
                 let age = (timestamp, sequence);
-                if best.get(&lba).is_none_or(|(newest, _)| *newest < age) {
-                    best.insert(lba, (age, physical));
+                if best.get(&lba).is_none_or(|(newest, _, _)| *newest < age) {
+                    best.insert(lba, (age, physical, marker));
                 }
             }
             segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete, full });
@@ -95,10 +102,21 @@ impl Recovery {
         // The checkpoint the start began from gives the table side: its directory and the
         // segments' live counts.
         let checkpoint = self.checkpoint.take().filter(|_| self.from_checkpoint);
+        // Lost LBAs: the checkpoint's, unless a newer version was replayed; and those whose
+        // replayed newest version is a marker.
+        let mut lost: Vec<(u64, u64)> = checkpoint
+            .iter()
+            .flat_map(|image| image.lost.iter().copied())
+            .filter(|(lba, _)| !best.contains_key(lba))
+            .collect();
+        lost.extend(
+            best.iter().filter(|(_, (_, _, marker))| *marker).map(|(lba, ((timestamp, _), _, _))| (*lba, *timestamp)),
+        );
         let failed_drives: Vec<usize> = (0..n).filter(|d| self.failed[*d]).collect();
         let recovered = Recovered {
             segments,
-            mappings: best.into_iter().map(|(lba, (_, p))| (lba, p)).collect(),
+            mappings: best.into_iter().map(|(lba, (_, p, _))| (lba, p)).collect(),
+            lost,
             free_zones,
             next_sequence,
             next_timestamp,

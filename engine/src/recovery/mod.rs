@@ -76,6 +76,8 @@ pub(crate) struct RecoveredSegment {
 pub(crate) struct Recovered {
     pub segments: Vec<RecoveredSegment>,
     pub mappings: Vec<(u64, Physical)>,
+    /// LBAs whose newest version is a lost-block marker, with its timestamp (`engine::lost`).
+    pub lost: Vec<(u64, u64)>,
     pub free_zones: Vec<u32>,
     pub next_sequence: u64,
     pub next_timestamp: u64,

@@ -152,7 +152,11 @@ impl Recovery {
             if u64::from(m.segment_sequence_low.get()) != sequence_low {
                 continue;
             }
-            if !matches!(kind, BlockKind::Data | BlockKind::Parity | BlockKind::Padding | BlockKind::Mapping) {
+            let data_region = matches!(
+                kind,
+                BlockKind::Data | BlockKind::Parity | BlockKind::Padding | BlockKind::Mapping | BlockKind::Lost
+            );
+            if !data_region {
                 // A stop footer left by a clean stop: the data region ends before it.
                 let end = self.data_end.entry((zone, drive)).or_insert(u64::MAX);
                 *end = (*end).min(first_offset + i as u64);

@@ -31,8 +31,14 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
             })
         })
         .collect();
+    // Data is lost when blocks are recorded lost or known to be (segments with holes), or
+    // when more drives failed than the level survives.
+    let beyond_tolerance = failed.len() > identity.level.tolerated_failures();
+    let data_lost = s.engine.blocks_lost > 0 || s.engine.segments_with_holes > 0 || beyond_tolerance;
     let state = if s.stopping {
         "stopping"
+    } else if data_lost {
+        "data_lost"
     } else if s.engine.rebuild.is_some() {
         "rebuilding"
     } else if failed.is_empty() {
@@ -64,6 +70,17 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         "state": state,
         "rebuilding": s.engine.rebuild.is_some(),
         "rebuild": rebuild_json(s),
+        // Blocks recorded lost (reads of them fail until they are written again), segments
+        // still to be reclaimed that hold more such blocks, blocks rebuilds could not
+        // reconstruct since the start, and whether more drives failed than the level
+        // survives.
+        "lost": {
+            "blocks": s.engine.blocks_lost,
+            "bytes": s.engine.blocks_lost * block,
+            "segments_with_holes": s.engine.segments_with_holes,
+            "rebuild_blocks_unrecoverable": s.engine.rebuild_blocks_unrecoverable,
+            "drives_beyond_tolerance": beyond_tolerance,
+        },
         // The rebuilds' rate limit (bytes per second written to the new drive), null:
         // unlimited.
         "rebuild_rate_bytes_per_s": s.engine.rebuild_rate_bytes_per_s,
@@ -85,6 +102,7 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
             "reclaimed": s.engine.segments_reclaimed,
             "blocks_relocated": s.engine.blocks_relocated,
             "to_reclaim": s.engine.segments_to_reclaim,
+            "with_holes": s.engine.segments_with_holes,
         },
         // What the last start read: the checkpoint it began from (null: it replayed every
         // segment), the segments written after it that it replayed (after a crash), and

@@ -402,7 +402,8 @@ impl EngineLoop {
             }
             Message::FailDrive { drive, force, done } => {
                 let failed: Vec<usize> = (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).collect();
-                let result = check_fail(self.engine.layout().level, &failed, drive, force);
+                let rebuilding = self.engine.rebuild_status().map(|r| r.drive);
+                let result = check_fail(self.engine.layout().level, &failed, rebuilding, drive, force);
                 if let Ok(outcome) = &result {
                     match outcome {
                         FailOutcome::Degraded => tracing::warn!(drive, "drive marked failed"),

@@ -251,6 +251,7 @@ fn an_incremental_checkpoint_is_read_whole_from_its_base_or_the_older_copy_is_of
         segments: vec![segment(3, vec![7; 24], 0)],
         directory: vec![u32::MAX; 4],
         base_generation: None,
+        lost: Vec::new(),
     };
     let incremental = CheckpointImage {
         generation: base.next_generation(),
