@@ -7,8 +7,11 @@
 //! that held them (writes go on), and `scrub --wait` and `stop` always finish.
 
 use std::path::{Path, PathBuf};
+
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use zapraid_server::array::SUPERBLOCK_ZONES;
+use zapraid_zns::{EmulatedDrive, ZoneState, ZonedDevice};
 
 use zapraid_engine::Request;
 use zapraid_server::array::assemble;
@@ -41,24 +44,44 @@ fn finishes(world: &World, args: &[&str]) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// What reading every block back found: blocks holding `pass`, blocks answering an error.
+/// What reading every block back found: blocks holding their pass, blocks answering an
+/// error.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct ReadBack {
     intact: u64,
     errors: u64,
 }
 
-/// Runs the array (stopped) on `drives`, reads blocks 0..`blocks` one request of
-/// `REQUEST_BLOCKS` at a time (a failed request block by block), checks that every block
-/// read holds `pass` (never other data), and returns the counts and the engine's count of
-/// blocks recorded lost. Then stops it.
-fn read_back(drives: &[String], blocks: u64, pass: u64) -> (ReadBack, u64) {
+/// The array (stopped) on `drives`, run by the server library.
+fn session(drives: &[String]) -> Session {
     let paths: Vec<PathBuf> = drives.iter().map(PathBuf::from).collect();
     let assembled = assemble(&paths).unwrap_or_else(|e| panic!("assemble {paths:?}: {e}"));
-    let session = Session::start(assembled).unwrap();
+    Session::start(assembled).unwrap()
+}
+
+/// Writes blocks `lbas` as pass `pass` on the array (stopped) on `drives`, then stops it.
+fn write_pass(drives: &[String], lbas: std::ops::Range<u64>, pass: u64) {
+    let session = session(drives);
+    let block = session.block_bytes;
+    for start in lbas.clone().step_by(REQUEST_BLOCKS as usize) {
+        let n = REQUEST_BLOCKS.min(lbas.end - start);
+        let data = (start..start + n).flat_map(|l| pattern(l, pass, block)).collect();
+        session.ask(Request::Write { lba: start, data }).unwrap_or_else(|e| panic!("write at LBA {start}: {e}"));
+    }
+    session.ask(Request::Flush).unwrap();
+    session.stop().unwrap();
+}
+
+/// Runs the array (stopped) on `drives`, reads blocks 0..`blocks` one request of
+/// `REQUEST_BLOCKS` at a time (a failed request block by block), checks that every block
+/// read holds the pass `pass_of` gives for it (never other data), and returns the counts
+/// and the engine's count of blocks recorded lost. Then stops it.
+fn read_back(drives: &[String], blocks: u64, pass_of: impl Fn(u64) -> u64) -> (ReadBack, u64) {
+    let session = session(drives);
     let block = session.block_bytes;
     let mut found = ReadBack::default();
     let mut check = |lba: u64, data: &[u8]| {
+        let pass = pass_of(lba);
         assert!(data == pattern(lba, pass, block), "block {lba} read back as other data than pass {pass}");
         found.intact += 1;
     };
@@ -129,14 +152,75 @@ fn a_second_failure_during_a_rebuild_is_refused_and_when_forced_the_loss_is_coun
     assert!(said.status.success(), "{}", common::text(&said));
 
     world.drives[1] = new;
-    let (found, lost_after) = read_back(&world.drives, world.blocks, 1);
+    let (found, lost_after) = read_back(&world.drives, world.blocks, |_| 1);
     eprintln!("read back: {found:?}, {lost_after} recorded lost");
     assert_eq!(lost_after, lost, "the count of lost blocks survives a restart");
     assert_eq!(found.errors, lost, "every lost block, and only those, answers an error: {found:?}");
     assert_eq!(found.intact + found.errors, world.blocks);
     // A write heals a lost block.
     world.write_and_verify(Some(2), 2);
-    let (found, lost_after) = read_back(&world.drives, world.blocks, 2);
+    let (found, lost_after) = read_back(&world.drives, world.blocks, |_| 2);
     assert_eq!((found.errors, lost_after), (0, 0), "{found:?}");
-    let _ = Path::new(&world.drives[0]);
+}
+
+/// Damages the block at zone offset `offset` of every full zone holding a segment on each
+/// drive file of `paths`: with Zone Write every stripe sits at the same offset on every
+/// drive, so on two drives that is a row lost beyond what RAID-5 parity covers. Returns
+/// how many zones were damaged.
+fn damage_rows(paths: &[&str], offset: u64) -> u64 {
+    let mut zones = 0;
+    for path in paths {
+        let mut drive = EmulatedDrive::open_file(Path::new(path)).unwrap();
+        let g = drive.geometry();
+        let full: Vec<u32> =
+            (SUPERBLOCK_ZONES..g.zone_count).filter(|z| drive.zones()[*z as usize].state == ZoneState::Full).collect();
+        for zone in &full {
+            drive.corrupt_block(g.zone_start_lba(*zone) + offset, 4_242).unwrap();
+        }
+        zones = full.len() as u64;
+    }
+    zones
+}
+
+#[test]
+fn blocks_damaged_beyond_parity_never_stop_garbage_collection_scrub_or_stop() {
+    let _serial = serial();
+    let mut world = World::new("raid5", 4, 16, 0);
+    let mut format = vec!["format", "--force", "--level", "raid5", "--mode", "zone-write", "--name", "rp"];
+    format.extend(world.drives.iter().map(String::as_str));
+    world.ok(&format);
+    world.start(&[], &[]);
+    let s = world.status();
+    world.ok(&["stop", "rp"]);
+    world.blocks =
+        s["capacity"]["logical_bytes"].as_u64().unwrap() / s["capacity"]["block_size_bytes"].as_u64().unwrap();
+    write_pass(&world.drives, 0..world.blocks, 1);
+    // Rows early in each segment's data region, damaged on drives 0 and 1.
+    let zones =
+        damage_rows(&[&world.drives[0], &world.drives[1]], 4) + damage_rows(&[&world.drives[0], &world.drives[1]], 9);
+    assert!(rows >= 16, "the data filled too few zones: {rows} rows damaged");
+    // Overwriting half the blocks needs garbage collection to reclaim segments with
+    // unreadable blocks: writes must not find the array full.
+    let half = world.blocks / 2;
+    write_pass(&world.drives, 0..half, 2);
+    write_pass(&world.drives, 0..half, 3);
+
+    world.start(&[], &[]);
+    // The scrub finds the rows garbage collection has not moved yet: it ends, and fails
+    // saying so; their segments are reclaimed next, recording the blocks lost.
+    let said = finishes(&world, &["scrub", "rp", "--wait"]);
+    let text = common::text(&said);
+    assert!(said.status.success() || text.contains("damaged beyond what parity covers"), "{text}");
+    let s = wait_for(&world, "the holes recorded", |s| s["segments"]["with_holes"] == 0);
+    assert_eq!(s["state"], "data_lost", "{s}");
+    let lost = s["lost"]["blocks"].as_u64().unwrap();
+    eprintln!("damaged {rows} rows; lost: {}, segments: {}", s["lost"], s["segments"]);
+    let said = finishes(&world, &["stop", "rp"]);
+    assert!(said.status.success(), "{}", common::text(&said));
+
+    let pass_of = |lba: u64| if lba < half { 3 } else { 1 };
+    let (found, lost_after) = read_back(&world.drives, world.blocks, pass_of);
+    eprintln!("read back: {found:?}, {lost_after} recorded lost");
+    assert!(found.errors > 0, "{found:?}");
+    assert_eq!((found.errors, lost_after), (lost, lost), "lost blocks, and only those, answer errors");
 }
