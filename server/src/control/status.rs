@@ -230,6 +230,30 @@ mod tests {
     }
 
     #[test]
+    fn lost_data_is_a_state_of_its_own_with_its_count() {
+        let id = identity(RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly);
+        let mut status = ArrayStatus { block_size_bytes: 4096, ..Default::default() };
+        // Two drives down on RAID-5: the data is lost, not merely degraded.
+        status.engine.failed_drives = vec![0, 2];
+        let s = status_json(&id, &status);
+        assert_eq!(
+            (s["state"].as_str(), s["lost"]["drives_beyond_tolerance"].as_bool()),
+            (Some("data_lost"), Some(true))
+        );
+        // One drive down and blocks recorded lost.
+        status.engine.failed_drives = vec![0];
+        status.engine.blocks_lost = 3;
+        let s = status_json(&id, &status);
+        assert_eq!((s["state"].as_str(), s["lost"]["bytes"].as_u64()), (Some("data_lost"), Some(3 * 4096)), "{s}");
+        // Segments known to hold more, not reclaimed yet.
+        status.engine.blocks_lost = 0;
+        status.engine.segments_with_holes = 1;
+        assert_eq!(status_json(&id, &status)["state"], "data_lost");
+        status.engine.segments_with_holes = 0;
+        assert_eq!(status_json(&id, &status)["state"], "degraded");
+    }
+
+    #[test]
     fn a_rebuild_shows_its_progress_rate_and_eta() {
         let id = identity(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 256 });
         let mut status = ArrayStatus { block_size_bytes: 4096, rebuild_elapsed_s: Some(2.0), ..Default::default() };
