@@ -236,13 +236,24 @@ impl Engine {
                 None if self.segments.iter().flatten().all(|s| s.absent != Some(drive)) => {
                     let r = self.drive_rebuild.take().expect("a rebuild");
                     self.rebuilds_completed += 1;
-                    tracing::info!(
-                        drive,
-                        segments = r.segments_rebuilt,
-                        blocks = r.blocks_written,
-                        unrecoverable = r.blocks_unrecoverable,
-                        "rebuild finished"
-                    );
+                    if r.blocks_unrecoverable > 0 {
+                        // The drive is in service, with holes where its stripes lost too
+                        // much: their segments are reclaimed first (`lost`).
+                        tracing::error!(
+                            drive,
+                            segments = r.segments_rebuilt,
+                            blocks = r.blocks_written,
+                            unrecoverable = r.blocks_unrecoverable,
+                            "rebuild finished with blocks it could not reconstruct: data is lost"
+                        );
+                    } else {
+                        tracing::info!(
+                            drive,
+                            segments = r.segments_rebuilt,
+                            blocks = r.blocks_written,
+                            "rebuild finished"
+                        );
+                    }
                 }
                 None => {} // the rest are open, being sealed or relocated, or to be reclaimed
             }
