@@ -496,3 +496,62 @@ fn appends_torn_at_a_power_cut_never_pair_with_other_stripes() {
         explore_with(scheme, seed, 50, cut, Twists { failure: Some(failure), ..Twists::default() });
     }
 }
+
+/// Lost-block runs per scheme `make test` explores, per crash state of the target: a
+/// hundredth (26 at 2,600 states).
+const LOST_RUNS_PER_CRASH_STATE: usize = 100;
+
+/// Damage beyond parity and failures beyond tolerance at random steps (during rebuilds,
+/// garbage collection, scrubs, running checkpoints), with a power cut: every request is
+/// answered, every scrub and stop ends, reads answer allowed data or (only for blocks that
+/// may be lost) an error, and lost blocks are counted exactly (`exploration::lost`).
+///
+/// Ignored until the engine's rebuild beyond tolerance ends: see
+/// `pinned_lost_run_rebuild_beyond_tolerance_ends`, the first run it fails on.
+#[test]
+#[ignore = "a rebuild beyond tolerance waits for garbage collection forever (pinned_lost_run_rebuild_beyond_tolerance_ends)"]
+fn lost_blocks_exploration() {
+    let runs = crash_states_per_scheme() / LOST_RUNS_PER_CRASH_STATE;
+    let out = exploration::lost::explore_lost(&schemes(), runs);
+    eprintln!(
+        "lost blocks: {} runs, {} crash states, 0 violations; {} rows damaged beyond parity, {} blocks recorded \
+         lost at the ends (exactly those reading as errors), {} healed by a write; {} runs beyond tolerance ({} with \
+         a failure during a rebuild); faults during a rebuild {}, garbage collection {}, a scrub {}, a running \
+         checkpoint {}; {} of {} scrubs ended ({} cut short by a power cut or stop), {} stops ended",
+        out.runs,
+        out.crash_states,
+        out.rows_damaged,
+        out.blocks_lost,
+        out.healed,
+        out.beyond_tolerance,
+        out.during_rebuild,
+        out.faults_in_rebuild,
+        out.faults_in_gc,
+        out.faults_in_scrub,
+        out.faults_in_checkpoint,
+        out.scrubs_ended,
+        out.scrubs_started,
+        out.scrubs_cut,
+        out.stops_ended
+    );
+    assert_eq!(out.stops_ended, out.runs, "every run ends with a clean stop");
+    assert_eq!(out.scrubs_ended + out.scrubs_cut, out.scrubs_started, "every scrub started ends");
+    assert!(out.rows_damaged > 0 && out.blocks_lost > 0 && out.healed > 0, "{out:?}");
+    assert!(out.beyond_tolerance > 0 && out.during_rebuild > 0, "{out:?}");
+    let during = [out.faults_in_rebuild, out.faults_in_gc, out.faults_in_scrub, out.faults_in_checkpoint];
+    assert!(during.iter().all(|n| *n > 0), "faults during a rebuild, GC, a scrub, a checkpoint: {during:?}");
+}
+
+/// Pinned lost-block run (RAID-5 Zone Write, L2P offloaded to 3 pages, drives 2 and 0
+/// failed at steps 214 and 262, a scrub started at 659, then drive 0 replaced):
+/// - the scrub started beyond tolerance waited forever for a page of the L2P table whose
+///   mapping block read failed at once (fixed in the engine: the scrub ends);
+/// - the rebuild of drive 0, with drive 2 still failed, rebuilds 2 of 3 segments and then
+///   waits for nothing: the third (the segment open at the replace, retired to be
+///   reclaimed) waits for garbage collection, which cannot write while more drives are
+///   out of service than parity covers. Open: ignored until the engine ends such a rebuild.
+#[test]
+#[ignore = "the rebuild of drive 0 waits forever for the reclaim of a retired segment beyond tolerance"]
+fn pinned_lost_run_rebuild_beyond_tolerance_ends() {
+    exploration::lost::lost_run(schemes()[1], 3);
+}

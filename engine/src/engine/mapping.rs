@@ -271,6 +271,15 @@ impl Engine {
         }
     }
 
+    /// Why the last read of `page`'s mapping block failed, if it did and no read of it
+    /// is on the way.
+    pub(super) fn mapping_load_failed(&self, page: PageIndex) -> Option<&Error> {
+        if self.mapping.loading.contains(&page) {
+            return None;
+        }
+        self.mapping.failed_loads.iter().find(|(failed, _)| *failed == page).map(|(_, e)| e)
+    }
+
     /// A page's mapping block was read (or could not be, even from parity).
     pub(super) fn mapping_loaded(&mut self, page: PageIndex, result: Result<Vec<u8>>) {
         self.mapping.loading.remove(&page);

@@ -269,12 +269,27 @@ impl Engine {
         let mut scan = self.scrub_segment().scan.expect("scanning");
         scan.begin_round();
         loop {
-            match self.scan_step(&mut scan) {
+            let step = self.scan_step(&mut scan);
+            // A page read that failed at once (its mapping block beyond what parity covers)
+            // may have ended the scrub already (`scrub_page_unreadable`).
+            if self.scrub.as_ref().is_none_or(|s| s.current.is_none()) {
+                return false;
+            }
+            match step {
                 ScanStep::Live { lba, at, .. } => {
                     self.scrub_segment().live.insert((at.drive, at.offset), lba);
                 }
                 ScanStep::Wait => {
                     self.scrub_segment().scan = Some(scan);
+                    // Such a failure came before the scan was stored at its page, so it
+                    // did not end the scrub; nothing is in flight to move it on: end it.
+                    let page = self.l2p.page_of(scan.next_lba);
+                    let failed = self.mapping_load_failed(page).map(Error::duplicate);
+                    if let Some(error) =
+                        failed.filter(|_| !scan.waiting_room && !scan.is_done(self.l2p.logical_blocks()))
+                    {
+                        self.scrub_page_unreadable(page, &error);
+                    }
                     return false;
                 }
                 ScanStep::Done => {

@@ -16,6 +16,7 @@ use crate::common;
 use crate::common::BLOCK;
 
 mod checkpoint;
+pub mod lost;
 use checkpoint::{Checkpoints, Expect};
 
 pub const LOGICAL_BLOCKS: u64 = 64;
