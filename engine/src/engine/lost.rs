@@ -49,12 +49,21 @@ impl Engine {
     }
 
     /// The segment in `zone` holds a block that cannot be read or rebuilt: garbage
-    /// collection reclaims it first, recording such blocks lost.
+    /// collection reclaims it first, recording such blocks lost. An open one is taken from
+    /// its slot and closed once its stripes in flight are persisted (as a rebuild retires
+    /// the segments open when it starts), since only closed segments are reclaimed and an
+    /// idle array would otherwise keep it open, its lost blocks never counted.
     pub(super) fn note_holes(&mut self, zone: u32) {
         let Some(seg) = self.segments.get_mut(zone as usize).and_then(Option::as_mut) else { return };
         if !seg.holes {
             tracing::error!(zone, "a segment holds blocks that cannot be read or rebuilt; it is reclaimed first");
             seg.holes = true;
+        }
+        if seg.state == SegmentState::Open {
+            if let Some(slot) = self.slots.iter().position(|s| *s == Some(zone)) {
+                self.slots[slot] = None;
+                self.retiring.push(zone);
+            }
         }
         self.reclaim_pending = true;
         self.gc_check_needed = true;

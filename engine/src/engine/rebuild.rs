@@ -162,6 +162,9 @@ impl Engine {
         }
         for segment in self.segments.iter_mut().flatten() {
             segment.absent = Some(drive);
+            // A relocation that could not write (too few drives) may now: the new drive
+            // takes writes. Tried again, or the rebuild would wait for it for ever.
+            segment.unreclaimable = false;
             if segment.stopped_short && !segment.reclaim_first {
                 segment.reclaim_first = true;
                 self.reclaim_pending = true;
@@ -233,7 +236,18 @@ impl Engine {
                         self.start_zone_rebuild(zone);
                     }
                 }
-                None if self.segments.iter().flatten().all(|s| s.absent != Some(drive)) => {
+                // A segment left to garbage collection that cannot be reclaimed (its blocks
+                // cannot be written elsewhere: too many drives down) is not waited for: its
+                // chunks on the new drive stay rebuilt on read.
+                None if self.segments.iter().flatten().all(|s| s.absent != Some(drive) || s.unreclaimable) => {
+                    let left = self.segments.iter().flatten().filter(|s| s.absent == Some(drive)).count();
+                    if left > 0 {
+                        tracing::error!(
+                            drive,
+                            segments = left,
+                            "rebuild: segments that cannot be reclaimed stay off the new drive"
+                        );
+                    }
                     let r = self.drive_rebuild.take().expect("a rebuild");
                     self.rebuilds_completed += 1;
                     if r.blocks_unrecoverable > 0 {
@@ -290,7 +304,7 @@ impl Engine {
             seg.footer = Vec::new();
             self.reclaim_pending = true;
             self.gc_check_needed = true;
-            tracing::debug!(zone, "a segment open when the rebuild started is closed, to be reclaimed");
+            tracing::debug!(zone, "a retired open segment is closed, to be reclaimed");
         }
         self.retiring = waiting;
     }
