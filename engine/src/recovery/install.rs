@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::{assemble, Phase, Recovered, RecoveredSegment, Recovery, Repairs};
+use super::assemble::{self, Assembled};
+use super::{Phase, Recovered, RecoveredSegment, Recovery, Repairs};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::format::NO_LBA;
@@ -13,7 +14,38 @@ use crate::parity::ParityCodec;
 use crate::stripe_table::CompactStripeTable;
 use zapraid_zns::ZoneState;
 
+/// Per LBA, the newest copy the log holds: the highest timestamp, then (a block garbage
+/// collection copied keeps its timestamp) the newer segment. How a start builds the L2P
+/// table, and how a running engine rebuilds a page of it (`scan`).
+#[derive(Default)]
+pub(crate) struct Newest(HashMap<u64, ((u64, u64), Physical)>);
+
+impl Newest {
+    /// A copy of `lba` with `timestamp` at `at`, in the segment of `sequence`.
+    pub(crate) fn offer(&mut self, lba: u64, timestamp: u64, sequence: u64, at: Physical) {
+        let age = (timestamp, sequence);
+        if self.0.get(&lba).is_none_or(|(newest, _)| *newest < age) {
+            self.0.insert(lba, (age, at));
+        }
+    }
+
+    /// Each LBA offered and the place of its newest copy.
+    pub(crate) fn into_mappings(self) -> impl Iterator<Item = (u64, Physical)> {
+        self.0.into_iter().map(|(lba, (_, at))| (lba, at))
+    }
+}
+
 impl Recovery {
+    /// The stripes of the segment in `zone` put together from what was found of it.
+    pub(super) fn assemble(&self, zone: u32, codec: &ParityCodec) -> Assembled {
+        let layout = self.zone_layouts[&zone].0;
+        let n = self.layout.drives();
+        let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
+        let recorded = self.appending_places(zone);
+        let found = &self.found[&zone];
+        assemble::assemble_zone(&layout, codec, zone, found, &self.failed, &data_end, recorded.as_ref())
+    }
+
     /// The recovered engine, once `is_done`.
     pub fn finish(mut self) -> Result<Engine> {
         if let Some(e) = self.error {
@@ -23,9 +55,7 @@ impl Recovery {
         let codec = ParityCodec::for_level(self.config.level)?;
         let n = self.layout.drives();
         let mut segments = Vec::new();
-        // Per LBA the newest copy: highest timestamp, then (for a block garbage collection
-        // copied with its timestamp) the newest segment.
-        let mut best: HashMap<u64, ((u64, u64), Physical)> = HashMap::new();
+        let mut best = Newest::default();
         let mut next_timestamp = 1;
         let mut repairs = Repairs {
             damaged_structures: self.report.damaged_headers + self.report.damaged_footers,
@@ -44,11 +74,7 @@ impl Recovery {
                 segments.push(RecoveredSegment { zone, sequence, layout, class, table, complete, full });
                 continue;
             }
-            let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
-            let recorded = self.appending_places(zone);
-            let found = &self.found[&zone];
-            let assembled =
-                assemble::assemble_zone(&layout, &codec, zone, found, &self.failed, &data_end, recorded.as_ref());
+            let assembled = self.assemble(zone, &codec);
             // A clean stop left a stop footer (on any drive: it is written once every stripe
             // is persisted): the segment is complete and is kept like a sealed one.
             let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());
@@ -81,10 +107,7 @@ impl Recovery {
                 if timestamp < cut {
                     continue; // the checkpoint's pages hold it, or what replaced it
                 }
-                let age = (timestamp, sequence);
-                if best.get(&lba).is_none_or(|(newest, _)| *newest < age) {
-                    best.insert(lba, (age, physical));
-                }
+                best.offer(lba, timestamp, sequence, physical);
             }
             segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete, full });
         }
@@ -98,7 +121,7 @@ impl Recovery {
         let failed_drives: Vec<usize> = (0..n).filter(|d| self.failed[*d]).collect();
         let recovered = Recovered {
             segments,
-            mappings: best.into_iter().map(|(lba, (_, p))| (lba, p)).collect(),
+            mappings: best.into_mappings().collect(),
             free_zones,
             next_sequence,
             next_timestamp,
