@@ -295,6 +295,18 @@ impl L2pTable {
         Ok(self.insert(page, entries.into_boxed_slice(), false))
     }
 
+    /// Caches `page` with entries rebuilt from the log (its mapping block could not be
+    /// read), dirty, so that it is written back again (unless something cached it
+    /// meanwhile). Returns the entries recovered ones waiting in the overlay replaced.
+    pub fn install_rebuilt(&mut self, page: PageIndex, entries: Box<[u32]>) -> Vec<u32> {
+        debug_assert_eq!(entries.len(), self.page_len(page));
+        debug_assert!(entries.iter().all(|&e| e == UNMAPPED || self.packed_in_range(e)));
+        if self.is_cached(page) {
+            return Vec::new();
+        }
+        self.insert(page, entries, true)
+    }
+
     /// Caches a page and applies the overlay's entries for it (which make it dirty).
     /// Returns the mapped entries they replaced.
     fn insert(&mut self, page: PageIndex, mut entries: Box<[u32]>, mut dirty: bool) -> Vec<u32> {

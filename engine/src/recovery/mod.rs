@@ -47,6 +47,9 @@ mod phases;
 mod scan;
 mod structures;
 
+pub(crate) use install::Newest;
+pub(crate) use scan::ScanSegment;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneDescriptor, ZoneState, ZonedDevice};
