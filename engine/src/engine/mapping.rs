@@ -1,6 +1,7 @@
 //! The L2P cache's traffic with the drives (`l2p`): frontend requests wait, inside the
 //! engine, until the pages of the table they touch are cached (a page only on the drives
-//! is read like any block, degraded if need be, while other requests proceed); pages past
+//! is read like any block, degraded if need be, while other requests proceed; one that
+//! cannot be read even from parity is rebuilt from the log, `page_rebuild`); pages past
 //! the memory budget are evicted after each event, the dirty ones written to the log as
 //! mapping blocks; a persisted mapping block moves the directory, if it is the page's
 //! newest write-back.
@@ -8,7 +9,7 @@
 //! Invariants: a request runs only once every page it touches is cached, and it pins
 //! them (a write until each block is mapped); requests are admitted in submission order
 //! among those sharing a page, so a later request never overtakes an earlier one on the
-//! same LBAs; at most one read per page is in flight.
+//! same LBAs; at most one read (or rebuild) per page is in flight.
 
 use std::collections::HashSet;
 use std::ops::RangeInclusive;

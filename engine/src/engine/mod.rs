@@ -15,6 +15,7 @@
 //! - `read`: reads, and degraded reads that rebuild a block from its stripe;
 //! - `mapping`: requests waiting for pages of the L2P table, their reads, and the
 //!   write-back of pages past the memory budget as mapping blocks;
+//! - `page_rebuild`: a page whose mapping block cannot be read rebuilt from the log;
 //! - `gc`: garbage collection, relocating the live blocks of a victim segment;
 //! - `rebuild`: a failed drive rebuilt onto a new one, online;
 //! - `scrub`: every segment read and checked, damaged rows' live blocks rewritten,

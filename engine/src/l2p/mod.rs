@@ -6,6 +6,8 @@
 //! CLOCK (a reference bit per cached page); a dirty page evicted is handed to the engine
 //! to write to the log as a mapping block, and the directory (page -> the place of its
 //! newest persisted copy, 4 bytes per page, always in memory) says where to read it back.
+//! A page whose copy cannot be read is made again from the log by the engine
+//! (`install_rebuilt`).
 //!
 //! Invariants: `get`/`set`/`clear` touch only cached pages (the engine makes a page
 //! resident first, `ensure`); a page is in at most one of: cached, being written back

@@ -37,6 +37,10 @@
 //! are not read past their headers: steps 3 and 4 cover only the segments written after
 //! it, whose entries override its pages.
 //!
+//! The same reading serves a running engine that lost a page of its L2P table (`scan`):
+//! the segments it names are read as above, steps 3 and 4 only, and their blocks of the
+//! page's LBAs handed back; nothing is reset.
+//!
 //! Recovery only reads and resets zones that held nothing acknowledged, so it is
 //! idempotent and survives a crash of its own at any point.
 
