@@ -14,8 +14,8 @@ use zapraid_server::array::SUPERBLOCK_ZONES;
 use zapraid_zns::EmulatedDrive;
 
 mod common;
-use common::{kind_of, serial};
 use common::world::World;
+use common::{kind_of, serial};
 
 /// One page of the table (a 4 KiB mapping block): the array's few pages take turns.
 const ONE_PAGE: &str = "4K";
@@ -61,7 +61,8 @@ fn a_one_page_budget_keeps_every_block_and_status_shows_it() {
 /// same offset on every drive), flipping bit `bit` of each once. Returns how many mapping
 /// blocks were damaged.
 fn damage_mapping_blocks(drives: &[String], bit: u64) -> usize {
-    let mut files: Vec<EmulatedDrive> = drives.iter().map(|p| EmulatedDrive::open_file(Path::new(p)).unwrap()).collect();
+    let mut files: Vec<EmulatedDrive> =
+        drives.iter().map(|p| EmulatedDrive::open_file(Path::new(p)).unwrap()).collect();
     let g = files[0].geometry();
     let mut mapping = Vec::new();
     for (drive, file) in files.iter_mut().enumerate() {
@@ -75,8 +76,9 @@ fn damage_mapping_blocks(drives: &[String], bit: u64) -> usize {
     // A row may hold several mapping blocks: each block is flipped once.
     let mut damaged = BTreeSet::new();
     for &(drive, lba) in &mapping {
-        let parity: Vec<usize> =
-            (0..files.len()).filter(|d| *d != drive && kind_of(&mut files[*d], lba) == Some(BlockKind::Parity)).collect();
+        let parity: Vec<usize> = (0..files.len())
+            .filter(|d| *d != drive && kind_of(&mut files[*d], lba) == Some(BlockKind::Parity))
+            .collect();
         assert_eq!(parity.len(), 2, "a RAID-6 row holds two parity blocks");
         damaged.extend(parity.into_iter().chain([drive]).map(|d| (d, lba)));
     }
@@ -115,7 +117,10 @@ fn mapping_blocks_damaged_beyond_parity_are_rebuilt_from_the_footers() {
     let l2p = world.status()["l2p"].clone();
     assert_eq!(l2p["mapping_pages_rebuilt"].as_u64(), Some(pages), "{l2p}");
     let text = world.ok(&["status", "rp"]);
-    assert!(text.contains(&format!(", {pages} pages rebuilt from the log (their mapping blocks unreadable)")), "{text}");
+    assert!(
+        text.contains(&format!(", {pages} pages rebuilt from the log (their mapping blocks unreadable)")),
+        "{text}"
+    );
     world.ok(&["stop", "rp"]);
     // The rebuilt pages were written back: nothing to rebuild at the next start.
     let status = world.write_and_verify(None, 1);

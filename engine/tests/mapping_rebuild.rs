@@ -16,8 +16,11 @@ const ZONES: u32 = 40;
 
 fn config() -> Config {
     let base = common::config(RaidLevel::Raid6 { drives: 6 }, Mode::ZoneWriteOnly, 1, LOGICAL_BLOCKS);
-    let l2p =
-        L2pConfig { budget_bytes: Some(BUDGET_PAGES * BLOCK as u64), page_entries: Some(PAGE_ENTRIES), checkpoint: true };
+    let l2p = L2pConfig {
+        budget_bytes: Some(BUDGET_PAGES * BLOCK as u64),
+        page_entries: Some(PAGE_ENTRIES),
+        checkpoint: true,
+    };
     Config { l2p, ..base }
 }
 

@@ -89,7 +89,9 @@ impl Engine {
             debug_assert!(matches!(c.command, Command::Read { .. } | Command::ReportZones { .. }), "a scan only reads");
             // Its segment's zones are not reset while the read is in flight.
             let zone = match &c.command {
-                Command::Read { lba, .. } => self.geometry.zone_of(*lba).filter(|z| self.segments[*z as usize].is_some()),
+                Command::Read { lba, .. } => {
+                    self.geometry.zone_of(*lba).filter(|z| self.segments[*z as usize].is_some())
+                }
                 _ => None,
             };
             if let Some(zone) = zone {
@@ -104,7 +106,13 @@ impl Engine {
     }
 
     /// A command of the rebuild's scan completed (its own tag `tag`).
-    pub(super) fn page_rebuild_completion(&mut self, drive: usize, tag: Tag, zone: Option<u32>, completion: Completion) {
+    pub(super) fn page_rebuild_completion(
+        &mut self,
+        drive: usize,
+        tag: Tag,
+        zone: Option<u32>,
+        completion: Completion,
+    ) {
         if let Some(zone) = zone {
             self.seg_mut(zone).commands_in_flight -= 1;
         }
@@ -165,7 +173,11 @@ impl Engine {
         let replaced = self.l2p.install_rebuilt(page, entries);
         self.mapping.loading.remove(&page);
         self.mapping.pages_rebuilt += 1;
-        tracing::warn!(page, mapped, "a page of the L2P table was rebuilt from the log; it is written back when evicted");
+        tracing::warn!(
+            page,
+            mapped,
+            "a page of the L2P table was rebuilt from the log; it is written back when evicted"
+        );
         self.unmap_replaced(replaced);
         self.release_parked();
     }
