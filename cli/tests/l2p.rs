@@ -11,7 +11,7 @@ use std::path::Path;
 
 use zapraid_engine::format::BlockKind;
 use zapraid_server::array::SUPERBLOCK_ZONES;
-use zapraid_zns::EmulatedDrive;
+use zapraid_zns::{EmulatedDrive, ZonedDevice};
 
 mod common;
 use common::world::World;
