@@ -258,10 +258,16 @@ fn l2p_line(l: &Value) -> String {
             format_bytes(count("memory_bytes"))
         );
     };
+    // Said only when it happened: a mapping block damaged beyond parity.
+    let rebuilt = match count("mapping_pages_rebuilt") {
+        0 => String::new(),
+        1 => ", 1 page rebuilt from the log (its mapping block unreadable)".to_string(),
+        n => format!(", {n} pages rebuilt from the log (their mapping blocks unreadable)"),
+    };
     format!(
         "L2P table: budget {}, {} of {} pages cached ({} dirty, {} on the drives), hit rate {:.1}%, mapping blocks \
-         read {} ({:.1}/s), written {} ({:.1}/s), checkpoints taken while running {} ({} incremental, {} abandoned, {} \
-         of images)",
+         read {} ({:.1}/s), written {} ({:.1}/s){rebuilt}, checkpoints taken while running {} ({} incremental, {} \
+         abandoned, {} of images)",
         format_bytes(budget),
         count("cached_pages"),
         count("pages"),

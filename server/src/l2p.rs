@@ -1,6 +1,7 @@
 //! The L2P table's part of `zapraid status`: its memory budget, what is cached and dirty,
-//! the hit rate and the mapping blocks read and written (in all and per second since the
-//! start). The engine keeps the counts (`zapraid_engine::L2pStatus`); this says them.
+//! the hit rate, the mapping blocks read and written (in all and per second since the
+//! start) and the pages rebuilt from the log because their mapping block was unreadable.
+//! The engine keeps the counts (`zapraid_engine::L2pStatus`); this says them.
 
 use crate::driver::ArrayStatus;
 
@@ -25,6 +26,9 @@ pub fn status_json(s: &ArrayStatus) -> serde_json::Value {
         "mapping_reads_per_s": per_s(l2p.mapping_reads),
         "mapping_writes_per_s": per_s(l2p.mapping_writes),
         "evictions": l2p.evictions,
+        // Pages whose mapping block could not be read, even from parity, rebuilt from the
+        // segments' footers since the start.
+        "mapping_pages_rebuilt": l2p.pages_rebuilt,
         // Checkpoints taken while running (a crash replays only what came after the
         // newest), and those abandoned (no room, or not written).
         "checkpoints_running": l2p.checkpoints_running,

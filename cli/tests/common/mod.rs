@@ -32,3 +32,19 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// The kind a block's metadata on `drive` at `lba` gives, if it decodes (a damaged block
+/// does not).
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn kind_of(drive: &mut zapraid_zns::EmulatedDrive, lba: u64) -> Option<zapraid_engine::format::BlockKind> {
+    use zapraid_zns::ZonedDevice;
+    let g = drive.geometry();
+    let (data, metadata) = (vec![0; g.block_size_bytes as usize], vec![0; g.metadata_bytes_per_block as usize]);
+    drive.submit(0, zapraid_zns::Command::Read { lba, data, metadata });
+    let mut out = Vec::new();
+    while out.is_empty() {
+        drive.wait(&mut out);
+    }
+    let c = out.pop().expect("one completion");
+    zapraid_engine::format::BlockMetadata::decode(&c.data, &c.metadata).ok().map(|(_, kind)| kind)
+}

@@ -119,9 +119,10 @@ impl World {
     }
 
     /// Runs the array (stopped) on its drives, writes blocks as `write_pass` if given,
-    /// reads them all back as `read_pass`, stops it cleanly.
-    pub fn write_and_verify(&self, write_pass: Option<u64>, read_pass: u64) {
-        write_and_verify(&self.drives, self.blocks, write_pass, read_pass);
+    /// reads them all back as `read_pass`, stops it cleanly; the engine's status before
+    /// the stop.
+    pub fn write_and_verify(&self, write_pass: Option<u64>, read_pass: u64) -> zapraid_engine::Status {
+        write_and_verify(&self.drives, self.blocks, write_pass, read_pass)
     }
 }
 
@@ -134,8 +135,13 @@ impl Drop for World {
 
 /// Runs the array (stopped) on `drives` (every drive absent must be recorded failed),
 /// writes blocks 0..`blocks` as `write_pass` if given, reads them all back as
-/// `read_pass`, stops it cleanly.
-pub fn write_and_verify(drives: &[String], blocks: u64, write_pass: Option<u64>, read_pass: u64) {
+/// `read_pass`, stops it cleanly; returns the engine's status before the stop.
+pub fn write_and_verify(
+    drives: &[String],
+    blocks: u64,
+    write_pass: Option<u64>,
+    read_pass: u64,
+) -> zapraid_engine::Status {
     let paths: Vec<PathBuf> = drives.iter().map(PathBuf::from).collect();
     let assembled = assemble(&paths).unwrap_or_else(|e| panic!("assemble {paths:?}: {e}"));
     let session = Session::start(assembled).unwrap();
@@ -157,7 +163,9 @@ pub fn write_and_verify(drives: &[String], blocks: u64, write_pass: Option<u64>,
             assert!(data == pattern(lba, read_pass, block), "block {lba} does not hold pass {read_pass}");
         }
     }
+    let status = session.status().unwrap().engine;
     session.stop().unwrap();
+    status
 }
 
 /// Block `lba` as pass `pass` writes it.

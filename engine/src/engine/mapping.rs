@@ -1,6 +1,7 @@
 //! The L2P cache's traffic with the drives (`l2p`): frontend requests wait, inside the
 //! engine, until the pages of the table they touch are cached (a page only on the drives
-//! is read like any block, degraded if need be, while other requests proceed); pages past
+//! is read like any block, degraded if need be, while other requests proceed; one that
+//! cannot be read even from parity is rebuilt from the log, `page_rebuild`); pages past
 //! the memory budget are evicted after each event, the dirty ones written to the log as
 //! mapping blocks; a persisted mapping block moves the directory, if it is the page's
 //! newest write-back.
@@ -8,7 +9,7 @@
 //! Invariants: a request runs only once every page it touches is cached, and it pins
 //! them (a write until each block is mapped); requests are admitted in submission order
 //! among those sharing a page, so a later request never overtakes an earlier one on the
-//! same LBAs; at most one read per page is in flight.
+//! same LBAs; at most one read (or rebuild) per page is in flight.
 
 use std::collections::HashSet;
 use std::ops::RangeInclusive;
@@ -33,8 +34,8 @@ pub(super) struct Parked {
 #[derive(Default)]
 pub(super) struct MappingIo {
     parked: VecDeque<Parked>,
-    /// Pages with a read in flight.
-    loading: HashSet<PageIndex>,
+    /// Pages with a read in flight, or being rebuilt from the log (`page_rebuild`).
+    pub(super) loading: HashSet<PageIndex>,
     /// An emptied `Parked::pinned` for the next request: none allocates one of its own.
     spare_pinned: Vec<PageIndex>,
     /// A mapping block failed while a clean stop drained (the array full: no empty zone
@@ -56,6 +57,12 @@ pub(super) struct MappingIo {
     /// request parked on it yet, so the request that asked fails when `load_page` returns
     /// (`try_run`). Per page: such a failure may run other requests' loads meanwhile.
     failed_loads: Vec<(PageIndex, Error)>,
+    /// The page being rebuilt from the log (its mapping block unreadable), and the pages
+    /// waiting for their turn with why their read failed (`page_rebuild`).
+    pub(super) rebuild: Option<super::page_rebuild::PageRebuild>,
+    pub(super) rebuild_queue: VecDeque<(PageIndex, Error)>,
+    /// Pages rebuilt from the log since the start.
+    pub(super) pages_rebuilt: u64,
 }
 
 /// Page reads in flight at once while the pages of a start from a checkpoint are read for
@@ -196,9 +203,9 @@ impl Engine {
         }
     }
 
-    /// No request waits for a page.
+    /// No request waits for a page, no page is being rebuilt.
     pub(super) fn mapping_idle(&self) -> bool {
-        self.mapping.parked.is_empty()
+        self.mapping.parked.is_empty() && self.page_rebuilds_idle()
     }
 
     /// No page is left to read for recovered entries (`MappingIo::drain_from`).
@@ -235,12 +242,14 @@ impl Engine {
 
     /// Page entries recovered ones replaced as the page was read: their blocks are no
     /// longer live where they were.
-    fn unmap_replaced(&mut self, replaced: Vec<u32>) {
+    pub(super) fn unmap_replaced(&mut self, replaced: Vec<u32>) {
         for packed in replaced {
             let at = self.l2p.unpack(packed);
+            let rebuilt = self.mapping.pages_rebuilt > 0;
             match self.segments.get_mut(at.zone as usize).and_then(Option::as_mut) {
-                Some(segment) if segment.valid_blocks > 0 => {
-                    segment.valid_blocks -= 1;
+                // After a page was rebuilt, counts may be one short (`page_rebuild`).
+                Some(segment) if segment.valid_blocks > 0 || rebuilt => {
+                    segment.valid_blocks = segment.valid_blocks.saturating_sub(1);
                     self.gc_check_needed = true;
                 }
                 // The checkpoint the start began from counted it there, and its segments
@@ -280,9 +289,9 @@ impl Engine {
         self.mapping.failed_loads.iter().find(|(failed, _)| *failed == page).map(|(_, e)| e)
     }
 
-    /// A page's mapping block was read (or could not be, even from parity).
+    /// A page's mapping block was read (or could not be, even from parity: the page is
+    /// rebuilt from the log, and stays loading meanwhile).
     pub(super) fn mapping_loaded(&mut self, page: PageIndex, result: Result<Vec<u8>>) {
-        self.mapping.loading.remove(&page);
         let installed = result.and_then(|block| {
             self.l2p.install(page, &block, self.config.array_uuid).map_err(|e| {
                 let at = self.l2p.directory_get(page).expect("a page read from the drives has a place");
@@ -295,18 +304,26 @@ impl Engine {
                 }
             })
         });
-        let installed = installed.map(|replaced| self.unmap_replaced(replaced));
-        if let Err(e) = installed {
-            tracing::error!(page, error = %e, "a page of the L2P table cannot be read");
-            self.fail_parked_on(page, &e);
-            if let Some(r) = self.relocation.as_mut() {
-                r.failed = true;
+        match installed {
+            Ok(replaced) => {
+                self.mapping.loading.remove(&page);
+                self.unmap_replaced(replaced);
+                self.release_parked();
             }
-            self.scrub_page_unreadable(page, &e);
-            self.drop_repairs_waiting_on(page, &e);
-            self.mapping.failed_loads.push((page, e));
+            Err(e) => self.rebuild_page(page, e),
         }
-        self.release_parked();
+    }
+
+    /// Page `page` can be neither read nor rebuilt: what waits for it fails with `e`.
+    pub(super) fn page_unreadable(&mut self, page: PageIndex, e: Error) {
+        tracing::error!(page, error = %e, "a page of the L2P table cannot be read");
+        self.fail_parked_on(page, &e);
+        if let Some(r) = self.relocation.as_mut() {
+            r.failed = true;
+        }
+        self.scrub_page_unreadable(page, &e);
+        self.drop_repairs_waiting_on(page, &e);
+        self.mapping.failed_loads.push((page, e));
     }
 
     /// Requests waiting for an unreadable page fail with its error.
@@ -330,7 +347,7 @@ impl Engine {
 
     /// Runs the parked requests whose pages are all cached now, in order, none ahead of
     /// an earlier one sharing a page.
-    fn release_parked(&mut self) {
+    pub(super) fn release_parked(&mut self) {
         let parked = std::mem::take(&mut self.mapping.parked);
         let mut blocked: HashSet<PageIndex> = HashSet::new();
         for p in parked {

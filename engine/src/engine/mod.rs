@@ -15,6 +15,7 @@
 //! - `read`: reads, and degraded reads that rebuild a block from its stripe;
 //! - `mapping`: requests waiting for pages of the L2P table, their reads, and the
 //!   write-back of pages past the memory budget as mapping blocks;
+//! - `page_rebuild`: a page whose mapping block cannot be read rebuilt from the log;
 //! - `gc`: garbage collection, relocating the live blocks of a victim segment;
 //! - `rebuild`: a failed drive rebuilt onto a new one, online;
 //! - `scrub`: every segment read and checked, damaged rows' live blocks rewritten,
@@ -37,6 +38,7 @@ mod flush;
 mod gc;
 mod lost;
 mod mapping;
+mod page_rebuild;
 mod read;
 mod rebuild;
 mod repair;
@@ -129,6 +131,12 @@ enum Op {
     /// Resetting a reclaimed segment's zone on one drive.
     Reset {
         segment: u32,
+    },
+    /// A read of the scan rebuilding an L2P page from the log (`page_rebuild`): the scan's
+    /// own tag, and the segment's zone it reads, if the engine holds one there.
+    PageRebuild {
+        tag: Tag,
+        zone: Option<u32>,
     },
 }
 
@@ -360,21 +368,28 @@ impl Engine {
     fn unmap_lba(&mut self, lba: u64) {
         debug_assert!(mapping::mapping_lba(0) > self.l2p.logical_blocks());
         if let Some(old) = self.l2p.get(lba) {
-            let segment = self.segments[old.zone as usize].as_mut().expect("mapped blocks are in segments");
-            segment.valid_blocks -= 1;
-            self.gc_check_needed = true;
+            self.uncount(old);
             self.l2p.clear(lba);
         }
         self.lost.remove(&lba);
+    }
+
+    /// A block at `at` the table mapped is no longer live there.
+    fn uncount(&mut self, at: Physical) {
+        // A rebuilt page may map a block discarded since it was written (the log does not
+        // record discards) that its segment's live count does not include (`page_rebuild`).
+        let rebuilt = self.mapping.pages_rebuilt > 0;
+        let segment = self.segments[at.zone as usize].as_mut().expect("mapped blocks are in segments");
+        debug_assert!(segment.valid_blocks > 0 || rebuilt, "a live block at {at:?} was not counted");
+        segment.valid_blocks = segment.valid_blocks.saturating_sub(1);
+        self.gc_check_needed = true;
     }
 
     /// Points `lba` (a logical block, or a mapping block's LBA field: the directory) at
     /// `at`, keeping the segments' live block counts.
     fn map_lba(&mut self, lba: u64, at: Physical) {
         if let Some(old) = self.mapped(lba) {
-            let segment = self.segments[old.zone as usize].as_mut().expect("mapped blocks are in segments");
-            segment.valid_blocks -= 1;
-            self.gc_check_needed = true;
+            self.uncount(old);
         }
         match crate::format::mapping_page_of(lba) {
             Some(page) => self.l2p.directory_set(page as crate::l2p::PageIndex, at),
@@ -396,6 +411,12 @@ impl Engine {
     /// mapping block on the drives knows (with an L2P memory budget). For tests and tools.
     pub fn locate(&self, lba: u64) -> Option<Physical> {
         self.l2p.peek(lba).flatten()
+    }
+
+    /// Where the newest mapping block of page `page` of the L2P table is, if the page was
+    /// ever written back. For tests and tools.
+    pub fn locate_page(&self, page: u32) -> Option<Physical> {
+        self.l2p.directory_get(page)
     }
 
     /// Marks a drive failed: nothing more is sent to it, its chunks are rebuilt on read.
@@ -570,6 +591,7 @@ impl Engine {
                 }
                 self.seg_mut(segment).commands_in_flight -= 1;
             }
+            Op::PageRebuild { tag, zone } => self.page_rebuild_completion(drive, tag, zone, completion),
             Op::Reset { segment } => {
                 if completion.result.is_err() {
                     self.fail_drive(drive);

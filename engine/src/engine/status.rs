@@ -71,6 +71,9 @@ pub struct L2pStatus {
     pub evictions: u64,
     /// Most pages cached at once since the start (the budget, plus pins in flight).
     pub peak_cached_pages: u64,
+    /// Pages whose mapping block could not be read, even from parity, rebuilt from the
+    /// segments' footers since the start (`page_rebuild`).
+    pub pages_rebuilt: u64,
     /// Checkpoints taken while running since the start (`running_checkpoint`), and those
     /// abandoned (no room for the table, or the driver could not write the image).
     pub checkpoints_running: u64,
@@ -111,6 +114,7 @@ impl Engine {
             mapping_writes: stats.mapping_writes,
             evictions: stats.evictions,
             peak_cached_pages: stats.peak_cached_pages,
+            pages_rebuilt: self.mapping.pages_rebuilt,
             checkpoints_running: self.checkpoints.taken,
             checkpoints_abandoned: self.checkpoints.abandoned,
             checkpoints_incremental: self.checkpoints.incremental,
@@ -127,7 +131,8 @@ impl Engine {
             segments: segments().count() as u32,
             open_segments: self.slots.iter().flatten().count() as u32,
             // Live blocks counted per segment include the pages' mapping blocks.
-            mapped_blocks: segments().map(|s| s.valid_blocks).sum::<u64>() - l2p.pages_on_drives,
+            // (Saturating: after a page was rebuilt, counts may be short, `page_rebuild`.)
+            mapped_blocks: segments().map(|s| s.valid_blocks).sum::<u64>().saturating_sub(l2p.pages_on_drives),
             l2p,
             failed_drives: (0..self.failed.len()).filter(|d| self.failed[*d]).collect(),
             segments_reclaimed: self.segments_reclaimed,

@@ -6,6 +6,8 @@
 //! CLOCK (a reference bit per cached page); a dirty page evicted is handed to the engine
 //! to write to the log as a mapping block, and the directory (page -> the place of its
 //! newest persisted copy, 4 bytes per page, always in memory) says where to read it back.
+//! A page whose copy cannot be read is made again from the log by the engine
+//! (`install_rebuilt`).
 //!
 //! Invariants: `get`/`set`/`clear` touch only cached pages (the engine makes a page
 //! resident first, `ensure`); a page is in at most one of: cached, being written back
@@ -293,6 +295,18 @@ impl L2pTable {
             return Ok(Vec::new());
         }
         Ok(self.insert(page, entries.into_boxed_slice(), false))
+    }
+
+    /// Caches `page` with entries rebuilt from the log (its mapping block could not be
+    /// read), dirty, so that it is written back again (unless something cached it
+    /// meanwhile). Returns the entries recovered ones waiting in the overlay replaced.
+    pub fn install_rebuilt(&mut self, page: PageIndex, entries: Box<[u32]>) -> Vec<u32> {
+        debug_assert_eq!(entries.len(), self.page_len(page));
+        debug_assert!(entries.iter().all(|&e| e == UNMAPPED || self.packed_in_range(e)));
+        if self.is_cached(page) {
+            return Vec::new();
+        }
+        self.insert(page, entries, true)
     }
 
     /// Caches a page and applies the overlay's entries for it (which make it dirty).

@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 
-use super::{assemble, Phase, Recovered, RecoveredSegment, Recovery, Repairs};
+use super::assemble::{self, Assembled};
+use super::{Phase, Recovered, RecoveredSegment, Recovery, Repairs};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::format::{lost_lba_of, NO_LBA};
@@ -13,7 +14,53 @@ use crate::parity::ParityCodec;
 use crate::stripe_table::CompactStripeTable;
 use zapraid_zns::ZoneState;
 
+/// Per LBA, the newest copy the log holds: the highest timestamp, then (a block garbage
+/// collection copied keeps its timestamp) the newer segment; and whether that copy is a
+/// lost-block marker (`engine::lost`). How a start builds the L2P table, and how a running
+/// engine rebuilds a page of it (`scan`).
+#[derive(Default)]
+pub(crate) struct Newest(HashMap<u64, ((u64, u64), Physical, bool)>);
+
+impl Newest {
+    /// A copy with LBA field `field` (a logical block, or a lost-block marker's flagged
+    /// one) and `timestamp` at `at`, in the segment of `sequence`.
+    pub(crate) fn offer(&mut self, field: u64, timestamp: u64, sequence: u64, at: Physical) {
+        let (lba, marker) = match lost_lba_of(field) {
+            Some(lba) => (lba, true),
+            None => (field, false),
+        };
+        let age = (timestamp, sequence);
+        if self.0.get(&lba).is_none_or(|(newest, _, _)| *newest < age) {
+            self.0.insert(lba, (age, at, marker));
+        }
+    }
+
+    pub(crate) fn contains(&self, lba: u64) -> bool {
+        self.0.contains_key(&lba)
+    }
+
+    /// The LBAs whose newest copy is a lost-block marker, with its timestamp.
+    pub(crate) fn lost(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.0.iter().filter(|(_, (_, _, marker))| *marker).map(|(lba, ((timestamp, _), _, _))| (*lba, *timestamp))
+    }
+
+    /// Each LBA offered and the place of its newest copy.
+    pub(crate) fn into_mappings(self) -> impl Iterator<Item = (u64, Physical)> {
+        self.0.into_iter().map(|(lba, (_, at, _))| (lba, at))
+    }
+}
+
 impl Recovery {
+    /// The stripes of the segment in `zone` put together from what was found of it.
+    pub(super) fn assemble(&self, zone: u32, codec: &ParityCodec) -> Assembled {
+        let layout = self.zone_layouts[&zone].0;
+        let n = self.layout.drives();
+        let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
+        let recorded = self.appending_places(zone);
+        let found = &self.found[&zone];
+        assemble::assemble_zone(&layout, codec, zone, found, &self.failed, &data_end, recorded.as_ref())
+    }
+
     /// The recovered engine, once `is_done`.
     pub fn finish(mut self) -> Result<Engine> {
         if let Some(e) = self.error {
@@ -23,12 +70,7 @@ impl Recovery {
         let codec = ParityCodec::for_level(self.config.level)?;
         let n = self.layout.drives();
         let mut segments = Vec::new();
-        // Per LBA the newest copy: highest timestamp, then (for a block garbage collection
-        // copied with its timestamp) the newest segment.
-        // Per LBA the newest copy: highest timestamp, then (for a block garbage collection
-        // copied with its timestamp) the newest segment; and whether it is a lost-block
-        // marker.
-        let mut best: HashMap<u64, ((u64, u64), Physical, bool)> = HashMap::new();
+        let mut best = Newest::default();
         let mut next_timestamp = 1;
         let mut repairs = Repairs {
             damaged_structures: self.report.damaged_headers + self.report.damaged_footers,
@@ -47,11 +89,7 @@ impl Recovery {
                 segments.push(RecoveredSegment { zone, sequence, layout, class, table, complete, full });
                 continue;
             }
-            let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
-            let recorded = self.appending_places(zone);
-            let found = &self.found[&zone];
-            let assembled =
-                assemble::assemble_zone(&layout, &codec, zone, found, &self.failed, &data_end, recorded.as_ref());
+            let assembled = self.assemble(zone, &codec);
             // A clean stop left a stop footer (on any drive: it is written once every stripe
             // is persisted): the segment is complete and is kept like a sealed one.
             let stopped = self.open_extents.range((zone, 0)..=(zone, usize::MAX)).any(|(_, (_, stop))| stop.is_some());
@@ -77,10 +115,7 @@ impl Recovery {
             }
             repairs.blocks_repaired += assembled.repaired;
             for (field, timestamp, physical) in assembled.blocks {
-                let (lba, marker) = match lost_lba_of(field) {
-                    Some(lba) => (lba, true),
-                    None => (field, false),
-                };
+                let lba = lost_lba_of(field).unwrap_or(field);
                 if field == NO_LBA || lba >= self.config.logical_blocks {
                     continue;
                 }
@@ -88,10 +123,7 @@ impl Recovery {
                 if timestamp < cut {
                     continue; // the checkpoint's pages hold it, or what replaced it
                 }
-                let age = (timestamp, sequence);
-                if best.get(&lba).is_none_or(|(newest, _, _)| *newest < age) {
-                    best.insert(lba, (age, physical, marker));
-                }
+                best.offer(field, timestamp, sequence, physical);
             }
             segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete, full });
         }
@@ -107,15 +139,13 @@ impl Recovery {
         let mut lost: Vec<(u64, u64)> = checkpoint
             .iter()
             .flat_map(|image| image.lost.iter().copied())
-            .filter(|(lba, _)| !best.contains_key(lba))
+            .filter(|(lba, _)| !best.contains(*lba))
             .collect();
-        lost.extend(
-            best.iter().filter(|(_, (_, _, marker))| *marker).map(|(lba, ((timestamp, _), _, _))| (*lba, *timestamp)),
-        );
+        lost.extend(best.lost());
         let failed_drives: Vec<usize> = (0..n).filter(|d| self.failed[*d]).collect();
         let recovered = Recovered {
             segments,
-            mappings: best.into_iter().map(|(lba, (_, p, _))| (lba, p)).collect(),
+            mappings: best.into_mappings().collect(),
             lost,
             free_zones,
             next_sequence,

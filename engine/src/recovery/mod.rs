@@ -37,6 +37,10 @@
 //! are not read past their headers: steps 3 and 4 cover only the segments written after
 //! it, whose entries override its pages.
 //!
+//! The same reading serves a running engine that lost a page of its L2P table (`scan`):
+//! the segments it names are read as above, steps 3 and 4 only, and their blocks of the
+//! page's LBAs handed back; nothing is reset.
+//!
 //! Recovery only reads and resets zones that held nothing acknowledged, so it is
 //! idempotent and survives a crash of its own at any point.
 
@@ -44,7 +48,11 @@ mod assemble;
 mod checkpoint;
 mod install;
 mod phases;
+mod scan;
 mod structures;
+
+pub(crate) use install::Newest;
+pub(crate) use scan::ScanSegment;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -236,6 +244,9 @@ pub struct Recovery {
     /// after this start reuses a (zone, sequence) the checkpoint names, and the checkpoint
     /// can never match the drives again once they differed from it.
     checkpoint_floor: (u64, u64),
+    /// Reading the log of segments the running engine names (`scan`), not a start: no
+    /// headers read, no zone reset, nothing built.
+    scan_only: bool,
 }
 
 impl Recovery {
@@ -274,6 +285,7 @@ impl Recovery {
             checkpoint: None,
             from_checkpoint: false,
             checkpoint_floor: (0, 0),
+            scan_only: false,
         };
         let tolerated = config.level.tolerated_failures();
         for &drive in failed_drives {
@@ -427,11 +439,13 @@ impl Recovery {
             return;
         }
         match self.phase {
+            Phase::Reports if self.scan_only => self.probe_footers(),
             Phase::Reports => self.read_headers(),
             Phase::Headers => self.judge_headers_and_probe_footers(),
             Phase::FooterProbes => self.judge_segments_and_read_contents(),
             Phase::StopProbes => self.read_open_segments(),
             Phase::Contents => self.rescan_damaged_footers(),
+            Phase::Rescans if self.scan_only => self.phase = Phase::Done,
             Phase::Rescans => self.reset_unused_zones(),
             Phase::Resets => self.phase = Phase::Done,
             Phase::Done => {}

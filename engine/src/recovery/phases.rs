@@ -41,9 +41,6 @@ impl Recovery {
     /// Judges every zone's headers (the segment, its layout) and reads the first footer
     /// block of segments whose zones are written past their footer on every drive.
     pub(super) fn judge_headers_and_probe_footers(&mut self) {
-        self.phase = Phase::FooterProbes;
-        let live = self.live_drives();
-        let (bs, ms) = self.block_and_metadata_bytes();
         // In zone order: the reads go out the same way in every run (same seed, same run).
         let mut zones: Vec<u32> = self.headers.keys().copied().collect();
         zones.sort_unstable();
@@ -56,6 +53,16 @@ impl Recovery {
             self.zone_layouts.insert(zone, (layout, class));
         }
         self.judge_checkpoint();
+        self.probe_footers();
+    }
+
+    /// Reads the first footer block of the segments (those no checkpoint covers) whose
+    /// zones are written past their footer on every drive.
+    pub(super) fn probe_footers(&mut self) {
+        self.phase = Phase::FooterProbes;
+        let live = self.live_drives();
+        let (bs, ms) = self.block_and_metadata_bytes();
+        let zones: Vec<u32> = self.segments.keys().copied().collect();
         for zone in zones {
             if self.checkpointed(zone).is_some() {
                 continue;

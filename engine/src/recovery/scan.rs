@@ -1,0 +1,84 @@
+//! Recovery's reading of the log for a running engine: the segments it names read as a
+//! start reads them (footers, or for a segment closed without one its stop footer or every
+//! written block's metadata; damaged footers rescanned block by block; stripes assembled,
+//! fields parity rebuilds included), and the data blocks found for a range of LBAs handed
+//! back per segment. The engine rebuilds a page of the L2P table whose mapping block
+//! cannot be read this way (`engine::page_rebuild`).
+//!
+//! Invariants: a scan reads and nothing else (no header judged, no zone reset, no engine
+//! built): the zones it names belong to the running engine, which goes on writing the
+//! others meanwhile. It takes the segments' shapes from the engine, not from their headers.
+
+use std::ops::Range;
+
+use zapraid_zns::Geometry;
+
+use super::{Recovery, Result};
+use crate::engine::Config;
+use crate::hybrid::ChunkClass;
+use crate::l2p::Physical;
+use crate::layout::Layout;
+use crate::parity::ParityCodec;
+
+/// A segment on the drives whose log a scan reads, as the engine holds it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScanSegment {
+    pub zone: u32,
+    pub sequence: u64,
+    pub layout: Layout,
+    pub class: ChunkClass,
+}
+
+/// What a scan found in one segment for the LBAs asked about.
+#[derive(Debug)]
+pub(crate) struct ScannedSegment {
+    pub zone: u32,
+    pub sequence: u64,
+    /// Data blocks of those LBAs: LBA, timestamp, place.
+    pub blocks: Vec<(u64, u64, Physical)>,
+    /// Damaged blocks whose LBA and timestamp could not be rebuilt (any LBA): what the
+    /// segment holds is not fully known.
+    pub unknown_blocks: u64,
+}
+
+impl Recovery {
+    /// A scan of `segments` on drives of `geometry`, `failed_drives` not read (their
+    /// blocks' fields come from the parity of the others'). Drive it like a start
+    /// (`poll_command`, `on_completion`, `is_done`), then `finish_scan`.
+    pub(crate) fn scan_segments(
+        geometry: Geometry,
+        config: Config,
+        failed_drives: &[usize],
+        segments: &[ScanSegment],
+    ) -> Result<Self> {
+        let mut scan = Self::with_failed_drives(geometry, config, failed_drives)?;
+        scan.scan_only = true;
+        let n = scan.layout.drives();
+        for s in segments {
+            debug_assert_eq!(s.layout.drives(), n, "every layout spans the array's drives");
+            scan.segments.insert(s.zone, s.sequence);
+            scan.zone_layouts.insert(s.zone, (s.layout, s.class));
+            scan.footer_probes.insert(s.zone, vec![None; n]);
+        }
+        Ok(scan)
+    }
+
+    /// Per segment scanned, its data blocks whose LBA is in `lbas`, once `is_done`; the
+    /// error that stopped the scan otherwise (a drive failed beyond what parity covers).
+    pub(crate) fn finish_scan(self, lbas: Range<u64>) -> Result<Vec<ScannedSegment>> {
+        debug_assert!(self.scan_only, "a start is finished by finish()");
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let codec = ParityCodec::for_level(self.config.level)?;
+        let mut scanned = Vec::with_capacity(self.segments.len());
+        for (&zone, &sequence) in &self.segments {
+            let assembled = self.assemble(zone, &codec);
+            // A lost-block marker stands for the LBA its field names without the flag.
+            let in_range = |field: &u64| lbas.contains(&crate::format::lost_lba_of(*field).unwrap_or(*field));
+            let blocks = assembled.blocks.into_iter().filter(|(field, _, _)| in_range(field)).collect();
+            scanned.push(ScannedSegment { zone, sequence, blocks, unknown_blocks: assembled.lost });
+        }
+        Ok(scanned)
+    }
+}
