@@ -138,11 +138,15 @@ fn engine_with_faults_beyond_parity_matches_reference_model() {
         any::<u64>(),
         proptest::sample::select(vec![FEW_ZONES, 24]),
     );
-    let result = proptest::test_runner::TestRunner::new(config).run(&strategy, |(level, mode, chunk_blocks, ops, seed, zones)| {
-        let geometry = common::geometry(zones, 6, 8);
-        let setup = Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p: None, hostile: true };
-        run_with_l2p(setup, &ops, seed).map(|_| ())
-    });
+    let result = proptest::test_runner::TestRunner::new(config).run(
+        &strategy,
+        |(level, mode, chunk_blocks, ops, seed, zones)| {
+            let geometry = common::geometry(zones, 6, 8);
+            let setup =
+                Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p: None, hostile: true };
+            run_with_l2p(setup, &ops, seed).map(|_| ())
+        },
+    );
     if let Err(e) = result {
         panic!("{e}");
     }
@@ -198,14 +202,16 @@ fn a_crash_forgets_an_acknowledged_block_damaged_beyond_parity() {
             let r = sim.run_until_response(1).expect("answered");
             match r.result {
                 Err(_) => {}
-                Ok(got) => panic!("{level:?} {mode:?}: LBA 75 reads {} after the crash", describe(&got, &block_bytes(75, 0))),
+                Ok(got) => {
+                    panic!("{level:?} {mode:?}: LBA 75 reads {} after the crash", describe(&got, &block_bytes(75, 0)))
+                }
             }
         }
     }
 }
 
 /// Cases of the hostile property (each runs up to 80 operations and the end checks).
-const HOSTILE_CASES: u32 = 64;
+const HOSTILE_CASES: u32 = 512;
 
 /// Garbage collection with the L2P table offloaded to a budget of two pages of eight
 /// entries, every scheme and mode: mapping blocks are written back, read again and moved
@@ -218,7 +224,8 @@ fn garbage_collection_with_a_tiny_l2p_budget_keeps_every_block() {
             let failure = (level.tolerated_failures() > 0).then_some(1);
             let ops = overwrite_workload(600, failure);
             let l2p = Some(SmallL2p { page_entries: 8, budget_pages: 2 });
-            let setup = Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p, hostile: false };
+            let setup =
+                Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p, hostile: false };
             let status = run_with_l2p(setup, &ops, 9).unwrap();
             assert!(status.segments_reclaimed > 0, "{level:?} {mode:?}: nothing reclaimed: {status:?}");
             assert!(status.l2p.mapping_reads > 0 && status.l2p.mapping_writes > 0, "{level:?} {mode:?}: {status:?}");
@@ -259,7 +266,8 @@ fn crashes_after_a_start_from_a_checkpoint_keep_every_block() {
             }
             let geometry = common::geometry(FEW_ZONES + 2, 6, 8);
             let l2p = Some(SmallL2p { page_entries: 8, budget_pages: 2 });
-            let setup = Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p, hostile: false };
+            let setup =
+                Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p, hostile: false };
             run_with_l2p(setup, &ops, 3).unwrap();
         }
     }

@@ -36,6 +36,10 @@ pub(crate) static SCRUBS_ENDED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static REBUILDS_STARTED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static FAILURES_DURING_REBUILD: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static EXACT_COUNTS: AtomicUsize = AtomicUsize::new(0);
+/// Runs that ended beyond tolerance (only their stop is checked at the end).
+pub(crate) static ENDED_BEYOND_TOLERANCE: AtomicUsize = AtomicUsize::new(0);
+/// Ends where a segment still open had holes, closed by a clean stop and start.
+pub(crate) static OPEN_SEGMENTS_WITH_HOLES: AtomicUsize = AtomicUsize::new(0);
 /// Crashes left out because a segment still open held a damaged block (see
 /// `Faults::damage_in_open_segment`).
 pub(crate) static CRASHES_LEFT_OUT: AtomicUsize = AtomicUsize::new(0);
@@ -177,7 +181,9 @@ impl Faults {
         });
         let zones: HashSet<u32> = self.damaged.iter().map(|d| d.1).collect();
         if !zones.is_empty() {
-            self.maybe_lost.extend((0..LOGICAL_BLOCKS).filter(|&l| sim.engine.locate(l).is_some_and(|at| zones.contains(&at.zone))));
+            self.maybe_lost.extend(
+                (0..LOGICAL_BLOCKS).filter(|&l| sim.engine.locate(l).is_some_and(|at| zones.contains(&at.zone))),
+            );
         }
         let running = sim.engine.scrub_status().running.is_some();
         if self.scrub_running && !running {
@@ -216,7 +222,8 @@ impl Faults {
             sim.engine.fail_drive(drive);
         }
         sim.set_rebuild_rate(paced.then_some(PACED_BYTES_PER_S));
-        sim.replace_drive(drive, seed).map_err(|e| TestCaseError::fail(format!("{what}: replace drive {drive}: {e}")))?;
+        sim.replace_drive(drive, seed)
+            .map_err(|e| TestCaseError::fail(format!("{what}: replace drive {drive}: {e}")))?;
         REBUILDS_STARTED.fetch_add(1, Ordering::Relaxed);
         self.observe(sim);
         Ok(())
@@ -309,7 +316,8 @@ impl Faults {
         let Some(at) = sim.engine.locate(lba) else { return false };
         let n = sim.drives.len();
         let mut drives = vec![at.drive];
-        let others: Vec<usize> = (0..n).map(|i| (at.drive + 1 + i + pick as usize) % n).filter(|&d| d != at.drive).collect();
+        let others: Vec<usize> =
+            (0..n).map(|i| (at.drive + 1 + i + pick as usize) % n).filter(|&d| d != at.drive).collect();
         drives.extend(others.iter().copied().filter(|&d| !sim.drives[d].is_failed()).take(self.m));
         let block = sim.drives[at.drive].geometry().zone_start_lba(at.zone) + at.offset;
         for (i, &d) in drives.iter().enumerate() {
@@ -323,13 +331,17 @@ impl Faults {
     }
 }
 
+/// Every block read one at a time (`None`: failed), the LBAs failing with `Error::Lost`,
+/// and those failing otherwise.
+pub(crate) type ReadBack = (Vec<Option<Vec<u8>>>, BTreeSet<u64>, Vec<(u64, Error)>);
+
 /// Reads every block one at a time: which fail, and how (`Error::Lost` or another).
 pub(crate) fn read_each(
     sim: &mut Simulator,
     inbox: &mut Inbox,
     next_id: &mut u64,
     what: &str,
-) -> Result<(Vec<Option<Vec<u8>>>, BTreeSet<u64>, Vec<(u64, Error)>), TestCaseError> {
+) -> Result<ReadBack, TestCaseError> {
     let (mut data, mut lost, mut other) = (Vec::new(), BTreeSet::new(), Vec::new());
     for lba in 0..LOGICAL_BLOCKS {
         let id = *next_id;

@@ -160,7 +160,6 @@ pub(crate) struct Setup {
     pub(crate) hostile: bool,
 }
 
-
 /// A write submitted in the batch under way, and whether the array was beyond tolerance
 /// then.
 struct Submitted {
@@ -397,8 +396,16 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
     }
     inbox.settle(&mut sim, &what)?;
     if hostile {
-        let discarded: HashSet<u64> = discarded_since.iter().chain(&discarded_before).chain(&uncertain).copied().collect();
-        let end = hostile_end::End { geometry, config, model: &model, uncertain: &uncertain, discarded: &discarded, what: &what };
+        let discarded: HashSet<u64> =
+            discarded_since.iter().chain(&discarded_before).chain(&uncertain).copied().collect();
+        let end = hostile_end::End {
+            geometry,
+            config,
+            model: &model,
+            uncertain: &uncertain,
+            discarded: &discarded,
+            what: &what,
+        };
         return end.check(sim, faults, inbox, new_id());
     }
     // Finally every block reads back as the model says.
