@@ -107,11 +107,111 @@ proptest! {
         let Case { level, mode, chunk_blocks, ops, seed, zones } = case;
         let l2p = Some(SmallL2p { page_entries, budget_pages });
         let geometry = common::geometry(zones, 6, 8);
-        let setup = Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p };
+        let setup = Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p, hostile: false };
         let status = run_with_l2p(setup, &ops, seed)?;
         prop_assert!(status.l2p.cached_pages <= budget_pages as usize || status.l2p.pinned_over_budget);
     }
 }
+
+/// Faults beyond what parity covers at random steps, with the background work running on
+/// across operations (garbage collection on few zones, rebuilds paced or not, scrubs):
+/// rows damaged on m+1 drives, drive failures beyond tolerance (also while a rebuild
+/// runs), replaced drives, scrubs, among the writes, reads, flushes, discards, failures,
+/// clean restarts and crashes (starts replaying the log). Every request is answered within
+/// a bounded number of steps, every stop and scrub ends, reads return the model's data or
+/// (only for LBAs that may be lost) an error, writes within tolerance succeed and heal;
+/// at the end, within tolerance, the LBAs whose reads fail are exactly those counted lost,
+/// also after a clean stop and start and after a crash and start (`reference::faults`).
+/// Prints the counts.
+#[test]
+fn engine_with_faults_beyond_parity_matches_reference_model() {
+    use faults::*;
+    let counters = [&CASES, &DAMAGE_OPS, &BLOCKS_LOST, &RUNS_BEYOND_TOLERANCE, &SCRUBS_ENDED, &REBUILDS_STARTED];
+    let more = [&FAILURES_DURING_REBUILD, &EXACT_COUNTS];
+    let before: Vec<usize> = counters.iter().chain(&more).map(|c| c.load(Ordering::Relaxed)).collect();
+    let config = ProptestConfig { cases: HOSTILE_CASES, source_file: Some(file!()), ..ProptestConfig::default() };
+    let strategy = (
+        proptest::sample::select(levels()),
+        proptest::sample::select(modes()),
+        1..=2u64,
+        proptest::collection::vec(hostile_op(), 1..80),
+        any::<u64>(),
+        proptest::sample::select(vec![FEW_ZONES, 24]),
+    );
+    let result = proptest::test_runner::TestRunner::new(config).run(
+        &strategy,
+        |(level, mode, chunk_blocks, ops, seed, zones)| {
+            let geometry = common::geometry(zones, 6, 8);
+            let setup =
+                Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p: None, hostile: true };
+            run_with_l2p(setup, &ops, seed).map(|_| ())
+        },
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let after: Vec<usize> = counters.iter().chain(&more).map(|c| c.load(Ordering::Relaxed)).collect();
+    let n: Vec<usize> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    eprintln!(
+        "faults beyond parity: {} cases, {} damage ops, {} blocks lost (counted exactly in {} runs), {} runs beyond \
+         tolerance, {} scrubs ended, {} rebuilds started, {} failures during a rebuild; {} crashes left out (a \
+         damaged block in an open segment)",
+        n[0],
+        n[1],
+        n[2],
+        n[7],
+        n[3],
+        n[4],
+        n[5],
+        n[6],
+        CRASHES_LEFT_OUT.load(Ordering::Relaxed)
+    );
+    assert!(n[1] > 0 && n[2] > 0 && n[3] > 0 && n[4] > 0 && n[6] > 0, "a kind of fault never came: {n:?}");
+}
+
+/// Found by the hostile property (seed 5045458356904171951: RAID-1 of 3 drives, ZapRAID
+/// with groups of 4, few zones: a write of LBAs 73-77, the row of LBA 75 damaged on all
+/// three drives, a crash). The block is acknowledged, its segment still open; recovery
+/// reads the open segment's blocks, finds the checksum of the damaged ones failing, takes
+/// them for blocks a power cut tore and drops them, so the LBA reads zeros (or an older
+/// version) instead of failing. The metadata of such a block still names its LBA and
+/// timestamp (`BlockMetadata::decode_unverified`) and it sits before its drive's data end:
+/// it is damaged, not torn. Left out of the hostile property's crashes until recovery
+/// tells the two apart (`Faults::damage_in_open_segment`).
+#[test]
+#[ignore = "engine bug (issue 31): recovery drops an acknowledged block damaged beyond parity in an open segment"]
+fn a_crash_forgets_an_acknowledged_block_damaged_beyond_parity() {
+    // Zone Write: the chunks of a stripe sit at the same offset on every drive.
+    for level in [RaidLevel::Raid1 { drives: 3 }, RaidLevel::Raid5 { drives: 4 }, RaidLevel::Raid6 { drives: 5 }] {
+        for mode in [Mode::ZoneWriteOnly, Mode::ZapRaid { group_size: 1 }] {
+            let config = config(level, mode, 1, OpenSegments::SINGLE);
+            let mut sim = Simulator::new(common::geometry(FEW_ZONES, 6, 8), config, 1, None).unwrap();
+            let data: Vec<u8> = (73..78).flat_map(|l| block_bytes(l, 0)).collect();
+            sim.submit(0, Request::Write { lba: 73, data });
+            assert!(sim.run_until_response(0).expect("answered").result.is_ok());
+            let at = sim.engine.locate(75).expect("written");
+            let start = common::geometry(FEW_ZONES, 6, 8).zone_start_lba(at.zone);
+            let (_, m) = level.shape();
+            let n = sim.drives.len();
+            for i in 0..=m {
+                sim.drives[(at.drive + i) % n].corrupt_block(start + at.offset, 3).unwrap();
+            }
+            let drives = sim.power_cut().unwrap();
+            let mut sim = Simulator::recover(common::geometry(FEW_ZONES, 6, 8), config, drives).unwrap();
+            sim.submit(1, Request::Read { lba: 75, blocks: 1 });
+            let r = sim.run_until_response(1).expect("answered");
+            match r.result {
+                Err(_) => {}
+                Ok(got) => {
+                    panic!("{level:?} {mode:?}: LBA 75 reads {} after the crash", describe(&got, &block_bytes(75, 0)))
+                }
+            }
+        }
+    }
+}
+
+/// Cases of the hostile property (each runs up to 80 operations and the end checks).
+const HOSTILE_CASES: u32 = 512;
 
 /// Garbage collection with the L2P table offloaded to a budget of two pages of eight
 /// entries, every scheme and mode: mapping blocks are written back, read again and moved
@@ -124,7 +224,8 @@ fn garbage_collection_with_a_tiny_l2p_budget_keeps_every_block() {
             let failure = (level.tolerated_failures() > 0).then_some(1);
             let ops = overwrite_workload(600, failure);
             let l2p = Some(SmallL2p { page_entries: 8, budget_pages: 2 });
-            let setup = Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p };
+            let setup =
+                Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p, hostile: false };
             let status = run_with_l2p(setup, &ops, 9).unwrap();
             assert!(status.segments_reclaimed > 0, "{level:?} {mode:?}: nothing reclaimed: {status:?}");
             assert!(status.l2p.mapping_reads > 0 && status.l2p.mapping_writes > 0, "{level:?} {mode:?}: {status:?}");
@@ -165,7 +266,8 @@ fn crashes_after_a_start_from_a_checkpoint_keep_every_block() {
             }
             let geometry = common::geometry(FEW_ZONES + 2, 6, 8);
             let l2p = Some(SmallL2p { page_entries: 8, budget_pages: 2 });
-            let setup = Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p };
+            let setup =
+                Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p, hostile: false };
             run_with_l2p(setup, &ops, 3).unwrap();
         }
     }

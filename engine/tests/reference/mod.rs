@@ -3,7 +3,10 @@
 //! (concurrent), reads, flushes, discards, drive failures up to m, and with an offloaded
 //! L2P table clean restarts and power cuts, whose starts are offered the newest
 //! checkpoint (a clean stop's or one taken while running). LBAs a crash may bring back
-//! (discards not in the log) are uncertain until written again.
+//! (discards not in the log) are uncertain until written again. Hostile runs (`faults`)
+//! add damage and failures beyond what parity covers, drive replacements and scrubs, let
+//! the background work run on across operations, and restart and crash also without a
+//! checkpoint (the start replays the log).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,6 +17,11 @@ use zapraid_zns::Geometry;
 
 use crate::common::{self, BLOCK};
 use crate::geometry;
+
+pub(crate) mod faults;
+mod hostile_end;
+use faults::{Faults, Inbox};
+pub(crate) use hostile_end::describe;
 
 #[derive(Clone, Debug)]
 pub(crate) enum Op {
@@ -44,6 +52,25 @@ pub(crate) enum Op {
     /// offered the last checkpoint (if the last start used it: a start that does not empties
     /// it), which replays only the segments written after it. A no-op otherwise.
     Crash,
+    /// Hostile runs: damages the row holding `lba` on m+1 drives (`Faults::damage`).
+    Damage {
+        lba: u64,
+        pick: u64,
+    },
+    /// Hostile runs: fails a drive even beyond tolerance (also the one being rebuilt).
+    ForceFail {
+        drive: usize,
+    },
+    /// Hostile runs: replaces a failed drive (the `drive`th of those failed) and starts
+    /// its rebuild, paced or not; none while one runs.
+    Replace {
+        drive: usize,
+        paced: bool,
+    },
+    /// Hostile runs: starts a scrub, paced or not (refused while one runs).
+    Scrub {
+        paced: bool,
+    },
 }
 
 pub(crate) const LOGICAL_BLOCKS: u64 = 96;
@@ -69,6 +96,18 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Settle),
         1 => Just(Op::Restart),
         1 => Just(Op::Crash),
+    ]
+}
+
+/// The operations of hostile runs: those of `op`, damage beyond parity, failures beyond
+/// tolerance (rarer), replacements and scrubs.
+pub(crate) fn hostile_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        14 => op(),
+        2 => (0..LOGICAL_BLOCKS, any::<u64>()).prop_map(|(lba, pick)| Op::Damage { lba, pick }),
+        1 => (0..6usize).prop_map(|drive| Op::ForceFail { drive }),
+        2 => (0..6usize, any::<bool>()).prop_map(|(drive, paced)| Op::Replace { drive, paced }),
+        1 => any::<bool>().prop_map(|paced| Op::Scrub { paced }),
     ]
 }
 
@@ -99,7 +138,7 @@ pub(crate) fn run_on(
     ops: &[Op],
     seed: u64,
 ) -> Result<Status, TestCaseError> {
-    run_with_l2p(Setup { geometry, level, mode, chunk_blocks, open, l2p: None }, ops, seed)
+    run_with_l2p(Setup { geometry, level, mode, chunk_blocks, open, l2p: None, hostile: false }, ops, seed)
 }
 
 /// A bounded L2P table: pages of a few entries, a budget of a few pages.
@@ -117,10 +156,22 @@ pub(crate) struct Setup {
     pub(crate) chunk_blocks: u64,
     pub(crate) open: OpenSegments,
     pub(crate) l2p: Option<SmallL2p>,
+    /// Faults beyond parity, replacements and scrubs (`faults`).
+    pub(crate) hostile: bool,
+}
+
+/// A write submitted in the batch under way, and whether the array was beyond tolerance
+/// then.
+struct Submitted {
+    id: u64,
+    lba: u64,
+    blocks: u64,
+    fill: u8,
+    beyond: bool,
 }
 
 pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseError> {
-    let Setup { geometry, level, mode, chunk_blocks, open, l2p } = setup;
+    let Setup { geometry, level, mode, chunk_blocks, open, l2p, hostile } = setup;
     let l2p_config = l2p.map_or_else(L2pConfig::default, |small| L2pConfig {
         budget_bytes: Some(small.budget_pages * BLOCK as u64),
         page_entries: Some(small.page_entries),
@@ -131,117 +182,175 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
     let m = level.tolerated_failures();
     let drives = sim.engine.layout().drives();
     let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
+    let mut faults = Faults::new(hostile, m);
+    let mut inbox = Inbox::default();
     // A discard is not in the log: a crash may bring the block back. Discards since the
     // kept checkpoint (and, for a start that replays everything, those before it too) make
     // their LBAs uncertain after a crash, until written or discarded again.
     let mut checkpoint_kept = None;
     let (mut discarded_since, mut discarded_before) = (HashSet::new(), HashSet::new());
     let mut uncertain: HashSet<u64> = HashSet::new();
-    let mut failed = std::collections::BTreeSet::new();
     let mut next_id = 0u64;
-    // Writes are submitted in batches (concurrently); a read or failure ends the batch.
-    let mut batch_writes: Vec<u64> = Vec::new();
+    let mut new_id = || {
+        next_id += 1;
+        next_id - 1
+    };
+    // Writes are submitted in batches (concurrently); any other operation ends the batch.
+    let mut batch: Vec<Submitted> = Vec::new();
     let ctx = |step: usize, op: &Op| {
-        format!("{level:?} {mode:?} chunk {chunk_blocks} {open:?} {l2p:?} seed {seed} step {step}: {op:?}")
+        format!("{level:?} {mode:?} chunk {chunk_blocks} {open:?} {l2p:?} hostile {hostile} seed {seed} step {step}: {op:?}")
     };
     for (step, op) in ops.iter().enumerate() {
-        match op {
-            Op::Write { lba, blocks, fill } => {
-                let data: Vec<u8> = (0..*blocks).flat_map(|i| block_bytes(lba + i, *fill)).collect();
-                for i in 0..*blocks {
-                    model.insert(lba + i, block_bytes(lba + i, *fill));
-                    uncertain.remove(&(lba + i));
-                    discarded_since.remove(&(lba + i));
-                    discarded_before.remove(&(lba + i));
+        let what = ctx(step, op);
+        if let Op::Write { lba, blocks, fill } = op {
+            let data: Vec<u8> = (0..*blocks).flat_map(|i| block_bytes(lba + i, *fill)).collect();
+            let id = new_id();
+            sim.submit(id, Request::Write { lba: *lba, data });
+            batch.push(Submitted { id, lba: *lba, blocks: *blocks, fill: *fill, beyond: faults.beyond(&sim) });
+            continue;
+        }
+        // End of a batch: every write is answered (in a hostile run the background work
+        // goes on meanwhile, else everything settles), and the model takes them in order.
+        if !hostile {
+            inbox.settle(&mut sim, &what)?;
+        }
+        for w in std::mem::take(&mut batch) {
+            let r = inbox.wait(&mut sim, w.id, &what)?;
+            let beyond = w.beyond || faults.beyond(&sim);
+            prop_assert!(
+                r.result.is_ok() || (hostile && beyond),
+                "{}: write {} failed within tolerance: {:?}",
+                what,
+                w.id,
+                r.result
+            );
+            for lba in w.lba..w.lba + w.blocks {
+                let data = block_bytes(lba, w.fill);
+                faults.written(lba, &data, r.result.is_ok(), beyond);
+                if r.result.is_ok() {
+                    model.insert(lba, data);
+                    uncertain.remove(&lba);
+                    discarded_since.remove(&lba);
+                    discarded_before.remove(&lba);
                 }
-                sim.submit(next_id, Request::Write { lba: *lba, data });
-                batch_writes.push(next_id);
-                next_id += 1;
-                continue;
-            }
-            Op::Flush => {
-                let id = next_id;
-                next_id += 1;
-                sim.submit(id, Request::Flush);
-                let r = sim.run_until_response(id);
-                prop_assert!(r.is_some_and(|r| r.result.is_ok()), "{}: flush failed", ctx(step, op));
-            }
-            Op::Settle | Op::Read { .. } | Op::FailDrive { .. } | Op::Discard { .. } | Op::Restart | Op::Crash => {}
-        }
-        // End of a batch: everything written so far must be acknowledged.
-        for r in sim.run_until_idle() {
-            if batch_writes.contains(&r.id) {
-                prop_assert!(r.result.is_ok(), "{}: write {} failed: {:?}", ctx(step, op), r.id, r.result);
             }
         }
-        batch_writes.clear();
         match op {
+            Op::Flush => {
+                let id = new_id();
+                let r = inbox.call(&mut sim, id, Request::Flush, &what)?;
+                prop_assert!(r.result.is_ok() || (hostile && faults.beyond(&sim)), "{}: flush failed", what);
+            }
+            Op::Settle if hostile => {
+                // Time passes (partial stripes are padded), the background work goes on.
+                let until = sim.now_ns() + 1_000_000;
+                let mut steps = 0;
+                while sim.step_until(until) {
+                    steps += 1;
+                    prop_assert!(steps < faults::STEP_BOUND, "{}: a millisecond never passes", what);
+                }
+            }
+            Op::Settle => {}
             Op::Read { lba, blocks } => {
-                let id = next_id;
-                next_id += 1;
-                sim.submit(id, Request::Read { lba: *lba, blocks: *blocks });
-                let r = sim.run_until_response(id).expect("read answered");
-                let data = r.result.map_err(|e| TestCaseError::fail(format!("{}: read failed: {e}", ctx(step, op))))?;
-                for i in (0..*blocks).filter(|i| !uncertain.contains(&(lba + i))) {
-                    let want = model.get(&(lba + i)).cloned().unwrap_or_else(|| vec![0; BLOCK]);
-                    let got = &data[i as usize * BLOCK..(i as usize + 1) * BLOCK];
-                    prop_assert!(got == want.as_slice(), "{}: LBA {} differs from the model", ctx(step, op), lba + i);
+                let id = new_id();
+                let r = inbox.call(&mut sim, id, Request::Read { lba: *lba, blocks: *blocks }, &what)?;
+                let range = *lba..lba + blocks;
+                match r.result {
+                    Err(e) => {
+                        let may_fail = range.clone().any(|l| faults.maybe_lost.contains(&l) || uncertain.contains(&l));
+                        prop_assert!(hostile && may_fail, "{}: read failed: {}", what, e);
+                    }
+                    Ok(data) => {
+                        for l in range.filter(|l| !uncertain.contains(l)) {
+                            let want = model.get(&l).cloned().unwrap_or_else(|| vec![0; BLOCK]);
+                            let got = &data[(l - lba) as usize * BLOCK..][..BLOCK];
+                            prop_assert!(faults.allowed(l, &want, got), "{}: LBA {} differs from the model", what, l);
+                        }
+                    }
                 }
             }
             Op::Discard { lba, blocks } => {
-                let id = next_id;
-                next_id += 1;
-                sim.submit(id, Request::Discard { lba: *lba, blocks: *blocks });
-                let r = sim.run_until_response(id).expect("discard answered");
-                prop_assert!(r.result.is_ok(), "{}: discard failed", ctx(step, op));
-                for i in 0..*blocks {
-                    model.remove(&(lba + i));
-                    uncertain.remove(&(lba + i));
-                    discarded_since.insert(lba + i);
+                let id = new_id();
+                let r = inbox.call(&mut sim, id, Request::Discard { lba: *lba, blocks: *blocks }, &what)?;
+                prop_assert!(r.result.is_ok(), "{}: discard failed: {:?}", what, r.result);
+                for l in *lba..lba + blocks {
+                    model.remove(&l);
+                    uncertain.remove(&l);
+                    faults.discarded(l);
+                    discarded_since.insert(l);
                 }
             }
             Op::FailDrive { drive } => {
                 let drive = drive % drives;
-                if failed.len() < m && !failed.contains(&drive) {
-                    failed.insert(drive);
-                    sim.drives[drive].fail();
+                let out = Faults::drives_out(&sim);
+                if out.len() < m && !out.contains(&drive) {
+                    faults.fail(&mut sim, drive);
                 }
             }
-            Op::Restart if l2p.is_some() => {
-                sim.stop();
-                let Some(image) = sim.stop_checkpoint() else {
+            Op::ForceFail { drive } if hostile => {
+                let drive = drive % drives;
+                if !sim.drives[drive].is_failed() {
+                    faults.fail(&mut sim, drive);
+                }
+            }
+            Op::Replace { drive, paced } if hostile => {
+                faults.replace(&mut sim, *drive, *paced, seed ^ ((step as u64) << 8), &what)?;
+            }
+            Op::Scrub { paced } if hostile => {
+                // Refused while one runs (or the array stops): nothing to check then.
+                let _ = sim.start_scrub(paced.then_some(faults::PACED_BYTES_PER_S));
+            }
+            Op::Damage { lba, pick } if hostile => {
+                faults.damage(&mut sim, *lba, *pick);
+            }
+            Op::Restart if l2p.is_some() || hostile => {
+                faults::stop(&mut sim, &what)?;
+                let image = if l2p.is_some() { sim.stop_checkpoint() } else { None };
+                if image.is_none() && !hostile {
                     // No room to write the table back (a nearly full array): the stop left
                     // no checkpoint, and a replay would not keep discards. What the array
                     // holds is checked as it stands, and the case ends.
-                    check_all(&mut sim, &model, &uncertain, next_id, &ctx(step, op))?;
+                    check_all(&mut sim, &mut inbox, &model, &uncertain, new_id(), &what)?;
+                    return Ok(sim.engine.status());
+                }
+                match &image {
+                    Some(image) => {
+                        checkpoint_kept = Some(image.clone());
+                        discarded_before.extend(discarded_since.drain());
+                    }
+                    None => {
+                        // The start replays the log, which holds no discard.
+                        uncertain.extend(discarded_since.drain().chain(discarded_before.drain()));
+                        checkpoint_kept = None;
+                    }
+                }
+                let generation = image.as_ref().map(|i| i.generation);
+                let Some(started) = faults.start(&mut sim, geometry, config, image, false, &what)? else {
+                    return Ok(sim.engine.status()); // beyond tolerance: the array cannot start
+                };
+                sim = started;
+                prop_assert_eq!(sim.recovery_report.checkpoint_generation, generation, "{}", what);
+                if generation.is_some() {
+                    prop_assert_eq!(sim.recovery_report.segments_replayed, 0, "{}", what);
+                }
+                inbox.clear();
+                inbox.settle(&mut sim, &what)?;
+                faults.resume_rebuild(&mut sim, &what)?;
+            }
+            Op::Crash if hostile && faults.damage_in_open_segment(&sim) => {
+                faults::CRASHES_LEFT_OUT.fetch_add(1, Ordering::Relaxed);
+            }
+            Op::Crash if l2p.is_some() || hostile => {
+                faults.crashed();
+                let offered = checkpoint_kept.clone();
+                let Some(started) = faults.start(&mut sim, geometry, config, offered, true, &what)? else {
                     return Ok(sim.engine.status());
                 };
-                let failed_list: Vec<usize> = failed.iter().copied().collect();
-                let drives_left = std::mem::take(&mut sim.drives);
-                let generation = image.generation;
-                checkpoint_kept = Some(image.clone());
-                discarded_before.extend(discarded_since.drain());
-                sim = Simulator::recover_with_checkpoint(geometry, config, drives_left, &failed_list, Some(image))
-                    .map_err(|e| TestCaseError::fail(format!("{}: start: {e}", ctx(step, op))))?;
-                prop_assert_eq!(sim.recovery_report.checkpoint_generation, Some(generation), "{}", ctx(step, op));
-                prop_assert_eq!(sim.recovery_report.segments_replayed, 0, "{}", ctx(step, op));
-                sim.run_until_idle();
-            }
-            Op::Crash if l2p.is_some() => {
-                let failed_list: Vec<usize> = failed.iter().copied().collect();
-                let drives_left = std::mem::take(&mut sim.drives);
-                let offered = checkpoint_kept.clone();
-                sim = Simulator::recover_with_checkpoint(geometry, config, drives_left, &failed_list, offered)
-                    .map_err(|e| TestCaseError::fail(format!("{}: start after a crash: {e}", ctx(step, op))))?;
+                sim = started;
                 uncertain.extend(discarded_since.iter().copied());
                 match sim.recovery_report.checkpoint_generation {
                     Some(used) => {
-                        prop_assert_eq!(
-                            Some(used),
-                            checkpoint_kept.as_ref().map(|c| c.generation),
-                            "{}",
-                            ctx(step, op)
-                        );
+                        prop_assert_eq!(Some(used), checkpoint_kept.as_ref().map(|c| c.generation), "{}", what);
                         CRASH_STARTS_REPLAYING
                             .fetch_add(usize::from(sim.recovery_report.segments_replayed > 0), Ordering::Relaxed);
                     }
@@ -251,7 +360,9 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
                     }
                 }
                 CRASH_STARTS.fetch_add(1, Ordering::Relaxed);
-                sim.run_until_idle();
+                inbox.clear();
+                inbox.settle(&mut sim, &what)?;
+                faults.resume_rebuild(&mut sim, &what)?;
             }
             _ => {}
         }
@@ -267,25 +378,51 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
             discarded_since.retain(|lba| this_op.contains(lba));
             checkpoint_kept = Some(image);
         }
+        faults.observe(&sim);
     }
-    sim.run_until_idle();
+    let what = format!("{level:?} {mode:?} chunk {chunk_blocks} {l2p:?} hostile {hostile} seed {seed}: final");
+    for w in std::mem::take(&mut batch) {
+        let r = inbox.wait(&mut sim, w.id, &what)?;
+        let beyond = w.beyond || faults.beyond(&sim);
+        prop_assert!(r.result.is_ok() || (hostile && beyond), "{}: write {} failed: {:?}", what, w.id, r.result);
+        for lba in w.lba..w.lba + w.blocks {
+            let data = block_bytes(lba, w.fill);
+            faults.written(lba, &data, r.result.is_ok(), beyond);
+            if r.result.is_ok() {
+                model.insert(lba, data);
+                uncertain.remove(&lba);
+            }
+        }
+    }
+    inbox.settle(&mut sim, &what)?;
+    if hostile {
+        let discarded: HashSet<u64> =
+            discarded_since.iter().chain(&discarded_before).chain(&uncertain).copied().collect();
+        let end = hostile_end::End {
+            geometry,
+            config,
+            model: &model,
+            uncertain: &uncertain,
+            discarded: &discarded,
+            what: &what,
+        };
+        return end.check(sim, faults, inbox, new_id());
+    }
     // Finally every block reads back as the model says.
-    let what = format!("{level:?} {mode:?} chunk {chunk_blocks} seed {seed}: final");
-    check_all(&mut sim, &model, &uncertain, next_id, &what)?;
+    check_all(&mut sim, &mut inbox, &model, &uncertain, new_id(), &what)?;
     Ok(sim.engine.status())
 }
 
-/// Every block reads back as the model says.
 /// Every block reads back as the model says (those a crash made uncertain aside).
 pub(crate) fn check_all(
     sim: &mut Simulator,
+    inbox: &mut Inbox,
     model: &HashMap<u64, Vec<u8>>,
     uncertain: &HashSet<u64>,
     id: u64,
     what: &str,
 ) -> Result<(), TestCaseError> {
-    sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
-    let r = sim.run_until_response(id).expect("read answered");
+    let r = inbox.call(sim, id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS }, what)?;
     let data = r.result.map_err(|e| TestCaseError::fail(format!("{what}: read of every block: {e}")))?;
     for lba in (0..LOGICAL_BLOCKS).filter(|lba| !uncertain.contains(lba)) {
         let want = model.get(&lba).cloned().unwrap_or_else(|| vec![0; BLOCK]);
