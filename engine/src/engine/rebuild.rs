@@ -280,7 +280,7 @@ impl Engine {
 
     /// Closes the retired segments whose stripes in flight are all persisted: their zones
     /// are finished and garbage collection reclaims them first.
-    fn retire_idle_segments(&mut self) {
+    pub(super) fn retire_idle_segments(&mut self) {
         if self.retiring.is_empty() {
             return; // the common case, on every pass of the engine's loop
         }

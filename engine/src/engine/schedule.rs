@@ -110,6 +110,9 @@ impl Engine {
     /// Moves queued stripes into open segments while they have room (relocated stripes
     /// first), starts groups and segments as they free up.
     pub(super) fn pump(&mut self) {
+        // Retired segments closed now are garbage collection's to reclaim in this pass: an
+        // idle array has no later pass to wait for.
+        self.retire_idle_segments();
         loop {
             if self.advance_groups() {
                 continue;

@@ -253,6 +253,9 @@ impl Engine {
                 s.report.segments_left -= 1;
                 // The segment's repairs fill relocation stripes; the last one is padded.
                 self.repairs.unpadded |= repaired;
+                // Garbage collection passes over the segment being scrubbed: one found
+                // with holes is its to reclaim now.
+                self.gc_check_needed = true;
                 continue;
             }
             let more = c.next_position < c.end || !c.again.is_empty();

@@ -35,6 +35,15 @@ impl Newest {
         }
     }
 
+    /// A copy of `lba` at `at` that cannot be read (damaged beyond what parity rebuilds):
+    /// if it is the newest, the LBA is recorded lost there, as behind a marker.
+    pub(crate) fn offer_lost(&mut self, lba: u64, timestamp: u64, sequence: u64, at: Physical) {
+        let age = (timestamp, sequence);
+        if self.0.get(&lba).is_none_or(|(newest, _, _)| *newest < age) {
+            self.0.insert(lba, (age, at, true));
+        }
+    }
+
     pub(crate) fn contains(&self, lba: u64) -> bool {
         self.0.contains_key(&lba)
     }
@@ -126,6 +135,20 @@ impl Recovery {
                 best.offer(field, timestamp, sequence, physical);
             }
             segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete, full });
+        }
+        // Blocks found damaged beyond what parity rebuilds, their metadata intact: the LBA
+        // is lost unless a newer or readable copy holds it (offered after every readable
+        // block, so that one of the same age wins). A timestamp past every readable
+        // block's is not trusted (the damage may be in the metadata).
+        for (&zone, damaged) in &self.damaged {
+            let Some(&sequence) = self.segments.get(&zone) else { continue };
+            let cut = self.appending_cut(zone).unwrap_or(0);
+            for d in damaged {
+                if d.lba >= self.config.logical_blocks || d.timestamp < cut || d.timestamp >= next_timestamp {
+                    continue;
+                }
+                best.offer_lost(d.lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
+            }
         }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
         // Past everything on the drives, and past any checkpoint offered (used or not).

@@ -217,6 +217,9 @@ pub struct Recovery {
     headers: HashMap<u32, Vec<Option<SegmentHeader>>>,
     /// Per zone, blocks found (from footers or metadata).
     found: HashMap<u32, Vec<Found>>,
+    /// Per zone, data blocks of a metadata scan that fail their checksum but whose
+    /// metadata still names them (LBA, timestamp, this segment): damaged, not torn.
+    damaged: HashMap<u32, Vec<Found>>,
     sealed: HashMap<u32, bool>,
     /// Per zone and drive, the segment sequence its first footer block names, if it
     /// decoded and names that drive. Compared with the headers only once both are in
@@ -274,6 +277,7 @@ impl Recovery {
             segments: BTreeMap::new(),
             headers: HashMap::new(),
             found: HashMap::new(),
+            damaged: HashMap::new(),
             sealed: HashMap::new(),
             footer_probes: HashMap::new(),
             open_extents: BTreeMap::new(),

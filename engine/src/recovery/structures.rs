@@ -147,8 +147,29 @@ impl Recovery {
         let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
         let sequence_low = self.segments[&zone] & u64::from(u32::MAX);
         for (i, (block, oob)) in data.chunks_exact(bs).zip(metadata.chunks_exact(ms)).enumerate() {
-            // Untrusted: torn, stale or corrupt blocks are simply not found.
-            let Ok((m, kind)) = BlockMetadata::decode(block, oob) else { continue };
+            // Untrusted: torn, stale or corrupt blocks are simply not found. A data block
+            // whose checksum fails but whose metadata names this segment was written whole
+            // (a block is written atomically) and damaged since: kept aside, so that its
+            // LBA is recorded lost if nothing newer or readable holds it (`install`).
+            let Ok((m, kind)) = BlockMetadata::decode(block, oob) else {
+                // With one data chunk per stripe (mirroring), the other chunks are copies:
+                // their fields are the data block's.
+                let copies = self.layout_of(zone).data_chunks == 1;
+                if let Ok((m, kind)) = BlockMetadata::decode_unverified(oob) {
+                    let names_it = kind == BlockKind::Data || (copies && kind == BlockKind::Parity);
+                    if names_it && u64::from(m.segment_sequence_low.get()) == sequence_low {
+                        let damaged = Found {
+                            drive,
+                            offset: first_offset + i as u64,
+                            lba: m.lba.get(),
+                            timestamp: m.timestamp.get(),
+                            stripe_id: m.stripe_id.get(),
+                        };
+                        self.damaged.entry(zone).or_default().push(damaged);
+                    }
+                }
+                continue;
+            };
             if u64::from(m.segment_sequence_low.get()) != sequence_low {
                 continue;
             }

@@ -420,7 +420,7 @@ impl LostRun {
                             let later = w >= next_write && history.iter().any(|(n, _)| *n == w);
                             let named = (allowed.contains(&w) || later) && got == block(lba, w);
                             let zeros = *zeros_ok && got.iter().all(|b| *b == 0);
-                            assert!(named || zeros, "{what}: LBA {lba} read as other data (write {w}?), {allowed:?}");
+                            assert!(named || zeros, "{what}: LBA {lba} read as other data (write {w}?), {allowed:?}, all zeros: {}, first bytes {:?}", got.iter().all(|b| *b == 0), &got[..24]);
                             reads.push((lba, false));
                         }
                         Err(e) => {
