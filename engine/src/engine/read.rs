@@ -2,7 +2,9 @@
 //! unwritten blocks read as zeros. A block on a failed drive, or that fails its checksum,
 //! LBA or sequence check, is rebuilt from the other chunks of its stripe, found by static
 //! offset (Zone Write) or the compact stripe table (Zone Append). Losing more than m chunks
-//! is an I/O error, never wrong data: a rebuilt block must say the LBA asked for.
+//! is an I/O error, never wrong data: a rebuilt block must say the LBA asked for. A
+//! damaged block (its drive works) that a frontend read rebuilt has its row rewritten, it
+//! and every other live block of the row, from what was read to rebuild it (`repair`).
 //!
 //! A frontend may take the checksum check on its own thread (`Request::ReadUnverified`):
 //! then a block read from a drive is checked here for everything but its checksum, and

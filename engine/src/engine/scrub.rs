@@ -75,8 +75,9 @@ pub struct ScrubStatus {
     pub last: Option<ScrubReport>,
     /// The running scrub's read rate limit, if it has one.
     pub rate_bytes_per_s: Option<u64>,
-    /// Damaged blocks frontend reads rebuilt whose rewrite they scheduled, and repair
-    /// rewrites (scrub's and reads') not yet persisted.
+    /// Blocks frontend reads had rewritten (a damaged block they rebuilt and every other
+    /// live block of its row): added to a stripe, and of those persisted and mapped; and
+    /// repair rewrites (scrub's and reads') not yet persisted.
     pub read_repairs_scheduled: u64,
     pub read_repairs_done: u64,
     pub repairs_in_flight: u64,
