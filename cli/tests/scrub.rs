@@ -64,7 +64,8 @@ fn data_row(drives: &[String], damaged: usize) -> (u64, usize) {
         for lba in start..start + g.zone_capacity_blocks {
             let Some((meta, BlockKind::Data)) = block_metadata(&mut open[damaged], lba) else { continue };
             let same_stripe = |m: &BlockMetadata| {
-                (m.segment_sequence_low.get(), m.stripe_id.get()) == (meta.segment_sequence_low.get(), meta.stripe_id.get())
+                (m.segment_sequence_low.get(), m.stripe_id.get())
+                    == (meta.segment_sequence_low.get(), meta.stripe_id.get())
             };
             let other = (0..drives.len()).filter(|d| *d != damaged).find(|d| {
                 block_metadata(&mut open[*d], lba).is_some_and(|(m, kind)| kind == BlockKind::Data && same_stripe(&m))

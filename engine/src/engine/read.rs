@@ -341,9 +341,10 @@ impl Engine {
             if r.damaged {
                 self.read_blocks_repaired += 1;
                 tracing::warn!(lba = r.lba, "a damaged block was rebuilt from its stripe");
-                let frontend = self.reads.get(r.read).is_some_and(|q| {
-                    matches!(q.origin, ReadOrigin::Frontend(_) | ReadOrigin::FrontendUnverified(_))
-                });
+                let frontend = self
+                    .reads
+                    .get(r.read)
+                    .is_some_and(|q| matches!(q.origin, ReadOrigin::Frontend(_) | ReadOrigin::FrontendUnverified(_)));
                 if frontend {
                     // Its row, with the shards read for it. Garbage collection rewrites
                     // the blocks it reads anyway, and the rest of their segment.
