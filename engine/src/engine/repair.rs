@@ -98,7 +98,8 @@ impl Engine {
             let rebuilt = self.codec.reconstruct(&mut row.data).and_then(|()| self.codec.reconstruct(&mut row.fields));
             if let Err(e) = rebuilt {
                 let at = row.places.iter().flatten().next();
-                tracing::error!(zone = at.map(|p| p.zone), offset = at.map(|p| p.offset), error = %e, "a damaged row cannot be rebuilt");
+                let (zone, offset) = (at.map(|p| p.zone), at.map(|p| p.offset));
+                tracing::error!(zone, offset, error = %e, "a damaged row cannot be rebuilt");
             }
         }
         let live = match live {
