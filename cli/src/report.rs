@@ -122,7 +122,7 @@ pub fn print_status(s: &Value) {
     let count = |field: &str| r[field].as_u64().unwrap_or(0);
     println!(
         "  repairs: at start {} damaged headers/footers, {} blocks rebuilt from parity, {} lost; {} blocks rebuilt \
-         on read, {} of them rewritten",
+         on read, {} blocks of their rows rewritten",
         count("damaged_structures_at_start"),
         count("blocks_repaired_at_start"),
         count("blocks_lost_at_start"),

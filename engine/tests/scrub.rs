@@ -3,13 +3,15 @@
 //! segments is found by a scrub, every damaged row's live blocks are rewritten, every
 //! block reads back exactly (also after a restart), and a second scrub finds no damage in
 //! live data. A clean array scrubs with nothing found; a frontend read that rebuilt a
-//! damaged block moves it; a rate-limited scrub keeps to its rate in virtual time.
+//! damaged block moves every live block of its row, so that a later drive failure loses
+//! none of them; a rate-limited scrub keeps to its rate in virtual time.
 
 use std::collections::HashMap;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use zapraid_engine::format::BlockKind;
+use zapraid_engine::l2p::Physical;
 use zapraid_engine::{Config, L2pConfig, Mode, RaidLevel, Request, ScrubReport, Simulator};
 use zapraid_zns::{Geometry, ZoneState};
 
@@ -247,24 +249,73 @@ fn a_scrub_checks_the_open_segment_as_far_as_its_groups_are_done() {
     assert_eq!(sim.engine.status().read_blocks_repaired, 0, "no read came across the damage");
 }
 
+/// The other blocks of the row holding the block at `at` (the same block offset of every
+/// chunk of its stripe), found by their metadata: on each other drive, the chunk of the
+/// same stripe group with the same stripe ID (Zone Write: groups of one stripe).
+fn row_of(sim: &mut Simulator, at: Physical) -> Vec<Physical> {
+    let layout = sim.engine.segment_layout(at.zone).unwrap();
+    let zone_start = geometry().zone_start_lba(at.zone);
+    let (start, cb) = (layout.data_start_blocks(), layout.chunk_blocks);
+    let (position, within) = ((at.offset - start) / cb, (at.offset - start) % cb);
+    let group = position / layout.group_size;
+    let positions = group * layout.group_size..group * layout.group_size + layout.group_stripes(group);
+    let stripe_id = |sim: &mut Simulator, p: Physical| {
+        common::metadata_of(&mut sim.drives[p.drive], zone_start + p.offset).map(|(m, _)| m.stripe_id.get())
+    };
+    let id = stripe_id(sim, at).expect("the block's metadata decodes");
+    let mut row = Vec::new();
+    for drive in (0..layout.drives()).filter(|d| *d != at.drive) {
+        let mut places = positions.clone().map(|p| Physical { zone: at.zone, drive, offset: start + p * cb + within });
+        row.extend(places.find(|p| stripe_id(sim, *p) == Some(id)));
+    }
+    row
+}
+
+/// A frontend read that rebuilt a damaged block rewrites every live block of its row, as
+/// a scrub does: none stays in a row with a bad chunk, so a later failure of a drive
+/// holding one of them loses nothing (before, only the damaged block moved, and the
+/// others' rows then lacked two chunks).
 #[test]
-fn a_read_that_rebuilt_a_damaged_block_rewrites_it() {
-    let config = config(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }, 1);
-    let (mut sim, expected) = world(config, 7);
-    let zone = sealed_zones(&sim)[0];
-    let lba = (0..LOGICAL_BLOCKS).find(|l| sim.engine.locate(*l).is_some_and(|p| p.zone == zone)).unwrap();
-    let before = sim.engine.locate(lba).unwrap();
-    sim.drives[before.drive].corrupt_block(geometry().zone_start_lba(zone) + before.offset, 100).unwrap();
-    sim.submit(1, Request::Read { lba, blocks: 1 });
-    let got = sim.run_until_response(1).unwrap().result.unwrap();
-    assert_eq!(got, expected[&lba], "the damaged block was rebuilt");
-    sim.run_until_idle();
-    let status = sim.engine.status();
-    assert_eq!((status.read_blocks_repaired, status.scrub.read_repairs_scheduled), (1, 1));
-    assert_eq!((status.scrub.read_repairs_done, status.scrub.repairs_in_flight), (1, 0));
-    assert_ne!(sim.engine.locate(lba), Some(before), "the block moved off its damaged place");
-    verify(&mut sim, &expected, 10, "after the read repair");
-    assert_eq!(sim.engine.status().read_blocks_repaired, 1, "no read came across the damage again");
+fn a_read_repair_rewrites_the_damaged_row_so_a_later_failure_loses_nothing() {
+    for (level, mode, chunk_blocks) in schemes().into_iter().filter(|(level, ..)| level.shape().1 == 1) {
+        let config = config(level, mode, chunk_blocks);
+        let what = format!("{} {} chunks of {chunk_blocks}", level.label(), mode.name());
+        let (mut sim, expected) = world(config, 7);
+        let located: HashMap<Physical, u64> =
+            (0..LOGICAL_BLOCKS).filter_map(|l| sim.engine.locate(l).map(|p| (p, l))).collect();
+        let mut in_sealed: Vec<(u64, Physical)> = sealed_zones(&sim)
+            .into_iter()
+            .flat_map(|zone| located.iter().filter(move |(p, _)| p.zone == zone).map(|(p, l)| (*l, *p)))
+            .collect();
+        in_sealed.sort_by_key(|(lba, _)| *lba);
+        // A live block whose row holds other live blocks.
+        let (lba, at, mates) = in_sealed
+            .into_iter()
+            .find_map(|(lba, at)| {
+                let mates: Vec<(u64, Physical)> =
+                    row_of(&mut sim, at).into_iter().filter_map(|p| located.get(&p).map(|l| (*l, p))).collect();
+                (!mates.is_empty()).then_some((lba, at, mates))
+            })
+            .unwrap_or_else(|| panic!("{what}: no row of a sealed segment holds two live blocks"));
+        println!("{what}: LBA {lba} damaged at {at:?}, live in its row: {mates:?}");
+        sim.drives[at.drive].corrupt_block(geometry().zone_start_lba(at.zone) + at.offset, 100).unwrap();
+        sim.submit(1, Request::Read { lba, blocks: 1 });
+        let got = sim.run_until_response(1).unwrap().result.unwrap();
+        assert_eq!(got, expected[&lba], "{what}: the damaged block was rebuilt");
+        sim.run_until_idle();
+        let failed = mates[0].1.drive;
+        sim.engine.fail_drive(failed);
+        verify(&mut sim, &expected, 10, &format!("{what}: with drive {failed} failed after the read repair"));
+
+        let status = sim.engine.status();
+        let rewritten = 1 + mates.len() as u64;
+        assert_eq!(status.read_blocks_repaired, 1, "{what}: no read came across the damage again");
+        assert_eq!(status.scrub.read_repairs_scheduled, rewritten, "{what}: the row's live blocks, {mates:?}");
+        assert_eq!((status.scrub.read_repairs_done, status.scrub.repairs_in_flight), (rewritten, 0), "{what}");
+        for (l, was) in mates.iter().copied().chain([(lba, at)]) {
+            assert_ne!(sim.engine.locate(l), Some(was), "{what}: LBA {l} moved off the damaged row");
+        }
+    }
 }
 
 #[test]

@@ -30,6 +30,11 @@ pub struct World {
 impl World {
     /// `count` drive files of `zones` zones of 512 KiB, formatted as array "rp" of `level`.
     pub fn new(level: &str, count: usize, zones: u32, blocks: u64) -> World {
+        World::formatted(level, count, zones, blocks, &[])
+    }
+
+    /// As `new`, with more `format` options.
+    pub fn formatted(level: &str, count: usize, zones: u32, blocks: u64, format_args: &[&str]) -> World {
         let dir = tempfile::tempdir().unwrap();
         let run_dir = dir.path().join("run");
         let d = dir.path().join("d").display().to_string();
@@ -40,6 +45,7 @@ impl World {
         let world = World { dir, run_dir, drives, zone_args, blocks };
         world.create(&d, count);
         let mut args = vec!["format", "--level", level, "--group-size", "8", "--name", "rp"];
+        args.extend(format_args);
         args.extend(world.drives.iter().map(String::as_str));
         world.ok(&args);
         world
@@ -116,6 +122,11 @@ impl World {
     pub fn superblock_line(&self, drive: usize) -> String {
         let said = self.ok(&["inspect", &self.drives[drive]]);
         said.lines().find(|l| l.starts_with("superblock: ")).expect("a superblock line").to_string()
+    }
+
+    /// The drives but those of `gone`.
+    pub fn without(&self, gone: &[usize]) -> Vec<String> {
+        self.drives.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, d)| d.clone()).collect()
     }
 
     /// Runs the array (stopped) on its drives, writes blocks as `write_pass` if given,

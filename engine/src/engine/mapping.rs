@@ -435,14 +435,4 @@ impl Engine {
             None => self.l2p.get(lba),
         }
     }
-
-    /// As `mapped`, making the page resident if memory holds it (after a start, recovered
-    /// entries wait for their page to be made); None for a logical block whose page is
-    /// only on the drives (repairs are best effort there).
-    pub(super) fn mapped_now(&mut self, lba: u64) -> Option<Physical> {
-        if mapping_page_of(lba).is_none() && self.l2p.ensure(self.l2p.page_of(lba)) != Residency::Cached {
-            return None;
-        }
-        self.mapped(lba)
-    }
 }

@@ -2,7 +2,9 @@
 //! unwritten blocks read as zeros. A block on a failed drive, or that fails its checksum,
 //! LBA or sequence check, is rebuilt from the other chunks of its stripe, found by static
 //! offset (Zone Write) or the compact stripe table (Zone Append). Losing more than m chunks
-//! is an I/O error, never wrong data: a rebuilt block must say the LBA asked for.
+//! is an I/O error, never wrong data: a rebuilt block must say the LBA asked for. A
+//! damaged block (its drive works) that a frontend read rebuilt has its row rewritten, it
+//! and every other live block of the row, from what was read to rebuild it (`repair`).
 //!
 //! A frontend may take the checksum check on its own thread (`Request::ReadUnverified`):
 //! then a block read from a drive is checked here for everything but its checksum, and
@@ -71,10 +73,12 @@ pub(super) struct BlockRebuild {
     pub(super) lost_chunk: usize,
     /// Per drive, the block read and its (LBA, timestamp) fields, checked on arrival.
     pub(super) shards: Vec<Option<(Vec<u8>, [u8; FIELD_BYTES])>>,
+    /// Per drive, the zone offset its shard is read from (None: not read).
+    pub(super) offsets: Vec<Option<u64>>,
     pub(super) pending: usize,
     /// The block's drive is working: the block itself was damaged (a repair, counted).
     pub(super) damaged: bool,
-    /// Where the block was (a damaged one is rewritten after a frontend read).
+    /// Where the block was (a damaged one's row is rewritten after a frontend read).
     pub(super) physical: Physical,
 }
 
@@ -274,6 +278,10 @@ impl Engine {
             );
         }
         let zone_start = self.geometry.zone_start_lba(physical.zone);
+        let mut offsets = vec![None; n];
+        for (drive, position) in &sources {
+            offsets[*drive] = Some(data_start + position * cb + within);
+        }
         let rebuild = self.next_read;
         self.next_read += 1;
         self.block_rebuilds.insert(
@@ -285,6 +293,7 @@ impl Engine {
                 stripe_number,
                 lost_chunk,
                 shards: (0..n).map(|_| None).collect(),
+                offsets,
                 pending: sources.len(),
                 damaged: self.holds(physical.zone, physical.drive),
                 physical,
@@ -333,22 +342,26 @@ impl Engine {
         }
         let mut r = self.block_rebuilds.remove(&rebuild).expect("rebuild in flight");
         let result = self.reconstruct(&r);
+        if let Ok((data, timestamp)) = &result {
+            if r.damaged {
+                self.read_blocks_repaired += 1;
+                tracing::warn!(lba = r.lba, "a damaged block was rebuilt from its stripe");
+                let frontend = self
+                    .reads
+                    .get(r.read)
+                    .is_some_and(|q| matches!(q.origin, ReadOrigin::Frontend(_) | ReadOrigin::FrontendUnverified(_)));
+                if frontend {
+                    // Its row, with the shards read for it. Garbage collection rewrites
+                    // the blocks it reads anyway, and the rest of their segment.
+                    self.schedule_read_repair(&mut r, data.clone(), *timestamp);
+                }
+            }
+        }
         for shard in r.shards.drain(..).flatten() {
             self.buffers.give(shard.0);
         }
         match result {
             Ok((data, timestamp)) => {
-                if r.damaged {
-                    self.read_blocks_repaired += 1;
-                    tracing::warn!(lba = r.lba, "a damaged block was rebuilt from its stripe");
-                    let frontend = self.reads.get(r.read).is_some_and(|q| {
-                        matches!(q.origin, ReadOrigin::Frontend(_) | ReadOrigin::FrontendUnverified(_))
-                    });
-                    if frontend {
-                        // Garbage collection rewrites the blocks it reads anyway.
-                        self.schedule_read_repair(r.lba, timestamp, r.physical, data.clone());
-                    }
-                }
                 if let Some(request) = self.reads.get_mut(r.read) {
                     request.blocks[r.block] = Some(data);
                     request.timestamps[r.block] = timestamp;

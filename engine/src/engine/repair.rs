@@ -1,32 +1,40 @@
-//! Repair rewrites, for scrub and for frontend reads that rebuilt a damaged block: the
-//! block's contents as they should be are written into a relocation stripe with its
-//! timestamp, as garbage collection moves blocks (a zone is written only at its write
-//! pointer, so nothing is fixed in place), and the L2P entry follows only if it still
-//! points at the damaged place.
+//! Repair rewrites, for scrub and for frontend reads that rebuilt a damaged block: a
+//! damaged row (the same block offset of every chunk of a stripe) is repaired whole, every
+//! live block of it rewritten (the damaged ones rebuilt from the others) with its timestamp
+//! into a relocation stripe, as garbage collection moves blocks (a zone is written only at
+//! its write pointer, so nothing is fixed in place); the L2P entry follows only if it still
+//! points at the old place. A row left with one bad chunk and live blocks beside it would
+//! lose those blocks to the next drive failure, so a read repairs the row as a scrub does
+//! (`rewrite_row` serves both): the scrub knows which places are live from its scan of the
+//! L2P table, a read from the LBA each block of the row says, checked against the table.
 //!
-//! Invariants: one rewrite per damaged place at a time (`pending`); the page holding a
-//! repaired block's entry is pinned from the moment its rewrite is added to a stripe until
-//! it is persisted or failed, so the entry can be checked and moved then without reading
-//! the page again. With an L2P budget a repair whose page is only on the drives waits,
-//! its page being read, before its rewrite is added; none is added while the array stops.
+//! Invariants: one rewrite per damaged place at a time (`pending`); a rewrite is added to a
+//! stripe only while the L2P maps its LBA at its place (else nothing is rewritten: a newer
+//! write, relocation or discard came first); the page holding a repaired block's entry is
+//! pinned from the moment its rewrite is added to a stripe until it is persisted or failed,
+//! so the entry can be checked and moved then without reading the page again. With an L2P
+//! budget a repair whose page is only on the drives waits, its page being read, before its
+//! rewrite is added; none is added while the array stops or a running checkpoint drains.
 
 use std::collections::HashMap;
 
 use crate::error::Error;
+use crate::format::{decode_fields, field_bytes, mapping_page_of, NO_LBA};
 use crate::l2p::{PageIndex, Physical};
 
+use super::read::BlockRebuild;
 use super::*;
-use crate::format::mapping_page_of;
 
 /// Repairs scheduled (scrub's and reads'), keyed by the damaged place.
 #[derive(Default)]
 pub(super) struct Repairs {
-    /// Per damaged place being rewritten (or waiting for its page): whether the scrub (not
-    /// a read) asked for it.
+    /// Per place being rewritten (or waiting for its page): whether the scrub (not a read)
+    /// asked for it.
     pub(super) pending: HashMap<Physical, bool>,
     /// Rewrites waiting for the page of their entry to be read.
     waiting: Vec<WaitingRepair>,
-    /// Read repairs persisted.
+    /// Blocks whose rewrite reads added to a stripe (damaged ones and the other live
+    /// blocks of their rows), and of those the ones persisted and mapped.
     pub(super) read_repairs_done: u64,
     pub(super) read_repairs_scheduled: u64,
     /// Blocks added to the relocation stripe that no relocation will pad.
@@ -40,6 +48,36 @@ struct WaitingRepair {
     data: Vec<u8>,
 }
 
+/// A row of a stripe (the same block offset of each of its chunks) as read, indexed by
+/// chunk (data chunks first, then parity).
+pub(super) struct Row {
+    /// Where each block is, on a drive holding the segment (None: a failed drive, or one
+    /// a rebuild has not given the segment yet).
+    pub(super) places: Vec<Option<Physical>>,
+    /// Each block's contents and (LBA, timestamp) fields, for those that passed their
+    /// checks (None: damaged, or not read).
+    pub(super) data: Vec<Option<Vec<u8>>>,
+    pub(super) fields: Vec<Option<Vec<u8>>>,
+}
+
+/// Which blocks of a row are live.
+pub(super) enum RowLive {
+    /// The data chunks whose place the L2P maps, and the LBA it maps there (a scrub's scan).
+    Known(Vec<(usize, u64)>),
+    /// Whichever LBA each data block says (a read knows no place's LBA): its rewrite is
+    /// added only if the L2P maps that LBA at its place then.
+    Said,
+}
+
+/// What rewriting a row came to, in blocks.
+#[derive(Default)]
+pub(super) struct RowRewrite {
+    pub(super) scheduled: u64,
+    /// Live blocks that cannot be rewritten: damaged beyond what parity covers, or
+    /// rebuilt saying another LBA than the one mapped there.
+    pub(super) unrecoverable: u64,
+}
+
 impl Engine {
     /// The page to pin for a repaired block's entry; None for a mapping block (the
     /// directory is always in memory).
@@ -47,10 +85,69 @@ impl Engine {
         mapping_page_of(lba).is_none().then(|| self.l2p.page_of(lba))
     }
 
+    /// Rewrites every live block of a damaged row into a relocation stripe, the damaged
+    /// ones rebuilt from the others when parity covers them, as `by_scrub` or a read's
+    /// repair.
+    pub(super) fn rewrite_row(&mut self, mut row: Row, live: RowLive, by_scrub: bool) -> RowRewrite {
+        let parity = self.codec.parity_chunks();
+        let damaged = row.places.iter().zip(&row.data).filter(|(p, d)| p.is_some() && d.is_none()).count();
+        let missing = row.places.iter().filter(|p| p.is_none()).count();
+        if damaged > 0 && damaged + missing <= parity {
+            // Within what parity covers: the damaged blocks come back (a failure leaves
+            // them None, and they count as unrecoverable below).
+            let rebuilt = self.codec.reconstruct(&mut row.data).and_then(|()| self.codec.reconstruct(&mut row.fields));
+            if let Err(e) = rebuilt {
+                let at = row.places.iter().flatten().next();
+                let (zone, offset) = (at.map(|p| p.zone), at.map(|p| p.offset));
+                tracing::error!(zone, offset, error = %e, "a damaged row cannot be rebuilt");
+            }
+        }
+        let live = match live {
+            RowLive::Known(live) => live,
+            RowLive::Said => (0..self.codec.data_chunks())
+                .filter(|c| row.places[*c].is_some())
+                .filter_map(|c| Some((c, decode_fields(row.fields[c].as_deref()?)?.0)))
+                .filter(|(_, lba)| self.names_a_mapped_block(*lba))
+                .collect(),
+        };
+        let mut outcome = RowRewrite::default();
+        for (c, lba) in live {
+            debug_assert!(row.places[c].is_some(), "a live block of the row has its place");
+            let Some(place) = row.places[c] else { continue };
+            if self.is_lost(lba) {
+                continue; // a lost-block marker: no data to save, it moves with its segment
+            }
+            let (Some(data), Some((got_lba, timestamp))) =
+                (row.data[c].take(), row.fields[c].as_deref().and_then(decode_fields))
+            else {
+                outcome.unrecoverable += 1; // damaged beyond what parity covers
+                self.note_holes(place.zone);
+                continue;
+            };
+            if got_lba != lba {
+                outcome.unrecoverable += 1; // rebuilt, but not the block mapped here
+                self.note_holes(place.zone);
+                continue;
+            }
+            outcome.scheduled += 1;
+            self.schedule_repair(lba, timestamp, place, data, by_scrub);
+        }
+        outcome
+    }
+
+    /// Whether an LBA field read from a drive names something the L2P maps (a logical
+    /// block or a mapping page of this array), not padding nor a value out of range.
+    fn names_a_mapped_block(&self, lba: u64) -> bool {
+        match mapping_page_of(lba) {
+            Some(page) => page < self.l2p.page_count() as u64,
+            None => lba != NO_LBA && lba < self.l2p.logical_blocks(),
+        }
+    }
+
     /// Rewrites a live block (its contents as they should be) into a relocation stripe,
     /// keeping its timestamp; the L2P entry follows if it still points at `from`. Once per
     /// place while one is in flight; none while the array stops.
-    pub(super) fn schedule_repair(&mut self, lba: u64, timestamp: u64, from: Physical, data: Vec<u8>, by_scrub: bool) {
+    fn schedule_repair(&mut self, lba: u64, timestamp: u64, from: Physical, data: Vec<u8>, by_scrub: bool) {
         if self.stop != StopState::Running || self.repairs.pending.contains_key(&from) {
             return;
         }
@@ -59,16 +156,29 @@ impl Engine {
     }
 
     /// Adds a scheduled repair's rewrite to the relocation stripe once its page is
-    /// cached (pinning it), or keeps it waiting for the page.
+    /// cached (pinning it), or keeps it waiting for the page; drops it if the L2P no
+    /// longer maps its LBA at its place.
     fn add_repair(&mut self, repair: WaitingRepair) {
-        if let Some(page) = self.repair_page(repair.lba) {
+        let page = self.repair_page(repair.lba);
+        if let Some(page) = page {
             if !self.page_ready(page) {
                 return self.repairs.waiting.push(repair);
             }
+        }
+        if self.mapped(repair.lba) != Some(repair.from) {
+            // Overwritten, moved or discarded since it was read: nothing to rewrite, and a
+            // copy of it with its old timestamp must not land anywhere.
+            self.repairs.pending.remove(&repair.from);
+            return self.buffers.give(repair.data);
+        }
+        if let Some(page) = page {
             self.l2p.pin(page);
         }
         let WaitingRepair { lba, timestamp, from, data } = repair;
-        tracing::debug!(lba, zone = from.zone, drive = from.drive, "a damaged block's stripe row is rewritten");
+        if self.repairs.pending.get(&from) == Some(&false) {
+            self.repairs.read_repairs_scheduled += 1;
+        }
+        tracing::debug!(lba, zone = from.zone, drive = from.drive, "a block of a damaged stripe row is rewritten");
         let data_crc = crc32c::crc32c(&data);
         let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: true, data_crc };
         self.add_block(info, data, Fill::Relocation);
@@ -106,13 +216,32 @@ impl Engine {
         self.repairs.pending.len() as u64
     }
 
-    /// A frontend read rebuilt a damaged block of a working drive: rewrite it.
-    pub(super) fn schedule_read_repair(&mut self, lba: u64, timestamp: u64, from: Physical, data: Vec<u8>) {
-        if self.mapped_now(lba) != Some(from) {
-            return;
+    /// A frontend read rebuilt a damaged block of a working drive (`block`, with its
+    /// `timestamp`) from the rest of its row, read for that (`r.shards`): the row is
+    /// rewritten, that block and every other live block of it, so that none stays in a
+    /// row with a bad chunk. The shards the row takes are its to keep.
+    pub(super) fn schedule_read_repair(&mut self, r: &mut BlockRebuild, block: Vec<u8>, timestamp: u64) {
+        let zone = r.physical.zone;
+        let Some(layout) = self.segment_of_zone(zone).map(|s| s.layout).filter(|_| self.stop == StopState::Running)
+        else {
+            return self.buffers.give(block);
+        };
+        let n = layout.drives();
+        let mut row = Row { places: vec![None; n], data: vec![None; n], fields: vec![None; n] };
+        debug_assert_eq!(layout.chunk_on(r.stripe_number, r.physical.drive), r.lost_chunk);
+        row.places[r.lost_chunk] = Some(r.physical);
+        row.data[r.lost_chunk] = Some(block);
+        row.fields[r.lost_chunk] = Some(field_bytes(r.lba, timestamp).to_vec());
+        for (drive, offset) in r.offsets.iter().enumerate() {
+            let Some(offset) = offset.filter(|_| self.holds(zone, drive)) else { continue };
+            let c = layout.chunk_on(r.stripe_number, drive);
+            row.places[c] = Some(Physical { zone, drive, offset });
+            if let Some((data, fields)) = r.shards[drive].take() {
+                row.data[c] = Some(data);
+                row.fields[c] = Some(fields.to_vec());
+            }
         }
-        self.repairs.read_repairs_scheduled += 1;
-        self.schedule_repair(lba, timestamp, from, data, false);
+        self.rewrite_row(row, RowLive::Said, false);
     }
 
     /// Adds waiting repairs whose pages came in, then pads the relocation stripe holding

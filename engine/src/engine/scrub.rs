@@ -11,14 +11,14 @@
 //! blocks all pass has its parity recomputed from the data blocks (contents and the
 //! (LBA, timestamp) fields parity blocks carry) and compared.
 //!
-//! Repair, as garbage collection moves blocks: a zone is written only at its write
-//! pointer, so nothing is fixed in place. Every live block of a row that is damaged or
-//! whose parity disagrees is rewritten (reconstructed if it was the damaged one) with its
-//! timestamp into a relocation stripe; the L2P entry follows only if it still points at
-//! the old place. The damaged copy stays behind, no longer live, until garbage collection
-//! resets its zone, so a later scrub does not count it again (damage in rows with no live
-//! block is reported apart). A frontend read that had to rebuild a damaged block from its
-//! stripe schedules the same rewrite of that block.
+//! Repair (`repair`), as garbage collection moves blocks: a zone is written only at its
+//! write pointer, so nothing is fixed in place. Every live block of a row that is damaged
+//! or whose parity disagrees is rewritten (reconstructed if it was the damaged one) with
+//! its timestamp into a relocation stripe; the L2P entry follows only if it still points
+//! at the old place. The damaged copy stays behind, no longer live, until garbage
+//! collection resets its zone, so a later scrub does not count it again (damage in rows
+//! with no live block is reported apart). A frontend read that had to rebuild a damaged
+//! block from its stripe rewrites its row the same way (`Engine::rewrite_row`).
 //!
 //! Invariants: garbage collection does not take the segment being scrubbed; a repair
 //! rewrite never maps an LBA a newer write or a relocation moved meanwhile; a scrub issues
@@ -29,9 +29,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use zapraid_zns::{Command, Completion};
 
 use crate::error::{Error, Result};
-use crate::format::{decode_fields, encode_fields, BlockKind, BlockMetadata, LOST_LBA_FLAG};
+use crate::format::{encode_fields, BlockKind, BlockMetadata, LOST_LBA_FLAG};
 use crate::l2p::{PageIndex, Physical};
 
+use super::repair::{Row, RowLive};
 use super::*;
 
 /// Stripes read ahead at once: bounds the memory a scrub holds.
@@ -74,8 +75,9 @@ pub struct ScrubStatus {
     pub last: Option<ScrubReport>,
     /// The running scrub's read rate limit, if it has one.
     pub rate_bytes_per_s: Option<u64>,
-    /// Damaged blocks frontend reads rebuilt whose rewrite they scheduled, and repair
-    /// rewrites (scrub's and reads') not yet persisted.
+    /// Blocks frontend reads had rewritten (a damaged block they rebuilt and every other
+    /// live block of its row): added to a stripe, and of those persisted and mapped; and
+    /// repair rewrites (scrub's and reads') not yet persisted.
     pub read_repairs_scheduled: u64,
     pub read_repairs_done: u64,
     pub repairs_in_flight: u64,
@@ -476,7 +478,7 @@ impl Engine {
         }
         let zone_data_start = layout.data_start_blocks();
         let mut report = ScrubReport { stripes_checked: 1, ..Default::default() };
-        let mut repairs: Vec<(u64, u64, Physical, Vec<u8>)> = Vec::new();
+        let mut repaired = false;
         for o in 0..cb {
             // Per chunk index: the drive, the place, the block as read and whether it passed.
             let mut places: Vec<Option<Physical>> = vec![None; n];
@@ -516,9 +518,9 @@ impl Engine {
                     None => damaged += 1,
                 }
             }
-            let live_in_row: Vec<(usize, Physical, u64)> = (0..k)
+            let live_in_row: Vec<(usize, u64)> = (0..k)
                 .filter_map(|c| places[c].map(|p| (c, p)))
-                .filter_map(|(c, p)| self.scrub_segment_ref().live.get(&(p.drive, p.offset)).map(|l| (c, p, *l)))
+                .filter_map(|(c, p)| self.scrub_segment_ref().live.get(&(p.drive, p.offset)).map(|l| (c, *l)))
                 .collect();
             if live_in_row.is_empty() {
                 report.stale_blocks_damaged += damaged;
@@ -533,39 +535,15 @@ impl Engine {
             if !rewrite {
                 continue;
             }
-            if damaged > 0 && damaged as usize + missing <= layout.parity_chunks {
-                // Within what parity covers: the damaged blocks come back (a failure leaves
-                // them None, and they count as unrecoverable below).
-                let rebuilt = self.codec.reconstruct(&mut data).and_then(|()| self.codec.reconstruct(&mut fields));
-                if let Err(e) = rebuilt {
-                    tracing::error!(zone, position, error = %e, "scrub: a damaged row cannot be rebuilt");
-                }
-            }
-            for (c, place, lba) in live_in_row {
-                if self.is_lost(lba) {
-                    continue; // a marker: no data to save, it moves with garbage collection
-                }
-                let (Some(d), Some((got_lba, timestamp))) = (&data[c], fields[c].as_deref().and_then(decode_fields))
-                else {
-                    report.blocks_unrecoverable += 1; // damaged beyond what parity covers
-                    self.note_holes(zone);
-                    continue;
-                };
-                if got_lba != lba {
-                    report.blocks_unrecoverable += 1; // rebuilt, but not the block mapped here
-                    self.note_holes(zone);
-                    continue;
-                }
-                repairs.push((lba, timestamp, place, d.clone()));
-            }
+            let row = Row { places, data, fields };
+            let rewritten = self.rewrite_row(row, RowLive::Known(live_in_row), true);
+            report.blocks_unrecoverable += rewritten.unrecoverable;
+            repaired |= rewritten.scheduled > 0;
         }
         let s = self.scrub.as_mut().expect("a scrub");
         add_report(&mut s.report, &report);
         if let Some(c) = s.current.as_mut() {
-            c.repaired |= !repairs.is_empty();
-        }
-        for (lba, timestamp, place, data) in repairs {
-            self.schedule_repair(lba, timestamp, place, data, true);
+            c.repaired |= repaired;
         }
     }
 

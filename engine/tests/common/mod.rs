@@ -58,6 +58,15 @@ pub fn named_block(lba: u64, write: u64) -> Vec<u8> {
 /// The kind a block's metadata on `drive` at `lba` gives, if it decodes.
 #[allow(dead_code)] // not every test binary uses every helper
 pub fn kind_of(drive: &mut zapraid_zns::EmulatedDrive, lba: u64) -> Option<zapraid_engine::format::BlockKind> {
+    metadata_of(drive, lba).map(|(_, kind)| kind)
+}
+
+/// A block's metadata on `drive` at `lba` and the kind it gives, if it decodes.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn metadata_of(
+    drive: &mut zapraid_zns::EmulatedDrive,
+    lba: u64,
+) -> Option<(zapraid_engine::format::BlockMetadata, zapraid_engine::format::BlockKind)> {
     use zapraid_zns::ZonedDevice;
     let g = drive.geometry();
     let (data, metadata) = (vec![0; g.block_size_bytes as usize], vec![0; g.metadata_bytes_per_block as usize]);
@@ -67,5 +76,5 @@ pub fn kind_of(drive: &mut zapraid_zns::EmulatedDrive, lba: u64) -> Option<zapra
         drive.wait(&mut out);
     }
     let completion = out.pop().expect("one completion");
-    zapraid_engine::format::BlockMetadata::decode(&completion.data, &completion.metadata).ok().map(|(_, kind)| kind)
+    zapraid_engine::format::BlockMetadata::decode(&completion.data, &completion.metadata).ok()
 }
