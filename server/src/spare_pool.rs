@@ -10,7 +10,9 @@
 //! flight), it is made a spare again (its record rewritten) and tried later. The engine
 //! thread tells the watch thread of every new superblock generation (a drive failed, a
 //! rebuild started or ended), so a spare waits while a rebuild runs and is used when it
-//! ends if a drive is still failed.
+//! ends if a drive is still failed. A spare whose record was found damaged at start is
+//! listed unusable (with why, and what to do) and never taken; it stays open, so that
+//! `remove-spare` erases what is left of its record.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -79,6 +81,13 @@ impl Spares {
     pub fn new(record: SpareRecord, given: Vec<(PathBuf, Drive)>) -> Self {
         let list = given.into_iter().map(|(path, device)| ready(path, device)).collect();
         Spares { record, list: Mutex::new(list), supplying: Mutex::new(()), onto: Mutex::new(None) }
+    }
+
+    /// Lists a spare found at start that is not used (its record is damaged), saying
+    /// `why`; it is never taken.
+    pub fn add_unusable(&self, path: PathBuf, device: Drive, why: String) {
+        let spare = Spare { canonical: canonical(&path), path, device: Some(device), state: SpareState::Unusable(why) };
+        self.list.lock().expect("spares").push(spare);
     }
 
     /// Whether the drive at `path` (however spelled) is one of the spares.

@@ -46,6 +46,8 @@ mod install;
 mod phases;
 mod structures;
 
+pub use structures::HEADERS_DISAGREE;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneDescriptor, ZoneState, ZonedDevice};
