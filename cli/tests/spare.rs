@@ -434,6 +434,8 @@ fn a_spare_whose_record_is_damaged_costs_the_spare_not_the_array() {
     let s = world.status();
     assert!(s["rebuild"].is_null() && s["state"] == "degraded", "{s}");
     assert_eq!(world.spares_listed(), [(spare.clone(), "unusable".to_string())]);
+    let e = world.refused(&["add-spare", "sp", &spare]);
+    assert!(e.contains("it is listed as an unusable spare of this array") && e.contains("remove-spare"), "{e}");
     world.ok(&["remove-spare", "sp", &spare]);
     let said = world.ok(&["add-spare", "sp", &spare]);
     assert!(said.contains("added as a spare; rebuilding drive 1 onto it"), "{said}");

@@ -135,7 +135,7 @@ mod tests {
         let top = tempfile::tempdir().unwrap();
         let dir = top.path().join("a").join("run");
         prepare_dir(&dir).unwrap();
-        assert_eq!(mode(&dir), RUN_DIR_MODE);
+        assert_eq!(mode(&dir), 0o700);
         // Made once, it is taken as it is.
         prepare_dir(&dir).unwrap();
     }

@@ -96,6 +96,12 @@ impl Spares {
         self.list.lock().expect("spares").iter().any(|s| s.canonical == canonical)
     }
 
+    /// The state of the spare at `path` (however spelled), if it is one.
+    fn state_of(&self, path: &Path) -> Option<SpareState> {
+        let canonical = canonical(path);
+        self.list.lock().expect("spares").iter().find(|s| s.canonical == canonical).map(|s| s.state.clone())
+    }
+
     /// The spares' paths, as given.
     pub fn paths(&self) -> Vec<String> {
         self.list.lock().expect("spares").iter().map(|s| s.path.display().to_string()).collect()
@@ -271,8 +277,14 @@ pub fn add_spare(
     path: &Path,
     force: bool,
 ) -> Result<Supplied> {
-    if spares.holds(path) {
-        return Err(Error::Refused { path: path.to_path_buf(), reason: "it is a spare of this array already".into() });
+    if let Some(state) = spares.state_of(path) {
+        let reason = match state {
+            SpareState::Unusable(_) => "it is listed as an unusable spare of this array (zapraid status says why): \
+                                        remove-spare it first"
+                .to_string(),
+            _ => "it is a spare of this array already".to_string(),
+        };
+        return Err(Error::Refused { path: path.to_path_buf(), reason });
     }
     let (raw, members) = {
         let id = identity.lock().expect("identity");
