@@ -15,6 +15,7 @@ use zapraid_server::array::{
 use zapraid_server::checkpoint::CheckpointArea;
 use zapraid_server::control;
 use zapraid_server::names::start_name;
+use zapraid_server::run_dir;
 
 use crate::size::parse_bytes;
 use zapraid_server::service::{self, Progress, StartOptions};
@@ -248,6 +249,13 @@ pub fn run_start(args: StartArgs) -> Result<()> {
                 None => eprintln!("{line}"),
             }
         }
+        Progress::SpareNotUsed { path, why } => {
+            let line = format!("warning: spare {path} is not used: {why}");
+            match &spinner {
+                Some(bar) => bar.suspend(|| eprintln!("{line}")),
+                None => eprintln!("{line}"),
+            }
+        }
         Progress::Recovered { seconds, mapped_blocks } => {
             if let Some(bar) = spinner.take() {
                 bar.finish_and_clear();
@@ -286,14 +294,11 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
         Some(n) => start_name(Some(n), "")?,
         None => start_name(None, &first_superblock(&args.drives)?.name())?,
     };
-    let dir = control::run_dir();
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let log_path = dir.join(format!("{name}.log"));
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    // Before the log is opened: this start's server would only append its refusal to the
+    // running array's log.
+    control::refuse_running(&name)?;
+    let log_path = run_dir::prepare()?.join(format!("{name}.log"));
+    let log = run_dir::open_log(&log_path)?;
     // The log keeps earlier runs (what a crashed server said stays); this run's part
     // starts here.
     let log_start = log.metadata().map_or(0, |m| m.len()) as usize;

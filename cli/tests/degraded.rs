@@ -2,7 +2,8 @@
 //! stop (gone, as after a real failure) stops `zapraid start` until `--degraded` is given;
 //! then the array comes up with the drive recorded failed, its data still reads back, and
 //! later starts need no flag. More drives gone than the level survives is refused naming
-//! them; a drive failed with `zapraid fail` may be left out without the flag.
+//! them; a drive failed with `zapraid fail` may be left out without the flag; a stale
+//! copy of a drive put back is refused saying how to start without it.
 //!
 //! The data is written and read back through the server library (assemble, recover, the
 //! engine thread: what `start` runs), since without ublk the CLI has no block device to
@@ -219,4 +220,36 @@ fn a_drive_failed_with_zapraid_fail_may_be_left_out_without_the_flag() {
     // Nothing more was recorded: the failure `fail` wrote is the newest generation.
     assert!(world.superblock_line(0).ends_with("generation 1, failed drive 2"), "{}", world.superblock_line(0));
     write_and_verify(&three, None, 1);
+}
+
+/// A stale copy of a drive (its file copied aside, the array written on, the old copy put
+/// back) is refused, as it must be, and the refusal names the drive and says how to start
+/// without it (it said only "segment header ... disagrees with the other drives'
+/// headers"); started so, as said, every block reads back as last written.
+#[test]
+fn a_stale_copy_of_a_drive_is_refused_saying_how_to_start_without_it() {
+    let _serial = serial();
+    let world = World::new("raid5", 4);
+    write_and_verify(&world.drives, Some(1), 1);
+    let stale = 2;
+    let aside = format!("{}.aside", world.drives[stale]);
+    std::fs::copy(&world.drives[stale], &aside).unwrap();
+    for pass in 2..=4 {
+        write_and_verify(&world.drives, Some(pass), pass);
+    }
+    std::fs::rename(&aside, &world.drives[stale]).unwrap();
+
+    let said = world.refused(&[], &world.drives);
+    assert!(said.contains(&format!("drive {stale}: segment header at zone ")), "{said}");
+    assert!(said.contains("disagrees with the other drives' headers"), "{said}");
+    let others = world.without(&[stale]);
+    let path = &world.drives[stale];
+    assert!(said.contains(&format!("Drive {stale} ({path}) is most likely a stale copy")), "{said}");
+    assert!(said.contains(&format!("zapraid start --degraded {}", others.join(" "))), "{said}");
+    assert!(said.contains(&format!("zapraid replace dg {stale} NEW-DRIVE")), "{said}");
+
+    let said = text(&world.start(&["--degraded"], &others));
+    assert!(said.contains(&format!("runs degraded: drive {stale} missing (recorded failed)")), "{said}");
+    world.ok(&["stop", "dg"]);
+    write_and_verify(&others, None, 4);
 }

@@ -1,6 +1,8 @@
 //! The `zapraid` binary refusing what would harm an array or mislead its operator: array
-//! names that cannot name its files, a background start that did not start, failures
-//! the level cannot survive, and messages that say what really happens.
+//! names that cannot name its files, a background start that did not start, a start
+//! under a name already running (refused before any drive is touched), a run directory
+//! others may write in and a link where the log goes, failures the level cannot survive,
+//! and messages that say what really happens.
 
 mod common;
 use common::text;
@@ -166,7 +168,7 @@ fn a_background_start_reports_its_own_server() {
     let said = text(&out);
     assert!(!out.status.success(), "a second array named \"same\" reported as started: {said}");
     assert!(said.contains("an array named \"same\" is already running"), "{said}");
-    assert!(!said.contains("running in the background"), "{said}");
+    assert!(!said.contains("running in the background") && !said.contains("assembled"), "{said}");
     // The first array runs on, still the one that answers, and names its server.
     let status = world.ok(&["status", "same", "--json"]);
     assert_eq!(uuid_of(&status), running);
@@ -180,6 +182,78 @@ fn a_background_start_reports_its_own_server() {
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("in use by another process"), "{}", text(&out));
     world.ok(&["stop", "same"]);
+}
+
+/// A start under a name already running is refused before any drive is touched (the
+/// second array's drives were assembled and recovered first, a drive left out with
+/// --degraded recorded failed on the others, and a background start appended its
+/// server's refusal to the running array's log).
+#[test]
+fn a_start_under_a_running_name_is_refused_before_any_drive_is_touched() {
+    let world = World::new();
+    let first = world.drives("a", 4);
+    let second = world.drives("b", 4);
+    world.format("raid5", "same", &first);
+    world.format("raid5", "other", &second);
+    let out = world.start(&first);
+    assert!(out.status.success(), "{}", text(&out));
+    let log = world.run_dir.join("same.log");
+    let log_before = std::fs::read(&log).unwrap();
+    let images: Vec<Vec<u8>> = second.iter().map(|d| std::fs::read(d).unwrap()).collect();
+    for extra in [&["--daemon"][..], &[]] {
+        let mut args = vec!["start", "--no-device", "--degraded", "--name", "same"];
+        args.extend(extra);
+        args.extend(second[1..].iter().map(String::as_str));
+        let said = world.refused(&args);
+        assert!(said.contains("an array named \"same\" is already running"), "{said}");
+        assert!(said.contains("zapraid stop same") && said.contains("--name"), "{said}");
+        assert!(!said.contains("assembled") && !said.contains("recover"), "{said}");
+    }
+    for (drive, image) in second.iter().zip(&images) {
+        assert!(std::fs::read(drive).unwrap() == *image, "{drive} was written");
+    }
+    assert!(std::fs::read(&log).unwrap() == log_before, "the running array's log was written");
+    world.ok(&["stop", "same"]);
+}
+
+/// The run directory is made 0700, and one others may write in is refused with the fix;
+/// the log is not written through a symbolic link (with a run directory others could
+/// write in, a link `NAME.log` made the root server append to any file).
+#[test]
+fn the_run_directory_is_private_and_the_log_is_not_written_through_a_link() {
+    use std::os::unix::fs::PermissionsExt;
+    let world = World::new();
+    let drives = world.drives("d", 4);
+    world.format("raid5", "rd", &drives);
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+    let out = world.start(&drives);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(mode(&world.run_dir), 0o700, "run directory {}", world.run_dir.display());
+    let log = world.run_dir.join("rd.log");
+    assert_eq!(mode(&log), 0o600);
+    world.ok(&["stop", "rd"]);
+
+    // A link where the log goes: refused, the file it points at untouched.
+    let target = world.path().join("precious");
+    std::fs::write(&target, b"keep me").unwrap();
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink(&target, &log).unwrap();
+    let said = world.refused(&["start", "--daemon", "--no-device", &drives[0], &drives[1], &drives[2], &drives[3]]);
+    assert!(said.contains(&format!("{} refused: the log is a symbolic link", log.display())), "{said}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
+    std::fs::remove_file(&log).unwrap();
+
+    // Writable by others: refused with the fix, nothing made in it; fixed, it starts.
+    std::fs::set_permissions(&world.run_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let said = world.refused(&["start", "--daemon", "--no-device", &drives[0], &drives[1], &drives[2], &drives[3]]);
+    let dir = world.run_dir.display();
+    assert!(said.contains(&format!("{dir} refused: the run directory is writable by its group and others")), "{said}");
+    assert!(said.contains(&format!("chmod 700 {dir}")), "{said}");
+    assert!(std::fs::read_dir(&world.run_dir).unwrap().next().is_none(), "something was made in it");
+    std::fs::set_permissions(&world.run_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = world.start(&drives);
+    assert!(out.status.success(), "{}", text(&out));
+    world.ok(&["stop", "rd"]);
 }
 
 /// `fail` refuses what the level cannot survive (a RAID-0 drive; a second RAID-5 drive:

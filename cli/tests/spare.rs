@@ -4,13 +4,14 @@
 //! fails and every block still reads back, which only holds if the rebuilt spare holds the
 //! right data. `add-spare` on a degraded array, and a `start --degraded` with a spare
 //! among the drives, start the rebuild at once; two drives failed with two spares are
-//! rebuilt one after the other; and the refusals, each saying why.
+//! rebuilt one after the other; a spare whose record is damaged costs the spare, not the
+//! array; and the refusals, each saying why.
 //!
 //! The data is written and read back through the server library (assemble, recover, the
 //! engine thread: what `start` runs) with the array stopped, since without ublk the CLI
 //! has no block device to write through; the rest is the `zapraid` binary's.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use zapraid_server::array::{assemble, recover};
 use zapraid_server::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
 
 mod common;
+use common::drive_file::DriveFile;
 use common::{serial, text};
 
 /// Blocks per request.
@@ -388,5 +390,57 @@ fn a_drive_gone_at_start_is_rebuilt_onto_the_spare_given_with_the_others() {
     world.start();
     world.ok(&["fail", "sp", "0"]);
     world.ok(&["stop", "sp"]);
+    world.write_and_verify(None, 1);
+}
+
+/// A byte of a spare record's CRC-covered fields (the array UUID): the magic stays.
+const SPARE_RECORD_DAMAGE_BYTE: u64 = 20;
+
+/// A spare whose record is damaged in every copy costs the spare, not the array (it
+/// stopped the healthy array from starting, calling the empty spare "an array member whose
+/// superblock is damaged" that formatting "would erase"): the start goes on without it
+/// and says so, naming it, what is wrong and what to do; `status` lists it unusable, and
+/// a failed drive is not rebuilt onto it; `remove-spare` then `add-spare` make it a spare
+/// again, rebuilt onto at once.
+#[test]
+fn a_spare_whose_record_is_damaged_costs_the_spare_not_the_array() {
+    let _serial = serial();
+    let mut world = World::new("raid5", 4, 1, 600);
+    world.write_and_verify(Some(1), 1);
+    let spare = world.spares[0].clone();
+    let file = DriveFile::open(Path::new(&spare));
+    for block in 0..file.written_blocks(0) {
+        file.damage(0, block, SPARE_RECORD_DAMAGE_BYTE);
+    }
+    let line = world.superblock_line(&spare);
+    assert!(line.contains("looks like a hot spare whose spare record is damaged"), "{line}");
+    assert!(line.contains("it holds no array data") && !line.contains("would erase"), "{line}");
+
+    let said = world.start();
+    assert!(said.contains(&format!("array \"sp\": spares: {spare} unusable (it holds no valid")), "{said}");
+    let fix = format!("`zapraid remove-spare sp {spare}`, then `zapraid add-spare sp {spare}`");
+    assert!(said.contains("the array runs without this spare") && said.contains(&fix), "{said}");
+    let log = world.log();
+    assert!(log.contains(&format!("spare {spare} is not used: it holds no valid")), "{log}");
+    let s = world.status();
+    assert_eq!((s["state"].as_str(), s["spares"][0]["reason"].is_string()), (Some("optimal"), true), "{s}");
+    assert_eq!(world.spares_listed(), [(spare.clone(), "unusable".to_string())]);
+    let human = world.ok(&["status", "sp"]);
+    assert!(human.contains(&format!("spares: {spare} unusable (")), "{human}");
+
+    // Not taken when a drive fails; once made a spare again, it is.
+    world.ok(&["fail", "sp", "1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let s = world.status();
+    assert!(s["rebuild"].is_null() && s["state"] == "degraded", "{s}");
+    assert_eq!(world.spares_listed(), [(spare.clone(), "unusable".to_string())]);
+    let e = world.refused(&["add-spare", "sp", &spare]);
+    assert!(e.contains("it is listed as an unusable spare of this array") && e.contains("remove-spare"), "{e}");
+    world.ok(&["remove-spare", "sp", &spare]);
+    let said = world.ok(&["add-spare", "sp", &spare]);
+    assert!(said.contains("added as a spare; rebuilding drive 1 onto it"), "{said}");
+    world.wait_rebuilt(&[1]);
+    world.ok(&["stop", "sp"]);
+    spare_became(&mut world, 0, 1);
     world.write_and_verify(None, 1);
 }

@@ -2,16 +2,10 @@
 //! not stop the array; a drive whose copies are all damaged is described, not sent to
 //! `zapraid format`; a bad segment header is reported in the zone `zapraid inspect` shows.
 //!
-//! Damage is done in the drive files directly, at the offsets `zns/src/drive_file.rs`
-//! gives blocks (the data area holds block `zone x capacity + offset`).
+//! Damage is done in the drive files directly (`common::drive_file`).
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-
-use zapraid_zns::drive_file::{FileLayout, Superblock, ZoneRecord, SUPERBLOCK_REGION_BYTES, ZONE_RECORD_BYTES};
-use zapraid_zns::Geometry;
 
 /// A byte inside the array superblock's CRC-covered fields (the array UUID).
 const SUPERBLOCK_DAMAGE_BYTE: u64 = 20;
@@ -19,6 +13,7 @@ const SUPERBLOCK_DAMAGE_BYTE: u64 = 20;
 const DRIVES: usize = 4;
 
 mod common;
+use common::drive_file::DriveFile;
 use common::text;
 
 /// Drive files in a temporary directory and a run directory for the array's socket.
@@ -81,66 +76,6 @@ impl Setup {
 
     fn file(&self, drive: usize) -> DriveFile {
         DriveFile::open(Path::new(&self.drives[drive]))
-    }
-}
-
-/// Where a drive file keeps its blocks.
-struct DriveFile {
-    path: PathBuf,
-    geometry: Geometry,
-    layout: FileLayout,
-}
-
-impl DriveFile {
-    fn open(path: &Path) -> Self {
-        let file = std::fs::File::open(path).unwrap();
-        let mut region = vec![0u8; SUPERBLOCK_REGION_BYTES as usize];
-        file.read_exact_at(&mut region, 0).unwrap();
-        let (sb, _) = Superblock::decode_region(&region).unwrap();
-        let geometry = sb.geometry();
-        DriveFile { path: path.to_path_buf(), geometry, layout: FileLayout::new(&geometry).unwrap() }
-    }
-
-    fn index(&self, zone: u32, block: u64) -> u64 {
-        u64::from(zone) * self.geometry.zone_capacity_blocks + block
-    }
-
-    fn data_offset(&self, zone: u32, block: u64) -> u64 {
-        self.layout.data_offset + self.index(zone, block) * u64::from(self.geometry.block_size_bytes)
-    }
-
-    fn metadata_offset(&self, zone: u32, block: u64) -> u64 {
-        self.layout.metadata_offset + self.index(zone, block) * u64::from(self.geometry.metadata_bytes_per_block)
-    }
-
-    fn written_blocks(&self, zone: u32) -> u64 {
-        let file = std::fs::File::open(&self.path).unwrap();
-        let mut record = [0u8; ZONE_RECORD_BYTES];
-        file.read_exact_at(&mut record, self.layout.zone_table_offset + u64::from(zone) * ZONE_RECORD_BYTES as u64)
-            .unwrap();
-        ZoneRecord::decode(&record, self.geometry.zone_capacity_blocks).unwrap().1
-    }
-
-    /// Flips one bit of a block's data, behind the drive's back.
-    fn damage(&self, zone: u32, block: u64, byte: u64) {
-        let file = OpenOptions::new().read(true).write(true).open(&self.path).unwrap();
-        let offset = self.data_offset(zone, block) + byte;
-        let mut b = [0u8];
-        file.read_exact_at(&mut b, offset).unwrap();
-        b[0] ^= 1;
-        file.write_all_at(&b, offset).unwrap();
-    }
-
-    /// Puts `from`'s block (data and metadata) in place of this drive's.
-    fn copy_block_from(&self, from: &DriveFile, zone: u32, block: u64) {
-        let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
-        let source = std::fs::File::open(&from.path).unwrap();
-        let (mut data, mut metadata) = (vec![0u8; bs], vec![0u8; ms]);
-        source.read_exact_at(&mut data, from.data_offset(zone, block)).unwrap();
-        source.read_exact_at(&mut metadata, from.metadata_offset(zone, block)).unwrap();
-        let target = OpenOptions::new().write(true).open(&self.path).unwrap();
-        target.write_all_at(&data, self.data_offset(zone, block)).unwrap();
-        target.write_all_at(&metadata, self.metadata_offset(zone, block)).unwrap();
     }
 }
 

@@ -9,7 +9,8 @@
 //! drives not found are absent, and whether the array may start without them is decided
 //! and recorded by `degraded`. A drive holding a spare record of the array is kept apart
 //! as a hot spare (`spare_pool`), never a member; one of another array, or of another
-//! geometry, is refused. Invariant of `Assembled`: one device per drive index, an
+//! geometry, is refused. A spare whose record is damaged (and which holds nothing else)
+//! costs the spare, not the array: it is kept apart too, not used, and the start says so. Invariant of `Assembled`: one device per drive index, an
 //! absent drive's being a `MissingDrive` (nothing is read from or written to where it
 //! was), and every absent drive is failed in `superblock` before anything else is written.
 
@@ -23,8 +24,8 @@ use crate::array::{open_drive, refuse_repeated_drives, uuid_text, Drive};
 use crate::checkpoint::{CheckpointArea, CheckpointPlace};
 use crate::degraded::{check_absent, record_failed, AbsentDrive, NewlyMissing, UnusableDrive};
 use crate::error::{Error, Result};
-use crate::spare::{read_spare_record, spare_text};
-use crate::superblock::{failed_drives, missing_superblock_reason, read_superblock_at};
+use crate::spare::{spare_text, DamagedSpare};
+use crate::superblock::{failed_drives, read_superblock_at, without_superblock, WithoutSuperblock};
 use crate::zone_limits::check_zone_limits;
 
 /// An array's drives in array order, and what it is.
@@ -52,6 +53,8 @@ pub struct Assembled {
     pub name: String,
     /// The array's hot spares given (their spare records name it), opened, with their paths.
     pub spares: Vec<(PathBuf, Drive)>,
+    /// Drives given that look like hot spares whose record is damaged: not used.
+    pub damaged_spares: Vec<DamagedSpare>,
 }
 
 /// Opens `paths`, reads their superblocks and orders them as the array's drives; a drive
@@ -64,6 +67,7 @@ pub fn assemble(paths: &[PathBuf]) -> Result<Assembled> {
 enum Given {
     Member { superblock: ArraySuperblock, next_lba: u64, drive: Drive },
     Spare { record: zapraid_engine::format::SpareRecord, drive: Drive },
+    DamagedSpare { reason: String, drive: Drive },
     Unusable(Error),
 }
 
@@ -78,12 +82,10 @@ fn read_given(path: &Path) -> Result<Given> {
     };
     Ok(match read_superblock_at(drive.as_mut()) {
         Some((superblock, next_lba)) => Given::Member { superblock, next_lba, drive },
-        None => match read_spare_record(drive.as_mut()) {
-            Some(record) => Given::Spare { record, drive },
-            None => {
-                let reason = missing_superblock_reason(drive.as_mut());
-                Given::Unusable(Error::Refused { path: path.to_path_buf(), reason })
-            }
+        None => match without_superblock(drive.as_mut()) {
+            WithoutSuperblock::Spare(record) => Given::Spare { record, drive },
+            WithoutSuperblock::DamagedSpare(reason) => Given::DamagedSpare { reason, drive },
+            WithoutSuperblock::Other(reason) => Given::Unusable(Error::Refused { path: path.to_path_buf(), reason }),
         },
     })
 }
@@ -95,10 +97,14 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
     let mut found: Vec<(ArraySuperblock, u64, Drive, PathBuf)> = Vec::new();
     let mut unusable = Vec::new();
     let mut spares = Vec::new();
+    let mut damaged_spares = Vec::new();
     for path in paths {
         match read_given(path)? {
             Given::Member { superblock, next_lba, drive } => found.push((superblock, next_lba, drive, path.clone())),
             Given::Spare { record, drive } => spares.push((record, drive, path.clone())),
+            Given::DamagedSpare { reason, drive } => {
+                damaged_spares.push(DamagedSpare { path: path.clone(), reason, drive });
+            }
             // Closed at once: nothing more is read from it.
             Given::Unusable(error) => unusable.push(UnusableDrive { path: path.clone(), error }),
         }
@@ -111,10 +117,13 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
             });
         }
         // No drive of any array: why the first one given is not.
+        let damaged = damaged_spares.into_iter().next().map(|d| Error::Refused { path: d.path, reason: d.reason });
         return Err(unusable
             .into_iter()
             .next()
-            .map_or_else(|| Error::Config { reason: "no drives given".into() }, |u| u.error));
+            .map(|u| u.error)
+            .or(damaged)
+            .unwrap_or_else(|| Error::Config { reason: "no drives given".into() }));
     };
     let superblocks: Vec<(&ArraySuperblock, &Path)> =
         found.iter().map(|(sb, _, _, path)| (sb, path.as_path())).collect();
@@ -235,6 +244,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         config,
         name: superblock.name(),
         spares,
+        damaged_spares,
     })
 }
 

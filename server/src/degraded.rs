@@ -9,7 +9,9 @@
 //! left out by mistake does not degrade the array silently. A newly missing drive is
 //! recorded failed in a new superblock generation on every live drive before the array
 //! is recovered (recovery resets zones) or written: a drive recorded failed stays failed,
-//! even if it comes back, so it never serves blocks it missed.
+//! even if it comes back, so it never serves blocks it missed. A start refused because
+//! one drive's segment headers disagree with the others' (a stale copy) says how to
+//! start without that drive (`stale_drive_hint`).
 
 use std::path::PathBuf;
 
@@ -144,6 +146,33 @@ fn given_text(unusable: &[UnusableDrive]) -> Option<String> {
     }
     let each: Vec<String> = unusable.iter().map(UnusableDrive::text).collect();
     Some(format!("given but not used: {}", each.join(", ")))
+}
+
+/// A recovery error naming one drive whose segment header disagrees with the other
+/// drives' (`HEADERS_DISAGREE`): most likely a stale copy of that drive (put back after
+/// the array wrote on without it), which the array starts without. The error then says
+/// so, naming the drive and the way: leave it out with `--degraded`, then replace it.
+pub fn stale_drive_hint(error: Error, name: &str, paths: &[Option<PathBuf>]) -> Error {
+    let Error::Engine(zapraid_engine::Error::Corrupt { drive, reason, .. }) = &error else { return error };
+    if !reason.starts_with(zapraid_engine::recovery::HEADERS_DISAGREE) {
+        return error;
+    }
+    let Some(Some(path)) = paths.get(*drive) else { return error };
+    let others: Vec<String> = paths
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i != drive)
+        .filter_map(|(_, p)| p.as_ref().map(|p| p.display().to_string()))
+        .collect();
+    Error::Config {
+        reason: format!(
+            "{error}. Drive {drive} ({path}) is most likely a stale copy: it missed writes the other drives have. \
+             Start the array without it: zapraid start --degraded {} (it is recorded failed and its blocks are \
+             rebuilt from the others on read); then replace it: zapraid replace {name} {drive} NEW-DRIVE",
+            others.join(" "),
+            path = path.display()
+        ),
+    }
 }
 
 /// "drive 1", "drives 0 and 2", "drives 0, 1 and 3".

@@ -10,7 +10,9 @@
 //! `session` (an array run without a block device, asked requests directly: selftest, tests),
 //! superblock, and resumed at start), `spare` (a hot spare's record on its drive) and
 //! `spare_pool` (a running array's spares, and the rebuild onto one started by itself),
-//! `zone_limits` (whether drives allow the zones an array keeps open).
+//! `run_dir` (the directory of the control sockets and logs: made 0700, checked, written
+//! without following links), `zone_limits` (whether drives allow the zones an array keeps
+//! open).
 
 pub mod array;
 pub mod assembly;
@@ -23,6 +25,7 @@ pub mod failures;
 pub mod l2p;
 pub mod names;
 pub mod replace;
+pub mod run_dir;
 pub mod scrub;
 pub mod service;
 pub mod session;

@@ -1,8 +1,9 @@
-//! One running array: assemble its drives (hot spares kept apart), recover, start the
-//! engine thread and the thread that rebuilds onto a spare by itself (`spare_pool`),
-//! export the block device (optional), answer the control socket, and on `stop` shut
-//! down in order: delete the block device (no more I/O), stop the engine cleanly (stop
-//! footer), remove the socket.
+//! One running array: refuse a name already running before any drive is touched,
+//! assemble its drives (hot spares kept apart; one whose record is damaged is not used,
+//! and said), recover, start the engine thread and the thread that rebuilds onto a spare
+//! by itself (`spare_pool`), export the block device (optional), answer the control
+//! socket, and on `stop` shut down in order: delete the block device (no more I/O), stop
+//! the engine cleanly (stop footer), remove the socket.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -11,12 +12,13 @@ use zapraid_engine::format::SpareRecord;
 
 use crate::array::{assemble_with, recover, unix_now_s, uuid_text};
 use crate::control::{self, Identity, Stopped};
-use crate::degraded::{absent_line, NewlyMissing};
+use crate::degraded::{absent_line, stale_drive_hint, NewlyMissing};
 use crate::driver::{EngineThread, FailureRecord, Message};
 use crate::error::Result;
 use crate::names::{check_name, start_name};
 use crate::replace::{rebuilding_drive, reset_unused_zones};
 use crate::spare_pool::{self, Spares};
+use crate::superblock::first_superblock;
 use crate::ublk::{self, DeviceShape, UblkOptions};
 
 #[derive(Clone, Debug, Default)]
@@ -51,6 +53,12 @@ pub enum Progress<'a> {
     /// The array's hot spares among the drives given (paths as given): kept as spares.
     Spares {
         paths: &'a [String],
+    },
+    /// A drive given that looks like a spare whose record is damaged (the path as given):
+    /// not used, `why` (and what to do).
+    SpareNotUsed {
+        path: &'a str,
+        why: &'a str,
     },
     Recovered {
         seconds: f64,
@@ -98,6 +106,17 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         // Refused before the drives are touched.
         check_name(name)?;
     }
+    // The run directory, where the socket goes, checked before the drives are touched.
+    crate::run_dir::prepare()?;
+    // A name already running is refused before any drive is assembled or recovered (with
+    // no name given, the drives' own: their superblocks are read for it, nothing more).
+    let asked_name = match &options.name {
+        Some(name) => Some(name.clone()),
+        None => first_superblock(paths).ok().and_then(|sb| start_name(None, &sb.name()).ok()),
+    };
+    if let Some(name) = &asked_name {
+        control::refuse_running(name)?;
+    }
     let mut assembled = assemble_with(paths, options.newly_missing)?;
     let name = start_name(options.name.as_deref(), &assembled.name)?;
     let degraded = absent_line(&name, &assembled.absent, &assembled.unusable);
@@ -124,6 +143,17 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         tracing::warn!("array \"{name}\": spares {}", spare_paths.join(", "));
         tell(Progress::Spares { paths: &spare_paths });
     }
+    for damaged in std::mem::take(&mut assembled.damaged_spares) {
+        let path = damaged.path.display().to_string();
+        let why = format!(
+            "{}; the array runs without this spare: make it one again with `zapraid remove-spare {name} {path}`, \
+             then `zapraid add-spare {name} {path}`",
+            damaged.reason
+        );
+        tracing::warn!("array \"{name}\": spare {path} is not used: {why}");
+        tell(Progress::SpareNotUsed { path: &path, why: &why });
+        spares.add_unusable(damaged.path, damaged.drive, why);
+    }
     // A drive being rebuilt holds part of a rebuild: recovery counts it failed (reads
     // nothing from it); the engine then resumes the rebuild, checking each segment's zone.
     let resumed = rebuilding_drive(&assembled);
@@ -131,7 +161,7 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
     if let Some(bytes) = options.l2p_budget_bytes {
         assembled.config.l2p.budget_bytes = Some(bytes).filter(|b| *b > 0);
     }
-    let mut engine = recover(&mut assembled)?;
+    let mut engine = recover(&mut assembled).map_err(|e| stale_drive_hint(e, &name, &assembled.paths))?;
     let mapped_blocks = engine.status().mapped_blocks;
     tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
     engine.set_rebuild_rate(options.rebuild_rate_bytes_per_s.filter(|r| *r > 0));

@@ -20,6 +20,16 @@ use crate::error::{Error, Result};
 use crate::replace::{check_new_drive, reset_every_zone};
 use crate::superblock::{read_block, record_writes, superblock_zone_written_blocks, SUPERBLOCK_READ_BACK_BLOCKS};
 
+/// A drive given at start that looks like a hot spare whose record is damaged
+/// (`superblock::Remains::looks_like_damaged_spare`): the array starts without it, and
+/// keeps it open (listed as an unusable spare) so that `remove-spare` can erase it.
+pub struct DamagedSpare {
+    pub path: PathBuf,
+    /// What was found on it (`Remains::describe`).
+    pub reason: String,
+    pub drive: Drive,
+}
+
 /// What a spare record says, for people: `a spare of array "rp" (uuid)`.
 pub fn spare_text(record: &SpareRecord) -> String {
     format!("a spare of array \"{}\" ({})", record.name(), uuid_text(&record.array_uuid))

@@ -10,7 +10,9 @@
 //! flight), it is made a spare again (its record rewritten) and tried later. The engine
 //! thread tells the watch thread of every new superblock generation (a drive failed, a
 //! rebuild started or ended), so a spare waits while a rebuild runs and is used when it
-//! ends if a drive is still failed.
+//! ends if a drive is still failed. A spare whose record was found damaged at start is
+//! listed unusable (with why, and what to do) and never taken; it stays open, so that
+//! `remove-spare` erases what is left of its record.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -81,10 +83,23 @@ impl Spares {
         Spares { record, list: Mutex::new(list), supplying: Mutex::new(()), onto: Mutex::new(None) }
     }
 
+    /// Lists a spare found at start that is not used (its record is damaged), saying
+    /// `why`; it is never taken.
+    pub fn add_unusable(&self, path: PathBuf, device: Drive, why: String) {
+        let spare = Spare { canonical: canonical(&path), path, device: Some(device), state: SpareState::Unusable(why) };
+        self.list.lock().expect("spares").push(spare);
+    }
+
     /// Whether the drive at `path` (however spelled) is one of the spares.
     pub fn holds(&self, path: &Path) -> bool {
         let canonical = canonical(path);
         self.list.lock().expect("spares").iter().any(|s| s.canonical == canonical)
+    }
+
+    /// The state of the spare at `path` (however spelled), if it is one.
+    fn state_of(&self, path: &Path) -> Option<SpareState> {
+        let canonical = canonical(path);
+        self.list.lock().expect("spares").iter().find(|s| s.canonical == canonical).map(|s| s.state.clone())
     }
 
     /// The spares' paths, as given.
@@ -262,8 +277,14 @@ pub fn add_spare(
     path: &Path,
     force: bool,
 ) -> Result<Supplied> {
-    if spares.holds(path) {
-        return Err(Error::Refused { path: path.to_path_buf(), reason: "it is a spare of this array already".into() });
+    if let Some(state) = spares.state_of(path) {
+        let reason = match state {
+            SpareState::Unusable(_) => "it is listed as an unusable spare of this array (zapraid status says why): \
+                                        remove-spare it first"
+                .to_string(),
+            _ => "it is a spare of this array already".to_string(),
+        };
+        return Err(Error::Refused { path: path.to_path_buf(), reason });
     }
     let (raw, members) = {
         let id = identity.lock().expect("identity");

@@ -9,11 +9,13 @@
 //!
 //! A drive without a valid superblock is examined before anyone is told to format it:
 //! a drive whose zone 0 was written, or whose zones hold segment headers, is an array
-//! member with a damaged superblock, and formatting would erase it.
+//! member with a damaged superblock, and formatting would erase it; unless zone 0 holds
+//! only blocks of a hot spare's record (its magic, none valid) and nothing else is
+//! written: a spare whose record is damaged, which holds no array data.
 
 use std::path::PathBuf;
 
-use zapraid_engine::format::{ArraySuperblock, SegmentHeader};
+use zapraid_engine::format::{ArraySuperblock, SegmentHeader, SpareRecord, ARRAY_SUPERBLOCK_MAGIC, SPARE_RECORD_MAGIC};
 use zapraid_zns::{execute, report_all_zones, Command, Done, Geometry, ZonedDevice};
 
 use crate::array::{open_drive, uuid_text, SUPERBLOCK_ZONES};
@@ -117,6 +119,10 @@ pub fn failed_drives(sb: &ArraySuperblock) -> Vec<usize> {
 pub struct Remains {
     /// Blocks written in zone 0, where the superblock generations go.
     pub superblock_zone_blocks: u64,
+    /// Of the last of them (`SUPERBLOCK_READ_BACK_BLOCKS`), those that start with a spare
+    /// record's magic, and those with an array superblock's.
+    pub spare_magic_blocks: u64,
+    pub superblock_magic_blocks: u64,
     /// Zones written after the superblock zones.
     pub written_zones: u32,
     /// The first of them whose first block is a valid segment header: (drive zone, header).
@@ -126,12 +132,29 @@ pub struct Remains {
 impl Remains {
     /// Whether the drive looks like a member of an array whose superblock is damaged.
     pub fn looks_like_member(&self) -> bool {
-        self.superblock_zone_blocks > 0 || self.segment.is_some()
+        (self.superblock_zone_blocks > 0 || self.segment.is_some()) && !self.looks_like_damaged_spare()
+    }
+
+    /// Whether the drive looks like a hot spare whose record is damaged: zone 0 holds
+    /// blocks of a spare record and none of a superblock, and nothing else is written.
+    pub fn looks_like_damaged_spare(&self) -> bool {
+        self.spare_magic_blocks > 0
+            && self.superblock_magic_blocks == 0
+            && self.written_zones == 0
+            && self.segment.is_none()
     }
 
     /// Why the drive cannot be assembled, for the user: formatting is advised only for a
     /// drive that holds nothing of an array.
     pub fn describe(&self) -> String {
+        if self.looks_like_damaged_spare() {
+            return format!(
+                "it holds no valid zapraid array superblock, and looks like a hot spare whose spare record is \
+                 damaged: zone 0 holds {} block(s), {} of them a spare record's, none valid, and no other zone is \
+                 written (it holds no array data)",
+                self.superblock_zone_blocks, self.spare_magic_blocks
+            );
+        }
         if !self.looks_like_member() {
             return match self.written_zones {
                 0 => "it holds no zapraid array superblock: it is blank (run zapraid format first)".into(),
@@ -175,6 +198,13 @@ pub fn examine(drive: &mut dyn ZonedDevice) -> zapraid_zns::Result<Remains> {
         let written = z.written_blocks();
         if z.zone < SUPERBLOCK_ZONES {
             remains.superblock_zone_blocks += written;
+            for block in written.saturating_sub(SUPERBLOCK_READ_BACK_BLOCKS)..written {
+                match read_block(drive, z.start_lba + block).as_deref().and_then(|data| data.get(..8)) {
+                    Some(magic) if magic == SPARE_RECORD_MAGIC => remains.spare_magic_blocks += 1,
+                    Some(magic) if magic == ARRAY_SUPERBLOCK_MAGIC => remains.superblock_magic_blocks += 1,
+                    _ => {}
+                }
+            }
             continue;
         }
         if written == 0 {
@@ -189,14 +219,39 @@ pub fn examine(drive: &mut dyn ZonedDevice) -> zapraid_zns::Result<Remains> {
     Ok(remains)
 }
 
-/// Why a drive without a valid array superblock cannot be used as it is, for the user.
-pub fn missing_superblock_reason(drive: &mut dyn ZonedDevice) -> String {
+/// What a drive without a valid array superblock holds, as a start sees it.
+pub enum WithoutSuperblock {
+    /// A hot spare: its record.
+    Spare(SpareRecord),
+    /// A hot spare whose record is damaged (`Remains::looks_like_damaged_spare`), and
+    /// what was found.
+    DamagedSpare(String),
+    /// Anything else, and why it cannot be used as it is.
+    Other(String),
+}
+
+/// Looks at a drive without a valid array superblock: a spare (its record read), a spare
+/// whose record is damaged, or something else (`Remains::describe`).
+pub fn without_superblock(drive: &mut dyn ZonedDevice) -> WithoutSuperblock {
     if let Some(record) = crate::spare::read_spare_record(drive) {
-        return format!("it holds no array superblock: it is {}", crate::spare::spare_text(&record));
+        return WithoutSuperblock::Spare(record);
     }
     match examine(drive) {
-        Ok(remains) => remains.describe(),
-        Err(e) => format!("it holds no valid zapraid array superblock, and its zones cannot be reported ({e})"),
+        Ok(remains) if remains.looks_like_damaged_spare() => WithoutSuperblock::DamagedSpare(remains.describe()),
+        Ok(remains) => WithoutSuperblock::Other(remains.describe()),
+        Err(e) => WithoutSuperblock::Other(format!(
+            "it holds no valid zapraid array superblock, and its zones cannot be reported ({e})"
+        )),
+    }
+}
+
+/// Why a drive without a valid array superblock cannot be used as it is, for the user.
+pub fn missing_superblock_reason(drive: &mut dyn ZonedDevice) -> String {
+    match without_superblock(drive) {
+        WithoutSuperblock::Spare(record) => {
+            format!("it holds no array superblock: it is {}", crate::spare::spare_text(&record))
+        }
+        WithoutSuperblock::DamagedSpare(reason) | WithoutSuperblock::Other(reason) => reason,
     }
 }
 

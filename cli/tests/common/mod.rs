@@ -1,6 +1,7 @@
 //! What the `zapraid` binary's test files share: running it with its own run directory
 //! (control sockets, logs), and its output as one text for messages to search.
 
+pub mod drive_file;
 pub mod traces;
 pub mod world;
 

@@ -53,6 +53,7 @@ mod structures;
 
 pub(crate) use install::Newest;
 pub(crate) use scan::ScanSegment;
+pub use structures::HEADERS_DISAGREE;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 

@@ -9,6 +9,24 @@ use crate::format::{decode_footer_block, footer_entries_per_block, BlockKind, Bl
 use crate::hybrid::ChunkClass;
 use crate::layout::Layout;
 
+/// Why a drive's segment header is refused when the live drives' headers of a zone do not
+/// all describe the same segment (what a stale copy of a drive, which missed writes the
+/// others have, looks like); a start may name that drive to be left out.
+pub const HEADERS_DISAGREE: &str = "disagrees with the other drives' headers of this segment";
+
+/// Of the drives' headers of one zone (drive, what it describes), the drive that
+/// disagrees, if they do not all agree: the first whose header fewer drives share than
+/// the most shared one (a stale copy of one drive disagrees with all the others), or
+/// with no such header, the first that differs from the first drive's.
+fn odd_one_out<T: PartialEq>(shapes: &[(usize, T)]) -> Option<usize> {
+    let (_, first) = shapes.first()?;
+    let differing = shapes.iter().find(|(_, shape)| shape != first)?;
+    let sharing = |shape: &T| shapes.iter().filter(|(_, s)| s == shape).count();
+    let most = shapes.iter().map(|(_, shape)| sharing(shape)).max().unwrap_or(0);
+    let odd = shapes.iter().find(|(_, shape)| sharing(shape) < most).unwrap_or(differing);
+    Some(odd.0)
+}
+
 impl Recovery {
     /// Damaged structures tolerated per stripe: what parity covers beyond the failed drives.
     pub(super) fn damage_budget(&self) -> usize {
@@ -24,7 +42,7 @@ impl Recovery {
         let n = self.layout.drives();
         let live = self.live_drives();
         let headers = &self.headers[&zone];
-        let mut agreed: Option<(u64, Layout, ChunkClass)> = None;
+        let mut shapes: Vec<(usize, (u64, Layout, ChunkClass))> = Vec::with_capacity(n);
         let mut damaged = Vec::new();
         for &drive in &live {
             let Some(h) = headers[drive] else {
@@ -59,12 +77,12 @@ impl Recovery {
                 );
                 return Err(self.corrupt(drive, zone, 0, "segment header", reason));
             };
-            if agreed.is_some_and(|agreed| agreed != shape) {
-                let reason = "disagrees with the other drives' headers of this segment".to_string();
-                return Err(self.corrupt(drive, zone, 0, "segment header", reason));
-            }
-            agreed.get_or_insert(shape);
+            shapes.push((drive, shape));
         }
+        if let Some(drive) = odd_one_out(&shapes) {
+            return Err(self.corrupt(drive, zone, 0, "segment header", HEADERS_DISAGREE.to_string()));
+        }
+        let agreed = shapes.first().map(|(_, shape)| *shape);
         let budget = self.damage_budget();
         match agreed {
             Some(shape) if damaged.len() <= budget => {
@@ -192,5 +210,22 @@ impl Recovery {
             };
             self.found.get_mut(&zone).expect("segment").push(found);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::odd_one_out;
+
+    /// A stale copy of one drive is named wherever it sits (the first drive's header was
+    /// taken as the agreed one, so a stale drive 0 made drive 1 the one refused).
+    #[test]
+    fn the_drive_whose_header_the_others_do_not_share_is_named() {
+        assert_eq!(odd_one_out(&[(0, 7), (1, 7), (2, 7), (3, 7)]), None);
+        assert_eq!(odd_one_out::<u32>(&[]), None);
+        assert_eq!(odd_one_out(&[(0, 5), (1, 7), (2, 7), (3, 7)]), Some(0));
+        assert_eq!(odd_one_out(&[(0, 7), (1, 7), (3, 5)]), Some(3));
+        // No majority: the first that differs from the first drive's.
+        assert_eq!(odd_one_out(&[(0, 7), (1, 5), (2, 5), (3, 7)]), Some(1));
     }
 }

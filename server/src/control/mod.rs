@@ -35,6 +35,23 @@ pub fn socket_path(name: &str) -> PathBuf {
     run_dir().join(format!("{name}.sock"))
 }
 
+/// Refuses to start an array under `name` when one of that name answers on its socket:
+/// said before any drive is opened, so a second start neither recovers its drives nor
+/// writes to them for nothing.
+pub fn refuse_running(name: &str) -> Result<()> {
+    let path = socket_path(name);
+    if UnixStream::connect(&path).is_ok() {
+        return Err(Error::Config {
+            reason: format!(
+                "an array named \"{name}\" is already running ({}): stop it first (zapraid stop {name}), or start \
+                 this one under another name (--name)",
+                path.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// What the server tells about itself beside the engine's status.
 #[derive(Clone, Debug)]
 pub struct Identity {
@@ -91,14 +108,12 @@ pub fn listen(
     request_stop: Arc<dyn Fn() + Send + Sync>,
     stopped: Arc<Stopped>,
 ) -> Result<PathBuf> {
-    let dir = run_dir();
-    std::fs::create_dir_all(&dir).map_err(|error| Error::Io { path: dir.clone(), context: "cannot create", error })?;
+    crate::run_dir::prepare()?;
+    // Checked again: another start of the name may have come up since `refuse_running`.
+    refuse_running(name)?;
     let path = socket_path(name);
-    if UnixStream::connect(&path).is_ok() {
-        return Err(Error::Config {
-            reason: format!("an array named \"{name}\" is already running ({})", path.display()),
-        });
-    }
+    // A socket left by a server that died (or anything else there; a link is removed, not
+    // followed): bind needs the name free.
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path).map_err(|error| Error::Io {
         path: path.clone(),
