@@ -12,15 +12,32 @@ use common::world::World;
 /// One page of the table (a 4 KiB mapping block): the array's few pages take turns.
 const ONE_PAGE: &str = "4K";
 
+/// A RAID-5 array of 4 drives formatted with an L2P budget of `budget` (so it keeps a
+/// checkpoint).
+fn with_budget(budget: &str) -> World {
+    // Fewer blocks than the world's default: the checkpoint's zones come off the capacity.
+    let world = World::new("raid5", 4, 12, 1700);
+    reformat(&world, &["--l2p-memory", budget]);
+    world
+}
+
+/// Formats the world's drives again as RAID-5 "rp" with `extra` options; what it said.
+fn reformat(world: &World, extra: &[&str]) -> String {
+    let mut format = vec!["format", "--force", "--level", "raid5", "--group-size", "8", "--name", "rp"];
+    format.extend(extra);
+    format.extend(world.drives.iter().map(String::as_str));
+    world.ok(&format)
+}
+
+/// The generation of the checkpoint the running array started from, if it did.
+fn started_from(world: &World) -> Option<u64> {
+    world.status()["start"]["checkpoint_generation"].as_u64()
+}
+
 #[test]
 fn a_one_page_budget_keeps_every_block_and_status_shows_it() {
     let _serial = serial();
-    // Fewer blocks than the world's default: the checkpoint's zones come off the capacity.
-    let world = World::new("raid5", 4, 12, 1700);
-    let mut format = vec!["format", "--force", "--level", "raid5", "--group-size", "8", "--name", "rp"];
-    format.extend(["--l2p-memory", ONE_PAGE]);
-    format.extend(world.drives.iter().map(String::as_str));
-    world.ok(&format);
+    let world = with_budget(ONE_PAGE);
     world.write_and_verify(Some(1), 1);
     world.write_and_verify(Some(2), 2);
     world.start(&[], &[]);
@@ -44,6 +61,28 @@ fn a_one_page_budget_keeps_every_block_and_status_shows_it() {
     world.start(&["--l2p-memory", "0"], &[]);
     assert!(world.status()["l2p"]["budget_bytes"].is_null());
     assert!(world.status()["start"]["checkpoint_generation"].as_u64().is_some(), "a checkpoint without a budget too");
+    world.ok(&["stop", "rp"]);
+    world.write_and_verify(None, 2);
+}
+
+/// A clean stop with nothing written since the checkpoint on the drives leaves that one as
+/// it is (no new generation), and the start after it still begins from it; a stop after
+/// writes leaves a new one.
+#[test]
+fn a_stop_with_nothing_changed_leaves_the_checkpoint_as_it_is() {
+    let _serial = serial();
+    let world = with_budget(ONE_PAGE);
+    world.write_and_verify(Some(1), 1);
+    world.start(&[], &[]);
+    let first = started_from(&world).expect("the start after a clean stop begins from its checkpoint");
+    world.ok(&["stop", "rp"]);
+    world.start(&[], &[]);
+    assert_eq!(started_from(&world), Some(first), "the stop with nothing changed wrote a checkpoint");
+    world.ok(&["stop", "rp"]);
+    world.write_and_verify(Some(2), 2);
+    world.start(&[], &[]);
+    let after_writes = started_from(&world).expect("a start from the checkpoint the writes' stop left");
+    assert!(after_writes > first, "generation {after_writes} after writes, {first} before");
     world.ok(&["stop", "rp"]);
     world.write_and_verify(None, 2);
 }

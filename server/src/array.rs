@@ -21,7 +21,7 @@ use zapraid_zns::{
 };
 
 pub use crate::assembly::{assemble, assemble_with, Assembled};
-use crate::checkpoint::{invalidate, read_newest, CheckpointArea};
+use crate::checkpoint::{invalidate, read_newest, CheckpointArea, CheckpointMark};
 pub use crate::degraded::NewlyMissing;
 use crate::error::{Error, Result};
 use crate::superblock::superblock_writes;
@@ -343,8 +343,14 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
                 "started from the checkpoint"
             );
             let base = offered.filter(|(g, _)| *g == generation).and_then(|(_, base)| base);
+            let superblock_generation = assembled.superblock.generation.get();
             if let Some(place) = assembled.checkpoint.as_mut() {
                 place.keep_after_start(generation, base);
+                // The engine starts where the checkpoint left the array: until it writes,
+                // a clean stop need not write the same again.
+                if report.segments_replayed == 0 && report.damaged_headers == 0 {
+                    place.on_drives = Some(CheckpointMark { superblock_generation, engine_writes: 0 });
+                }
             }
         }
         None => {

@@ -225,6 +225,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
             area,
             next_generation: 1,
             base_superblock_generation: None,
+            on_drives: None,
         }),
         recovery_report: None,
         failed: failed_drives(&superblock),
