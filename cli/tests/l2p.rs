@@ -29,6 +29,12 @@ fn reformat(world: &World, extra: &[&str]) -> String {
     world.ok(&format)
 }
 
+/// The blocks `format` said the array exports ("..., 202.2 MiB usable (51760 blocks of 4096 B)").
+fn usable_blocks(said: &str) -> u64 {
+    let after = said.split(" usable (").nth(1).unwrap_or_else(|| panic!("no usable size in {said}"));
+    after.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no block count in {said}"))
+}
+
 /// The generation of the checkpoint the running array started from, if it did.
 fn started_from(world: &World) -> Option<u64> {
     world.status()["start"]["checkpoint_generation"].as_u64()
@@ -85,4 +91,22 @@ fn a_stop_with_nothing_changed_leaves_the_checkpoint_as_it_is() {
     assert!(after_writes > first, "generation {after_writes} after writes, {first} before");
     world.ok(&["stop", "rp"]);
     world.write_and_verify(None, 2);
+}
+
+/// `format --l2p-memory 0` is no budget, as without the option: no zones are set aside for
+/// a checkpoint (the same capacity), and `status` says there is no budget.
+#[test]
+fn a_zero_budget_at_format_is_no_budget_and_sets_no_checkpoint_zones_aside() {
+    let _serial = serial();
+    let world = World::new("raid5", 4, 12, 1700);
+    let without = usable_blocks(&reformat(&world, &[]));
+    let with_one_page = usable_blocks(&reformat(&world, &["--l2p-memory", ONE_PAGE]));
+    assert!(with_one_page < without, "a budget's checkpoint zones come off the capacity");
+    let said = reformat(&world, &["--l2p-memory", "0"]);
+    assert_eq!(usable_blocks(&said), without, "{said}");
+    world.start(&[], &[]);
+    assert!(world.status()["l2p"]["budget_bytes"].is_null());
+    let text = world.ok(&["status", "rp"]);
+    assert!(text.contains("L2P table: no memory budget"), "{text}");
+    world.ok(&["stop", "rp"]);
 }

@@ -89,7 +89,8 @@ pub struct FormatOptions {
     pub name: String,
     /// Overwrite drives that hold another array.
     pub force: bool,
-    /// The L2P table's memory budget (None: the whole table in memory).
+    /// The L2P table's memory budget (None or 0: the whole table in memory, and no
+    /// checkpoint).
     pub l2p_budget_bytes: Option<u64>,
 }
 
@@ -207,8 +208,9 @@ pub fn format_with_spares(
     };
     let mut spare_drives = crate::spare::check_format_spares(spares, &raw, options.force)?;
     // An array with an L2P budget keeps a checkpoint (`checkpoint`) in zones after the
-    // superblock's, sized for the largest it can have.
-    let checkpoint = options.l2p_budget_bytes.map(|_| {
+    // superblock's, sized for the largest it can have. A budget of 0 is none (the
+    // superblock records it so, and status says so): no zones are set aside for it.
+    let checkpoint = options.l2p_budget_bytes.filter(|bytes| *bytes > 0).map(|_| {
         let most_logical = plan.capacity_blocks(raw.zone_count.saturating_sub(SUPERBLOCK_ZONES));
         CheckpointArea::for_array(&raw, &plan, most_logical)
     });
