@@ -378,9 +378,9 @@ fn engine_error_on_drive_zones(error: zapraid_engine::Error, reserved_zones: u32
     }
 }
 
-/// What differs between two drives' geometries, in words ("zone capacity 480 vs 240
-/// blocks").
-fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
+/// What differs between two drives' geometries, in words ("zone capacity (blocks) 480 vs
+/// 240"): only the fields that differ.
+pub(crate) fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
     let limit = |l: Option<u32>| l.map_or("none".to_string(), |v| v.to_string());
     let fields = [
         ("block size (B)", g.block_size_bytes.to_string(), first.block_size_bytes.to_string()),
