@@ -15,6 +15,8 @@ use zapraid_zns::Geometry;
 
 /// A byte inside the array superblock's CRC-covered fields (the array UUID).
 const SUPERBLOCK_DAMAGE_BYTE: u64 = 20;
+/// A byte of a zone record's write pointer (`drive_file::ZoneRecord`).
+const ZONE_RECORD_WRITTEN_BYTE: u64 = 8;
 /// Drives of the test arrays.
 const DRIVES: usize = 4;
 
@@ -131,6 +133,18 @@ impl DriveFile {
         file.write_all_at(&b, offset).unwrap();
     }
 
+    /// Flips a bit of zone `zone`'s record in both copies of the zone table.
+    fn damage_zone_record(&self, zone: u32) {
+        let file = OpenOptions::new().read(true).write(true).open(&self.path).unwrap();
+        for table in [self.layout.zone_table_offset, self.layout.zone_table_copy_offset] {
+            let offset = table + u64::from(zone) * ZONE_RECORD_BYTES as u64 + ZONE_RECORD_WRITTEN_BYTE;
+            let mut b = [0u8];
+            file.read_exact_at(&mut b, offset).unwrap();
+            b[0] ^= 1;
+            file.write_all_at(&b, offset).unwrap();
+        }
+    }
+
     /// Puts `from`'s block (data and metadata) in place of this drive's.
     fn copy_block_from(&self, from: &DriveFile, zone: u32, block: u64) {
         let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
@@ -167,6 +181,24 @@ fn one_damaged_superblock_copy_does_not_stop_the_array() {
     let status: serde_json::Value = serde_json::from_str(&s.ok(&["status", "sb1", "--json"])).unwrap();
     assert_eq!(status["drives"][2]["state"], "failed", "{status}");
     s.ok(&["stop", "sb1"]);
+}
+
+/// A drive file whose record of one zone is damaged in both copies cannot be driven; the
+/// refusal names the zone and says `format --force` re-initialises it, which it does.
+#[test]
+fn format_force_reinitialises_a_drive_file_with_a_zone_record_damaged_in_both_copies() {
+    let s = Setup::new();
+    s.selftest();
+    s.file(0).damage_zone_record(3);
+    let format = ["format", "--level", "raid5", "--group-size", "8", "--name", "zr"];
+    let out = s.run_on_drives(&format);
+    let said = text(&out);
+    assert!(!out.status.success() && said.contains("zone 3 record") && said.contains("format --force"), "{said}");
+    let out = s.run_on_drives(&[&format[..], &["--force"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let out = s.start();
+    assert!(out.status.success(), "{}", text(&out));
+    s.ok(&["stop", "zr"]);
 }
 
 #[test]

@@ -55,6 +55,22 @@ pub fn open_drive(path: &Path) -> Result<Drive> {
     Ok(device)
 }
 
+/// Opens a drive about to be erased (a member being formatted, a new drive or a spare
+/// taken with `--force`): with `force`, an emulated drive file that cannot be opened
+/// because a zone's record is damaged in both copies is re-initialised first (every zone
+/// empty; what it held is being erased anyway).
+pub fn open_drive_to_erase(path: &Path, force: bool) -> Result<Drive> {
+    match open_drive(path) {
+        Err(Error::Drive { error: zapraid_zns::Error::ZoneRecordLost { zone, .. }, .. }) if force => {
+            tracing::warn!(path = %path.display(), zone, "a zone record is damaged in both copies: re-initialising the drive file");
+            let drive = EmulatedDrive::reinitialize_file(path)
+                .map_err(|error| Error::Drive { path: path.to_path_buf(), error })?;
+            Ok(Box::new(drive))
+        }
+        other => other,
+    }
+}
+
 /// Refuses a drive named twice (however spelled: paths are compared canonicalized).
 /// Checked before any drive is opened: the second open of one drive would fail on the
 /// first's lock, as if another process held it.
@@ -146,7 +162,7 @@ pub fn format_with_spares(
     let mut geometry: Option<Geometry> = None;
     let mut plan: Option<SegmentPlan> = None;
     for path in paths {
-        let mut drive = open_drive(path)?;
+        let mut drive = open_drive_to_erase(path, options.force)?;
         let g = drive.geometry();
         if (g.metadata_bytes_per_block as usize) < BLOCK_METADATA_BYTES {
             return Err(Error::Refused {

@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use zapraid_zns::{execute, Command, Geometry, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
 
-use crate::array::{geometry_differences, open_drive, uuid_text, Assembled, Drive};
+use crate::array::{geometry_differences, open_drive_to_erase, uuid_text, Assembled, Drive};
 use crate::control::Identity;
 use crate::driver::{EngineLoop, EngineSender, Message};
 use crate::error::{Error, Result};
@@ -62,7 +62,7 @@ pub fn check_new_drive(
     if let Some(index) = members.iter().position(|m| m.as_deref() == canonical.to_str()) {
         return Err(refuse(member(index)));
     }
-    let mut device = open_drive(path)?;
+    let mut device = open_drive_to_erase(path, force)?;
     check_geometry(&device.geometry(), raw).map_err(refuse)?;
     if !force {
         if let Some(sb) = read_superblock(device.as_mut()) {
