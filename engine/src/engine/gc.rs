@@ -248,7 +248,7 @@ impl Engine {
                 self.add_block(info, data, Fill::Relocation);
             }
             Err(e) => {
-                tracing::warn!(lba, error = %e, "garbage collection: a live block cannot be read");
+                tracing::warn!(lba = %crate::format::LbaField(lba), error = %e, "garbage collection: a live block cannot be read");
                 r.failed = true;
                 self.relocation_unpin(lba);
             }

@@ -335,7 +335,7 @@ impl Engine {
             Ok((data, timestamp)) => {
                 if r.damaged {
                     self.read_blocks_repaired += 1;
-                    tracing::warn!(lba = r.lba, "a damaged block was rebuilt from its stripe");
+                    tracing::warn!(lba = %crate::format::LbaField(r.lba), "a damaged block was rebuilt from its stripe");
                     let frontend = self.reads.get(r.read).is_some_and(|q| {
                         matches!(q.origin, ReadOrigin::Frontend(_) | ReadOrigin::FrontendUnverified(_))
                     });
