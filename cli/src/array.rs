@@ -64,8 +64,9 @@ pub struct FormatArgs {
     segments: OpenSegmentArgs,
     /// Keep at most this much of the L2P table (4 bytes per logical block) in memory
     /// (64M, 1G): the rest lives on the drives as mapping blocks, read back on demand and
-    /// evicted by CLOCK. Without it the whole table stays in memory. Recorded in the
-    /// superblock; `start --l2p-memory` overrides it for a run.
+    /// evicted by CLOCK. Without it (or with 0) the whole table stays in memory. A budget
+    /// also sets zones aside for a checkpoint, so that a start need not replay the log.
+    /// Recorded in the superblock; `start --l2p-memory` overrides it for a run.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     l2p_memory: Option<u64>,
 }

@@ -175,7 +175,8 @@ pub fn rebuild_line(r: &Value) -> Option<String> {
     }
     match r["eta_s"].as_f64() {
         Some(eta) => line += &format!(", ETA {eta:.0} s"),
-        None => line += ", ETA when the first segment is done",
+        // Not measured yet (no segment rebuilt by this server): never a guess such as 0 s.
+        None => line += ", ETA unknown (estimating)",
     }
     if let Some(lost) = r["blocks_unrecoverable"].as_u64().filter(|n| *n > 0) {
         line += &format!(", {lost} blocks unrecoverable");
@@ -297,6 +298,19 @@ mod tests {
         assert_eq!(start_line(&start), "start: from checkpoint 3 and the 1 segment written since, 900 blocks read");
         let start = serde_json::json!({ "checkpoint_generation": null, "segments_replayed": 0, "blocks_read": 5000 });
         assert_eq!(start_line(&start), "start: replayed every segment, 5000 blocks read");
+    }
+
+    #[test]
+    fn an_eta_not_measured_yet_reads_unknown() {
+        // After a restart during a rebuild: 12 segments kept at once, none rebuilt yet.
+        let mut r = serde_json::json!({
+            "drive": 1, "segments_rebuilt": 12, "segments_left": 13, "percent_done": 48.0, "bytes_written": 0,
+            "rate_mib_s": null, "rate_limit_bytes_per_s": null, "eta_s": null, "blocks_unrecoverable": 0
+        });
+        let line = rebuild_line(&r).unwrap();
+        assert_eq!(line, "rebuild of drive 1: 48.0% (12 of 25 segments), 0 B written, ETA unknown (estimating)");
+        r["eta_s"] = 6.4.into();
+        assert!(rebuild_line(&r).unwrap().ends_with(", 0 B written, ETA 6 s"), "{r}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde_json::Value;
 use zapraid_server::control;
 
 use crate::array::answer_text;
-use crate::size::{format_bytes, parse_bytes};
+use crate::size::{format_bytes, parse_rate};
 
 /// How often `--wait` asks the array how far the scrub got.
 const POLL_INTERVAL_MS: u64 = 200;
@@ -21,16 +21,18 @@ const POLL_INTERVAL_MS: u64 = 200;
 pub struct ScrubArgs {
     /// The array's name.
     name: String,
-    /// Read at most this much per second (e.g. 100M), so user I/O keeps its share of the
-    /// drives; without it the scrub reads as fast as the drives go.
-    #[arg(long, value_parser = parse_bytes)]
+    /// Read at most this much per second, so user I/O keeps its share of the drives: a
+    /// size per second (100M, 100MiB/s, 1G) or unlimited (also 0), as `rebuild-rate`
+    /// reads it; without it the scrub reads as fast as the drives go.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     rate: Option<u64>,
     /// Follow the scrub until it ends and print what it found and repaired; exits with an
     /// error if blocks could not be repaired.
     #[arg(long)]
     wait: bool,
-    /// Change the running scrub's rate limit instead of starting one (0: no limit).
-    #[arg(long, value_parser = parse_bytes, conflicts_with_all = ["rate", "wait"])]
+    /// Change the running scrub's rate limit instead of starting one (a rate as for
+    /// --rate; unlimited or 0: no limit).
+    #[arg(long, value_name = "RATE", value_parser = parse_rate, conflicts_with_all = ["rate", "wait"])]
     set_rate: Option<u64>,
 }
 

@@ -21,7 +21,8 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     value.checked_mul(1u64 << shift).ok_or_else(|| format!("'{text}' is too large"))
 }
 
-/// Parses a rebuild rate limit: a size per second ("200M", "200MiB/s", "1G") or
+/// Parses a rate limit, the one parser of every rate option (`rebuild-rate`, `--rebuild-rate`,
+/// `scrub --rate`, `scrub --set-rate`): a size per second ("200M", "200MiB/s", "1G") or
 /// "unlimited" (also "0"), which gives 0.
 pub fn parse_rate(text: &str) -> Result<u64, String> {
     let t = text.trim();

@@ -429,3 +429,32 @@ fn drives_with_too_few_open_or_active_zones_are_refused() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success() && stdout.contains("selftest passed"), "{stdout}{stderr}");
 }
+
+/// Every rate option reads rates alike (`size::parse_rate`): the same units and suffixes,
+/// "unlimited", and the same words for a rate it cannot read.
+#[test]
+fn scrub_and_rebuild_rates_are_read_alike() {
+    let run = tempfile::tempdir().unwrap();
+    let ways = |rate: &'static str| {
+        [
+            vec!["scrub", "nosuch", "--rate", rate],
+            vec!["scrub", "nosuch", "--set-rate", rate],
+            vec!["rebuild-rate", "nosuch", rate],
+        ]
+    };
+    for rate in ["200M", "200MiB/s", "1g", "unlimited", "0"] {
+        for args in ways(rate) {
+            // Read, then refused only because no array "nosuch" runs.
+            let (_, err) = text(&zapraid_in(run.path(), &args));
+            assert!(err.contains("nosuch") && !err.contains("invalid value"), "{args:?}: {err}");
+        }
+    }
+    let why = |args: &[&str]| {
+        let (_, err) = text(&zapraid_in(run.path(), args));
+        let line = err.lines().find(|l| l.contains("invalid value")).unwrap_or_else(|| panic!("{args:?}: {err}"));
+        line.split_once("': ").map(|(_, why)| why.to_string()).unwrap()
+    };
+    let said: Vec<String> = ways("fast").iter().map(|args| why(args)).collect();
+    assert!(said.iter().all(|w| *w == said[0]), "{said:#?}");
+    assert!(said[0].contains("unlimited"), "{}", said[0]);
+}

@@ -196,7 +196,7 @@ fn blocks_damaged_beyond_parity_never_stop_garbage_collection_scrub_or_stop() {
         s["capacity"]["logical_bytes"].as_u64().unwrap() / s["capacity"]["block_size_bytes"].as_u64().unwrap();
     write_pass(&world.drives, 0..world.blocks, 1);
     // Rows early in each segment's data region, damaged on drives 0 and 1.
-    let zones =
+    let rows =
         damage_rows(&[&world.drives[0], &world.drives[1]], 4) + damage_rows(&[&world.drives[0], &world.drives[1]], 9);
     assert!(rows >= 16, "the data filled too few zones: {rows} rows damaged");
     // Overwriting half the blocks needs garbage collection to reclaim segments with

@@ -104,6 +104,24 @@ fn one_damaged_superblock_copy_does_not_stop_the_array() {
     s.ok(&["stop", "sb1"]);
 }
 
+/// A drive file whose record of one zone is damaged in both copies cannot be driven; the
+/// refusal names the zone and says `format --force` re-initialises it, which it does.
+#[test]
+fn format_force_reinitialises_a_drive_file_with_a_zone_record_damaged_in_both_copies() {
+    let s = Setup::new();
+    s.selftest();
+    s.file(0).damage_zone_record(3);
+    let format = ["format", "--level", "raid5", "--group-size", "8", "--name", "zr"];
+    let out = s.run_on_drives(&format);
+    let said = text(&out);
+    assert!(!out.status.success() && said.contains("zone 3 record") && said.contains("format --force"), "{said}");
+    let out = s.run_on_drives(&[&format[..], &["--force"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let out = s.start();
+    assert!(out.status.success(), "{}", text(&out));
+    s.ok(&["stop", "zr"]);
+}
+
 #[test]
 fn a_drive_with_every_copy_damaged_is_described_not_sent_to_format() {
     let s = Setup::new();

@@ -21,7 +21,7 @@ use zapraid_zns::{
 };
 
 pub use crate::assembly::{assemble, assemble_with, Assembled};
-use crate::checkpoint::{invalidate, read_newest, CheckpointArea};
+use crate::checkpoint::{invalidate, read_newest, CheckpointArea, CheckpointMark};
 pub use crate::degraded::NewlyMissing;
 use crate::error::{Error, Result};
 use crate::superblock::superblock_writes;
@@ -53,6 +53,22 @@ pub fn open_drive(path: &Path) -> Result<Drive> {
         });
     };
     Ok(device)
+}
+
+/// Opens a drive about to be erased (a member being formatted, a new drive or a spare
+/// taken with `--force`): with `force`, an emulated drive file that cannot be opened
+/// because a zone's record is damaged in both copies is re-initialised first (every zone
+/// empty; what it held is being erased anyway).
+pub fn open_drive_to_erase(path: &Path, force: bool) -> Result<Drive> {
+    match open_drive(path) {
+        Err(Error::Drive { error: zapraid_zns::Error::ZoneRecordLost { zone, .. }, .. }) if force => {
+            tracing::warn!(path = %path.display(), zone, "a zone record is damaged in both copies: re-initialising the drive file");
+            let drive = EmulatedDrive::reinitialize_file(path)
+                .map_err(|error| Error::Drive { path: path.to_path_buf(), error })?;
+            Ok(Box::new(drive))
+        }
+        other => other,
+    }
 }
 
 /// Refuses a drive named twice (however spelled: paths are compared canonicalized).
@@ -89,7 +105,8 @@ pub struct FormatOptions {
     pub name: String,
     /// Overwrite drives that hold another array.
     pub force: bool,
-    /// The L2P table's memory budget (None: the whole table in memory).
+    /// The L2P table's memory budget (None or 0: the whole table in memory, and no
+    /// checkpoint).
     pub l2p_budget_bytes: Option<u64>,
 }
 
@@ -145,7 +162,7 @@ pub fn format_with_spares(
     let mut geometry: Option<Geometry> = None;
     let mut plan: Option<SegmentPlan> = None;
     for path in paths {
-        let mut drive = open_drive(path)?;
+        let mut drive = open_drive_to_erase(path, options.force)?;
         let g = drive.geometry();
         if (g.metadata_bytes_per_block as usize) < BLOCK_METADATA_BYTES {
             return Err(Error::Refused {
@@ -207,8 +224,9 @@ pub fn format_with_spares(
     };
     let mut spare_drives = crate::spare::check_format_spares(spares, &raw, options.force)?;
     // An array with an L2P budget keeps a checkpoint (`checkpoint`) in zones after the
-    // superblock's, sized for the largest it can have.
-    let checkpoint = options.l2p_budget_bytes.map(|_| {
+    // superblock's, sized for the largest it can have. A budget of 0 is none (the
+    // superblock records it so, and status says so): no zones are set aside for it.
+    let checkpoint = options.l2p_budget_bytes.filter(|bytes| *bytes > 0).map(|_| {
         let most_logical = plan.capacity_blocks(raw.zone_count.saturating_sub(SUPERBLOCK_ZONES));
         CheckpointArea::for_array(&raw, &plan, most_logical)
     });
@@ -343,8 +361,14 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
                 "started from the checkpoint"
             );
             let base = offered.filter(|(g, _)| *g == generation).and_then(|(_, base)| base);
+            let superblock_generation = assembled.superblock.generation.get();
             if let Some(place) = assembled.checkpoint.as_mut() {
                 place.keep_after_start(generation, base);
+                // The engine starts where the checkpoint left the array: until it writes,
+                // a clean stop need not write the same again.
+                if report.segments_replayed == 0 && report.damaged_headers == 0 {
+                    place.on_drives = Some(CheckpointMark { superblock_generation, engine_writes: 0 });
+                }
             }
         }
         None => {
@@ -370,9 +394,9 @@ fn engine_error_on_drive_zones(error: zapraid_engine::Error, reserved_zones: u32
     }
 }
 
-/// What differs between two drives' geometries, in words ("zone capacity 480 vs 240
-/// blocks").
-fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
+/// What differs between two drives' geometries, in words ("zone capacity (blocks) 480 vs
+/// 240"): only the fields that differ.
+pub(crate) fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
     let limit = |l: Option<u32>| l.map_or("none".to_string(), |v| v.to_string());
     let fields = [
         ("block size (B)", g.block_size_bytes.to_string(), first.block_size_bytes.to_string()),

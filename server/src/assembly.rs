@@ -20,7 +20,7 @@ use zapraid_engine::format::ArraySuperblock;
 use zapraid_engine::{Config, Mode, RaidLevel, SegmentPlan, PAPER_LOOKUP_PS_PER_ENTRY};
 use zapraid_zns::{Geometry, MissingDrive, ReservedZones, ZonedDevice};
 
-use crate::array::{open_drive, refuse_repeated_drives, uuid_text, Drive};
+use crate::array::{geometry_differences, open_drive, refuse_repeated_drives, uuid_text, Drive};
 use crate::checkpoint::{CheckpointArea, CheckpointPlace};
 use crate::degraded::{check_absent, record_failed, AbsentDrive, NewlyMissing, UnusableDrive};
 use crate::error::{Error, Result};
@@ -199,7 +199,10 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
             if drive.geometry() != geometry {
                 return Err(Error::Refused {
                     path: path.clone(),
-                    reason: "its geometry differs from the other drives'".into(),
+                    reason: format!(
+                        "its geometry differs from the other drives': {}",
+                        geometry_differences(&drive.geometry(), &geometry)
+                    ),
                 });
             }
         }
@@ -234,6 +237,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
             area,
             next_generation: 1,
             base_superblock_generation: None,
+            on_drives: None,
         }),
         recovery_report: None,
         failed: failed_drives(&superblock),
@@ -266,7 +270,10 @@ fn array_spares(
                 uuid_text(&array.array_uuid)
             )
         } else if drive.geometry() != *raw {
-            "it is a spare of the array, but its geometry differs from the array's drives'".to_string()
+            format!(
+                "it is a spare of the array, but its geometry differs from the array's drives': {}",
+                geometry_differences(&drive.geometry(), raw)
+            )
         } else {
             kept.push((path, drive));
             continue;

@@ -5,7 +5,9 @@
 //! readable copy serves).
 //!
 //! A copy is written whole after a clean stop or while running (its zones reset, then its
-//! blocks from the first one on, the last zone finished), and read at start: the valid
+//! blocks from the first one on, the last zone finished); not after a clean stop that
+//! changed nothing since the newest checkpoint on the drives (`CheckpointMark`), which
+//! still describes them. It is read at start: the valid
 //! copy with the highest generation on any drive, made whole from the other copy when it
 //! is incremental (its base, the full image there), is offered to recovery, which uses it only if it
 //! matches the drives (every segment it names still there, every other one written after
@@ -40,6 +42,32 @@ pub struct CheckpointPlace {
     /// engine's incremental ones build on (None before one): once the superblock moves on,
     /// the engine is told to write a full one (`Engine::forget_checkpoint_base`).
     pub base_superblock_generation: Option<u64>,
+    /// While the newest checkpoint on the drives still describes them (the one the start
+    /// began from with nothing replayed, or the last one written to every working drive):
+    /// what it describes. A clean stop with nothing changed since leaves it, instead of
+    /// writing the same image again as a new generation.
+    pub on_drives: Option<CheckpointMark>,
+}
+
+/// What the newest checkpoint on the drives describes: the array at this superblock
+/// generation, after this many of the engine thread's drive-changing commands
+/// (`changes_drive`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointMark {
+    pub superblock_generation: u64,
+    pub engine_writes: u64,
+}
+
+/// Whether an engine's command changes what a drive's zones hold (a checkpoint taken
+/// before it may no longer describe them): a write, an append or a reset. Finishing,
+/// opening or closing a zone leaves its blocks as they are (every start finishes the
+/// zones of the segments the last stop closed with a stop footer).
+pub fn changes_drive(command: &Command) -> bool {
+    match command {
+        Command::Write { .. } | Command::Append { .. } => true,
+        Command::ManageZone { action, .. } => *action == ZoneAction::Reset,
+        Command::Read { .. } | Command::ReportZones { .. } => false,
+    }
 }
 
 impl CheckpointPlace {
@@ -52,6 +80,12 @@ impl CheckpointPlace {
         if self.next_generation % 2 == keep % 2 {
             self.next_generation += 1;
         }
+    }
+
+    /// Whether the newest checkpoint on the drives still describes the array at
+    /// `superblock_generation` after `engine_writes` drive-changing commands.
+    pub fn is_current(&self, superblock_generation: u64, engine_writes: u64) -> bool {
+        self.on_drives == Some(CheckpointMark { superblock_generation, engine_writes })
     }
 }
 
@@ -356,7 +390,12 @@ mod tests {
     #[test]
     fn after_a_start_the_next_generation_spares_the_full_image_a_crash_would_need() {
         let area = CheckpointArea { zones_per_copy: 1 };
-        let place = |next_generation| CheckpointPlace { area, next_generation, base_superblock_generation: None };
+        let place = |next_generation| CheckpointPlace {
+            area,
+            next_generation,
+            base_superblock_generation: None,
+            on_drives: None,
+        };
         // From full image 6 (the newest): the next goes to the other copy.
         let mut p = place(7);
         p.keep_after_start(6, None);
@@ -369,5 +408,26 @@ mod tests {
         let mut p = place(9);
         p.keep_after_start(8, Some(5));
         assert_eq!(p.next_generation, 10);
+    }
+
+    #[test]
+    fn the_checkpoint_on_the_drives_is_current_until_the_engine_writes_or_the_superblock_moves() {
+        let target = ZoneTarget::Zone { start_lba: 0 };
+        let zone = |action| Command::ManageZone { action, target };
+        assert!(changes_drive(&zone(ZoneAction::Reset)));
+        assert!(changes_drive(&Command::Write { lba: 0, data: vec![0; 4096], metadata: Vec::new() }));
+        assert!(!changes_drive(&zone(ZoneAction::Finish)));
+        assert!(!changes_drive(&Command::Read { lba: 0, data: vec![0; 4096], metadata: Vec::new() }));
+        let mut place = CheckpointPlace {
+            area: CheckpointArea { zones_per_copy: 1 },
+            next_generation: 2,
+            base_superblock_generation: None,
+            on_drives: None,
+        };
+        assert!(!place.is_current(3, 0), "none known to describe the drives");
+        place.on_drives = Some(CheckpointMark { superblock_generation: 3, engine_writes: 5 });
+        assert!(place.is_current(3, 5));
+        assert!(!place.is_current(3, 6), "the engine wrote since");
+        assert!(!place.is_current(4, 5), "a failure or rebuild recorded since");
     }
 }

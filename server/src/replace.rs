@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use zapraid_zns::{execute, Command, Geometry, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
 
-use crate::array::{open_drive, uuid_text, Assembled, Drive};
+use crate::array::{geometry_differences, open_drive_to_erase, uuid_text, Assembled, Drive};
 use crate::control::Identity;
 use crate::driver::{EngineLoop, EngineSender, Message};
 use crate::error::{Error, Result};
@@ -62,7 +62,7 @@ pub fn check_new_drive(
     if let Some(index) = members.iter().position(|m| m.as_deref() == canonical.to_str()) {
         return Err(refuse(member(index)));
     }
-    let mut device = open_drive(path)?;
+    let mut device = open_drive_to_erase(path, force)?;
     check_geometry(&device.geometry(), raw).map_err(refuse)?;
     if !force {
         if let Some(sb) = read_superblock(device.as_mut()) {
@@ -137,14 +137,8 @@ fn check_geometry(new: &Geometry, raw: &Geometry) -> std::result::Result<(), Str
     }
     if new != raw {
         return Err(format!(
-            "its geometry differs from the array's drives' (zone size {} vs {} blocks, {} vs {} zones, capacity {} vs \
-             {} blocks, limits): an array's drives must all have one geometry",
-            new.zone_size_blocks,
-            raw.zone_size_blocks,
-            new.zone_count,
-            raw.zone_count,
-            new.zone_capacity_blocks,
-            raw.zone_capacity_blocks
+            "its geometry differs from the array's drives' ({}): an array's drives must all have one geometry",
+            geometry_differences(new, raw)
         ));
     }
     Ok(())
@@ -262,5 +256,29 @@ impl EngineLoop {
                 tracing::warn!(drive, "rebuild complete: the array is optimal again");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_geometry_mismatch_names_only_the_fields_that_differ() {
+        let raw = Geometry::zn540();
+        let new = Geometry { max_open_zones: None, zone_count: raw.zone_count + 1, ..raw };
+        let said = check_geometry(&new, &raw).unwrap_err();
+        let max_open = raw.max_open_zones.map_or("none".to_string(), |n| n.to_string());
+        assert_eq!(
+            said,
+            format!(
+                "its geometry differs from the array's drives' (zones {} vs {}, max open zones none vs {max_open}): an \
+                 array's drives must all have one geometry",
+                raw.zone_count + 1,
+                raw.zone_count
+            )
+        );
+        assert!(!said.contains("zone size") && !said.contains("capacity"), "{said}");
+        assert_eq!(check_geometry(&raw, &raw), Ok(()));
     }
 }

@@ -86,6 +86,16 @@ pub enum Error {
     #[error("{}: {reason}", path.display())]
     BadDriveFile { path: PathBuf, reason: String },
 
+    /// Both copies of a zone's record are damaged: the file no longer says what that zone
+    /// holds, so it cannot be driven as it is; it can be re-initialised
+    /// (`EmulatedDrive::reinitialize_file`), which empties every zone.
+    #[error(
+        "{}: zone {zone} record (every copy): {reason}; the drive file does not say what that zone holds \
+         (`zapraid format --force`, or `replace --force` onto it, re-initialises it, erasing it)",
+        path.display()
+    )]
+    ZoneRecordLost { path: PathBuf, zone: u32, reason: String },
+
     #[error("{}: not a zapraid emulated drive file (it starts with \"{}\", not \"ZRAIDEMU\")", path.display(), found.escape_ascii())]
     NotAnEmulatedDrive { path: PathBuf, found: [u8; 8] },
 
@@ -107,6 +117,7 @@ impl Error {
             Error::UnsupportedDevice { path, .. }
             | Error::Io { path, .. }
             | Error::BadDriveFile { path, .. }
+            | Error::ZoneRecordLost { path, .. }
             | Error::NotAnEmulatedDrive { path, .. }
             | Error::UnsupportedVersion { path, .. }
             | Error::DriveInUse { path }

@@ -301,8 +301,10 @@ impl FileMedia {
         let mut sequences = Vec::with_capacity(geometry.zone_count as usize);
         for (zone, bytes) in table.chunks_exact(ZONE_RECORD_BYTES).enumerate() {
             let copy = copy.get(zone * ZONE_RECORD_BYTES..(zone + 1) * ZONE_RECORD_BYTES);
-            let (state, written_blocks, sequence) = ZoneRecord::decode_pair(bytes, copy, geometry.zone_capacity_blocks)
-                .map_err(|e| bad(format!("zone {zone} record (every copy): {e}")))?;
+            let (state, written_blocks, sequence) =
+                ZoneRecord::decode_pair(bytes, copy, geometry.zone_capacity_blocks).map_err(|e| {
+                    Error::ZoneRecordLost { path: path.to_path_buf(), zone: zone as u32, reason: e.to_string() }
+                })?;
             zones.push(StoredZone { state, written_blocks });
             sequences.push(sequence);
         }
@@ -313,6 +315,36 @@ impl FileMedia {
             landing_seed: sb.landing_seed.get(),
             drive_uuid: sb.drive_uuid,
         })
+    }
+
+    /// Re-initialises an existing drive file whose superblock is valid: both copies of
+    /// its zone table are written anew with every zone empty (what zone resets would leave),
+    /// whatever they held. For a file that cannot be opened because a zone's record is
+    /// damaged in both copies (`Error::ZoneRecordLost`); the caller erases it on purpose.
+    pub(crate) fn reinitialize(path: &Path) -> Result<()> {
+        let bad = |reason: String| Error::BadDriveFile { path: path.to_path_buf(), reason };
+        let file =
+            OpenOptions::new().read(true).write(true).open(path).map_err(io_error(path, "opening drive file"))?;
+        lock(&file, path)?;
+        let mut region = vec![0u8; SUPERBLOCK_REGION_BYTES as usize];
+        let got = read_prefix(&file, &mut region, 0).map_err(io_error(path, "reading superblock"))?;
+        let (sb, _) = Superblock::decode_region(&region[..got]).map_err(|e| bad(format!("superblock: {e}")))?;
+        let geometry = sb.geometry();
+        geometry.validate().map_err(|e| bad(format!("superblock geometry: {e}")))?;
+        let layout = FileLayout::new(&geometry).ok_or_else(|| bad("geometry overflows file offsets".into()))?;
+        let file_len = file.metadata().map_err(io_error(path, "reading drive file size"))?.len();
+        if file_len < layout.minimum_file_bytes {
+            return Err(bad(format!("file is {file_len} bytes, the geometry needs {}", layout.minimum_file_bytes)));
+        }
+        let mut table = Vec::with_capacity(geometry.zone_count as usize * ZONE_RECORD_BYTES);
+        for _ in 0..geometry.zone_count {
+            table.extend_from_slice(ZoneRecord::new(ZoneState::Empty, 0, 0).as_bytes());
+        }
+        let copy = (file_len >= layout.file_bytes).then_some(layout.zone_table_copy_offset);
+        for offset in [Some(layout.zone_table_offset), copy].into_iter().flatten() {
+            file.write_all_at(&table, offset).map_err(io_error(path, "writing zone table"))?;
+        }
+        file.sync_all().map_err(io_error(path, "syncing drive file"))
     }
 
     fn data_offset(&self, index: u64) -> u64 {

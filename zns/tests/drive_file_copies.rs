@@ -70,8 +70,10 @@ fn a_damaged_primary_superblock_or_zone_record_falls_back_to_its_copy() {
     assert!(error.to_string().contains("superblock"), "{error}");
 }
 
+/// ... and can be re-initialised (what `format --force` does with it): every zone empty
+/// and writable again, the geometry kept.
 #[test]
-fn a_zone_record_damaged_in_both_copies_names_the_zone() {
+fn a_zone_record_damaged_in_both_copies_names_the_zone_and_the_file_can_be_reinitialised() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d.zns");
     let layout = drive_file(&path);
@@ -80,6 +82,16 @@ fn a_zone_record_damaged_in_both_copies_names_the_zone() {
     }
     let error = EmulatedDrive::open_file(&path).err().expect("both zone record copies damaged, yet it opened");
     assert!(error.to_string().contains(&format!("zone {ZONE} record (every copy)")), "{error}");
+    assert!(error.to_string().contains("format --force"), "{error}");
+    let mut drive = EmulatedDrive::reinitialize_file(&path).unwrap();
+    assert_eq!(zapraid_zns::ZonedDevice::geometry(&drive), geometry());
+    let zones = report_all_zones(&mut drive).unwrap();
+    assert!(zones.iter().all(|z| z.state == ZoneState::Empty && z.written_blocks() == 0));
+    let data = vec![0xa5; geometry().block_size_bytes as usize];
+    let lba = geometry().zone_start_lba(ZONE);
+    execute(&mut drive, Command::Write { lba, data, metadata: Vec::new() }).result.unwrap();
+    drop(drive);
+    drop(EmulatedDrive::open_file(&path).unwrap());
 }
 
 /// A file as made before the copies: nothing at the superblock copy, no zone table copy.

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use zapraid_zns::drive_file::{FileLayout, Superblock, ZoneRecord, SUPERBLOCK_REGION_BYTES, ZONE_RECORD_BYTES};
 use zapraid_zns::Geometry;
 
+/// A byte of a zone record's write pointer (`drive_file::ZoneRecord`).
+const ZONE_RECORD_WRITTEN_BYTE: u64 = 8;
+
 /// Where a drive file keeps its blocks.
 pub struct DriveFile {
     pub path: PathBuf,
@@ -55,6 +58,19 @@ impl DriveFile {
         file.read_exact_at(&mut b, offset).unwrap();
         b[0] ^= 1;
         file.write_all_at(&b, offset).unwrap();
+    }
+
+    /// Flips a bit of zone `zone`'s record (its write pointer) in both copies of the zone
+    /// table.
+    pub fn damage_zone_record(&self, zone: u32) {
+        let file = OpenOptions::new().read(true).write(true).open(&self.path).unwrap();
+        for table in [self.layout.zone_table_offset, self.layout.zone_table_copy_offset] {
+            let offset = table + u64::from(zone) * ZONE_RECORD_BYTES as u64 + ZONE_RECORD_WRITTEN_BYTE;
+            let mut b = [0u8];
+            file.read_exact_at(&mut b, offset).unwrap();
+            b[0] ^= 1;
+            file.write_all_at(&b, offset).unwrap();
+        }
     }
 
     /// Puts `from`'s block (data and metadata) in place of this drive's.

@@ -5,7 +5,7 @@
 //! 2018 (`tencent`), MSR Cambridge (`msr`), fio iolog v2/v3 (`fio`); `detect` tells them
 //! apart from a trace's first lines. `TraceReader` reads any of them from a file (plain or
 //! gzip, by name or magic) or any `BufRead`, one line at a time: memory does not grow
-//! with the trace. It yields `TraceRecord`s of the chosen volume; a malformed line stops
+//! with the trace; a UTF-8 byte order mark before the first line is skipped. It yields `TraceRecord`s of the chosen volume; a malformed line stops
 //! it with the line's number and content, or with `skip_bad` is counted and skipped; a
 //! trace without a request to replay is an error (`TraceError::Empty`), never an empty
 //! result.
@@ -137,6 +137,9 @@ struct RawLine {
     utf8: bool,
 }
 
+/// What a text file may start with to say it is UTF-8.
+const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
+
 /// A streaming reader of one trace: an iterator of its requests.
 pub struct TraceReader {
     input: Box<dyn BufRead>,
@@ -247,6 +250,11 @@ impl TraceReader {
         self.line_number = line;
         while self.buffer.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
             self.buffer.pop();
+        }
+        // A UTF-8 byte order mark (some editors and Windows tools write one) starts the
+        // text, it is no part of its first line.
+        if line == 1 && self.buffer.starts_with(UTF8_BOM) {
+            self.buffer.drain(..UTF8_BOM.len());
         }
         let (text, utf8) = match std::str::from_utf8(&self.buffer) {
             Ok(text) => (text.to_string(), true),

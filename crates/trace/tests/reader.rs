@@ -148,3 +148,27 @@ fn missing_and_corrupt_files_are_errors() {
     let error = TraceReader::open(&path, ReadOptions::default()).err().unwrap();
     assert!(error.to_string().starts_with("reading line 1: "), "{error}");
 }
+
+/// A UTF-8 byte order mark (as some editors and Windows tools write) before the first line
+/// is skipped, in a plain and a gzip file; one anywhere else is part of its line.
+#[test]
+fn a_leading_byte_order_mark_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(SAMPLE).unwrap();
+    let with_bom = format!("\u{feff}{text}");
+    let plain = write(dir.path(), "bom.csv", &with_bom);
+    let (format, records) = read_all(&plain, ReadOptions::default()).unwrap();
+    assert_eq!((format, records.len()), (Format::Alibaba, 13));
+    let named = ReadOptions { format: Some(Format::Alibaba), ..ReadOptions::default() };
+    assert_eq!(read_all(&plain, named).unwrap().1.len(), 13);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(with_bom.as_bytes()).unwrap();
+    let gzip = dir.path().join("bom.csv.gz");
+    std::fs::write(&gzip, gz.finish().unwrap()).unwrap();
+    assert_eq!(read_all(&gzip, ReadOptions::default()).unwrap().1.len(), 13);
+    let (first, rest) = text.split_once('\n').unwrap();
+    let inside = write(dir.path(), "inside.csv", &format!("{first}\n\u{feff}{rest}"));
+    let named = ReadOptions { format: Some(Format::Alibaba), ..ReadOptions::default() };
+    let error = read_all(&inside, named).unwrap_err();
+    assert!(error.to_string().contains("line 2"), "{error}");
+}

@@ -275,7 +275,7 @@ impl Engine {
             }
             Err(_) if !still_there => self.relocation_unpin(lba),
             Err(e) => {
-                tracing::warn!(lba, error = %e, "garbage collection: a live block cannot be read");
+                tracing::warn!(lba = %crate::format::LbaField(lba), error = %e, "garbage collection: a live block cannot be read");
                 r.failed = true;
                 self.relocation_unpin(lba);
             }

@@ -53,6 +53,9 @@ pub struct RebuildStatus {
     /// Segments rebuilt onto the drive, and those it does not hold yet.
     pub segments_rebuilt: u64,
     pub segments_left: u64,
+    /// Of `segments_rebuilt`, those a rebuild before a restart had completed, checked and
+    /// kept (`resume`): done in no time, they say nothing of how long the rest takes.
+    pub segments_kept: u64,
     /// Blocks written to the new drive (headers, chunks, footers).
     pub blocks_written: u64,
     /// Blocks that could not be reconstructed (their stripes lost more than parity covers).
@@ -196,6 +199,7 @@ impl Engine {
             drive: r.drive,
             segments_rebuilt: r.segments_rebuilt,
             segments_left,
+            segments_kept: r.segments_kept,
             blocks_written: r.blocks_written,
             blocks_unrecoverable: r.blocks_unrecoverable,
         })

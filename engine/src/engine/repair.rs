@@ -178,7 +178,7 @@ impl Engine {
         if self.repairs.pending.get(&from) == Some(&false) {
             self.repairs.read_repairs_scheduled += 1;
         }
-        tracing::debug!(lba, zone = from.zone, drive = from.drive, "a block of a damaged stripe row is rewritten");
+        tracing::debug!(lba = %crate::format::LbaField(lba), zone = from.zone, drive = from.drive, "a block of a damaged stripe row is rewritten");
         let data_crc = crc32c::crc32c(&data);
         let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: true, data_crc };
         self.add_block(info, data, Fill::Relocation);
@@ -203,7 +203,7 @@ impl Engine {
         let waiting = std::mem::take(&mut self.repairs.waiting);
         for repair in waiting {
             if self.repair_page(repair.lba) == Some(page) {
-                tracing::error!(lba = repair.lba, error = %error, "a repair is dropped: its L2P page cannot be read");
+                tracing::error!(lba = %crate::format::LbaField(repair.lba), error = %error, "a repair is dropped: its L2P page cannot be read");
                 self.repairs.pending.remove(&repair.from);
             } else {
                 self.repairs.waiting.push(repair);

@@ -1,6 +1,7 @@
 //! The mapping block: one page of the L2P table (`l2p`) as it is written to the log when
 //! the table is offloaded. A header (magic, version, CRC32C, array UUID, page index) and
-//! as many 4-byte entries as the rest of the block holds, little-endian.
+//! as many 4-byte entries as the rest of the block holds, little-endian. Logs name a
+//! mapping block's LBA field by its page (`LbaField`).
 
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -89,9 +90,33 @@ pub fn decode_mapping_block(block: &[u8], array_uuid: [u8; 16], page: u64) -> Re
         .collect())
 }
 
+/// An LBA field as logs show it: a logical block's number, "mapping page N" for a mapping
+/// block (`MAPPING_LBA_FLAG` with the page; its raw value, 2^62 + N, means nothing to a
+/// reader), "no LBA" for `NO_LBA`. For `tracing` fields: `lba = %LbaField(lba)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LbaField(pub u64);
+
+impl std::fmt::Display for LbaField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match super::mapping_page_of(self.0) {
+            Some(page) => write!(f, "mapping page {page}"),
+            None if self.0 == super::NO_LBA => f.write_str("no LBA"),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_lba_field_reads_as_a_block_or_a_mapping_page() {
+        assert_eq!(LbaField(4_611_686_018_427_387_906).to_string(), "mapping page 2");
+        assert_eq!(LbaField(super::super::MAPPING_LBA_FLAG).to_string(), "mapping page 0");
+        assert_eq!(LbaField(1234).to_string(), "1234");
+        assert_eq!(LbaField(super::super::NO_LBA).to_string(), "no LBA");
+    }
 
     const BLOCK_BYTES: usize = 4096;
     const UUID: [u8; 16] = [7; 16];

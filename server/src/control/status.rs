@@ -139,8 +139,9 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
 
 /// The running rebuild's progress, or null: % done counts segments; the rate is the
 /// average since the rebuild started on this server (blocks written to the new drive over
-/// the time since), and the ETA the time per segment so far times the segments left
-/// (null until a segment is done).
+/// the time since), and the ETA the time per segment rebuilt so far times the segments
+/// left: null (unknown) until this server has rebuilt a segment, since segments a rebuild
+/// before a restart completed are only checked and kept, in no time.
 fn rebuild_json(s: &ArrayStatus) -> serde_json::Value {
     let Some(r) = s.engine.rebuild else { return serde_json::Value::Null };
     let total = r.segments_rebuilt + r.segments_left;
@@ -148,11 +149,13 @@ fn rebuild_json(s: &ArrayStatus) -> serde_json::Value {
     let bytes_written = r.blocks_written * u64::from(s.block_size_bytes);
     let elapsed_s = s.rebuild_elapsed_s.unwrap_or(0.0);
     let rate_mib_s = (elapsed_s > 0.0).then(|| bytes_written as f64 / (1024.0 * 1024.0) / elapsed_s);
-    let eta_s = (r.segments_rebuilt > 0).then(|| elapsed_s / r.segments_rebuilt as f64 * r.segments_left as f64);
+    let measured = r.segments_rebuilt.saturating_sub(r.segments_kept);
+    let eta_s = (measured > 0 && elapsed_s > 0.0).then(|| elapsed_s / measured as f64 * r.segments_left as f64);
     serde_json::json!({
         "drive": r.drive,
         "segments_rebuilt": r.segments_rebuilt,
         "segments_left": r.segments_left,
+        "segments_kept": r.segments_kept,
         "percent_done": percent,
         "blocks_written": r.blocks_written,
         "bytes_written": bytes_written,
@@ -263,6 +266,7 @@ mod tests {
             drive: 2,
             segments_rebuilt: 3,
             segments_left: 1,
+            segments_kept: 0,
             blocks_written: 512,
             blocks_unrecoverable: 0,
         });
@@ -274,6 +278,22 @@ mod tests {
         assert_eq!((r["rate_mib_s"].as_f64(), r["bytes_written"].as_u64()), (Some(1.0), Some(2 << 20)), "{s}");
         assert!((r["eta_s"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-9, "{s}");
         assert!(s["rebuild_rate_bytes_per_s"].is_null() && r["rate_limit_bytes_per_s"].is_null(), "{s}");
+        // After a restart during a rebuild: the segments the rebuild before it completed
+        // are kept at once; the ETA is unknown until this server has rebuilt one.
+        let resumed = zapraid_engine::RebuildStatus {
+            segments_rebuilt: 12,
+            segments_left: 13,
+            segments_kept: 12,
+            ..status.engine.rebuild.unwrap()
+        };
+        let mut restarted = ArrayStatus { rebuild_elapsed_s: Some(0.05), ..status.clone() };
+        restarted.engine.rebuild = Some(resumed);
+        let r = status_json(&id, &restarted)["rebuild"].clone();
+        assert!(r["eta_s"].is_null(), "{r}");
+        assert_eq!(r["segments_kept"].as_u64(), Some(12), "{r}");
+        restarted.engine.rebuild = Some(zapraid_engine::RebuildStatus { segments_rebuilt: 14, ..resumed });
+        let r = status_json(&id, &restarted)["rebuild"].clone();
+        assert!((r["eta_s"].as_f64().unwrap() - 0.05 / 2.0 * 13.0).abs() < 1e-9, "{r}");
         status.engine.rebuild_rate_bytes_per_s = Some(200 << 20);
         let s = status_json(&id, &status);
         assert_eq!(s["rebuild_rate_bytes_per_s"].as_u64(), Some(200 << 20), "{s}");

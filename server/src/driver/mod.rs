@@ -168,6 +168,8 @@ pub(crate) struct EngineLoop {
     pub(crate) scrub_started: Option<Instant>,
     /// Told of every superblock generation recorded (`Message::WatchGenerations`).
     watchers: Vec<Sender<()>>,
+    /// The engine's drive-changing commands sent so far (`checkpoint::changes_drive`).
+    engine_writes: u64,
 }
 
 impl EngineLoop {
@@ -205,6 +207,7 @@ impl EngineLoop {
             rebuild_started: (engine_rebuilding != 0).then(Instant::now),
             scrub_started: None,
             watchers: Vec::new(),
+            engine_writes: 0,
         }
     }
 
@@ -214,9 +217,12 @@ impl EngineLoop {
 
     /// After a clean stop: writes the engine's checkpoint (if the array keeps one) to
     /// every working drive, so that the next start need not replay every footer. A
-    /// checkpoint that cannot be written costs the next start time, never data.
+    /// checkpoint that cannot be written costs the next start time, never data. None when
+    /// the newest one on the drives still describes them (nothing written since).
     fn leave_checkpoint(&mut self) {
-        if self.record.checkpoint.is_none() {
+        let Some(place) = self.record.checkpoint.as_ref() else { return };
+        if place.is_current(self.record.superblock.generation.get(), self.engine_writes) {
+            tracing::info!("nothing changed since the checkpoint on the drives: it is left as it is");
             return;
         }
         if !self.write_checkpoint() {
@@ -253,7 +259,7 @@ impl EngineLoop {
         let failed_mask = self.failed_mask();
         let failed: Vec<usize> = (0..self.drives.len()).filter(|d| failed_mask >> d & 1 == 1).collect();
         let (copies, result) = crate::checkpoint::write(&mut self.drives, &failed, area, &image);
-        match result {
+        match &result {
             Ok(()) => tracing::info!(
                 generation = image.generation,
                 segments = image.segments.len(),
@@ -261,6 +267,7 @@ impl EngineLoop {
             ),
             Err(e) => tracing::warn!("the checkpoint was not written everywhere ({e}): the next start may replay"),
         }
+        let mark = crate::checkpoint::CheckpointMark { superblock_generation, engine_writes: self.engine_writes };
         // An image written nowhere leaves the generations as they were: the next lands in the
         // same copy (never the base's).
         if let Some(place) = self.record.checkpoint.as_mut().filter(|_| copies > 0) {
@@ -268,6 +275,8 @@ impl EngineLoop {
             if image.base_generation.is_none() {
                 place.base_superblock_generation = Some(superblock_generation);
             }
+            // A drive without it may offer an older copy to the next start.
+            place.on_drives = result.is_ok().then_some(mark);
         }
         copies > 0
     }
@@ -479,6 +488,7 @@ impl EngineLoop {
         let mut n = 0;
         loop {
             while let Some(cmd) = self.engine.poll_command() {
+                self.engine_writes += u64::from(crate::checkpoint::changes_drive(&cmd.command));
                 self.drives[cmd.drive].submit(cmd.tag, cmd.command);
                 n += 1;
             }

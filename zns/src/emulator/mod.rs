@@ -135,6 +135,14 @@ impl EmulatedDrive {
         Ok(drive)
     }
 
+    /// Re-initialises a drive file whose zone states are lost (a zone record damaged in
+    /// both copies: `Error::ZoneRecordLost`) with every zone empty, keeping its geometry
+    /// and identity, and opens it. What the zones held is gone.
+    pub fn reinitialize_file(path: &Path) -> Result<Self> {
+        FileMedia::reinitialize(path)?;
+        Self::open_file(path)
+    }
+
     /// Models the drive with `params` in virtual time from now on.
     pub fn with_timing(mut self, params: TimingParams) -> Result<Self> {
         params.validate().map_err(|reason| Error::InvalidGeometry { reason: format!("timing model: {reason}") })?;
