@@ -36,6 +36,10 @@ pub(super) struct Relocation {
     pub(super) resetting: bool,
     /// Blocks moved could not be written elsewhere: the segment stays.
     pub(super) failed: bool,
+    /// A mapping block in it could not be read (its page is rebuilt from the log when next
+    /// needed): every other block is still moved or recorded lost, and the segment stays,
+    /// since the directory still points into it.
+    pub(super) keep: bool,
     /// Live blocks that could not be read or rebuilt, and where they are: each gets a
     /// lost-block marker (`lost`) once the scan is done and no write of it is in flight.
     pub(super) unreadable: Vec<(u64, Physical)>,
@@ -154,6 +158,7 @@ impl Engine {
             resets_pending: 0,
             resetting: false,
             failed: false,
+            keep: false,
             unreadable: Vec::new(),
             mapping_pages: self.l2p.directory_in_zone(zone),
             awaits_checkpoint: false,
@@ -209,7 +214,8 @@ impl Engine {
         if r.writes_in_flight > 0 || !self.gc_queued.is_empty() {
             return;
         }
-        if r.failed {
+        if r.failed || r.keep {
+            let kept = !r.failed;
             for (lba, _) in std::mem::take(&mut self.relocation.as_mut().expect("relocating").unreadable) {
                 self.relocation_unpin(lba);
             }
@@ -217,6 +223,8 @@ impl Engine {
             let seg = self.seg_mut(zone);
             seg.state = SegmentState::Sealed;
             seg.unreclaimable = true;
+            // Kept for a mapping block alone: every other block was moved or recorded lost.
+            seg.holes &= !kept;
             self.relocation = None;
             self.gc_check_needed = true;
             return;
@@ -274,6 +282,10 @@ impl Engine {
                 r.unreadable.push((lba, from)); // its page stays pinned until it is marked
             }
             Err(_) if !still_there => self.relocation_unpin(lba),
+            Err(e) if crate::format::mapping_page_of(lba).is_some() && Self::beyond_parity(&e) => {
+                tracing::warn!(lba = %crate::format::LbaField(lba), error = %e, "garbage collection: a mapping block cannot be read; the segment stays");
+                r.keep = true;
+            }
             Err(e) => {
                 tracing::warn!(lba = %crate::format::LbaField(lba), error = %e, "garbage collection: a live block cannot be read");
                 r.failed = true;

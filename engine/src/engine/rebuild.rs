@@ -167,7 +167,10 @@ impl Engine {
             segment.absent = Some(drive);
             // A relocation that could not write (too few drives) may now: the new drive
             // takes writes. Tried again, or the rebuild would wait for it for ever.
-            segment.unreclaimable = false;
+            if std::mem::take(&mut segment.unreclaimable) {
+                self.reclaim_pending = true;
+                self.gc_check_needed = true;
+            }
             if segment.stopped_short && !segment.reclaim_first {
                 segment.reclaim_first = true;
                 self.reclaim_pending = true;
@@ -240,10 +243,20 @@ impl Engine {
                         self.start_zone_rebuild(zone);
                     }
                 }
-                // A segment left to garbage collection that cannot be reclaimed (its blocks
-                // cannot be written elsewhere: too many drives down) is not waited for: its
-                // chunks on the new drive stay rebuilt on read.
-                None if self.segments.iter().flatten().all(|s| s.absent != Some(drive) || s.unreclaimable) => {
+                // Segments with holes (chunks it could not reconstruct among them) are
+                // waited for until garbage collection has reclaimed them, recording their
+                // lost blocks: until then the drive counts as being rebuilt, so that a start
+                // after a crash, which could not tell which LBAs the holes held, refuses to
+                // run with one more drive down rather than serve older versions. A segment
+                // garbage collection cannot reclaim (its blocks cannot be written elsewhere:
+                // too many drives down) is not waited for: its chunks on the new drive stay
+                // rebuilt on read.
+                None if self
+                    .segments
+                    .iter()
+                    .flatten()
+                    .all(|s| (s.absent != Some(drive) && !s.holes) || s.unreclaimable) =>
+                {
                     let left = self.segments.iter().flatten().filter(|s| s.absent == Some(drive)).count();
                     if left > 0 {
                         tracing::error!(

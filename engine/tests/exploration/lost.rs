@@ -472,6 +472,10 @@ impl LostRun {
         self.checkpoints.note_running(&mut self.run.sim, &what);
         let rebuilding: Vec<usize> = self.run.sim.engine.rebuild_status().map(|r| r.drive).into_iter().collect();
         let down = self.out_of_service();
+        {
+            let e = &self.run.sim.engine;
+            let st = e.status();
+        }
         let sim =
             std::mem::replace(&mut self.run.sim, Simulator::new(geometry(self.zones), self.config, 0, None).unwrap());
         let drives = sim.power_cut().unwrap();
