@@ -100,12 +100,12 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
 }
 
 /// The operations of hostile runs: those of `op`, damage beyond parity, failures beyond
-/// tolerance (rarer), replacements and scrubs.
-pub(crate) fn hostile_op() -> impl Strategy<Value = Op> {
+/// tolerance (rarer; none unless `beyond`), replacements and scrubs.
+pub(crate) fn hostile_op(beyond: bool) -> impl Strategy<Value = Op> {
     prop_oneof![
         14 => op(),
         2 => (0..LOGICAL_BLOCKS, any::<u64>()).prop_map(|(lba, pick)| Op::Damage { lba, pick }),
-        1 => (0..6usize).prop_map(|drive| Op::ForceFail { drive }),
+        u32::from(beyond) => (0..6usize).prop_map(|drive| Op::ForceFail { drive }),
         2 => (0..6usize, any::<bool>()).prop_map(|(drive, paced)| Op::Replace { drive, paced }),
         1 => any::<bool>().prop_map(|paced| Op::Scrub { paced }),
     ]
