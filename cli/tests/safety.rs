@@ -272,8 +272,9 @@ fn fail_refuses_what_the_array_cannot_survive() {
     assert!(!out.status.success(), "RAID-0 accepted a failure: {said}");
     assert!(
         said.contains(
-            "array \"r0\": RAID-0 (4) survives no failed drive: failing drive 1 would lose the array's data (reads \
-             and writes would fail, and it would not start again); add --force to fail it anyway"
+            "array \"r0\": RAID-0 (4) survives no failed drive: failing drive 1 would lose the array's data \
+             (blocks of the stripes it would leave short read as errors, and with no drive to spare the array would \
+             not start again); add --force to fail it anyway"
         ),
         "{said}"
     );

@@ -148,6 +148,13 @@ struct Found {
     stripe_id: u32,
 }
 
+impl Found {
+    /// The block at zone-relative `offset` of `drive`, as its metadata `m` says.
+    fn of(drive: usize, offset: u64, m: &crate::format::BlockMetadata) -> Found {
+        Found { drive, offset, lba: m.lba.get(), timestamp: m.timestamp.get(), stripe_id: m.stripe_id.get() }
+    }
+}
+
 enum Op {
     Report,
     Header {

@@ -176,14 +176,7 @@ impl Recovery {
                 if let Ok((m, kind)) = BlockMetadata::decode_unverified(oob) {
                     let names_it = kind == BlockKind::Data || (copies && kind == BlockKind::Parity);
                     if names_it && u64::from(m.segment_sequence_low.get()) == sequence_low {
-                        let damaged = Found {
-                            drive,
-                            offset: first_offset + i as u64,
-                            lba: m.lba.get(),
-                            timestamp: m.timestamp.get(),
-                            stripe_id: m.stripe_id.get(),
-                        };
-                        self.damaged.entry(zone).or_default().push(damaged);
+                        self.damaged.entry(zone).or_default().push(Found::of(drive, first_offset + i as u64, &m));
                     }
                 }
                 continue;
@@ -201,14 +194,7 @@ impl Recovery {
                 *end = (*end).min(first_offset + i as u64);
                 continue;
             }
-            let found = Found {
-                drive,
-                offset: first_offset + i as u64,
-                lba: m.lba.get(),
-                timestamp: m.timestamp.get(),
-                stripe_id: m.stripe_id.get(),
-            };
-            self.found.get_mut(&zone).expect("segment").push(found);
+            self.found.get_mut(&zone).expect("segment").push(Found::of(drive, first_offset + i as u64, &m));
         }
     }
 }

@@ -471,22 +471,7 @@ impl LostRun {
         }
         self.checkpoints.note_running(&mut self.run.sim, &what);
         let rebuilding: Vec<usize> = self.run.sim.engine.rebuild_status().map(|r| r.drive).into_iter().collect();
-        let down = self.out_of_service();
-        {
-            let e = &self.run.sim.engine;
-            let st = e.status();
-        }
-        let sim =
-            std::mem::replace(&mut self.run.sim, Simulator::new(geometry(self.zones), self.config, 0, None).unwrap());
-        let drives = sim.power_cut().unwrap();
-        self.run.sim = Simulator::recover_with_checkpoint(
-            geometry(self.zones),
-            self.config,
-            drives,
-            &down,
-            self.checkpoints.offer(),
-        )
-        .unwrap_or_else(|e| panic!("{what}: start after a power cut: {e}"));
+        self.start_again(&format!("{what}: start after a power cut"));
         self.checkpoints.judge(&self.run.sim, Expect::Either, &format!("{what}, start after a power cut"));
         for drive in rebuilding {
             self.run.sim.replace_drive(drive, self.seed ^ 0xc07).unwrap_or_else(|e| panic!("{what}: rebuild: {e}"));
@@ -495,6 +480,18 @@ impl LostRun {
         self.run.in_flight.clear();
         self.gc_probes.clear();
         self.out.crash_states += 1;
+    }
+
+    /// Takes the drives from the array as they are (power cut) and starts it on them, those
+    /// out of service left out, offered the checkpoint kept.
+    fn start_again(&mut self, what: &str) {
+        let down = self.out_of_service();
+        let sim =
+            std::mem::replace(&mut self.run.sim, Simulator::new(geometry(self.zones), self.config, 0, None).unwrap());
+        let drives = sim.power_cut().unwrap();
+        let offered = self.checkpoints.offer();
+        self.run.sim = Simulator::recover_with_checkpoint(geometry(self.zones), self.config, drives, &down, offered)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
     }
 
     /// A clean stop within `END_STEPS`, then a start from what it left.
@@ -513,18 +510,7 @@ impl LostRun {
         self.out.stops_ended += 1;
         let keeps = self.config.l2p.checkpoint;
         let taken = self.checkpoints.take(&mut self.run.sim, keeps, &format!("{what}, at the stop"));
-        let down = self.out_of_service();
-        let sim =
-            std::mem::replace(&mut self.run.sim, Simulator::new(geometry(self.zones), self.config, 0, None).unwrap());
-        let drives = sim.power_cut().unwrap();
-        self.run.sim = Simulator::recover_with_checkpoint(
-            geometry(self.zones),
-            self.config,
-            drives,
-            &down,
-            self.checkpoints.offer(),
-        )
-        .unwrap_or_else(|e| panic!("{what}: start after a clean stop: {e}"));
+        self.start_again(&format!("{what}: start after a clean stop"));
         let expect = if taken { Expect::Used } else { Expect::Either };
         self.checkpoints.judge(&self.run.sim, expect, &format!("{what}, start after a clean stop"));
         self.out.crash_states += 1;
