@@ -445,6 +445,9 @@ fn check_magic_and_version(header: &CheckpointHeader) -> Result<(), DecodeError>
 mod tests {
     use super::*;
 
+    /// The sample's lost-block list: its count and two entries.
+    const SAMPLE_LOST_BYTES: u64 = (CHECKPOINT_LOST_COUNT_BYTES + 2 * CHECKPOINT_LOST_ENTRY_BYTES) as u64;
+
     fn sample() -> CheckpointImage {
         CheckpointImage {
             array_uuid: [7; 16],
@@ -521,7 +524,7 @@ mod tests {
         let base = sample();
         let image = incremental();
         let bytes = image.encode(512);
-        let expected_bytes = checkpoint_image_bytes(4, 5, 3 + 4) + CHECKPOINT_BASE_BYTES as u64;
+        let expected_bytes = checkpoint_image_bytes(4, 5, 3 + 4) + CHECKPOINT_BASE_BYTES as u64 + SAMPLE_LOST_BYTES;
         assert_eq!(CheckpointImage::image_bytes(&bytes).unwrap(), expected_bytes);
         let decoded = CheckpointImage::decode(&bytes).unwrap();
         assert_eq!(decoded, image);
@@ -579,7 +582,10 @@ mod tests {
         let image = sample();
         let bytes = image.encode(512);
         assert_eq!(bytes.len() % 512, 0);
-        assert_eq!(CheckpointImage::image_bytes(&bytes).unwrap(), checkpoint_image_bytes(3, 5, 8 + 4));
+        assert_eq!(
+            CheckpointImage::image_bytes(&bytes).unwrap(),
+            checkpoint_image_bytes(3, 5, 8 + 4) + SAMPLE_LOST_BYTES
+        );
         assert_eq!(CheckpointImage::decode(&bytes).unwrap(), image);
     }
 
@@ -587,7 +593,7 @@ mod tests {
     fn every_single_bit_flip_of_the_image_is_detected() {
         let image = sample();
         let bytes = image.encode(512);
-        let image_bytes = checkpoint_image_bytes(3, 5, 8) as usize;
+        let image_bytes = image.image_len() as usize;
         let mut detected = 0;
         for bit in 0..image_bytes * 8 {
             let mut flipped = bytes.clone();
