@@ -305,8 +305,9 @@ impl Engine {
             self.map_lba(lba, to);
             if marker {
                 self.lost.insert(lba, timestamp);
+            } else {
+                self.blocks_relocated += 1; // a marker stands for no block moved
             }
-            self.blocks_relocated += 1;
         }
         self.relocation_unpin(lba);
         let r = self.relocation.as_mut().expect("relocated blocks belong to a relocation");

@@ -20,7 +20,16 @@
 //! scrub or a read that could not rebuild a block) are marked `holes`: garbage collection
 //! takes them first, which records their lost blocks and frees their zones.
 //!
-//! Invariant: an LBA is in `lost` exactly when the L2P table maps it to a marker.
+//! A start that replays a segment block by block records lost, the same way, the LBA of a
+//! block that fails its checksum while its metadata still names the segment (a block is
+//! written whole: damaged, not torn), when no newer or readable copy holds it
+//! (`recovery::structures`, `recovery::install`).
+//!
+//! Invariant: an LBA is in `lost` exactly when the L2P table maps it to a marker, or to the
+//! damaged block a start found it in (the marker comes when garbage collection moves it).
+//! Whether a segment has holes is not recorded on the drives: after a restart, a segment
+//! not reclaimed yet is found to have them again when a read, scrub or rebuild comes
+//! across one.
 
 use crate::error::Error;
 use crate::format::LOST_LBA_FLAG;

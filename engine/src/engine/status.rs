@@ -17,7 +17,8 @@ pub struct Status {
     /// The L2P table: its memory budget, cache and traffic with the drives.
     pub l2p: L2pStatus,
     pub failed_drives: Vec<usize>,
-    /// Segments garbage collection reclaimed, and live blocks it moved.
+    /// Segments garbage collection reclaimed, and live blocks it moved (lost-block markers
+    /// it wrote or moved are not counted).
     pub segments_reclaimed: u64,
     pub blocks_relocated: u64,
     /// Recovered open segments still waiting to be rewritten and reclaimed.
