@@ -43,6 +43,9 @@ pub(super) struct Relocation {
     /// Live blocks that could not be read or rebuilt, and where they are: each gets a
     /// lost-block marker (`lost`) once the scan is done and no write of it is in flight.
     pub(super) unreadable: Vec<(u64, Physical)>,
+    /// Of those, the LBAs that had a write (or their place a repair) in flight when they
+    /// were to be marked: the relocation ends without them, the segment kept.
+    pub(super) awaiting_writes: Vec<u64>,
     /// Pages of the L2P table whose mapping block is in the segment, still to move.
     pub(super) mapping_pages: Vec<crate::l2p::PageIndex>,
     /// Every block moved, the reset waits for a running checkpoint that no longer names
@@ -129,11 +132,12 @@ impl Engine {
         self.gc_check_needed = false;
         self.reclaim_pending = self.reclaim_left() || self.holes_left();
         let first = |s: &Segment| s.reclaim_first || s.holes;
+        let awaiting = |s: &Segment| s.awaiting_writes.iter().any(|lba| self.in_flight_lbas.contains_key(lba));
         let victim = self
             .segments
             .iter()
             .flatten()
-            .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable)
+            .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable && !awaiting(s))
             .filter(|s| Some(s.zone) != self.zone_being_rebuilt() && Some(s.zone) != self.zone_being_scrubbed())
             .filter(|s| first(s) || (low && s.valid_blocks <= self.plan.gc_victim_max_live_blocks(&s.layout)))
             .min_by_key(|s| (!first(s), s.valid_blocks, s.sequence))
@@ -160,6 +164,7 @@ impl Engine {
             failed: false,
             keep: false,
             unreadable: Vec::new(),
+            awaiting_writes: Vec::new(),
             mapping_pages: self.l2p.directory_in_zone(zone),
             awaits_checkpoint: false,
             checkpoint_passed: false,
@@ -206,12 +211,31 @@ impl Engine {
         if (!r.scan.is_done(logical_blocks) && !r.failed) || r.reads_in_flight > 0 || r.resetting {
             return;
         }
-        if !r.failed && !self.mark_unreadable_lost() {
-            return; // a write of an unreadable block is in flight: it decides
+        if !r.failed {
+            let awaiting = self.mark_unreadable_lost();
+            self.relocation.as_mut().expect("relocating").awaiting_writes.extend(awaiting);
         }
         self.pad_open_stripe(Fill::Relocation);
         let r = self.relocation.as_ref().expect("relocating");
         if r.writes_in_flight > 0 || !self.gc_queued.is_empty() {
+            return;
+        }
+        if !r.awaiting_writes.is_empty() && !r.failed {
+            let awaiting = std::mem::take(&mut self.relocation.as_mut().expect("relocating").awaiting_writes);
+            // Unreadable blocks with a write or repair in flight: that write may wait for
+            // the room this relocation holds, so the relocation ends here with the segment
+            // kept, and it is chosen again once none of them is in flight.
+            tracing::debug!(
+                zone,
+                blocks = awaiting.len(),
+                "garbage collection: the segment waits for writes in flight"
+            );
+            let seg = self.seg_mut(zone);
+            seg.state = SegmentState::Sealed;
+            seg.awaiting_writes = awaiting;
+            self.relocation = None;
+            self.reclaim_pending = true;
+            self.gc_check_needed = true;
             return;
         }
         if r.failed || r.keep {

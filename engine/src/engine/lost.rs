@@ -111,16 +111,22 @@ impl Engine {
     }
 
     /// Marks the relocation's unreadable blocks lost: each still mapped where it was, with
-    /// no write of it in flight, gets a marker with a fresh timestamp; one overwritten
-    /// meanwhile needs none. Whether none is left waiting for a write in flight.
-    pub(super) fn mark_unreadable_lost(&mut self) -> bool {
+    /// no write of it and no repair of its place in flight, gets a marker with a fresh
+    /// timestamp; one overwritten meanwhile needs none. The LBAs left waiting for a write
+    /// or repair in flight (whose stripes may in turn wait for the room the relocation
+    /// holds: it does not wait for them, `gc`).
+    pub(super) fn mark_unreadable_lost(&mut self) -> Vec<u64> {
         let unreadable = std::mem::take(&mut self.relocation.as_mut().expect("relocating").unreadable);
         let mut waiting = Vec::new();
         for (lba, from) in unreadable {
             if self.mapped(lba) != Some(from) {
                 self.relocation_unpin(lba);
-            } else if self.in_flight_lbas.contains_key(&lba) {
-                waiting.push((lba, from)); // its write lands first, or fails and it is marked then
+            } else if self.in_flight_lbas.contains_key(&lba) || self.repairs.pending.contains_key(&from) {
+                // The write lands first (newer than a fresh marker would be on the drives,
+                // it must win), or the repair does (it holds the block's data); if either
+                // fails, the next relocation of the segment marks it.
+                self.relocation_unpin(lba);
+                waiting.push(lba);
             } else {
                 let timestamp = self.next_timestamp;
                 self.next_timestamp += 1;
@@ -133,8 +139,6 @@ impl Engine {
                 self.add_lost_marker(lba, timestamp, from);
             }
         }
-        let done = waiting.is_empty();
-        self.relocation.as_mut().expect("relocating").unreadable = waiting;
-        done
+        waiting
     }
 }

@@ -61,6 +61,9 @@ pub(super) struct Segment {
     pub(super) unreclaimable: bool,
     /// Holds blocks that cannot be read or rebuilt (`lost`): reclaimed first.
     pub(super) holes: bool,
+    /// Unreadable blocks of it whose LBAs had a write (or its place a repair) in flight at
+    /// its last relocation: not chosen again while one of them still has.
+    pub(super) awaiting_writes: Vec<u64>,
     /// A drive being rebuilt that does not hold this segment's chunks yet (the segment
     /// was written before the rebuild started): reads rebuild them from the others.
     pub(super) absent: Option<usize>,
@@ -101,6 +104,7 @@ impl Segment {
             reclaim_first: false,
             unreclaimable: false,
             holes: false,
+            awaiting_writes: Vec::new(),
             absent: None,
             stopped_short: false,
             closed_at_stop: false,

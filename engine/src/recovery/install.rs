@@ -138,15 +138,22 @@ impl Recovery {
         }
         // Blocks found damaged beyond what parity rebuilds, their metadata intact: the LBA
         // is lost unless a newer or readable copy holds it (offered after every readable
-        // block, so that one of the same age wins). A timestamp past every readable
-        // block's is not trusted (the damage may be in the metadata).
+        // block, so that one of the same age wins). Every write takes one timestamp, so a
+        // block newer than every readable one is at most as many writes newer as the
+        // scanned segments hold blocks; a timestamp past that is not trusted (the damage
+        // may be in the metadata). A trusted one moves the next timestamp past it, so that
+        // later writes win over the lost record.
+        let scanned_blocks: u64 =
+            self.damaged.keys().map(|zone| self.zone_layouts[zone].0.data_blocks_per_segment()).sum();
+        let newest_trusted = next_timestamp.saturating_add(scanned_blocks);
         for (&zone, damaged) in &self.damaged {
             let Some(&sequence) = self.segments.get(&zone) else { continue };
             let cut = self.appending_cut(zone).unwrap_or(0);
             for d in damaged {
-                if d.lba >= self.config.logical_blocks || d.timestamp < cut || d.timestamp >= next_timestamp {
+                if d.lba >= self.config.logical_blocks || d.timestamp < cut || d.timestamp >= newest_trusted {
                     continue;
                 }
+                next_timestamp = next_timestamp.max(d.timestamp + 1);
                 best.offer_lost(d.lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
             }
         }
