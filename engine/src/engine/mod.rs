@@ -17,6 +17,9 @@
 //!   write-back of pages past the memory budget as mapping blocks;
 //! - `page_rebuild`: a page whose mapping block cannot be read rebuilt from the log;
 //! - `gc`: garbage collection, relocating the live blocks of a victim segment;
+//! - `lost`: blocks lost beyond parity, their markers and the segments holding them;
+//! - `completion`: completions of commands other than chunks and reads, routed to their
+//!   role;
 //! - `rebuild`: a failed drive rebuilt onto a new one, online;
 //! - `scrub`: every segment read and checked, damaged rows' live blocks rewritten,
 //!   and the rewrite of damaged blocks frontend reads came across;
@@ -33,6 +36,7 @@
 
 mod checkpoint;
 mod checkpoint_base;
+mod completion;
 mod config;
 mod flush;
 mod gc;
@@ -541,72 +545,6 @@ impl Engine {
         };
         if progress {
             self.settle();
-        }
-    }
-
-    fn other_completion(&mut self, drive: usize, op: Op, completion: Completion) {
-        match op {
-            Op::Header { segment } => {
-                self.zone_write_done(drive, segment);
-                if completion.result.is_err() {
-                    self.fail_drive(drive);
-                }
-                self.seg_mut(segment).header_pending -= 1;
-            }
-            Op::Chunk { .. } => unreachable!("chunk completions go to chunk_done"),
-            Op::Footer { segment, drive, next_block, place: place @ FooterPlace::Stop { blocks, .. } } => {
-                self.zone_write_done(drive, segment);
-                if completion.result.is_err() {
-                    self.fail_drive(drive);
-                }
-                if completion.result.is_ok() && next_block < blocks {
-                    self.write_footer_blocks(segment, drive, next_block, place);
-                } else if let StopState::WritingFooters(left) = self.stop {
-                    self.stop = if left == 1 { StopState::Stopped } else { StopState::WritingFooters(left - 1) };
-                }
-            }
-            Op::Footer { segment, drive, next_block, place: FooterPlace::Sealing { .. } } => {
-                self.zone_write_done(drive, segment);
-                if completion.result.is_err() {
-                    self.fail_drive(drive);
-                }
-                if completion.result.is_ok() && next_block < self.seg(segment).layout.footer_blocks {
-                    self.write_footer_piece(segment, drive, next_block);
-                } else {
-                    self.seg_mut(segment).footer_pending -= 1;
-                    if !self.failed[drive] {
-                        self.zone_command(drive, segment, ZoneAction::Finish);
-                    }
-                    let seg = self.seg_mut(segment);
-                    if seg.footer_pending == 0 {
-                        seg.state = SegmentState::Sealed;
-                        seg.footer = Vec::new(); // on the drives now
-                        self.gc_check_needed = true; // a new candidate (if padding left room)
-                    }
-                }
-            }
-            Op::Finish { segment } => {
-                if completion.result.is_err() {
-                    self.fail_drive(drive);
-                }
-                self.seg_mut(segment).commands_in_flight -= 1;
-            }
-            Op::PageRebuild { tag, zone } => self.page_rebuild_completion(drive, tag, zone, completion),
-            Op::Reset { segment } => {
-                if completion.result.is_err() {
-                    self.fail_drive(drive);
-                }
-                self.seg_mut(segment).commands_in_flight -= 1;
-                self.relocation.as_mut().expect("resets belong to a relocation").resets_pending -= 1;
-                self.reset_done();
-            }
-            Op::Read { .. } => unreachable!("read completions go to read_done"),
-            Op::Rebuild { zone, op } => self.rebuild_done(drive, zone, op, completion),
-            Op::Scrub(read) => self.scrub_read_done(drive, read, completion),
-            Op::DegradedShard { rebuild, drive, zone } => {
-                self.seg_mut(zone).commands_in_flight -= 1;
-                self.rebuild_shard_done(rebuild, drive, completion);
-            }
         }
     }
 }

@@ -295,37 +295,6 @@ impl Engine {
         self.write_rebuild_footer();
     }
 
-    /// Closes the retired segments whose stripes in flight are all persisted: their zones
-    /// are finished and garbage collection reclaims them first.
-    pub(super) fn retire_idle_segments(&mut self) {
-        if self.retiring.is_empty() {
-            return; // the common case, on every pass of the engine's loop
-        }
-        let retiring = std::mem::take(&mut self.retiring);
-        let mut waiting = Vec::new();
-        for zone in retiring {
-            let seg = self.seg(zone);
-            if seg.header_pending > 0 || seg.group_in_flight > 0 {
-                waiting.push(zone);
-                continue;
-            }
-            debug_assert_eq!(seg.state, SegmentState::Open);
-            for drive in 0..self.layout.drives() {
-                if self.holds(zone, drive) {
-                    self.zone_command(drive, zone, ZoneAction::Finish);
-                }
-            }
-            let seg = self.seg_mut(zone);
-            seg.state = SegmentState::Sealed;
-            seg.reclaim_first = true;
-            seg.footer = Vec::new();
-            self.reclaim_pending = true;
-            self.gc_check_needed = true;
-            tracing::debug!(zone, "a retired open segment is closed, to be reclaimed");
-        }
-        self.retiring = waiting;
-    }
-
     fn start_zone_rebuild(&mut self, zone: u32) {
         let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
         let layout = self.seg(zone).layout;

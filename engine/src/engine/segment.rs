@@ -1,7 +1,10 @@
 //! Segment lifecycle: a segment is the same zone on every drive. It opens with a header
 //! (one chunk per drive), takes stripes until its data region is full, then gets its
 //! footer (every data-region block's LBA, timestamp and stripe ID), its zones are finished
-//! and it is sealed. Garbage collection later resets its zones (see `gc`).
+//! and it is sealed. Garbage collection later resets its zones (see `gc`). A segment taken
+//! from its slot while open (a rebuild starts, or it is found to hold blocks lost beyond
+//! parity) is retired: closed without a footer once its stripes in flight are persisted,
+//! for garbage collection to reclaim first.
 //!
 //! Invariants: a free zone holds no segment; only an open segment gets a footer; at most
 //! one segment per slot is being sealed when the slot opens its next (`capacity`).
@@ -322,5 +325,39 @@ impl Engine {
 
     pub(super) fn seg_mut(&mut self, zone: u32) -> &mut Segment {
         self.segments[zone as usize].as_mut().expect("a segment in this zone")
+    }
+}
+
+impl Engine {
+    /// Closes the retired segments (a rebuild started, or holes found: `lost`) whose
+    /// stripes in flight are all persisted: their zones are finished and garbage collection
+    /// reclaims them first.
+    pub(super) fn retire_idle_segments(&mut self) {
+        if self.retiring.is_empty() {
+            return; // the common case, on every pass of the engine's loop
+        }
+        let retiring = std::mem::take(&mut self.retiring);
+        let mut waiting = Vec::new();
+        for zone in retiring {
+            let seg = self.seg(zone);
+            if seg.header_pending > 0 || seg.group_in_flight > 0 {
+                waiting.push(zone);
+                continue;
+            }
+            debug_assert_eq!(seg.state, SegmentState::Open);
+            for drive in 0..self.layout.drives() {
+                if self.holds(zone, drive) {
+                    self.zone_command(drive, zone, ZoneAction::Finish);
+                }
+            }
+            let seg = self.seg_mut(zone);
+            seg.state = SegmentState::Sealed;
+            seg.reclaim_first = true;
+            seg.footer = Vec::new();
+            self.reclaim_pending = true;
+            self.gc_check_needed = true;
+            tracing::debug!(zone, "a retired open segment is closed, to be reclaimed");
+        }
+        self.retiring = waiting;
     }
 }
