@@ -321,10 +321,7 @@ impl Engine {
     /// A relocated block (or a lost-block marker, its LBA field flagged) is persisted at
     /// `to`: the L2P table follows, unless a newer write got there first.
     pub(super) fn relocated(&mut self, field: u64, timestamp: u64, from: Physical, to: Physical) {
-        let (lba, marker) = match crate::format::lost_lba_of(field) {
-            Some(lba) => (lba, true),
-            None => (field, false),
-        };
+        let (lba, marker) = crate::format::split_lost_lba(field);
         if self.mapped(lba) == Some(from) {
             self.map_lba(lba, to);
             if marker {
@@ -340,7 +337,7 @@ impl Engine {
 
     /// A relocated logical block is done with: its page may be evicted again.
     pub(super) fn relocation_unpin(&mut self, lba: u64) {
-        let lba = crate::format::lost_lba_of(lba).unwrap_or(lba);
+        let (lba, _) = crate::format::split_lost_lba(lba);
         if crate::format::mapping_page_of(lba).is_none() {
             self.l2p.unpin(self.l2p.page_of(lba));
         }

@@ -47,11 +47,6 @@ impl Engine {
         !self.lost.is_empty() && self.lost.contains_key(&lba)
     }
 
-    /// The LBA recorded lost, as a read of it answers.
-    pub(super) fn lost_error(lba: u64) -> Error {
-        Error::Lost { lba }
-    }
-
     /// Segments known to hold blocks that cannot be read or rebuilt, not reclaimed yet.
     pub fn segments_with_holes(&self) -> u32 {
         self.segments.iter().flatten().filter(|s| s.holes).count() as u32
@@ -87,10 +82,7 @@ impl Engine {
 
     /// Bytes the lost-block list adds to a checkpoint image.
     pub(super) fn lost_list_bytes(&self) -> u64 {
-        match self.lost.len() {
-            0 => 0,
-            n => (crate::format::CHECKPOINT_LOST_COUNT_BYTES + n * crate::format::CHECKPOINT_LOST_ENTRY_BYTES) as u64,
-        }
+        crate::format::checkpoint_lost_list_bytes(self.lost.len())
     }
 
     /// Adds a lost-block marker for `lba` (which the L2P table maps to `from`) with

@@ -214,7 +214,7 @@ fn offer_footer_records(seg: &Segment, lbas: &Range<u64>, newest: &mut Newest) {
         for (index, entry) in records.iter().enumerate() {
             let lba = entry.lba.get();
             // A lost-block marker's field is its LBA flagged (`lost`); `offer` reads it.
-            if !lbas.contains(&crate::format::lost_lba_of(lba).unwrap_or(lba)) {
+            if !lbas.contains(&crate::format::split_lost_lba(lba).0) {
                 continue; // padding, unwritten, or another page's
             }
             let position = index as u64 / cb;

@@ -129,7 +129,7 @@ impl Engine {
         for (block, place) in places.enumerate() {
             match place {
                 Some(_) if frontend && self.is_lost(lba + block as u64) => {
-                    self.read_block_failed(read, block, Self::lost_error(lba + block as u64));
+                    self.read_block_failed(read, block, Error::Lost { lba: lba + block as u64 });
                 }
                 None => {
                     let zeros = self.buffers.take_zeroed(bs);

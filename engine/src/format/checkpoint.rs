@@ -148,15 +148,20 @@ pub fn checkpoint_image_bytes(segments: usize, pages: usize, table_bytes: u64) -
         + table_bytes
 }
 
+/// Bytes the lost-block list of `lbas` entries adds to an image (none when empty).
+pub fn checkpoint_lost_list_bytes(lbas: usize) -> u64 {
+    match lbas {
+        0 => 0,
+        n => (CHECKPOINT_LOST_COUNT_BYTES + n * CHECKPOINT_LOST_ENTRY_BYTES) as u64,
+    }
+}
+
 impl CheckpointImage {
     /// Bytes of the image (before block padding).
     pub fn image_len(&self) -> u64 {
         let tables: u64 = self.segments.iter().map(|s| s.table.len() as u64).sum();
         let base = if self.base_generation.is_some() { CHECKPOINT_BASE_BYTES as u64 } else { 0 };
-        let lost = match self.lost.len() {
-            0 => 0,
-            n => (CHECKPOINT_LOST_COUNT_BYTES + n * CHECKPOINT_LOST_ENTRY_BYTES) as u64,
-        };
+        let lost = checkpoint_lost_list_bytes(self.lost.len());
         checkpoint_image_bytes(self.segments.len(), self.directory.len(), tables) + base + lost
     }
 

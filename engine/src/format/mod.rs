@@ -278,6 +278,15 @@ pub fn lost_lba_of(lba: u64) -> Option<u64> {
     (lba != NO_LBA && lba & MAPPING_LBA_FLAG == 0 && lba & LOST_LBA_FLAG != 0).then_some(lba & !LOST_LBA_FLAG)
 }
 
+/// The LBA a data-region LBA field names, marker flag taken off, and whether it was a
+/// lost-block marker's.
+pub fn split_lost_lba(field: u64) -> (u64, bool) {
+    match lost_lba_of(field) {
+        Some(lba) => (lba, true),
+        None => (field, false),
+    }
+}
+
 /// The mapping page an LBA field names, if it names one.
 pub fn mapping_page_of(lba: u64) -> Option<u64> {
     (lba != NO_LBA && lba & MAPPING_LBA_FLAG != 0).then_some(lba & !MAPPING_LBA_FLAG)

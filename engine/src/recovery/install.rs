@@ -8,7 +8,7 @@ use super::assemble::{self, Assembled};
 use super::{Phase, Recovered, RecoveredSegment, Recovery, Repairs};
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::format::{lost_lba_of, NO_LBA};
+use crate::format::{split_lost_lba, NO_LBA};
 use crate::l2p::Physical;
 use crate::parity::ParityCodec;
 use crate::stripe_table::CompactStripeTable;
@@ -25,10 +25,7 @@ impl Newest {
     /// A copy with LBA field `field` (a logical block, or a lost-block marker's flagged
     /// one) and `timestamp` at `at`, in the segment of `sequence`.
     pub(crate) fn offer(&mut self, field: u64, timestamp: u64, sequence: u64, at: Physical) {
-        let (lba, marker) = match lost_lba_of(field) {
-            Some(lba) => (lba, true),
-            None => (field, false),
-        };
+        let (lba, marker) = split_lost_lba(field);
         let age = (timestamp, sequence);
         if self.0.get(&lba).is_none_or(|(newest, _, _)| *newest < age) {
             self.0.insert(lba, (age, at, marker));
@@ -124,7 +121,7 @@ impl Recovery {
             }
             repairs.blocks_repaired += assembled.repaired;
             for (field, timestamp, physical) in assembled.blocks {
-                let lba = lost_lba_of(field).unwrap_or(field);
+                let (lba, _) = split_lost_lba(field);
                 if field == NO_LBA || lba >= self.config.logical_blocks {
                     continue;
                 }

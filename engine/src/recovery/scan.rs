@@ -75,7 +75,7 @@ impl Recovery {
         for (&zone, &sequence) in &self.segments {
             let assembled = self.assemble(zone, &codec);
             // A lost-block marker stands for the LBA its field names without the flag.
-            let in_range = |field: &u64| lbas.contains(&crate::format::lost_lba_of(*field).unwrap_or(*field));
+            let in_range = |field: &u64| lbas.contains(&crate::format::split_lost_lba(*field).0);
             let blocks = assembled.blocks.into_iter().filter(|(field, _, _)| in_range(field)).collect();
             scanned.push(ScannedSegment { zone, sequence, blocks, unknown_blocks: assembled.lost });
         }
