@@ -216,6 +216,13 @@ impl Simulator {
         Ok(Ok(sim))
     }
 
+    /// Drive commands a power cut now would catch: on the drives (submitted, or complete
+    /// and not reaped) or held back before submission. Zero means the cut finds the drives
+    /// at rest (an idle array, or one waiting only on a timer).
+    pub fn commands_in_flight(&self) -> usize {
+        self.drives.iter().map(EmulatedDrive::commands_in_flight).sum::<usize>() + self.delayed.len()
+    }
+
     /// Cuts power to every drive: commands in flight land, land partly or are lost; the
     /// engine's memory is gone. Returns the drives, as found after power returns.
     pub fn power_cut(self) -> Result<Vec<EmulatedDrive>> {

@@ -80,18 +80,7 @@ fn clean_stop_leaves_a_stop_footer_the_next_start_reads() {
 fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
     let mut explored = Outcome::default();
     for i in 0..target / 10 {
-        let run = offloaded_run(scheme, i);
-        explored.states += run.states;
-        explored.checkpoints_offered += run.checkpoints_offered;
-        explored.checkpoints_used += run.checkpoints_used;
-        explored.checkpoints_replayed += run.checkpoints_replayed;
-        explored.checkpoints_running += run.checkpoints_running;
-        explored.checkpoints_incremental += run.checkpoints_incremental;
-        explored.checkpoints_degraded += run.checkpoints_degraded;
-        explored.checkpoints_during_rebuild += run.checkpoints_during_rebuild;
-        explored.stops_cut += run.stops_cut;
-        explored.stops_cut_writing_mappings += run.stops_cut_writing_mappings;
-        explored.stops_without_checkpoint += run.stops_without_checkpoint;
+        explored += offloaded_run(scheme, i);
     }
     explored
 }
@@ -141,8 +130,14 @@ fn offloaded_run(scheme: Scheme, i: usize) -> Outcome {
     };
     let writes = if i % 4 == 1 || i % 8 == 6 || i % 16 == 10 { 400 } else { 80 };
     let short_cut = i % 4 == 3 || i % 16 == 10;
-    let cut_after_steps = if short_cut { rng.random_range(0..300) } else { rng.random_range(0..4000) };
-    explore_run(scheme, i as u64, writes, cut_after_steps, twists)
+    // A cut at a random step of the run's work; during a rebuild, counted from the
+    // replacement (its work is the rebuild's too).
+    let cut_after_steps = match (short_cut, twists.replace) {
+        (true, _) => rng.random_range(0..300),
+        (false, Some(_)) => rng.random_range(0..4000),
+        (false, None) => rng.random_range(0..run_steps(scheme, i as u64, writes, twists).max(1)),
+    };
+    explore_with(scheme, i as u64, writes, cut_after_steps, twists)
 }
 
 /// Offloaded runs that failed once, beyond what `make test` explores (`make soak` found
@@ -175,20 +170,27 @@ fn crash_states_per_scheme() -> usize {
 #[test]
 fn crash_exploration() {
     let target = crash_states_per_scheme();
-    let mut total = 0;
+    let mut total = Outcome::default();
     let (mut offered, mut used, mut replayed, mut running, mut incremental) = (0, 0, 0, 0, 0);
     let (mut degraded, mut during_rebuild_used) = (0, 0);
     for scheme in schemes() {
-        let mut explored = 0;
-        let mut cut = 0;
-        while explored < target / 2 {
-            explored += explore(scheme, cut as u64, 16, cut);
-            cut += 1;
-        }
+        let mut explored = Outcome::default();
+        // Short runs cut at every step of their work, and once after it (at rest).
         let mut seed = 0u64;
-        while explored < target {
+        'short: loop {
+            for cut in 0..=run_steps(scheme, seed, 16, Twists::default()) {
+                if explored.states >= target / 2 {
+                    break 'short;
+                }
+                explored += explore(scheme, seed, 16, cut);
+            }
+            seed += 1;
+        }
+        // Longer runs cut at a random step of their work.
+        let mut seed = 0u64;
+        while explored.states < target {
             let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc0ffee);
-            let cut = rng.random_range(0..3000);
+            let cut = rng.random_range(0..run_steps(scheme, seed, 120, Twists::default()).max(1));
             explored += explore(scheme, seed, 120, cut);
             seed += 1;
         }
@@ -221,15 +223,16 @@ fn crash_exploration() {
                 cut_reclaim_after_steps: rng.random_bool(0.5).then(|| rng.random_range(0..200)),
                 ..Twists::default()
             };
-            explored += explore_with(scheme, i as u64, 400, rng.random_range(0..8000), twists);
+            let cut = rng.random_range(0..run_steps(scheme, i as u64, 400, twists).max(1));
+            explored += explore_with(scheme, i as u64, 400, cut, twists);
         }
         // A drive failure combined with a crash: degraded recovery.
         let drives = scheme.level.shape().0 + scheme.level.shape().1;
         for i in 0..target / 10 {
             let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0xfa11);
             let failure = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
-            let cut = rng.random_range(0..1500);
             let twists = Twists { failure: Some(failure), ..Twists::default() };
+            let cut = rng.random_range(0..run_steps(scheme, i as u64, 50, twists).max(1));
             explored += explore_with(scheme, i as u64, 50, cut, twists);
         }
         // Power cuts while a failed drive is rebuilt onto a new one (or after).
@@ -239,16 +242,24 @@ fn crash_exploration() {
             let twists = Twists { replace: Some(replace), ..Twists::default() };
             explored += explore_with(scheme, i as u64, 120, rng.random_range(0..150), twists);
         }
-        eprintln!("crash exploration: {scheme}: {explored} crash states, 0 violations");
+        eprintln!(
+            "crash exploration: {scheme}: {} crash states, 0 violations ({} cuts caught work in flight, {} found the \
+             drives at rest)",
+            explored.states,
+            explored.cuts_in_flight,
+            explored.cuts_at_rest()
+        );
         total += explored;
         let offloaded = explore_offloaded(scheme, target);
         eprintln!(
             "crash exploration: {scheme}: {} crash states with the L2P table offloaded to 1-3 pages, 0 \
-             violations ({} cuts during a clean stop, {} of them once it wrote mapping blocks; {} stops left no \
+             violations ({} cuts caught work in flight, {} found the drives at rest; {} cuts during a clean stop, {} of them once it wrote mapping blocks; {} stops left no \
              checkpoint, the array full); {} checkpoints taken while running offered; {} checkpoints incremental; {} \
              starts offered a checkpoint, {} used it, {} of them replaying the segments written after it, {} with a \
              drive failed from one taken while running",
             offloaded.states,
+            offloaded.cuts_in_flight,
+            offloaded.cuts_at_rest(),
             offloaded.stops_cut,
             offloaded.stops_cut_writing_mappings,
             offloaded.stops_without_checkpoint,
@@ -264,7 +275,7 @@ fn crash_exploration() {
         if scheme.mode != Mode::ZoneWriteOnly {
             assert!(offloaded.checkpoints_degraded > 0, "{scheme}: no degraded start from a running checkpoint");
         }
-        total += offloaded.states;
+        total += offloaded;
         offered += offloaded.checkpoints_offered;
         used += offloaded.checkpoints_used;
         replayed += offloaded.checkpoints_replayed;
@@ -276,8 +287,16 @@ fn crash_exploration() {
     let during_rebuild = CUTS_DURING_REBUILD.load(std::sync::atomic::Ordering::Relaxed);
     let resumed = RESUMED_REBUILDS.load(std::sync::atomic::Ordering::Relaxed);
     let checkpointed_during_rebuild = CHECKPOINTED_STARTS_DURING_REBUILD.load(std::sync::atomic::Ordering::Relaxed);
+    let assertions = if cfg!(debug_assertions) { "on" } else { "off" };
     eprintln!(
-        "crash exploration: {total} crash states in all ({during_rebuild} power cuts during a rebuild, {resumed} \
+        "crash exploration (the engine's debug assertions {assertions}): {} crash states in all, {} of them cuts \
+         that caught work in flight, {} cuts that found the drives at rest",
+        total.states,
+        total.cuts_in_flight,
+        total.cuts_at_rest()
+    );
+    eprintln!(
+        "crash exploration: {during_rebuild} power cuts during a rebuild ({resumed} \
          of them resumed onto the same drive, {checkpointed_during_rebuild} started from a checkpoint), 0 violations; \
          {during_rebuild_used} starts used a checkpoint taken while a rebuild ran; {offered} starts offered a checkpoint, {used} used it, \
          {replayed} of them replaying the segments written after it ({degraded} with a drive failed, from one taken \
@@ -294,7 +313,8 @@ fn crash_exploration() {
     assert!(running > 0, "no checkpoint taken while running was offered to a start");
     assert!(incremental > 0, "no incremental checkpoint became the newest");
     assert!(degraded > 0, "no start with a drive failed used a checkpoint taken while running");
-    assert!(total >= schemes().len() * target);
+    assert!(total.states >= schemes().len() * target);
+    assert!(total.cuts_in_flight > 0 && total.cuts_at_rest() > 0, "{total:?}");
 }
 
 /// The segment open at a power cut is not written to again: recovery leaves it for its

@@ -33,7 +33,7 @@ fn a_clean_stop_with_little_room_for_its_checkpoint_ends() {
             l2p: Some(l2p),
             ..Twists::default()
         };
-        let run = explore_run(scheme, seed, 300, cut, twists);
+        let run = explore_with(scheme, seed, 300, cut, twists);
         let ended = run.stops_without_checkpoint + run.checkpoints_used;
         assert!(ended > 0, "{scheme} seed {seed}: the stop left no trace: {run:?}");
     }
@@ -189,7 +189,7 @@ fn soak_resumed_rebuilds_on_few_zones() {
                 while std::time::Instant::now() < deadline {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let (scheme, seed, writes, cut, twists) = case(i);
-                    if let Err(e) = std::panic::catch_unwind(|| explore_run(scheme, seed, writes, cut, twists)) {
+                    if let Err(e) = std::panic::catch_unwind(|| explore_with(scheme, seed, writes, cut, twists)) {
                         let message = e
                             .downcast_ref::<String>()
                             .cloned()

@@ -207,10 +207,75 @@ impl Run {
     }
 }
 
+impl Run {
+    /// The run's workload: `writes` writes (and the twists' drive failure or replacement
+    /// before theirs), some let complete before the next, then steps until the cut (the
+    /// replacement moves it: it counts from there) or until nothing is left to do. Returns
+    /// the steps run; fewer than `cut_after_steps` when the work ended first.
+    fn workload(
+        &mut self,
+        rng: &mut ChaCha8Rng,
+        seed: u64,
+        writes: usize,
+        cut_after_steps: &mut usize,
+        twists: Twists,
+    ) -> usize {
+        let mut steps = 0;
+        for i in 0..writes {
+            if let Some(f) = twists.failure.filter(|f| f.before_write == i) {
+                self.sim.drives[f.drive].fail();
+            }
+            if let Some(r) = twists.replace.filter(|r| r.before_write == i) {
+                self.sim.drives[r.drive].fail();
+                self.sim.engine.fail_drive(r.drive);
+                let label = &self.label;
+                self.sim.replace_drive(r.drive, seed ^ 0x9e3).unwrap_or_else(|e| panic!("{label}: replace: {e}"));
+                *cut_after_steps = cut_after_steps.saturating_add(steps);
+            }
+            self.write(rng);
+            if rng.random_bool(0.3) {
+                // Let some of it complete before more arrives.
+                for _ in 0..rng.random_range(1..20) {
+                    if steps == *cut_after_steps || !self.sim.step() {
+                        break;
+                    }
+                    steps += 1;
+                }
+                self.collect_acks();
+            }
+        }
+        while steps < *cut_after_steps && self.sim.step() {
+            steps += 1;
+        }
+        steps
+    }
+}
+
+/// Steps the workload of `explore_with(scheme, seed, writes, _, twists)` takes until
+/// nothing is left to do: cuts at `0..run_steps` catch it at work, a cut at or past it an
+/// idle array. Runs the workload alone (no cut, recovery or checks).
+pub fn run_steps(scheme: Scheme, seed: u64, writes: usize, twists: Twists) -> usize {
+    let config = Config { l2p: l2p_config(twists), ..config(scheme) };
+    let sim = Simulator::new(geometry(twists.zones), config, seed, None).unwrap();
+    let label = format!("{scheme} seed {seed}, {twists:?}, to the end of its work");
+    let mut run = Run { label, sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 };
+    let mut no_cut = usize::MAX;
+    run.workload(&mut ChaCha8Rng::seed_from_u64(seed), seed, writes, &mut no_cut, twists)
+}
+
+/// The L2P table's configuration of a run with `twists`.
+fn l2p_config(twists: Twists) -> L2pConfig {
+    twists.l2p.map_or_else(L2pConfig::default, |(page_entries, budget_pages)| L2pConfig {
+        budget_bytes: Some(budget_pages * BLOCK as u64),
+        page_entries: Some(page_entries),
+        checkpoint: true,
+    })
+}
+
 /// One explored run: `writes` writes, power cut after `cut_after_steps` simulation steps,
-/// recovery, more writes, a second power cut and recovery. Returns the crash states
-/// explored (two). Any violation panics with the run's parameters.
-pub fn explore(scheme: Scheme, seed: u64, writes: usize, cut_after_steps: usize) -> usize {
+/// recovery, more writes, a second power cut and recovery. Returns what it explored (two
+/// crash states). Any violation panics with the run's parameters.
+pub fn explore(scheme: Scheme, seed: u64, writes: usize, cut_after_steps: usize) -> Outcome {
     explore_with(scheme, seed, writes, cut_after_steps, Twists::default())
 }
 
@@ -248,8 +313,13 @@ pub struct Twists {
 /// What one explored run explored.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Outcome {
-    /// Crash states.
+    /// Crash states: power cuts whose aftermath the run checked.
     pub states: usize,
+    /// Of those, the cuts that caught work in flight: drive commands submitted and not
+    /// complete or not reaped (`Simulator::commands_in_flight`), or a start cut short. The
+    /// others found the drives at rest (the run's work done, or only a timer pending): a
+    /// short run cut at a step past its end is such a state.
+    pub cuts_in_flight: usize,
     /// Starts offered a checkpoint, those that used it, and those of them that replayed
     /// segments written after it (a crash after a start from it).
     pub checkpoints_offered: usize,
@@ -271,6 +341,35 @@ pub struct Outcome {
     pub stops_without_checkpoint: usize,
 }
 
+impl std::ops::AddAssign for Outcome {
+    fn add_assign(&mut self, other: Outcome) {
+        self.states += other.states;
+        self.cuts_in_flight += other.cuts_in_flight;
+        self.checkpoints_offered += other.checkpoints_offered;
+        self.checkpoints_used += other.checkpoints_used;
+        self.checkpoints_replayed += other.checkpoints_replayed;
+        self.checkpoints_running += other.checkpoints_running;
+        self.checkpoints_incremental += other.checkpoints_incremental;
+        self.checkpoints_degraded += other.checkpoints_degraded;
+        self.checkpoints_during_rebuild += other.checkpoints_during_rebuild;
+        self.stops_cut += other.stops_cut;
+        self.stops_cut_writing_mappings += other.stops_cut_writing_mappings;
+        self.stops_without_checkpoint += other.stops_without_checkpoint;
+    }
+}
+
+impl Outcome {
+    /// Crash states whose cut found the drives at rest.
+    pub fn cuts_at_rest(&self) -> usize {
+        self.states - self.cuts_in_flight
+    }
+}
+
+/// Whether a power cut now would catch work in flight (for `Outcome::cuts_in_flight`).
+fn in_flight(sim: &Simulator) -> usize {
+    usize::from(sim.commands_in_flight() > 0)
+}
+
 impl Default for Twists {
     fn default() -> Self {
         Twists {
@@ -285,22 +384,13 @@ impl Default for Twists {
     }
 }
 
-/// Like `explore`, with `twists`.
-pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, cut_after_steps: usize, twists: Twists) -> usize {
-    explore_run(scheme, seed, writes, cut_after_steps, twists).states
-}
-
-/// Like `explore_with`, and says what the run's starts did with the checkpoints offered.
-pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps: usize, twists: Twists) -> Outcome {
-    let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps, stop_then_cut_after_steps, replace, l2p } =
-        twists;
+/// Like `explore`, with `twists`: says what the run's starts did with the checkpoints
+/// offered, and which of its cuts caught work in flight.
+pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps: usize, twists: Twists) -> Outcome {
+    let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps, stop_then_cut_after_steps, .. } = twists;
     let geometry = || self::geometry(zones);
     let what = format!("{scheme} seed {seed} cut after {cut_after_steps} steps, {twists:?}");
-    let l2p = l2p.map_or_else(L2pConfig::default, |(page_entries, budget_pages)| L2pConfig {
-        budget_bytes: Some(budget_pages * BLOCK as u64),
-        page_entries: Some(page_entries),
-        checkpoint: true,
-    });
+    let l2p = l2p_config(twists);
     let keeps_checkpoints = l2p.checkpoint;
     let mut checkpoints = Checkpoints::default();
     let (mut stops_cut, mut stops_cut_writing_mappings) = (0, 0);
@@ -309,32 +399,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
     let sim = Simulator::new(geometry(), config(scheme), seed, None).unwrap();
     let mut run =
         Run { label: what.clone(), sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 };
-    let mut steps = 0;
-    for i in 0..writes {
-        if let Some(f) = failure.filter(|f| f.before_write == i) {
-            run.sim.drives[f.drive].fail();
-        }
-        if let Some(r) = replace.filter(|r| r.before_write == i) {
-            run.sim.drives[r.drive].fail();
-            run.sim.engine.fail_drive(r.drive);
-            run.sim.replace_drive(r.drive, seed ^ 0x9e3).unwrap_or_else(|e| panic!("{what}: replace: {e}"));
-            cut_after_steps = cut_after_steps.saturating_add(steps);
-        }
-        run.write(&mut rng);
-        if rng.random_bool(0.3) {
-            // Let some of it complete before more arrives.
-            for _ in 0..rng.random_range(1..20) {
-                if steps == cut_after_steps || !run.sim.step() {
-                    break;
-                }
-                steps += 1;
-            }
-            run.collect_acks();
-        }
-    }
-    while steps < cut_after_steps && run.sim.step() {
-        steps += 1;
-    }
+    run.workload(&mut rng, seed, writes, &mut cut_after_steps, twists);
     if let Some(steps) = stop_then_cut_after_steps {
         let mapping_writes = run.sim.engine.status().l2p.mapping_writes;
         run.sim.begin_stop();
@@ -359,6 +424,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
     CUTS_DURING_REBUILD.fetch_add(rebuilding.len(), std::sync::atomic::Ordering::Relaxed);
     checkpoints.note_running(&mut run.sim, &what);
     let stopped = run.sim.engine.is_stopped();
+    let mut cuts_in_flight = in_flight(&run.sim);
     let mut drives = run.sim.power_cut().unwrap();
     if let Some(f) = failure.filter(|f| f.before_write >= writes) {
         drives[f.drive].fail();
@@ -375,6 +441,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
             Ok(Err(cut)) => {
                 drives = cut;
                 states += 1;
+                cuts_in_flight += 1;
             }
             Ok(Ok(sim)) => {
                 checkpoints.judge(&sim, expect, &format!("{what}, recovery not interrupted"));
@@ -409,6 +476,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
             }
         }
         checkpoints.note_running(&mut sim, &what);
+        cuts_in_flight += in_flight(&sim);
         let drives = sim.power_cut().unwrap();
         sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &[], checkpoints.offer())
             .unwrap_or_else(|e| panic!("{what}: recovery after a cut during reclaim: {e}"));
@@ -439,6 +507,7 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
         run.check(&format!("{what}, writes after recovery"));
     }
     checkpoints.note_running(&mut run.sim, &what);
+    cuts_in_flight += in_flight(&run.sim);
     let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), config(scheme), 0, None).unwrap())
         .power_cut()
         .unwrap();
@@ -465,8 +534,10 @@ pub fn explore_run(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps
         run.sim.run_until_idle();
         run.check(&format!("{what}, after a start from the last stop's checkpoint"));
     }
+    debug_assert!(cuts_in_flight <= states);
     Outcome {
         states,
+        cuts_in_flight,
         checkpoints_offered: checkpoints.offered,
         checkpoints_used: checkpoints.used,
         checkpoints_replayed: checkpoints.replayed,

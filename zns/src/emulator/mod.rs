@@ -170,6 +170,12 @@ impl EmulatedDrive {
         self.pending.keys().next().map(|(at, _, _)| *at)
     }
 
+    /// Commands a power cut now would catch: submitted and not yet complete, or complete
+    /// and not yet reaped by the host (whose completions the cut loses).
+    pub fn commands_in_flight(&self) -> usize {
+        self.pending.len() + self.ready.len()
+    }
+
     /// Completes every command due by `t_ns` and moves the clock there.
     pub fn advance_to(&mut self, t_ns: u64) {
         while let Some(entry) = self.pending.first_entry() {
