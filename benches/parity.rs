@@ -3,8 +3,8 @@
 //! (an O(n log n) SIMD Reed-Solomon) and rusty_erasure used directly (ISA-L's GF(2^8)
 //! kernels remade in Rust, on reed-solomon-erasure's matrix, so its parity is byte-identical
 //! to ours; our Reed-Solomon runs on its kernels, so this row is the cost of our wrapper).
-//! Our codec before issue 16 ("before": reed-solomon-erasure's pure-Rust Reed-Solomon, and
-//! a plain XOR loop) is measured beside them for reference.
+//! Our codec as it was before it moved onto those kernels ("before": reed-solomon-erasure's
+//! pure-Rust Reed-Solomon, and a plain XOR loop) is measured beside them for reference.
 //! Encode, and reconstruct of m lost data chunks, at 4+1, 4+2 and 8+2 with 4, 16 and
 //! 64 KiB chunks. Throughput counts the k data chunks of a stripe. After the criterion
 //! run, a table prints ours against the best alternative of each cell with the ratio.
@@ -28,7 +28,7 @@ const OURS: &str = "ours";
 const OURS_NEW_BUFFERS: &str = "ours, new buffers";
 const RS_SIMD: &str = "reed-solomon-simd";
 const RUSTY_ERASURE: &str = "rusty_erasure";
-/// Our codec before issue 16: not an alternative, a reference.
+/// Our codec before it moved onto the SIMD kernels: not an alternative, a reference.
 const BEFORE: &str = "before";
 const ALTERNATIVES: [&str; 2] = [RS_SIMD, RUSTY_ERASURE];
 const OPERATIONS: [&str; 2] = ["encode", "reconstruct"];
@@ -117,7 +117,7 @@ fn encode(c: &mut Criterion) {
     }
 }
 
-/// The XOR of `sources` into `out` as our codec computed it before issue 16: a copy, then
+/// The XOR of `sources` into `out` as our codec computed it before the SIMD kernels: a copy, then
 /// one auto-vectorized pass per further source.
 fn xor_loop(out: &mut [u8], sources: &[&[u8]]) {
     out.copy_from_slice(sources[0]);

@@ -71,5 +71,5 @@ done
 section "Replaying real Alibaba cloud block trace lines in the simulator"
 "$ZAPRAID" replay crates/trace/tests/data/alibaba2020_sample.csv
 section "Not built yet"
-echo "A persisted L2P directory (start still reads every footer) and restarting a dead server"
-echo "by itself are the next milestones (see README)."
+echo "Restarting a dead server by itself: after a crash the block device waits, held by the"
+echo "kernel, until someone runs \`zapraid start\` (see README)."

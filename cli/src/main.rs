@@ -108,10 +108,11 @@ enum Top {
     Simulate(simulate::SimulateArgs),
     /// Replay a block I/O trace (Alibaba 2020, Tencent CBS 2018, MSR Cambridge, fio iolog;
     /// plain or .gz, streamed) against an array in the deterministic simulator (virtual
-    /// time, ZN540 timing): throughput, IOPS, latency percentiles, read/write split,
-    /// garbage collection, timeline; --json. Closed loop (--queue-depth) or open loop at
-    /// the trace's times (--speed). The simulator is the only target yet: replay onto a
-    /// running array's /dev/ublkbN or onto drive files is not built yet.
+    /// time, ZN540 timing; the default), onto drive files or NVMe drives (--on-drives, the
+    /// engine in wall time) or onto a block device such as a running array's /dev/ublkbN
+    /// (--device): throughput, IOPS, latency percentiles, read/write split, garbage
+    /// collection, timeline; --json. Closed loop (--queue-depth) or open loop at the
+    /// trace's times (--speed).
     Replay(replay::ReplayArgs),
 }
 

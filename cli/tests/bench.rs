@@ -54,6 +54,27 @@ fn bad_input_is_a_clear_error() {
     assert!(!out.status.success() && text(&out).contains("--requests"), "{}", text(&out));
 }
 
+/// An option no selected experiment uses is refused before anything runs, naming the
+/// experiments that take it, instead of printing figures of another run than asked for.
+#[test]
+fn an_option_no_selected_experiment_uses_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str, &str); 3] = [
+        (&["bench", "exp8", "--writes-only"], "--writes-only is not used by exp8", "only paper"),
+        (&["bench", "exp9", "--requests", "10"], "--requests is not used by exp9", "exp4, exp6"),
+        (&["bench", "recovery", "--trace", "t.csv"], "--trace is not used by recovery", "only exp10"),
+    ];
+    for (args, said, users) in cases {
+        let out = zapraid_in(dir.path(), args);
+        let all = text(&out);
+        assert!(!out.status.success() && all.contains(said) && all.contains(users), "{args:?}: {all}");
+        assert!(!all.contains("Exp#"), "{args:?}: ran before refusing: {all}");
+    }
+    // `paper` runs Exp#7 unless --writes-only: then --requests has no user.
+    let out = zapraid_in(dir.path(), &["bench", "paper", "--writes-only", "--requests", "10"]);
+    assert!(!out.status.success() && text(&out).contains("--requests is not used by paper"), "{}", text(&out));
+}
+
 #[test]
 fn help_lists_every_experiment() {
     let dir = tempfile::tempdir().unwrap();

@@ -330,7 +330,7 @@ fn a_drive_given_twice_is_refused_as_such() {
     refused(&out, &daemon, format!("drive {d1} given twice"));
 }
 
-/// Issue 18, item 3: the self-test fills the array to its advertised size (it clamps
+/// The self-test fills the array to its advertised size (it clamps
 /// --size to it), stops and starts it, overwrites half degraded, and restarts again. At
 /// every level the report named, over tiny drives (16 zones of 960 KiB), the array must
 /// never report itself full. The runs go at once: the load makes partial stripes time out
@@ -388,7 +388,7 @@ fn selftest_fills_tiny_arrays_without_locking_up() {
     }
 }
 
-/// Issue 18, item 7: drives whose open or active zone limits cannot hold what the array
+/// Drives whose open or active zone limits cannot hold what the array
 /// writes at once are refused by format (and start), naming the drive and the limit;
 /// drives with just enough pass the self-test.
 #[test]

@@ -111,8 +111,8 @@ fn damage_mapping_blocks(drives: &[String], bit: u64) -> usize {
     mapping.len()
 }
 
-/// Mapping blocks damaged beyond parity (issue 31: the data was on the drives all along,
-/// but its blocks did not read back and status counted nothing lost): every page they held
+/// Mapping blocks damaged beyond parity (the data is on the drives all along, so its blocks
+/// must read back and nothing be counted lost because an index to it was): every page they held
 /// is rebuilt from the segments' footers, every block reads back, and status counts the
 /// pages rebuilt, in the JSON and the text.
 #[test]

@@ -57,6 +57,12 @@ want=$(md5sum < /tmp/pattern)
 got=$(dd if="$dev" bs=1M skip=64 count=16 iflag=direct 2>/dev/null | md5sum)
 [ "$want" = "$got" ] || fail "16 MiB written after the replay read back differently"
 zapraid stop z
+dev=$(start $D)
+[ -b "$dev" ] || fail "start after the stop printed '$dev'"
+got=$(dd if="$dev" bs=1M skip=64 count=16 iflag=direct 2>/dev/null | md5sum)
+[ "$want" = "$got" ] || fail "16 MiB written after the replay read back differently after a stop and start"
+echo "16 MiB written after the replay read back the same after a stop and start"
+zapraid stop z
 step "replay onto the stopped array's NVMe drives through the engine"
 zapraid replay /tmp/gen.csv --on-drives $D --queue-depth 32 --limit 4000 || fail "replay onto the drives"
 dev=$(start $D)

@@ -193,6 +193,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             order.push(e);
         }
     }
+    refuse_unused_options(&args, &order)?;
     if let Some(dir) = &args.plot {
         std::fs::create_dir_all(dir).with_context(|| format!("making the plot directory {}", dir.display()))?;
     }
@@ -258,6 +259,29 @@ fn run_one(e: Experiment, args: &BenchArgs, out: &mut Out) -> Result<()> {
         out.section(title, &format!("zapraid bench {}{quick}", e.name()));
     }
     run(args, out)
+}
+
+/// An option none of the experiments to run uses is refused, naming those that use it:
+/// ignoring it would print figures of a run other than the one asked for.
+fn refuse_unused_options(args: &BenchArgs, order: &[Experiment]) -> Result<()> {
+    let runs_hybrid = order.contains(&Experiment::Hybrid) || (order.contains(&Experiment::Paper) && !args.writes_only);
+    let options: [(&str, bool, bool, &str); 3] = [
+        ("--writes-only", args.writes_only, order.contains(&Experiment::Paper), "paper"),
+        (
+            "--requests",
+            args.requests.is_some(),
+            runs_hybrid || order.contains(&Experiment::Exp4) || order.contains(&Experiment::Exp6),
+            "exp4, exp6 and exp7 (hybrid, also in paper without --writes-only)",
+        ),
+        ("--trace", args.trace.is_some(), order.contains(&Experiment::Exp10), "exp10"),
+    ];
+    for (option, given, used, users) in options {
+        if given && !used {
+            let names: Vec<String> = order.iter().map(|e| e.name()).collect();
+            anyhow::bail!("{option} is not used by {}: only {users} take it", names.join(", "));
+        }
+    }
+    Ok(())
 }
 
 /// Requests per cell: `--requests`, else the full or quick default.
