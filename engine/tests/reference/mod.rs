@@ -45,12 +45,14 @@ pub(crate) enum Op {
     },
     /// Let time pass so partial stripes are padded and written.
     Settle,
-    /// With an offloaded table: a clean stop, and a start from the checkpoint it left
-    /// (nothing else happens in between). A no-op otherwise.
+    /// A clean stop and a start: with an offloaded table, from the checkpoint the stop left
+    /// (nothing else happens in between); otherwise (or when the stop could leave none)
+    /// replaying the log, which holds no discard, so discarded blocks may read their older
+    /// data again.
     Restart,
-    /// With an offloaded table: a power cut once every write is acknowledged, and a start
+    /// A power cut once every write is acknowledged, and a start: with an offloaded table,
     /// offered the last checkpoint (if the last start used it: a start that does not empties
-    /// it), which replays only the segments written after it. A no-op otherwise.
+    /// it), which replays only the segments written after it; otherwise replaying the log.
     Crash,
     /// Hostile runs: damages the row holding `lba` on m+1 drives (`Faults::damage`).
     Damage {
@@ -79,6 +81,12 @@ pub(crate) const LOGICAL_BLOCKS: u64 = 96;
 /// segments written after it.
 pub(crate) static CRASH_STARTS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static CRASH_STARTS_REPLAYING: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Starts after an `Op::Restart` or `Op::Crash` on this thread (a test runs its cases on
+    /// its own thread), for tests that pin that those operations start the array again.
+    pub(crate) static STARTS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Checkpoints the engine took while running.
 pub(crate) static RUNNING_CHECKPOINTS: AtomicUsize = AtomicUsize::new(0);
 
@@ -303,10 +311,10 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
             Op::Damage { lba, pick } if hostile => {
                 faults.damage(&mut sim, *lba, *pick);
             }
-            Op::Restart if l2p.is_some() || hostile => {
+            Op::Restart => {
                 faults::stop(&mut sim, &what)?;
                 let image = if l2p.is_some() { sim.stop_checkpoint() } else { None };
-                if image.is_none() && !hostile {
+                if image.is_none() && l2p.is_some() && !hostile {
                     // No room to write the table back (a nearly full array): the stop left
                     // no checkpoint, and a replay would not keep discards. What the array
                     // holds is checked as it stands, and the case ends.
@@ -329,6 +337,7 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
                     return Ok(sim.engine.status()); // beyond tolerance: the array cannot start
                 };
                 sim = started;
+                STARTS.set(STARTS.get() + 1);
                 prop_assert_eq!(sim.recovery_report.checkpoint_generation, generation, "{}", what);
                 if generation.is_some() {
                     prop_assert_eq!(sim.recovery_report.segments_replayed, 0, "{}", what);
@@ -340,13 +349,14 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
             Op::Crash if hostile && faults.damage_in_open_segment(&sim) => {
                 faults::CRASHES_LEFT_OUT.fetch_add(1, Ordering::Relaxed);
             }
-            Op::Crash if l2p.is_some() || hostile => {
+            Op::Crash => {
                 faults.crashed();
                 let offered = checkpoint_kept.clone();
                 let Some(started) = faults.start(&mut sim, geometry, config, offered, true, &what)? else {
                     return Ok(sim.engine.status());
                 };
                 sim = started;
+                STARTS.set(STARTS.get() + 1);
                 uncertain.extend(discarded_since.iter().copied());
                 match sim.recovery_report.checkpoint_generation {
                     Some(used) => {
