@@ -29,7 +29,7 @@ pub(super) fn exp4(args: &BenchArgs, out: &mut Out) -> Result<()> {
     let mut panels = Vec::new();
     for level in levels() {
         if let Err(reason) = supported(level) {
-            say!(out, "{:<16} not built in this engine ({reason}): skipped", level.to_string());
+            say!(out, "{:<16} layout refused by the engine ({reason}): skipped", level.to_string());
             continue;
         }
         let mut values: Vec<Vec<Option<f64>>> = vec![Vec::new(); modes().len()];
@@ -38,7 +38,7 @@ pub(super) fn exp4(args: &BenchArgs, out: &mut Out) -> Result<()> {
             for (_, mode) in modes() {
                 row.push(match exp4_cell(level, mode, chunk, requests, args.seed)? {
                     Cell::Measured(m) => Some(m.mib_per_s),
-                    Cell::NotBuilt { .. } => None,
+                    Cell::Refused { .. } => None,
                 });
             }
             let shown = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));

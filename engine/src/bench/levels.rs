@@ -3,7 +3,7 @@
 //! RAID-0, RAID-01, RAID-4, RAID-5 and RAID-6, ZapRAID (G = 256) against ZoneWrite-Only.
 //!
 //! This module owns the levels and schemes compared and one cell's measurement; a level
-//! whose layout the engine cannot build is reported as such (`Cell::NotBuilt`), not run.
+//! whose layout the engine cannot build is reported as such (`Cell::Refused`), not run.
 
 use zapraid_zns::{Geometry, TimingParams};
 
@@ -38,7 +38,7 @@ pub const CHUNKS_BYTES: [u64; 3] = [4096, 8192, 16384];
 #[derive(Clone, Debug)]
 pub enum Cell {
     Measured(Measured),
-    NotBuilt { reason: String },
+    Refused { reason: String },
 }
 
 /// The array of one cell.
@@ -54,7 +54,7 @@ pub fn supported(level: RaidLevel) -> std::result::Result<(), String> {
 /// One cell: `requests` random writes of one chunk at queue depth 64.
 pub fn exp4_cell(level: RaidLevel, mode: Mode, chunk_bytes: u64, requests: u64, seed: u64) -> Result<Cell> {
     if let Err(reason) = supported(level) {
-        return Ok(Cell::NotBuilt { reason });
+        return Ok(Cell::Refused { reason });
     }
     let config = level_config(level, mode, chunk_bytes);
     let m = random_writes(Geometry::zn540(), TimingParams::zn540(), config, requests, WRITE_QUEUE_DEPTH, seed)?;
@@ -73,7 +73,7 @@ mod tests {
         let mut raid0 = 0.0;
         for level in levels() {
             let Cell::Measured(m) = exp4_cell(level, modes()[0].1, 4096, REQUESTS, 1).unwrap() else {
-                panic!("{level} not built");
+                panic!("{level}: layout refused");
             };
             assert!(m.mib_per_s.is_finite() && m.mib_per_s > 0.0, "{level}: {m:?}");
             if level == levels()[0] {
