@@ -32,6 +32,7 @@ e2e:
 # Longer crash exploration: 50,000 crash states per scheme instead of 2,600.
 soak: deps
 	ZAPRAID_CRASH_STATES=50000 $(CARGO) test --release --locked -p zapraid-engine --test crash -- --nocapture
+	ZAPRAID_FUZZ_CASES=200000 $(CARGO) test --locked -p zapraid-engine -p zapraid-zns --lib fuzz_tests -- --nocapture
 
 bench: deps
 	$(CARGO) bench --locked

@@ -36,7 +36,8 @@ fn assert_field_error<T: std::fmt::Debug>(result: Result<T, DecodeError>, what: 
 /// Geometries near the valid ones (so that some validate) and anywhere else.
 fn geometry() -> impl Strategy<Value = Geometry> {
     let limits = (proptest::option::of(any::<u32>()), proptest::option::of(any::<u32>()));
-    let near = (1u32..64, 1u64..1 << 16, 0u64..1 << 16).prop_map(|(zones, size, cap)| Geometry::small(zones, size, cap.min(size)));
+    let near = (1u32..64, 1u64..1 << 16, 0u64..1 << 16)
+        .prop_map(|(zones, size, cap)| Geometry::small(zones, size, cap.min(size)));
     let anywhere = (any::<(u32, u32, u64, u64, u32)>(), limits, any::<(u32, u32)>()).prop_map(
         |((block, metadata, size, capacity, zones), (open, active), (append, transfer))| Geometry {
             block_size_bytes: block,
@@ -130,7 +131,8 @@ fn valid_zone_record() -> impl Strategy<Value = Encoded<u64>> {
         |(state, capacity, (written, sequence))| {
             let written = if state == ZoneState::Empty { 0 } else { written % (capacity + 1) };
             let record = ZoneRecord::new(state, written, sequence);
-            let fields = fields_of!(ZoneRecord, 0; state, reserved0, written_blocks, update_sequence, reserved1, crc32c);
+            let fields =
+                fields_of!(ZoneRecord, 0; state, reserved0, written_blocks, update_sequence, reserved1, crc32c);
             Encoded { bytes: record.as_bytes().to_vec(), fields, context: capacity }
         },
     )

@@ -64,16 +64,32 @@ pub struct Encoded<C = ()> {
 /// or fields when applied), so one mutation fits every length.
 #[derive(Clone, Debug)]
 pub enum Mutation {
-    FlipBit { at: usize, bit: u8 },
-    SetByte { at: usize, value: u8 },
+    FlipBit {
+        at: usize,
+        bit: u8,
+    },
+    SetByte {
+        at: usize,
+        value: u8,
+    },
     /// The field set to `value`, little-endian, cut to its width (`u64::MAX` is the
     /// width's largest value).
-    SetField { field: usize, value: u64 },
+    SetField {
+        field: usize,
+        value: u64,
+    },
     /// The field moved by a small amount, wrapping at its width: off-by-one values.
-    NudgeField { field: usize, delta: i8 },
+    NudgeField {
+        field: usize,
+        delta: i8,
+    },
     /// The encoding cut to `to` of its length.
-    Truncate { to: usize },
-    Extend { bytes: Vec<u8> },
+    Truncate {
+        to: usize,
+    },
+    Extend {
+        bytes: Vec<u8>,
+    },
 }
 
 /// Values a field is set to: the edges of every width, small counts, powers of two, any.
@@ -172,7 +188,6 @@ pub fn put_crc32c(bytes: &mut [u8], at: usize, covered: std::ops::Range<usize>) 
         field.copy_from_slice(&crc.to_le_bytes());
     }
 }
-
 
 /// A value of `strategy`, the same on every run: the valid encoding a test of one field's
 /// check starts from.

@@ -40,7 +40,16 @@ fn valid_image() -> impl Strategy<Value = CheckpointImage> {
             (Just(incremental), counters, 1u64.., 1u32.., segments, directory, lost, any::<u64>())
         })
         .prop_map(
-            |(incremental, (array_uuid, next_sequence, next_timestamp, superblock_generation), generation, per_page, s, directory, lost, base)| {
+            |(
+                incremental,
+                (array_uuid, next_sequence, next_timestamp, superblock_generation),
+                generation,
+                per_page,
+                s,
+                directory,
+                lost,
+                base,
+            )| {
                 // Zones in increasing order: each one past the one before.
                 let mut zone = 0u32;
                 let segments = s
@@ -131,16 +140,21 @@ fn image_is_sound(image: &CheckpointImage, bytes: &[u8], block_bytes: u32) {
 
 #[test]
 fn checkpoint_image_fuzzed_past_its_checksum() {
-    fuzz("the checkpoint image", encoded_image(), |bytes, _| reseal_image(bytes), |bytes, &block_bytes| {
-        let result = CheckpointImage::decode(bytes);
-        if let Ok(image) = &result {
-            image_is_sound(image, bytes, block_bytes);
-        }
-        // The helpers that read a first block only must not panic either.
-        let _ = CheckpointImage::base_generation_of(bytes);
-        let _ = CheckpointImage::image_bytes(bytes);
-        verdict(&result)
-    });
+    fuzz(
+        "the checkpoint image",
+        encoded_image(),
+        |bytes, _| reseal_image(bytes),
+        |bytes, &block_bytes| {
+            let result = CheckpointImage::decode(bytes);
+            if let Ok(image) = &result {
+                image_is_sound(image, bytes, block_bytes);
+            }
+            // The helpers that read a first block only must not panic either.
+            let _ = CheckpointImage::base_generation_of(bytes);
+            let _ = CheckpointImage::image_bytes(bytes);
+            verdict(&result)
+        },
+    );
 }
 
 #[test]
@@ -194,7 +208,8 @@ fn valid_mapping_block() -> impl Strategy<Value = Encoded<([u8; 16], u64)>> {
         .prop_map(|(block_bytes, entries, (uuid, page))| {
             let mut block = vec![0u8; block_bytes];
             encode_mapping_block(uuid, page, &entries, &mut block);
-            let mut fields = fields_of!(MappingBlockHeader, 0; magic, version, crc32c, array_uuid, page, entries, reserved);
+            let mut fields =
+                fields_of!(MappingBlockHeader, 0; magic, version, crc32c, array_uuid, page, entries, reserved);
             if !entries.is_empty() {
                 fields.push(Field::new(MAPPING_BLOCK_HEADER_BYTES, MAPPING_ENTRY_BYTES));
             }

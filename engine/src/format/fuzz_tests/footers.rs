@@ -19,7 +19,8 @@ fn footer_entry() -> impl Strategy<Value = FooterEntry> {
 
 /// The header's fields and those of the first and last entries of a footer block at `at`.
 fn footer_fields(at: usize, entries: usize) -> Vec<Field> {
-    let mut fields = fields_of!(FooterBlockHeader, at; magic, version, drive_index, segment_sequence, first_block, entries);
+    let mut fields =
+        fields_of!(FooterBlockHeader, at; magic, version, drive_index, segment_sequence, first_block, entries);
     for i in [0, entries.saturating_sub(1)].into_iter().take(entries) {
         let entry = at + FOOTER_BLOCK_HEADER_BYTES + i * FOOTER_ENTRY_BYTES;
         fields.extend(fields_of!(FooterEntry, entry; lba, timestamp, stripe_id, reserved));
@@ -155,18 +156,23 @@ fn decode_case(bytes: &[u8], case: &StopFooterCase) -> Result<u64, DecodeError> 
 
 #[test]
 fn stop_footer_fuzzed_past_its_checksums() {
-    fuzz("a stop footer", valid_stop_footer(), |bytes, case| reseal_stop_footer(bytes, case), |bytes, case| {
-        let result = decode_case(bytes, case);
-        if let Ok(start) = &result {
-            let (header, entries) = decode_footer_block(&bytes[..case.block_bytes]).expect("a stop footer's block");
-            let per_block = footer_entries_per_block(case.block_bytes as u32) as u64;
-            let blocks = u64::from(header.first_block.get()) / per_block + 1;
-            assert_eq!(*start + blocks, case.place.written_blocks);
-            let data_blocks = u64::from(header.first_block.get()) + entries.len() as u64;
-            assert_eq!(*start, case.place.data_start_blocks + data_blocks);
-        }
-        verdict(&result)
-    });
+    fuzz(
+        "a stop footer",
+        valid_stop_footer(),
+        |bytes, case| reseal_stop_footer(bytes, case),
+        |bytes, case| {
+            let result = decode_case(bytes, case);
+            if let Ok(start) = &result {
+                let (header, entries) = decode_footer_block(&bytes[..case.block_bytes]).expect("a stop footer's block");
+                let per_block = footer_entries_per_block(case.block_bytes as u32) as u64;
+                let blocks = u64::from(header.first_block.get()) / per_block + 1;
+                assert_eq!(*start + blocks, case.place.written_blocks);
+                let data_blocks = u64::from(header.first_block.get()) + entries.len() as u64;
+                assert_eq!(*start, case.place.data_start_blocks + data_blocks);
+            }
+            verdict(&result)
+        },
+    );
 }
 
 #[test]
@@ -191,7 +197,10 @@ fn stop_footer_field_errors() {
     reseal_stop_footer(&mut bytes, case);
     assert_field_error(decode_case(&bytes, case), "not a footer");
     // Found one block further on than its entries end: not this stop's footer.
-    let moved = StopFooterCase { place: StopFooterPlace { written_blocks: case.place.written_blocks + 1, ..case.place }, ..case.clone() };
+    let moved = StopFooterCase {
+        place: StopFooterPlace { written_blocks: case.place.written_blocks + 1, ..case.place },
+        ..case.clone()
+    };
     assert_field_error(decode_case(&encoded.bytes, &moved), "do not end at the write pointer");
 }
 

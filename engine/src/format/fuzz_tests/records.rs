@@ -102,7 +102,7 @@ fn encode_superblock(mut s: ArraySuperblock, size: usize) -> Vec<u8> {
 }
 
 /// The CRC where the size field says the layout puts it.
-fn reseal_superblock(bytes: &mut Vec<u8>) {
+fn reseal_superblock(bytes: &mut [u8]) {
     let size = bytes.get(12..16).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
     let end = match size {
         Some(old @ (LEGACY_ARRAY_SUPERBLOCK_BYTES | PRE_L2P_ARRAY_SUPERBLOCK_BYTES)) => old - 4,
@@ -165,11 +165,12 @@ fn array_superblock_field_errors() {
 }
 
 fn valid_spare_record() -> impl Strategy<Value = SpareRecord> {
-    ("[a-z0-9-]{0,40}", any::<[u8; 16]>(), 1..=MAX_DRIVES as u32, 1u32.., any::<u64>())
-        .prop_map(|(name, uuid, drives, block_size, created)| SpareRecord::new(uuid, &name, drives, block_size, created))
+    ("[a-z0-9-]{0,40}", any::<[u8; 16]>(), 1..=MAX_DRIVES as u32, 1u32.., any::<u64>()).prop_map(
+        |(name, uuid, drives, block_size, created)| SpareRecord::new(uuid, &name, drives, block_size, created),
+    )
 }
 
-fn reseal_spare_record(bytes: &mut Vec<u8>) {
+fn reseal_spare_record(bytes: &mut [u8]) {
     put_crc32c(bytes, SPARE_RECORD_BYTES - 4, 0..SPARE_RECORD_BYTES - 4);
 }
 
@@ -178,8 +179,11 @@ fn spare_record_fuzzed_past_its_checksum() {
     let fields = fields_of!(SpareRecord, 0;
         magic, version, record_bytes, array_uuid, drive_index, drive_count, block_size_bytes, reserved0,
         created_unix_s, name, reserved1, crc32c);
-    let valid =
-        valid_spare_record().prop_map(move |r| Encoded { bytes: r.as_bytes().to_vec(), fields: fields.clone(), context: () });
+    let valid = valid_spare_record().prop_map(move |r| Encoded {
+        bytes: r.as_bytes().to_vec(),
+        fields: fields.clone(),
+        context: (),
+    });
     fuzz(
         "the spare record",
         valid,
@@ -188,7 +192,9 @@ fn spare_record_fuzzed_past_its_checksum() {
             let result = SpareRecord::decode(bytes);
             if let Ok(r) = &result {
                 let drives = r.drive_count.get() as usize;
-                assert!(r.record_bytes.get() as usize == SPARE_RECORD_BYTES && r.drive_index.get() == SPARE_DRIVE_INDEX);
+                assert!(
+                    r.record_bytes.get() as usize == SPARE_RECORD_BYTES && r.drive_index.get() == SPARE_DRIVE_INDEX
+                );
                 assert!((1..=MAX_DRIVES).contains(&drives) && r.block_size_bytes.get() > 0, "{r:?}");
                 assert_eq!(r.seal().as_bytes(), &bytes[..SPARE_RECORD_BYTES]);
                 let _ = r.name();
@@ -217,7 +223,14 @@ fn valid_segment_header() -> impl Strategy<Value = SegmentHeader> {
         proptest::collection::vec(any::<u32>(), MAX_DRIVES),
     );
     fields.prop_map(
-        |((drives, index, data), array_uuid, (sequence, level, mode, class), (chunk, group, block), (stripes, created), z)| {
+        |(
+            (drives, index, data),
+            array_uuid,
+            (sequence, level, mode, class),
+            (chunk, group, block),
+            (stripes, created),
+            z,
+        )| {
             let mut zones = [U32::new(0); MAX_DRIVES];
             for (zone, value) in zones.iter_mut().zip(&z).take(drives as usize) {
                 *zone = (*value).into();
@@ -250,7 +263,7 @@ fn valid_segment_header() -> impl Strategy<Value = SegmentHeader> {
     )
 }
 
-fn reseal_segment_header(bytes: &mut Vec<u8>) {
+fn reseal_segment_header(bytes: &mut [u8]) {
     put_crc32c(bytes, SEGMENT_HEADER_BYTES - 4, 0..SEGMENT_HEADER_BYTES - 4);
 }
 
@@ -275,7 +288,12 @@ fn segment_header_fuzzed_past_its_checksum() {
         |bytes, _| {
             let result = SegmentHeader::decode(bytes);
             if let Ok(h) = &result {
-                assert!(shape_holds(h.drive_count.get(), h.drive_index.get(), h.data_chunks.get(), h.parity_chunks.get()));
+                assert!(shape_holds(
+                    h.drive_count.get(),
+                    h.drive_index.get(),
+                    h.data_chunks.get(),
+                    h.parity_chunks.get()
+                ));
                 assert!(h.header_bytes.get() as usize == SEGMENT_HEADER_BYTES, "{h:?}");
                 assert!(h.chunk_blocks.get() > 0 && h.group_size.get() > 0, "{h:?}");
                 assert_eq!(h.seal().as_bytes(), &bytes[..SEGMENT_HEADER_BYTES]);
@@ -315,7 +333,7 @@ fn valid_block_metadata() -> impl Strategy<Value = Encoded<usize>> {
     })
 }
 
-fn reseal_block_metadata(bytes: &mut Vec<u8>, data_bytes: usize) {
+fn reseal_block_metadata(bytes: &mut [u8], data_bytes: usize) {
     put_crc32c(bytes, data_bytes + 28, 0..data_bytes + 28);
 }
 
@@ -326,14 +344,22 @@ fn decode_block_metadata(bytes: &[u8], data_bytes: usize) -> Result<(BlockMetada
 
 #[test]
 fn block_metadata_fuzzed_past_its_checksum() {
-    fuzz("block metadata", valid_block_metadata(), |bytes, &data_bytes| reseal_block_metadata(bytes, data_bytes), |bytes, &data_bytes| {
-        let result = decode_block_metadata(bytes, data_bytes);
-        if let Ok((m, kind)) = &result {
-            assert_eq!((m.magic.get(), u32::from(m.version), m.kind), (BLOCK_METADATA_MAGIC, FORMAT_VERSION, *kind as u8));
-            assert!(m.verifies(&bytes[..data_bytes]));
-        }
-        verdict(&result)
-    });
+    fuzz(
+        "block metadata",
+        valid_block_metadata(),
+        |bytes, &data_bytes| reseal_block_metadata(bytes, data_bytes),
+        |bytes, &data_bytes| {
+            let result = decode_block_metadata(bytes, data_bytes);
+            if let Ok((m, kind)) = &result {
+                assert_eq!(
+                    (m.magic.get(), u32::from(m.version), m.kind),
+                    (BLOCK_METADATA_MAGIC, FORMAT_VERSION, *kind as u8)
+                );
+                assert!(m.verifies(&bytes[..data_bytes]));
+            }
+            verdict(&result)
+        },
+    );
 }
 
 #[test]
