@@ -7,8 +7,9 @@
 //! set to edge values or moved by one, the encoding cut short or extended) and is then
 //! re-checksummed by the caller's `reseal`, so that the decoder gets past its checksum and
 //! judges the fields. `fuzz` runs a decoder over such inputs: a panic fails the test (with
-//! proptest's smallest failing input), and a run that never reached a field check, or never
-//! had an input accepted, fails too, as it fuzzed nothing past the checksum.
+//! proptest's smallest failing input), and a run of a few hundred inputs or more that never
+//! reached a field check, or never had an input accepted, fails too, as it fuzzed nothing
+//! past the checksum.
 //!
 //! The number of inputs per decoder is `ZAPRAID_FUZZ_CASES` (default `DEFAULT_CASES`):
 //! `make test` runs the default, `make soak` many more.
@@ -21,6 +22,9 @@ use proptest::test_runner::{Config, TestRunner};
 
 /// Inputs per decoder when `ZAPRAID_FUZZ_CASES` is not set: a few seconds in all in debug.
 pub const DEFAULT_CASES: u32 = 512;
+/// Inputs from which a run must have seen both an accepted input and a field-level refusal
+/// (every decoder here refuses more than 1% of its inputs by a field check).
+const MIN_CASES_FOR_COUNTS: u32 = 256;
 /// Most mutations applied to one valid encoding.
 const MAX_MUTATIONS: usize = 4;
 /// Most bytes one mutation appends.
@@ -217,15 +221,17 @@ pub struct Counts {
 
 /// Runs `decode` on `cases()` inputs: a valid encoding from `valid`, mutated, then
 /// `reseal`ed (both are given the encoding's context). `decode` classifies its decoder's answer and asserts that an accepted value
-/// is sound (a panic anywhere fails the run with the smallest failing input). Fails too if
-/// no input was refused by a field check or none was accepted.
+/// is sound (a panic anywhere fails the run with the smallest failing input). Fails too if,
+/// of at least `MIN_CASES_FOR_COUNTS` inputs, none was refused by a field check or none was
+/// accepted.
 pub fn fuzz<C: Clone + std::fmt::Debug>(
     name: &str,
     valid: impl Strategy<Value = Encoded<C>>,
     reseal: impl Fn(&mut Vec<u8>, &C),
     decode: impl Fn(&[u8], &C) -> Verdict,
 ) -> Counts {
-    let config = Config { cases: cases(), failure_persistence: None, ..Config::default() };
+    let config_cases = cases();
+    let config = Config { cases: config_cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new(config);
     let counts = Cell::new(Counts::default());
     let result = runner.run(&(valid, mutations()), |(encoded, mutations)| {
@@ -251,8 +257,11 @@ pub fn fuzz<C: Clone + std::fmt::Debug>(
         counts.field_errors,
         counts.other_errors
     );
-    assert!(counts.field_errors > 0, "fuzzing {name} reached no field check: {counts:?}");
-    assert!(counts.accepted > 0, "fuzzing {name} had no input accepted: {counts:?}");
+    // With a few inputs (a quick run by hand) either may by chance not happen.
+    if config_cases >= MIN_CASES_FOR_COUNTS {
+        assert!(counts.field_errors > 0, "fuzzing {name} reached no field check: {counts:?}");
+        assert!(counts.accepted > 0, "fuzzing {name} had no input accepted: {counts:?}");
+    }
     counts
 }
 
