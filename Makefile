@@ -30,10 +30,13 @@ e2e:
 	./femu/e2e.sh
 
 # Longer runs than `make test`'s, optimised with the debug assertions on (the `soak`
-# profile): crash exploration at 20,000 crash states per scheme instead of 2,600.
+# profile): crash exploration at 20,000 crash states per scheme instead of 2,600, and the
+# on-disk decoders fuzzed past their checksums with 200,000 inputs each instead of 512.
 SOAK_CRASH_STATES ?= 20000
+SOAK_FUZZ_CASES ?= 200000
 soak: deps
 	ZAPRAID_CRASH_STATES=$(SOAK_CRASH_STATES) $(CARGO) test --profile soak --locked -p zapraid-engine --test crash -- --nocapture
+	ZAPRAID_FUZZ_CASES=$(SOAK_FUZZ_CASES) $(CARGO) test --profile soak --locked -p zapraid-engine -p zapraid-zns --lib fuzz_tests -- --nocapture
 
 bench: deps
 	$(CARGO) bench --locked

@@ -376,3 +376,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "drive_file_fuzz_tests.rs"]
+mod fuzz_tests;

@@ -5,7 +5,7 @@
 
 use super::{Found, Recovery};
 use crate::error::Error;
-use crate::format::{decode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata};
+use crate::format::{decode_footer_block, decode_stop_footer, BlockKind, BlockMetadata, StopFooterPlace};
 use crate::hybrid::ChunkClass;
 use crate::layout::Layout;
 
@@ -102,24 +102,17 @@ impl Recovery {
     }
 
     /// A stop footer ends exactly at the write pointer, names this segment and drive, and
-    /// records one entry per data block before it.
+    /// records one entry per data block before it (`decode_stop_footer`).
     pub(super) fn take_stop_probe(&mut self, drive: usize, zone: u32, written: u64, data: &[u8], metadata: &[u8]) {
-        let Ok((meta, kind)) = BlockMetadata::decode(data, metadata) else { return };
-        let Ok((header, entries)) = decode_footer_block(data) else { return };
-        let sequence = self.segments[&zone];
-        let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
-        let first_entry = u64::from(header.first_block.get());
-        let total_entries = first_entry + entries.len() as u64;
-        let blocks = first_entry / per_block + 1;
-        let start = written.checked_sub(blocks);
-        let consistent = kind == BlockKind::Footer
-            && u64::from(meta.segment_sequence_low.get()) == sequence & u64::from(u32::MAX)
-            && header.segment_sequence.get() == sequence
-            && header.drive_index.get() as usize == drive
-            && first_entry.is_multiple_of(per_block)
-            && start.is_some_and(|start| start == self.layout_of(zone).data_start_blocks() + total_entries);
-        if consistent {
-            self.open_extents.insert((zone, drive), (written, start));
+        debug_assert_eq!(data.len(), self.geometry.block_size_bytes as usize);
+        let place = StopFooterPlace {
+            segment_sequence: self.segments[&zone],
+            drive_index: drive,
+            data_start_blocks: self.layout_of(zone).data_start_blocks(),
+            written_blocks: written,
+        };
+        if let Ok(start) = decode_stop_footer(data, metadata, &place) {
+            self.open_extents.insert((zone, drive), (written, Some(start)));
         }
     }
 
