@@ -168,15 +168,22 @@ impl Recovery {
             // Untrusted: torn, stale or corrupt blocks are simply not found. A data block
             // whose checksum fails but whose metadata names this segment was written whole
             // (a block is written atomically) and damaged since: kept aside, so that its
-            // LBA is recorded lost if nothing newer or readable holds it (`install`).
+            // LBA is recorded lost if nothing newer or readable holds it (`install`), and
+            // its fields (a parity block's too) help rebuild its row's (`assemble`).
             let Ok((m, kind)) = BlockMetadata::decode(block, oob) else {
                 // With one data chunk per stripe (mirroring), the other chunks are copies:
                 // their fields are the data block's.
                 let copies = self.layout_of(zone).data_chunks == 1;
                 if let Ok((m, kind)) = BlockMetadata::decode_unverified(oob) {
                     let names_it = kind == BlockKind::Data || (copies && kind == BlockKind::Parity);
-                    if names_it && u64::from(m.segment_sequence_low.get()) == sequence_low {
-                        self.damaged.entry(zone).or_default().push(Found::of(drive, first_offset + i as u64, &m));
+                    let in_region =
+                        matches!(kind, BlockKind::Parity | BlockKind::Padding | BlockKind::Mapping | BlockKind::Lost);
+                    let found = Found::of(drive, first_offset + i as u64, &m);
+                    let ours = u64::from(m.segment_sequence_low.get()) == sequence_low;
+                    if ours && names_it {
+                        self.damaged.entry(zone).or_default().push(found);
+                    } else if ours && in_region {
+                        self.damaged_fields.entry(zone).or_default().push(found);
                     }
                 }
                 continue;
