@@ -162,6 +162,16 @@ impl Recovery {
             next_timestamp = next_timestamp.max(d.timestamp + 1);
             best.offer_lost(d.lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
         }
+        // Blocks a rebuild could not reconstruct, named lost in its footer (whose CRC
+        // covers them: trusted as a marker's fields are).
+        for (&zone, named) in &self.named_lost {
+            let Some(&sequence) = self.segments.get(&zone) else { continue };
+            let cut = self.appending_cut(zone).unwrap_or(0);
+            for d in named.iter().filter(|d| d.timestamp >= cut) {
+                next_timestamp = next_timestamp.max(d.timestamp + 1);
+                best.offer_lost(d.lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
+            }
+        }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
         // Past everything on the drives, and past any checkpoint offered (used or not).
         let next_sequence = self.segments.values().max().map_or(1, |s| s + 1).max(self.checkpoint_floor.0);

@@ -5,7 +5,9 @@
 
 use super::{Found, Recovery};
 use crate::error::Error;
-use crate::format::{decode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata};
+use crate::format::{
+    decode_footer_block, footer_entries_per_block, lost_lba_of, BlockKind, BlockMetadata, FOOTER_ENTRY_UNKNOWN,
+};
 use crate::hybrid::ChunkClass;
 use crate::layout::Layout;
 
@@ -146,6 +148,17 @@ impl Recovery {
             let first = u64::from(header.first_block.get());
             for (j, e) in entries.iter().enumerate() {
                 let index = first + j as u64;
+                if e.reserved.get() & FOOTER_ENTRY_UNKNOWN != 0 {
+                    // A block a rebuild could not reconstruct: not found (damaged), and the
+                    // LBA it names, if any, recorded lost as behind a marker (`install`).
+                    let lba = lost_lba_of(e.lba.get()).filter(|lba| *lba < self.config.logical_blocks);
+                    if let Some(lba) = lba.filter(|_| index < layout.stripes * cb) {
+                        let (offset, timestamp) = (layout.data_start_blocks() + index, e.timestamp.get());
+                        let named = Found { drive, offset, lba, timestamp, stripe_id: e.stripe_id.get() };
+                        self.named_lost.entry(zone).or_default().push(named);
+                    }
+                    continue;
+                }
                 let found = Found {
                     drive,
                     offset: layout.data_start_blocks() + index,
