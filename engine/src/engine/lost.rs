@@ -25,14 +25,27 @@
 //! written whole: damaged, not torn), when no newer or readable copy holds it
 //! (`recovery::structures`, `recovery::install`).
 //!
-//! Invariant: an LBA is in `lost` exactly when the L2P table maps it to a marker, or to the
-//! damaged block a start found it in (the marker comes when garbage collection moves it).
+//! A drive rebuild that cannot reconstruct a chunk (its stripe lost more than parity
+//! covers, as with a second failure during the rebuild) writes blocks that do not decode,
+//! and flags their footer entries unknown. The only place left on the drives that can say
+//! what such a block held is that entry (the array may be beyond tolerance: nothing else
+//! can be written then), so the entry of a block the table maps an LBA to names that LBA
+//! as a marker would (`LOST_LBA_FLAG`, a fresh timestamp) and the LBA is recorded lost at
+//! once (`unknown_entries`); a start takes such an entry as a marker's (`recovery`). A
+//! block whose LBA only the drives' mapping blocks know (a page not in memory), or with a
+//! write of its LBA in flight, stays unnamed.
+//!
+//! Invariant: an LBA is in `lost` exactly when the L2P table maps it to a marker, to the
+//! damaged block a start found it in, or to a block a rebuild could not reconstruct (the
+//! marker comes when garbage collection moves it).
 //! Whether a segment has holes is not recorded on the drives: after a restart, a segment
 //! not reclaimed yet is found to have them again when a read, scrub or rebuild comes
 //! across one.
 
+use std::ops::Range;
+
 use crate::error::Error;
-use crate::format::LOST_LBA_FLAG;
+use crate::format::{FooterEntry, FOOTER_ENTRY_UNKNOWN, LOST_LBA_FLAG, NO_LBA};
 
 use super::*;
 
@@ -100,6 +113,61 @@ impl Engine {
             data_crc: self.zero_block_crc,
         };
         self.add_block(info, data, Fill::Relocation);
+    }
+
+    /// Zone-relative offset -> LBA of the blocks of `drive` in `zone` that the table maps,
+    /// as far as memory holds the table (pages only on the drives are not read). One pass
+    /// over the table: taken once per segment a rebuild cannot fully reconstruct.
+    pub(super) fn lbas_mapped_on(&self, zone: u32, drive: usize) -> HashMap<u64, u64> {
+        (0..self.l2p.logical_blocks())
+            .filter_map(|lba| match self.l2p.peek(lba) {
+                Some(Some(at)) if at.zone == zone && at.drive == drive => Some((at.offset, lba)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The footer entries of blocks `offsets` of `drive` in `zone`, which a rebuild could
+    /// not reconstruct: flagged unknown, and naming, as a marker does, the LBA the table
+    /// maps there (`mapped`), which is recorded lost with a fresh timestamp (or the one it
+    /// was recorded lost with). An LBA with a write in flight is not named: that write,
+    /// older than a fresh timestamp, must still win if it lands.
+    pub(super) fn unknown_entries(
+        &mut self,
+        zone: u32,
+        drive: usize,
+        offsets: Range<u64>,
+        mapped: &mut HashMap<u64, u64>,
+    ) -> Vec<FooterEntry> {
+        let mut entries = Vec::with_capacity((offsets.end - offsets.start) as usize);
+        for offset in offsets {
+            let unknown = |lba: u64, timestamp: u64| FooterEntry {
+                lba: lba.into(),
+                timestamp: timestamp.into(),
+                stripe_id: 0.into(),
+                reserved: FOOTER_ENTRY_UNKNOWN.into(),
+            };
+            let named = mapped.remove(&offset).filter(|lba| {
+                !self.in_flight_lbas.contains_key(lba)
+                    && self.l2p.peek(*lba) == Some(Some(Physical { zone, drive, offset }))
+            });
+            let Some(lba) = named else {
+                entries.push(unknown(NO_LBA, 0));
+                continue;
+            };
+            let timestamp = match self.lost.get(&lba) {
+                Some(&timestamp) => timestamp,
+                None => {
+                    let timestamp = self.next_timestamp;
+                    self.next_timestamp += 1;
+                    self.lost.insert(lba, timestamp);
+                    tracing::error!(lba, zone, drive, "a block cannot be rebuilt: recorded lost");
+                    timestamp
+                }
+            };
+            entries.push(unknown(LOST_LBA_FLAG | lba, timestamp));
+        }
+        entries
     }
 
     /// Marks the relocation's unreadable blocks lost: each still mapped where it was, with

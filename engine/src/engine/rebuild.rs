@@ -26,7 +26,10 @@
 //! Invariants: a segment being rebuilt is never chosen by garbage collection; the new
 //! drive's zone of a segment is written in order and read from only once finished; a chunk
 //! that cannot be reconstructed (more chunks lost than parity covers) is written as a block
-//! whose metadata does not decode, so reads fail on it rather than return wrong data; with
+//! whose metadata does not decode, so reads fail on it rather than return wrong data, and
+//! its footer entries are flagged unknown (`FOOTER_ENTRY_UNKNOWN`), so that a start or a
+//! page rebuild reading the footer takes it for damaged, never for padding, and name the
+//! LBA the table mapped there as lost (`lost::unknown_entries`); with
 //! a rate, no write reaches the new drive before the bucket gave its bytes.
 
 mod pace;
@@ -107,6 +110,9 @@ struct ZoneRebuild {
     /// While `Checking`: reads left, and whether one found the zone incomplete.
     checks_pending: usize,
     check_failed: bool,
+    /// Zone-relative offset -> LBA of the blocks on the drive the table maps, looked up
+    /// once the first chunk that cannot be reconstructed comes (`lost::unknown_entries`).
+    mapped_here: Option<HashMap<u64, u64>>,
 }
 
 struct ChunkSources {
@@ -315,6 +321,7 @@ impl Engine {
             footer_next: 0,
             checks_pending: 0,
             check_failed: false,
+            mapped_here: None,
         });
         if rebuild.resuming {
             self.current().step = Step::Checking;
@@ -403,7 +410,18 @@ impl Engine {
         tracing::error!(drive = r.drive, zone, position, "a chunk cannot be rebuilt: its stripe lost too many chunks");
         self.rebuild_blocks_unrecoverable += cb as u64;
         self.note_holes(zone);
-        self.current().ready.insert(position, (vec![0; cb * bs], vec![0; cb * ms]));
+        // Its footer entries say so (`lost::unknown_entries`): a start or a page rebuild
+        // reading the footer takes these blocks for damaged ones, never for padding, and
+        // records lost the LBAs the table mapped to them.
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let mut mapped = self.current().mapped_here.take().unwrap_or_else(|| self.lbas_mapped_on(zone, drive));
+        let first = self.seg(zone).layout.data_start_blocks() + position * cb as u64;
+        let entries = self.unknown_entries(zone, drive, first..first + cb as u64, &mut mapped);
+        let z = self.current();
+        z.mapped_here = Some(mapped);
+        let at = position as usize * cb;
+        z.footer[at..at + cb].copy_from_slice(&entries);
+        z.ready.insert(position, (vec![0; cb * bs], vec![0; cb * ms]));
     }
 
     /// Writes reconstructed chunks in position order, then the footer.

@@ -191,8 +191,15 @@ pub struct FooterEntry {
     pub lba: U64,
     pub timestamp: U64,
     pub stripe_id: U32,
+    /// Flags: `FOOTER_ENTRY_UNKNOWN`; other bits 0.
     pub reserved: U32,
 }
+
+/// `FooterEntry::reserved` flag: the block could not be reconstructed when its drive was
+/// rebuilt (its stripe lost more than parity covers); its LBA and timestamp are not known,
+/// and `lba` holds `NO_LBA`. A reader takes such a block for a damaged one, never for
+/// padding. Added in version 1 without a version change (the field was always 0).
+pub const FOOTER_ENTRY_UNKNOWN: u32 = 1;
 
 pub const FOOTER_ENTRY_BYTES: usize = 24;
 const _: () = assert!(std::mem::size_of::<FooterEntry>() == FOOTER_ENTRY_BYTES);

@@ -15,6 +15,12 @@
 //!   block is mapped only if its place was written (or its drive failed): an unwritten
 //!   place belongs to a stripe never acknowledged, and blocks garbage collection was
 //!   moving into it keep their intact old copies.
+//! - A damaged block whose metadata still decodes (its checksum fails: `damaged`) gives its
+//!   row its fields, not its data. So a row that lost more data than parity covers may
+//!   still give back the fields of a block on a failed drive (or of a written block whose
+//!   metadata is gone): such a block is `unreadable`, its LBA known and its data not, and
+//!   a start records that LBA lost rather than forgetting it (a damaged row with a drive
+//!   failed or being rebuilt would otherwise read as zeros or an older version).
 //! - With Zone Append, a power cut may land an append in part (a prefix of its chunk) and
 //!   others in flight after it, which then straddle chunk positions: a position holding
 //!   blocks of two stripes. Everything from the first such position on a drive landed at
@@ -52,12 +58,16 @@ pub(super) struct Assembled {
     pub repaired: u64,
     /// Damaged blocks in rows that lost more than parity covers.
     pub lost: u64,
+    /// Data blocks of such rows whose fields parity rebuilt (from the other blocks'
+    /// metadata, damaged ones' included) but whose data it cannot: (LBA, timestamp, place).
+    pub unreadable: Vec<(u64, u64, Physical)>,
 }
 
-/// One chunk found on a drive: its stripe ID and its blocks' fields, by row.
+/// One chunk found on a drive: its stripe ID and its blocks' fields, by row, each with
+/// whether the block is intact (false: its checksum failed, its metadata did not).
 struct Chunk {
     stripe_id: u32,
-    rows: Vec<Option<Fields>>,
+    rows: Vec<Option<(Fields, bool)>>,
 }
 
 /// Where each stripe's chunks are: per stripe key, drive -> position.
@@ -69,12 +79,15 @@ type Recorded = HashMap<(usize, u64, u32), u64>;
 /// Assembles the stripes of the segment in `zone` from `found`. `failed[d]` says drive d
 /// failed (nothing was read from it); `data_end[d]` is where drive d's data region ends
 /// (zone-relative blocks). `recorded` is the stripe table a checkpoint kept of the segment
-/// while it was appending (see the module documentation), if any.
+/// while it was appending (see the module documentation), if any. `damaged` are blocks
+/// whose checksum failed but whose metadata names the segment: their fields only count.
+#[allow(clippy::too_many_arguments)] // each is a distinct input of the assembly
 pub(super) fn assemble_zone(
     layout: &Layout,
     codec: &ParityCodec,
     zone: u32,
     found: &[Found],
+    damaged: &[Found],
     failed: &[bool],
     data_end: &[u64],
     recorded: Option<&CompactStripeTable>,
@@ -92,13 +105,15 @@ pub(super) fn assemble_zone(
     let data_end = &data_end[..];
 
     let mut chunks: HashMap<(usize, u64), Chunk> = HashMap::new();
-    for f in found {
+    // Intact blocks first: a damaged one only fills a row nothing intact holds.
+    let blocks = found.iter().map(|f| (f, true)).chain(damaged.iter().map(|f| (f, false)));
+    for (f, intact) in blocks {
         if f.drive >= n || f.offset >= data_end[f.drive] {
             continue;
         }
         let Some(relative) = f.offset.checked_sub(data_start) else { continue };
         let (position, row) = (relative / cb, (relative % cb) as usize);
-        if position >= layout.stripes || f.drive >= n {
+        if position >= layout.stripes {
             continue;
         }
         if append && u64::from(f.stripe_id) >= layout.group_stripes(position / layout.group_size) {
@@ -107,8 +122,8 @@ pub(super) fn assemble_zone(
         let chunk = chunks
             .entry((f.drive, position))
             .or_insert_with(|| Chunk { stripe_id: f.stripe_id, rows: vec![None; cb as usize] });
-        if chunk.stripe_id == f.stripe_id {
-            chunk.rows[row] = Some((f.lba, f.timestamp));
+        if chunk.stripe_id == f.stripe_id && (intact || chunk.rows[row].is_none()) {
+            chunk.rows[row] = Some(((f.lba, f.timestamp), intact));
         }
     }
 
@@ -126,7 +141,13 @@ pub(super) fn assemble_zone(
     };
     let places = if append { append_places(layout, &stripes, &recorded) } else { HashMap::new() };
 
-    let mut assembled = Assembled { table: CompactStripeTable::new(layout), blocks: Vec::new(), repaired: 0, lost: 0 };
+    let mut assembled = Assembled {
+        table: CompactStripeTable::new(layout),
+        blocks: Vec::new(),
+        repaired: 0,
+        lost: 0,
+        unreadable: Vec::new(),
+    };
     // A chunk of before the checkpoint not found keeps its recorded place also when its
     // stripe was found nowhere (below, only stripes found are placed); a chunk found is
     // placed where it was found.
@@ -162,9 +183,11 @@ pub(super) fn assemble_zone(
                 let found_row = members.get(&drive).and_then(|p| chunks[&(drive, *p)].rows[row as usize]);
                 let chunk = layout.chunk_on(number, drive);
                 match (found_row, place(drive)) {
-                    (Some(f), Some(position)) => {
+                    (Some((f, intact)), Some(position)) => {
                         fields[chunk] = Some(encode_fields(f.0, f.1));
-                        if chunk < k {
+                        if !intact {
+                            missing.push(drive);
+                        } else if chunk < k {
                             let physical = Physical { zone, drive, offset: data_start + position * cb + row };
                             assembled.blocks.push((f.0, f.1, physical));
                         }
@@ -175,13 +198,29 @@ pub(super) fn assemble_zone(
             if missing.is_empty() {
                 continue;
             }
-            let damaged = missing
-                .iter()
-                .filter(|&&d| !failed[d] && place(d).is_some_and(|p| data_start + p * cb + row < data_end[d]))
-                .count() as u64;
-            let rebuilt = layout.parity_chunks > 0 && n - missing.len() >= k && codec.reconstruct(&mut fields).is_ok();
+            let written = |d: usize| place(d).is_some_and(|p| data_start + p * cb + row < data_end[d]);
+            let damaged = missing.iter().filter(|&&d| !failed[d] && written(d)).count() as u64;
+            let parity = layout.parity_chunks > 0;
+            let rebuilt = parity && n - missing.len() >= k && codec.reconstruct(&mut fields).is_ok();
             if !rebuilt {
                 assembled.lost += damaged;
+                // The data is gone, but the fields may not be: damaged blocks' metadata
+                // can make up what the missing chunks took. A block whose own metadata is
+                // intact is the caller's (`damaged`); the others' LBAs are told here.
+                if parity && codec.reconstruct(&mut fields).is_ok() {
+                    for &drive in &missing {
+                        let chunk = layout.chunk_on(number, drive);
+                        let own =
+                            members.get(&drive).is_some_and(|p| chunks[&(drive, *p)].rows[row as usize].is_some());
+                        let (Some(position), true, false) = (place(drive), chunk < k, own) else { continue };
+                        if !failed[drive] && !written(drive) {
+                            continue; // never written: a stripe never acknowledged
+                        }
+                        let Some((lba, timestamp)) = fields[chunk].as_deref().and_then(decode_fields) else { continue };
+                        let physical = Physical { zone, drive, offset: data_start + position * cb + row };
+                        assembled.unreadable.push((lba, timestamp, physical));
+                    }
+                }
                 continue;
             }
             assembled.repaired += damaged;
@@ -338,7 +377,7 @@ mod tests {
         add(1, 3, 1);
         add(2, 3, 1);
         let data_end = [start + 3, start + 4, start + 4, start + 4];
-        let assembled = assemble_zone(&layout, &codec, 5, &found, &[false; 4], &data_end, None);
+        let assembled = assemble_zone(&layout, &codec, 5, &found, &[], &[false; 4], &data_end, None);
         let damaged_chunk = layout.chunk_on(2, 0);
         let (lba, _) = fields(2, damaged_chunk);
         let place = assembled.blocks.iter().find(|(l, _, _)| *l == lba).map(|(_, _, p)| *p);
@@ -392,7 +431,7 @@ mod tests {
         }
         let failed = [false, false, false, true];
         let data_end = [start + 3, start + 3, start + 3, 0];
-        let assembled = assemble_zone(&layout, &codec, 5, &found, &failed, &data_end, Some(&recorded));
+        let assembled = assemble_zone(&layout, &codec, 5, &found, &[], &failed, &data_end, Some(&recorded));
         let table = assembled.table.as_ref().unwrap();
         assert_eq!((table.get(3, 0), table.get(3, 3)), (Some(0), Some(1)), "the recorded places on the failed drive");
         assert_eq!(table.get(3, 1), Some(2), "the stripe after the checkpoint takes the first place not recorded");
@@ -407,7 +446,7 @@ mod tests {
             }
         }
         // Without the table, stripe 1's chunk on drive 3 lands elsewhere than the pages say.
-        let blind = assemble_zone(&layout, &codec, 5, &found, &failed, &data_end, None);
+        let blind = assemble_zone(&layout, &codec, 5, &found, &[], &failed, &data_end, None);
         assert_ne!(blind.table.as_ref().unwrap().get(3, 3), Some(1));
     }
 }

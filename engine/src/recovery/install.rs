@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::assemble::{self, Assembled};
-use super::{Phase, Recovered, RecoveredSegment, Recovery, Repairs};
+use super::{Found, Phase, Recovered, RecoveredSegment, Recovery, Repairs};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::format::{split_lost_lba, NO_LBA};
@@ -64,7 +64,9 @@ impl Recovery {
         let data_end: Vec<u64> = (0..n).map(|d| self.data_end.get(&(zone, d)).copied().unwrap_or(0)).collect();
         let recorded = self.appending_places(zone);
         let found = &self.found[&zone];
-        assemble::assemble_zone(&layout, codec, zone, found, &self.failed, &data_end, recorded.as_ref())
+        let damaged: Vec<Found> =
+            [&self.damaged, &self.damaged_fields].iter().filter_map(|d| d.get(&zone)).flatten().copied().collect();
+        assemble::assemble_zone(&layout, codec, zone, found, &damaged, &self.failed, &data_end, recorded.as_ref())
     }
 
     /// The recovered engine, once `is_done`.
@@ -78,6 +80,8 @@ impl Recovery {
         let mut segments = Vec::new();
         let mut best = Newest::default();
         let mut next_timestamp = 1;
+        // Blocks whose LBA parity told but whose data it cannot rebuild (`assemble`).
+        let mut unreadable: Vec<(u32, Found)> = Vec::new();
         let mut repairs = Repairs {
             damaged_structures: self.report.damaged_headers + self.report.damaged_footers,
             ..Repairs::default()
@@ -120,6 +124,9 @@ impl Recovery {
                 repairs.blocks_dropped += assembled.lost;
             }
             repairs.blocks_repaired += assembled.repaired;
+            for &(lba, timestamp, at) in &assembled.unreadable {
+                unreadable.push((zone, Found { drive: at.drive, offset: at.offset, lba, timestamp, stripe_id: 0 }));
+            }
             for (field, timestamp, physical) in assembled.blocks {
                 let (lba, _) = split_lost_lba(field);
                 if field == NO_LBA || lba >= self.config.logical_blocks {
@@ -133,23 +140,34 @@ impl Recovery {
             }
             segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete, full });
         }
-        // Blocks found damaged beyond what parity rebuilds, their metadata intact: the LBA
-        // is lost unless a newer or readable copy holds it (offered after every readable
-        // block, so that one of the same age wins). Every write takes one timestamp, so a
-        // block newer than every readable one is at most as many writes newer as the
-        // scanned segments hold blocks; a timestamp past that is not trusted (the damage
-        // may be in the metadata). A trusted one moves the next timestamp past it, so that
-        // later writes win over the lost record.
+        // Blocks found damaged beyond what parity rebuilds, their metadata intact (or their
+        // fields rebuilt from such metadata): the LBA is lost unless a newer or readable
+        // copy holds it (offered after every readable block, so that one of the same age
+        // wins). Every write takes one timestamp, so a block newer than every readable one
+        // is at most as many writes newer as the scanned segments hold blocks; a timestamp
+        // past that is not trusted (the damage may be in the metadata). A trusted one
+        // moves the next timestamp past it, so that later writes win over the lost record.
+        let damaged_zones: std::collections::BTreeSet<u32> =
+            self.damaged.keys().copied().chain(unreadable.iter().map(|(zone, _)| *zone)).collect();
         let scanned_blocks: u64 =
-            self.damaged.keys().map(|zone| self.zone_layouts[zone].0.data_blocks_per_segment()).sum();
+            damaged_zones.iter().map(|zone| self.zone_layouts[zone].0.data_blocks_per_segment()).sum();
         let newest_trusted = next_timestamp.saturating_add(scanned_blocks);
-        for (&zone, damaged) in &self.damaged {
+        let damaged = self.damaged.iter().flat_map(|(&zone, found)| found.iter().map(move |d| (zone, *d)));
+        for (zone, d) in damaged.chain(unreadable) {
             let Some(&sequence) = self.segments.get(&zone) else { continue };
             let cut = self.appending_cut(zone).unwrap_or(0);
-            for d in damaged {
-                if d.lba >= self.config.logical_blocks || d.timestamp < cut || d.timestamp >= newest_trusted {
-                    continue;
-                }
+            if d.lba >= self.config.logical_blocks || d.timestamp < cut || d.timestamp >= newest_trusted {
+                continue;
+            }
+            next_timestamp = next_timestamp.max(d.timestamp + 1);
+            best.offer_lost(d.lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
+        }
+        // Blocks a rebuild could not reconstruct, named lost in its footer (whose CRC
+        // covers them: trusted as a marker's fields are).
+        for (&zone, named) in &self.named_lost {
+            let Some(&sequence) = self.segments.get(&zone) else { continue };
+            let cut = self.appending_cut(zone).unwrap_or(0);
+            for d in named.iter().filter(|d| d.timestamp >= cut) {
                 next_timestamp = next_timestamp.max(d.timestamp + 1);
                 best.offer_lost(d.lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
             }

@@ -228,6 +228,12 @@ pub struct Recovery {
     /// Per zone, data blocks of a metadata scan that fail their checksum but whose
     /// metadata still names them (LBA, timestamp, this segment): damaged, not torn.
     damaged: HashMap<u32, Vec<Found>>,
+    /// Per zone, the other data-region blocks (parity, padding, mapping blocks, markers)
+    /// of a metadata scan damaged that way: their fields still help rebuild a row's.
+    damaged_fields: HashMap<u32, Vec<Found>>,
+    /// Per zone, blocks a rebuild could not reconstruct whose footer entry names the LBA
+    /// the table mapped there, lost (`engine::lost`): recorded lost like a marker's.
+    named_lost: HashMap<u32, Vec<Found>>,
     sealed: HashMap<u32, bool>,
     /// Per zone and drive, the segment sequence its first footer block names, if it
     /// decoded and names that drive. Compared with the headers only once both are in
@@ -286,6 +292,8 @@ impl Recovery {
             headers: HashMap::new(),
             found: HashMap::new(),
             damaged: HashMap::new(),
+            damaged_fields: HashMap::new(),
+            named_lost: HashMap::new(),
             sealed: HashMap::new(),
             footer_probes: HashMap::new(),
             open_extents: BTreeMap::new(),

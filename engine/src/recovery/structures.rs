@@ -5,7 +5,10 @@
 
 use super::{Found, Recovery};
 use crate::error::Error;
-use crate::format::{decode_footer_block, decode_stop_footer, BlockKind, BlockMetadata, StopFooterPlace};
+use crate::format::{
+    decode_footer_block, decode_stop_footer, lost_lba_of, BlockKind, BlockMetadata, StopFooterPlace,
+    FOOTER_ENTRY_UNKNOWN,
+};
 use crate::hybrid::ChunkClass;
 use crate::layout::Layout;
 
@@ -139,6 +142,17 @@ impl Recovery {
             let first = u64::from(header.first_block.get());
             for (j, e) in entries.iter().enumerate() {
                 let index = first + j as u64;
+                if e.reserved.get() & FOOTER_ENTRY_UNKNOWN != 0 {
+                    // A block a rebuild could not reconstruct: not found (damaged), and the
+                    // LBA it names, if any, recorded lost as behind a marker (`install`).
+                    let lba = lost_lba_of(e.lba.get()).filter(|lba| *lba < self.config.logical_blocks);
+                    if let Some(lba) = lba.filter(|_| index < layout.stripes * cb) {
+                        let (offset, timestamp) = (layout.data_start_blocks() + index, e.timestamp.get());
+                        let named = Found { drive, offset, lba, timestamp, stripe_id: e.stripe_id.get() };
+                        self.named_lost.entry(zone).or_default().push(named);
+                    }
+                    continue;
+                }
                 let found = Found {
                     drive,
                     offset: layout.data_start_blocks() + index,
@@ -161,15 +175,22 @@ impl Recovery {
             // Untrusted: torn, stale or corrupt blocks are simply not found. A data block
             // whose checksum fails but whose metadata names this segment was written whole
             // (a block is written atomically) and damaged since: kept aside, so that its
-            // LBA is recorded lost if nothing newer or readable holds it (`install`).
+            // LBA is recorded lost if nothing newer or readable holds it (`install`), and
+            // its fields (a parity block's too) help rebuild its row's (`assemble`).
             let Ok((m, kind)) = BlockMetadata::decode(block, oob) else {
                 // With one data chunk per stripe (mirroring), the other chunks are copies:
                 // their fields are the data block's.
                 let copies = self.layout_of(zone).data_chunks == 1;
                 if let Ok((m, kind)) = BlockMetadata::decode_unverified(oob) {
                     let names_it = kind == BlockKind::Data || (copies && kind == BlockKind::Parity);
-                    if names_it && u64::from(m.segment_sequence_low.get()) == sequence_low {
-                        self.damaged.entry(zone).or_default().push(Found::of(drive, first_offset + i as u64, &m));
+                    let in_region =
+                        matches!(kind, BlockKind::Parity | BlockKind::Padding | BlockKind::Mapping | BlockKind::Lost);
+                    let found = Found::of(drive, first_offset + i as u64, &m);
+                    let ours = u64::from(m.segment_sequence_low.get()) == sequence_low;
+                    if ours && names_it {
+                        self.damaged.entry(zone).or_default().push(found);
+                    } else if ours && in_region {
+                        self.damaged_fields.entry(zone).or_default().push(found);
                     }
                 }
                 continue;
