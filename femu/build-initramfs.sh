@@ -47,7 +47,8 @@ copy_with_libs() {
     local bin=$1 dest=$2
     mkdir -p "$root$(dirname "$dest")"
     cp "$bin" "$root$dest"
-    ldd "$bin" 2>/dev/null | grep -oE '/[^ ]+' | while read -r lib; do
+    # A library that needs no other gives grep nothing to print: not an error.
+    { ldd "$bin" 2>/dev/null | grep -oE '/[^ ]+' || true; } | while read -r lib; do
         [ -e "$root$lib" ] && continue
         mkdir -p "$root$(dirname "$lib")"
         cp -L "$lib" "$root$lib"
@@ -89,6 +90,8 @@ if [ "$apps" -eq 1 ]; then
     cp -L /usr/share/zoneinfo/UTC "$root/usr/share/zoneinfo/UTC"
     mkdir -p "$root/apps"
     cp -r "$here/apps/tpcc" "$root/apps/"
+    # mktemp made the root directory 0700: the guest's / must let the user in.
+    chmod 755 "$root"
     echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
     echo "postgres:x:70:70:PostgreSQL:/tmp:/bin/sh" >> "$root/etc/passwd"
     printf 'root:x:0:\npostgres:x:70:\n' > "$root/etc/group"
