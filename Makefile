@@ -3,7 +3,7 @@
 
 CARGO ?= cargo
 
-.PHONY: all deps demo test fmt lint unit e2e soak bench clean
+.PHONY: all deps demo test fmt lint unit e2e apps soak bench clean
 
 all: test
 
@@ -28,6 +28,12 @@ unit:
 # Real NVMe ZNS drives (QEMU's emulation) and, later, ublk: in a QEMU guest (femu/).
 e2e:
 	./femu/e2e.sh
+
+# The paper's real applications (Exp#11 file writes, Exp#12 a database under a TPC-C-like
+# load) on ext4 over the array in the QEMU guest: about half an hour, so not in `e2e`.
+# `make apps PLOT=DIR` also draws the figures into DIR.
+apps:
+	./femu/apps.sh $(if $(PLOT),--plot $(PLOT))
 
 # Longer runs than `make test`'s, optimised with the debug assertions on (the `soak`
 # profile): crash exploration at 20,000 crash states per scheme instead of 2,600, and the

@@ -3,10 +3,17 @@
 # ext4 for later scenarios), fio and e2fsprogs, perf if the host has it, the given
 # binaries with every shared library they need, the scenarios, and an /init that runs the
 # scenario named on the kernel command line and reports its exit status on the console.
+# With --apps, also the applications of the apps scenario (Exp#11 and Exp#12): sysbench,
+# PostgreSQL 15 (server, initdb, pg_ctl, psql, pgbench, at the host's paths, with its
+# library and share directories) and the TPC-C-like kit (femu/apps/tpcc), and a user
+# `postgres` for the server, which refuses to run as root (femu/setup.sh --apps installs
+# them on the host).
 #
-#   femu/build-initramfs.sh OUTPUT BINARY...
+#   femu/build-initramfs.sh [--apps] OUTPUT BINARY...
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+apps=0
+if [ "${1:-}" = --apps ]; then apps=1; shift; fi
 out=$1; shift
 kernel="$here/.cache/kernel"
 kver=$(ls "$kernel/lib/modules")
@@ -38,8 +45,10 @@ done
 # Binaries and the shared libraries they load, at the same paths as on the host.
 copy_with_libs() {
     local bin=$1 dest=$2
+    mkdir -p "$root$(dirname "$dest")"
     cp "$bin" "$root$dest"
-    ldd "$bin" 2>/dev/null | grep -oE '/[^ ]+' | while read -r lib; do
+    # A library that needs no other gives grep nothing to print: not an error.
+    { ldd "$bin" 2>/dev/null | grep -oE '/[^ ]+' || true; } | while read -r lib; do
         [ -e "$root$lib" ] && continue
         mkdir -p "$root$(dirname "$lib")"
         cp -L "$lib" "$root$lib"
@@ -60,6 +69,32 @@ done
 # the guest with it, and says so when it is missing.
 if perf=$(command -v perf); then
     copy_with_libs "$perf" /usr/bin/perf
+fi
+if [ "$apps" -eq 1 ]; then
+    sysbench=$(command -v sysbench) || { echo "build-initramfs: no sysbench on the host (femu/setup.sh --apps)" >&2; exit 1; }
+    copy_with_libs "$sysbench" /usr/bin/sysbench
+    pg=/usr/lib/postgresql/15
+    [ -x "$pg/bin/postgres" ] || { echo "build-initramfs: no PostgreSQL 15 on the host (femu/setup.sh --apps)" >&2; exit 1; }
+    # At the host's paths: PostgreSQL finds its share and library directories relative to
+    # its binaries.
+    for tool in postgres initdb pg_ctl psql pgbench; do
+        copy_with_libs "$pg/bin/$tool" "$pg/bin/$tool"
+    done
+    # Not the JIT (llvmjit.so links all of LLVM): the server runs with jit = off.
+    for lib in "$pg"/lib/*.so; do
+        case $lib in */llvmjit*) continue ;; esac
+        copy_with_libs "$lib" "$lib"
+    done
+    mkdir -p "$root/usr/share/postgresql" "$root/usr/share/zoneinfo"
+    cp -r /usr/share/postgresql/15 "$root/usr/share/postgresql/"
+    cp -L /usr/share/zoneinfo/UTC "$root/usr/share/zoneinfo/UTC"
+    mkdir -p "$root/apps"
+    cp -r "$here/apps/tpcc" "$root/apps/"
+    # mktemp made the root directory 0700: the guest's / must let the user in.
+    chmod 755 "$root"
+    echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
+    echo "postgres:x:70:70:PostgreSQL:/tmp:/bin/sh" >> "$root/etc/passwd"
+    printf 'root:x:0:\npostgres:x:70:\n' > "$root/etc/group"
 fi
 cp "$here"/scenarios/*.sh "$root/scenarios/"
 chmod +x "$root"/scenarios/*.sh

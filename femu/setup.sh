@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # Installs what the QEMU guest needs on the host (Debian packages) and unpacks a Linux
 # 6.12 kernel (Debian's bookworm 6.1 has no ublk) into femu/.cache without installing
-# it. Idempotent: does nothing when everything is there.
+# it. Idempotent: does nothing when everything is there. With --apps, also the
+# applications of the apps scenario (Exp#11 and Exp#12, `make apps`): sysbench and
+# PostgreSQL 15, copied into the guest by build-initramfs.sh --apps.
+#
+#   femu/setup.sh [--apps]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache="$here/.cache"
 HOST_PACKAGES=(qemu-system-x86 busybox-static cpio xz-utils fio e2fsprogs linux-perf)
+if [ "${1:-}" = --apps ]; then
+    HOST_PACKAGES+=(sysbench postgresql-15)
+fi
 
 missing=()
 for pkg in "${HOST_PACKAGES[@]}"; do

@@ -1,6 +1,7 @@
 //! `zapraid`: the command line of the zapraid RAID engine for ZNS SSDs.
 
 mod alloc_count;
+mod apps;
 mod array;
 mod bench;
 mod device;
@@ -103,6 +104,9 @@ enum Top {
     /// with the paper's figures beside ours, and measure the engine's CPU cost; --plot DIR
     /// draws a figure per experiment and DIR/report.md.
     Bench(bench::BenchArgs),
+    /// Tables (and with --plot DIR figures) of the paper's real-application experiments,
+    /// Exp#11 (file writes) and Exp#12 (a database), from the results of `make apps`.
+    AppsReport(apps::AppsReportArgs),
     /// Drive the RAID engine over emulated in-memory drives in the deterministic
     /// simulator: write, verify, fail drives, read degraded and verify.
     Simulate(simulate::SimulateArgs),
@@ -152,6 +156,7 @@ fn main() {
         Top::Emu(command) => emu::run(command),
         Top::Device(command) => device::run(command),
         Top::Bench(args) => bench::run(args),
+        Top::AppsReport(args) => apps::run(args),
         Top::Simulate(args) => simulate::run(args),
         Top::Replay(args) => replay::run(args),
     };
