@@ -220,11 +220,9 @@ impl ReplayArgs {
 fn geometry(args: &ReplayArgs) -> Geometry {
     let zones = args.zones();
     match args.geometry {
-        DriveGeometry::Qemu => Geometry {
-            zone_append_max_blocks: 32,
-            max_transfer_blocks: 128,
-            ..Geometry::small(zones, 16384, 15872)
-        },
+        DriveGeometry::Qemu => {
+            Geometry { zone_append_max_blocks: 32, max_transfer_blocks: 128, ..Geometry::small(zones, 16384, 15872) }
+        }
         DriveGeometry::Zn540 => Geometry { zone_count: zones, ..Geometry::zn540() },
     }
 }
@@ -323,7 +321,8 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     }
     let options =
         ReadOptions { format: args.format.map(Format::from), volume: args.volume.clone(), skip_bad: args.skip_bad };
-    let mut replay_config = ReplayConfig { pacing, writes_only: args.writes_only, map: MapMode::Wrap, limit: args.limit };
+    let mut replay_config =
+        ReplayConfig { pacing, writes_only: args.writes_only, map: MapMode::Wrap, limit: args.limit };
     let map = args.map();
     replay_config.map = match map {
         Map::Wrap => MapMode::Wrap,
@@ -406,7 +405,12 @@ pub fn run(args: ReplayArgs) -> Result<()> {
 
 /// Writes every array block the replay will touch once (a packed footprint is the array's
 /// first blocks; otherwise a pass over the trace maps each request as the replay will).
-fn run_prefill(args: &ReplayArgs, options: &ReadOptions, config: &ReplayConfig, target: &mut dyn Target) -> Result<Prefill> {
+fn run_prefill(
+    args: &ReplayArgs,
+    options: &ReadOptions,
+    config: &ReplayConfig,
+    target: &mut dyn Target,
+) -> Result<Prefill> {
     let footprint = match &config.map {
         MapMode::Compact { footprint } => Footprint::from_runs([(0, footprint.blocks())]),
         map => {

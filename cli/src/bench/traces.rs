@@ -131,8 +131,12 @@ impl Trace<'_> {
 }
 
 /// How Exp#10 replays: the writes, closed loop, addresses wrapped into the array.
-const REPLAY: ReplayConfig =
-    ReplayConfig { pacing: Pacing::Closed { queue_depth: QUEUE_DEPTH }, writes_only: true, map: MapMode::Wrap, limit: None };
+const REPLAY: ReplayConfig = ReplayConfig {
+    pacing: Pacing::Closed { queue_depth: QUEUE_DEPTH },
+    writes_only: true,
+    map: MapMode::Wrap,
+    limit: None,
+};
 
 /// The array blocks the replay writes (the same for every setup: they all export
 /// `WRITE_LOGICAL_BLOCKS`): what each array is prefilled with.

@@ -266,7 +266,7 @@ pub fn replay(
         GcStats {
             segments_reclaimed,
             blocks_relocated,
-        user_blocks_written: user_blocks,
+            user_blocks_written: user_blocks,
             write_amplification: if user_blocks == 0 {
                 0.0
             } else {
