@@ -2,21 +2,32 @@
 //! Cambridge, fio iolog v2/v3; plain or gzip) against an array in the deterministic
 //! simulator (virtual time, ZN540 timing model), streaming the trace, and prints
 //! throughput, IOPS, latency percentiles, the read/write split, garbage collection and a
-//! timeline, for people or as JSON. Other targets, in wall time: an array's drives (the
-//! engine in this process; the array stopped) or a block device such as a running
-//! array's `/dev/ublkbN` (`replay_targets`).
+//! timeline, for people or as JSON (`output`). Other targets, in wall time: an array's
+//! drives (the engine in this process; the array stopped) or a block device such as a
+//! running array's `/dev/ublkbN` (`replay_targets`).
+//!
+//! Before the clock starts, a prefill (the simulator's default, `--prefill` elsewhere)
+//! writes every block the replay will touch once, so that reads find data as on a volume
+//! in use. `--utilization U` sizes the simulated array (its zones' capacity) so that the
+//! trace's footprint, packed onto it (`--map compact`), fills U of its logical blocks:
+//! garbage collection then runs as on a full volume.
+
+mod output;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use serde_json::{json, Value};
 use zapraid_engine::{Config, Engine, Simulator, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
-use zapraid_trace::replay::{replay, LatencySummary, MapMode, Pacing, ReplayConfig, Report, Target};
-use zapraid_trace::{address_span_bytes, Format, ReadOptions, ReadStats, TraceReader};
+use zapraid_trace::replay::{
+    array_footprint, prefill, replay, trace_footprint, AddressMap, Footprint, MapMode, Pacing, Prefill, ReplayConfig,
+    Target,
+};
+use zapraid_trace::{address_span_bytes, Format, ReadOptions, TraceReader};
 use zapraid_zns::{Geometry, TimingParams};
 
 use crate::hybrid::{chunks_text, OpenSegmentArgs};
@@ -53,6 +64,9 @@ enum Map {
     Wrap,
     /// The trace's address range (a first pass finds it) scaled onto the array.
     Scale,
+    /// The trace's distinct blocks (a first pass finds them) packed onto the array's
+    /// first blocks in address order: none collide, requests stay contiguous.
+    Compact,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -87,9 +101,26 @@ pub struct ReplayArgs {
     /// Replay the writes only, as the ZapRAID paper does.
     #[arg(long)]
     writes_only: bool,
-    /// How addresses beyond the array are brought into it.
-    #[arg(long, value_enum, default_value = "wrap")]
-    map: Map,
+    /// How addresses beyond the array are brought into it (default: wrap; compact with
+    /// --utilization).
+    #[arg(long, value_enum)]
+    map: Option<Map>,
+    /// Before the clock starts, write every block the replay reads or writes once (in 1 MiB
+    /// requests), so that no read is of a block never written (the engine would answer it
+    /// from its mapping table in no time). Not counted in the figures. The default for the
+    /// simulator; for --on-drives and --device it is real I/O over the trace's footprint
+    /// (overwriting what is there), off unless asked for.
+    #[arg(long, overrides_with = "no_prefill")]
+    prefill: bool,
+    /// No prefill: the replay starts on the array as it is (the simulator's: empty).
+    #[arg(long)]
+    no_prefill: bool,
+    /// Simulator only: size the array (the capacity of its zones) so that the trace's
+    /// footprint (distinct blocks it reads or writes) fills this share of its logical
+    /// blocks, 0 < U <= 1, so that garbage collection runs as on a full volume. Implies
+    /// --map compact, and --zones 64 unless given.
+    #[arg(long, value_name = "U")]
+    utilization: Option<f64>,
     /// Count and skip malformed lines instead of stopping at the first.
     #[arg(long)]
     skip_bad: bool,
@@ -128,10 +159,10 @@ pub struct ReplayArgs {
     /// Zone shape of the emulated drives (ZN540 timing either way).
     #[arg(long, value_enum, default_value = "qemu")]
     geometry: DriveGeometry,
-    /// Zones per drive (small by default, so that a replay runs fast and fits in memory:
-    /// the simulator keeps the data written).
-    #[arg(long, default_value_t = 16)]
-    zones: u32,
+    /// Zones per drive (16 by default, small so that a replay runs fast and fits in
+    /// memory: the simulator keeps the data written; 64 with --utilization).
+    #[arg(long)]
+    zones: Option<u32>,
     /// Seed of the drives' landing order.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -139,14 +170,60 @@ pub struct ReplayArgs {
     segments: OpenSegmentArgs,
 }
 
+/// Zones per drive of the simulated array without --zones.
+const DEFAULT_ZONES: u32 = 16;
+/// ... with --utilization: enough that the zones held back for garbage collection and
+/// recovery are a small share of the array, as on a real drive.
+const UTILIZATION_ZONES: u32 = 64;
+
+impl ReplayArgs {
+    fn zones(&self) -> u32 {
+        self.zones.unwrap_or(if self.utilization.is_some() { UTILIZATION_ZONES } else { DEFAULT_ZONES })
+    }
+
+    fn map(&self) -> Map {
+        self.map.unwrap_or(if self.utilization.is_some() { Map::Compact } else { Map::Wrap })
+    }
+
+    fn on_simulator(&self) -> bool {
+        self.device.is_none() && self.on_drives.is_empty()
+    }
+
+    /// Whether to prefill: asked for, or the simulator's default.
+    fn prefill(&self) -> bool {
+        !self.no_prefill && (self.prefill || self.on_simulator())
+    }
+
+    /// Refuses combinations that cannot mean what they say.
+    fn check(&self) -> Result<()> {
+        if let Some(u) = self.utilization {
+            if !(u > 0.0 && u <= 1.0) {
+                bail!("--utilization {u}: the share of the array the trace's footprint fills must be above 0 and at most 1");
+            }
+            if !self.on_simulator() {
+                bail!(
+                    "--utilization sizes the simulated array; an array on drives or a block device has its own size \
+                     (replay onto it with --map compact to pack the trace's footprint onto it)"
+                );
+            }
+            if !matches!(self.map(), Map::Compact) {
+                bail!(
+                    "--utilization needs --map compact: wrapping or scaling the trace onto an array sized by its \
+                     footprint would fold distinct blocks onto each other"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 fn geometry(args: &ReplayArgs) -> Geometry {
+    let zones = args.zones();
     match args.geometry {
-        DriveGeometry::Qemu => Geometry {
-            zone_append_max_blocks: 32,
-            max_transfer_blocks: 128,
-            ..Geometry::small(args.zones, 16384, 15872)
-        },
-        DriveGeometry::Zn540 => Geometry { zone_count: args.zones, ..Geometry::zn540() },
+        DriveGeometry::Qemu => {
+            Geometry { zone_append_max_blocks: 32, max_transfer_blocks: 128, ..Geometry::small(zones, 16384, 15872) }
+        }
+        DriveGeometry::Zn540 => Geometry { zone_count: zones, ..Geometry::zn540() },
     }
 }
 
@@ -219,8 +296,22 @@ fn wall_time_target(args: &ReplayArgs, pacing: Pacing) -> Result<Option<(Chosen,
     Ok(None)
 }
 
+/// A progress bar on standard error when it is a terminal.
+fn progress_bar(total: u64, template: &str, message: &str) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_message(message.to_string());
+    Some(bar)
+}
+
 pub fn run(args: ReplayArgs) -> Result<()> {
     let wall = Instant::now();
+    args.check()?;
     let pacing = match (args.speed, args.queue_depth) {
         (Some(speed), _) => Pacing::Open { speed, max_in_flight: args.max_in_flight },
         (None, depth) => Pacing::Closed { queue_depth: depth.unwrap_or(32) },
@@ -228,36 +319,50 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     if matches!(pacing, Pacing::Closed { queue_depth: 0 }) {
         bail!("--queue-depth must be at least 1");
     }
-    let (mut chosen, array) = match wall_time_target(&args, pacing)? {
-        Some(chosen) => chosen,
-        None => simulator_target(&args)?,
-    };
     let options =
         ReadOptions { format: args.format.map(Format::from), volume: args.volume.clone(), skip_bad: args.skip_bad };
-    let map = match args.map {
+    let mut replay_config =
+        ReplayConfig { pacing, writes_only: args.writes_only, map: MapMode::Wrap, limit: args.limit };
+    let map = args.map();
+    replay_config.map = match map {
         Map::Wrap => MapMode::Wrap,
         Map::Scale => MapMode::Scale {
             span_bytes: address_span_bytes(&args.trace, options.clone())
                 .with_context(|| format!("finding the address range of {}", args.trace.display()))?,
         },
+        Map::Compact => {
+            let block_bytes = u64::from(geometry(&args).block_size_bytes);
+            let reader = TraceReader::open(&args.trace, options.clone())?;
+            let footprint = trace_footprint(reader, &replay_config, block_bytes)
+                .with_context(|| format!("finding the blocks {} touches", args.trace.display()))?;
+            MapMode::Compact { footprint: Arc::new(footprint) }
+        }
     };
+    let trace_blocks = match &replay_config.map {
+        MapMode::Compact { footprint } => Some(footprint.blocks()),
+        _ => None,
+    };
+    let (mut chosen, array) = match wall_time_target(&args, pacing)? {
+        Some(chosen) => chosen,
+        None => simulator_target(&args, trace_blocks)?,
+    };
+    let target = chosen.target();
+    let (logical_blocks, block_bytes) = (target.logical_blocks(), target.block_bytes());
+    if let Some(blocks) = trace_blocks.filter(|&b| b > logical_blocks) {
+        bail!(
+            "the trace touches {blocks} distinct blocks, more than the array's {logical_blocks}: --map compact \
+             cannot pack them onto it (give more --zones, or --utilization)"
+        );
+    }
+    let prefilled = if args.prefill() { Some(run_prefill(&args, &options, &replay_config, target)?) } else { None };
     let mut reader = TraceReader::open(&args.trace, options)?;
     let format = reader.format();
     let (bytes_read, file_bytes) = (reader.bytes_read(), reader.file_bytes().unwrap_or(0));
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(file_bytes);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} replaying [{bar:30}] {bytes}/{total_bytes} of the trace, {msg}, ETA {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar.set_message("0 requests");
-        Some(bar)
-    } else {
-        None
-    };
-    let replay_config = ReplayConfig { pacing, writes_only: args.writes_only, map, limit: args.limit };
+    let bar = progress_bar(
+        file_bytes,
+        "{spinner} replaying [{bar:30}] {bytes}/{total_bytes} of the trace, {msg}, ETA {eta}",
+        "0 requests",
+    );
     let result = replay(chosen.target(), reader.by_ref(), &replay_config, &mut |issued| {
         if let Some(bar) = &bar {
             bar.set_position(bytes_read.load(Ordering::Relaxed));
@@ -273,24 +378,106 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     }
     let report = result.with_context(|| format!("replaying {}", args.trace.display()))?;
     let stats = reader.stats().clone();
-    let peak = peak_resident_bytes();
-    let wall_s = wall.elapsed().as_secs_f64();
-    let context = Context_ { args: &args, format, stats: &stats, array, target: target_name, pacing, peak, wall_s };
+    let context = output::Context_ {
+        args: &args,
+        format,
+        stats: &stats,
+        array,
+        target: target_name,
+        pacing,
+        map,
+        prefill: prefilled,
+        fill: args
+            .utilization
+            .and(trace_blocks)
+            .map(|footprint_blocks| output::Fill { footprint_blocks, logical_blocks }),
+        block_bytes,
+        peak: peak_resident_bytes(),
+        wall_s: wall.elapsed().as_secs_f64(),
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&context, &report))?);
+        println!("{}", serde_json::to_string_pretty(&output::to_json(&context, &report))?);
     } else {
-        print_text(&context, &report);
+        output::print_text(&context, &report);
     }
     Ok(())
 }
 
+/// Writes every array block the replay will touch once (a packed footprint is the array's
+/// first blocks; otherwise a pass over the trace maps each request as the replay will).
+fn run_prefill(
+    args: &ReplayArgs,
+    options: &ReadOptions,
+    config: &ReplayConfig,
+    target: &mut dyn Target,
+) -> Result<Prefill> {
+    let footprint = match &config.map {
+        MapMode::Compact { footprint } => Footprint::from_runs([(0, footprint.blocks())]),
+        map => {
+            let reader = TraceReader::open(&args.trace, options.clone())?;
+            let address_map = AddressMap::new(map.clone(), target.logical_blocks(), target.block_bytes());
+            array_footprint(reader, config, &address_map)
+                .with_context(|| format!("finding the blocks {} touches", args.trace.display()))?
+        }
+    };
+    let bar = progress_bar(footprint.blocks(), "{spinner} prefilling [{bar:30}] {pos}/{len} blocks, ETA {eta}", "");
+    let result = prefill(target, &footprint, &mut |blocks| {
+        if let Some(bar) = &bar {
+            bar.set_position(blocks);
+        }
+    });
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    result.context("prefilling the blocks the trace touches")
+}
+
+/// The array the arguments describe: `--zones` zones of the chosen geometry, or with
+/// `--utilization`, zones whose capacity makes `footprint_blocks` fill that share of the
+/// array's logical blocks.
+fn simulator_geometry(args: &ReplayArgs, config: &mut Config, footprint_blocks: Option<u64>) -> Result<Geometry> {
+    let mut g = geometry(args);
+    let Some((u, footprint)) = args.utilization.zip(footprint_blocks) else {
+        config.logical_blocks = Engine::format(g, *config)?.plan().capacity_blocks(g.zone_count);
+        if config.logical_blocks == 0 {
+            bail!("{} zones per drive leave no room for data; give more with --zones", g.zone_count);
+        }
+        return Ok(g);
+    };
+    let wanted = ((footprint as f64 / u).ceil() as u64).max(footprint).max(1);
+    // The exported capacity grows with the zones' capacity: the smallest one that holds
+    // `wanted` blocks leaves garbage collection only the room it always keeps.
+    let capacity = |cap: u64| -> u64 {
+        let sized = Geometry { zone_capacity_blocks: cap, zone_size_blocks: cap.next_power_of_two(), ..g };
+        Engine::format(sized, *config).map_or(0, |e| e.plan().capacity_blocks(sized.zone_count))
+    };
+    let most = g.zone_capacity_blocks;
+    if capacity(most) >= wanted {
+        let (mut low, mut high) = (1, most);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if capacity(mid) >= wanted {
+                high = mid;
+            } else {
+                low = mid + 1;
+            }
+        }
+        g = Geometry { zone_capacity_blocks: low, zone_size_blocks: low.next_power_of_two(), ..g };
+    } else {
+        // Zones of the drive's full capacity are too few: more of them.
+        g.zone_count = Engine::format(g, *config)?.plan().zones_for_capacity(wanted);
+    }
+    debug_assert!(Engine::format(g, *config)?.plan().capacity_blocks(g.zone_count) >= wanted);
+    config.logical_blocks = wanted;
+    Ok(g)
+}
+
 /// The simulator the arguments describe, and the text that says what array it runs.
-fn simulator_target(args: &ReplayArgs) -> Result<(Chosen, String)> {
+fn simulator_target(args: &ReplayArgs, footprint_blocks: Option<u64>) -> Result<(Chosen, String)> {
     let level = raid_level(args.level, args.drives);
     level.validate()?;
     let mode = write_mode(args.mode, args.group_size);
     let open_segments = args.segments.open_segments(mode)?;
-    let g = geometry(args);
     let mut config = Config {
         level,
         mode,
@@ -302,13 +489,11 @@ fn simulator_target(args: &ReplayArgs) -> Result<(Chosen, String)> {
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
         l2p: zapraid_engine::L2pConfig::default(),
     };
-    config.logical_blocks = Engine::format(g, config)?.plan().capacity_blocks(g.zone_count);
-    if config.logical_blocks == 0 {
-        bail!("{} zones per drive leave no room for data; give more with --zones", args.zones);
-    }
+    let g = simulator_geometry(args, &mut config, footprint_blocks)?;
     let sim = Simulator::new(g, config, args.seed, Some(TimingParams::zn540()))?;
+    let sized = if args.utilization.is_some() { ", sized for --utilization" } else { "" };
     let array = format!(
-        "{level}, {mode}, {}, {} drives x {} zones of {} (emulated, ZN540 timing), {} logical",
+        "{level}, {mode}, {}, {} drives x {} zones of {}{sized} (emulated, ZN540 timing), {} logical",
         chunks_text(args.segments.small_chunk_bytes, &open_segments),
         args.drives,
         g.zone_count,
@@ -316,212 +501,4 @@ fn simulator_target(args: &ReplayArgs) -> Result<(Chosen, String)> {
         format_bytes(config.logical_blocks * u64::from(g.block_size_bytes)),
     );
     Ok((Chosen::Simulator(Box::new(sim)), array))
-}
-
-/// What the output says besides the report.
-struct Context_<'a> {
-    args: &'a ReplayArgs,
-    format: Format,
-    stats: &'a ReadStats,
-    array: String,
-    /// simulator, drives or device.
-    target: &'static str,
-    pacing: Pacing,
-    peak: Option<u64>,
-    wall_s: f64,
-}
-
-fn pacing_text(pacing: Pacing) -> String {
-    match pacing {
-        Pacing::Closed { queue_depth } => format!("closed loop, queue depth {queue_depth}"),
-        Pacing::Open { speed, max_in_flight } => {
-            format!("open loop at {speed}x the trace's speed, at most {max_in_flight} in flight")
-        }
-    }
-}
-
-fn latency_json(l: &LatencySummary) -> Value {
-    json!({
-        "count": l.count, "mean_us": l.mean_us, "p50_us": l.p50_us, "p95_us": l.p95_us,
-        "p99_us": l.p99_us, "p99_9_us": l.p999_us, "max_us": l.max_us,
-    })
-}
-
-fn to_json(c: &Context_, r: &Report) -> Value {
-    let s = c.stats;
-    let timeline: Vec<Value> = r
-        .timeline
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            json!({
-                "start_s": (i as u64 * r.timeline_interval_ns) as f64 / 1e9,
-                "reads": b.reads, "writes": b.writes, "read_bytes": b.read_bytes, "write_bytes": b.write_bytes,
-                "mean_latency_us": b.mean_latency_us(), "max_latency_us": b.latency_max_ns as f64 / 1e3,
-            })
-        })
-        .collect();
-    json!({
-        "trace": {
-            "path": c.args.trace.display().to_string(), "format": c.format.name(), "volume": c.args.volume,
-            "lines": s.lines, "records": s.records, "bad_lines_skipped": s.skipped_bad,
-            "first_bad_line": s.first_bad, "other_volume_requests": s.other_volumes,
-            "non_data_requests": s.non_data,
-        },
-        "target": c.target,
-        "array": c.array,
-        "seed": (c.target == "simulator").then_some(c.args.seed),
-        "pacing": pacing_text(c.pacing),
-        "map": {
-            "mode": match c.args.map { Map::Wrap => "wrap", Map::Scale => "scale" },
-            "widened": r.map.widened, "wrapped": r.map.wrapped, "moved_from_end": r.map.moved_from_end,
-            "clipped": r.map.clipped,
-        },
-        "requests": r.requests, "reads": r.reads, "writes": r.writes,
-        "read_bytes": r.read_bytes, "write_bytes": r.write_bytes, "reads_dropped": r.reads_dropped,
-        "reads_of_unwritten_blocks": r.reads_unwritten,
-        "issued_late": r.issued_late, "out_of_order": r.out_of_order,
-        "elapsed_s": r.elapsed_s(), "mib_per_s": r.mib_per_s(), "iops": r.iops(),
-        "latency": latency_json(&r.latency),
-        "read_latency": latency_json(&r.read_latency),
-        "write_latency": latency_json(&r.write_latency),
-        "gc": r.gc.map(|gc| json!({
-            "segments_reclaimed": gc.segments_reclaimed, "blocks_relocated": gc.blocks_relocated,
-            "user_blocks_written": gc.user_blocks_written, "write_amplification": gc.write_amplification,
-        })),
-        "timeline_interval_s": r.timeline_interval_ns as f64 / 1e9,
-        "timeline": timeline,
-        "peak_resident_bytes": c.peak,
-        "wall_s": c.wall_s,
-    })
-}
-
-/// A virtual duration in the unit that keeps it readable.
-fn duration_text(ns: u64) -> String {
-    match ns {
-        0..1_000_000 => format!("{:.1} us", ns as f64 / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.3} ms", ns as f64 / 1e6),
-        _ => format!("{:.3} s", ns as f64 / 1e9),
-    }
-}
-
-/// A rate with as many decimals as it needs to show more than zero.
-fn rate_text(rate: f64) -> String {
-    if rate >= 100.0 {
-        format!("{rate:.0}")
-    } else if rate >= 0.1 {
-        format!("{rate:.1}")
-    } else {
-        format!("{rate:.4}")
-    }
-}
-
-fn latency_line(name: &str, l: &LatencySummary) -> String {
-    format!(
-        "{name:<7} {:>10} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
-        l.count, l.mean_us, l.p50_us, l.p95_us, l.p99_us, l.p999_us, l.max_us
-    )
-}
-
-fn print_text(c: &Context_, r: &Report) {
-    let s = c.stats;
-    let volume = c.args.volume.as_ref().map_or(String::new(), |v| format!(", volume {v}"));
-    println!(
-        "trace: {} ({}{volume}): {} lines, {} requests read; {} of other volumes, {} neither read nor write, {} bad lines skipped",
-        c.args.trace.display(),
-        c.format,
-        s.lines,
-        s.records,
-        s.other_volumes,
-        s.non_data,
-        s.skipped_bad
-    );
-    if let Some(first) = &s.first_bad {
-        println!("  first bad line: {first}");
-    }
-    let writes_only = if c.args.writes_only { ", writes only" } else { "" };
-    if c.target == "simulator" {
-        println!("array: {}", c.array);
-        let seed = c.args.seed;
-        println!(
-            "target: the deterministic simulator (virtual time, seed {seed}); {}{writes_only}",
-            pacing_text(c.pacing)
-        );
-    } else {
-        println!("target: {}; {}{writes_only}", c.array, pacing_text(c.pacing));
-    }
-    let time = if c.target == "simulator" { "virtual time" } else { "wall time" };
-    let m = &r.map;
-    println!(
-        "mapping ({}): {} requests widened to whole blocks, {} wrapped, {} moved back from the array's end, {} cut to the array's size or 8 MiB",
-        match c.args.map {
-            Map::Wrap => "wrap",
-            Map::Scale => "scale",
-        },
-        m.widened,
-        m.wrapped,
-        m.moved_from_end,
-        m.clipped
-    );
-    println!(
-        "\n{} requests ({} reads of {}, {} writes of {}{}) in {} of {time}: {} IOPS, {} MiB/s",
-        r.requests,
-        r.reads,
-        format_bytes(r.read_bytes),
-        r.writes,
-        format_bytes(r.write_bytes),
-        if r.reads_dropped > 0 { format!("; {} reads left out", r.reads_dropped) } else { String::new() },
-        duration_text(r.elapsed_ns),
-        rate_text(r.iops()),
-        rate_text(r.mib_per_s())
-    );
-    if r.reads_unwritten > 0 {
-        println!(
-            "{} reads were of blocks not written before in the replay: the engine answers those with zeros \
-             from its mapping table, without drive I/O",
-            r.reads_unwritten
-        );
-    }
-    if let Pacing::Open { .. } = c.pacing {
-        println!(
-            "open loop: {} requests issued after their trace time (in-flight cap reached), {} with timestamps out of order",
-            r.issued_late, r.out_of_order
-        );
-    }
-    println!(
-        "\n{:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "latency", "requests", "mean us", "p50 us", "p95 us", "p99 us", "p99.9 us", "max us"
-    );
-    println!("{}", latency_line("all", &r.latency));
-    println!("{}", latency_line("reads", &r.read_latency));
-    println!("{}", latency_line("writes", &r.write_latency));
-    match &r.gc {
-        Some(gc) => println!(
-            "\ngarbage collection: {} segments reclaimed, {} blocks relocated; write amplification {:.3} \
-             ((user blocks + relocated) / user blocks, parity not counted)",
-            gc.segments_reclaimed, gc.blocks_relocated, gc.write_amplification
-        ),
-        None => println!("\ngarbage collection: not seen from a block device"),
-    }
-    if c.args.timeline {
-        let interval_s = r.timeline_interval_ns as f64 / 1e9;
-        println!("\ntimeline ({interval_s} s intervals, by completion time)");
-        println!(
-            "{:>10} {:>9} {:>9} {:>10} {:>10} {:>13}",
-            "start s", "reads", "writes", "read MiB", "write MiB", "mean lat us"
-        );
-        for (i, b) in r.timeline.iter().enumerate() {
-            println!(
-                "{:>10.1} {:>9} {:>9} {:>10.1} {:>10.1} {:>13.1}",
-                i as f64 * interval_s,
-                b.reads,
-                b.writes,
-                b.read_bytes as f64 / (1 << 20) as f64,
-                b.write_bytes as f64 / (1 << 20) as f64,
-                b.mean_latency_us()
-            );
-        }
-    }
-    let peak = c.peak.map_or("unknown".to_string(), format_bytes);
-    println!("\npeak resident size {peak} (VmHWM); {:.1} s wall time", c.wall_s);
 }

@@ -1,7 +1,8 @@
 //! `zapraid replay`: every trace format replays against the simulator in closed and open
 //! loop; bad lines are named by number; an empty or ambiguous trace is an error; the same
 //! trace twice gives the same figures; a 2,000,000-line gzipped Alibaba trace streams
-//! through in bounded memory.
+//! through in bounded memory; the prefill leaves no read of a block never written;
+//! `--utilization` makes garbage collection run.
 
 mod common;
 
@@ -96,6 +97,84 @@ fn empty_and_ambiguous_traces_are_errors() {
     assert!(shown.contains("no requests to replay") && shown.contains("13 requests of other volumes"), "{shown}");
 }
 
+#[test]
+fn the_prefill_leaves_no_read_of_a_block_never_written() {
+    let prefilled = replay_json(Path::new(SAMPLE), &[]);
+    assert_eq!(prefilled["reads"], 7, "{prefilled}");
+    assert_eq!(prefilled["reads_of_unwritten_blocks"], 0, "{prefilled}");
+    let blocks = prefilled["prefill"]["blocks"].as_u64().unwrap_or(0);
+    assert!(blocks > 0, "{prefilled}");
+    assert_eq!(prefilled["prefill"]["bytes"], blocks * 4096);
+    assert_eq!(prefilled["prefill"]["counted_in_figures"], false);
+    // Read from the drives, not from the mapping table in no time.
+    let read_p50_us = prefilled["read_latency"]["p50_us"].as_f64().unwrap();
+    assert!(read_p50_us > 10.0, "reads after the prefill: {prefilled}");
+    let shown = text(&replay(Path::new(SAMPLE), &[]));
+    assert!(shown.contains(&format!("prefill: {blocks} blocks")) && shown.contains("not counted"), "{shown}");
+    assert!(shown.contains("reads of blocks never written: 0"), "{shown}");
+    let empty = replay_json(Path::new(SAMPLE), &["--no-prefill"]);
+    assert!(empty["prefill"].is_null(), "{empty}");
+    assert!(empty["reads_of_unwritten_blocks"].as_u64().unwrap() > 0, "{empty}");
+    // The prefill is not in the figures: the same requests, in as many bytes.
+    for field in ["requests", "reads", "writes", "read_bytes", "write_bytes"] {
+        assert_eq!(prefilled[field], empty[field], "{field}");
+    }
+}
+
+/// Writes an Alibaba trace of `writes` 4 KiB writes (and a read every fourth line) at
+/// pseudo-random places among `blocks` blocks far apart in the trace's addresses: each
+/// block is written several times over.
+fn overwriting_trace(path: &Path, blocks: u64, writes: u64) {
+    let mut text = String::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..writes {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let op = if i % 4 == 3 { 'R' } else { 'W' };
+        let offset = (1 << 40) + (x % blocks) * 4096;
+        text += &format!("3,{op},{offset},4096,{}\n", 1_577_808_000_000_000 + i * 10);
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn utilization_makes_garbage_collection_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("overwrites.csv");
+    overwriting_trace(&trace, 2_000, 10_000);
+    let full = zapraid(&["replay", trace.to_str().unwrap(), "--utilization", "0.8", "--json"]);
+    assert!(full.status.success(), "{}", text(&full));
+    let full: Value = serde_json::from_slice(&full.stdout).unwrap();
+    let footprint = full["utilization"]["footprint_blocks"].as_u64().unwrap();
+    assert!((1_900..=2_000).contains(&footprint), "{full}");
+    let utilization = full["utilization"]["utilization"].as_f64().unwrap();
+    assert!((utilization - 0.8).abs() < 0.001, "{full}");
+    assert_eq!(full["map"]["mode"], "compact");
+    assert_eq!(full["prefill"]["blocks"], footprint, "the whole footprint is prefilled: {full}");
+    assert!(full["gc"]["segments_reclaimed"].as_u64().unwrap() > 0, "{full}");
+    assert!(full["gc"]["blocks_relocated"].as_u64().unwrap() > 0, "{full}");
+    assert!(full["gc"]["write_amplification"].as_f64().unwrap() > 1.0, "{full}");
+    // The same trace on the default array (16 zones of 62 MiB) never needs to collect.
+    let roomy = replay_json(&trace, &[]);
+    assert_eq!(roomy["gc"]["blocks_relocated"], 0, "{roomy}");
+    assert_eq!(roomy["gc"]["write_amplification"], 1.0, "{roomy}");
+    let shown = text(&zapraid(&["replay", trace.to_str().unwrap(), "--utilization", "0.8"]));
+    assert!(shown.contains("fill 80.0% of the array's") && shown.contains("sized for --utilization"), "{shown}");
+    for (extra, refusal) in [
+        (&["--utilization", "1.5"][..], "above 0 and at most 1"),
+        (&["--utilization", "0.8", "--map", "wrap"][..], "needs --map compact"),
+        (&["--map", "compact"][..], ""),
+    ] {
+        let out = replay(&trace, extra);
+        if refusal.is_empty() {
+            assert!(out.status.success(), "{extra:?}: {}", text(&out));
+        } else {
+            assert!(!out.status.success() && text(&out).contains(refusal), "{extra:?}: {}", text(&out));
+        }
+    }
+}
+
 /// The figures, without what depends on the machine (wall time, resident size).
 fn figures(mut report: Value) -> Value {
     let object = report.as_object_mut().unwrap();
@@ -142,7 +221,9 @@ fn a_two_million_line_gzipped_trace_streams_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("alibaba-2m.csv.gz");
     generate_alibaba_gz(&path, GENERATED_LINES);
-    let report = replay_json(&path, &["--volume", "7", "--queue-depth", "32"]);
+    // Without a prefill: it would add the footprint's data (some 350 MiB here) to what the
+    // simulated drives hold, which is not what this test bounds.
+    let report = replay_json(&path, &["--volume", "7", "--queue-depth", "32", "--no-prefill"]);
     assert_eq!(report["trace"]["lines"], GENERATED_LINES);
     assert_eq!(report["requests"], GENERATED_LINES / GENERATED_VOLUMES);
     assert_eq!(report["trace"]["other_volume_requests"], GENERATED_LINES - GENERATED_LINES / GENERATED_VOLUMES);

@@ -32,8 +32,21 @@ fn every_format_replays_onto_drive_files_and_the_array_scrubs_clean() {
             assert_eq!(report["requests"], requests, "{path:?} {pacing:?}: {report}");
             assert_eq!(report["target"], "drives");
             assert!(report["gc"]["user_blocks_written"].as_u64().is_some(), "{report}");
+            // The engine runs behind a session here: it cannot tell which blocks were written.
+            assert!(report["reads_of_unwritten_blocks"].is_null(), "{report}");
+            assert!(report["prefill"].is_null(), "no prefill unless asked for: {report}");
         }
     }
+    let mut prefilled = on_drives.clone();
+    prefilled.push("--prefill");
+    let report = replay_json(&world, Path::new(SAMPLE), &prefilled, PACINGS[0]);
+    assert!(report["prefill"]["blocks"].as_u64().unwrap() > 0, "{report}");
+    let mut sized = on_drives.clone();
+    sized.extend(["--utilization", "0.8"]);
+    let mut args = vec!["replay", SAMPLE];
+    args.extend(&sized);
+    let refused = world.refused(&args);
+    assert!(refused.contains("--utilization sizes the simulated array"), "{refused}");
     world.start(&[], &[]);
     let said = world.ok(&["scrub", "rp", "--wait"]);
     assert!(said.contains("0 damaged blocks, 0 parity mismatches"), "{said}");
@@ -61,5 +74,6 @@ fn a_trace_replays_onto_a_file_with_direct_io() {
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!((report["target"].as_str(), report["requests"].as_u64()), (Some("device"), Some(13)), "{report}");
         assert!(report["gc"].is_null(), "a block device does not show garbage collection: {report}");
+        assert!(report["reads_of_unwritten_blocks"].is_null(), "a block device cannot tell: {report}");
     }
 }

@@ -13,7 +13,13 @@
 //!
 //! Requests are mapped into the array by `map::AddressMap`; `writes_only` drops reads (as
 //! the paper replays). Owns nothing after it returns: the report is plain numbers.
+//!
+//! `prefill` writes a footprint (`footprint`: the blocks the replay will touch) once, in
+//! large requests, before the replay: reads then find data, as on a volume in use, instead
+//! of being answered from the mapping table without drive I/O. The replay's figures (and
+//! its garbage collection counts) start after it.
 
+pub mod footprint;
 pub mod map;
 pub mod stats;
 pub mod target;
@@ -24,7 +30,8 @@ use zapraid_engine::{Request, RequestId};
 
 use crate::error::{Result, TraceError};
 use crate::record::{Op, TraceRecord};
-pub use map::{AddressMap, MapMode, MapStats, Mapped};
+pub use footprint::{array_footprint, trace_footprint, Footprint};
+pub use map::{trace_blocks, AddressMap, MapMode, MapStats, Mapped};
 pub use stats::{LatencySummary, Recorder, TimelineBucket};
 pub use target::{GcCounts, Target};
 
@@ -35,7 +42,7 @@ pub enum Pacing {
     Open { speed: f64, max_in_flight: u64 },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ReplayConfig {
     pub pacing: Pacing,
     pub writes_only: bool,
@@ -44,7 +51,8 @@ pub struct ReplayConfig {
     pub limit: Option<u64>,
 }
 
-/// Garbage collection over the replay, from the engine's status.
+/// Garbage collection over the replay (not over a prefill before it), from the engine's
+/// status.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GcStats {
     pub segments_reclaimed: u64,
@@ -72,8 +80,9 @@ pub struct Report {
     /// Reads of the trace left out (`writes_only`).
     pub reads_dropped: u64,
     /// Reads of blocks none of which had been written: the engine answers them with zeros
-    /// from its mapping table, without drive I/O (so they are fast).
-    pub reads_unwritten: u64,
+    /// from its mapping table, without drive I/O (so they are fast). None when the target
+    /// cannot tell (drives run by a server, a block device).
+    pub reads_unwritten: Option<u64>,
     /// Open loop: requests issued after they were due (the in-flight cap was reached).
     pub issued_late: u64,
     /// Open loop: requests whose trace time is before the previous request's.
@@ -169,11 +178,12 @@ pub fn replay(
         }
     }
     let block_bytes = sim.block_bytes();
-    let map = AddressMap::new(config.map, sim.logical_blocks(), block_bytes);
+    let map = AddressMap::new(config.map.clone(), sim.logical_blocks(), block_bytes);
+    let gc_before = sim.gc().unwrap_or_default();
     let start_ns = sim.now_ns();
     let mut r = Replayer { sim, in_flight: HashMap::new(), recorder: Recorder::new(start_ns) };
     let (mut map_stats, mut reads_dropped, mut issued_late, mut out_of_order) = (MapStats::default(), 0, 0, 0);
-    let mut reads_unwritten = 0;
+    let mut reads_unwritten = Some(0u64);
     let (mut issued, mut reads, mut writes, mut user_blocks) = (0u64, 0u64, 0u64, 0u64);
     let (mut first_trace_ns, mut last_trace_ns, mut last_due_ns) = (None, 0u64, start_ns);
     for record in records {
@@ -220,9 +230,10 @@ pub fn replay(
         let request = match record.op {
             Op::Read => {
                 reads += 1;
-                if r.sim.unwritten(lba, blocks) == Some(true) {
-                    reads_unwritten += 1;
-                }
+                reads_unwritten = match (reads_unwritten, r.sim.unwritten(lba, blocks)) {
+                    (Some(n), Some(unwritten)) => Some(n + u64::from(unwritten)),
+                    _ => None,
+                };
                 Request::Read { lba, blocks }
             }
             Op::Write => {
@@ -249,15 +260,19 @@ pub fn replay(
     }
     r.wait_below(1)?;
     progress(issued);
-    let gc = r.sim.gc().map(|(segments_reclaimed, blocks_relocated)| GcStats {
-        segments_reclaimed,
-        blocks_relocated,
-        user_blocks_written: user_blocks,
-        write_amplification: if user_blocks == 0 {
-            0.0
-        } else {
-            (user_blocks + blocks_relocated) as f64 / user_blocks as f64
-        },
+    let gc = r.sim.gc().map(|(segments_reclaimed, blocks_relocated)| {
+        let (segments_reclaimed, blocks_relocated) =
+            (segments_reclaimed.saturating_sub(gc_before.0), blocks_relocated.saturating_sub(gc_before.1));
+        GcStats {
+            segments_reclaimed,
+            blocks_relocated,
+            user_blocks_written: user_blocks,
+            write_amplification: if user_blocks == 0 {
+                0.0
+            } else {
+                (user_blocks + blocks_relocated) as f64 / user_blocks as f64
+            },
+        }
     });
     let (timeline_interval_ns, timeline) = r.recorder.timeline();
     Ok(Report {
@@ -279,4 +294,61 @@ pub fn replay(
         timeline_interval_ns,
         timeline,
     })
+}
+
+/// Blocks a prefill writes per request (1 MiB of 4 KiB blocks): large, sequential writes.
+pub const PREFILL_REQUEST_BLOCKS: u64 = 256;
+
+/// Prefill requests kept in flight.
+pub const PREFILL_QUEUE_DEPTH: u64 = 32;
+
+/// What a prefill wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Prefill {
+    pub blocks: u64,
+    pub requests: u64,
+    /// The target's time it took (virtual in the simulator).
+    pub elapsed_ns: u64,
+}
+
+/// Writes every block of `footprint` (array blocks) once, in runs of at most
+/// `PREFILL_REQUEST_BLOCKS`, `PREFILL_QUEUE_DEPTH` in flight, and waits for all of them;
+/// `progress` is called with the blocks written so far every `PROGRESS_EVERY_REQUESTS`
+/// requests. The first failed write stops it.
+pub fn prefill(sim: &mut dyn Target, footprint: &Footprint, progress: &mut dyn FnMut(u64)) -> Result<Prefill> {
+    let logical_blocks = sim.logical_blocks();
+    if let Some(&(first, blocks)) = footprint.runs().last() {
+        if first + blocks > logical_blocks {
+            return Err(TraceError::Setting(format!(
+                "the prefill reaches block {} of an array of {logical_blocks} blocks",
+                first + blocks - 1
+            )));
+        }
+    }
+    let block_bytes = sim.block_bytes();
+    let start_ns = sim.now_ns();
+    let mut r = Replayer { sim, in_flight: HashMap::new(), recorder: Recorder::new(start_ns) };
+    let (mut requests, mut written) = (0u64, 0u64);
+    for &(first, run_blocks) in footprint.runs() {
+        let mut lba = first;
+        while lba < first + run_blocks {
+            let blocks = PREFILL_REQUEST_BLOCKS.min(first + run_blocks - lba);
+            r.wait_below(PREFILL_QUEUE_DEPTH)?;
+            let bytes = blocks * block_bytes;
+            let due_ns = r.sim.now_ns();
+            r.in_flight.insert(requests, InFlight { op: Op::Write, bytes, due_ns });
+            r.sim.submit(requests, Request::Write { lba, data: vec![0; bytes as usize] });
+            r.collect()?;
+            requests += 1;
+            written += blocks;
+            lba += blocks;
+            if requests.is_multiple_of(PROGRESS_EVERY_REQUESTS) {
+                progress(written);
+            }
+        }
+    }
+    r.wait_below(1)?;
+    progress(written);
+    debug_assert_eq!(written, footprint.blocks());
+    Ok(Prefill { blocks: written, requests, elapsed_ns: r.sim.now_ns() - start_ns })
 }
