@@ -134,6 +134,12 @@ impl Engine {
         }
         self.advance_drive_rebuild();
         self.advance_scrub();
+        // A scrub done with a segment hands it back to garbage collection, which passed
+        // over it (a segment to reclaim first, one with holes, a rebuild waiting for it):
+        // an idle array has no later pass to take it in.
+        if self.maybe_start_gc() {
+            return self.pump();
+        }
         if self.stop == StopState::Running && !self.overlay_drained() {
             self.drain_overlay(self.l2p.room_pages());
         }
