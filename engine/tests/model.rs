@@ -133,7 +133,8 @@ fn engine_with_faults_beyond_parity_matches_reference_model() {
     let counters = [&CASES, &DAMAGE_OPS, &BLOCKS_LOST, &RUNS_BEYOND_TOLERANCE, &SCRUBS_ENDED, &REBUILDS_STARTED];
     let more = [&FAILURES_DURING_REBUILD, &EXACT_COUNTS];
     let before: Vec<usize> = counters.iter().chain(&more).map(|c| c.load(Ordering::Relaxed)).collect();
-    let config = ProptestConfig { cases: HOSTILE_CASES, source_file: Some(file!()), ..ProptestConfig::default() };
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(HOSTILE_CASES);
+    let config = ProptestConfig { cases, source_file: Some(file!()), ..ProptestConfig::default() };
     let strategy = (
         proptest::sample::select(levels()),
         proptest::sample::select(modes()),
@@ -262,7 +263,8 @@ fn a_start_maps_the_repaired_copy_not_its_damaged_original_in_the_same_segment()
     }
 }
 
-/// Cases of the hostile property (each runs up to 80 operations and the end checks).
+/// Cases of the hostile property (each runs up to 80 operations and the end checks);
+/// `PROPTEST_CASES` sets another count.
 const HOSTILE_CASES: u32 = 512;
 
 /// Garbage collection with the L2P table offloaded to a budget of two pages of eight
