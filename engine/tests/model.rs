@@ -213,6 +213,54 @@ fn a_crash_forgets_no_acknowledged_block_damaged_beyond_parity() {
     }
 }
 
+/// Found by the hostile property (RAID-4 of 4 drives, Zone Write: an LBA recorded lost,
+/// then the row of its lost-block marker damaged beyond parity, then a restart): recovery
+/// reads a segment without a footer (open at a power cut, or closed when found to have
+/// holes) block by block, and kept aside the damaged blocks whose metadata still names an
+/// LBA only for data blocks, not for markers. The marker was dropped and the LBA, whose
+/// older copies were gone, read zeros.
+#[test]
+fn a_start_keeps_an_lba_lost_whose_marker_is_damaged_beyond_parity() {
+    for level in [RaidLevel::Raid1 { drives: 3 }, RaidLevel::Raid5 { drives: 4 }, RaidLevel::Raid6 { drives: 5 }] {
+        for mode in [Mode::ZoneWriteOnly, Mode::ZapRaid { group_size: 1 }] {
+            let geometry = common::geometry(FEW_ZONES, 6, 8);
+            let config = config(level, mode, 1, OpenSegments::SINGLE);
+            let mut sim = Simulator::new(geometry, config, 1, None).unwrap();
+            let (_, m) = level.shape();
+            let n = sim.drives.len();
+            // Zone Write: a stripe's chunks sit at the same offset on every drive.
+            let damage_row = |sim: &mut Simulator, lba: u64| {
+                let at = sim.engine.locate(lba).expect("mapped");
+                for i in 0..=m {
+                    sim.drives[(at.drive + i) % n]
+                        .corrupt_block(geometry.zone_start_lba(at.zone) + at.offset, 3)
+                        .unwrap();
+                }
+                at
+            };
+            let data: Vec<u8> = (73..78).flat_map(|l| block_bytes(l, 0)).collect();
+            sim.submit(0, Request::Write { lba: 73, data });
+            assert!(sim.run_until_response(0).expect("answered").result.is_ok());
+            let first = damage_row(&mut sim, 75);
+            // The read finds the segment's holes; garbage collection moves it, marking 75.
+            sim.submit(1, Request::Read { lba: 75, blocks: 1 });
+            assert!(sim.run_until_response(1).expect("answered").result.is_err());
+            sim.run_until_idle();
+            assert_eq!(sim.engine.blocks_lost(), 1, "{level:?} {mode:?}");
+            let marker = damage_row(&mut sim, 75);
+            assert_ne!(marker.zone, first.zone, "{level:?} {mode:?}: the marker is in a new segment");
+            // A power cut: the marker's segment, still open, is read block by block.
+            let drives = sim.power_cut().unwrap();
+            let mut sim = Simulator::recover(geometry, config, drives).unwrap();
+            sim.submit(2, Request::Read { lba: 75, blocks: 1 });
+            match sim.run_until_response(2).expect("answered").result {
+                Err(_) => {}
+                Ok(got) => panic!("{level:?} {mode:?}: lost LBA 75 reads {} after a start", describe(&got, &[0; 1])),
+            }
+        }
+    }
+}
+
 /// Found by the hostile property (seed 4652830693644130913: RAID-5 of 4 drives, ZapRAID
 /// with groups of 4): a scrub rewrote a damaged row's blocks into the segment still open,
 /// which held the originals; the originals' row was then damaged beyond parity. The

@@ -152,11 +152,13 @@ impl Recovery {
             let Some(&sequence) = self.segments.get(&zone) else { continue };
             let cut = self.appending_cut(zone).unwrap_or(0);
             for d in damaged {
-                if d.lba >= self.config.logical_blocks || d.timestamp < cut || d.timestamp >= newest_trusted {
+                // A damaged marker's LBA was lost already: it stays lost.
+                let (lba, _) = split_lost_lba(d.lba);
+                if lba >= self.config.logical_blocks || d.timestamp < cut || d.timestamp >= newest_trusted {
                     continue;
                 }
                 next_timestamp = next_timestamp.max(d.timestamp + 1);
-                best.offer_lost(d.lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
+                best.offer_lost(lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
             }
         }
         let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();

@@ -166,15 +166,17 @@ impl Recovery {
         let sequence_low = self.segments[&zone] & u64::from(u32::MAX);
         for (i, (block, oob)) in data.chunks_exact(bs).zip(metadata.chunks_exact(ms)).enumerate() {
             // Untrusted: torn, stale or corrupt blocks are simply not found. A data block
-            // whose checksum fails but whose metadata names this segment was written whole
-            // (a block is written atomically) and damaged since: kept aside, so that its
-            // LBA is recorded lost if nothing newer or readable holds it (`install`).
+            // (or lost-block marker) whose checksum fails but whose metadata names this
+            // segment was written whole (a block is written atomically) and damaged since:
+            // kept aside, so that its LBA is recorded lost if nothing newer or readable
+            // holds it (`install`).
             let Ok((m, kind)) = BlockMetadata::decode(block, oob) else {
                 // With one data chunk per stripe (mirroring), the other chunks are copies:
                 // their fields are the data block's.
                 let copies = self.layout_of(zone).data_chunks == 1;
                 if let Ok((m, kind)) = BlockMetadata::decode_unverified(oob) {
-                    let names_it = kind == BlockKind::Data || (copies && kind == BlockKind::Parity);
+                    let data = matches!(kind, BlockKind::Data | BlockKind::Lost);
+                    let names_it = data || (copies && kind == BlockKind::Parity);
                     if names_it && u64::from(m.segment_sequence_low.get()) == sequence_low {
                         self.damaged.entry(zone).or_default().push(Found::of(drive, first_offset + i as u64, &m));
                     }
