@@ -1,6 +1,7 @@
 //! Writes the engine refuses after it counted them outstanding never hold up a flush, and
 //! a second write under the id of one in progress is refused rather than lost track of.
-//! Both hung every later flush before they were found in a review.
+//! Both hung every later flush before they were found in a review. Writes queued behind a
+//! stripe that no drive can hold (every one failed) are answered too.
 
 use zapraid_engine::{Config, L2pConfig, Mode, RaidLevel, Request, Response, Simulator};
 
@@ -54,4 +55,33 @@ fn a_write_refused_after_waiting_for_its_l2p_page_does_not_hold_up_a_flush() {
     let responses = sim.run_until_idle();
     assert_eq!(answered(&responses, 10_000), Some(false), "refused: not whole blocks");
     assert_eq!(answered(&responses, 10_001), Some(true), "the flush does not wait for it");
+}
+
+/// Found by the hostile model test (RAID-1 of 3 drives, Zone Write, every drive failed
+/// before the engine knew): the first stripe found every drive failed when it was issued
+/// and was refused, but still counted in flight in its group, so the group was never done
+/// and the writes queued behind it were never answered. Every Zone Write and Zone Append
+/// layout alike.
+#[test]
+fn writes_queued_behind_a_stripe_no_drive_can_hold_are_answered() {
+    for mode in [Mode::ZoneWriteOnly, Mode::ZoneAppendOnly, Mode::ZapRaid { group_size: 4 }] {
+        for level in [RaidLevel::Raid1 { drives: 3 }, RaidLevel::Raid5 { drives: 4 }] {
+            let config = common::config(level, mode, 1, 96);
+            let mut sim = Simulator::new(common::geometry(6, 6, 8), config, 0, None).unwrap();
+            for drive in &mut sim.drives {
+                drive.fail();
+            }
+            let writes = 6;
+            for id in 0..writes {
+                sim.submit(id, Request::Write { lba: id % 2, data: vec![id as u8; BLOCK] });
+            }
+            sim.submit(writes, Request::Flush);
+            let responses = sim.run_until_idle();
+            for id in 0..writes {
+                assert_eq!(answered(&responses, id), Some(false), "{level:?} {mode:?}: write {id}");
+            }
+            // Nothing it waits for is outstanding any more (the writes were answered).
+            assert!(answered(&responses, writes).is_some(), "{level:?} {mode:?}: the flush");
+        }
+    }
 }

@@ -21,9 +21,9 @@
 //! takes them first, which records their lost blocks and frees their zones.
 //!
 //! A start that replays a segment block by block records lost, the same way, the LBA of a
-//! block that fails its checksum while its metadata still names the segment (a block is
-//! written whole: damaged, not torn), when no newer or readable copy holds it
-//! (`recovery::structures`, `recovery::install`).
+//! block (data or marker) that fails its checksum while its metadata still names the
+//! segment (a block is written whole: damaged, not torn), when no newer or readable copy
+//! holds it (`recovery::structures`, `recovery::install`).
 //!
 //! A drive rebuild that cannot reconstruct a chunk (its stripe lost more than parity
 //! covers, as with a second failure during the rebuild) writes blocks that do not decode,

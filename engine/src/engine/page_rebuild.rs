@@ -1,10 +1,10 @@
 //! A page of the L2P table whose mapping block cannot be read, even from parity, is
 //! rebuilt from the log: an index lost is not data lost. For the page's LBAs, the newest
-//! copy (highest timestamp, then the newer segment: `recovery::Newest`, as a start
-//! decides) among what the footers of the segments on the drives say, read the way a
-//! start reads them (`Recovery::scan_segments`: footers, stop footers or every block's
-//! metadata, damaged ones rebuilt from the parity of their fields), and the footer records
-//! open and sealing segments keep in memory. Requests waiting for the page wait for the
+//! copy (highest timestamp, then the newer segment, then the later stripe:
+//! `recovery::Newest`, as a start decides) among what the footers of the segments on the
+//! drives say, read the way a start reads them (`Recovery::scan_segments`: footers, stop
+//! footers or every block's metadata, damaged ones rebuilt from the parity of their
+//! fields), and the footer records open and sealing segments keep in memory. Requests waiting for the page wait for the
 //! rebuild; the rebuilt page is cached dirty, so it is written back as a new mapping block
 //! when evicted. Pages rebuilt are counted (`L2pStatus::pages_rebuilt`).
 //!
@@ -147,8 +147,8 @@ impl Engine {
                         ),
                     });
                 }
-                for (lba, timestamp, at) in s.blocks {
-                    newest.offer(lba, timestamp, s.sequence, at);
+                for b in s.blocks {
+                    newest.offer(b.field, b.timestamp, s.sequence, b.stripe, b.at);
                 }
             }
             Ok(newest)
@@ -229,7 +229,7 @@ fn offer_footer_records(seg: &Segment, lbas: &Range<u64>, newest: &mut Newest) {
                 continue;
             }
             let at = Physical { zone: seg.zone, drive, offset: layout.data_start_blocks() + index as u64 };
-            newest.offer(lba, entry.timestamp.get(), seg.sequence, at);
+            newest.offer(lba, entry.timestamp.get(), seg.sequence, number, at);
         }
     }
 }

@@ -134,6 +134,12 @@ impl Engine {
         }
         self.advance_drive_rebuild();
         self.advance_scrub();
+        // A scrub done with a segment hands it back to garbage collection, which passed
+        // over it (a segment to reclaim first, one with holes, a rebuild waiting for it):
+        // an idle array has no later pass to take it in.
+        if self.maybe_start_gc() {
+            return self.pump();
+        }
         if self.stop == StopState::Running && !self.overlay_drained() {
             self.drain_overlay(self.l2p.room_pages());
         }
@@ -313,7 +319,10 @@ impl Engine {
         stripe.pending_chunks = pending;
         self.stripes.insert(number, stripe);
         if pending == 0 {
-            // Every drive of this stripe has failed: nothing can hold it.
+            // Every drive of this stripe has failed: nothing can hold it. It is no longer in
+            // flight in its group, as one whose chunks failed (`chunk_done`): else the group
+            // is never done and the stripes queued after it are never answered.
+            self.seg_mut(seg_index).group_in_flight -= 1;
             self.stripe_failed(number, Error::TooManyErasures { lost: n, total: n, tolerated: layout.parity_chunks });
         }
     }

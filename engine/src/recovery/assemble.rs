@@ -49,11 +49,25 @@ use crate::stripe_table::CompactStripeTable;
 /// LBA and timestamp, the per-block fields that parity blocks carry the parity of.
 type Fields = (u64, u64);
 
+/// A data block of a segment, found or rebuilt from parity.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DataBlock {
+    /// Its LBA field: a logical block, or a lost-block marker's flagged one.
+    pub field: u64,
+    pub timestamp: u64,
+    /// The number of its stripe in the segment. Stripes are numbered as they are issued,
+    /// so of two copies of a block in one segment with one timestamp (a repair rewrites a
+    /// block into the open segment, which may hold the damaged original), the later
+    /// stripe's is the newer.
+    pub stripe: u64,
+    pub at: Physical,
+}
+
 /// What one segment's stripes gave.
 pub(super) struct Assembled {
     pub table: Option<CompactStripeTable>,
-    /// Data blocks (LBA, timestamp, place), found or rebuilt from parity.
-    pub blocks: Vec<(u64, u64, Physical)>,
+    /// Data blocks, found or rebuilt from parity.
+    pub blocks: Vec<DataBlock>,
     /// Damaged blocks whose fields parity rebuilt.
     pub repaired: u64,
     /// Damaged blocks in rows that lost more than parity covers.
@@ -188,8 +202,8 @@ pub(super) fn assemble_zone(
                         if !intact {
                             missing.push(drive);
                         } else if chunk < k {
-                            let physical = Physical { zone, drive, offset: data_start + position * cb + row };
-                            assembled.blocks.push((f.0, f.1, physical));
+                            let at = Physical { zone, drive, offset: data_start + position * cb + row };
+                            assembled.blocks.push(DataBlock { field: f.0, timestamp: f.1, stripe: number, at });
                         }
                     }
                     _ => missing.push(drive),
@@ -232,9 +246,9 @@ pub(super) fn assemble_zone(
                 if !failed[drive] && data_start + position * cb + row >= data_end[drive] {
                     continue;
                 }
-                let Some((lba, timestamp)) = fields[chunk].as_deref().and_then(decode_fields) else { continue };
-                let physical = Physical { zone, drive, offset: data_start + position * cb + row };
-                assembled.blocks.push((lba, timestamp, physical));
+                let Some((field, timestamp)) = fields[chunk].as_deref().and_then(decode_fields) else { continue };
+                let at = Physical { zone, drive, offset: data_start + position * cb + row };
+                assembled.blocks.push(DataBlock { field, timestamp, stripe: number, at });
             }
         }
     }
@@ -380,11 +394,11 @@ mod tests {
         let assembled = assemble_zone(&layout, &codec, 5, &found, &[], &[false; 4], &data_end, None);
         let damaged_chunk = layout.chunk_on(2, 0);
         let (lba, _) = fields(2, damaged_chunk);
-        let place = assembled.blocks.iter().find(|(l, _, _)| *l == lba).map(|(_, _, p)| *p);
+        let place = assembled.blocks.iter().find(|b| b.field == lba).map(|b| b.at);
         assert_eq!(place, Some(Physical { zone: 5, drive: 0, offset: start + 2 }), "the damaged block is rebuilt");
         assert_eq!(assembled.repaired, 1);
         assert!(
-            assembled.blocks.iter().all(|(_, _, p)| !(p.drive == 0 && p.offset == start + 3)),
+            assembled.blocks.iter().all(|b| !(b.at.drive == 0 && b.at.offset == start + 3)),
             "nothing mapped to the place drive 0 never wrote"
         );
     }
@@ -441,7 +455,7 @@ mod tests {
             let chunk = layout.chunk_on(stripe, 3);
             if chunk < layout.data_chunks {
                 let (lba, _) = fields(stripe, chunk);
-                let place = assembled.blocks.iter().find(|(l, _, _)| *l == lba).map(|(_, _, p)| *p);
+                let place = assembled.blocks.iter().find(|b| b.field == lba).map(|b| b.at);
                 assert_eq!(place, Some(Physical { zone: 5, drive: 3, offset: start + position }), "stripe {stripe}");
             }
         }

@@ -1,5 +1,5 @@
 //! The end of recovery: the stripes of every segment assembled (`assemble`), the L2P table
-//! (newest timestamp wins, then the newer segment), repairs counted and logged, and the
+//! (newest timestamp wins, then the newer segment, then the later stripe), repairs counted and logged, and the
 //! engine built from it, with the zones of segments not to be appended to finished.
 
 use std::collections::HashMap;
@@ -14,30 +14,35 @@ use crate::parity::ParityCodec;
 use crate::stripe_table::CompactStripeTable;
 use zapraid_zns::ZoneState;
 
-/// Per LBA, the newest copy the log holds: the highest timestamp, then (a block garbage
-/// collection copied keeps its timestamp) the newer segment; and whether that copy is a
-/// lost-block marker (`engine::lost`). How a start builds the L2P table, and how a running
-/// engine rebuilds a page of it (`scan`).
+/// How new a copy of an LBA is: its timestamp, then (a block garbage collection copied
+/// keeps its timestamp) the newer segment, then (so does a block a repair rewrote, maybe
+/// into the segment of its damaged original) the later stripe of the segment.
+type Age = (u64, u64, u64);
+
+/// Per LBA, the newest copy the log holds (`Age`), and whether that copy is a lost-block
+/// marker (`engine::lost`). How a start builds the L2P table, and how a running engine
+/// rebuilds a page of it (`scan`).
 #[derive(Default)]
-pub(crate) struct Newest(HashMap<u64, ((u64, u64), Physical, bool)>);
+pub(crate) struct Newest(HashMap<u64, (Age, Physical, bool)>);
 
 impl Newest {
     /// A copy with LBA field `field` (a logical block, or a lost-block marker's flagged
-    /// one) and `timestamp` at `at`, in the segment of `sequence`.
-    pub(crate) fn offer(&mut self, field: u64, timestamp: u64, sequence: u64, at: Physical) {
+    /// one) and `timestamp` at `at`, in stripe `stripe` of the segment of `sequence`.
+    pub(crate) fn offer(&mut self, field: u64, timestamp: u64, sequence: u64, stripe: u64, at: Physical) {
         let (lba, marker) = split_lost_lba(field);
-        let age = (timestamp, sequence);
+        let age = (timestamp, sequence, stripe);
         if self.0.get(&lba).is_none_or(|(newest, _, _)| *newest < age) {
             self.0.insert(lba, (age, at, marker));
         }
     }
 
     /// A copy of `lba` at `at` that cannot be read (damaged beyond what parity rebuilds):
-    /// if it is the newest, the LBA is recorded lost there, as behind a marker.
+    /// if it is the newest, the LBA is recorded lost there, as behind a marker. A readable
+    /// copy of the same timestamp in the same segment wins wherever it is (it holds the
+    /// same write).
     pub(crate) fn offer_lost(&mut self, lba: u64, timestamp: u64, sequence: u64, at: Physical) {
-        let age = (timestamp, sequence);
-        if self.0.get(&lba).is_none_or(|(newest, _, _)| *newest < age) {
-            self.0.insert(lba, (age, at, true));
+        if self.0.get(&lba).is_none_or(|((t, s, _), _, _)| (*t, *s) < (timestamp, sequence)) {
+            self.0.insert(lba, ((timestamp, sequence, 0), at, true));
         }
     }
 
@@ -47,7 +52,7 @@ impl Newest {
 
     /// The LBAs whose newest copy is a lost-block marker, with its timestamp.
     pub(crate) fn lost(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.0.iter().filter(|(_, (_, _, marker))| *marker).map(|(lba, ((timestamp, _), _, _))| (*lba, *timestamp))
+        self.0.iter().filter(|(_, (_, _, marker))| *marker).map(|(lba, ((timestamp, _, _), _, _))| (*lba, *timestamp))
     }
 
     /// Each LBA offered and the place of its newest copy.
@@ -127,16 +132,16 @@ impl Recovery {
             for &(lba, timestamp, at) in &assembled.unreadable {
                 unreadable.push((zone, Found { drive: at.drive, offset: at.offset, lba, timestamp, stripe_id: 0 }));
             }
-            for (field, timestamp, physical) in assembled.blocks {
-                let (lba, _) = split_lost_lba(field);
-                if field == NO_LBA || lba >= self.config.logical_blocks {
+            for b in assembled.blocks {
+                let (lba, _) = split_lost_lba(b.field);
+                if b.field == NO_LBA || lba >= self.config.logical_blocks {
                     continue;
                 }
-                next_timestamp = u64::max(next_timestamp, timestamp + 1);
-                if timestamp < cut {
+                next_timestamp = u64::max(next_timestamp, b.timestamp + 1);
+                if b.timestamp < cut {
                     continue; // the checkpoint's pages hold it, or what replaced it
                 }
-                best.offer(field, timestamp, sequence, physical);
+                best.offer(b.field, b.timestamp, sequence, b.stripe, b.at);
             }
             segments.push(RecoveredSegment { zone, sequence, layout, class, table: assembled.table, complete, full });
         }
@@ -156,11 +161,13 @@ impl Recovery {
         for (zone, d) in damaged.chain(unreadable) {
             let Some(&sequence) = self.segments.get(&zone) else { continue };
             let cut = self.appending_cut(zone).unwrap_or(0);
-            if d.lba >= self.config.logical_blocks || d.timestamp < cut || d.timestamp >= newest_trusted {
+            // A damaged marker's LBA was lost already: it stays lost.
+            let (lba, _) = split_lost_lba(d.lba);
+            if lba >= self.config.logical_blocks || d.timestamp < cut || d.timestamp >= newest_trusted {
                 continue;
             }
             next_timestamp = next_timestamp.max(d.timestamp + 1);
-            best.offer_lost(d.lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
+            best.offer_lost(lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
         }
         // Blocks a rebuild could not reconstruct, named lost in its footer (whose CRC
         // covers them: trusted as a marker's fields are).

@@ -23,8 +23,10 @@
 //!    of a stripe) are not losses: a write is acknowledged only when its whole stripe is
 //!    persisted.
 //! 5. The L2P table (newest timestamp wins; a block garbage collection copied keeps its
-//!    timestamp, so between equal timestamps the newer segment wins), the compact stripe
-//!    tables, the free zones, the next sequence number and timestamp.
+//!    timestamp, so between equal timestamps the newer segment wins, and so does a block a
+//!    repair rewrote, which may land in the segment of its original: then the later
+//!    stripe wins), the compact stripe tables, the free zones, the next sequence number
+//!    and timestamp.
 //! 6. Recovered open segments are finished and never appended to again: the engine
 //!    rewrites their complete stripes' live blocks into a new segment and then resets
 //!    their zones (garbage collection, `reclaim_first`), in the background.

@@ -13,10 +13,10 @@ use std::ops::Range;
 
 use zapraid_zns::Geometry;
 
+use super::assemble::DataBlock;
 use super::{Recovery, Result};
 use crate::engine::Config;
 use crate::hybrid::ChunkClass;
-use crate::l2p::Physical;
 use crate::layout::Layout;
 use crate::parity::ParityCodec;
 
@@ -34,8 +34,8 @@ pub(crate) struct ScanSegment {
 pub(crate) struct ScannedSegment {
     pub zone: u32,
     pub sequence: u64,
-    /// Data blocks of those LBAs: LBA, timestamp, place.
-    pub blocks: Vec<(u64, u64, Physical)>,
+    /// Data blocks of those LBAs.
+    pub blocks: Vec<DataBlock>,
     /// Damaged blocks whose LBA and timestamp could not be rebuilt (any LBA): what the
     /// segment holds is not fully known.
     pub unknown_blocks: u64,
@@ -76,7 +76,7 @@ impl Recovery {
             let assembled = self.assemble(zone, &codec);
             // A lost-block marker stands for the LBA its field names without the flag.
             let in_range = |field: &u64| lbas.contains(&crate::format::split_lost_lba(*field).0);
-            let blocks = assembled.blocks.into_iter().filter(|(field, _, _)| in_range(field)).collect();
+            let blocks = assembled.blocks.into_iter().filter(|b| in_range(&b.field)).collect();
             scanned.push(ScannedSegment { zone, sequence, blocks, unknown_blocks: assembled.lost });
         }
         Ok(scanned)

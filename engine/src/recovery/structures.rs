@@ -173,18 +173,19 @@ impl Recovery {
         let sequence_low = self.segments[&zone] & u64::from(u32::MAX);
         for (i, (block, oob)) in data.chunks_exact(bs).zip(metadata.chunks_exact(ms)).enumerate() {
             // Untrusted: torn, stale or corrupt blocks are simply not found. A data block
-            // whose checksum fails but whose metadata names this segment was written whole
-            // (a block is written atomically) and damaged since: kept aside, so that its
-            // LBA is recorded lost if nothing newer or readable holds it (`install`), and
-            // its fields (a parity block's too) help rebuild its row's (`assemble`).
+            // (or lost-block marker) whose checksum fails but whose metadata names this
+            // segment was written whole (a block is written atomically) and damaged since:
+            // kept aside, so that its LBA is recorded lost if nothing newer or readable
+            // holds it (`install`), and its fields (a parity block's too) help rebuild its
+            // row's (`assemble`).
             let Ok((m, kind)) = BlockMetadata::decode(block, oob) else {
                 // With one data chunk per stripe (mirroring), the other chunks are copies:
                 // their fields are the data block's.
                 let copies = self.layout_of(zone).data_chunks == 1;
                 if let Ok((m, kind)) = BlockMetadata::decode_unverified(oob) {
-                    let names_it = kind == BlockKind::Data || (copies && kind == BlockKind::Parity);
-                    let in_region =
-                        matches!(kind, BlockKind::Parity | BlockKind::Padding | BlockKind::Mapping | BlockKind::Lost);
+                    let data = matches!(kind, BlockKind::Data | BlockKind::Lost);
+                    let names_it = data || (copies && kind == BlockKind::Parity);
+                    let in_region = matches!(kind, BlockKind::Parity | BlockKind::Padding | BlockKind::Mapping);
                     let found = Found::of(drive, first_offset + i as u64, &m);
                     let ours = u64::from(m.segment_sequence_low.get()) == sequence_low;
                     if ours && names_it {

@@ -149,10 +149,12 @@ impl Faults {
         }
     }
 
-    /// Drives out of service: failed, or being rebuilt (its chunks of older segments are
-    /// not there yet).
+    /// Drives out of service: failed (the engine finds out as their commands fail), counted
+    /// failed by the engine (a replacement whose rebuild it gave up), or being rebuilt (its
+    /// chunks of older segments are not there yet).
     pub(crate) fn drives_out(sim: &Simulator) -> BTreeSet<usize> {
-        let mut out: BTreeSet<usize> = (0..sim.drives.len()).filter(|&d| sim.drives[d].is_failed()).collect();
+        let failed = |d: &usize| sim.drives[*d].is_failed() || sim.engine.is_failed(*d);
+        let mut out: BTreeSet<usize> = (0..sim.drives.len()).filter(failed).collect();
         out.extend(sim.engine.rebuild_status().map(|r| r.drive));
         out
     }

@@ -178,6 +178,59 @@ struct Submitted {
     beyond: bool,
 }
 
+/// What the array must hold as the model sees it.
+#[derive(Default)]
+struct Expected {
+    /// Each LBA's contents (absent: zeros).
+    model: HashMap<u64, Vec<u8>>,
+    /// LBAs a crash may have brought back, until written or discarded again.
+    uncertain: HashSet<u64>,
+    /// A discard is not in the log: a crash may bring the block back. Discards since the
+    /// kept checkpoint (and, for a start that replays everything, those before it too) make
+    /// their LBAs uncertain after a crash.
+    discarded_since: HashSet<u64>,
+    discarded_before: HashSet<u64>,
+}
+
+/// Ends a batch of writes: every write is answered (in a hostile run the background work
+/// goes on meanwhile, else everything settles first), each succeeds unless the array was
+/// beyond tolerance (hostile runs), and the model takes them in order.
+fn end_batch(
+    batch: &mut Vec<Submitted>,
+    sim: &mut Simulator,
+    inbox: &mut Inbox,
+    faults: &mut Faults,
+    expected: &mut Expected,
+    hostile: bool,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    if !hostile {
+        inbox.settle(sim, what)?;
+    }
+    for w in std::mem::take(batch) {
+        let r = inbox.wait(sim, w.id, what)?;
+        let beyond = w.beyond || faults.beyond(sim);
+        prop_assert!(
+            r.result.is_ok() || (hostile && beyond),
+            "{}: write {} failed within tolerance: {:?}",
+            what,
+            w.id,
+            r.result
+        );
+        for lba in w.lba..w.lba + w.blocks {
+            let data = block_bytes(lba, w.fill);
+            faults.written(lba, &data, r.result.is_ok(), beyond);
+            if r.result.is_ok() {
+                expected.model.insert(lba, data);
+                expected.uncertain.remove(&lba);
+                expected.discarded_since.remove(&lba);
+                expected.discarded_before.remove(&lba);
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseError> {
     let Setup { geometry, level, mode, chunk_blocks, open, l2p, hostile } = setup;
     let l2p_config = l2p.map_or_else(L2pConfig::default, |small| L2pConfig {
@@ -189,15 +242,10 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
     let mut sim = Simulator::new(geometry, config, seed, None).unwrap();
     let m = level.tolerated_failures();
     let drives = sim.engine.layout().drives();
-    let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
     let mut faults = Faults::new(hostile, m);
     let mut inbox = Inbox::default();
-    // A discard is not in the log: a crash may bring the block back. Discards since the
-    // kept checkpoint (and, for a start that replays everything, those before it too) make
-    // their LBAs uncertain after a crash, until written or discarded again.
     let mut checkpoint_kept = None;
-    let (mut discarded_since, mut discarded_before) = (HashSet::new(), HashSet::new());
-    let mut uncertain: HashSet<u64> = HashSet::new();
+    let mut expected = Expected::default();
     let mut next_id = 0u64;
     let mut new_id = || {
         next_id += 1;
@@ -217,32 +265,7 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
             batch.push(Submitted { id, lba: *lba, blocks: *blocks, fill: *fill, beyond: faults.beyond(&sim) });
             continue;
         }
-        // End of a batch: every write is answered (in a hostile run the background work
-        // goes on meanwhile, else everything settles), and the model takes them in order.
-        if !hostile {
-            inbox.settle(&mut sim, &what)?;
-        }
-        for w in std::mem::take(&mut batch) {
-            let r = inbox.wait(&mut sim, w.id, &what)?;
-            let beyond = w.beyond || faults.beyond(&sim);
-            prop_assert!(
-                r.result.is_ok() || (hostile && beyond),
-                "{}: write {} failed within tolerance: {:?}",
-                what,
-                w.id,
-                r.result
-            );
-            for lba in w.lba..w.lba + w.blocks {
-                let data = block_bytes(lba, w.fill);
-                faults.written(lba, &data, r.result.is_ok(), beyond);
-                if r.result.is_ok() {
-                    model.insert(lba, data);
-                    uncertain.remove(&lba);
-                    discarded_since.remove(&lba);
-                    discarded_before.remove(&lba);
-                }
-            }
-        }
+        end_batch(&mut batch, &mut sim, &mut inbox, &mut faults, &mut expected, hostile, &what)?;
         match op {
             Op::Flush => {
                 let id = new_id();
@@ -265,12 +288,13 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
                 let range = *lba..lba + blocks;
                 match r.result {
                     Err(e) => {
-                        let may_fail = range.clone().any(|l| faults.maybe_lost.contains(&l) || uncertain.contains(&l));
+                        let may_fail =
+                            range.clone().any(|l| faults.maybe_lost.contains(&l) || expected.uncertain.contains(&l));
                         prop_assert!(hostile && may_fail, "{}: read failed: {}", what, e);
                     }
                     Ok(data) => {
-                        for l in range.filter(|l| !uncertain.contains(l)) {
-                            let want = model.get(&l).cloned().unwrap_or_else(|| vec![0; BLOCK]);
+                        for l in range.filter(|l| !expected.uncertain.contains(l)) {
+                            let want = expected.model.get(&l).cloned().unwrap_or_else(|| vec![0; BLOCK]);
                             let got = &data[(l - lba) as usize * BLOCK..][..BLOCK];
                             prop_assert!(faults.allowed(l, &want, got), "{}: LBA {} differs from the model", what, l);
                         }
@@ -282,10 +306,10 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
                 let r = inbox.call(&mut sim, id, Request::Discard { lba: *lba, blocks: *blocks }, &what)?;
                 prop_assert!(r.result.is_ok(), "{}: discard failed: {:?}", what, r.result);
                 for l in *lba..lba + blocks {
-                    model.remove(&l);
-                    uncertain.remove(&l);
+                    expected.model.remove(&l);
+                    expected.uncertain.remove(&l);
                     faults.discarded(l);
-                    discarded_since.insert(l);
+                    expected.discarded_since.insert(l);
                 }
             }
             Op::FailDrive { drive } => {
@@ -318,17 +342,19 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
                     // No room to write the table back (a nearly full array): the stop left
                     // no checkpoint, and a replay would not keep discards. What the array
                     // holds is checked as it stands, and the case ends.
-                    check_all(&mut sim, &mut inbox, &model, &uncertain, new_id(), &what)?;
+                    check_all(&mut sim, &mut inbox, &expected.model, &expected.uncertain, new_id(), &what)?;
                     return Ok(sim.engine.status());
                 }
                 match &image {
                     Some(image) => {
                         checkpoint_kept = Some(image.clone());
-                        discarded_before.extend(discarded_since.drain());
+                        expected.discarded_before.extend(expected.discarded_since.drain());
                     }
                     None => {
                         // The start replays the log, which holds no discard.
-                        uncertain.extend(discarded_since.drain().chain(discarded_before.drain()));
+                        expected
+                            .uncertain
+                            .extend(expected.discarded_since.drain().chain(expected.discarded_before.drain()));
                         checkpoint_kept = None;
                     }
                 }
@@ -357,7 +383,7 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
                 };
                 sim = started;
                 STARTS.set(STARTS.get() + 1);
-                uncertain.extend(discarded_since.iter().copied());
+                expected.uncertain.extend(expected.discarded_since.iter().copied());
                 match sim.recovery_report.checkpoint_generation {
                     Some(used) => {
                         prop_assert_eq!(Some(used), checkpoint_kept.as_ref().map(|c| c.generation), "{}", what);
@@ -365,7 +391,7 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
                             .fetch_add(usize::from(sim.recovery_report.segments_replayed > 0), Ordering::Relaxed);
                     }
                     None => {
-                        uncertain.extend(discarded_before.iter().copied());
+                        expected.uncertain.extend(expected.discarded_before.iter().copied());
                         checkpoint_kept = None;
                     }
                 }
@@ -384,42 +410,37 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
                 Op::Discard { lba, blocks } => (*lba..lba + blocks).collect(),
                 _ => HashSet::new(),
             };
-            discarded_before.extend(discarded_since.iter().copied().filter(|lba| !this_op.contains(lba)));
-            discarded_since.retain(|lba| this_op.contains(lba));
+            expected
+                .discarded_before
+                .extend(expected.discarded_since.iter().copied().filter(|lba| !this_op.contains(lba)));
+            expected.discarded_since.retain(|lba| this_op.contains(lba));
             checkpoint_kept = Some(image);
         }
         faults.observe(&sim);
     }
     let what = format!("{level:?} {mode:?} chunk {chunk_blocks} {l2p:?} hostile {hostile} seed {seed}: final");
-    for w in std::mem::take(&mut batch) {
-        let r = inbox.wait(&mut sim, w.id, &what)?;
-        let beyond = w.beyond || faults.beyond(&sim);
-        prop_assert!(r.result.is_ok() || (hostile && beyond), "{}: write {} failed: {:?}", what, w.id, r.result);
-        for lba in w.lba..w.lba + w.blocks {
-            let data = block_bytes(lba, w.fill);
-            faults.written(lba, &data, r.result.is_ok(), beyond);
-            if r.result.is_ok() {
-                model.insert(lba, data);
-                uncertain.remove(&lba);
-            }
-        }
-    }
+    end_batch(&mut batch, &mut sim, &mut inbox, &mut faults, &mut expected, hostile, &what)?;
     inbox.settle(&mut sim, &what)?;
     if hostile {
-        let discarded: HashSet<u64> =
-            discarded_since.iter().chain(&discarded_before).chain(&uncertain).copied().collect();
+        let discarded: HashSet<u64> = expected
+            .discarded_since
+            .iter()
+            .chain(&expected.discarded_before)
+            .chain(&expected.uncertain)
+            .copied()
+            .collect();
         let end = hostile_end::End {
             geometry,
             config,
-            model: &model,
-            uncertain: &uncertain,
+            model: &expected.model,
+            uncertain: &expected.uncertain,
             discarded: &discarded,
             what: &what,
         };
         return end.check(sim, faults, inbox, new_id());
     }
     // Finally every block reads back as the model says.
-    check_all(&mut sim, &mut inbox, &model, &uncertain, new_id(), &what)?;
+    check_all(&mut sim, &mut inbox, &expected.model, &expected.uncertain, new_id(), &what)?;
     Ok(sim.engine.status())
 }
 
