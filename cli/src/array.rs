@@ -8,19 +8,19 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use zapraid_engine::format::{decode_footer_block, BlockMetadata, CheckpointImage, SegmentHeader};
-use zapraid_server::array::{
+use zapraid_server::assemble::format::{
     format_with_spares, open_drive, read_superblock, refuse_repeated_drives, uuid_text, FormatOptions, NewlyMissing,
     SUPERBLOCK_ZONES,
 };
-use zapraid_server::checkpoint::CheckpointArea;
+use zapraid_server::records::checkpoint::CheckpointArea;
 use zapraid_server::control;
-use zapraid_server::names::start_name;
-use zapraid_server::run_dir;
+use zapraid_server::records::names::start_name;
+use zapraid_server::control::run_dir;
 
 use crate::size::parse_bytes;
 use zapraid_server::service::{self, Progress, StartOptions};
-use zapraid_server::superblock::{first_superblock, missing_superblock_reason};
-use zapraid_server::ublk::{self, UblkOptions};
+use zapraid_server::records::superblock::{first_superblock, missing_superblock_reason};
+use zapraid_server::export::ublk::{self, UblkOptions};
 use zapraid_zns::{execute, report_all_zones, Command};
 
 use crate::hybrid::{chunks_text, OpenSegmentArgs};
@@ -210,7 +210,7 @@ pub fn run_start(args: StartArgs) -> Result<()> {
         return start_daemon(&args);
     }
     let block_device = !args.no_device;
-    if block_device && !zapraid_server::ublk::available() {
+    if block_device && !zapraid_server::export::ublk::available() {
         bail!(
             "the block device needs the ublk kernel module (ublk_drv, Linux >= 6.0), and /dev/ublk-control is \
              missing: load it with `modprobe ublk_drv`, or run with --no-device for the engine alone"

@@ -10,9 +10,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use zapraid_server::array::{format, FormatOptions};
-use zapraid_server::driver::Message;
-use zapraid_server::session::Session;
+use zapraid_server::assemble::format::{format, FormatOptions};
+use zapraid_server::run::thread::Message;
+use zapraid_server::run::session::Session;
 
 use crate::array::{bar, DEFAULT_GROUP_SIZE};
 use crate::hybrid::{chunks_text, requests, OpenSegmentArgs};
@@ -68,7 +68,7 @@ pub(crate) struct SelftestArray {
 
 impl SelftestArray {
     pub(crate) fn start(drives: &[PathBuf]) -> Result<Self> {
-        Ok(SelftestArray { session: Session::start(zapraid_server::array::assemble(drives)?)? })
+        Ok(SelftestArray { session: Session::start(zapraid_server::assemble::format::assemble(drives)?)? })
     }
 
     /// Writes (`write`) or reads and checks the blocks `lbas` as pass `pass` wrote them.

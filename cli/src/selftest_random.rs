@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
-use zapraid_server::driver::Message;
+use zapraid_server::run::thread::Message;
 
 use crate::array::bar;
 use crate::selftest::{selftest_block, SelftestArray};

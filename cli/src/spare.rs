@@ -1,5 +1,5 @@
 //! `zapraid add-spare | remove-spare`: hot spares of a running array. The checks, the
-//! spare record and the rebuild onto a spare are the server's (`zapraid_server::spare`,
+//! spare record and the rebuild onto a spare are the server's (`zapraid_server::records::spare`,
 //! `spare_pool`); this makes the drive's path absolute (the server may run elsewhere) and
 //! says what happened. Also what `status` and a background `start` say of spares.
 

@@ -37,7 +37,7 @@ pub enum Error {
     AlreadyFailed { drive: usize },
 
     /// A drive failure the level cannot survive, asked for without force (`failures`).
-    #[error("{}", crate::failures::unsurvivable_text(*level, failed, *rebuilding, *drive))]
+    #[error("{}", crate::run::failures::unsurvivable_text(*level, failed, *rebuilding, *drive))]
     Unsurvivable { level: zapraid_engine::RaidLevel, failed: Vec<usize>, rebuilding: Option<usize>, drive: usize },
 
     /// Drives absent at start that the array may not start without (`degraded`).

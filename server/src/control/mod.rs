@@ -13,11 +13,14 @@ use std::time::Duration;
 
 use zapraid_engine::{Mode, OpenSegments, RaidLevel};
 
-use crate::driver::{ArrayStatus, EngineSender, Message};
+use crate::run::thread::{ArrayStatus, EngineSender, Message};
 use crate::error::{Error, Result};
-use crate::failures::FailOutcome;
-use crate::spare_pool::{self, Spares, Supplied};
+use crate::run::failures::FailOutcome;
+use crate::ops::spare_pool::{self, Spares, Supplied};
 
+pub mod l2p;
+pub mod run_dir;
+pub mod scrub;
 mod status;
 pub use status::status_json;
 
@@ -108,7 +111,7 @@ pub fn listen(
     request_stop: Arc<dyn Fn() + Send + Sync>,
     stopped: Arc<Stopped>,
 ) -> Result<PathBuf> {
-    crate::run_dir::prepare()?;
+    crate::control::run_dir::prepare()?;
     // Checked again: another start of the name may have come up since `refuse_running`.
     refuse_running(name)?;
     let path = socket_path(name);
@@ -176,7 +179,7 @@ fn handle(
         ["rebuild-rate", rate] => rebuild_rate(engine, rate),
         ["add-spare", ..] => add_spare(identity, engine, spares, line.trim_end_matches(['\r', '\n'])),
         ["remove-spare", ..] => remove_spare(spares, line.trim_end_matches(['\r', '\n'])),
-        ["scrub", rest @ ..] => crate::scrub::control(engine, rest),
+        ["scrub", rest @ ..] => crate::control::scrub::control(engine, rest),
         _ => error_json(&format!(
             "unknown command \"{}\" (status, stop, fail N, fail N force, replace N force|check [rate=B] PATH, \
              rebuild-rate B|unlimited, add-spare, remove-spare, scrub [RATE])",
@@ -278,11 +281,11 @@ fn replace(identity: &Mutex<Identity>, engine: &EngineSender, spares: &Spares, l
         return error_json(&Error::NoSuchDrive { drive, drives: members.len() }.to_string());
     }
     let device =
-        match crate::replace::prepare_new_drive(path, drive, &geometry, reserved_zones, &members, force == "force") {
+        match crate::ops::replace::prepare_new_drive(path, drive, &geometry, reserved_zones, &members, force == "force") {
             Ok(device) => device,
             Err(e) => return error_json(&e.to_string()),
         };
-    match crate::replace::swap_in(identity, engine, drive, device, path, rebuild_rate_bytes_per_s) {
+    match crate::ops::replace::swap_in(identity, engine, drive, device, path, rebuild_rate_bytes_per_s) {
         Ok(()) => {
             spares.forget_rebuild(drive);
             serde_json::json!({ "replaced_drive": drive, "path": path.display().to_string() })

@@ -9,10 +9,10 @@ use zapraid_engine::Request;
 use zapraid_zns::ReservedZones;
 
 use super::ArrayStatus;
-use crate::array::Drive;
+use crate::assemble::format::Drive;
 use crate::error::Result;
-use crate::failures::FailOutcome;
-use crate::wake::Doorbell;
+use crate::run::failures::FailOutcome;
+use crate::run::wake::Doorbell;
 
 /// Messages waiting for the engine thread at most: senders block beyond this.
 pub const MESSAGE_QUEUE_CAPACITY: usize = 1024;
@@ -55,8 +55,8 @@ pub enum Message {
     },
     /// Start a scrub, or change the running one's rate (`zapraid scrub`).
     Scrub {
-        request: crate::scrub::ScrubRequest,
-        done: crate::scrub::ScrubAnswer,
+        request: crate::control::scrub::ScrubRequest,
+        done: crate::control::scrub::ScrubAnswer,
     },
     /// Be told (a `()`, dropped if one waits already) of every superblock generation the
     /// thread records: a drive failed, a rebuild started or ended (`spare_pool::watch`).

@@ -21,12 +21,12 @@ use std::time::Duration;
 use zapraid_engine::format::SpareRecord;
 use zapraid_zns::ReservedZones;
 
-use crate::array::{open_drive, Drive};
+use crate::assemble::format::{open_drive, Drive};
 use crate::control::{query_status, Identity};
-use crate::driver::{EngineSender, Message};
+use crate::run::thread::{EngineSender, Message};
 use crate::error::{Error, Result};
-use crate::replace::{check_new_drive, reset_every_zone, swap_in};
-use crate::spare::{erase_spare_record, write_spare_record};
+use crate::ops::replace::{check_new_drive, reset_every_zone, swap_in};
+use crate::records::spare::{erase_spare_record, write_spare_record};
 
 /// First wait before trying a spare again after the engine refused it; it doubles up to
 /// the longest.

@@ -21,11 +21,11 @@ use std::time::Instant;
 
 use zapraid_zns::{execute, Command, Geometry, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
 
-use crate::array::{geometry_differences, open_drive_to_erase, uuid_text, Assembled, Drive};
+use crate::assemble::format::{geometry_differences, open_drive_to_erase, uuid_text, Assembled, Drive};
 use crate::control::Identity;
-use crate::driver::{EngineLoop, EngineSender, Message};
+use crate::run::thread::{EngineLoop, EngineSender, Message};
 use crate::error::{Error, Result};
-use crate::superblock::{examine, read_superblock};
+use crate::records::superblock::{examine, read_superblock};
 
 /// Opens the drive at `path` to take failed drive `drive`'s place in an array whose drives
 /// have the raw geometry `raw` (superblock zones included) and are at `members`
@@ -73,8 +73,8 @@ pub fn check_new_drive(
                 uuid_text(&sb.array_uuid)
             )));
         }
-        if let Some(record) = crate::spare::read_spare_record(device.as_mut()) {
-            return Err(refuse(format!("it is {}; add --force to erase it", crate::spare::spare_text(&record))));
+        if let Some(record) = crate::records::spare::read_spare_record(device.as_mut()) {
+            return Err(refuse(format!("it is {}; add --force to erase it", crate::records::spare::spare_text(&record))));
         }
         let remains = examine(device.as_mut()).map_err(|error| Error::Drive { path: path.to_path_buf(), error })?;
         if remains.looks_like_member() || remains.written_zones > 0 {

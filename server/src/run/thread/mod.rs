@@ -21,11 +21,11 @@ use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
 
 use zapraid_engine::format::ArraySuperblock;
 
-use crate::array::Drive;
+use crate::assemble::format::Drive;
 use crate::error::{Error, Result};
-use crate::failures::{check_fail, FailOutcome};
-use crate::superblock::{superblock_writes, SUPERBLOCK_COPIES};
-use crate::wake::Doorbell;
+use crate::run::failures::{check_fail, FailOutcome};
+use crate::records::superblock::{superblock_writes, SUPERBLOCK_COPIES};
+use crate::run::wake::Doorbell;
 
 pub use message::{Answer, EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
 
@@ -44,12 +44,12 @@ pub struct FailureRecord {
     /// Blocks zone 0 can take.
     pub zone_capacity_blocks: u64,
     /// Where a clean stop leaves the array's checkpoint, if it keeps one.
-    pub checkpoint: Option<crate::checkpoint::CheckpointPlace>,
+    pub checkpoint: Option<crate::records::checkpoint::CheckpointPlace>,
 }
 
 impl FailureRecord {
     /// What the engine thread of an assembled (and recovered) array records, and where.
-    pub fn of(assembled: &crate::assembly::Assembled) -> Self {
+    pub fn of(assembled: &crate::assemble::assembly::Assembled) -> Self {
         FailureRecord {
             superblock: assembled.superblock,
             next_lba: assembled.superblock_next_lba.clone(),
@@ -258,7 +258,7 @@ impl EngineLoop {
         // never reads its copies, which would be stale by the time it is not.
         let failed_mask = self.failed_mask();
         let failed: Vec<usize> = (0..self.drives.len()).filter(|d| failed_mask >> d & 1 == 1).collect();
-        let (copies, result) = crate::checkpoint::write(&mut self.drives, &failed, area, &image);
+        let (copies, result) = crate::records::checkpoint::write(&mut self.drives, &failed, area, &image);
         match &result {
             Ok(()) => tracing::info!(
                 generation = image.generation,
@@ -267,7 +267,7 @@ impl EngineLoop {
             ),
             Err(e) => tracing::warn!("the checkpoint was not written everywhere ({e}): the next start may replay"),
         }
-        let mark = crate::checkpoint::CheckpointMark { superblock_generation, engine_writes: self.engine_writes };
+        let mark = crate::records::checkpoint::CheckpointMark { superblock_generation, engine_writes: self.engine_writes };
         // An image written nowhere leaves the generations as they were: the next lands in the
         // same copy (never the base's).
         if let Some(place) = self.record.checkpoint.as_mut().filter(|_| copies > 0) {
@@ -488,7 +488,7 @@ impl EngineLoop {
         let mut n = 0;
         loop {
             while let Some(cmd) = self.engine.poll_command() {
-                self.engine_writes += u64::from(crate::checkpoint::changes_drive(&cmd.command));
+                self.engine_writes += u64::from(crate::records::checkpoint::changes_drive(&cmd.command));
                 self.drives[cmd.drive].submit(cmd.tag, cmd.command);
                 n += 1;
             }

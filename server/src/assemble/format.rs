@@ -20,13 +20,13 @@ use zapraid_zns::{
     execute, Command, Completion, EmulatedDrive, Geometry, NvmeDrive, ZoneAction, ZoneTarget, ZonedDevice,
 };
 
-pub use crate::assembly::{assemble, assemble_with, Assembled};
-use crate::checkpoint::{invalidate, read_newest, CheckpointArea, CheckpointMark};
-pub use crate::degraded::NewlyMissing;
+pub use crate::assemble::assembly::{assemble, assemble_with, Assembled};
+use crate::records::checkpoint::{invalidate, read_newest, CheckpointArea, CheckpointMark};
+pub use crate::assemble::degraded::NewlyMissing;
 use crate::error::{Error, Result};
-use crate::superblock::superblock_writes;
-pub use crate::superblock::{failed_drives, read_superblock, read_superblock_at};
-pub use crate::zone_limits::check_zone_limits;
+use crate::records::superblock::superblock_writes;
+pub use crate::records::superblock::{failed_drives, read_superblock, read_superblock_at};
+pub use crate::assemble::zone_limits::check_zone_limits;
 
 /// Zones at the start of each drive kept for the array superblock.
 pub const SUPERBLOCK_ZONES: u32 = 1;
@@ -148,7 +148,7 @@ pub fn format_with_spares(
     options: &FormatOptions,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Formatted> {
-    crate::names::check_name(&options.name)?;
+    crate::records::names::check_name(&options.name)?;
     // Said in drives for the level as given, before the count below is taken from it.
     options.level.validate()?;
     refuse_repeated_drives(&[paths, spares].concat())?;
@@ -203,11 +203,11 @@ pub fn format_with_spares(
                     existing.name(),
                     uuid_text(&existing.array_uuid)
                 )),
-                None => match crate::spare::read_spare_record(drive.as_mut()) {
+                None => match crate::records::spare::read_spare_record(drive.as_mut()) {
                     Some(record) => {
-                        Some(format!("it is {}; add --force to overwrite it", crate::spare::spare_text(&record)))
+                        Some(format!("it is {}; add --force to overwrite it", crate::records::spare::spare_text(&record)))
                     }
-                    None => crate::superblock::examine(drive.as_mut())
+                    None => crate::records::superblock::examine(drive.as_mut())
                         .ok()
                         .filter(|remains| remains.looks_like_member())
                         .map(|remains| format!("{}; add --force to overwrite it", remains.describe())),
@@ -222,7 +222,7 @@ pub fn format_with_spares(
     let (Some(raw), Some(plan)) = (geometry, plan) else {
         return Err(Error::Config { reason: "no drives given".into() });
     };
-    let mut spare_drives = crate::spare::check_format_spares(spares, &raw, options.force)?;
+    let mut spare_drives = crate::records::spare::check_format_spares(spares, &raw, options.force)?;
     // An array with an L2P budget keeps a checkpoint (`checkpoint`) in zones after the
     // superblock's, sized for the largest it can have. A budget of 0 is none (the
     // superblock records it so, and status says so): no zones are set aside for it.
@@ -239,7 +239,7 @@ pub fn format_with_spares(
                 "the drives have {} zones; an array of {} needs more than {} ({reserved_zones} for its superblock \
                  and checkpoint, {} kept empty or open for writing, garbage collection and recovery)",
                 raw.zone_count,
-                crate::zone_limits::open_segments_words(&plan),
+                crate::assemble::zone_limits::open_segments_words(&plan),
                 reserved_zones + plan.reserved_segments(),
                 plan.reserved_segments()
             ),
@@ -304,7 +304,7 @@ pub fn format_with_spares(
         progress(index + 1, total);
     }
     let record = SpareRecord::new(uuid, &options.name, total as u32, raw.block_size_bytes, unix_now_s());
-    crate::spare::write_format_spares(&mut spare_drives, spares, &raw, &record)?;
+    crate::records::spare::write_format_spares(&mut spare_drives, spares, &raw, &record)?;
     Ok(Formatted { uuid, logical_blocks, block_size_bytes: raw.block_size_bytes })
 }
 

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 use zapraid_engine::{OpenSegments, Request};
 
-use crate::array::recover;
-use crate::assembly::Assembled;
-use crate::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
+use crate::assemble::format::recover;
+use crate::assemble::assembly::Assembled;
+use crate::run::thread::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
 use crate::error::{Error, Result};
 
 pub struct Session {
@@ -58,7 +58,7 @@ impl Session {
     }
 
     /// The engine's status now.
-    pub fn status(&self) -> Result<crate::driver::ArrayStatus> {
+    pub fn status(&self) -> Result<crate::run::thread::ArrayStatus> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.thread.tx.send(Message::Status(tx)).map_err(|_| Error::EngineGone)?;
         rx.recv().map_err(|_| Error::EngineGone)

@@ -9,7 +9,7 @@ use std::path::Path;
 use zapraid_engine::{ChunkClass, SegmentPlan};
 use zapraid_zns::Geometry;
 
-use crate::array::SUPERBLOCK_ZONES;
+use crate::assemble::format::SUPERBLOCK_ZONES;
 use crate::error::{Error, Result};
 
 /// The open segments of a plan in words: "1 open segment", "3 open segments", "2 small +

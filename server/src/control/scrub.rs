@@ -7,7 +7,7 @@
 
 use crossbeam_channel::Sender;
 
-use crate::driver::{ArrayStatus, EngineLoop, EngineSender, Message};
+use crate::run::thread::{ArrayStatus, EngineLoop, EngineSender, Message};
 
 /// What the control socket asks of the engine thread's scrub.
 #[derive(Debug)]

@@ -120,7 +120,7 @@ fn a_clean_stop_leaves_a_checkpoint_the_next_start_begins_from() {
         // The start kept the checkpoint it began from: a crash now would begin from it too.
         let area = assembled.checkpoint.unwrap().area;
         let uuid = assembled.config.array_uuid;
-        let left = crate::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
+        let left = crate::records::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
         let kept = left.newest.map(|image| image.generation);
         assert_eq!(kept, report.checkpoint_generation, "run {run}: the checkpoint used is kept, no other");
         reads.push(report.blocks_read);
@@ -263,10 +263,10 @@ fn an_incremental_checkpoint_is_read_whole_from_its_base_or_the_older_copy_is_of
     // there): the newest is read from the others.
     let oldest = CheckpointImage { generation: 2, ..base.clone() };
     for (image, skip) in [(&oldest, &[][..]), (&base, &[]), (&incremental, &[0])] {
-        let (copies, result) = crate::checkpoint::write(&mut assembled.drives, skip, area, image);
+        let (copies, result) = crate::records::checkpoint::write(&mut assembled.drives, skip, area, image);
         assert_eq!((copies, result), (4 - skip.len(), Ok(())));
     }
-    let found = crate::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
+    let found = crate::records::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
     let whole = found.newest.expect("a checkpoint read");
     assert_eq!((whole.generation, found.highest_generation), (6, 6));
     assert_eq!(whole.segments[0].table, vec![7; 24], "the table left out comes from the base");
@@ -275,18 +275,18 @@ fn an_incremental_checkpoint_is_read_whole_from_its_base_or_the_older_copy_is_of
     // Drive 0 alone holds an older image in the base's copy (the base's write failed
     // there): the base is found on the other drives.
     let older = CheckpointImage { generation: 3, ..base.clone() };
-    let (copies, _) = crate::checkpoint::write(&mut assembled.drives, &[1, 2, 3], area, &older);
+    let (copies, _) = crate::records::checkpoint::write(&mut assembled.drives, &[1, 2, 3], area, &older);
     assert_eq!(copies, 1);
-    let found = crate::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
+    let found = crate::records::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
     let whole = found.newest.expect("a checkpoint read");
     assert_eq!(whole.generation, 6);
     assert_eq!(whole.segments[0].table, vec![7; 24], "the base found on drive 1");
 
     // The base copy now holds a full image of the same generation lacking zone 3's table.
     let wrong_base = CheckpointImage { segments: vec![segment(5, vec![1; 24], 0)], ..base.clone() };
-    let (copies, _) = crate::checkpoint::write(&mut assembled.drives, &[], area, &wrong_base);
+    let (copies, _) = crate::records::checkpoint::write(&mut assembled.drives, &[], area, &wrong_base);
     assert_eq!(copies, 4);
-    let found = crate::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
+    let found = crate::records::checkpoint::read_newest(&mut assembled.drives, &[], area, uuid);
     assert_eq!(found.newest, Some(wrong_base), "the older copy is offered alone");
     assert_eq!(found.highest_generation, 6);
 }
@@ -336,7 +336,7 @@ fn a_stop_during_a_rebuild_leaves_a_checkpoint_the_next_start_begins_from() {
     result.recv().unwrap().unwrap();
     let new_path = dir.path().join("new.zns");
     EmulatedDrive::create_file(&new_path, g, 99).unwrap();
-    let device = crate::replace::prepare_new_drive(&new_path, REPLACED, &g, reserved_zones, &[], false).unwrap();
+    let device = crate::ops::replace::prepare_new_drive(&new_path, REPLACED, &g, reserved_zones, &[], false).unwrap();
     let (done, result) = crossbeam_channel::bounded(1);
     let rate = Some(REBUILD_RATE_BYTES_PER_S);
     thread.tx.send(Message::ReplaceDrive { drive: REPLACED, device, rebuild_rate_bytes_per_s: rate, done }).unwrap();
@@ -359,8 +359,8 @@ fn a_stop_during_a_rebuild_leaves_a_checkpoint_the_next_start_begins_from() {
         report.checkpoint_generation.map_or(String::new(), |g| format!(" from checkpoint {g}"))
     );
     assert!(report.checkpoint_generation.is_some(), "the start during the rebuild replayed: {report:?}");
-    assert_eq!(crate::replace::rebuilding_drive(&assembled), Some(REPLACED));
-    crate::replace::reset_unused_zones(&mut assembled, REPLACED, &engine.zones_holding_segments()).unwrap();
+    assert_eq!(crate::ops::replace::rebuilding_drive(&assembled), Some(REPLACED));
+    crate::ops::replace::reset_unused_zones(&mut assembled, REPLACED, &engine.zones_holding_segments()).unwrap();
     engine.resume_drive_rebuild(REPLACED).unwrap();
     let record = FailureRecord::of(&assembled);
     let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();

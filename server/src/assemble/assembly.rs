@@ -20,13 +20,13 @@ use zapraid_engine::format::ArraySuperblock;
 use zapraid_engine::{Config, Mode, RaidLevel, SegmentPlan, PAPER_LOOKUP_PS_PER_ENTRY};
 use zapraid_zns::{Geometry, MissingDrive, ReservedZones, ZonedDevice};
 
-use crate::array::{geometry_differences, open_drive, refuse_repeated_drives, uuid_text, Drive};
-use crate::checkpoint::{CheckpointArea, CheckpointPlace};
-use crate::degraded::{check_absent, record_failed, AbsentDrive, NewlyMissing, UnusableDrive};
+use crate::assemble::format::{geometry_differences, open_drive, refuse_repeated_drives, uuid_text, Drive};
+use crate::records::checkpoint::{CheckpointArea, CheckpointPlace};
+use crate::assemble::degraded::{check_absent, record_failed, AbsentDrive, NewlyMissing, UnusableDrive};
 use crate::error::{Error, Result};
-use crate::spare::{spare_text, DamagedSpare};
-use crate::superblock::{failed_drives, read_superblock_at, without_superblock, WithoutSuperblock};
-use crate::zone_limits::check_zone_limits;
+use crate::records::spare::{spare_text, DamagedSpare};
+use crate::records::superblock::{failed_drives, read_superblock_at, without_superblock, WithoutSuperblock};
+use crate::assemble::zone_limits::check_zone_limits;
 
 /// An array's drives in array order, and what it is.
 pub struct Assembled {
@@ -357,8 +357,8 @@ mod tests {
         assert!(e.contains("; d1, d3 to array aaaaaaaa-"), "{e}");
     }
 
-    use crate::array::{format, FormatOptions};
-    use crate::superblock::read_superblock;
+    use crate::assemble::format::{format, FormatOptions};
+    use crate::records::superblock::read_superblock;
     use zapraid_engine::{OpenSegments, Request};
     use zapraid_zns::EmulatedDrive;
 
@@ -399,7 +399,7 @@ mod tests {
     /// Runs an assembled array (`Session`): writes blocks 0..BLOCKS as `write_pass` if
     /// given, reads them back against `read_pass`'s pattern, stops it cleanly.
     fn run(assembled: Assembled, write_pass: Option<u64>, read_pass: u64) {
-        let session = crate::session::Session::start(assembled).unwrap();
+        let session = crate::run::session::Session::start(assembled).unwrap();
         let block = session.block_bytes;
         if let Some(pass) = write_pass {
             let data = (0..BLOCKS).flat_map(|l| pattern(l, pass, block)).collect();

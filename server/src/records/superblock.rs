@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use zapraid_engine::format::{ArraySuperblock, SegmentHeader, SpareRecord, ARRAY_SUPERBLOCK_MAGIC, SPARE_RECORD_MAGIC};
 use zapraid_zns::{execute, report_all_zones, Command, Done, Geometry, ZonedDevice};
 
-use crate::array::{open_drive, uuid_text, SUPERBLOCK_ZONES};
+use crate::assemble::format::{open_drive, uuid_text, SUPERBLOCK_ZONES};
 use crate::error::{Error, Result};
 
 /// Identical blocks each superblock generation is written as.
@@ -233,7 +233,7 @@ pub enum WithoutSuperblock {
 /// Looks at a drive without a valid array superblock: a spare (its record read), a spare
 /// whose record is damaged, or something else (`Remains::describe`).
 pub fn without_superblock(drive: &mut dyn ZonedDevice) -> WithoutSuperblock {
-    if let Some(record) = crate::spare::read_spare_record(drive) {
+    if let Some(record) = crate::records::spare::read_spare_record(drive) {
         return WithoutSuperblock::Spare(record);
     }
     match examine(drive) {
@@ -249,7 +249,7 @@ pub fn without_superblock(drive: &mut dyn ZonedDevice) -> WithoutSuperblock {
 pub fn missing_superblock_reason(drive: &mut dyn ZonedDevice) -> String {
     match without_superblock(drive) {
         WithoutSuperblock::Spare(record) => {
-            format!("it holds no array superblock: it is {}", crate::spare::spare_text(&record))
+            format!("it holds no array superblock: it is {}", crate::records::spare::spare_text(&record))
         }
         WithoutSuperblock::DamagedSpare(reason) | WithoutSuperblock::Other(reason) => reason,
     }

@@ -19,9 +19,9 @@ use zapraid_engine::format::ArraySuperblock;
 use zapraid_engine::RaidLevel;
 use zapraid_zns::{execute, ReservedZones, ZonedDevice};
 
-use crate::array::Drive;
+use crate::assemble::format::Drive;
 use crate::error::{Error, Result};
-use crate::superblock::{superblock_writes, SUPERBLOCK_COPIES};
+use crate::records::superblock::{superblock_writes, SUPERBLOCK_COPIES};
 
 /// What to do with a drive absent at start that the superblock does not record failed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

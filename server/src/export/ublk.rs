@@ -46,9 +46,9 @@ use libublk::io::{BufDescList, UblkDev, UblkIOCtx, UblkQueue};
 use libublk::{BufDesc, UblkFlags, UblkIORes};
 use zapraid_engine::{BlockChecksums, Request};
 
-use crate::driver::{Answer, EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
+use crate::run::thread::{Answer, EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
 use crate::error::{Error, Result};
-use crate::wake::EventFd;
+use crate::run::wake::EventFd;
 
 /// Requests a queue holds in flight by default.
 pub const DEFAULT_QUEUE_DEPTH: u16 = 64;

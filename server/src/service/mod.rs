@@ -10,16 +10,16 @@ use std::sync::{Arc, Mutex};
 
 use zapraid_engine::format::SpareRecord;
 
-use crate::array::{assemble_with, recover, unix_now_s, uuid_text};
+use crate::assemble::format::{assemble_with, recover, unix_now_s, uuid_text};
 use crate::control::{self, Identity, Stopped};
-use crate::degraded::{absent_line, stale_drive_hint, NewlyMissing};
-use crate::driver::{EngineThread, FailureRecord, Message};
+use crate::assemble::degraded::{absent_line, stale_drive_hint, NewlyMissing};
+use crate::run::thread::{EngineThread, FailureRecord, Message};
 use crate::error::Result;
-use crate::names::{check_name, start_name};
-use crate::replace::{rebuilding_drive, reset_unused_zones};
-use crate::spare_pool::{self, Spares};
-use crate::superblock::first_superblock;
-use crate::ublk::{self, DeviceShape, UblkOptions};
+use crate::records::names::{check_name, start_name};
+use crate::ops::replace::{rebuilding_drive, reset_unused_zones};
+use crate::ops::spare_pool::{self, Spares};
+use crate::records::superblock::first_superblock;
+use crate::export::ublk::{self, DeviceShape, UblkOptions};
 
 #[derive(Clone, Debug, Default)]
 pub struct StartOptions {
@@ -107,7 +107,7 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         check_name(name)?;
     }
     // The run directory, where the socket goes, checked before the drives are touched.
-    crate::run_dir::prepare()?;
+    crate::control::run_dir::prepare()?;
     // A name already running is refused before any drive is assembled or recovered (with
     // no name given, the drives' own: their superblocks are read for it, nothing more).
     let asked_name = match &options.name {

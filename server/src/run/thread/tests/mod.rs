@@ -1,5 +1,5 @@
 use super::*;
-use crate::array::{assemble, format, recover, FormatOptions};
+use crate::assemble::format::{assemble, format, recover, FormatOptions};
 use std::path::PathBuf;
 use zapraid_engine::{Mode, RaidLevel};
 use zapraid_zns::{EmulatedDrive, Geometry};
@@ -128,7 +128,7 @@ impl Drop for Threaded {
 }
 
 /// Starts the engine thread over assembled drives, as they are or behind `Threaded`.
-fn spawn(mut assembled: crate::array::Assembled, threaded: bool) -> Result<(EngineThread, Vec<usize>)> {
+fn spawn(mut assembled: crate::assemble::format::Assembled, threaded: bool) -> Result<(EngineThread, Vec<usize>)> {
     let engine = recover(&mut assembled)?;
     let record = FailureRecord::of(&assembled);
     let block_size_bytes = assembled.superblock.block_size_bytes.get();

@@ -15,10 +15,10 @@ use zapraid_engine::format::SpareRecord;
 use zapraid_zns::{execute, Command, Geometry, ZoneAction, ZoneTarget, ZonedDevice};
 use zerocopy::IntoBytes;
 
-use crate::array::{uuid_text, Drive};
+use crate::assemble::format::{uuid_text, Drive};
 use crate::error::{Error, Result};
-use crate::replace::{check_new_drive, reset_every_zone};
-use crate::superblock::{read_block, record_writes, superblock_zone_written_blocks, SUPERBLOCK_READ_BACK_BLOCKS};
+use crate::ops::replace::{check_new_drive, reset_every_zone};
+use crate::records::superblock::{read_block, record_writes, superblock_zone_written_blocks, SUPERBLOCK_READ_BACK_BLOCKS};
 
 /// A drive given at start that looks like a hot spare whose record is damaged
 /// (`superblock::Remains::looks_like_damaged_spare`): the array starts without it, and
@@ -106,7 +106,7 @@ mod tests {
         assert_eq!(read.as_bytes(), record.as_bytes());
         assert!(spare_text(&read).starts_with("a spare of array \"rp\" (04040404-"), "{}", spare_text(&read));
         // Not an array superblock: read_superblock sees none.
-        assert!(crate::superblock::read_superblock(&mut drive).is_none());
+        assert!(crate::records::superblock::read_superblock(&mut drive).is_none());
         erase_spare_record(&mut drive, path).unwrap();
         assert!(read_spare_record(&mut drive).is_none());
     }

@@ -1,0 +1,6 @@
+//! Assembling.
+
+pub mod assembly;
+pub mod degraded;
+pub mod format;
+pub mod zone_limits;

@@ -1,0 +1,3 @@
+//! Export.
+
+pub mod ublk;

@@ -1,0 +1,4 @@
+//! Ops.
+
+pub mod replace;
+pub mod spare_pool;

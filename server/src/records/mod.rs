@@ -1,0 +1,6 @@
+//! Records.
+
+pub mod checkpoint;
+pub mod names;
+pub mod spare;
+pub mod superblock;

@@ -1,0 +1,6 @@
+//! Run.
+
+pub mod failures;
+pub mod session;
+pub mod thread;
+pub mod wake;
