@@ -10,8 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use zapraid_server::control;
 
-use crate::array::{answer_text, find_drive};
+use crate::array::find_drive;
 use crate::size::{format_rate, parse_rate};
+use crate::text::answer_text;
 
 #[derive(Args)]
 pub struct ReplaceArgs {

@@ -19,7 +19,7 @@ use zapraid_engine::format::ArraySuperblock;
 use zapraid_engine::RaidLevel;
 use zapraid_zns::{execute, ReservedZones, ZonedDevice};
 
-use crate::assemble::format::Drive;
+use crate::drives::Drive;
 use crate::error::{Error, Result};
 use crate::records::superblock::{superblock_writes, SUPERBLOCK_COPIES};
 

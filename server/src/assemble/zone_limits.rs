@@ -9,8 +9,8 @@ use std::path::Path;
 use zapraid_engine::{ChunkClass, SegmentPlan};
 use zapraid_zns::Geometry;
 
-use crate::assemble::format::SUPERBLOCK_ZONES;
 use crate::error::{Error, Result};
+use crate::records::layout::SUPERBLOCK_ZONES;
 
 /// The open segments of a plan in words: "1 open segment", "3 open segments", "2 small +
 /// 2 large open segments".

@@ -3,7 +3,7 @@
 //! start) and the pages rebuilt from the log because their mapping block was unreadable.
 //! The engine keeps the counts (`zapraid_engine::L2pStatus`); this says them.
 
-use crate::run::thread::ArrayStatus;
+use crate::run::status::ArrayStatus;
 
 /// The `l2p` object of the status JSON.
 pub fn status_json(s: &ArrayStatus) -> serde_json::Value {

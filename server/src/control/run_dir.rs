@@ -1,4 +1,4 @@
-//! The run directory (`control::run_dir`: `/run/zapraid`, or `ZAPRAID_RUN_DIR`), where a
+//! The run directory (`run_dir`: `/run/zapraid`, or `ZAPRAID_RUN_DIR`), where a
 //! running array's control socket (`NAME.sock`) and its background server's log
 //! (`NAME.log`) live, and how the server makes and writes files there.
 //!
@@ -14,8 +14,14 @@ use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::control::run_dir;
 use crate::error::{Error, Result};
+
+/// Where control sockets live, unless `ZAPRAID_RUN_DIR` says otherwise.
+pub const DEFAULT_RUN_DIR: &str = "/run/zapraid";
+
+pub fn run_dir() -> PathBuf {
+    std::env::var_os("ZAPRAID_RUN_DIR").map_or_else(|| PathBuf::from(DEFAULT_RUN_DIR), PathBuf::from)
+}
 
 /// The mode a run directory is made with: its owner's alone.
 pub const RUN_DIR_MODE: u32 = 0o700;

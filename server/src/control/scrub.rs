@@ -5,21 +5,8 @@
 //!
 //! Rates on the socket are bytes per second as a plain number, `0` for no limit.
 
-use crossbeam_channel::Sender;
-
-use crate::run::thread::{ArrayStatus, EngineLoop, EngineSender, Message};
-
-/// What the control socket asks of the engine thread's scrub.
-#[derive(Debug)]
-pub enum ScrubRequest {
-    /// Start a scrub reading at most this many bytes per second (None: no limit).
-    Start { rate_bytes_per_s: Option<u64> },
-    /// Change the running scrub's rate limit.
-    SetRate { rate_bytes_per_s: Option<u64> },
-}
-
-/// The engine thread's answer: an error to show, or nothing.
-pub type ScrubAnswer = Sender<std::result::Result<(), String>>;
+use crate::run::message::{EngineSender, Message, ScrubRequest};
+use crate::run::status::ArrayStatus;
 
 /// `scrub [RATE]` starts a scrub; `scrub rate RATE` changes the running one's rate.
 pub fn control(engine: &EngineSender, words: &[&str]) -> serde_json::Value {
@@ -41,26 +28,6 @@ pub fn control(engine: &EngineSender, words: &[&str]) -> serde_json::Value {
         Some(Ok(())) => serde_json::json!({ "scrub": "started" }),
         Some(Err(e)) => error_json(&e),
         None => error_json("the engine has stopped"),
-    }
-}
-
-impl EngineLoop {
-    /// Carries out a scrub request on the engine thread: what to tell the client.
-    pub(crate) fn scrub(&mut self, request: ScrubRequest) -> std::result::Result<(), String> {
-        match request {
-            ScrubRequest::Start { rate_bytes_per_s } => {
-                self.engine.start_scrub(rate_bytes_per_s).map_err(|e| format!("cannot start a scrub: {e}"))?;
-                self.scrub_started = Some(std::time::Instant::now());
-                Ok(())
-            }
-            ScrubRequest::SetRate { rate_bytes_per_s } => {
-                if self.engine.scrub_status().running.is_none() {
-                    return Err("no scrub is running".to_string());
-                }
-                self.engine.set_scrub_rate(rate_bytes_per_s);
-                Ok(())
-            }
-        }
     }
 }
 

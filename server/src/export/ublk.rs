@@ -46,8 +46,9 @@ use libublk::io::{BufDescList, UblkDev, UblkIOCtx, UblkQueue};
 use libublk::{BufDesc, UblkFlags, UblkIORes};
 use zapraid_engine::{BlockChecksums, Request};
 
-use crate::run::thread::{Answer, EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
+use super::Blocks;
 use crate::error::{Error, Result};
+use crate::run::message::{Answer, ReplyTo, MESSAGE_QUEUE_CAPACITY};
 use crate::run::wake::EventFd;
 
 /// Requests a queue holds in flight by default.
@@ -214,7 +215,7 @@ pub fn available() -> bool {
 /// (`zapraid stop` deletes it). `ready(dev_id, taken_over)` is called once the device is
 /// live; `taken_over` says it is a dead server's device, taken over.
 pub fn serve(
-    engine: EngineSender,
+    engine: impl Blocks,
     shape: DeviceShape,
     options: UblkOptions,
     ready: impl FnOnce(i32, bool) + Send + Sync + 'static,
@@ -326,7 +327,7 @@ fn errno(e: &zapraid_engine::Error) -> i32 {
     }
 }
 
-fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape) {
+fn serve_queue(qid: u16, dev: &UblkDev, engine: impl Blocks, shape: DeviceShape) {
     let depth = dev.dev_info.queue_depth;
     // A tag past the queue's depth marks the eventfd read among target I/O completions.
     let wake_tag = depth;
@@ -381,8 +382,7 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
                                 let (lba, blocks) = (f.lba, f.blocks);
                                 in_flight[usize::from(tag)] = Some(f);
                                 let request = Request::Read { lba, blocks };
-                                let message = Message::Io { tag: u64::from(tag), request, reply: reply.clone() };
-                                if engine.send(message).is_ok() {
+                                if engine.submit(u64::from(tag), request, &reply).is_ok() {
                                     continue;
                                 }
                                 in_flight[usize::from(tag)] = None;
@@ -449,8 +449,7 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: EngineSender, shape: DeviceShape
             return complete(q, tag, -libc::EINVAL);
         };
         in_flight[usize::from(tag)] = Some(InFlight { op, bytes, lba, blocks });
-        let message = Message::Io { tag: u64::from(tag), request, reply: reply.clone() };
-        if engine.send(message).is_err() {
+        if engine.submit(u64::from(tag), request, &reply).is_err() {
             in_flight[usize::from(tag)] = None;
             complete(q, tag, -libc::EIO);
         }

@@ -21,12 +21,13 @@ use std::time::Duration;
 use zapraid_engine::format::SpareRecord;
 use zapraid_zns::ReservedZones;
 
-use crate::assemble::format::{open_drive, Drive};
-use crate::control::{query_status, Identity};
-use crate::run::thread::{EngineSender, Message};
+use super::identity::Identity;
+use super::replace::swap_in;
+use crate::assemble::new_drive::{check_new_drive, reset_every_zone};
+use crate::drives::{open_drive, Drive};
 use crate::error::{Error, Result};
-use crate::ops::replace::{check_new_drive, reset_every_zone, swap_in};
 use crate::records::spare::{erase_spare_record, write_spare_record};
+use crate::run::message::{query_status, EngineSender, Message};
 
 /// First wait before trying a spare again after the engine refused it; it doubles up to
 /// the longest.

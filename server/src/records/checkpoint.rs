@@ -25,7 +25,8 @@ use zapraid_engine::stripe_table::CompactStripeTable;
 use zapraid_engine::SegmentPlan;
 use zapraid_zns::{execute, Command, Done, Geometry, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
 
-use crate::assemble::format::{Drive, SUPERBLOCK_ZONES};
+use super::layout::SUPERBLOCK_ZONES;
+use crate::drives::Drive;
 
 /// Where the checkpoint copies are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

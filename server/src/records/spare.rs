@@ -1,7 +1,7 @@
 //! A hot spare on one drive: its spare record (`SpareRecord`, "spare of array <uuid>
-//! <name>", docs/FORMAT.md) in zone 0, read, written and erased here, and the drives
-//! `zapraid format --spare` makes spares. What a running array does with its spares is
-//! `spare_pool`'s.
+//! <name>", docs/FORMAT.md) in zone 0, read, written and erased here. Which drives
+//! `zapraid format --spare` makes spares is `assemble::format`'s; what a running array does
+//! with its spares is `ops::spare_pool`'s.
 //!
 //! Invariants: a spare record is written only to a drive checked as a replacement is (not
 //! a member, the array's geometry, empty unless forced), at the start of an empty zone 0
@@ -12,13 +12,13 @@
 use std::path::{Path, PathBuf};
 
 use zapraid_engine::format::SpareRecord;
-use zapraid_zns::{execute, Command, Geometry, ZoneAction, ZoneTarget, ZonedDevice};
+use zapraid_zns::{execute, Command, ZoneAction, ZoneTarget, ZonedDevice};
 use zerocopy::IntoBytes;
 
-use crate::assemble::format::{uuid_text, Drive};
+use super::identity::uuid_text;
+use super::superblock::{read_block, record_writes, superblock_zone_written_blocks, SUPERBLOCK_READ_BACK_BLOCKS};
+use crate::drives::Drive;
 use crate::error::{Error, Result};
-use crate::ops::replace::{check_new_drive, reset_every_zone};
-use crate::records::superblock::{read_block, record_writes, superblock_zone_written_blocks, SUPERBLOCK_READ_BACK_BLOCKS};
 
 /// A drive given at start that looks like a hot spare whose record is damaged
 /// (`superblock::Remains::looks_like_damaged_spare`): the array starts without it, and
@@ -66,33 +66,10 @@ pub fn erase_spare_record(drive: &mut dyn ZonedDevice, path: &Path) -> Result<()
     Ok(())
 }
 
-/// Opens and checks the spares `zapraid format --spare` was given, before any drive is
-/// written: each must have the members' raw geometry `raw` and, unless `force`, hold
-/// nothing. (A spare also named as a member was refused as a drive given twice.)
-pub fn check_format_spares(spares: &[PathBuf], raw: &Geometry, force: bool) -> Result<Vec<Drive>> {
-    // No member has a canonical path to compare with yet: the format names them.
-    let not_a_member = |_| String::new();
-    spares.iter().map(|path| check_new_drive(path, raw, &[], force, not_a_member)).collect()
-}
-
-/// Empties every zone of each spare of a freshly formatted array and writes its record.
-pub fn write_format_spares(
-    drives: &mut [Drive],
-    spares: &[PathBuf],
-    raw: &Geometry,
-    record: &SpareRecord,
-) -> Result<()> {
-    for (device, path) in drives.iter_mut().zip(spares) {
-        reset_every_zone(device, raw, path)?;
-        write_spare_record(device.as_mut(), record, path)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zapraid_zns::EmulatedDrive;
+    use zapraid_zns::{EmulatedDrive, Geometry};
 
     #[test]
     fn a_spare_record_is_written_read_back_and_erased() {

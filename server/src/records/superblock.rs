@@ -13,13 +13,11 @@
 //! only blocks of a hot spare's record (its magic, none valid) and nothing else is
 //! written: a spare whose record is damaged, which holds no array data.
 
-use std::path::PathBuf;
-
-use zapraid_engine::format::{ArraySuperblock, SegmentHeader, SpareRecord, ARRAY_SUPERBLOCK_MAGIC, SPARE_RECORD_MAGIC};
+use zapraid_engine::format::{ArraySuperblock, SegmentHeader, ARRAY_SUPERBLOCK_MAGIC, SPARE_RECORD_MAGIC};
 use zapraid_zns::{execute, report_all_zones, Command, Done, Geometry, ZonedDevice};
 
-use crate::assemble::format::{open_drive, uuid_text, SUPERBLOCK_ZONES};
-use crate::error::{Error, Result};
+use super::identity::uuid_text;
+use super::layout::SUPERBLOCK_ZONES;
 
 /// Identical blocks each superblock generation is written as.
 pub const SUPERBLOCK_COPIES: u64 = 2;
@@ -217,66 +215,6 @@ pub fn examine(drive: &mut dyn ZonedDevice) -> zapraid_zns::Result<Remains> {
         }
     }
     Ok(remains)
-}
-
-/// What a drive without a valid array superblock holds, as a start sees it.
-pub enum WithoutSuperblock {
-    /// A hot spare: its record.
-    Spare(SpareRecord),
-    /// A hot spare whose record is damaged (`Remains::looks_like_damaged_spare`), and
-    /// what was found.
-    DamagedSpare(String),
-    /// Anything else, and why it cannot be used as it is.
-    Other(String),
-}
-
-/// Looks at a drive without a valid array superblock: a spare (its record read), a spare
-/// whose record is damaged, or something else (`Remains::describe`).
-pub fn without_superblock(drive: &mut dyn ZonedDevice) -> WithoutSuperblock {
-    if let Some(record) = crate::records::spare::read_spare_record(drive) {
-        return WithoutSuperblock::Spare(record);
-    }
-    match examine(drive) {
-        Ok(remains) if remains.looks_like_damaged_spare() => WithoutSuperblock::DamagedSpare(remains.describe()),
-        Ok(remains) => WithoutSuperblock::Other(remains.describe()),
-        Err(e) => WithoutSuperblock::Other(format!(
-            "it holds no valid zapraid array superblock, and its zones cannot be reported ({e})"
-        )),
-    }
-}
-
-/// Why a drive without a valid array superblock cannot be used as it is, for the user.
-pub fn missing_superblock_reason(drive: &mut dyn ZonedDevice) -> String {
-    match without_superblock(drive) {
-        WithoutSuperblock::Spare(record) => {
-            format!("it holds no array superblock: it is {}", crate::records::spare::spare_text(&record))
-        }
-        WithoutSuperblock::DamagedSpare(reason) | WithoutSuperblock::Other(reason) => reason,
-    }
-}
-
-/// The superblock of the first of `paths` that has a valid one (one drive's damaged
-/// superblock, or a drive gone, does not hide the array); if none has, why the first
-/// drive has none (or cannot be opened).
-pub fn first_superblock(paths: &[PathBuf]) -> Result<ArraySuperblock> {
-    let mut first_error = None;
-    for path in paths {
-        match open_drive(path) {
-            Ok(mut drive) => {
-                if let Some(sb) = read_superblock(drive.as_mut()) {
-                    return Ok(sb);
-                }
-                if first_error.is_none() {
-                    let reason = missing_superblock_reason(drive.as_mut());
-                    first_error = Some(Error::Refused { path: path.clone(), reason });
-                }
-            }
-            Err(error) => {
-                first_error.get_or_insert(error);
-            }
-        }
-    }
-    Err(first_error.unwrap_or_else(|| Error::Config { reason: "no drives given".into() }))
 }
 
 #[cfg(test)]

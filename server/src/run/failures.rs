@@ -46,37 +46,6 @@ pub fn check_fail(
     Err(Error::Unsurvivable { level, failed: failed.to_vec(), rebuilding, drive })
 }
 
-/// Why a failure is refused: what the level survives, what failed already or is being
-/// rebuilt, what failing `drive` would do.
-pub fn unsurvivable_text(level: RaidLevel, failed: &[usize], rebuilding: Option<usize>, drive: usize) -> String {
-    let survives = match level.tolerated_failures() {
-        0 => "no failed drive".to_string(),
-        1 => "1 failed drive".to_string(),
-        n => format!("{n} failed drives"),
-    };
-    let already = match failed {
-        [] => String::new(),
-        [one] => format!(", and drive {one} has failed already"),
-        [first @ .., last] => {
-            let first: Vec<String> = first.iter().map(usize::to_string).collect();
-            format!(", and drives {} and {last} have failed already", first.join(", "))
-        }
-    };
-    let rebuilt = match rebuilding {
-        Some(r) if r != drive => format!(
-            "{} drive {r} is being rebuilt (it holds only what the rebuild gave it so far)",
-            if already.is_empty() { "," } else { ", and" }
-        ),
-        _ => String::new(),
-    };
-    let too = if failed.is_empty() && rebuilt.is_empty() { "" } else { " too" };
-    format!(
-        "{level} survives {survives}{already}{rebuilt}: failing drive {drive}{too} would lose the array's data \
-         (blocks of the stripes it would leave short read as errors, and with no drive to spare the array \
-         would not start again); add --force to fail it anyway"
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

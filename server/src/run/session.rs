@@ -11,9 +11,11 @@ use std::sync::Arc;
 use crossbeam_channel::Receiver;
 use zapraid_engine::{OpenSegments, Request};
 
-use crate::assemble::format::recover;
+use super::message::{Answer, Message, ReplyTo};
+use super::status::ArrayStatus;
+use super::thread::{EngineThread, FailureRecord};
 use crate::assemble::assembly::Assembled;
-use crate::run::thread::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
+use crate::assemble::recover::recover;
 use crate::error::{Error, Result};
 
 pub struct Session {
@@ -58,7 +60,7 @@ impl Session {
     }
 
     /// The engine's status now.
-    pub fn status(&self) -> Result<crate::run::thread::ArrayStatus> {
+    pub fn status(&self) -> Result<ArrayStatus> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.thread.tx.send(Message::Status(tx)).map_err(|_| Error::EngineGone)?;
         rx.recv().map_err(|_| Error::EngineGone)

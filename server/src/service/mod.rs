@@ -4,22 +4,28 @@
 //! by itself (`spare_pool`), export the block device (optional), answer the control
 //! socket, and on `stop` shut down in order: delete the block device (no more I/O), stop
 //! the engine cleanly (stop footer), remove the socket.
+//!
+//! The top room: it puts the rooms below together (`assemble`, `run`, `export`, `ops`,
+//! `control`); nothing in the crate takes from it.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use zapraid_engine::format::SpareRecord;
 
-use crate::assemble::format::{assemble_with, recover, unix_now_s, uuid_text};
-use crate::control::{self, Identity, Stopped};
+use crate::assemble::assembly::assemble_with;
 use crate::assemble::degraded::{absent_line, stale_drive_hint, NewlyMissing};
-use crate::run::thread::{EngineThread, FailureRecord, Message};
-use crate::error::Result;
-use crate::records::names::{check_name, start_name};
-use crate::ops::replace::{rebuilding_drive, reset_unused_zones};
-use crate::ops::spare_pool::{self, Spares};
-use crate::records::superblock::first_superblock;
+use crate::assemble::identify::first_superblock;
+use crate::assemble::recover::{rebuilding_drive, recover, reset_unused_zones};
+use crate::control::{self, run_dir, Stopped};
+use crate::error::{Error, Result};
 use crate::export::ublk::{self, DeviceShape, UblkOptions};
+use crate::ops::identity::Identity;
+use crate::ops::spare_pool::{self, Spares};
+use crate::records::identity::{unix_now_s, uuid_text};
+use crate::records::names::{check_name, start_name};
+use crate::run::message::Message;
+use crate::run::thread::{EngineThread, FailureRecord};
 
 #[derive(Clone, Debug, Default)]
 pub struct StartOptions {
@@ -107,7 +113,7 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         check_name(name)?;
     }
     // The run directory, where the socket goes, checked before the drives are touched.
-    crate::control::run_dir::prepare()?;
+    run_dir::prepare()?;
     // A name already running is refused before any drive is assembled or recovered (with
     // no name given, the drives' own: their superblocks are read for it, nothing more).
     let asked_name = match &options.name {
@@ -230,7 +236,7 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
                     request_stop();
                 }
             })
-            .map_err(|error| crate::Error::Io { path: "signal thread".into(), context: "cannot start", error })?;
+            .map_err(|error| Error::Io { path: "signal thread".into(), context: "cannot start", error })?;
     }
     spare_pool::watch(spares.clone(), identity.clone(), thread.tx.clone())?;
     let socket = control::listen(&name, identity.clone(), thread.tx.clone(), spares, request_stop, stopped.clone())?;

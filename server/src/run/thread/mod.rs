@@ -16,18 +16,20 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
-use zapraid_engine::{Engine, Request, Status};
+use zapraid_engine::{Engine, Request};
 use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
 
 use zapraid_engine::format::ArraySuperblock;
 
-use crate::assemble::format::Drive;
+use super::failures::{check_fail, FailOutcome};
+use super::message::{EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
+use super::status::ArrayStatus;
+use super::wake::Doorbell;
+use crate::assemble::assembly::Assembled;
+use crate::drives::Drive;
 use crate::error::{Error, Result};
-use crate::run::failures::{check_fail, FailOutcome};
+use crate::records::checkpoint::{self, CheckpointMark, CheckpointPlace};
 use crate::records::superblock::{superblock_writes, SUPERBLOCK_COPIES};
-use crate::run::wake::Doorbell;
-
-pub use message::{Answer, EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
 
 /// Tag of superblock writes the engine thread makes itself (no engine tag is this one:
 /// their slot index, the low 32 bits, is never all ones).
@@ -44,12 +46,12 @@ pub struct FailureRecord {
     /// Blocks zone 0 can take.
     pub zone_capacity_blocks: u64,
     /// Where a clean stop leaves the array's checkpoint, if it keeps one.
-    pub checkpoint: Option<crate::records::checkpoint::CheckpointPlace>,
+    pub checkpoint: Option<CheckpointPlace>,
 }
 
 impl FailureRecord {
     /// What the engine thread of an assembled (and recovered) array records, and where.
-    pub fn of(assembled: &crate::assemble::assembly::Assembled) -> Self {
+    pub fn of(assembled: &Assembled) -> Self {
         FailureRecord {
             superblock: assembled.superblock,
             next_lba: assembled.superblock_next_lba.clone(),
@@ -61,31 +63,6 @@ impl FailureRecord {
 
 /// Latencies kept for percentiles: the newest this many requests of each kind.
 const LATENCY_SAMPLES: usize = 65_536;
-
-/// What `zapraid status` shows of a running array.
-#[derive(Clone, Debug, Default)]
-pub struct ArrayStatus {
-    pub engine: Status,
-    pub drives: usize,
-    pub logical_blocks: u64,
-    pub block_size_bytes: u32,
-    pub reads: u64,
-    pub writes: u64,
-    pub flushes: u64,
-    pub discards: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub errors: u64,
-    /// p50, p99, p99.9 in microseconds, over the newest requests.
-    pub read_latency_us: [f64; 3],
-    pub write_latency_us: [f64; 3],
-    pub uptime_s: f64,
-    pub stopping: bool,
-    /// Seconds since the running rebuild started (on this server), if one runs.
-    pub rebuild_elapsed_s: Option<f64>,
-    /// Seconds since the running scrub started, if one runs.
-    pub scrub_elapsed_s: Option<f64>,
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -144,11 +121,11 @@ impl EngineThread {
     }
 }
 
-pub(crate) struct EngineLoop {
-    pub(crate) engine: Engine,
-    pub(crate) drives: Vec<ReservedZones<Drive>>,
+struct EngineLoop {
+    engine: Engine,
+    drives: Vec<ReservedZones<Drive>>,
     rx: Receiver<Message>,
-    pub(crate) wake: Arc<Doorbell>,
+    wake: Arc<Doorbell>,
     started: Instant,
     next_id: u64,
     pending: HashMap<u64, Pending>,
@@ -156,16 +133,16 @@ pub(crate) struct EngineLoop {
     read_latencies: VecDeque<u32>,
     write_latencies: VecDeque<u32>,
     stopping: bool,
-    pub(crate) record: FailureRecord,
+    record: FailureRecord,
     /// Whether every drive signals `wake` on completions (a drive swapped in must too).
-    pub(crate) notified: bool,
+    notified: bool,
     /// Drives being rebuilt (`replace`), bit per drive: recorded failed and rebuilding in
-    /// the superblock until the rebuild ends (`replace::watch_rebuild`).
-    pub(crate) rebuilding: u64,
+    /// the superblock until the rebuild ends (`rebuild`: `watch_rebuild`).
+    rebuilding: u64,
     /// When the running rebuild started, for its rate.
-    pub(crate) rebuild_started: Option<Instant>,
+    rebuild_started: Option<Instant>,
     /// When the last scrub started, for its rate while it runs.
-    pub(crate) scrub_started: Option<Instant>,
+    scrub_started: Option<Instant>,
     /// Told of every superblock generation recorded (`Message::WatchGenerations`).
     watchers: Vec<Sender<()>>,
     /// The engine's drive-changing commands sent so far (`checkpoint::changes_drive`).
@@ -258,7 +235,7 @@ impl EngineLoop {
         // never reads its copies, which would be stale by the time it is not.
         let failed_mask = self.failed_mask();
         let failed: Vec<usize> = (0..self.drives.len()).filter(|d| failed_mask >> d & 1 == 1).collect();
-        let (copies, result) = crate::records::checkpoint::write(&mut self.drives, &failed, area, &image);
+        let (copies, result) = checkpoint::write(&mut self.drives, &failed, area, &image);
         match &result {
             Ok(()) => tracing::info!(
                 generation = image.generation,
@@ -267,7 +244,7 @@ impl EngineLoop {
             ),
             Err(e) => tracing::warn!("the checkpoint was not written everywhere ({e}): the next start may replay"),
         }
-        let mark = crate::records::checkpoint::CheckpointMark { superblock_generation, engine_writes: self.engine_writes };
+        let mark = CheckpointMark { superblock_generation, engine_writes: self.engine_writes };
         // An image written nowhere leaves the generations as they were: the next lands in the
         // same copy (never the base's).
         if let Some(place) = self.record.checkpoint.as_mut().filter(|_| copies > 0) {
@@ -450,7 +427,7 @@ impl EngineLoop {
     /// Takes every drive's completions: the engine's to the engine, the engine thread's
     /// own superblock writes counted apart. With `block` and nothing reaped, waits for a
     /// drive with commands in flight. Returns (completions reaped, superblock writes).
-    pub(crate) fn poll_drives(&mut self, block: bool) -> (usize, usize) {
+    fn poll_drives(&mut self, block: bool) -> (usize, usize) {
         let mut completions = Vec::new();
         let mut reaped = 0;
         let mut records = 0;
@@ -484,11 +461,11 @@ impl EngineLoop {
     }
 
     /// Hands the engine's commands to the drives; returns how many.
-    pub(crate) fn dispatch(&mut self) -> usize {
+    fn dispatch(&mut self) -> usize {
         let mut n = 0;
         loop {
             while let Some(cmd) = self.engine.poll_command() {
-                self.engine_writes += u64::from(crate::records::checkpoint::changes_drive(&cmd.command));
+                self.engine_writes += u64::from(checkpoint::changes_drive(&cmd.command));
                 self.drives[cmd.drive].submit(cmd.tag, cmd.command);
                 n += 1;
             }
@@ -593,7 +570,8 @@ fn percentiles(samples: &VecDeque<u32>) -> [f64; 3] {
     [at(0.5), at(0.99), at(0.999)]
 }
 
-mod message;
+mod rebuild;
 mod record;
+mod scrub;
 #[cfg(test)]
 mod tests;

@@ -30,7 +30,7 @@ impl EngineLoop {
     /// Appends a superblock generation naming the failed and rebuilding drives to every
     /// live drive and every drive being rebuilt, if either changed since the last one;
     /// waits for it (feeding the engine the completions of its own commands meanwhile).
-    pub(crate) fn record_failures(&mut self) {
+    pub(super) fn record_failures(&mut self) {
         // Completions taken while recording may fail another drive: record until stable.
         while !self.recorded() {
             self.record_once();

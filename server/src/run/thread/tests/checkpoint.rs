@@ -336,7 +336,8 @@ fn a_stop_during_a_rebuild_leaves_a_checkpoint_the_next_start_begins_from() {
     result.recv().unwrap().unwrap();
     let new_path = dir.path().join("new.zns");
     EmulatedDrive::create_file(&new_path, g, 99).unwrap();
-    let device = crate::ops::replace::prepare_new_drive(&new_path, REPLACED, &g, reserved_zones, &[], false).unwrap();
+    let device =
+        crate::assemble::new_drive::prepare_new_drive(&new_path, REPLACED, &g, reserved_zones, &[], false).unwrap();
     let (done, result) = crossbeam_channel::bounded(1);
     let rate = Some(REBUILD_RATE_BYTES_PER_S);
     thread.tx.send(Message::ReplaceDrive { drive: REPLACED, device, rebuild_rate_bytes_per_s: rate, done }).unwrap();
@@ -359,8 +360,8 @@ fn a_stop_during_a_rebuild_leaves_a_checkpoint_the_next_start_begins_from() {
         report.checkpoint_generation.map_or(String::new(), |g| format!(" from checkpoint {g}"))
     );
     assert!(report.checkpoint_generation.is_some(), "the start during the rebuild replayed: {report:?}");
-    assert_eq!(crate::ops::replace::rebuilding_drive(&assembled), Some(REPLACED));
-    crate::ops::replace::reset_unused_zones(&mut assembled, REPLACED, &engine.zones_holding_segments()).unwrap();
+    assert_eq!(crate::assemble::recover::rebuilding_drive(&assembled), Some(REPLACED));
+    crate::assemble::recover::reset_unused_zones(&mut assembled, REPLACED, &engine.zones_holding_segments()).unwrap();
     engine.resume_drive_rebuild(REPLACED).unwrap();
     let record = FailureRecord::of(&assembled);
     let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();

@@ -1,5 +1,8 @@
 use super::*;
-use crate::assemble::format::{assemble, format, recover, FormatOptions};
+use crate::assemble::assembly::assemble;
+use crate::assemble::format::{format, FormatOptions};
+use crate::assemble::recover::recover;
+use crate::run::message::Answer;
 use std::path::PathBuf;
 use zapraid_engine::{Mode, RaidLevel};
 use zapraid_zns::{EmulatedDrive, Geometry};
@@ -128,7 +131,7 @@ impl Drop for Threaded {
 }
 
 /// Starts the engine thread over assembled drives, as they are or behind `Threaded`.
-fn spawn(mut assembled: crate::assemble::format::Assembled, threaded: bool) -> Result<(EngineThread, Vec<usize>)> {
+fn spawn(mut assembled: Assembled, threaded: bool) -> Result<(EngineThread, Vec<usize>)> {
     let engine = recover(&mut assembled)?;
     let record = FailureRecord::of(&assembled);
     let block_size_bytes = assembled.superblock.block_size_bytes.get();

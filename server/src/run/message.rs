@@ -1,18 +1,20 @@
 //! What frontends and the engine thread say to each other: the messages sent over the
 //! thread's bounded channel (`Message`, through an `EngineSender`), and the answers to
-//! block requests, each on the frontend's own channel (`Answer`, `ReplyTo`).
+//! block requests, each on the frontend's own channel (`Answer`, `ReplyTo`); the other
+//! messages carry their own one-answer channel (`query_status` asks for the status so).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam_channel::{SendError, Sender};
 use zapraid_engine::Request;
 use zapraid_zns::ReservedZones;
 
-use super::ArrayStatus;
-use crate::assemble::format::Drive;
+use super::failures::FailOutcome;
+use super::status::ArrayStatus;
+use super::wake::Doorbell;
+use crate::drives::Drive;
 use crate::error::Result;
-use crate::run::failures::FailOutcome;
-use crate::run::wake::Doorbell;
 
 /// Messages waiting for the engine thread at most: senders block beyond this.
 pub const MESSAGE_QUEUE_CAPACITY: usize = 1024;
@@ -55,8 +57,8 @@ pub enum Message {
     },
     /// Start a scrub, or change the running one's rate (`zapraid scrub`).
     Scrub {
-        request: crate::control::scrub::ScrubRequest,
-        done: crate::control::scrub::ScrubAnswer,
+        request: ScrubRequest,
+        done: ScrubAnswer,
     },
     /// Be told (a `()`, dropped if one waits already) of every superblock generation the
     /// thread records: a drive failed, a rebuild started or ended (`spare_pool::watch`).
@@ -70,6 +72,18 @@ pub enum Message {
     /// Clean stop: finish what was sent, write the stop footer, end the thread.
     Stop,
 }
+
+/// What the control socket asks of the engine thread's scrub.
+#[derive(Debug)]
+pub enum ScrubRequest {
+    /// Start a scrub reading at most this many bytes per second (None: no limit).
+    Start { rate_bytes_per_s: Option<u64> },
+    /// Change the running scrub's rate limit.
+    SetRate { rate_bytes_per_s: Option<u64> },
+}
+
+/// The engine thread's answer: an error to show, or nothing.
+pub type ScrubAnswer = Sender<std::result::Result<(), String>>;
 
 /// The frontends' way to the engine thread: the bounded channel, and the doorbell the
 /// thread sleeps on (rung after each message; it signals only a sleeping thread).
@@ -86,4 +100,14 @@ impl EngineSender {
         self.wake.ring();
         Ok(())
     }
+}
+
+/// Longest wait for a running array's answer.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The engine thread's status now (None: it has stopped, or did not answer in time).
+pub fn query_status(engine: &EngineSender) -> Option<ArrayStatus> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    engine.send(Message::Status(tx)).ok()?;
+    rx.recv_timeout(ANSWER_TIMEOUT).ok()
 }
