@@ -8,25 +8,25 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use zapraid_engine::format::{decode_footer_block, BlockMetadata, CheckpointImage, SegmentHeader};
-use zapraid_server::array::{
-    format_with_spares, open_drive, read_superblock, refuse_repeated_drives, uuid_text, FormatOptions, NewlyMissing,
-    SUPERBLOCK_ZONES,
-};
-use zapraid_server::checkpoint::CheckpointArea;
-use zapraid_server::control;
-use zapraid_server::names::start_name;
-use zapraid_server::run_dir;
+use zapraid_server::assemble::identify::{first_superblock, missing_superblock_reason};
+use zapraid_server::assemble::{format_with_spares, FormatOptions, NewlyMissing};
+use zapraid_server::control::{self, run_dir};
+use zapraid_server::drives::{open_drive, refuse_repeated_drives};
+use zapraid_server::records::checkpoint::CheckpointArea;
+use zapraid_server::records::names::start_name;
+use zapraid_server::records::superblock::read_superblock;
+use zapraid_server::records::{uuid_text, SUPERBLOCK_ZONES};
 
 use crate::size::parse_bytes;
+use zapraid_server::export::ublk::{self, UblkOptions};
 use zapraid_server::service::{self, Progress, StartOptions};
-use zapraid_server::superblock::{first_superblock, missing_superblock_reason};
-use zapraid_server::ublk::{self, UblkOptions};
 use zapraid_zns::{execute, report_all_zones, Command};
 
 use crate::hybrid::{chunks_text, OpenSegmentArgs};
 use crate::report;
 use crate::simulate::{raid_level, write_mode, Level, WriteMode};
 use crate::size::format_bytes;
+use crate::text::{answer_text, bar};
 
 /// Default stripe group size (the paper's choice).
 pub(crate) const DEFAULT_GROUP_SIZE: u32 = 256;
@@ -147,22 +147,6 @@ pub struct InspectArgs {
     drive: PathBuf,
 }
 
-/// A progress bar on a terminal, nothing otherwise.
-pub(crate) fn bar(total: u64, what: &str) -> indicatif::ProgressBar {
-    if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(total);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}")
-                .expect("template")
-                .progress_chars("=> "),
-        );
-        bar.set_message(what.to_string());
-        bar
-    } else {
-        indicatif::ProgressBar::hidden()
-    }
-}
-
 pub fn run_format(args: FormatArgs) -> Result<()> {
     let level = raid_level(args.level, args.drives.len());
     let mode = write_mode(args.mode, args.group_size);
@@ -210,7 +194,7 @@ pub fn run_start(args: StartArgs) -> Result<()> {
         return start_daemon(&args);
     }
     let block_device = !args.no_device;
-    if block_device && !zapraid_server::ublk::available() {
+    if block_device && !zapraid_server::export::ublk::available() {
         bail!(
             "the block device needs the ublk kernel module (ublk_drv, Linux >= 6.0), and /dev/ublk-control is \
              missing: load it with `modprobe ublk_drv`, or run with --no-device for the engine alone"
@@ -501,11 +485,6 @@ fn missing_line(name: &str, status: &serde_json::Value) -> Option<String> {
         .map(|d| format!("drive {} missing (recorded failed)", d["index"]))
         .collect();
     (!missing.is_empty()).then(|| format!("array \"{name}\" runs degraded: {}", missing.join(", ")))
-}
-
-/// An error in a control socket's answer, as text (not as a JSON string in quotes).
-pub(crate) fn answer_text(error: &serde_json::Value) -> String {
-    error.as_str().map_or_else(|| error.to_string(), str::to_string)
 }
 
 pub fn run_inspect(args: InspectArgs) -> Result<()> {

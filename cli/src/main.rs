@@ -14,10 +14,12 @@ mod replay_targets;
 mod report;
 mod scrub;
 mod selftest;
+mod selftest_array;
 mod selftest_random;
 mod simulate;
 mod size;
 mod spare;
+mod text;
 
 use std::io::IsTerminal;
 

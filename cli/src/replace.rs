@@ -1,6 +1,6 @@
 //! `zapraid replace`: puts a new drive in a failed drive's place in a running array and
 //! starts rebuilding onto it. The checks of the new drive and the swap are the server's
-//! (`zapraid_server::replace`); this names the drive (by path or index), makes the new
+//! (`zapraid_server::ops::replace`); this names the drive (by path or index), makes the new
 //! drive's path absolute (the server may run elsewhere), and says what happened.
 //! `zapraid rebuild-rate` changes the rebuild rate limit of a running array.
 
@@ -10,8 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use zapraid_server::control;
 
-use crate::array::{answer_text, find_drive};
+use crate::array::find_drive;
 use crate::size::{format_rate, parse_rate};
+use crate::text::answer_text;
 
 #[derive(Args)]
 pub struct ReplaceArgs {

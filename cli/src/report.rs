@@ -5,8 +5,9 @@
 use serde_json::Value;
 use zapraid_engine::format::{ArraySuperblock, SegmentHeader};
 use zapraid_engine::{ChunkClass, Mode, OpenSegments, RaidLevel};
-use zapraid_server::array::{failed_drives, uuid_text};
-use zapraid_server::degraded::drives_text;
+use zapraid_server::assemble::degraded::drives_text;
+use zapraid_server::records::superblock::failed_drives;
+use zapraid_server::records::uuid_text;
 
 use crate::hybrid::open_segments_text;
 use crate::size::format_bytes;

@@ -11,8 +11,8 @@ use clap::Args;
 use serde_json::Value;
 use zapraid_server::control;
 
-use crate::array::answer_text;
 use crate::size::{format_bytes, parse_rate};
+use crate::text::{answer_text, bar};
 
 /// How often `--wait` asks the array how far the scrub got.
 const POLL_INTERVAL_MS: u64 = 200;
@@ -58,7 +58,7 @@ pub fn run_scrub(args: ScrubArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let bar = crate::array::bar(100, "scrub");
+    let bar = bar(100, "scrub");
     let report = loop {
         std::thread::sleep(Duration::from_millis(POLL_INTERVAL_MS));
         let status = control::ask(name, "status")?;

@@ -9,11 +9,11 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
-use zapraid_server::driver::Message;
+use zapraid_server::run::Message;
 
-use crate::array::bar;
-use crate::selftest::{selftest_block, SelftestArray};
+use crate::selftest_array::{selftest_block, SelftestArray};
 use crate::size::format_bytes;
+use crate::text::bar;
 
 /// Requests in flight at once.
 const RANDOM_QUEUE_DEPTH: usize = 64;

@@ -1,7 +1,7 @@
 //! `zapraid add-spare | remove-spare`: hot spares of a running array. The checks, the
-//! spare record and the rebuild onto a spare are the server's (`zapraid_server::spare`,
-//! `spare_pool`); this makes the drive's path absolute (the server may run elsewhere) and
-//! says what happened. Also what `status` and a background `start` say of spares.
+//! spare record and the rebuild onto a spare are the server's (`zapraid_server::ops::spare_pool`,
+//! `records::spare`); this makes the drive's path absolute (the server may run elsewhere)
+//! and says what happened. Also what `status` and a background `start` say of spares.
 
 use std::path::PathBuf;
 
@@ -10,7 +10,7 @@ use clap::Args;
 use serde_json::Value;
 use zapraid_server::control;
 
-use crate::array::answer_text;
+use crate::text::answer_text;
 
 #[derive(Args)]
 pub struct AddSpareArgs {

@@ -106,7 +106,7 @@ fn help_explains() {
 fn start_help_gives_the_default_queues_and_zero_queues_are_refused() {
     let out = zapraid(&["start", "--help"]);
     let (stdout, _) = text(&out);
-    let most = format!("at most {}", zapraid_server::ublk::MAX_DEFAULT_QUEUES);
+    let most = format!("at most {}", zapraid_server::export::ublk::MAX_DEFAULT_QUEUES);
     assert!(stdout.contains("one per core by default") && stdout.contains(&most), "{stdout}");
     for bad in [["--queues", "0"], ["--queue-depth", "0"]] {
         let out = zapraid(&["start", bad[0], bad[1], "--no-device", "/nonexistent"]);

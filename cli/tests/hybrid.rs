@@ -136,7 +136,7 @@ fn a_hybrid_array_records_its_open_segments_and_shows_them() {
     // one open segment of 8 KiB chunks would).
     let sb = ArraySuperblock::decode(&s.superblock(0)).unwrap();
     let raw = s.geometry(0);
-    let array = Geometry { zone_count: raw.zone_count - zapraid_server::array::SUPERBLOCK_ZONES, ..raw };
+    let array = Geometry { zone_count: raw.zone_count - zapraid_server::records::SUPERBLOCK_ZONES, ..raw };
     let (level, mode) = (RaidLevel::Raid5 { drives: DRIVES }, Mode::ZapRaid { group_size: 8 });
     let plan = SegmentPlan::new(&array, level, mode, 8192, sb.open_segments()).unwrap();
     assert_eq!(sb.logical_blocks.get(), plan.capacity_blocks(array.zone_count));
@@ -236,7 +236,7 @@ fn a_default_array_formats_and_starts_as_before() {
     assert_eq!(bytes[LARGE_CHUNK_BYTES], [0; 4]);
     let sb = ArraySuperblock::decode(&bytes).unwrap();
     let raw = s.geometry(0);
-    let array = Geometry { zone_count: raw.zone_count - zapraid_server::array::SUPERBLOCK_ZONES, ..raw };
+    let array = Geometry { zone_count: raw.zone_count - zapraid_server::records::SUPERBLOCK_ZONES, ..raw };
     let layout =
         Layout::new(&array, RaidLevel::Raid5 { drives: DRIVES }, Mode::ZapRaid { group_size: 8 }, 4096).unwrap();
     assert_eq!(sb.logical_blocks.get(), layout.capacity_blocks(array.zone_count), "one open segment's capacity");

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use zapraid_engine::format::BlockKind;
-use zapraid_server::array::SUPERBLOCK_ZONES;
+use zapraid_server::records::SUPERBLOCK_ZONES;
 use zapraid_zns::{EmulatedDrive, ZonedDevice};
 
 mod common;

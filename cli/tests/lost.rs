@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use zapraid_server::array::SUPERBLOCK_ZONES;
+use zapraid_server::records::SUPERBLOCK_ZONES;
 use zapraid_zns::{EmulatedDrive, ZoneState, ZonedDevice};
 
 use zapraid_engine::Request;
-use zapraid_server::array::assemble;
-use zapraid_server::session::Session;
+use zapraid_server::assemble::assemble;
+use zapraid_server::run::Session;
 
 mod common;
 use common::serial;

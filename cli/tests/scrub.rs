@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use zapraid_engine::format::{BlockKind, BlockMetadata};
-use zapraid_server::array::SUPERBLOCK_ZONES;
+use zapraid_server::records::SUPERBLOCK_ZONES;
 use zapraid_zns::{Command, EmulatedDrive, ZoneState, ZonedDevice};
 
 mod common;

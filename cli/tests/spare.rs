@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zapraid_engine::Request;
-use zapraid_server::array::{assemble, recover};
-use zapraid_server::driver::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
+use zapraid_server::assemble::{assemble, recover};
+use zapraid_server::run::{Answer, EngineThread, FailureRecord, Message, ReplyTo};
 
 mod common;
 use common::drive_file::DriveFile;

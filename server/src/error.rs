@@ -1,7 +1,8 @@
 //! The server crate's errors: each names the drive (by path) or the setting at fault,
 //! once. An error that carries a lower one prints it and does not also return it from
 //! `source()` (anyhow's `{:#}` would print it again), and a drive's path is added only
-//! when the drive's own error does not name it already.
+//! when the drive's own error does not name it already. The bottom of the crate: it
+//! imports nothing of it.
 
 use std::path::{Path, PathBuf};
 
@@ -36,8 +37,9 @@ pub enum Error {
     #[error("drive {drive} has failed already")]
     AlreadyFailed { drive: usize },
 
-    /// A drive failure the level cannot survive, asked for without force (`failures`).
-    #[error("{}", crate::failures::unsurvivable_text(*level, failed, *rebuilding, *drive))]
+    /// A drive failure the level cannot survive, asked for without force
+    /// (`run::failures`).
+    #[error("{}", unsurvivable_text(*level, failed, *rebuilding, *drive))]
     Unsurvivable { level: zapraid_engine::RaidLevel, failed: Vec<usize>, rebuilding: Option<usize>, drive: usize },
 
     /// Drives absent at start that the array may not start without (`degraded`).
@@ -52,6 +54,42 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Why a failure is refused: what the level survives, what failed already or is being
+/// rebuilt, what failing `drive` would do.
+fn unsurvivable_text(
+    level: zapraid_engine::RaidLevel,
+    failed: &[usize],
+    rebuilding: Option<usize>,
+    drive: usize,
+) -> String {
+    let survives = match level.tolerated_failures() {
+        0 => "no failed drive".to_string(),
+        1 => "1 failed drive".to_string(),
+        n => format!("{n} failed drives"),
+    };
+    let already = match failed {
+        [] => String::new(),
+        [one] => format!(", and drive {one} has failed already"),
+        [first @ .., last] => {
+            let first: Vec<String> = first.iter().map(usize::to_string).collect();
+            format!(", and drives {} and {last} have failed already", first.join(", "))
+        }
+    };
+    let rebuilt = match rebuilding {
+        Some(r) if r != drive => format!(
+            "{} drive {r} is being rebuilt (it holds only what the rebuild gave it so far)",
+            if already.is_empty() { "," } else { ", and" }
+        ),
+        _ => String::new(),
+    };
+    let too = if failed.is_empty() && rebuilt.is_empty() { "" } else { " too" };
+    format!(
+        "{level} survives {survives}{already}{rebuilt}: failing drive {drive}{too} would lose the array's data \
+         (blocks of the stripes it would leave short read as errors, and with no drive to spare the array \
+         would not start again); add --force to fail it anyway"
+    )
+}
 
 /// "path: " before a drive's error, unless the error names the path itself (errors of
 /// opening a drive file do).

@@ -9,8 +9,8 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use zapraid_engine::Request;
-use zapraid_server::array::assemble;
-use zapraid_server::session::Session;
+use zapraid_server::assemble::assemble;
+use zapraid_server::run::Session;
 
 use super::{text, zapraid_in};
 

@@ -4,32 +4,32 @@
 //! `scrub [RATE]`, `scrub rate RATE`, `add-spare force|check PATH`, `remove-spare PATH`),
 //! one JSON line back. `zapraid status`, `stop`, `fail`, `replace`, `rebuild-rate`,
 //! `scrub`, `add-spare` and `remove-spare` are its clients.
+//!
+//! The room above `ops`: it parses the commands and carries them to `ops` and to the engine
+//! thread (`run::message`), says the answers as JSON (`status`, `scrub`, `l2p`), and keeps
+//! the run directory the sockets live in (`run_dir`). Files here take from the rooms below;
+//! `status` takes from `scrub` and `l2p`, and this file from all three and `run_dir`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
 
-use zapraid_engine::{Mode, OpenSegments, RaidLevel};
-
-use crate::driver::{ArrayStatus, EngineSender, Message};
+use crate::assemble::new_drive::prepare_new_drive;
 use crate::error::{Error, Result};
-use crate::failures::FailOutcome;
-use crate::spare_pool::{self, Spares, Supplied};
+use crate::ops::identity::Identity;
+use crate::ops::replace::swap_in;
+use crate::ops::spare_pool::{self, Spares, Supplied};
+use crate::run::failures::FailOutcome;
+use crate::run::message::{query_status, EngineSender, Message};
+use run_dir::run_dir;
 
+pub mod l2p;
+pub mod run_dir;
+pub mod scrub;
 mod status;
+pub use crate::run::message::ANSWER_TIMEOUT;
 pub use status::status_json;
-
-/// Where control sockets live, unless `ZAPRAID_RUN_DIR` says otherwise.
-pub const DEFAULT_RUN_DIR: &str = "/run/zapraid";
-
-/// Longest wait for a running array's answer.
-pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
-
-pub fn run_dir() -> PathBuf {
-    std::env::var_os("ZAPRAID_RUN_DIR").map_or_else(|| PathBuf::from(DEFAULT_RUN_DIR), PathBuf::from)
-}
 
 pub fn socket_path(name: &str) -> PathBuf {
     run_dir().join(format!("{name}.sock"))
@@ -50,30 +50,6 @@ pub fn refuse_running(name: &str) -> Result<()> {
         });
     }
     Ok(())
-}
-
-/// What the server tells about itself beside the engine's status.
-#[derive(Clone, Debug)]
-pub struct Identity {
-    pub name: String,
-    pub uuid: String,
-    pub level: RaidLevel,
-    pub mode: Mode,
-    /// The chunk size, or with several open segments the small chunk (Cs).
-    pub chunk_bytes: u64,
-    /// Open segments: Ns of small chunks, Nl of large chunks.
-    pub open_segments: OpenSegments,
-    /// The drives in array order, as the start named them, and canonicalized (absolute,
-    /// links resolved: a client elsewhere finds a drive by it, however it spells it);
-    /// `None` for a drive absent at start (a `MissingDrive` stands in for it).
-    pub drives: Vec<Option<String>>,
-    pub canonical_drives: Vec<Option<String>>,
-    pub device: Option<String>,
-    /// The drives' geometry, superblock zones included (a replacement must have it).
-    pub drive_geometry: zapraid_zns::Geometry,
-    /// Zones before the array's own on each drive (superblock, checkpoint): a new drive
-    /// sets aside as many.
-    pub reserved_zones: u32,
 }
 
 /// Set when the array has stopped cleanly; `stop` answers only then.
@@ -108,7 +84,7 @@ pub fn listen(
     request_stop: Arc<dyn Fn() + Send + Sync>,
     stopped: Arc<Stopped>,
 ) -> Result<PathBuf> {
-    crate::run_dir::prepare()?;
+    run_dir::prepare()?;
     // Checked again: another start of the name may have come up since `refuse_running`.
     refuse_running(name)?;
     let path = socket_path(name);
@@ -176,7 +152,7 @@ fn handle(
         ["rebuild-rate", rate] => rebuild_rate(engine, rate),
         ["add-spare", ..] => add_spare(identity, engine, spares, line.trim_end_matches(['\r', '\n'])),
         ["remove-spare", ..] => remove_spare(spares, line.trim_end_matches(['\r', '\n'])),
-        ["scrub", rest @ ..] => crate::scrub::control(engine, rest),
+        ["scrub", rest @ ..] => scrub::control(engine, rest),
         _ => error_json(&format!(
             "unknown command \"{}\" (status, stop, fail N, fail N force, replace N force|check [rate=B] PATH, \
              rebuild-rate B|unlimited, add-spare, remove-spare, scrub [RATE])",
@@ -277,12 +253,11 @@ fn replace(identity: &Mutex<Identity>, engine: &EngineSender, spares: &Spares, l
     if drive >= members.len() {
         return error_json(&Error::NoSuchDrive { drive, drives: members.len() }.to_string());
     }
-    let device =
-        match crate::replace::prepare_new_drive(path, drive, &geometry, reserved_zones, &members, force == "force") {
-            Ok(device) => device,
-            Err(e) => return error_json(&e.to_string()),
-        };
-    match crate::replace::swap_in(identity, engine, drive, device, path, rebuild_rate_bytes_per_s) {
+    let device = match prepare_new_drive(path, drive, &geometry, reserved_zones, &members, force == "force") {
+        Ok(device) => device,
+        Err(e) => return error_json(&e.to_string()),
+    };
+    match swap_in(identity, engine, drive, device, path, rebuild_rate_bytes_per_s) {
         Ok(()) => {
             spares.forget_rebuild(drive);
             serde_json::json!({ "replaced_drive": drive, "path": path.display().to_string() })
@@ -322,12 +297,6 @@ fn remove_spare(spares: &Spares, line: &str) -> serde_json::Value {
 
 fn error_json(reason: &str) -> serde_json::Value {
     serde_json::json!({ "error": reason })
-}
-
-pub(crate) fn query_status(engine: &EngineSender) -> Option<ArrayStatus> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    engine.send(Message::Status(tx)).ok()?;
-    rx.recv_timeout(ANSWER_TIMEOUT).ok()
 }
 
 /// Sends one command to a running array and returns its JSON answer.

@@ -2,8 +2,9 @@
 //! socket's `status`): the array's identity from its superblock beside the engine's and
 //! driver's counters, every figure a named field with its unit in the name.
 
-use super::Identity;
-use crate::driver::ArrayStatus;
+use super::{l2p, scrub};
+use crate::ops::identity::Identity;
+use crate::run::status::ArrayStatus;
 
 /// The status document (`zapraid status --json`).
 pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
@@ -85,8 +86,8 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         // unlimited.
         "rebuild_rate_bytes_per_s": s.engine.rebuild_rate_bytes_per_s,
         "rebuilds_completed": s.engine.rebuilds_completed,
-        "scrub": crate::scrub::status_json(s),
-        "l2p": crate::l2p::status_json(s),
+        "scrub": scrub::status_json(s),
+        "l2p": l2p::status_json(s),
         "drives": drives,
         "capacity": {
             "block_size_bytes": block,

@@ -1,0 +1,113 @@
+//! What frontends and the engine thread say to each other: the messages sent over the
+//! thread's bounded channel (`Message`, through an `EngineSender`), and the answers to
+//! block requests, each on the frontend's own channel (`Answer`, `ReplyTo`); the other
+//! messages carry their own one-answer channel (`query_status` asks for the status so).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{SendError, Sender};
+use zapraid_engine::Request;
+use zapraid_zns::ReservedZones;
+
+use super::failures::FailOutcome;
+use super::status::ArrayStatus;
+use super::wake::Doorbell;
+use crate::drives::Drive;
+use crate::error::Result;
+
+/// Messages waiting for the engine thread at most: senders block beyond this.
+pub const MESSAGE_QUEUE_CAPACITY: usize = 1024;
+
+/// A request's answer: its tag, its result, and for a `Request::ReadUnverified` the
+/// checks the frontend runs on the data (`zapraid_engine::ReadChecks`).
+pub type Answer = (u64, zapraid_engine::Result<Vec<u8>>, Option<zapraid_engine::ReadChecks>);
+
+/// Where a frontend wants its answers.
+pub struct ReplyTo {
+    pub tx: Sender<Answer>,
+    /// Called after each answer is sent.
+    pub wake: Box<dyn Fn() + Send + Sync>,
+}
+
+pub enum Message {
+    /// A block request; `tag` comes back with the answer.
+    Io {
+        tag: u64,
+        request: Request,
+        reply: Arc<ReplyTo>,
+    },
+    Status(Sender<ArrayStatus>),
+    /// Mark a drive failed (by array index): nothing more is sent to it. Refused for a
+    /// drive failed already, and beyond what the level survives unless `force`
+    /// (`failures::check_fail`).
+    FailDrive {
+        drive: usize,
+        force: bool,
+        done: Sender<Result<FailOutcome>>,
+    },
+    /// Put `device` (every zone of it reset) in failed drive `drive`'s place and rebuild
+    /// the drive onto it (`replace`); with `rebuild_rate_bytes_per_s`, the rebuild rate
+    /// limit is set to it first (0: unlimited), and left as it was if the replace fails.
+    ReplaceDrive {
+        drive: usize,
+        device: ReservedZones<Drive>,
+        rebuild_rate_bytes_per_s: Option<u64>,
+        done: Sender<Result<()>>,
+    },
+    /// Start a scrub, or change the running one's rate (`zapraid scrub`).
+    Scrub {
+        request: ScrubRequest,
+        done: ScrubAnswer,
+    },
+    /// Be told (a `()`, dropped if one waits already) of every superblock generation the
+    /// thread records: a drive failed, a rebuild started or ended (`spare_pool::watch`).
+    WatchGenerations(Sender<()>),
+    /// Limit rebuilds (the running one and later ones) to writing so many bytes per second
+    /// to the new drive (0: unlimited); answers the limit now in force.
+    SetRebuildRate {
+        rate_bytes_per_s: u64,
+        done: Sender<Option<u64>>,
+    },
+    /// Clean stop: finish what was sent, write the stop footer, end the thread.
+    Stop,
+}
+
+/// What the control socket asks of the engine thread's scrub.
+#[derive(Debug)]
+pub enum ScrubRequest {
+    /// Start a scrub reading at most this many bytes per second (None: no limit).
+    Start { rate_bytes_per_s: Option<u64> },
+    /// Change the running scrub's rate limit.
+    SetRate { rate_bytes_per_s: Option<u64> },
+}
+
+/// The engine thread's answer: an error to show, or nothing.
+pub type ScrubAnswer = Sender<std::result::Result<(), String>>;
+
+/// The frontends' way to the engine thread: the bounded channel, and the doorbell the
+/// thread sleeps on (rung after each message; it signals only a sleeping thread).
+#[derive(Clone)]
+pub struct EngineSender {
+    pub(super) tx: Sender<Message>,
+    pub(super) wake: Arc<Doorbell>,
+}
+
+impl EngineSender {
+    /// Sends a message (blocks while the channel is full) and wakes the thread if it sleeps.
+    pub fn send(&self, message: Message) -> std::result::Result<(), SendError<Message>> {
+        self.tx.send(message)?;
+        self.wake.ring();
+        Ok(())
+    }
+}
+
+/// Longest wait for a running array's answer.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The engine thread's status now (None: it has stopped, or did not answer in time).
+pub fn query_status(engine: &EngineSender) -> Option<ArrayStatus> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    engine.send(Message::Status(tx)).ok()?;
+    rx.recv_timeout(ANSWER_TIMEOUT).ok()
+}

@@ -1,0 +1,577 @@
+//! The engine thread: the sans-I/O engine driven over real drives (NVMe passthrough rings
+//! or emulated drive files) in real time. Frontends send it `Message`s over a bounded
+//! channel and get answers on their own channel, with a wake-up call (the ublk queues
+//! use an eventfd) so they need not poll.
+//!
+//! One thread owns the engine and every drive: no locks on the I/O path. Over NVMe drives
+//! it sleeps on one eventfd that every drive's ring signals, and every sender rings as a
+//! `Doorbell` (a signal only while the thread sleeps), so a message or any drive's
+//! completion wakes it. Over emulated drives (which complete commands only
+//! when asked) it blocks on the channel when nothing is in flight, and on a drive when
+//! commands are in flight and no message waits.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use zapraid_engine::{Engine, Request};
+use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
+
+use zapraid_engine::format::ArraySuperblock;
+
+use super::failures::{check_fail, FailOutcome};
+use super::message::{EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
+use super::status::ArrayStatus;
+use super::wake::Doorbell;
+use crate::assemble::assembly::Assembled;
+use crate::drives::Drive;
+use crate::error::{Error, Result};
+use crate::records::checkpoint::{self, CheckpointMark, CheckpointPlace};
+use crate::records::superblock::{superblock_writes, SUPERBLOCK_COPIES};
+
+/// Tag of superblock writes the engine thread makes itself (no engine tag is this one:
+/// their slot index, the low 32 bits, is never all ones).
+const RECORD_TAG: u64 = u64::MAX;
+
+/// Where the engine thread records drive failures: a new superblock generation (every
+/// copy) appended to zone 0 of every live drive, before any answer that depends on the
+/// failure is given (a degraded write is acknowledged only once the failure is on the
+/// drives, so a restart knows the failed drive missed it).
+pub struct FailureRecord {
+    pub superblock: ArraySuperblock,
+    /// Per drive, the raw LBA of the next free block in zone 0.
+    pub next_lba: Vec<u64>,
+    /// Blocks zone 0 can take.
+    pub zone_capacity_blocks: u64,
+    /// Where a clean stop leaves the array's checkpoint, if it keeps one.
+    pub checkpoint: Option<CheckpointPlace>,
+}
+
+impl FailureRecord {
+    /// What the engine thread of an assembled (and recovered) array records, and where.
+    pub fn of(assembled: &Assembled) -> Self {
+        FailureRecord {
+            superblock: assembled.superblock,
+            next_lba: assembled.superblock_next_lba.clone(),
+            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
+            checkpoint: assembled.checkpoint,
+        }
+    }
+}
+
+/// Latencies kept for percentiles: the newest this many requests of each kind.
+const LATENCY_SAMPLES: usize = 65_536;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+    Flush,
+    Discard,
+}
+
+struct Pending {
+    reply: Arc<ReplyTo>,
+    tag: u64,
+    started: Instant,
+    kind: Kind,
+}
+
+/// How long the engine thread sleeps at most with nothing to do: it looks for a channel
+/// with no sender left (a frontend gone without `Stop`) this often.
+const IDLE_WAKE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A running engine thread.
+pub struct EngineThread {
+    pub tx: EngineSender,
+    handle: JoinHandle<Result<()>>,
+}
+
+impl EngineThread {
+    /// Starts the thread with a recovered (or new) engine over the array's drives.
+    pub fn spawn(
+        engine: Engine,
+        drives: Vec<ReservedZones<Drive>>,
+        block_size_bytes: u32,
+        record: FailureRecord,
+    ) -> Result<Self> {
+        let (tx, rx) = crossbeam_channel::bounded(MESSAGE_QUEUE_CAPACITY);
+        let wake = Arc::new(Doorbell::new().map_err(|error| Error::Io {
+            path: "eventfd".into(),
+            context: "cannot create",
+            error,
+        })?);
+        let thread_wake = wake.clone();
+        let handle = std::thread::Builder::new()
+            .name("zapraid-engine".into())
+            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, record, rx, thread_wake).run())
+            .map_err(|error| Error::Io { path: "engine thread".into(), context: "cannot start", error })?;
+        Ok(EngineThread { tx: EngineSender { tx, wake }, handle })
+    }
+
+    /// Waits for the thread to end (after `Message::Stop`, or when every sender is gone).
+    pub fn join(self) -> Result<()> {
+        let wake = self.tx.wake.clone();
+        drop(self.tx);
+        // Let the thread see at once if that was the last sender.
+        wake.signal();
+        self.handle.join().map_err(|_| Error::EngineGone)?
+    }
+}
+
+struct EngineLoop {
+    engine: Engine,
+    drives: Vec<ReservedZones<Drive>>,
+    rx: Receiver<Message>,
+    wake: Arc<Doorbell>,
+    started: Instant,
+    next_id: u64,
+    pending: HashMap<u64, Pending>,
+    status: ArrayStatus,
+    read_latencies: VecDeque<u32>,
+    write_latencies: VecDeque<u32>,
+    stopping: bool,
+    record: FailureRecord,
+    /// Whether every drive signals `wake` on completions (a drive swapped in must too).
+    notified: bool,
+    /// Drives being rebuilt (`replace`), bit per drive: recorded failed and rebuilding in
+    /// the superblock until the rebuild ends (`rebuild`: `watch_rebuild`).
+    rebuilding: u64,
+    /// When the running rebuild started, for its rate.
+    rebuild_started: Option<Instant>,
+    /// When the last scrub started, for its rate while it runs.
+    scrub_started: Option<Instant>,
+    /// Told of every superblock generation recorded (`Message::WatchGenerations`).
+    watchers: Vec<Sender<()>>,
+    /// The engine's drive-changing commands sent so far (`checkpoint::changes_drive`).
+    engine_writes: u64,
+}
+
+impl EngineLoop {
+    fn new(
+        engine: Engine,
+        drives: Vec<ReservedZones<Drive>>,
+        block_size_bytes: u32,
+        record: FailureRecord,
+        rx: Receiver<Message>,
+        wake: Arc<Doorbell>,
+    ) -> Self {
+        let engine_rebuilding = engine.rebuild_status().map_or(0, |r| 1u64 << r.drive);
+        let status = ArrayStatus {
+            drives: drives.len(),
+            logical_blocks: engine.logical_blocks(),
+            block_size_bytes,
+            ..ArrayStatus::default()
+        };
+        EngineLoop {
+            engine,
+            drives,
+            rx,
+            wake,
+            started: Instant::now(),
+            next_id: 0,
+            pending: HashMap::new(),
+            status,
+            read_latencies: VecDeque::new(),
+            write_latencies: VecDeque::new(),
+            stopping: false,
+            record,
+            notified: false,
+            // A rebuild resumed at start (`service::run`) runs already.
+            rebuilding: engine_rebuilding,
+            rebuild_started: (engine_rebuilding != 0).then(Instant::now),
+            scrub_started: None,
+            watchers: Vec::new(),
+            engine_writes: 0,
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// After a clean stop: writes the engine's checkpoint (if the array keeps one) to
+    /// every working drive, so that the next start need not replay every footer. A
+    /// checkpoint that cannot be written costs the next start time, never data. None when
+    /// the newest one on the drives still describes them (nothing written since).
+    fn leave_checkpoint(&mut self) {
+        let Some(place) = self.record.checkpoint.as_ref() else { return };
+        if place.is_current(self.record.superblock.generation.get(), self.engine_writes) {
+            tracing::info!("nothing changed since the checkpoint on the drives: it is left as it is");
+            return;
+        }
+        if !self.write_checkpoint() {
+            tracing::info!("no checkpoint to leave (the table could not be written back, or no drive took it)");
+        }
+    }
+
+    /// The engine drained for a checkpoint while running (`Engine::checkpoint_ready`):
+    /// writes it (nothing is in flight meanwhile, requests wait in the engine), and lets
+    /// the engine go on.
+    fn write_running_checkpoint(&mut self) {
+        debug_assert_eq!(self.in_flight(), 0, "written only once the drives are idle");
+        let started = Instant::now();
+        let written = self.write_checkpoint();
+        tracing::debug!(written, micros = started.elapsed().as_micros() as u64, "running checkpoint");
+        self.engine.checkpoint_written(written, self.now_ns());
+    }
+
+    /// Writes the engine's checkpoint as the next generation; whether one was written (on
+    /// one drive at least: start reads the newest valid copy of any drive).
+    fn write_checkpoint(&mut self) -> bool {
+        let Some(place) = self.record.checkpoint.as_mut() else { return false };
+        let superblock_generation = self.record.superblock.generation.get();
+        if place.base_superblock_generation != Some(superblock_generation) {
+            // A start would refuse an incremental image on a base of another generation.
+            self.engine.forget_checkpoint_base();
+        }
+        let Some(mut image) = self.engine.checkpoint(place.next_generation) else { return false };
+        // Failures and rebuilds recorded after it (a new superblock generation) make it stale.
+        image.superblock_generation = superblock_generation;
+        let area = place.area;
+        // Not to a drive being rebuilt either (the superblock counts it failed): a start
+        // never reads its copies, which would be stale by the time it is not.
+        let failed_mask = self.failed_mask();
+        let failed: Vec<usize> = (0..self.drives.len()).filter(|d| failed_mask >> d & 1 == 1).collect();
+        let (copies, result) = checkpoint::write(&mut self.drives, &failed, area, &image);
+        match &result {
+            Ok(()) => tracing::info!(
+                generation = image.generation,
+                segments = image.segments.len(),
+                "checkpoint written: the next start reads it instead of every footer"
+            ),
+            Err(e) => tracing::warn!("the checkpoint was not written everywhere ({e}): the next start may replay"),
+        }
+        let mark = CheckpointMark { superblock_generation, engine_writes: self.engine_writes };
+        // An image written nowhere leaves the generations as they were: the next lands in the
+        // same copy (never the base's).
+        if let Some(place) = self.record.checkpoint.as_mut().filter(|_| copies > 0) {
+            place.next_generation = image.next_generation();
+            if image.base_generation.is_none() {
+                place.base_superblock_generation = Some(superblock_generation);
+            }
+            // A drive without it may offer an older copy to the next start.
+            place.on_drives = result.is_ok().then_some(mark);
+        }
+        copies > 0
+    }
+
+    fn in_flight(&self) -> usize {
+        self.drives.iter().map(|d| d.in_flight()).sum()
+    }
+
+    fn run(mut self) -> Result<()> {
+        // Sleep on one eventfd for messages and every drive's completions when all drives
+        // can signal it; otherwise block on the channel or on one busy drive.
+        let notified = {
+            let fd = self.wake.raw();
+            self.drives.iter_mut().all(|d| d.notify_completions(fd))
+        };
+        self.notified = notified;
+        tracing::info!(completion_eventfd = notified, "engine thread running");
+        loop {
+            let progressed = if notified { self.turn_notified() } else { self.turn_blocking() };
+            if self.stopping && self.engine.is_stopped() && self.in_flight() == 0 {
+                self.leave_checkpoint();
+                self.answer();
+                tracing::info!("engine stopped cleanly");
+                return Ok(());
+            }
+            if notified && !progressed {
+                let timer =
+                    self.engine.next_timer_ns().map(|at| Duration::from_nanos(at.saturating_sub(self.now_ns())));
+                // Bounded, so that a channel whose senders are all gone is noticed.
+                let timeout = timer.map_or(IDLE_WAKE_INTERVAL, |t| t.min(IDLE_WAKE_INTERVAL));
+                self.wake.sleep(timeout, || !self.rx.is_empty());
+            }
+        }
+    }
+
+    /// One turn when every drive signals the eventfd: take what is there, never block
+    /// (the caller sleeps on the eventfd when the turn moved nothing). Returns whether
+    /// anything moved.
+    fn turn_notified(&mut self) -> bool {
+        let messages = self.take_waiting_messages();
+        let mut dispatched = self.dispatch();
+        let (reaped, _) = self.poll_drives(false);
+        let now = self.now_ns();
+        self.engine.tick(now);
+        // Commands dispatched after the reap are handed to the kernel by the next turn's.
+        dispatched += self.dispatch();
+        self.watch_rebuild();
+        self.record_failures();
+        dispatched += self.dispatch(); // a running checkpoint that waited for the records
+        let answered = self.answer();
+        messages + dispatched + reaped + answered > 0
+    }
+
+    /// One turn over drives that complete commands only when asked (emulated drives):
+    /// wait for a message only when nothing is in flight, and on a busy drive when no
+    /// message came.
+    fn turn_blocking(&mut self) -> bool {
+        let mut messages = 0;
+        if self.in_flight() == 0 {
+            let message = match self.engine.next_timer_ns() {
+                Some(at) => {
+                    let wait = Duration::from_nanos(at.saturating_sub(self.now_ns()));
+                    match self.rx.recv_timeout(wait) {
+                        Ok(m) => Some(m),
+                        Err(RecvTimeoutError::Timeout) => None,
+                        Err(RecvTimeoutError::Disconnected) => Some(Message::Stop),
+                    }
+                }
+                None if self.stopping => None,
+                None => Some(self.rx.recv().unwrap_or(Message::Stop)),
+            };
+            if let Some(m) = message {
+                messages += 1;
+                self.take(m);
+            }
+        }
+        messages += self.take_waiting_messages();
+        self.dispatch();
+        self.poll_drives(messages == 0);
+        let now = self.now_ns();
+        self.engine.tick(now);
+        self.dispatch();
+        self.watch_rebuild();
+        self.record_failures();
+        self.dispatch(); // a running checkpoint that waited for the records
+        self.answer();
+        true
+    }
+
+    /// Takes the messages already in the channel (a bounded number); a channel with no
+    /// sender left is a stop. Returns how many it took.
+    fn take_waiting_messages(&mut self) -> usize {
+        let mut taken = 0;
+        while taken < MESSAGE_QUEUE_CAPACITY {
+            match self.rx.try_recv() {
+                Ok(m) => {
+                    taken += 1;
+                    self.take(m);
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    if !self.stopping {
+                        self.take(Message::Stop);
+                    }
+                    break;
+                }
+            }
+        }
+        taken
+    }
+
+    fn take(&mut self, message: Message) {
+        match message {
+            Message::Io { tag, request, reply } => {
+                let kind = match &request {
+                    Request::Read { .. } | Request::ReadUnverified { .. } => Kind::Read,
+                    Request::Write { .. } | Request::WriteWithChecksums { .. } => Kind::Write,
+                    Request::Flush => Kind::Flush,
+                    Request::Discard { .. } => Kind::Discard,
+                };
+                if let Request::Write { data, .. } | Request::WriteWithChecksums { data, .. } = &request {
+                    self.status.bytes_written += data.len() as u64;
+                }
+                let id = self.next_id;
+                self.next_id += 1;
+                self.pending.insert(id, Pending { reply, tag, started: Instant::now(), kind });
+                let now = self.now_ns();
+                self.engine.submit(id, request, now);
+            }
+            Message::Status(tx) => {
+                let _ = tx.send(self.snapshot());
+            }
+            Message::FailDrive { drive, force, done } => {
+                let failed: Vec<usize> = (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).collect();
+                let rebuilding = self.engine.rebuild_status().map(|r| r.drive);
+                let result = check_fail(self.engine.layout().level, &failed, rebuilding, drive, force);
+                if let Ok(outcome) = &result {
+                    match outcome {
+                        FailOutcome::Degraded => tracing::warn!(drive, "drive marked failed"),
+                        FailOutcome::DataLost => {
+                            tracing::error!(drive, "drive marked failed (forced): the array's data is lost")
+                        }
+                    }
+                    self.engine.fail_drive(drive);
+                }
+                let _ = done.send(result);
+            }
+            Message::ReplaceDrive { drive, device, rebuild_rate_bytes_per_s, done } => {
+                let _ = done.send(self.replace_drive(drive, device, rebuild_rate_bytes_per_s));
+            }
+            Message::SetRebuildRate { rate_bytes_per_s, done } => {
+                self.engine.set_rebuild_rate(Some(rate_bytes_per_s).filter(|r| *r > 0));
+                tracing::warn!(rate_bytes_per_s, "rebuild rate limit set (0: unlimited)");
+                let _ = done.send(self.engine.rebuild_rate_bytes_per_s());
+            }
+            Message::Scrub { request, done } => {
+                let _ = done.send(self.scrub(request));
+            }
+            Message::WatchGenerations(tx) => self.watchers.push(tx),
+            Message::Stop => {
+                if !self.stopping {
+                    tracing::info!("clean stop requested");
+                    self.stopping = true;
+                    let now = self.now_ns();
+                    self.engine.stop(now);
+                }
+            }
+        }
+    }
+
+    /// Takes every drive's completions: the engine's to the engine, the engine thread's
+    /// own superblock writes counted apart. With `block` and nothing reaped, waits for a
+    /// drive with commands in flight. Returns (completions reaped, superblock writes).
+    fn poll_drives(&mut self, block: bool) -> (usize, usize) {
+        let mut completions = Vec::new();
+        let mut reaped = 0;
+        let mut records = 0;
+        for i in 0..self.drives.len() {
+            reaped += self.drives[i].reap(&mut completions);
+            records += self.route(i, &mut completions);
+        }
+        if reaped == 0 && block {
+            if let Some(i) = (0..self.drives.len()).find(|i| self.drives[*i].in_flight() > 0) {
+                reaped += self.drives[i].wait(&mut completions);
+                records += self.route(i, &mut completions);
+            }
+        }
+        (reaped, records)
+    }
+
+    fn route(&mut self, drive: usize, completions: &mut Vec<Completion>) -> usize {
+        let now = self.now_ns();
+        let mut records = 0;
+        for c in completions.drain(..) {
+            if c.tag == RECORD_TAG {
+                records += 1;
+                if let Err(e) = c.result {
+                    tracing::error!(drive, error = %e, "recording the failed drives failed");
+                }
+            } else {
+                self.engine.on_completion(drive, c, now);
+            }
+        }
+        records
+    }
+
+    /// Hands the engine's commands to the drives; returns how many.
+    fn dispatch(&mut self) -> usize {
+        let mut n = 0;
+        loop {
+            while let Some(cmd) = self.engine.poll_command() {
+                self.engine_writes += u64::from(checkpoint::changes_drive(&cmd.command));
+                self.drives[cmd.drive].submit(cmd.tag, cmd.command);
+                n += 1;
+            }
+            // Written only once the drives are idle: the engine has nothing in flight
+            // then, but the thread's own superblock writes may be (`record`); the turn's
+            // last dispatch comes after them. And only once every drive the engine counts
+            // failed, and every rebuild that ended, is recorded (`watch_rebuild` and
+            // `record_failures` run later in the turn): the image describes the array with
+            // those drives failed or being rebuilt (their chunks placed where only its
+            // tables say), and goes with the superblock generation that records them, so
+            // that a start with any other failed drives refuses it.
+            let ready = self.engine.checkpoint_ready() && self.in_flight() == 0;
+            if !ready || !self.recorded() || !self.rebuilds_noticed() {
+                return n;
+            }
+            self.write_running_checkpoint(); // the engine goes on: its commands follow
+            n += 1;
+        }
+    }
+
+    /// Sends the engine's answers to their frontends; returns how many.
+    fn answer(&mut self) -> usize {
+        let mut n = 0;
+        let mut to_wake: Vec<Arc<ReplyTo>> = Vec::new();
+        while let Some(response) = self.engine.poll_response() {
+            n += 1;
+            let Some(p) = self.pending.remove(&response.id) else { continue };
+            let micros = p.started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+            match p.kind {
+                Kind::Read => {
+                    self.status.reads += 1;
+                    if let Ok(data) = &response.result {
+                        self.status.bytes_read += data.len() as u64;
+                    }
+                    push_sample(&mut self.read_latencies, micros);
+                }
+                Kind::Write => {
+                    self.status.writes += 1;
+                    push_sample(&mut self.write_latencies, micros);
+                }
+                Kind::Flush => self.status.flushes += 1,
+                Kind::Discard => self.status.discards += 1,
+            }
+            if let Err(e) = &response.result {
+                self.status.errors += 1;
+                tracing::warn!(error = %e, "request failed");
+            }
+            if p.reply.tx.send((p.tag, response.result, response.checks)).is_ok()
+                && !to_wake.iter().any(|r| Arc::ptr_eq(r, &p.reply))
+            {
+                to_wake.push(p.reply);
+            }
+        }
+        // One wake-up per frontend for the whole batch.
+        for reply in to_wake {
+            (reply.wake)();
+        }
+        n
+    }
+
+    fn snapshot(&self) -> ArrayStatus {
+        ArrayStatus {
+            engine: self.engine.status(),
+            read_latency_us: percentiles(&self.read_latencies),
+            write_latency_us: percentiles(&self.write_latencies),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            stopping: self.stopping,
+            rebuild_elapsed_s: self.rebuild_started.map(|t| t.elapsed().as_secs_f64()),
+            scrub_elapsed_s: self.scrub_started.map(|t| t.elapsed().as_secs_f64()),
+            ..self.status.clone()
+        }
+    }
+}
+
+/// However the engine thread ends (a clean stop, or a panic unwinding), every request
+/// still waiting is answered, so no frontend waits forever.
+impl Drop for EngineLoop {
+    fn drop(&mut self) {
+        for (_, p) in self.pending.drain() {
+            let reason = "the engine thread stopped before answering".to_string();
+            if p.reply.tx.send((p.tag, Err(zapraid_engine::Error::Unavailable { reason }), None)).is_ok() {
+                (p.reply.wake)();
+            }
+        }
+    }
+}
+
+fn push_sample(samples: &mut VecDeque<u32>, micros: u32) {
+    if samples.len() == LATENCY_SAMPLES {
+        samples.pop_front();
+    }
+    samples.push_back(micros);
+}
+
+fn percentiles(samples: &VecDeque<u32>) -> [f64; 3] {
+    if samples.is_empty() {
+        return [0.0; 3];
+    }
+    let mut sorted: Vec<u32> = samples.iter().copied().collect();
+    sorted.sort_unstable();
+    let at = |q: f64| f64::from(sorted[((sorted.len() - 1) as f64 * q).round() as usize]);
+    [at(0.5), at(0.99), at(0.999)]
+}
+
+mod rebuild;
+mod record;
+mod scrub;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,95 @@
+//! The engine thread's superblock generations: whenever the drives the engine counts
+//! failed, or the drives being rebuilt, differ from what the superblock records, a new
+//! generation naming them is appended to every working drive (and to a new drive being
+//! rebuilt), and the watchers (`Message::WatchGenerations`) are told.
+//!
+//! Invariant: a drive being rebuilt stays recorded failed until its rebuild completes, so a
+//! restart never trusts its zones.
+
+use zapraid_zns::ZonedDevice;
+
+use super::*;
+
+impl EngineLoop {
+    /// Drives the engine counts failed.
+    fn engine_failed_mask(&self) -> u64 {
+        (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).fold(0, |mask, d| mask | 1 << d)
+    }
+
+    /// Drives failed as the superblock records them: a drive being rebuilt stays failed
+    /// there until its rebuild completes (a restart must not trust its zones).
+    pub(super) fn failed_mask(&self) -> u64 {
+        self.engine_failed_mask() | self.rebuilding
+    }
+
+    pub(super) fn recorded(&self) -> bool {
+        self.failed_mask() == self.record.superblock.failed_drives.get()
+            && self.rebuilding == self.record.superblock.rebuilding_drives.get()
+    }
+
+    /// Appends a superblock generation naming the failed and rebuilding drives to every
+    /// live drive and every drive being rebuilt, if either changed since the last one;
+    /// waits for it (feeding the engine the completions of its own commands meanwhile).
+    pub(super) fn record_failures(&mut self) {
+        // Completions taken while recording may fail another drive: record until stable.
+        while !self.recorded() {
+            self.record_once();
+        }
+    }
+
+    fn record_once(&mut self) {
+        let failed = self.failed_mask();
+        // Written to the drives not failed, and to a new drive being rebuilt (its first
+        // superblock says it is being rebuilt).
+        let skipped = self.engine_failed_mask() & !self.rebuilding;
+        let mut sb = self.record.superblock;
+        sb.generation = (sb.generation.get() + 1).into();
+        sb.failed_drives = failed.into();
+        sb.rebuilding_drives = self.rebuilding.into();
+        let sb = sb.seal();
+        let g = self.drives[0].geometry();
+        // Per live drive, the writes of every copy, issued in order: a drive's next write
+        // goes out once its previous one completed (zone 0 takes them at its write pointer).
+        let mut writes: Vec<(usize, VecDeque<zapraid_zns::Command>)> = Vec::new();
+        for i in 0..self.drives.len() {
+            if skipped >> i & 1 == 1 {
+                continue;
+            }
+            let lba = self.record.next_lba[i];
+            if lba + SUPERBLOCK_COPIES > self.record.zone_capacity_blocks {
+                tracing::error!(drive = i, "zone 0 is full: cannot record the failed drives on it");
+                continue;
+            }
+            self.record.next_lba[i] += SUPERBLOCK_COPIES;
+            let mut own = sb;
+            own.drive_index = (i as u32).into();
+            writes.push((i, superblock_writes(&own.seal(), &g, lba).into()));
+        }
+        loop {
+            let mut pending = 0;
+            for (i, commands) in &mut writes {
+                if let Some(command) = commands.pop_front() {
+                    self.drives[*i].inner_mut().submit(RECORD_TAG, command);
+                    pending += 1;
+                }
+            }
+            if pending == 0 {
+                break;
+            }
+            while pending > 0 {
+                pending -= self.poll_drives(true).1;
+                self.dispatch();
+            }
+        }
+        tracing::warn!(
+            generation = sb.generation.get(),
+            failed_drives = failed,
+            rebuilding_drives = self.rebuilding,
+            "failed and rebuilding drives recorded in the superblock"
+        );
+        self.record.superblock = sb;
+        // A start refuses an incremental checkpoint whose base goes with an older superblock.
+        self.engine.forget_checkpoint_base();
+        self.watchers.retain(|w| !matches!(w.try_send(()), Err(crossbeam_channel::TrySendError::Disconnected(_))));
+    }
+}
