@@ -138,6 +138,11 @@ pub struct ReplayArgs {
     /// simulator. What the trace writes overwrites the array's data.
     #[arg(long, value_name = "DRIVE", num_args = 1.., conflicts_with = "device")]
     on_drives: Vec<PathBuf>,
+    /// With --on-drives: start the array without members that are missing, as far as the
+    /// RAID level survives their loss (as `start --degraded`): they are recorded failed,
+    /// and stay failed even if they come back.
+    #[arg(long, requires = "on_drives")]
+    degraded: bool,
     /// Replay onto a block device (a running array's /dev/ublkbN, not mounted) or a file,
     /// with direct I/O, in wall time, instead of the simulator. What the trace writes
     /// overwrites what the device holds.
@@ -284,7 +289,7 @@ fn wall_time_target(args: &ReplayArgs, pacing: Pacing) -> Result<Option<(Chosen,
         return Ok(Some((Chosen::Device(Box::new(target)), text)));
     }
     if !args.on_drives.is_empty() {
-        let target = DrivesTarget::start(&args.on_drives)
+        let target = DrivesTarget::start(&args.on_drives, args.degraded)
             .with_context(|| "starting the array on the drives given (it must be stopped)".to_string())?;
         let text = format!(
             "the array on {} drives ({} logical), run by the engine in this process, wall time",

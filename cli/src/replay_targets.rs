@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, Sender};
 use zapraid_engine::{Request, RequestId};
-use zapraid_server::session::Session;
+use zapraid_server::assemble::NewlyMissing;
+use zapraid_server::run::session::Session;
 use zapraid_trace::replay::{GcCounts, Target};
 
 type Answer = (RequestId, Result<(), String>);
@@ -30,7 +31,7 @@ fn take_next(answers: &mut Vec<Answer>, next: impl FnOnce() -> Option<Answer>) -
 }
 
 /// An engine answer as the replay takes it.
-fn engine_answer((id, result, _): zapraid_server::driver::Answer) -> Answer {
+fn engine_answer((id, result, _): zapraid_server::run::Answer) -> Answer {
     (id, result.map(|_| ()).map_err(|e| e.to_string()))
 }
 
@@ -43,9 +44,11 @@ pub struct DrivesTarget {
 }
 
 impl DrivesTarget {
-    /// Assembles and recovers the array on `drives` (it must not be running).
-    pub fn start(drives: &[PathBuf]) -> Result<Self> {
-        let assembled = zapraid_server::array::assemble(drives)?;
+    /// Assembles and recovers the array on `drives` (it must not be running); `degraded`:
+    /// members missing are recorded failed instead of refusing to start.
+    pub fn start(drives: &[PathBuf], degraded: bool) -> Result<Self> {
+        let newly_missing = if degraded { NewlyMissing::RecordFailed } else { NewlyMissing::Refuse };
+        let assembled = zapraid_server::assemble::assemble_with(drives, newly_missing)?;
         let logical_blocks = assembled.config.logical_blocks;
         let session = Session::start(assembled)?;
         Ok(DrivesTarget { session, started: Instant::now(), logical_blocks, answers: Vec::new() })

@@ -77,3 +77,22 @@ fn a_trace_replays_onto_a_file_with_direct_io() {
         assert!(report["reads_of_unwritten_blocks"].is_null(), "a block device cannot tell: {report}");
     }
 }
+
+/// With a member missing, replay onto the drives refuses as `start` does, and the advice it
+/// gives (add --degraded) works: replay takes it, and the array runs degraded afterwards.
+#[test]
+fn a_replay_onto_drives_with_a_member_missing_takes_the_degraded_it_advises() {
+    let _serial = serial();
+    let world = World::new("raid5", 4, 12, 0);
+    let present = world.without(&[3]);
+    let mut args = vec!["replay", SAMPLE, "--on-drives"];
+    args.extend(present.iter().map(String::as_str));
+    let refused = world.refused(&args);
+    assert!(refused.contains("add --degraded"), "{refused}");
+    args.push("--degraded");
+    let said = world.ok(&args);
+    assert!(said.contains("requests"), "{said}");
+    world.start(&[], &[3]);
+    assert_eq!(world.status()["drives"][3]["state"], "failed", "{}", world.status());
+    world.ok(&["stop", "rp"]);
+}

@@ -27,9 +27,3 @@ pub mod run;
 pub mod service;
 
 pub use error::{Error, Result};
-
-// The paths cli/src/replay_targets.rs takes these by (another change is editing it): to
-// go once it takes them from the rooms (`assemble`, `run`).
-pub use assemble as array;
-pub use run as driver;
-pub use run::session;
