@@ -1,7 +1,7 @@
 //! The engine's write path on one core: 4 KiB random writes at queue depth 64 through the
 //! whole engine (stripe assembly, parity, block metadata, L2P, compact stripe table, group
 //! scheduling), (3+1)-RAID-5 and (4+2)-RAID-6, G = 256, two ways: the engine alone over
-//! instant drives that keep no data (`zapraid bench cpu`'s write run, `bench::cpu::writes`:
+//! instant drives that keep no data (`zapraid bench cpu`'s write run, `zapraid_experiments::cpu::writes`:
 //! the engine thread's time only, the frontend's CRC32C and the drives' work timed apart
 //! and left out), and the engine in the deterministic simulator over in-memory emulated drives that
 //! complete at once (a fresh array per timed batch keeps the memory bounded; building it
@@ -12,12 +12,12 @@ mod common;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use zapraid::engine::bench::cpu;
 use zapraid::engine::{
     Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, RequestId, Simulator, DEFAULT_STRIPE_TIMEOUT_NS,
     PAPER_LOOKUP_PS_PER_ENTRY,
 };
 use zapraid::zns::Geometry;
+use zapraid_experiments::cpu;
 
 use common::BLOCK_BYTES;
 

@@ -126,8 +126,9 @@ mod tests {
     use super::*;
 
     fn block(seed: u64, len: usize) -> Vec<u8> {
-        let mut rng = crate::bench::XorShift(seed | 1);
-        (0..len).map(|_| rng.below(256) as u8).collect()
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        (0..len).map(|_| rng.random::<u8>()).collect()
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //! No unsafe code but one CPU cache hint (`l2p::prefetch_line`), allowed where it is.
 #![deny(unsafe_code)]
 
-pub mod bench;
 pub mod capacity;
 pub mod checksum;
 pub mod engine;

@@ -1,11 +1,11 @@
 //! `zapraid bench cpu`: the engine's own CPU cost, one core, over instant drives (see
-//! `zapraid_engine::bench::cpu`): 4 KiB random writes, reads and degraded reads per
+//! `zapraid_experiments::cpu`): 4 KiB random writes, reads and degraded reads per
 //! second for (3+1)-RAID-5 and (4+2)-RAID-6 at G = 256, with heap allocations per
 //! request counted by the binary's allocator (`alloc_count`) beside them.
 
 use anyhow::Result;
-use zapraid_engine::bench::cpu::{reads, writes, CpuFigure, QUEUE_DEPTH};
 use zapraid_engine::RaidLevel;
+use zapraid_experiments::cpu::{reads, writes, CpuFigure, QUEUE_DEPTH};
 
 use super::{BenchArgs, Out};
 

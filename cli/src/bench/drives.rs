@@ -4,12 +4,12 @@
 //! their figures.
 
 use anyhow::Result;
-use zapraid_engine::bench::rebuild::{
+use zapraid_experiments::rebuild::{
     self as full_drive, rebuild_point, RebuildPoint, CHUNKS_BYTES, FAILED_DRIVE, PAPER_4K_S_PER_100_GIB,
     PAPER_LARGER_CHUNKS_LESS,
 };
-use zapraid_engine::bench::rebuild_load::LoadPoint;
-use zapraid_engine::bench::{recovery_point, recovery_point_with, RecoveryPoint, Shutdown};
+use zapraid_experiments::rebuild_load::LoadPoint;
+use zapraid_experiments::{recovery_point, recovery_point_with, RecoveryPoint, Shutdown};
 
 use super::{kib, BenchArgs, Out};
 use crate::plot::{BarSeries, Bars, Figure, LineSeries, Lines, Panel};
@@ -157,7 +157,7 @@ const LOAD_QUICK_SEGMENTS: u64 = 1;
 /// unlimited and rate-limited, and each rebuild's time.
 pub(super) fn rebuild_load(args: &BenchArgs, out: &mut Out) -> Result<()> {
     use std::io::Write;
-    use zapraid_engine::bench::rebuild_load::{
+    use zapraid_experiments::rebuild_load::{
         load_point, Case, BASELINE_REQUESTS, LOAD_CHUNK_BYTES, USER_QUEUE_DEPTH, USER_READ_PERCENT,
     };
     let segments = if args.quick { LOAD_QUICK_SEGMENTS } else { LOAD_SEGMENTS };

@@ -3,7 +3,7 @@
 //! with 20% to 100% reserved space: throughput and write amplification; virtual time.
 
 use anyhow::Result;
-use zapraid_engine::bench::gc::{
+use zapraid_experiments::gc::{
     gc_point, GcPoint, CHUNK_BYTES, FULL_SCALE, QUEUE_DEPTH, QUICK_SCALE, RESERVED_PERCENTS, WORKLOADS,
 };
 

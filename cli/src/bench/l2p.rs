@@ -4,7 +4,7 @@
 //! half of it.
 
 use anyhow::Result;
-use zapraid_engine::bench::l2p::{
+use zapraid_experiments::l2p::{
     change_percent, exp9, table_bytes, Exp9Cell, Workload, BUDGET_PERCENTS, PAPER_DROP_AT_HALF_PERCENT, QUEUE_DEPTH,
     SPLIT,
 };

@@ -3,8 +3,8 @@
 //! ZapRAID against ZoneWrite-Only; a level the engine does not build is said and skipped.
 
 use anyhow::Result;
-use zapraid_engine::bench::levels::{exp4_cell, levels, modes, supported, Cell, CHUNKS_BYTES, DRIVES};
-use zapraid_engine::bench::WRITE_QUEUE_DEPTH;
+use zapraid_experiments::levels::{exp4_cell, levels, modes, supported, Cell, CHUNKS_BYTES, DRIVES};
+use zapraid_experiments::WRITE_QUEUE_DEPTH;
 
 use super::{kib, BenchArgs, Out};
 use crate::plot::{BarSeries, Bars, Figure, Panel};

@@ -4,10 +4,10 @@
 //! figures.
 
 use anyhow::Result;
-use zapraid_engine::bench::hybrid::{
+use zapraid_experiments::hybrid::{
     self, exp7, findings, Exp7Row, LARGE_CHUNK_BYTES, OPEN_SEGMENTS, SMALL_CHUNK_BYTES, WITHIN_BEST,
 };
-use zapraid_engine::bench::{cpu_cost_iops, exp1, exp2, exp3, paper_modes, paper_segment_blocks, Measured};
+use zapraid_experiments::{cpu_cost_iops, exp1, exp2, exp3, paper_modes, paper_segment_blocks, Measured};
 
 use super::{kib, verdict, BenchArgs, Out};
 use crate::plot::{BarSeries, Bars, Figure, LineSeries, Lines, Panel};

@@ -3,12 +3,12 @@
 //! at queue depth 128 beside the paper's figures; virtual time.
 
 use anyhow::Result;
-use zapraid_engine::bench::paper_modes;
-use zapraid_engine::bench::scale::{
+use zapraid_engine::Mode;
+use zapraid_experiments::paper_modes;
+use zapraid_experiments::scale::{
     femu_point, femu_zone_mib_per_s, qd_point, CHUNKS_BYTES, FEMU_CHIPS_PER_ZONE, FEMU_DRIVES, FEMU_PAGE_PROGRAM_NS,
     FEMU_QUEUE_DEPTH, PAPER_FEMU_MIB_PER_S, PAPER_SATURATION_QUEUE_DEPTH, QUEUE_DEPTHS,
 };
-use zapraid_engine::Mode;
 
 use super::{kib, BenchArgs, Out};
 use crate::plot::{BarSeries, Bars, Figure, LineSeries, Lines, Panel};

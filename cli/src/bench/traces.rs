@@ -14,9 +14,9 @@ use std::io::Cursor;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use zapraid_engine::bench::hybrid::{open_segments, LARGE_CHUNK_BYTES, SMALL_CHUNK_BYTES};
-use zapraid_engine::bench::{config, paper_modes, WRITE_LOGICAL_BLOCKS};
 use zapraid_engine::{Config, Mode, OpenSegments, Simulator};
+use zapraid_experiments::hybrid::{open_segments, LARGE_CHUNK_BYTES, SMALL_CHUNK_BYTES};
+use zapraid_experiments::{config, paper_modes, WRITE_LOGICAL_BLOCKS};
 use zapraid_trace::replay::{
     array_footprint, prefill, replay, AddressMap, Footprint, MapMode, Pacing, Prefill, ReplayConfig, Report,
 };

@@ -15,10 +15,10 @@
 use zapraid_zns::{Geometry, TimingParams};
 
 use super::{closed_loop, config, XorShift, PAPER_LEVEL};
-use crate::engine::Request;
-use crate::error::Result;
-use crate::layout::{Layout, Mode, DEFAULT_GROUP_SIZE};
-use crate::sim::Simulator;
+use zapraid_engine::engine::Request;
+use zapraid_engine::error::Result;
+use zapraid_engine::layout::{Layout, Mode, DEFAULT_GROUP_SIZE};
+use zapraid_engine::sim::Simulator;
 
 /// Reserved space, in percent of the logical size (the paper's 20% to 100%).
 pub const RESERVED_PERCENTS: [u64; 5] = [20, 40, 60, 80, 100];

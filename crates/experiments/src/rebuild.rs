@@ -17,10 +17,10 @@ use zapraid_zns::calibrate::{measure, Workload, WriteKind, MAX_OPEN_ZONES, REQUE
 use zapraid_zns::{Geometry, TimingParams};
 
 use super::{closed_loop, config, recovery_zones, settle, PAPER_LEVEL};
-use crate::engine::Request;
-use crate::error::{Error, Result};
-use crate::layout::{Layout, Mode, DEFAULT_GROUP_SIZE};
-use crate::sim::Simulator;
+use zapraid_engine::engine::Request;
+use zapraid_engine::error::{Error, Result};
+use zapraid_engine::layout::{Layout, Mode, DEFAULT_GROUP_SIZE};
+use zapraid_engine::sim::Simulator;
 
 /// Chunk sizes of the paper's full-drive recovery.
 pub const CHUNKS_BYTES: [u64; 3] = [4096, 8192, 16384];

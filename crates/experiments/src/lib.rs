@@ -37,10 +37,10 @@ use std::time::Instant;
 
 use zapraid_zns::{Geometry, TimingParams};
 
-use crate::engine::{Config, Request, RequestId, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
-use crate::error::{Error, Result};
-use crate::layout::{Mode, RaidLevel, DEFAULT_GROUP_SIZE};
-use crate::sim::Simulator;
+use zapraid_engine::engine::{Config, Request, RequestId, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
+use zapraid_engine::error::{Error, Result};
+use zapraid_engine::layout::{Mode, RaidLevel, DEFAULT_GROUP_SIZE};
+use zapraid_engine::sim::Simulator;
 
 /// The paper's default array: (3+1)-RAID-5.
 pub const PAPER_LEVEL: RaidLevel = RaidLevel::Raid5 { drives: 4 };
@@ -71,10 +71,10 @@ fn percentile(sorted_ns: &[u64], fraction: f64) -> f64 {
 }
 
 /// A small deterministic generator for request addresses.
-pub(crate) struct XorShift(pub(crate) u64);
+pub struct XorShift(pub u64);
 
 impl XorShift {
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -89,12 +89,12 @@ pub fn config(mode: Mode, chunk_bytes: u64, logical_blocks: u64) -> Config {
         level: PAPER_LEVEL,
         mode,
         chunk_bytes,
-        open_segments: crate::hybrid::OpenSegments::SINGLE,
+        open_segments: zapraid_engine::hybrid::OpenSegments::SINGLE,
         stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks,
         array_uuid: [0x2a; 16],
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
-        l2p: crate::L2pConfig::default(),
+        l2p: zapraid_engine::L2pConfig::default(),
     }
 }
 
@@ -264,7 +264,7 @@ pub fn exp3(group_size: u32, requests: u64, fill_blocks: u64, reads: u64, seed: 
 /// Data blocks of one full segment in the paper's setting ((3+1)-RAID-5, 4 KiB chunks,
 /// ZN540 zones): what Exp#2 writes before reading.
 pub fn paper_segment_blocks() -> Result<u64> {
-    let layout = crate::layout::Layout::new(&Geometry::zn540(), PAPER_LEVEL, Mode::ZoneAppendOnly, 4096)?;
+    let layout = zapraid_engine::layout::Layout::new(&Geometry::zn540(), PAPER_LEVEL, Mode::ZoneAppendOnly, 4096)?;
     Ok(layout.data_blocks_per_segment())
 }
 
@@ -355,7 +355,7 @@ pub fn recovery_point_with(sealed_segments: u64, seed: u64, shutdown: Shutdown) 
 fn recovery_point_on(zones: Geometry, sealed_segments: u64, seed: u64, shutdown: Shutdown) -> Result<RecoveryPoint> {
     const FILL_REQUEST_BLOCKS: u64 = 32;
     let mode = Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE };
-    let layout = crate::layout::Layout::new(&zones, PAPER_LEVEL, mode, 4096)?;
+    let layout = zapraid_engine::layout::Layout::new(&zones, PAPER_LEVEL, mode, 4096)?;
     let block = u64::from(zones.block_size_bytes);
     let per_segment = layout.data_blocks_per_segment();
     let blocks = (sealed_segments * per_segment + per_segment / 2) / FILL_REQUEST_BLOCKS * FILL_REQUEST_BLOCKS;
@@ -402,10 +402,14 @@ mod tests {
         const ZONE_SIZE_BLOCKS: u64 = 256;
         const ZONE_CAPACITY_BLOCKS: u64 = 240;
         let zones = Geometry::small(1, ZONE_SIZE_BLOCKS, ZONE_CAPACITY_BLOCKS);
-        let per_segment =
-            crate::layout::Layout::new(&zones, PAPER_LEVEL, Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, 4096)
-                .unwrap()
-                .data_blocks_per_segment();
+        let per_segment = zapraid_engine::layout::Layout::new(
+            &zones,
+            PAPER_LEVEL,
+            Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE },
+            4096,
+        )
+        .unwrap()
+        .data_blocks_per_segment();
         let (k, m) = PAPER_LEVEL.shape();
         let one_zone_per_drive = (k + m) as u64 * ZONE_CAPACITY_BLOCKS;
         let work = |shutdown| -> Vec<RecoveryWork> {

@@ -8,9 +8,9 @@
 use zapraid_zns::{Geometry, TimingParams};
 
 use super::{config, random_writes, Measured, WRITE_LOGICAL_BLOCKS, WRITE_QUEUE_DEPTH};
-use crate::engine::Config;
-use crate::error::Result;
-use crate::layout::{Layout, Mode, RaidLevel, DEFAULT_GROUP_SIZE};
+use zapraid_engine::engine::Config;
+use zapraid_engine::error::Result;
+use zapraid_engine::layout::{Layout, Mode, RaidLevel, DEFAULT_GROUP_SIZE};
 
 /// Drives of every Exp#4 array (the paper's four ZN540).
 pub const DRIVES: usize = 4;

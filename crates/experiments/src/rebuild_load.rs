@@ -20,10 +20,10 @@ use std::collections::HashMap;
 
 use super::rebuild::{fill_block, filled, Progress, FAILED_DRIVE, HUNDRED_GIB_BYTES, REPLACEMENT_SEED_OFFSET};
 use super::{percentile, recovery_zones, XorShift};
-use crate::engine::{Request, RequestId};
-use crate::error::{Error, Result};
-use crate::layout::{Mode, DEFAULT_GROUP_SIZE};
-use crate::sim::Simulator;
+use zapraid_engine::engine::{Request, RequestId};
+use zapraid_engine::error::{Error, Result};
+use zapraid_engine::layout::{Mode, DEFAULT_GROUP_SIZE};
+use zapraid_engine::sim::Simulator;
 
 /// The chunk size of the measurement.
 pub const LOAD_CHUNK_BYTES: u64 = 16384;

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use zapraid_zns::{Command, Completion, Done, Geometry, ZoneAction, ZoneTarget};
 
 use super::{config, XorShift};
-use crate::checksum::BlockChecksums;
-use crate::engine::{Config, Engine, Request, RequestId, Response};
-use crate::error::{Error, Result};
-use crate::layout::{Mode, RaidLevel, DEFAULT_GROUP_SIZE};
+use zapraid_engine::checksum::BlockChecksums;
+use zapraid_engine::engine::{Config, Engine, Request, RequestId, Response};
+use zapraid_engine::error::{Error, Result};
+use zapraid_engine::layout::{Mode, RaidLevel, DEFAULT_GROUP_SIZE};
 
 /// Requests in flight, as the paper's write experiments.
 pub const QUEUE_DEPTH: u64 = 64;

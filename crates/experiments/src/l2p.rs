@@ -14,10 +14,10 @@ use zapraid_zns::{Geometry, TimingParams};
 
 use super::hybrid::{open_segments, LARGE_CHUNK_BYTES, SMALL_CHUNK_BYTES};
 use super::{closed_loop, config, Measured, XorShift};
-use crate::engine::{Config, L2pConfig, Request};
-use crate::error::Result;
-use crate::layout::{Mode, DEFAULT_GROUP_SIZE};
-use crate::sim::Simulator;
+use zapraid_engine::engine::{Config, L2pConfig, Request};
+use zapraid_engine::error::Result;
+use zapraid_engine::layout::{Mode, DEFAULT_GROUP_SIZE};
+use zapraid_engine::sim::Simulator;
 
 /// Requests in flight, as in the paper's write experiments.
 pub const QUEUE_DEPTH: u64 = 64;
@@ -115,7 +115,7 @@ fn exp9_config(logical_blocks: u64, budget_bytes: Option<u64>) -> Config {
 
 /// Bytes of the whole L2P table of `logical_blocks` (its pages, a block each).
 pub fn table_bytes(logical_blocks: u64) -> u64 {
-    let per_page = crate::format::mapping_entries_per_block(BLOCK_BYTES as u32) as u64;
+    let per_page = zapraid_engine::format::mapping_entries_per_block(BLOCK_BYTES as u32) as u64;
     logical_blocks.div_ceil(per_page) * BLOCK_BYTES
 }
 

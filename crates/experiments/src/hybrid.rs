@@ -11,11 +11,11 @@
 use zapraid_zns::{Geometry, TimingParams};
 
 use super::{closed_loop_sized, config, paper_modes, Measured, XorShift};
-use crate::engine::{Config, Request};
-use crate::error::Result;
-use crate::hybrid::OpenSegments;
-use crate::layout::Mode;
-use crate::sim::Simulator;
+use zapraid_engine::engine::{Config, Request};
+use zapraid_engine::error::Result;
+use zapraid_engine::hybrid::OpenSegments;
+use zapraid_engine::layout::Mode;
+use zapraid_engine::sim::Simulator;
 
 /// Cs: the chunk size of small-chunk segments.
 pub const SMALL_CHUNK_BYTES: u64 = 8192;

@@ -10,9 +10,9 @@
 use zapraid_zns::{Geometry, TimingParams};
 
 use super::{config, random_writes, Measured, WRITE_LOGICAL_BLOCKS};
-use crate::engine::Config;
-use crate::error::Result;
-use crate::layout::{Mode, RaidLevel};
+use zapraid_engine::engine::Config;
+use zapraid_engine::error::Result;
+use zapraid_engine::layout::{Mode, RaidLevel};
 
 /// Queue depths of the sweep (the paper's 1 to 128, powers of two).
 pub const QUEUE_DEPTHS: [u64; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
@@ -102,7 +102,7 @@ mod tests {
     #[test]
     fn throughput_grows_with_queue_depth() {
         const REQUESTS: u64 = 400;
-        let mode = Mode::ZapRaid { group_size: crate::layout::DEFAULT_GROUP_SIZE };
+        let mode = Mode::ZapRaid { group_size: zapraid_engine::layout::DEFAULT_GROUP_SIZE };
         let one = qd_point(mode, 4096, 1, REQUESTS, 1).unwrap();
         let many = qd_point(mode, 4096, 64, REQUESTS, 1).unwrap();
         assert!(many.mib_per_s > one.mib_per_s, "{one:?} {many:?}");
