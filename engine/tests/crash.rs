@@ -526,10 +526,7 @@ const LOST_RUNS_PER_CRASH_STATE: usize = 100;
 /// answered, every scrub and stop ends, reads answer allowed data or (only for blocks that
 /// may be lost) an error, and lost blocks are counted exactly (`exploration::lost`).
 ///
-/// Ignored until the engine's rebuild beyond tolerance ends: see
-/// `pinned_lost_run_rebuild_beyond_tolerance_ends`, the first run it fails on.
 #[test]
-#[ignore = "open engine bug (issue 31): pinned_lost_run_rebuild_beyond_tolerance_ends reads zeros after a crash"]
 fn lost_blocks_exploration() {
     let runs = crash_states_per_scheme() / LOST_RUNS_PER_CRASH_STATE;
     let out = exploration::lost::explore_lost(&schemes(), runs);
@@ -577,12 +574,13 @@ fn lost_blocks_exploration() {
 ///   known (the rebuilt drive's footer said padding for them), and LBA 3 read an older
 ///   version (fixed: the footer entries of blocks a rebuild cannot reconstruct are
 ///   flagged unknown and name the LBA the table in memory maps there, recorded lost).
-/// - Open: LBA 6, whose page of the table was only on the drives when the rebuild wrote
-///   its block, stays unnamed; the start replays the log (no checkpoint) and LBA 6 reads
-///   zeros instead of failing.
+/// - the rebuild still ended over those segments, whose relocation failed on pages of the
+///   table whose mapping blocks sat in rows lost beyond parity (they could be neither read
+///   nor rebuilt from the log); LBA 6, on drive 2 (still failed) in a row the rebuild of
+///   drive 0 could not reconstruct, was recorded nowhere on the drives, and after the power
+///   cut it read zeros (fixed: such a page's LBAs are recorded lost, so garbage collection
+///   reclaims the segments, writing markers, and the rebuild ends after that).
 #[test]
-#[ignore = "open engine bug (issue 31): after a rebuild ended over unreclaimable segments with holes, a crash \
-            forgets the lost LBAs whose L2P pages were only on the drives (LBA 6 reads zeros)"]
 fn pinned_lost_run_rebuild_beyond_tolerance_ends() {
     exploration::lost::lost_run(schemes()[1], 3);
 }

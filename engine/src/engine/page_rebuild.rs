@@ -194,6 +194,14 @@ impl Engine {
                  footers ({error})"
             ),
         };
+        // Its mapping block is gone for good (its stripe lost more than parity covers) and
+        // the log cannot say which blocks are the newest of its LBAs: they are lost. Only
+        // while stripes can be written (failed drives within parity; a drive being rebuilt
+        // takes new stripes): the page is cached dirty, and beyond that its write-back
+        // would fail again and again; meanwhile requests fail and a later load tries again.
+        if Self::beyond_parity(read_error) && self.failed_drives() <= self.codec.parity_chunks() {
+            return self.page_lost(page, &e);
+        }
         self.mapping.loading.remove(&page);
         self.page_unreadable(page, e);
         self.release_parked();
