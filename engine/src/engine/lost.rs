@@ -33,11 +33,27 @@
 //! as a marker would (`LOST_LBA_FLAG`, a fresh timestamp) and the LBA is recorded lost at
 //! once (`unknown_entries`); a start takes such an entry as a marker's (`recovery`). A
 //! block whose LBA only the drives' mapping blocks know (a page not in memory), or with a
-//! write of its LBA in flight, stays unnamed.
+//! write of its LBA in flight, stays unnamed, and so do the blocks of its stripe on drives
+//! still failed: the rebuild does not end with them unnamed (`rebuild`): it waits until
+//! garbage collection has reclaimed the segments with holes, reading every page of the
+//! table (loading offloaded ones) and writing a marker for each unreadable live block.
+//! Only segments garbage collection cannot reclaim (it cannot write) are not waited for.
+//!
+//! A page of the table whose mapping block cannot be read (its stripe lost more than
+//! parity covers) and that the log cannot rebuild (blocks of unknown LBA, a drive lost
+//! beyond tolerance) cannot say which block is the newest of each of its LBAs: serving an
+//! older one, or zeros, would be wrong data, so all of them are recorded lost
+//! (`page_lost`), data on the drives or not (the index to it is gone), and mapped to the
+//! unreadable mapping block's place, in a segment then flagged `holes`: its relocation
+//! writes their markers. Done only while stripes can be written (failed drives within
+//! parity), since the page is cached dirty; beyond that, requests on it fail and a later
+//! load tries again. Segments' live counts may then count blocks nothing maps (the
+//! page's old entries are unknown): they saturate, and a relocated segment counts zero.
 //!
 //! Invariant: an LBA is in `lost` exactly when the L2P table maps it to a marker, to the
-//! damaged block a start found it in, or to a block a rebuild could not reconstruct (the
-//! marker comes when garbage collection moves it).
+//! damaged block a start found it in, to a block a rebuild could not reconstruct, or to
+//! the unreadable mapping block of its page (the marker comes when garbage collection
+//! moves it).
 //! Whether a segment has holes is not recorded on the drives: after a restart, a segment
 //! not reclaimed yet is found to have them again when a read, scrub or rebuild comes
 //! across one.
