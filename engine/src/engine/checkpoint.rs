@@ -93,7 +93,10 @@ impl Engine {
                 SegmentState::Relocating
                     if self.relocation.as_ref().is_some_and(|r| r.zone == seg.zone && r.awaits_checkpoint) =>
                 {
-                    debug_assert_eq!(seg.valid_blocks, 0, "a relocated segment maps nothing");
+                    debug_assert!(
+                        seg.valid_blocks == 0 || self.mapping.pages_lost > 0,
+                        "a relocated segment maps nothing"
+                    );
                     (!seg.stopped_short && !seg.reclaim_first, seg.reclaim_first, false)
                 }
                 SegmentState::Sealing | SegmentState::Relocating => return None,

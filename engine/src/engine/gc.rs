@@ -238,7 +238,10 @@ impl Engine {
             self.gc_check_needed = true;
             return;
         }
-        if r.failed || r.keep {
+        // A mapping block it could not move keeps the segment, unless its page was
+        // recorded lost meanwhile (`lost::page_lost`: the block is no longer its copy).
+        let keep = r.keep && !self.l2p.directory_in_zone(zone).is_empty();
+        if r.failed || keep {
             let kept = !r.failed;
             for (lba, _) in std::mem::take(&mut self.relocation.as_mut().expect("relocating").unreadable) {
                 self.relocation_unpin(lba);
@@ -255,6 +258,11 @@ impl Engine {
         }
         if self.seg(zone).commands_in_flight > 0 {
             return; // reads or zone commands still on its zones
+        }
+        if self.mapping.pages_lost > 0 {
+            // A page recorded lost (`lost::page_lost`) took its LBAs from segments whose
+            // live counts it could not know: they may count blocks nothing maps.
+            self.seg_mut(zone).valid_blocks = 0;
         }
         assert_eq!(self.seg(zone).valid_blocks, 0, "a relocated segment maps nothing");
         if self.reset_waits_for_checkpoint(zone) {

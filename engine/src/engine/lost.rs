@@ -33,11 +33,27 @@
 //! as a marker would (`LOST_LBA_FLAG`, a fresh timestamp) and the LBA is recorded lost at
 //! once (`unknown_entries`); a start takes such an entry as a marker's (`recovery`). A
 //! block whose LBA only the drives' mapping blocks know (a page not in memory), or with a
-//! write of its LBA in flight, stays unnamed.
+//! write of its LBA in flight, stays unnamed, and so do the blocks of its stripe on drives
+//! still failed: the rebuild does not end with them unnamed (`rebuild`): it waits until
+//! garbage collection has reclaimed the segments with holes, reading every page of the
+//! table (loading offloaded ones) and writing a marker for each unreadable live block.
+//! Only segments garbage collection cannot reclaim (it cannot write) are not waited for.
+//!
+//! A page of the table whose mapping block cannot be read (its stripe lost more than
+//! parity covers) and that the log cannot rebuild (blocks of unknown LBA, a drive lost
+//! beyond tolerance) cannot say which block is the newest of each of its LBAs: serving an
+//! older one, or zeros, would be wrong data, so all of them are recorded lost
+//! (`page_lost`), data on the drives or not (the index to it is gone), and mapped to the
+//! unreadable mapping block's place, in a segment then flagged `holes`: its relocation
+//! writes their markers. Done only while stripes can be written (failed drives within
+//! parity), since the page is cached dirty; beyond that, requests on it fail and a later
+//! load tries again. Segments' live counts may then count blocks nothing maps (the
+//! page's old entries are unknown): they saturate, and a relocated segment counts zero.
 //!
 //! Invariant: an LBA is in `lost` exactly when the L2P table maps it to a marker, to the
-//! damaged block a start found it in, or to a block a rebuild could not reconstruct (the
-//! marker comes when garbage collection moves it).
+//! damaged block a start found it in, to a block a rebuild could not reconstruct, or to
+//! the unreadable mapping block of its page (the marker comes when garbage collection
+//! moves it).
 //! Whether a segment has holes is not recorded on the drives: after a restart, a segment
 //! not reclaimed yet is found to have them again when a read, scrub or rebuild comes
 //! across one.
@@ -46,6 +62,7 @@ use std::ops::Range;
 
 use crate::error::Error;
 use crate::format::{FooterEntry, FOOTER_ENTRY_UNKNOWN, LOST_LBA_FLAG, NO_LBA};
+use crate::l2p::PageIndex;
 
 use super::*;
 
@@ -168,6 +185,47 @@ impl Engine {
             entries.push(unknown(LOST_LBA_FLAG | lba, timestamp));
         }
         entries
+    }
+
+    /// Whether segments' live counts may be off: a page rebuilt from the log may map a
+    /// block discarded since (counted nowhere), a page recorded lost took its LBAs from
+    /// segments it could not name (counted there still). Counts then saturate at zero.
+    pub(super) fn live_counts_inexact(&self) -> bool {
+        self.mapping.pages_rebuilt > 0 || self.mapping.pages_lost > 0
+    }
+
+    /// Page `page` of the L2P table can be neither read (its mapping block's stripe lost
+    /// more than parity covers) nor rebuilt from the log (`error` says why): which block
+    /// holds the newest version of each of its LBAs cannot be known, so each is recorded
+    /// lost, with a fresh timestamp, and mapped to the unreadable mapping block's place
+    /// (as a block a rebuild could not reconstruct is: reads answer `Error::Lost` without
+    /// touching it). Its segment is flagged `holes`: garbage collection moving it writes
+    /// a marker for each, so the loss persists (a drive rebuild waits for that). The page
+    /// is cached dirty and its copy forgotten, so garbage collection does not keep the
+    /// segment for a mapping block it cannot move, and the page is written back anew.
+    pub(super) fn page_lost(&mut self, page: PageIndex, error: &Error) {
+        let at = self.l2p.directory_get(page).expect("a page read from the drives has a place");
+        let per_page = self.l2p.entries_per_page();
+        let first = u64::from(page) * per_page;
+        let lbas = first..(first + per_page).min(self.l2p.logical_blocks());
+        tracing::error!(page, error = %error, blocks = lbas.end - lbas.start, "a page of the L2P table cannot be read nor rebuilt: its blocks are recorded lost");
+        let entries = vec![self.l2p.pack(at); (lbas.end - lbas.start) as usize].into_boxed_slice();
+        let replaced = self.l2p.install_rebuilt(page, entries);
+        debug_assert!(replaced.is_empty(), "a page only on the drives had no recovered entries applied");
+        self.l2p.directory_forget(page);
+        self.uncount(at); // the mapping block is no longer the page's copy
+        self.mapping.loading.remove(&page);
+        self.mapping.pages_lost += 1;
+        for lba in lbas {
+            // Nothing in flight maps into a page only on the drives: no write here is
+            // older than a fresh timestamp.
+            let timestamp = self.next_timestamp;
+            self.next_timestamp += 1;
+            self.lost.insert(lba, timestamp);
+            self.seg_mut(at.zone).valid_blocks += 1;
+        }
+        self.note_holes(at.zone);
+        self.release_parked();
     }
 
     /// Marks the relocation's unreadable blocks lost: each still mapped where it was, with

@@ -63,6 +63,9 @@ pub(super) struct MappingIo {
     pub(super) rebuild_queue: VecDeque<(PageIndex, Error)>,
     /// Pages rebuilt from the log since the start.
     pub(super) pages_rebuilt: u64,
+    /// Pages that could be neither read nor rebuilt, their LBAs recorded lost
+    /// (`lost::page_lost`), since the start.
+    pub(super) pages_lost: u64,
 }
 
 /// Page reads in flight at once while the pages of a start from a checkpoint are read for
@@ -245,7 +248,7 @@ impl Engine {
     pub(super) fn unmap_replaced(&mut self, replaced: Vec<u32>) {
         for packed in replaced {
             let at = self.l2p.unpack(packed);
-            let rebuilt = self.mapping.pages_rebuilt > 0;
+            let rebuilt = self.live_counts_inexact();
             match self.segments.get_mut(at.zone as usize).and_then(Option::as_mut) {
                 // After a page was rebuilt, counts may be one short (`page_rebuild`).
                 Some(segment) if segment.valid_blocks > 0 || rebuilt => {

@@ -382,7 +382,7 @@ impl Engine {
     fn uncount(&mut self, at: Physical) {
         // A rebuilt page may map a block discarded since it was written (the log does not
         // record discards) that its segment's live count does not include (`page_rebuild`).
-        let rebuilt = self.mapping.pages_rebuilt > 0;
+        let rebuilt = self.live_counts_inexact();
         let segment = self.segments[at.zone as usize].as_mut().expect("mapped blocks are in segments");
         debug_assert!(segment.valid_blocks > 0 || rebuilt, "a live block at {at:?} was not counted");
         segment.valid_blocks = segment.valid_blocks.saturating_sub(1);

@@ -19,8 +19,10 @@
 //!
 //! A rebuild that cannot be sure of the page (the segments' footers and blocks damaged
 //! beyond parity: an LBA whose newest copy is there is unknown; a drive lost beyond
-//! tolerance) fails the requests waiting for it with an error saying so, never with
-//! entries that might be stale. One page is rebuilt at a time, others wait in line; a
+//! tolerance) never installs entries that might be stale: when the mapping block is gone
+//! for good (its stripe lost beyond parity) and stripes can be written, the page's LBAs
+//! are recorded lost (`lost::page_lost`); otherwise the requests waiting for it fail with
+//! an error saying so. One page is rebuilt at a time, others wait in line; a
 //! page stays `loading` (`MappingIo`) until its rebuild ends.
 
 use std::ops::Range;
@@ -194,6 +196,14 @@ impl Engine {
                  footers ({error})"
             ),
         };
+        // Its mapping block is gone for good (its stripe lost more than parity covers) and
+        // the log cannot say which blocks are the newest of its LBAs: they are lost. Only
+        // while stripes can be written (failed drives within parity; a drive being rebuilt
+        // takes new stripes): the page is cached dirty, and beyond that its write-back
+        // would fail again and again; meanwhile requests fail and a later load tries again.
+        if Self::beyond_parity(read_error) && self.failed_drives() <= self.codec.parity_chunks() {
+            return self.page_lost(page, &e);
+        }
         self.mapping.loading.remove(&page);
         self.page_unreadable(page, e);
         self.release_parked();

@@ -25,6 +25,15 @@ impl L2pTable {
         self.directory[page as usize] = self.pack(at);
     }
 
+    /// Page `page` has no persisted copy any more: its mapping block cannot be read and
+    /// the page is cached dirty in its place (`Engine::page_lost`), to be written back.
+    pub fn directory_forget(&mut self, page: PageIndex) {
+        debug_assert!(self.is_cached(page), "a page whose copy is forgotten is cached");
+        if std::mem::replace(&mut self.directory[page as usize], UNMAPPED) != UNMAPPED {
+            self.pages_on_drives -= 1;
+        }
+    }
+
     /// Pages whose persisted copy is in `zone` (garbage collection moves them).
     pub fn directory_in_zone(&self, zone: u32) -> Vec<PageIndex> {
         let per_zone = self.drives * self.zone_capacity_blocks;
