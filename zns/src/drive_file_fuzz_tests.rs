@@ -4,32 +4,17 @@
 //! gives a geometry that is validated, and a valid one a file layout, without a panic.
 
 use proptest::prelude::*;
-use zapraid_fuzz::{example, fuzz, put_crc32c, Encoded, Field, Verdict};
-use zerocopy::{FromZeros, IntoBytes};
+use zapraid_fuzz::{assert_field_error, example, fields_of, fuzz, put_crc32c, verdict, Encoded};
+use zerocopy::IntoBytes;
 
 use super::*;
 
-/// The named fields of a struct encoded at `base`.
-macro_rules! fields_of {
-    ($t:ty, $base:expr; $($f:ident),+ $(,)?) => {{
-        let zeroed = <$t>::new_zeroed();
-        vec![$(Field::new($base + std::mem::offset_of!($t, $f), std::mem::size_of_val(&zeroed.$f))),+]
-    }};
-}
-
-fn verdict<T>(result: &Result<T, DecodeError>) -> Verdict {
-    match result {
-        Ok(_) => Verdict::Accepted,
-        Err(DecodeError::Field(_)) => Verdict::FieldError,
-        Err(_) => Verdict::OtherError,
-    }
-}
-
-#[track_caller]
-fn assert_field_error<T: std::fmt::Debug>(result: Result<T, DecodeError>, what: &str) {
-    match result {
-        Err(DecodeError::Field(reason)) if reason.contains(what) => {}
-        other => panic!("expected a field error saying {what:?}, got {other:?}"),
+impl zapraid_fuzz::FieldError for DecodeError {
+    fn field_reason(&self) -> Option<&str> {
+        match self {
+            DecodeError::Field(reason) => Some(reason),
+            _ => None,
+        }
     }
 }
 

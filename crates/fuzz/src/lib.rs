@@ -200,6 +200,45 @@ pub fn example<S: Strategy>(strategy: S) -> S::Value {
     strategy.new_tree(&mut runner).expect("the strategy gives a value").current()
 }
 
+/// A decoder's error type, as the fuzz runs tell a field check's refusal from the others.
+pub trait FieldError {
+    /// The reason, when a field broke a rule (after the length, magic, version and
+    /// checksum passed).
+    fn field_reason(&self) -> Option<&str>;
+}
+
+/// How a decoder's answer counts for `fuzz` (the caller checks an accepted value).
+pub fn verdict<T, E: FieldError>(result: &Result<T, E>) -> Verdict {
+    match result {
+        Ok(_) => Verdict::Accepted,
+        Err(e) if e.field_reason().is_some() => Verdict::FieldError,
+        Err(_) => Verdict::OtherError,
+    }
+}
+
+/// `result` is a field-level error whose reason says `what` (not a length, magic, version
+/// or checksum error: the input passed those).
+#[track_caller]
+pub fn assert_field_error<T: std::fmt::Debug, E: FieldError + std::fmt::Debug>(result: Result<T, E>, what: &str) {
+    match &result {
+        Err(e) if e.field_reason().is_some_and(|reason| reason.contains(what)) => {}
+        _ => panic!("expected a field error saying {what:?}, got {result:?}"),
+    }
+}
+
+/// The named fields of a zerocopy struct encoded at `base`, as `Field`s (offsets and
+/// widths from the type itself, so they follow the layout).
+#[macro_export]
+macro_rules! fields_of {
+    ($t:ty, $base:expr; $($f:ident),+ $(,)?) => {{
+        let zeroed = <$t as $crate::__zerocopy::FromZeros>::new_zeroed();
+        vec![$($crate::Field::new($base + std::mem::offset_of!($t, $f), std::mem::size_of_val(&zeroed.$f))),+]
+    }};
+}
+
+#[doc(hidden)]
+pub use zerocopy as __zerocopy;
+
 /// What a decoder answered to one input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {

@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use zapraid_fuzz::{example, fuzz, put_crc32c, Encoded, Field};
 
 use super::super::*;
-use super::{assert_field_error, fields_of, verdict};
+use zapraid_fuzz::{assert_field_error, fields_of, verdict};
 
 /// A segment record's flags as `encode` writes them; the zone is set by `valid_image`.
 fn segment(incremental: bool) -> impl Strategy<Value = CheckpointSegment> {

@@ -6,7 +6,7 @@ use zapraid_fuzz::{example, fuzz, put_crc32c, Encoded, Field};
 use zerocopy::IntoBytes;
 
 use super::super::*;
-use super::{assert_field_error, fields_of, verdict};
+use zapraid_fuzz::{assert_field_error, fields_of, verdict};
 
 fn footer_entry() -> impl Strategy<Value = FooterEntry> {
     (any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(lba, timestamp, stripe)| FooterEntry {

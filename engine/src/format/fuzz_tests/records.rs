@@ -7,8 +7,8 @@ use zerocopy::little_endian::{U32, U64};
 use zerocopy::IntoBytes;
 
 use super::super::*;
-use super::{assert_field_error, fields_of, verdict};
 use crate::hybrid::MAX_OPEN_SEGMENTS;
+use zapraid_fuzz::{assert_field_error, fields_of, verdict};
 
 /// (drives, drive index, data chunks) of a shape the format holds.
 fn shape() -> impl Strategy<Value = (u32, u32, u32)> {
