@@ -3,16 +3,9 @@
 # stop/start, a failed drive, and kill -9 of the server during writes: the restarted
 # server takes the same device over under the mounted file system, every file verifies,
 # fsck clean), fio with verification, then RAID-6 with two failed drives.
-set -eu
-export ZAPRAID_RUN_DIR=/tmp/run
-D="/dev/ng0n1 /dev/ng1n1 /dev/ng2n1 /dev/ng3n1"
+NAME=z
+. /scenarios/prelude.sh
 REVERSED="/dev/ng3n1 /dev/ng2n1 /dev/ng1n1 /dev/ng0n1"
-# busybox sh runs its own applets before PATH: name e2fsprogs' tools by path.
-MKFS="/usr/bin/mke2fs -q -t ext4 -F"
-FSCK=/usr/bin/fsck.ext4
-step() { echo "--- $*"; }
-fail() { echo "FAILED: $*"; exit 1; }
-start() { zapraid start --daemon --name z "$@" | tail -n 1; }
 verify() {
     if ! md5sum -c /tmp/sums > /tmp/verify.out 2>&1; then
         grep -v ': OK$' /tmp/verify.out

@@ -5,23 +5,10 @@
 # chunks and 2 of 16 KiB chunks (8 open, 9 active zones per drive): ext4 with small and
 # large files, stop/start, fio --verify with small and large writes, fsck, a failed
 # drive, restart, every file verified.
-set -eu
-export ZAPRAID_RUN_DIR=/tmp/run
-D="/dev/ng0n1 /dev/ng1n1 /dev/ng2n1 /dev/ng3n1"
+NAME=h
+. /scenarios/prelude.sh
 HYBRID="--small-chunk 8K --large-chunk 16K --small-segments 2 --large-segments 2"
-MKFS="/usr/bin/mke2fs -q -t ext4 -F"
-FSCK=/usr/bin/fsck.ext4
-step() { echo "--- $*"; }
-fail() { echo "FAILED: $*"; exit 1; }
-start() { zapraid start --daemon --name h "$@" | tail -n 1; }
-verify() {
-    md5sum -c /tmp/sums > /tmp/verify.out 2>&1 || {
-        grep -v ': OK$' /tmp/verify.out
-        echo "--- server log"; tail -n 40 /tmp/run/h.log
-        fail "checksums differ ($1)"
-    }
-    echo "all files verify ($1)"
-}
+verify() { verify_sums "$1"; }
 
 step "the drives' zone limits"
 zapraid device info /dev/ng0n1 | grep limits

@@ -6,22 +6,9 @@
 # running, and replays only the segments written after it or open at it); a failed
 # drive, a clean stop and a degraded start from the checkpoint; every file verified each time; fio
 # --verify on the degraded device and one more checkpointed start.
-set -eu
-export ZAPRAID_RUN_DIR=/tmp/run
-D="/dev/ng0n1 /dev/ng1n1 /dev/ng2n1 /dev/ng3n1"
-MKFS="/usr/bin/mke2fs -q -t ext4 -F"
-FSCK=/usr/bin/fsck.ext4
-step() { echo "--- $*"; }
-fail() { echo "FAILED: $*"; exit 1; }
-start() { zapraid start --daemon --name l "$@" | tail -n 1; }
-verify() {
-    md5sum -c /tmp/sums > /tmp/verify.out 2>&1 || {
-        grep -v ': OK$' /tmp/verify.out
-        echo "--- server log"; tail -n 40 /tmp/run/l.log
-        fail "checksums differ ($1)"
-    }
-    echo "all files verify ($1)"
-}
+NAME=l
+. /scenarios/prelude.sh
+verify() { verify_sums "$1"; }
 # The status line saying what the start read: "start: from checkpoint N, ...", "start:
 # from checkpoint N and the S segments written after it, ..." or "start: replayed every
 # segment, ...".

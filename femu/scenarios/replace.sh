@@ -6,13 +6,10 @@
 # fails, so every block drive 1 held must come from the new drive: every file verifies
 # (md5, and fio's own verification of its last file), fsck clean, and again after a stop
 # and a start with the new drive in the drive list.
-set -eu
-export ZAPRAID_RUN_DIR=/tmp/run
-D="/dev/ng0n1 /dev/ng1n1 /dev/ng2n1 /dev/ng3n1"
+NAME=z
+. /scenarios/prelude.sh
 AFTER="/dev/ng3n1 /dev/ng4n1 /dev/ng0n1 /dev/ng2n1"   # drive 1 replaced by ng4n1; any order
 NEW=/dev/ng4n1
-MKFS="/usr/bin/mke2fs -q -t ext4 -F"
-FSCK=/usr/bin/fsck.ext4
 FIO=/usr/bin/fio
 REBUILD_TIMEOUT=900
 # Each fio pass: a new file, random 4 KiB and 64 KiB direct writes, verified as they go
@@ -23,7 +20,6 @@ REBUILD_TIMEOUT=900
 FIO_SIZE_MIB=32
 FIO_OPTS="--ioengine=io_uring --direct=1 --rw=randwrite --bssplit=4k/50:64k/50 --iodepth=16 --size=${FIO_SIZE_MIB}m \
 --rate=1m --verify=crc32c --verify_fatal=1 --output-format=terse --minimal"
-step() { echo "--- $*"; }
 log_tail() { echo "--- server log"; tail -n 60 /tmp/run/z.log; }
 fail() {
     echo "FAILED: $*"
@@ -31,7 +27,6 @@ fail() {
     log_tail
     exit 1
 }
-start() { zapraid start --daemon --name z "$@" | tail -n 1; }
 verify() {
     if ! md5sum -c /tmp/sums > /tmp/verify.out 2>&1; then
         grep -v ': OK$' /tmp/verify.out

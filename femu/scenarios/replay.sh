@@ -5,12 +5,8 @@
 # the stopped array's NVMe drives through the engine. Afterwards the array verifies: a
 # scrub finds no damage, data written after the replay reads back the same across a stop
 # and start.
-set -eu
-export ZAPRAID_RUN_DIR=/tmp/run
-D="/dev/ng0n1 /dev/ng1n1 /dev/ng2n1 /dev/ng3n1"
-step() { echo "--- $*"; }
-fail() { echo "FAILED: $*"; exit 1; }
-start() { zapraid start --daemon --name z "$@" | tail -n 1; }
+NAME=z
+. /scenarios/prelude.sh
 
 cat > /tmp/sample.csv <<'LINES'
 0,R,126703661056,4096,1577808000000046
