@@ -127,10 +127,6 @@ proptest! {
 /// also after a clean stop and start and after a crash and start (`reference::faults`).
 /// Prints the counts.
 #[test]
-#[ignore = "open engine bugs (issue 31), being fixed on branch h-lostcrash: a start (after a crash, or a clean \
-            stop during a rebuild) with a drive failed or being rebuilt and a row damaged beyond parity forgets the \
-            LBAs of that row's blocks on the drive out, which read zeros; after a rebuild ended over segments it \
-            could not reclaim, a start forgets their lost LBAs, which read zeros"]
 fn engine_with_faults_beyond_parity_matches_reference_model() {
     use faults::*;
     let counters = [&CASES, &DAMAGE_OPS, &BLOCKS_LOST, &RUNS_BEYOND_TOLERANCE, &SCRUBS_ENDED, &REBUILDS_STARTED];
