@@ -263,9 +263,9 @@ impl Engine {
     }
 
     /// Gives the segments left unreclaimable, which the rebuild would end over, one more
-    /// try: a relocation under way when the rebuild started, while too many drives were
-    /// down, fails after it and is not tried again by the start, though the new drive now
-    /// takes writes. Ended over, such a segment is never rebuilt onto the new drive, whose
+    /// try if their relocation could not write: one under way when the rebuild started,
+    /// while too many drives were down, fails after it and is not tried again by the
+    /// start, though the new drive now takes writes. Ended over, such a segment is never rebuilt onto the new drive, whose
     /// zone stays empty: a start takes the zone for unwritten, forgetting the LBAs lost in
     /// it. True if the rebuild is to wait for them.
     pub(super) fn retry_unreclaimable(&mut self, drive: usize) -> bool {
@@ -275,7 +275,7 @@ impl Engine {
         }
         r.retried_unreclaimable = true;
         let mut retried = false;
-        for s in self.segments.iter_mut().flatten().filter(|s| s.absent == Some(drive) || s.holes) {
+        for s in self.segments.iter_mut().flatten().filter(|s| s.write_failed && (s.absent == Some(drive) || s.holes)) {
             retried |= std::mem::take(&mut s.unreclaimable);
         }
         if retried {
