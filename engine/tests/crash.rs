@@ -525,11 +525,7 @@ const LOST_RUNS_PER_CRASH_STATE: usize = 100;
 /// garbage collection, scrubs, running checkpoints), with a power cut: every request is
 /// answered, every scrub and stop ends, reads answer allowed data or (only for blocks that
 /// may be lost) an error, and lost blocks are counted exactly (`exploration::lost`).
-///
-///
-/// Ignored until the engine passes `pinned_lost_run_23`, the first run it fails on.
 #[test]
-#[ignore = "open engine bug (issue 31): pinned_lost_run_23 reads an LBA as lost that was never at risk"]
 fn lost_blocks_exploration() {
     let runs = crash_states_per_scheme() / LOST_RUNS_PER_CRASH_STATE;
     let out = exploration::lost::explore_lost(&schemes(), runs);
@@ -591,14 +587,16 @@ fn pinned_lost_run_rebuild_beyond_tolerance_ends() {
 /// Pinned lost-block run (RAID-5 ZapRAID G=4, 6 zones, L2P offloaded to 2 pages of 4
 /// entries, drive 2 failed at step 573, a power cut at 1177 and a start without it, rows
 /// damaged at 858, drive 3 failed at 1202).
-/// - Open: at step 1718 a read of LBA 55 answers `Error::Lost`, though the run never put
-///   it at risk (its page was cached whenever drives went out of service). With
-///   `lost::page_lost`, page 13's mapping block (zone 0, drive 3, offset 26) could be
-///   neither read (2 of 4 chunks of its stripe lost) nor rebuilt, with only drive 3
-///   marked failed after the start; the run fails the same way on the engine before it,
-///   by another path not traced yet.
+/// - At step 1718 a read of LBA 55 answered `Error::Lost`, which the harness took for a
+///   block never at risk. It was: when drive 3 failed at 1202 (beyond tolerance, drive 2
+///   out too), page 13 of the table was cached clean, its mapping block on drive 3 (zone
+///   0, offset 26). Evicted, the page was dropped; loaded again, its mapping block could
+///   be neither read (2 of 4 chunks of its stripe lost) nor rebuilt from the log (a drive
+///   lost beyond tolerance), so its LBAs were recorded lost (`lost::page_lost`), as the
+///   engine means to. The harness counted at risk only LBAs whose page was not cached
+///   then; it now counts the LBAs of pages whose mapping block is on a drive out of
+///   service or in damaged stripes (`note_pages`).
 #[test]
-#[ignore = "open engine bug (issue 31): LBA 55 reads as lost though it was never at risk"]
 fn pinned_lost_run_23() {
     exploration::lost::lost_run(schemes()[0], 23);
 }

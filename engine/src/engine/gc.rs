@@ -250,6 +250,7 @@ impl Engine {
             let seg = self.seg_mut(zone);
             seg.state = SegmentState::Sealed;
             seg.unreclaimable = true;
+            seg.write_failed = !kept;
             // Kept for a mapping block alone: every other block was moved or recorded lost.
             seg.holes &= !kept;
             self.relocation = None;

@@ -37,7 +37,9 @@
 //! still failed: the rebuild does not end with them unnamed (`rebuild`): it waits until
 //! garbage collection has reclaimed the segments with holes, reading every page of the
 //! table (loading offloaded ones) and writing a marker for each unreadable live block.
-//! Only segments garbage collection cannot reclaim (it cannot write) are not waited for.
+//! Only segments garbage collection cannot reclaim (it cannot write) are not waited for,
+//! and those only after one more try once nothing else is left (`retry_unreclaimable`): a
+//! relocation that failed while too many drives were down may succeed with the new drive.
 //!
 //! A page of the table whose mapping block cannot be read (its stripe lost more than
 //! parity covers) and that the log cannot rebuild (blocks of unknown LBA, a drive lost
@@ -258,5 +260,28 @@ impl Engine {
             }
         }
         waiting
+    }
+
+    /// Gives the segments left unreclaimable, which the rebuild would end over, one more
+    /// try if their relocation could not write: one under way when the rebuild started,
+    /// while too many drives were down, fails after it and is not tried again by the
+    /// start, though the new drive now takes writes. Ended over, such a segment is never rebuilt onto the new drive, whose
+    /// zone stays empty: a start takes the zone for unwritten, forgetting the LBAs lost in
+    /// it. True if the rebuild is to wait for them.
+    pub(super) fn retry_unreclaimable(&mut self, drive: usize) -> bool {
+        let r = self.drive_rebuild.as_mut().expect("a rebuild");
+        if r.retried_unreclaimable {
+            return false;
+        }
+        r.retried_unreclaimable = true;
+        let mut retried = false;
+        for s in self.segments.iter_mut().flatten().filter(|s| s.write_failed && (s.absent == Some(drive) || s.holes)) {
+            retried |= std::mem::take(&mut s.unreclaimable);
+        }
+        if retried {
+            self.reclaim_pending = true;
+            self.gc_check_needed = true;
+        }
+        retried
     }
 }

@@ -76,6 +76,9 @@ pub(super) struct DriveRebuild {
     segments_rebuilt: u64,
     blocks_written: u64,
     blocks_unrecoverable: u64,
+    /// Whether the segments garbage collection could not reclaim were tried again before
+    /// the rebuild ends (`retry_unreclaimable`).
+    pub(super) retried_unreclaimable: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,6 +197,7 @@ impl Engine {
             segments_rebuilt: 0,
             blocks_written: 0,
             blocks_unrecoverable: 0,
+            retried_unreclaimable: false,
         });
         tracing::info!(drive, resuming, "rebuild started");
         self.settle();
@@ -263,6 +267,9 @@ impl Engine {
                     .flatten()
                     .all(|s| (s.absent != Some(drive) && !s.holes) || s.unreclaimable) =>
                 {
+                    if self.retry_unreclaimable(drive) {
+                        return;
+                    }
                     let left = self.segments.iter().flatten().filter(|s| s.absent == Some(drive)).count();
                     if left > 0 {
                         tracing::error!(

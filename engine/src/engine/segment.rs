@@ -62,6 +62,9 @@ pub(super) struct Segment {
     /// A relocation of it failed (its blocks could not be written elsewhere): not chosen
     /// again.
     pub(super) unreclaimable: bool,
+    /// Its last relocation could not write its blocks elsewhere (too few drives), rather
+    /// than kept it for a mapping block it could not move.
+    pub(super) write_failed: bool,
     /// Holds blocks that cannot be read or rebuilt (`lost`): reclaimed first.
     pub(super) holes: bool,
     /// Unreadable blocks of it whose LBAs had a write (or its place a repair) in flight at
@@ -106,6 +109,7 @@ impl Segment {
             commands_in_flight: 0,
             reclaim_first: false,
             unreclaimable: false,
+            write_failed: false,
             holes: false,
             awaiting_writes: Vec::new(),
             absent: None,

@@ -10,7 +10,8 @@
 //! - a read answers what the history allows or an error, and an error only for LBAs that
 //!   may be lost (`may_lose`: blocks damaged, or on a failed drive in a zone with damage
 //!   or while failures were beyond parity, or whose place the L2P table had on the drives
-//!   then);
+//!   then, or in a page whose mapping block was so placed: a cached page may be evicted
+//!   and need it again);
 //! - lost blocks counted exactly: once failed drives are within tolerance, every block has
 //!   been read and garbage collection reclaimed the segments with holes, the LBAs that read
 //!   as errors are exactly `blocks_lost()`, also after a clean stop and start and after a
@@ -20,6 +21,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use zapraid_engine::l2p::Physical;
 use zapraid_engine::{Config, Error, L2pConfig, Mode, Request, Simulator};
 use zapraid_zns::ZonedDevice;
 
@@ -185,21 +187,39 @@ impl LostRun {
     /// Where the L2P table says each LBA is; None for those never written and for those
     /// whose place only a mapping block on the drives knows (with the table offloaded, a
     /// block never written may be one: its page is on the drives all the same).
-    fn places(&self) -> Vec<(u64, Option<zapraid_engine::l2p::Physical>)> {
+    fn places(&self) -> Vec<(u64, Option<Physical>)> {
         (0..LOGICAL_BLOCKS).map(|lba| (lba, self.run.sim.engine.locate(lba))).collect()
     }
 
     /// LBAs that may be lost with `drives` out of service: on one of them in a zone in
-    /// `zones` (all zones if None), placed where only the drives know, or being written
-    /// (their new place not in the table yet).
+    /// `zones` (all zones if None), placed where only the drives know, being written
+    /// (their new place not in the table yet), or in a page of the L2P table whose
+    /// mapping block is so placed (`note_pages`).
     fn note_out_of_service(&mut self, drives: &[usize], zones: Option<&BTreeSet<u32>>) {
         for (lba, numbers) in self.run.in_flight.values() {
             self.may_lose.extend(*lba..*lba + numbers.len() as u64);
         }
+        let hit = |p: &Physical| drives.contains(&p.drive) && zones.is_none_or(|z| z.contains(&p.zone));
         for (lba, place) in self.places() {
-            let hit = place.is_none_or(|p| drives.contains(&p.drive) && zones.is_none_or(|z| z.contains(&p.zone)));
-            if hit {
+            if place.is_none_or(|p| hit(&p)) {
                 self.may_lose.insert(lba);
+            }
+        }
+        self.note_pages(hit);
+    }
+
+    /// The LBAs of the pages of the L2P table whose mapping block's place is `hit` (on a
+    /// drive out of service, in damaged stripes) may be lost too, though the pages are
+    /// cached now: a clean page is dropped when evicted, and loading it again needs that
+    /// mapping block; when its stripe is lost beyond parity and the log cannot rebuild the
+    /// page, its LBAs are recorded lost (`Engine::page_lost`, which cannot tell the newest
+    /// copy of each), data on the drives or not.
+    fn note_pages(&mut self, hit: impl Fn(&Physical) -> bool) {
+        let l2p = self.run.sim.engine.status().l2p;
+        let per_page = l2p.entries_per_page;
+        for page in 0..l2p.pages {
+            if self.run.sim.engine.locate_page(page as u32).is_some_and(|p| hit(&p)) {
+                self.may_lose.extend(page * per_page..((page + 1) * per_page).min(LOGICAL_BLOCKS));
             }
         }
     }
@@ -249,6 +269,9 @@ impl LostRun {
                 self.may_lose.insert(lba);
             }
         }
+        // A mapping block in the damaged stripes may be unreadable too.
+        let damaged = |p: &Physical| p.zone == at.zone && window.contains(&p.offset);
+        self.note_pages(damaged);
         self.damaged_zones.insert(at.zone);
         // Chunks of the damaged stripes on drives out of service cannot be rebuilt either.
         let zone = BTreeSet::from([at.zone]);
