@@ -16,11 +16,12 @@ use zapraid_engine::{Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, 
 use zapraid_zns::Geometry;
 
 use crate::common::{self, BLOCK};
-use crate::geometry;
 
 pub(crate) mod faults;
 mod hostile_end;
 use faults::{Faults, Inbox};
+// For the pinned cases (lost_cases.rs); model.rs, which shares this module, does not use it.
+#[allow(unused_imports)]
 pub(crate) use hostile_end::describe;
 
 #[derive(Clone, Debug)]
@@ -76,6 +77,15 @@ pub(crate) enum Op {
 }
 
 pub(crate) const LOGICAL_BLOCKS: u64 = 96;
+
+/// The drives of the model tests: 24 zones of 6 blocks' capacity, 8 in size.
+pub(crate) fn geometry() -> Geometry {
+    common::geometry(24, 6, 8)
+}
+
+/// So few zones that a few hundred written blocks fill the array and garbage collection
+/// must reclaim segments for writes to go on.
+pub(crate) const FEW_ZONES: u32 = 6;
 
 /// Starts after an `Op::Crash`, and those that began from a checkpoint and replayed the
 /// segments written after it.
