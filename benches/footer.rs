@@ -19,8 +19,7 @@ fn footer(c: &mut Criterion) {
     let entries: Vec<FooterEntry> = (0..count as u64)
         .map(|i| FooterEntry { lba: (FIRST_LBA + i).into(), timestamp: i.into(), ..FooterEntry::new_zeroed() })
         .collect();
-    let header =
-        FooterBlockHeader { drive_index: 1.into(), segment_sequence: 3.into(), ..FooterBlockHeader::new_zeroed() };
+    let header = FooterBlockHeader::new(1, 3, 0);
     let mut block = vec![0u8; common::BLOCK_BYTES];
     let mut group = c.benchmark_group(format!("footer block, {count} entries"));
     group.throughput(Throughput::Elements(count as u64));

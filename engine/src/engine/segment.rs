@@ -289,14 +289,7 @@ impl Engine {
             let block_index = first + b;
             let from = (block_index * per_block) as usize;
             let to = (from + per_block as usize).min(entries.len());
-            let header = FooterBlockHeader {
-                magic: [0; 8],
-                version: 0.into(),
-                drive_index: (drive as u32).into(),
-                segment_sequence: sequence.into(),
-                first_block: (from as u32).into(),
-                entries: 0.into(),
-            };
+            let header = FooterBlockHeader::new(drive as u32, sequence, from as u32);
             let out = &mut data[b as usize * bs..(b as usize + 1) * bs];
             encode_footer_block(header, &entries[from.min(to)..to], out);
             BlockMetadata::new(NO_LBA, 0, 0, sequence, BlockKind::Footer)

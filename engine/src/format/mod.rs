@@ -182,6 +182,22 @@ pub struct FooterBlockHeader {
 pub const FOOTER_BLOCK_HEADER_BYTES: usize = 32;
 const _: () = assert!(std::mem::size_of::<FooterBlockHeader>() == FOOTER_BLOCK_HEADER_BYTES);
 
+impl FooterBlockHeader {
+    /// The header of the footer block of `drive_index`'s zone of segment
+    /// `segment_sequence` that describes data-region blocks from `first_block` on; the magic,
+    /// version and entry count are `encode_footer_block`'s to set.
+    pub fn new(drive_index: u32, segment_sequence: u64, first_block: u32) -> Self {
+        FooterBlockHeader {
+            magic: [0; 8],
+            version: 0.into(),
+            drive_index: drive_index.into(),
+            segment_sequence: segment_sequence.into(),
+            first_block: first_block.into(),
+            entries: 0.into(),
+        }
+    }
+}
+
 /// What a footer records of one data-region block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable)]
 #[repr(C)]

@@ -145,14 +145,7 @@ fn footer_block_round_trips_and_every_bit_flip_is_detected() {
         })
         .collect();
     let mut block = vec![0u8; 512];
-    let header = FooterBlockHeader {
-        magic: [0; 8],
-        version: 0.into(),
-        drive_index: 1.into(),
-        segment_sequence: 3.into(),
-        first_block: 40.into(),
-        entries: 0.into(),
-    };
+    let header = FooterBlockHeader::new(1, 3, 40);
     encode_footer_block(header, &entries, &mut block);
     let (h, got) = decode_footer_block(&block).unwrap();
     assert_eq!((h.first_block.get(), got), (40, entries));

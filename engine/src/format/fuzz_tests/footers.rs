@@ -40,14 +40,7 @@ fn valid_footer_block() -> impl Strategy<Value = Encoded> {
             (Just(bytes), proptest::collection::vec(footer_entry(), 0..=per_block), any::<(u32, u64, u32)>())
         })
         .prop_map(|(block_bytes, entries, (drive, sequence, first))| {
-            let header = FooterBlockHeader {
-                magic: [0; 8],
-                version: 0.into(),
-                drive_index: drive.into(),
-                segment_sequence: sequence.into(),
-                first_block: first.into(),
-                entries: 0.into(),
-            };
+            let header = FooterBlockHeader::new(drive, sequence, first);
             let mut block = vec![0u8; block_bytes];
             encode_footer_block(header, &entries, &mut block);
             Encoded { bytes: block, fields: footer_fields(0, entries.len()), context: () }
@@ -115,14 +108,7 @@ fn valid_stop_footer() -> impl Strategy<Value = Encoded<StopFooterCase>> {
         })
         .prop_map(|((block_bytes, first), entries, sequence, drive, data_start)| {
             let per_block = footer_entries_per_block(block_bytes as u32);
-            let header = FooterBlockHeader {
-                magic: [0; 8],
-                version: 0.into(),
-                drive_index: (drive as u32).into(),
-                segment_sequence: sequence.into(),
-                first_block: (first as u32).into(),
-                entries: 0.into(),
-            };
+            let header = FooterBlockHeader::new(drive as u32, sequence, first as u32);
             let mut block = vec![0u8; block_bytes];
             encode_footer_block(header, &entries, &mut block);
             let mut oob = vec![0u8; STOP_FOOTER_OOB_BYTES];
@@ -210,14 +196,7 @@ fn stop_footer_field_errors() {
 fn a_block_too_small_for_an_entry_is_no_stop_footer() {
     let block_bytes = FOOTER_BLOCK_HEADER_BYTES + 4;
     assert_eq!(footer_entries_per_block(block_bytes as u32), 0);
-    let header = FooterBlockHeader {
-        magic: [0; 8],
-        version: 0.into(),
-        drive_index: 0.into(),
-        segment_sequence: 5.into(),
-        first_block: 0.into(),
-        entries: 0.into(),
-    };
+    let header = FooterBlockHeader::new(0, 5, 0);
     let mut block = vec![0u8; block_bytes];
     encode_footer_block(header, &[], &mut block);
     let mut oob = vec![0u8; BLOCK_METADATA_BYTES];
