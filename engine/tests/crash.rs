@@ -6,8 +6,6 @@
 //! - the array keeps working: it takes more writes, reads them back, survives a second
 //!   crash and recovers again.
 
-use std::collections::HashMap;
-
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use zapraid_engine::{Mode, RaidLevel, Request, Simulator};
@@ -419,8 +417,7 @@ fn explore_marked_failure(scheme: Scheme, seed: u64, zones: u32, fail_at_step: u
     let drives = scheme.level.shape().0 + scheme.level.shape().1;
     let failed = rng.random_range(0..drives);
     let sim = Simulator::new(geometry(), config(scheme), seed, None).unwrap();
-    let mut run =
-        Run { label: what.clone(), sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 };
+    let mut run = Run::new(what.clone(), sim);
     let step = |run: &mut Run, steps: &mut usize| -> bool {
         if *steps == fail_at_step {
             run.sim.engine.fail_drive(failed);

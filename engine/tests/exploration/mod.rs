@@ -129,6 +129,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// A run of `sim` with nothing written yet, named `label` in failure messages.
+    pub fn new(label: String, sim: Simulator) -> Self {
+        Run { label, sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 }
+    }
+
     pub fn write(&mut self, rng: &mut ChaCha8Rng) {
         let blocks = rng.random_range(1..=5u64);
         let lba = rng.random_range(0..=LOGICAL_BLOCKS - blocks);
@@ -258,7 +263,7 @@ pub fn run_steps(scheme: Scheme, seed: u64, writes: usize, twists: Twists) -> us
     let config = Config { l2p: l2p_config(twists), ..config(scheme) };
     let sim = Simulator::new(geometry(twists.zones), config, seed, None).unwrap();
     let label = format!("{scheme} seed {seed}, {twists:?}, to the end of its work");
-    let mut run = Run { label, sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 };
+    let mut run = Run::new(label, sim);
     let mut no_cut = usize::MAX;
     run.workload(&mut ChaCha8Rng::seed_from_u64(seed), seed, writes, &mut no_cut, twists)
 }
@@ -397,8 +402,7 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
     let config = |scheme| Config { l2p, ..config(scheme) };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let sim = Simulator::new(geometry(), config(scheme), seed, None).unwrap();
-    let mut run =
-        Run { label: what.clone(), sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 };
+    let mut run = Run::new(what.clone(), sim);
     run.workload(&mut rng, seed, writes, &mut cut_after_steps, twists);
     if let Some(steps) = stop_then_cut_after_steps {
         let mapping_writes = run.sim.engine.status().l2p.mapping_writes;

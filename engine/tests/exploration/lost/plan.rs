@@ -63,7 +63,7 @@ pub fn lost_run(scheme: Scheme, seed: u64) -> LostOutcome {
     let config = Config { l2p: l2p_config, ..config(scheme) };
     let label = format!("{scheme}, {zones} zones, L2P {l2p:?}, {failures:?}, cut at {cut_at:?}, {events:?}");
     let sim = Simulator::new(geometry(zones), config, seed, None).unwrap();
-    let run = Run { label, sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 };
+    let run = Run::new(label, sim);
     let mut lr = LostRun {
         run,
         scheme,
