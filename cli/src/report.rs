@@ -174,7 +174,15 @@ pub fn rebuild_line(r: &Value) -> Option<String> {
     if let Some(limit) = r["rate_limit_bytes_per_s"].as_u64() {
         line += &format!(" (limit {})", crate::size::format_rate(Some(limit)));
     }
+    let stuck = r["segments_unreclaimable"].as_u64().unwrap_or(0);
     match r["eta_s"].as_f64() {
+        _ if stuck > 0 => {
+            let segments = if stuck == 1 { "segment" } else { "segments" };
+            line += &format!(
+                ", waiting for {stuck} {segments} garbage collection cannot reclaim (too many drives down to \
+                 write their blocks elsewhere, or a mapping block unreadable): the drive is not whole yet"
+            );
+        }
         Some(eta) => line += &format!(", ETA {eta:.0} s"),
         // Not measured yet (no segment rebuilt by this server): never a guess such as 0 s.
         None => line += ", ETA unknown (estimating)",
@@ -312,6 +320,13 @@ mod tests {
         assert_eq!(line, "rebuild of drive 1: 48.0% (12 of 25 segments), 0 B written, ETA unknown (estimating)");
         r["eta_s"] = 6.4.into();
         assert!(rebuild_line(&r).unwrap().ends_with(", 0 B written, ETA 6 s"), "{r}");
+        r["eta_s"] = serde_json::Value::Null;
+        r["segments_unreclaimable"] = 2.into();
+        let line = rebuild_line(&r).unwrap();
+        assert!(
+            line.contains(", waiting for 2 segments garbage collection cannot reclaim") && !line.contains("ETA"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -51,3 +51,37 @@ fn a_crash_during_a_rebuild_forgets_no_block_damaged_beyond_parity() {
         }
     }
 }
+
+/// With more drives down than a stripe can be written with (RAID-5: the drive being
+/// rebuilt takes writes, two others failed), garbage collection cannot move the blocks of
+/// the segment open when the rebuild started, and a rebuild does not write such a segment
+/// (its stripes end short of its footer) to the new drive. The rebuild used to end over it
+/// and call the drive whole; a start then took the segment's empty zone on that drive for
+/// unwritten, dropped the segment and reset its zones on the others. It waits instead, says
+/// for how many segments, and a stop still completes.
+#[test]
+fn a_rebuild_never_ends_over_a_segment_left_off_the_new_drive() {
+    for mode in [Mode::ZoneWriteOnly, Mode::ZapRaid { group_size: 4 }] {
+        let geometry = common::geometry(24, 8, 10);
+        let config = common::config(RaidLevel::Raid5 { drives: 4 }, mode, 1, 256);
+        let mut sim = Simulator::new(geometry, config, 3, None).unwrap();
+        for (id, lba) in (0..256).step_by(8).enumerate() {
+            let data: Vec<u8> = (lba..lba + 8).flat_map(|l| named_block(l, 1)).collect();
+            sim.submit(id as u64, Request::Write { lba, data });
+        }
+        sim.run_until_idle();
+        sim.drives[0].fail();
+        sim.engine.fail_drive(0);
+        sim.replace_drive(0, 9).unwrap();
+        for drive in [1, 2] {
+            sim.drives[drive].fail();
+            sim.engine.fail_drive(drive);
+        }
+        sim.run_until_idle();
+        let rebuild = sim.engine.rebuild_status();
+        let waiting = rebuild.map_or(0, |r| r.segments_unreclaimable);
+        assert!(waiting > 0, "{mode:?}: the rebuild ended with a segment off the new drive: {rebuild:?}");
+        assert!(rebuild.is_some_and(|r| r.segments_left >= waiting), "{mode:?}: {rebuild:?}");
+        sim.stop();
+    }
+}

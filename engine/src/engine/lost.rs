@@ -262,12 +262,10 @@ impl Engine {
         waiting
     }
 
-    /// Gives the segments left unreclaimable, which the rebuild would end over, one more
-    /// try if their relocation could not write: one under way when the rebuild started,
-    /// while too many drives were down, fails after it and is not tried again by the
-    /// start, though the new drive now takes writes. Ended over, such a segment is never rebuilt onto the new drive, whose
-    /// zone stays empty: a start takes the zone for unwritten, forgetting the LBAs lost in
-    /// it. True if the rebuild is to wait for them.
+    /// Gives the segments left unreclaimable, which the rebuild waits for, one more try if
+    /// their relocation could not write: one under way when the rebuild started, while too
+    /// many drives were down, fails after it and is not tried again by the start, though
+    /// the new drive now takes writes. True if the rebuild is to wait for them.
     pub(super) fn retry_unreclaimable(&mut self, drive: usize) -> bool {
         let r = self.drive_rebuild.as_mut().expect("a rebuild");
         if r.retried_unreclaimable {

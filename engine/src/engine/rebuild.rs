@@ -23,15 +23,18 @@
 //! before it is written (the reads stay within `REBUILD_WINDOW_CHUNKS` of the writes, so
 //! they are paced too), the footer piece by piece.
 //!
-//! Invariants: a segment being rebuilt is never chosen by garbage collection; the new
-//! drive's zone of a segment is written in order and read from only once finished; a chunk
-//! that cannot be reconstructed (more chunks lost than parity covers) is written as a block
-//! whose metadata does not decode, so reads fail on it rather than return wrong data, and
-//! its footer entries are flagged unknown (`FOOTER_ENTRY_UNKNOWN`), so that a start or a
-//! page rebuild reading the footer takes it for damaged, never for padding, and name the
-//! LBA the table mapped there as lost (`lost::unknown_entries`); with
-//! a rate, no write reaches the new drive before the bucket gave its bytes.
+//! Invariants: the rebuild does not end over a segment it could not write to the drive and
+//! garbage collection could not reclaim (`ending`); a segment being rebuilt is never chosen
+//! by garbage collection; the new drive's zone of a segment is written in order and read
+//! from only once finished; a chunk that cannot be reconstructed (more chunks lost than
+//! parity covers) is written as a block whose metadata does not decode, so reads fail on it
+//! rather than return wrong data, and its footer entries are flagged unknown
+//! (`FOOTER_ENTRY_UNKNOWN`), so that a start or a page rebuild reading the footer takes it
+//! for damaged, never for padding, and name the LBA the table mapped there as lost
+//! (`lost::unknown_entries`); with a rate, no write reaches the new drive before the bucket
+//! gave its bytes.
 
+mod ending;
 mod pace;
 mod reconstruct;
 mod resume;
@@ -56,6 +59,11 @@ pub struct RebuildStatus {
     /// Segments rebuilt onto the drive, and those it does not hold yet.
     pub segments_rebuilt: u64,
     pub segments_left: u64,
+    /// Of `segments_left`, those garbage collection could not reclaim because their live
+    /// blocks cannot be written elsewhere (too many drives down), which a rebuild does not
+    /// write to the new drive (`ending`): the rebuild waits for them, and does not end
+    /// while one is left.
+    pub segments_unreclaimable: u64,
     /// Of `segments_rebuilt`, those a rebuild before a restart had completed, checked and
     /// kept (`resume`): done in no time, they say nothing of how long the rest takes.
     pub segments_kept: u64,
@@ -79,6 +87,8 @@ pub(super) struct DriveRebuild {
     /// Whether the segments garbage collection could not reclaim were tried again before
     /// the rebuild ends (`retry_unreclaimable`).
     pub(super) retried_unreclaimable: bool,
+    /// Whether the log said once that the rebuild waits for such segments.
+    pub(super) stuck_reported: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,6 +208,7 @@ impl Engine {
             blocks_written: 0,
             blocks_unrecoverable: 0,
             retried_unreclaimable: false,
+            stuck_reported: false,
         });
         tracing::info!(drive, resuming, "rebuild started");
         self.settle();
@@ -207,11 +218,12 @@ impl Engine {
     /// Progress of the running rebuild, if any.
     pub fn rebuild_status(&self) -> Option<RebuildStatus> {
         let r = self.drive_rebuild.as_ref()?;
-        let segments_left = self.segments.iter().flatten().filter(|s| s.absent == Some(r.drive)).count() as u64;
+        let left = || self.segments.iter().flatten().filter(|s| s.absent == Some(r.drive));
         Some(RebuildStatus {
             drive: r.drive,
             segments_rebuilt: r.segments_rebuilt,
-            segments_left,
+            segments_left: left().count() as u64,
+            segments_unreclaimable: left().filter(|s| s.unreclaimable && s.write_failed).count() as u64,
             segments_kept: r.segments_kept,
             blocks_written: r.blocks_written,
             blocks_unrecoverable: r.blocks_unrecoverable,
@@ -253,53 +265,7 @@ impl Engine {
                         self.start_zone_rebuild(zone);
                     }
                 }
-                // Segments with holes (chunks it could not reconstruct among them) are
-                // waited for until garbage collection has reclaimed them, recording their
-                // lost blocks: until then the drive counts as being rebuilt, so that a start
-                // after a crash, which could not tell which LBAs the holes held, refuses to
-                // run with one more drive down rather than serve older versions. A segment
-                // garbage collection cannot reclaim (its blocks cannot be written elsewhere:
-                // too many drives down) is not waited for: its chunks on the new drive stay
-                // rebuilt on read.
-                None if self
-                    .segments
-                    .iter()
-                    .flatten()
-                    .all(|s| (s.absent != Some(drive) && !s.holes) || s.unreclaimable) =>
-                {
-                    if self.retry_unreclaimable(drive) {
-                        return;
-                    }
-                    let left = self.segments.iter().flatten().filter(|s| s.absent == Some(drive)).count();
-                    if left > 0 {
-                        tracing::error!(
-                            drive,
-                            segments = left,
-                            "rebuild: segments that cannot be reclaimed stay off the new drive"
-                        );
-                    }
-                    let r = self.drive_rebuild.take().expect("a rebuild");
-                    self.rebuilds_completed += 1;
-                    if r.blocks_unrecoverable > 0 {
-                        // The drive is in service, with holes where its stripes lost too
-                        // much: their segments are reclaimed first (`lost`).
-                        tracing::error!(
-                            drive,
-                            segments = r.segments_rebuilt,
-                            blocks = r.blocks_written,
-                            unrecoverable = r.blocks_unrecoverable,
-                            "rebuild finished with blocks it could not reconstruct: data is lost"
-                        );
-                    } else {
-                        tracing::info!(
-                            drive,
-                            segments = r.segments_rebuilt,
-                            blocks = r.blocks_written,
-                            "rebuild finished"
-                        );
-                    }
-                }
-                None => {} // the rest are open, being sealed or relocated, or to be reclaimed
+                None => self.end_or_wait(drive),
             }
             return;
         }

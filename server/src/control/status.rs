@@ -151,11 +151,15 @@ fn rebuild_json(s: &ArrayStatus) -> serde_json::Value {
     let elapsed_s = s.rebuild_elapsed_s.unwrap_or(0.0);
     let rate_mib_s = (elapsed_s > 0.0).then(|| bytes_written as f64 / (1024.0 * 1024.0) / elapsed_s);
     let measured = r.segments_rebuilt.saturating_sub(r.segments_kept);
-    let eta_s = (measured > 0 && elapsed_s > 0.0).then(|| elapsed_s / measured as f64 * r.segments_left as f64);
+    // Segments garbage collection cannot reclaim hold the rebuild until they can be: no
+    // time can be given for that.
+    let eta_s = (measured > 0 && elapsed_s > 0.0 && r.segments_unreclaimable == 0)
+        .then(|| elapsed_s / measured as f64 * r.segments_left as f64);
     serde_json::json!({
         "drive": r.drive,
         "segments_rebuilt": r.segments_rebuilt,
         "segments_left": r.segments_left,
+        "segments_unreclaimable": r.segments_unreclaimable,
         "segments_kept": r.segments_kept,
         "percent_done": percent,
         "blocks_written": r.blocks_written,
@@ -267,6 +271,7 @@ mod tests {
             drive: 2,
             segments_rebuilt: 3,
             segments_left: 1,
+            segments_unreclaimable: 0,
             segments_kept: 0,
             blocks_written: 512,
             blocks_unrecoverable: 0,
@@ -284,6 +289,7 @@ mod tests {
         let resumed = zapraid_engine::RebuildStatus {
             segments_rebuilt: 12,
             segments_left: 13,
+            segments_unreclaimable: 0,
             segments_kept: 12,
             ..status.engine.rebuild.unwrap()
         };
@@ -295,6 +301,10 @@ mod tests {
         restarted.engine.rebuild = Some(zapraid_engine::RebuildStatus { segments_rebuilt: 14, ..resumed });
         let r = status_json(&id, &restarted)["rebuild"].clone();
         assert!((r["eta_s"].as_f64().unwrap() - 0.05 / 2.0 * 13.0).abs() < 1e-9, "{r}");
+        // Waiting for segments garbage collection cannot reclaim: no time can be given.
+        restarted.engine.rebuild = Some(zapraid_engine::RebuildStatus { segments_unreclaimable: 1, ..resumed });
+        let r = status_json(&id, &restarted)["rebuild"].clone();
+        assert!(r["eta_s"].is_null() && r["segments_unreclaimable"] == 1, "{r}");
         status.engine.rebuild_rate_bytes_per_s = Some(200 << 20);
         let s = status_json(&id, &status);
         assert_eq!(s["rebuild_rate_bytes_per_s"].as_u64(), Some(200 << 20), "{s}");
