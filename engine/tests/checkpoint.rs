@@ -12,6 +12,7 @@ use zapraid_engine::format::CheckpointImage;
 use zapraid_engine::{Mode, RaidLevel, Request, Simulator};
 
 #[allow(dead_code)] // this binary uses part of what the checkpoint tests share
+#[path = "common/checkpointed/mod.rs"]
 mod checkpointed;
 mod common;
 use checkpointed::*;

@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use zapraid_engine::{Mode, RaidLevel, Request, Simulator};
 
 mod common;
+#[path = "common/exploration/mod.rs"]
 mod exploration;
 use common::BLOCK;
 use exploration::*;

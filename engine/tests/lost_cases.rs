@@ -5,6 +5,7 @@
 mod common;
 // Shared with model.rs, which uses the parts these cases do not (its properties and strategies).
 #[allow(dead_code)]
+#[path = "common/reference/mod.rs"]
 mod reference;
 use reference::*;
 

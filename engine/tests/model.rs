@@ -15,6 +15,7 @@ use zapraid_engine::{Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simula
 
 mod common;
 use common::BLOCK;
+#[path = "common/reference/mod.rs"]
 mod reference;
 use reference::*;
 

@@ -7,6 +7,7 @@ use zapraid_engine::{Mode, RaidLevel, Request, Simulator};
 
 mod common;
 #[allow(dead_code)] // this binary uses part of the harness crash.rs drives
+#[path = "common/exploration/mod.rs"]
 mod exploration;
 use common::BLOCK;
 use exploration::*;

@@ -1,4 +1,11 @@
 //! What the engine's test binaries share: small emulated drives that keep simulations fast.
+//!
+//! The harnesses some binaries share sit next to this file, each included by the binaries
+//! that use it (`#[path = "common/NAME/mod.rs"] mod NAME;`), so that the others do not
+//! compile it: `exploration/` (crash exploration: runs cut by power at every step, and the
+//! lost-block runs; `crash.rs`, `stop_and_rebuild.rs`), `reference/` (the reference model
+//! and its faults for the property tests; `model.rs`, `lost_cases.rs`), `checkpointed/`
+//! (arrays started from checkpoints; `checkpoint.rs`, `degraded_checkpoint.rs`).
 
 use zapraid_zns::Geometry;
 
