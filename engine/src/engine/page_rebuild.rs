@@ -62,7 +62,7 @@ impl Engine {
         for seg in self.segments.iter().flatten() {
             if seg.footer.is_empty() {
                 let (zone, sequence, layout, class) = (seg.zone, seg.sequence, seg.layout, seg.class);
-                on_drives.push(ScanSegment { zone, sequence, layout, class });
+                on_drives.push(ScanSegment { zone, sequence, layout, class, table: seg.table.clone() });
             } else {
                 offer_footer_records(seg, &lbas, &mut newest);
             }

@@ -350,7 +350,11 @@ impl Engine {
             let seg = self.seg_mut(zone);
             seg.state = SegmentState::Sealed;
             seg.reclaim_first = true;
-            seg.footer = Vec::new();
+            // Its footer records stay until it is reclaimed: its stripes end short of the
+            // footer region, so the drives never get them, and a page of the L2P table
+            // rebuilt from the log (`page_rebuild`) reads them here, where the blocks'
+            // metadata alone may not say what a chunk holds (its row lost beyond parity
+            // with the drive being rebuilt absent).
             self.reclaim_pending = true;
             self.gc_check_needed = true;
             tracing::debug!(zone, "a retired open segment is closed, to be reclaimed");

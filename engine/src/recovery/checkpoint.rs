@@ -188,8 +188,11 @@ impl Recovery {
 
     /// Of a segment appending at the checkpoint the start began from, the places of its
     /// chunks as the engine had them then, if the checkpoint kept them (a drive was failed
-    /// or being rebuilt).
+    /// or being rebuilt); of a scan, the running engine's table of the segment.
     pub(super) fn appending_places(&self, zone: u32) -> Option<CompactStripeTable> {
+        if let Some(table) = self.known_places.get(&zone) {
+            return Some(table.clone()); // the running engine's own, exact
+        }
         let (_, record) = self.named_on_drives(zone).filter(|(_, s)| s.appending && !s.table.is_empty())?;
         // Its length was checked when the checkpoint was judged.
         CompactStripeTable::decode(&self.layout_of(zone), &record.table)

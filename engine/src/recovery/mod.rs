@@ -266,6 +266,9 @@ pub struct Recovery {
     /// Reading the log of segments the running engine names (`scan`), not a start: no
     /// headers read, no zone reset, nothing built.
     scan_only: bool,
+    /// Of a scan, the engine's stripe tables of appending segments (`ScanSegment::table`):
+    /// the places of chunks no drive read can give, ahead of any a checkpoint recorded.
+    known_places: HashMap<u32, CompactStripeTable>,
 }
 
 impl Recovery {
@@ -308,6 +311,7 @@ impl Recovery {
             from_checkpoint: false,
             checkpoint_floor: (0, 0),
             scan_only: false,
+            known_places: HashMap::new(),
         };
         let tolerated = config.level.tolerated_failures();
         for &drive in failed_drives {

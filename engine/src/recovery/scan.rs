@@ -19,14 +19,20 @@ use crate::engine::Config;
 use crate::hybrid::ChunkClass;
 use crate::layout::Layout;
 use crate::parity::ParityCodec;
+use crate::stripe_table::CompactStripeTable;
 
 /// A segment on the drives whose log a scan reads, as the engine holds it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct ScanSegment {
     pub zone: u32,
     pub sequence: u64,
     pub layout: Layout,
     pub class: ChunkClass,
+    /// With Zone Append, the engine's compact stripe table of the segment: where each
+    /// drive's chunk of each stripe is, also on a drive the scan cannot read (failed, or
+    /// being rebuilt and not holding the segment yet), whose places the drives' own
+    /// records cannot say.
+    pub table: Option<CompactStripeTable>,
 }
 
 /// What a scan found in one segment for the LBAs asked about.
@@ -59,6 +65,9 @@ impl Recovery {
             scan.segments.insert(s.zone, s.sequence);
             scan.zone_layouts.insert(s.zone, (s.layout, s.class));
             scan.footer_probes.insert(s.zone, vec![None; n]);
+            if let Some(table) = &s.table {
+                scan.known_places.insert(s.zone, table.clone());
+            }
         }
         Ok(scan)
     }
