@@ -224,3 +224,33 @@ fn blocks_damaged_beyond_parity_never_stop_garbage_collection_scrub_or_stop() {
     assert!(found.errors > 0, "{found:?}");
     assert_eq!((found.errors, lost_after), (lost, lost), "lost blocks, and only those, answer errors");
 }
+
+/// Three drives of a RAID-5 out (one being rebuilt, two failed by force): no stripe can be
+/// written, so garbage collection cannot move the blocks of the segment open when the
+/// rebuild started, which a rebuild does not write to the new drive. The rebuild waits for
+/// it, and says so, rather than call the drive whole (a start would then drop the segment);
+/// `stop` finishes, and a start refuses the array with that many drives down.
+#[test]
+fn a_rebuild_that_cannot_finish_waits_and_says_why() {
+    let _serial = serial();
+    let mut world = World::new("raid5", 4, 16, 1200);
+    world.write_and_verify(Some(1), 1);
+    world.start(&[], &[]);
+    for fail in [&["fail", "rp", "1"][..], &["fail", "rp", "0", "--force"], &["fail", "rp", "2", "--force"]] {
+        world.ok(fail);
+    }
+    let new = world.new_drive("new1");
+    world.ok(&["replace", "rp", "1", &new]);
+    let s = wait_for(&world, "the rebuild waits", |s| s["rebuild"]["segments_unreclaimable"].as_u64() > Some(0));
+    assert_eq!(s["state"], "data_lost", "{s}");
+    assert!(s["rebuild"]["eta_s"].is_null(), "{s}");
+    let human = world.ok(&["status", "rp"]);
+    assert!(human.contains("garbage collection cannot reclaim") && human.contains("not whole yet"), "{human}");
+    let said = finishes(&world, &["stop", "rp"]);
+    assert!(said.status.success(), "{}", common::text(&said));
+    world.drives[1] = new;
+    let mut start = vec!["start", "--no-device"];
+    start.extend(world.drives.iter().map(String::as_str));
+    let refused = world.refused(&start);
+    assert!(refused.contains("cannot start") && refused.contains("survives 1 failed drive"), "{refused}");
+}
