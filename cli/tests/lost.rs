@@ -252,5 +252,5 @@ fn a_rebuild_that_cannot_finish_waits_and_says_why() {
     let mut start = vec!["start", "--no-device"];
     start.extend(world.drives.iter().map(String::as_str));
     let refused = world.refused(&start);
-    assert!(refused.contains("cannot start") && refused.contains("survives 1 failed drive"), "{refused}");
+    assert!(refused.contains("cannot start") && refused.contains("drive 1 being rebuilt, not whole yet"), "{refused}");
 }

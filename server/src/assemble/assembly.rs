@@ -166,7 +166,10 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         return Err(unusable.swap_remove(0).error);
     }
     let recorded_failed = failed_drives(&newest);
-    let absent = check_absent(&newest.name(), level, &recorded_failed, &absent_indexes, &unusable, newly_missing)?;
+    let rebuilding_mask = newest.rebuilding_drives.get();
+    let rebuilding: Vec<usize> = (0..drive_count).filter(|d| rebuilding_mask >> d & 1 == 1).collect();
+    let absent =
+        check_absent(&newest.name(), level, &recorded_failed, &rebuilding, &absent_indexes, &unusable, newly_missing)?;
     found.sort_by_key(|(s, _, _, _)| s.drive_index.get());
     // The raw geometry (superblock zones included) a missing drive stands in with, and the
     // array's (`ReservedZones`), the same on every drive present.

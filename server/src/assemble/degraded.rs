@@ -61,13 +61,15 @@ pub struct AbsentDrive {
 }
 
 /// Decides whether an array of `level` may start with the drives `absent` missing and
-/// `recorded_failed` failed per its newest superblock; returns the absent drives, each
-/// said recorded failed before or not. `unusable` (given, not used) is only said in the
+/// `recorded_failed` failed per its newest superblock (`rebuilding`, of those, had a
+/// rebuild onto them not finished); returns the absent drives, each said recorded failed
+/// before or not. `unusable` (given, not used) is only said in the
 /// refusal, as what may have been meant.
 pub fn check_absent(
     name: &str,
     level: RaidLevel,
     recorded_failed: &[usize],
+    rebuilding: &[usize],
     absent: &[usize],
     unusable: &[UnusableDrive],
     newly_missing: NewlyMissing,
@@ -85,6 +87,7 @@ pub fn check_absent(
             .map(|d| match (absent.contains(d), recorded_failed.contains(d)) {
                 (true, true) => format!("drive {d} missing (recorded failed before)"),
                 (true, false) => format!("drive {d} missing"),
+                _ if rebuilding.contains(d) => format!("drive {d} being rebuilt, not whole yet"),
                 _ => format!("drive {d} recorded failed"),
             })
             .collect();
@@ -258,7 +261,7 @@ mod tests {
 
     #[test]
     fn a_newly_missing_drive_needs_the_flag() {
-        let e = check_absent("a", RAID5, &[], &[1], &[], NewlyMissing::Refuse).unwrap_err().to_string();
+        let e = check_absent("a", RAID5, &[], &[], &[1], &[], NewlyMissing::Refuse).unwrap_err().to_string();
         assert_eq!(
             e,
             "array \"a\" cannot start: drive 1 is missing. If it is gone, add --degraded to start the array without \
@@ -266,39 +269,40 @@ mod tests {
              a failed drive onto a new one once the array runs)"
         );
         assert!(matches!(
-            check_absent("a", RAID5, &[], &[1], &[], NewlyMissing::RecordFailed).as_deref(),
+            check_absent("a", RAID5, &[], &[], &[1], &[], NewlyMissing::RecordFailed).as_deref(),
             Ok([AbsentDrive { index: 1, recorded_before: false }])
         ));
-        let e = check_absent("a", RAID6, &[], &[0, 4], &[], NewlyMissing::Refuse).unwrap_err().to_string();
+        let e = check_absent("a", RAID6, &[], &[], &[0, 4], &[], NewlyMissing::Refuse).unwrap_err().to_string();
         assert!(e.contains("drives 0 and 4 are missing. If they are gone,"), "{e}");
         assert!(e.contains("drives 0 and 4 are then recorded failed, and stay failed even if they come back"), "{e}");
     }
 
     #[test]
     fn a_drive_recorded_failed_may_be_absent_without_the_flag() {
-        let got = check_absent("a", RAID5, &[2], &[2], &[], NewlyMissing::Refuse).unwrap();
+        let got = check_absent("a", RAID5, &[2], &[], &[2], &[], NewlyMissing::Refuse).unwrap();
         assert_eq!(got, [absent(2, true)]);
         // One recorded, one new: the new one still needs the flag.
-        let e = check_absent("a", RAID6, &[2], &[2, 3], &[], NewlyMissing::Refuse).unwrap_err().to_string();
+        let e = check_absent("a", RAID6, &[2], &[], &[2, 3], &[], NewlyMissing::Refuse).unwrap_err().to_string();
         assert!(e.contains(": drive 3 is missing."), "{e}");
-        let got = check_absent("a", RAID6, &[2], &[2, 3], &[], NewlyMissing::RecordFailed).unwrap();
+        let got = check_absent("a", RAID6, &[2], &[], &[2, 3], &[], NewlyMissing::RecordFailed).unwrap();
         assert_eq!(got, [absent(2, true), absent(3, false)]);
     }
 
     #[test]
     fn more_missing_or_failed_than_the_level_survives_is_refused_naming_them() {
         for newly_missing in [NewlyMissing::Refuse, NewlyMissing::RecordFailed] {
-            let e = check_absent("a", RAID5, &[1], &[2], &[], newly_missing).unwrap_err().to_string();
+            let e = check_absent("a", RAID5, &[1], &[], &[2], &[], newly_missing).unwrap_err().to_string();
             assert_eq!(
                 e,
                 "array \"a\" cannot start: RAID-5 (3+1) survives 1 failed drive, and drives 1 and 2 are missing or \
                  failed (drive 1 recorded failed, drive 2 missing): its data cannot be read"
             );
         }
-        let e = check_absent("a", RAID6, &[], &[0, 1, 3], &[], NewlyMissing::RecordFailed).unwrap_err().to_string();
+        let e =
+            check_absent("a", RAID6, &[], &[], &[0, 1, 3], &[], NewlyMissing::RecordFailed).unwrap_err().to_string();
         assert!(e.contains("survives 2 failed drives, and drives 0, 1 and 3 are missing or failed"), "{e}");
         let raid0 = RaidLevel::Raid0 { drives: 4 };
-        let e = check_absent("a", raid0, &[3], &[], &[], NewlyMissing::Refuse).unwrap_err().to_string();
+        let e = check_absent("a", raid0, &[3], &[], &[], &[], NewlyMissing::Refuse).unwrap_err().to_string();
         assert!(e.contains("survives no failed drive, and drive 3 is missing or failed (drive 3 recorded"), "{e}");
     }
 
@@ -308,7 +312,7 @@ mod tests {
             path: "d/x.zns".into(),
             error: Error::Refused { path: "d/x.zns".into(), reason: "it is blank".into() },
         }];
-        let e = check_absent("a", RAID5, &[], &[0], &unusable, NewlyMissing::Refuse).unwrap_err().to_string();
+        let e = check_absent("a", RAID5, &[], &[], &[0], &unusable, NewlyMissing::Refuse).unwrap_err().to_string();
         assert!(e.contains("drive 0 is missing (given but not used: d/x.zns: it is blank). If it"), "{e}");
         let line = absent_line("a", &[absent(0, false), absent(3, true)], &unusable).unwrap();
         assert_eq!(
@@ -316,7 +320,8 @@ mod tests {
             "array \"a\" runs degraded: drive 0 missing (recorded failed now), drive 3 missing (recorded failed \
              before); given but not used: d/x.zns: it is blank"
         );
-        let e = check_absent("a", RAID5, &[1], &[0], &unusable, NewlyMissing::RecordFailed).unwrap_err().to_string();
+        let e =
+            check_absent("a", RAID5, &[1], &[], &[0], &unusable, NewlyMissing::RecordFailed).unwrap_err().to_string();
         assert!(
             e.contains("(drive 0 missing, drive 1 recorded failed; given but not used: d/x.zns: it is blank): its"),
             "{e}"
