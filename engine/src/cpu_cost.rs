@@ -22,8 +22,9 @@
 //! (a flush or a discard does bookkeeping, no data). Write requests carry the frontend's
 //! checksums (`Request::WriteWithChecksums`), as the server's do; the simulated requests
 //! that make the engine compute them (`Request::Write`) are charged the same. RAID-6 and
-//! other levels of two or more parity chunks cost more than one parity chunk (Reed-Solomon
-//! Q), so they have costs of their own; RAID-0, RAID-1 and RAID-01 are charged as RAID-5.
+//! k+m levels of two or more parity chunks cost more than one parity chunk (Reed-Solomon
+//! Q), so they have costs of their own; RAID-0, RAID-1, RAID-01 and RAID-4 are charged as
+//! RAID-5.
 
 use std::fmt;
 
@@ -119,13 +120,13 @@ pub const RAID6_MEASURED: CpuCosts = CpuCosts {
 };
 
 impl CpuCosts {
-    /// The measured costs for `level`: RAID-6's for two or more parity chunks, else
-    /// RAID-5's.
+    /// The measured costs for `level`: RAID-6's for Reed-Solomon parity of two or more
+    /// chunks (RAID-6, k+m with m >= 2), else RAID-5's (XOR parity, copies, none).
     pub fn calibrated(level: RaidLevel) -> CpuCosts {
-        if level.shape().1 >= 2 {
-            RAID6_MEASURED
-        } else {
-            RAID5_MEASURED
+        match level {
+            RaidLevel::Raid6 { .. } => RAID6_MEASURED,
+            RaidLevel::Erasure { m, .. } if m >= 2 => RAID6_MEASURED,
+            _ => RAID5_MEASURED,
         }
     }
 

@@ -113,3 +113,77 @@ impl Core {
         self.waiting.iter().filter(|i| matches!(i, Input::Completion(..))).count()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use zapraid_zns::{Geometry, TimingParams};
+
+    use crate::cpu_cost::CpuCosts;
+    use crate::engine::{Config, Request, DEFAULT_STRIPE_TIMEOUT_NS};
+    use crate::layout::{Mode, RaidLevel};
+    use crate::sim::Simulator;
+
+    const BLOCK_BYTES: usize = 4096;
+    /// Ten full stripes of a (3+1)-RAID-5 with one-block chunks.
+    const WRITES: u64 = 30;
+
+    fn config() -> Config {
+        Config {
+            level: RaidLevel::Raid5 { drives: 4 },
+            mode: Mode::ZapRaid { group_size: 4 },
+            chunk_bytes: BLOCK_BYTES as u64,
+            open_segments: crate::hybrid::OpenSegments::SINGLE,
+            stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
+            logical_blocks: 256,
+            array_uuid: [3; 16],
+            lookup_ps_per_entry: 0,
+            l2p: crate::engine::L2pConfig::default(),
+        }
+    }
+
+    /// `WRITES` one-block writes submitted at once; each response's id and time.
+    fn run(costs: Option<CpuCosts>, timing: Option<TimingParams>) -> Vec<(u64, u64)> {
+        const ZONES: u32 = 16;
+        const ZONE_BLOCKS: u64 = 1024;
+        let mut sim = Simulator::new(Geometry::small(ZONES, ZONE_BLOCKS, ZONE_BLOCKS), config(), 1, timing).unwrap();
+        sim.set_cpu_costs(costs);
+        for id in 0..WRITES {
+            sim.submit(id, Request::Write { lba: id, data: vec![id as u8; BLOCK_BYTES] });
+        }
+        let mut answered = Vec::new();
+        while sim.step() {
+            for response in sim.take_responses() {
+                response.result.unwrap();
+                answered.push((response.id, sim.now_ns()));
+            }
+        }
+        answered
+    }
+
+    /// Requests submitted together wait for one another on the core: the last answer
+    /// comes no earlier than all their costs; uncharged, instant drives answer at once.
+    #[test]
+    fn requests_wait_for_a_busy_core() {
+        const REQUEST_NS: u64 = 10_000;
+        let costs = CpuCosts { write_request_ns_per_block: REQUEST_NS, ..CpuCosts::default() };
+        let charged = run(Some(costs), None);
+        assert_eq!(charged.len(), WRITES as usize, "{charged:?}");
+        let last_ns = charged.iter().map(|(_, at)| *at).max().unwrap_or(0);
+        assert!(last_ns >= WRITES * REQUEST_NS, "{charged:?}");
+        // The first stripe's three writes are answered after the third is handled.
+        let first_ns = charged.iter().map(|(_, at)| *at).min().unwrap_or(0);
+        assert!(first_ns >= 3 * REQUEST_NS, "{charged:?}");
+        let uncharged = run(None, None);
+        assert!(uncharged.iter().all(|(_, at)| *at < REQUEST_NS), "{uncharged:?}");
+    }
+
+    /// With drive timing the core is on by default, and the same seed gives the same run.
+    #[test]
+    fn charged_runs_repeat() {
+        let timing = Some(TimingParams::zn540());
+        let sim = Simulator::new(Geometry::small(16, 1024, 1024), config(), 1, timing.clone()).unwrap();
+        assert_eq!(sim.cpu_costs(), Some(CpuCosts::calibrated(config().level)));
+        let calibrated = sim.cpu_costs();
+        assert_eq!(run(calibrated, timing.clone()), run(calibrated, timing));
+    }
+}
