@@ -65,7 +65,9 @@ impl RequestKind {
             Request::Write { data, .. } | Request::WriteWithChecksums { data, .. } => {
                 (RequestKind::Write, blocks_of(data.len()))
             }
-            Request::Read { blocks, .. } | Request::ReadUnverified { blocks, .. } => (RequestKind::Read, (*blocks).max(1)),
+            Request::Read { blocks, .. } | Request::ReadUnverified { blocks, .. } => {
+                (RequestKind::Read, (*blocks).max(1))
+            }
             Request::Flush | Request::Discard { .. } => (RequestKind::Other, 1),
         }
     }
@@ -85,7 +87,9 @@ impl CompletionKind {
     pub fn of(command: &Command, block_bytes: u64) -> (CompletionKind, u64) {
         let blocks_of = |bytes: usize| (bytes as u64).div_ceil(block_bytes.max(1)).max(1);
         match command {
-            Command::Write { data, .. } | Command::Append { data, .. } => (CompletionKind::Write, blocks_of(data.len())),
+            Command::Write { data, .. } | Command::Append { data, .. } => {
+                (CompletionKind::Write, blocks_of(data.len()))
+            }
             Command::Read { data, .. } => (CompletionKind::Read, blocks_of(data.len())),
             Command::ManageZone { .. } | Command::ReportZones { .. } => (CompletionKind::Zone, 1),
         }

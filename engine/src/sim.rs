@@ -88,7 +88,8 @@ impl Simulator {
                 ),
             });
         }
-        let core = timing.is_some().then(|| Core::new(CpuCosts::calibrated(config.level), 0, geometry.block_size_bytes));
+        let core =
+            timing.is_some().then(|| Core::new(CpuCosts::calibrated(config.level), 0, geometry.block_size_bytes));
         let mut drives = Vec::new();
         for i in 0..engine.layout().drives() {
             let drive_seed = seed.wrapping_add(i as u64);

@@ -271,7 +271,10 @@ fn run_one(e: Experiment, args: &BenchArgs, out: &mut Out) -> Result<()> {
 
 /// The levels Exp#4 runs (those the engine builds).
 fn levels_run() -> Vec<RaidLevel> {
-    zapraid_experiments::levels::levels().into_iter().filter(|l| zapraid_experiments::levels::supported(*l).is_ok()).collect()
+    zapraid_experiments::levels::levels()
+        .into_iter()
+        .filter(|l| zapraid_experiments::levels::supported(*l).is_ok())
+        .collect()
 }
 
 /// An option none of the experiments to run uses is refused, naming those that use it:

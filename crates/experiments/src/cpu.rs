@@ -404,7 +404,12 @@ pub fn reads(
 /// The simulator's costs from a write run and a read run of the same level
 /// (`CpuCosts::from_measured`).
 pub fn calibration(writes: &CpuFigure, reads: &CpuFigure) -> CpuCosts {
-    CpuCosts::from_measured(writes.submit_ns_per_request, writes.completion_ns, reads.submit_ns_per_request, reads.completion_ns)
+    CpuCosts::from_measured(
+        writes.submit_ns_per_request,
+        writes.completion_ns,
+        reads.submit_ns_per_request,
+        reads.completion_ns,
+    )
 }
 
 #[cfg(test)]

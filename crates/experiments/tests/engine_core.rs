@@ -88,14 +88,18 @@ fn rebuild_under_load_stays_under_the_engine_core() {
     let costs = CpuCosts::calibrated(level);
     // 70% reads, 30% writes of one block: the time of each kind, weighted.
     let read_share = rebuild_load::USER_READ_PERCENT as f64 / 100.0;
-    let ns_per_request =
-        read_share * 1e9 / costs.max_reads_per_s(1) + (1.0 - read_share) * 1e9 / costs.max_writes_per_s(1, level.shape());
+    let ns_per_request = read_share * 1e9 / costs.max_reads_per_s(1)
+        + (1.0 - read_share) * 1e9 / costs.max_writes_per_s(1, level.shape());
     let ceiling_iops = 1e9 / ns_per_request;
     let mut failures = Vec::new();
     for case in rebuild_load::Case::all() {
         let point = rebuild_load::load_point(case, SEGMENTS, SEED, |_| {}).unwrap();
         if point.user_iops > ceiling_iops {
-            failures.push(format!("rebuild under load, {}: {:.0} IOPS over {ceiling_iops:.0}", case.label(), point.user_iops));
+            failures.push(format!(
+                "rebuild under load, {}: {:.0} IOPS over {ceiling_iops:.0}",
+                case.label(),
+                point.user_iops
+            ));
         }
     }
     assert_none(failures);
