@@ -498,12 +498,13 @@ fn simulator_target(args: &ReplayArgs, footprint_blocks: Option<u64>) -> Result<
     let sim = Simulator::new(g, config, args.seed, Some(TimingParams::zn540()))?;
     let sized = if args.utilization.is_some() { ", sized for --utilization" } else { "" };
     let array = format!(
-        "{level}, {mode}, {}, {} drives x {} zones of {}{sized} (emulated, ZN540 timing), {} logical",
+        "{level}, {mode}, {}, {} drives x {} zones of {}{sized} (emulated, ZN540 timing), {} logical; {}",
         chunks_text(args.segments.small_chunk_bytes, &open_segments),
         args.drives,
         g.zone_count,
         format_bytes(g.zone_capacity_blocks * u64::from(g.block_size_bytes)),
         format_bytes(config.logical_blocks * u64::from(g.block_size_bytes)),
+        sim.engine_core(),
     );
     Ok((Chosen::Simulator(Box::new(sim)), array))
 }

@@ -152,6 +152,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         g.zone_count,
         format_bytes(g.zone_capacity_blocks * block),
     );
+    println!("{}", sim.engine_core());
     let mut id = 0;
     for (lba, n) in requests(0..blocks, REQUEST_BLOCKS, &open_segments, g.block_size_bytes) {
         let data: Vec<u8> = (lba..lba + n).flat_map(|l| block_pattern(l, args.seed, block as usize)).collect();

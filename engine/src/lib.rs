@@ -10,6 +10,7 @@
 
 pub mod capacity;
 pub mod checksum;
+pub mod cpu_cost;
 pub mod engine;
 pub mod error;
 pub mod format;

@@ -2,6 +2,18 @@
 //! time. Commands go to the drives as the engine emits them; time jumps to the next drive
 //! completion or engine timer. With the same seed, every run is the same, including the
 //! order in which concurrent Zone Appends land.
+//!
+//! With drive timing (every experiment, `zapraid replay` and `zapraid simulate`) the engine
+//! also has one simulated CPU core (`core`), charged per event with `cpu_cost`'s measured
+//! costs (`CpuCosts::calibrated`; `set_cpu_costs` sets others or turns it off): a request
+//! or a completion that arrives while the core is busy waits; the engine handles it at
+//! max(arrival, core free) and what it emits (commands, responses) is released when the
+//! event's cost has elapsed (commands carrying `delay_ns` that much later). Timer ticks run
+//! only when the core is free and, like control calls (stop, scrub, rebuild, rate limits),
+//! checkpoints and recovery from the drives, are not charged. Without drive timing (the
+//! correctness tests) the engine takes no virtual time.
+
+mod core;
 
 use std::collections::BTreeMap;
 
@@ -9,6 +21,8 @@ use zapraid_zns::{
     execute, Command, Completion, EmulatedDrive, Geometry, TimingParams, ZoneAction, ZoneTarget, ZonedDevice,
 };
 
+use self::core::{Core, Input};
+use crate::cpu_cost::CpuCosts;
 use crate::engine::{Config, DriveCommand, Engine, Request, RequestId, Response};
 use crate::error::Result;
 use crate::format::CheckpointImage;
@@ -36,13 +50,16 @@ pub struct Simulator {
     /// encoded; emptied by a start (its engine's first checkpoint is full).
     checkpoint_copies: [Option<Vec<u8>>; 2],
     block_size_bytes: u32,
+    /// The engine's simulated core (None: its work takes no virtual time).
+    core: Option<Core>,
 }
 
 impl Simulator {
     /// A formatted array over fresh in-memory drives; drive i lands concurrent commands
     /// with seed `seed + i`. `config.logical_blocks` must be within the capacity a format
-    /// gives (`SegmentPlan::capacity_blocks`). With `timing`, drives take virtual time; without, they
-    /// complete instantly (the engine's timers still advance the clock).
+    /// gives (`SegmentPlan::capacity_blocks`). With `timing`, drives take virtual time and the
+    /// engine's core is charged (module doc); without, drives complete instantly and the
+    /// engine takes no time (its timers still advance the clock).
     pub fn new(geometry: Geometry, config: Config, seed: u64, timing: Option<TimingParams>) -> Result<Self> {
         Self::build(geometry, config, seed, timing, false)
     }
@@ -71,6 +88,8 @@ impl Simulator {
                 ),
             });
         }
+        let core =
+            timing.is_some().then(|| Core::new(CpuCosts::calibrated(config.level), 0, geometry.block_size_bytes));
         let mut drives = Vec::new();
         for i in 0..engine.layout().drives() {
             let drive_seed = seed.wrapping_add(i as u64);
@@ -100,6 +119,7 @@ impl Simulator {
             next_checkpoint_generation: 1,
             checkpoint_copies: [None, None],
             block_size_bytes: geometry.block_size_bytes,
+            core,
         })
     }
 
@@ -197,6 +217,8 @@ impl Simulator {
         let next_checkpoint_generation = recovery_report.checkpoint_generation.map_or(1, |g| g + 1);
         let engine = recovery.finish()?;
         let now_ns = drives.iter().map(EmulatedDrive::now_ns).max().unwrap_or(0);
+        let timed = drives.iter().any(|d| d.timing_params().is_some());
+        let core = timed.then(|| Core::new(CpuCosts::calibrated(config.level), now_ns, geometry.block_size_bytes));
         let mut sim = Simulator {
             engine,
             drives,
@@ -210,6 +232,7 @@ impl Simulator {
             next_checkpoint_generation,
             checkpoint_copies: [None, None],
             block_size_bytes: geometry.block_size_bytes,
+            core,
         };
         sim.engine.tick(now_ns);
         sim.dispatch();
@@ -220,7 +243,8 @@ impl Simulator {
     /// and not reaped) or held back before submission. Zero means the cut finds the drives
     /// at rest (an idle array, or one waiting only on a timer).
     pub fn commands_in_flight(&self) -> usize {
-        self.drives.iter().map(EmulatedDrive::commands_in_flight).sum::<usize>() + self.delayed.len()
+        let reaped = self.core.as_ref().map_or(0, Core::waiting_completions);
+        self.drives.iter().map(EmulatedDrive::commands_in_flight).sum::<usize>() + self.delayed.len() + reaped
     }
 
     /// Cuts power to every drive: commands in flight land, land partly or are lost; the
@@ -306,9 +330,56 @@ impl Simulator {
         self.now_ns
     }
 
+    /// Submits a request now; with a charged core it waits for the core if busy (`step`
+    /// hands it over).
     pub fn submit(&mut self, id: RequestId, request: Request) {
-        self.engine.submit(id, request, self.now_ns);
-        self.dispatch();
+        match self.core.as_mut() {
+            Some(core) => {
+                core.waiting.push_back(Input::Request(id, request));
+                self.run_core();
+            }
+            None => {
+                self.engine.submit(id, request, self.now_ns);
+                self.dispatch();
+            }
+        }
+    }
+
+    /// The costs the engine's core is charged, if it is (module doc).
+    pub fn cpu_costs(&self) -> Option<CpuCosts> {
+        self.core.as_ref().map(|core| core.costs)
+    }
+
+    /// Charges the engine's core `costs` from now on, or nothing (`None`): events waiting
+    /// for the core are then handed over and held responses released at once.
+    pub fn set_cpu_costs(&mut self, costs: Option<CpuCosts>) {
+        match (costs, self.core.as_mut()) {
+            (Some(costs), Some(core)) => core.costs = costs,
+            (Some(costs), None) => self.core = Some(Core::new(costs, self.now_ns, self.block_size_bytes)),
+            (None, Some(_)) => {
+                if let Some(core) = self.core.as_mut() {
+                    core.costs = CpuCosts::default();
+                    core.free_at_ns = core.free_at_ns.min(self.now_ns);
+                    core.release_responses(u64::MAX, &mut self.responses);
+                }
+                self.run_core();
+                self.core = None;
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Virtual time the engine's core has spent on events (0 when not charged).
+    pub fn cpu_busy_ns(&self) -> u64 {
+        self.core.as_ref().map_or(0, |core| core.busy_ns)
+    }
+
+    /// What a person reads about the engine's simulated core: one line.
+    pub fn engine_core(&self) -> String {
+        match self.cpu_costs() {
+            Some(costs) => format!("simulated engine core: one, each event charged ({costs})"),
+            None => "simulated engine core: none (the engine's work takes no virtual time)".to_string(),
+        }
     }
 
     /// The newest checkpoint the engine took while running since the last call, if any:
@@ -367,22 +438,61 @@ impl Simulator {
     }
 
     fn dispatch(&mut self) {
+        self.dispatch_at(self.now_ns);
+    }
+
+    /// Sends what the engine emitted, released at `release_ns` (now, or when the core is
+    /// done with the event that emitted it).
+    fn dispatch_at(&mut self, release_ns: u64) {
         if self.engine.checkpoint_ready() {
             self.write_running_checkpoint();
         }
         while let Some(cmd) = self.engine.poll_command() {
-            if cmd.delay_ns > 0 {
+            let at = release_ns + cmd.delay_ns;
+            if at > self.now_ns {
                 self.delayed_seq += 1;
-                self.delayed.insert((self.now_ns + cmd.delay_ns, self.delayed_seq), cmd);
+                self.delayed.insert((at, self.delayed_seq), cmd);
             } else {
-                self.drives[cmd.drive].submit(cmd.tag, cmd.command);
+                self.submit_to_drive(cmd);
             }
         }
         while let Some(response) = self.engine.poll_response() {
-            self.responses.push(response);
+            match self.core.as_mut() {
+                Some(core) if release_ns > self.now_ns => core.responses.push_back((release_ns, response)),
+                _ => self.responses.push(response),
+            }
         }
         if self.engine.checkpoint_ready() {
-            self.dispatch(); // drained by what was just dispatched: written now
+            self.dispatch_at(release_ns); // drained by what was just dispatched: written now
+        }
+    }
+
+    fn submit_to_drive(&mut self, cmd: DriveCommand) {
+        if let Some(core) = self.core.as_mut() {
+            core.submitted(cmd.drive, cmd.tag, &cmd.command);
+        }
+        self.drives[cmd.drive].submit(cmd.tag, cmd.command);
+    }
+
+    /// Hands the engine the events waiting for its core while the core is free now;
+    /// whether it took any.
+    fn run_core(&mut self) -> bool {
+        let mut took = false;
+        loop {
+            let now_ns = self.now_ns;
+            let Some(core) = self.core.as_mut() else { return took };
+            if !core.is_free(now_ns) {
+                return took;
+            }
+            let Some(input) = core.waiting.pop_front() else { return took };
+            let cost_ns = core.cost_ns(&input);
+            let release_ns = core.take(now_ns, cost_ns);
+            match input {
+                Input::Request(id, request) => self.engine.submit(id, request, now_ns),
+                Input::Completion(drive, completion) => self.engine.on_completion(drive, completion, now_ns),
+            }
+            self.dispatch_at(release_ns);
+            took = true;
         }
     }
 
@@ -405,10 +515,16 @@ impl Simulator {
                 break;
             }
             let cmd = entry.remove();
-            self.drives[cmd.drive].submit(cmd.tag, cmd.command);
+            self.submit_to_drive(cmd);
         }
-        self.engine.tick(self.now_ns);
-        self.dispatch();
+        if let Some(core) = self.core.as_mut() {
+            core.release_responses(self.now_ns, &mut self.responses);
+        }
+        if self.core.as_ref().is_none_or(|core| core.is_free(self.now_ns)) {
+            self.engine.tick(self.now_ns);
+            self.dispatch();
+        }
+        self.run_core();
         true
     }
 
@@ -422,6 +538,10 @@ impl Simulator {
             completions.extend(out.drain(..).map(|c| (i, c)));
         }
         let any = !completions.is_empty();
+        if let Some(core) = self.core.as_mut() {
+            core.waiting.extend(completions.into_iter().map(|(drive, c)| Input::Completion(drive, c)));
+            return self.run_core() || any;
+        }
         for (drive, completion) in completions {
             self.engine.on_completion(drive, completion, self.now_ns);
             self.dispatch();
@@ -429,12 +549,17 @@ impl Simulator {
         any
     }
 
-    /// When the next drive completion, engine timer or held-back command is due, if any
-    /// (completions already due and not yet delivered are not counted: `step` delivers them).
+    /// When the next drive completion, engine timer, held-back command or response, or
+    /// event waiting for the engine's core is due, if any (completions already due and not
+    /// yet delivered are not counted: `step` delivers them). A timer due while the core is
+    /// busy waits for it.
     pub fn next_event_ns(&self) -> Option<u64> {
         let next_drive = self.drives.iter().filter_map(EmulatedDrive::next_event_ns).min();
         let next_delayed = self.delayed.keys().next().map(|(at, _)| *at);
-        [next_drive, self.engine.next_timer_ns(), next_delayed].into_iter().flatten().min()
+        let core_free_ns = self.core.as_ref().map_or(0, |core| core.free_at_ns);
+        let next_timer = self.engine.next_timer_ns().map(|t| t.max(core_free_ns));
+        let next_core = self.core.as_ref().and_then(|core| core.next_event_ns(self.now_ns));
+        [next_drive, next_timer, next_delayed, next_core].into_iter().flatten().min()
     }
 
     /// Runs one step if anything is due by `t_ns` (a completion ready, a drive completion,

@@ -1,11 +1,14 @@
 //! `zapraid bench cpu`: the engine's own CPU cost, one core, over instant drives (see
 //! `zapraid_experiments::cpu`): 4 KiB random writes, reads and degraded reads per
 //! second for (3+1)-RAID-5 and (4+2)-RAID-6 at G = 256, with heap allocations per
-//! request counted by the binary's allocator (`alloc_count`) beside them.
+//! request counted by the binary's allocator (`alloc_count`) beside them; then the
+//! engine's time split into per-event costs, the calibration of the simulator's engine core
+//! (`zapraid_engine::cpu_cost`), beside the costs the simulator uses.
 
 use anyhow::Result;
+use zapraid_engine::cpu_cost::CpuCosts;
 use zapraid_engine::RaidLevel;
-use zapraid_experiments::cpu::{reads, writes, CpuFigure, QUEUE_DEPTH};
+use zapraid_experiments::cpu::{calibration, reads, writes, CpuFigure, QUEUE_DEPTH};
 
 use super::{BenchArgs, Out};
 
@@ -57,6 +60,10 @@ pub(super) fn cpu(args: &BenchArgs, out: &mut Out) -> Result<()> {
         walls.push((level, w, r, d));
     }
     say!(out);
+    for (level, w, r, _) in &walls {
+        print_calibration(out, *level, w, r);
+    }
+    say!(out);
     say!(out, "Wall time (one thread doing all three parts), and the frontend's time per request:");
     for (level, w, r, d) in walls {
         say!(
@@ -78,4 +85,48 @@ pub(super) fn cpu(args: &BenchArgs, out: &mut Out) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The per-event costs this run measured for `level`, and how they compare with the ones
+/// the simulator uses.
+fn print_calibration(out: &mut Out, level: RaidLevel, w: &CpuFigure, r: &CpuFigure) {
+    let measured = calibration(w, r);
+    let used = CpuCosts::calibrated(level);
+    let per = |c: &CpuFigure| {
+        let c = c.completions_per_request;
+        format!("{:.3} write blocks, {:.3} read blocks, {:.4} zone commands", c.writes, c.reads, c.zone)
+    };
+    say!(
+        out,
+        "{level}: calibration for the simulator, per 4 KiB block: write request {} ns, write completion {} ns, \
+         read request {} ns, read completion {} ns (completions per write: {}; per read: {})",
+        measured.write_request_ns_per_block,
+        measured.write_completion_ns_per_block,
+        measured.read_request_ns_per_block,
+        measured.read_completion_ns_per_block,
+        per(w),
+        per(r)
+    );
+    let change = |now: u64, then: u64| {
+        if then == 0 {
+            "-".to_string()
+        } else {
+            format!("{:+.0}%", (now as f64 / then as f64 - 1.0) * 100.0)
+        }
+    };
+    say!(
+        out,
+        "{:>width$}  the simulator uses: write request {} ns ({}), write completion {} ns ({}), read request {} ns \
+         ({}), read completion {} ns ({}) (this run against them)",
+        "",
+        used.write_request_ns_per_block,
+        change(measured.write_request_ns_per_block, used.write_request_ns_per_block),
+        used.write_completion_ns_per_block,
+        change(measured.write_completion_ns_per_block, used.write_completion_ns_per_block),
+        used.read_request_ns_per_block,
+        change(measured.read_request_ns_per_block, used.read_request_ns_per_block),
+        used.read_completion_ns_per_block,
+        change(measured.read_completion_ns_per_block, used.read_completion_ns_per_block),
+        width = level.to_string().len()
+    );
 }

@@ -34,6 +34,9 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 
+use zapraid_engine::RaidLevel;
+use zapraid_experiments::{engine_core_line, PAPER_LEVEL};
+
 use crate::plot::markdown::{write_report, Section};
 use crate::plot::{write_svg, Figure};
 
@@ -258,7 +261,20 @@ fn run_one(e: Experiment, args: &BenchArgs, out: &mut Out) -> Result<()> {
         let quick = if args.quick { " --quick" } else { "" };
         out.section(title, &format!("zapraid bench {}{quick}", e.name()));
     }
+    // `paper` says it in its first section; the CPU cost has no simulator.
+    if !matches!(e, Experiment::Paper | Experiment::Cpu) {
+        let levels = if e == Experiment::Exp4 { levels_run() } else { vec![PAPER_LEVEL] };
+        say!(out, "{}", engine_core_line(&levels));
+    }
     run(args, out)
+}
+
+/// The levels Exp#4 runs (those the engine builds).
+fn levels_run() -> Vec<RaidLevel> {
+    zapraid_experiments::levels::levels()
+        .into_iter()
+        .filter(|l| zapraid_experiments::levels::supported(*l).is_ok())
+        .collect()
 }
 
 /// An option none of the experiments to run uses is refused, naming those that use it:

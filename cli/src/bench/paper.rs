@@ -126,6 +126,7 @@ pub(super) fn paper(args: &BenchArgs, out: &mut Out) -> Result<()> {
     let quick = if args.quick { " --quick" } else { "" };
     out.section("Exp#1: writes", &format!("zapraid bench paper --writes-only{quick}"));
     say!(out, "(3+1)-RAID-5 on four emulated WD ZN540 drives (ZN540 timing model), virtual time, seed {}", args.seed);
+    say!(out, "{}", zapraid_experiments::engine_core_line(&[zapraid_experiments::PAPER_LEVEL]));
     say!(out, "Exp#1: random writes, queue depth 64, request size = chunk size, {requests} requests");
     say!(out, "{:<8} {:<16} {:>9} {:>9} {:>9} {:>12}", "chunk", "mode", "MiB/s", "p50 us", "p95 us", "paper MiB/s");
     let mut results: Vec<(&str, u64, Measured)> = Vec::new();

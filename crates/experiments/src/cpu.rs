@@ -12,6 +12,11 @@
 //! are reported beside it. Requests are built and commands executed in batches, so the
 //! clock is read a few times per batch, not per request (its cost counts as the engine's).
 //!
+//! For the simulator's cost model (`zapraid_engine::cpu_cost`), the engine's time is split
+//! further: its `submit` calls are timed apart (per batch of requests), the rest is its
+//! completion handling, over the blocks of the completions, counted by kind (the commands
+//! the instant drives executed).
+//!
 //! A caller may pass a counter of heap allocations (the CLI counts them with its global
 //! allocator) to report allocations per request beside the rate.
 
@@ -21,6 +26,7 @@ use zapraid_zns::{Command, Completion, Done, Geometry, ZoneAction, ZoneTarget};
 
 use super::{config, XorShift};
 use zapraid_engine::checksum::BlockChecksums;
+use zapraid_engine::cpu_cost::{CompletionKind, CpuCosts};
 use zapraid_engine::engine::{Config, Engine, Request, RequestId, Response};
 use zapraid_engine::error::{Error, Result};
 use zapraid_engine::layout::{Mode, RaidLevel, DEFAULT_GROUP_SIZE};
@@ -46,6 +52,30 @@ pub struct CpuFigure {
     pub frontend_ns_per_request: f64,
     /// Heap allocations per request (None without a counter).
     pub allocations_per_request: Option<f64>,
+    /// The engine's `submit` time per request.
+    pub submit_ns_per_request: f64,
+    /// The rest of the engine's time (completion handling, polling its queues) per block
+    /// of drive completions, of every kind.
+    pub completion_ns: f64,
+    /// Blocks of drive completions per request, by kind.
+    pub completions_per_request: CompletionsPerRequest,
+}
+
+/// Blocks of drive completions per request, by the kind of command completed (a zone
+/// command counts one).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CompletionsPerRequest {
+    /// Zone Writes and Zone Appends.
+    pub writes: f64,
+    pub reads: f64,
+    /// Zone resets, finishes, reports.
+    pub zone: f64,
+}
+
+impl CompletionsPerRequest {
+    pub fn total(&self) -> f64 {
+        self.writes + self.reads + self.zone
+    }
 }
 
 /// A drive that completes every command at once, in order.
@@ -136,6 +166,10 @@ struct Bench {
     /// Time spent in the drives' and the frontend's parts (`figure` takes it off).
     drive_time: Duration,
     frontend_time: Duration,
+    /// Time in the engine's `submit` (part of the engine's time).
+    submit_time: Duration,
+    /// Blocks of the commands executed, by kind: writes, reads, zone commands (one each).
+    executed: [u64; 3],
 }
 
 impl Bench {
@@ -155,6 +189,8 @@ impl Bench {
             responses: Vec::new(),
             drive_time: Duration::ZERO,
             frontend_time: Duration::ZERO,
+            submit_time: Duration::ZERO,
+            executed: [0; 3],
         })
     }
 
@@ -171,6 +207,13 @@ impl Bench {
             }
             let started = Instant::now();
             for (drive, tag, command) in self.commands.drain(..) {
+                let (kind, blocks) = CompletionKind::of(&command, BLOCK_BYTES);
+                let kind = match kind {
+                    CompletionKind::Write => 0,
+                    CompletionKind::Read => 1,
+                    CompletionKind::Zone => 2,
+                };
+                self.executed[kind] += blocks;
                 self.completions.push((drive, self.drives[drive].execute(tag, command)));
             }
             self.drive_time += started.elapsed();
@@ -214,16 +257,20 @@ impl Bench {
                 self.requests.push(next(self.recycled.pop()));
             }
             self.frontend_time += started.elapsed();
+            let started = Instant::now();
             for request in self.requests.drain(..) {
                 self.engine.submit(submitted, request, 0);
                 submitted += 1;
             }
+            self.submit_time += started.elapsed();
             self.run()?;
             let finished = self.completed.len() as u64;
             self.completed.clear();
             if finished == 0 {
                 // Partial stripes wait for their timeout: flush them.
+                let started = Instant::now();
                 self.engine.submit(u64::MAX, Request::Flush, 0);
+                self.submit_time += started.elapsed();
                 self.run()?;
                 let flushed = self.completed.iter().filter(|id| **id != u64::MAX).count() as u64;
                 if flushed == 0 {
@@ -242,6 +289,8 @@ impl Bench {
     fn start_clock(&mut self) -> Instant {
         self.drive_time = Duration::ZERO;
         self.frontend_time = Duration::ZERO;
+        self.submit_time = Duration::ZERO;
+        self.executed = [0; 3];
         Instant::now()
     }
 
@@ -253,14 +302,23 @@ impl Bench {
         before: Option<u64>,
     ) -> CpuFigure {
         let wall = started.elapsed();
-        let engine = wall.saturating_sub(self.drive_time + self.frontend_time).as_secs_f64();
+        let engine = wall.saturating_sub(self.drive_time + self.frontend_time);
         let allocations_per_request =
             allocations().zip(before).map(|(after, before)| (after - before) as f64 / requests as f64);
+        let per_request = |n: u64| n as f64 / requests as f64;
+        let completions = self.executed.iter().sum::<u64>().max(1);
         CpuFigure {
-            requests_per_s: requests as f64 / engine.max(f64::MIN_POSITIVE),
+            requests_per_s: requests as f64 / engine.as_secs_f64().max(f64::MIN_POSITIVE),
             wall_requests_per_s: requests as f64 / wall.as_secs_f64(),
             frontend_ns_per_request: self.frontend_time.as_nanos() as f64 / requests as f64,
             allocations_per_request,
+            submit_ns_per_request: self.submit_time.as_nanos() as f64 / requests as f64,
+            completion_ns: engine.saturating_sub(self.submit_time).as_nanos() as f64 / completions as f64,
+            completions_per_request: CompletionsPerRequest {
+                writes: per_request(self.executed[0]),
+                reads: per_request(self.executed[1]),
+                zone: per_request(self.executed[2]),
+            },
         }
     }
 }
@@ -341,6 +399,17 @@ pub fn reads(
         buffer: recycled.unwrap_or_default(),
     })?;
     Ok(bench.figure(requests, started, allocations, before))
+}
+
+/// The simulator's costs from a write run and a read run of the same level
+/// (`CpuCosts::from_measured`).
+pub fn calibration(writes: &CpuFigure, reads: &CpuFigure) -> CpuCosts {
+    CpuCosts::from_measured(
+        writes.submit_ns_per_request,
+        writes.completion_ns,
+        reads.submit_ns_per_request,
+        reads.completion_ns,
+    )
 }
 
 #[cfg(test)]

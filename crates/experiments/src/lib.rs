@@ -37,6 +37,7 @@ use std::time::Instant;
 
 use zapraid_zns::{Geometry, TimingParams};
 
+use zapraid_engine::cpu_cost::CpuCosts;
 use zapraid_engine::engine::{Config, Request, RequestId, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
 use zapraid_engine::error::{Error, Result};
 use zapraid_engine::layout::{Mode, RaidLevel, DEFAULT_GROUP_SIZE};
@@ -44,6 +45,26 @@ use zapraid_engine::sim::Simulator;
 
 /// The paper's default array: (3+1)-RAID-5.
 pub const PAPER_LEVEL: RaidLevel = RaidLevel::Raid5 { drives: 4 };
+
+/// The line every experiment prints about the engine's simulated core: one core, each
+/// event charged with `zapraid bench cpu`'s calibrated costs (`CpuCosts::calibrated`), for
+/// the levels the experiment runs (grouped by costs).
+pub fn engine_core_line(levels: &[RaidLevel]) -> String {
+    let mut groups: Vec<(CpuCosts, Vec<String>)> = Vec::new();
+    for level in levels {
+        let costs = CpuCosts::calibrated(*level);
+        match groups.iter_mut().find(|(c, _)| *c == costs) {
+            Some((_, names)) => names.push(level.to_string()),
+            None => groups.push((costs, vec![level.to_string()])),
+        }
+    }
+    let costs: Vec<String> = groups.iter().map(|(c, names)| format!("{}: {c}", names.join(", "))).collect();
+    format!(
+        "Simulated engine core: one per array, every request and drive completion charged (zapraid bench cpu's \
+         calibration; a busy core delays events): {}",
+        costs.join("; ")
+    )
+}
 
 /// The three modes compared in the paper.
 pub fn paper_modes() -> [(&'static str, Mode); 3] {

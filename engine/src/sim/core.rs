@@ -1,0 +1,189 @@
+//! The engine's one simulated CPU core: the events waiting for it, when it is free again,
+//! and what it emitted that its time has not yet released (responses; held commands live
+//! in the simulator's `delayed`). The costs are `cpu_cost`'s.
+//!
+//! An event (a request submitted, a drive completion reaped) that arrives while the core is
+//! busy waits, in arrival order; the engine handles it at max(arrival, core free), and what
+//! it emits is released when the event's cost has elapsed. The simulator (`super`) decides
+//! when to hand events over; this module keeps the state and does the arithmetic.
+
+use std::collections::{HashMap, VecDeque};
+
+use zapraid_zns::{Command, Completion};
+
+use crate::cpu_cost::{CompletionKind, CpuCosts, RequestKind};
+use crate::engine::{Request, RequestId, Response};
+
+/// An event for the engine, waiting for its core.
+pub(super) enum Input {
+    Request(RequestId, Request),
+    Completion(usize, Completion),
+}
+
+pub(super) struct Core {
+    pub(super) costs: CpuCosts,
+    /// When the core is done with the last event it took.
+    pub(super) free_at_ns: u64,
+    /// Events that arrived while it was busy, oldest first.
+    pub(super) waiting: VecDeque<Input>,
+    /// Responses emitted, with the time they are released at (never decreasing: the core
+    /// takes one event at a time and releases at its end).
+    pub(super) responses: VecDeque<(u64, Response)>,
+    /// The kind of each command on a drive, by (drive, tag): a completion is charged by
+    /// the command it completes (a failed one says nothing of its kind).
+    in_flight: HashMap<(usize, u64), (CompletionKind, u64)>,
+    block_bytes: u64,
+    /// Time the core spent on events, in all.
+    pub(super) busy_ns: u64,
+}
+
+impl Core {
+    /// A core free from `now_ns` on.
+    pub(super) fn new(costs: CpuCosts, now_ns: u64, block_bytes: u32) -> Core {
+        Core {
+            block_bytes: u64::from(block_bytes),
+            costs,
+            free_at_ns: now_ns,
+            waiting: VecDeque::new(),
+            responses: VecDeque::new(),
+            in_flight: HashMap::new(),
+            busy_ns: 0,
+        }
+    }
+
+    /// Notes a command going to a drive, to charge its completion by kind.
+    pub(super) fn submitted(&mut self, drive: usize, tag: u64, command: &Command) {
+        self.in_flight.insert((drive, tag), CompletionKind::of(command, self.block_bytes));
+    }
+
+    /// What handling `input` costs (a completion of a command the core did not see
+    /// submitted is charged as a one-block write's).
+    pub(super) fn cost_ns(&mut self, input: &Input) -> u64 {
+        match input {
+            Input::Request(_, request) => {
+                let (kind, blocks) = RequestKind::of(request, self.block_bytes);
+                match kind {
+                    RequestKind::Other => self.costs.request_ns(kind),
+                    _ => blocks * self.costs.request_ns(kind),
+                }
+            }
+            Input::Completion(drive, completion) => {
+                let (kind, blocks) =
+                    self.in_flight.remove(&(*drive, completion.tag)).unwrap_or((CompletionKind::Write, 1));
+                match kind {
+                    CompletionKind::Zone => self.costs.completion_ns(kind),
+                    _ => blocks * self.costs.completion_ns(kind),
+                }
+            }
+        }
+    }
+
+    /// Takes the core at `now_ns` for `cost_ns`; returns when it is free again, which is
+    /// when what the event emitted is released.
+    pub(super) fn take(&mut self, now_ns: u64, cost_ns: u64) -> u64 {
+        debug_assert!(self.free_at_ns <= now_ns, "the core took an event while busy");
+        self.free_at_ns = now_ns + cost_ns;
+        self.busy_ns += cost_ns;
+        self.free_at_ns
+    }
+
+    pub(super) fn is_free(&self, now_ns: u64) -> bool {
+        self.free_at_ns <= now_ns
+    }
+
+    /// When the core next has something to do or release, if anything: the time it is
+    /// free again when events wait, and the next response's release.
+    pub(super) fn next_event_ns(&self, now_ns: u64) -> Option<u64> {
+        let next_input = (!self.waiting.is_empty()).then_some(self.free_at_ns.max(now_ns));
+        let next_response = self.responses.front().map(|(at, _)| *at);
+        [next_input, next_response].into_iter().flatten().min()
+    }
+
+    /// Responses due by `now_ns`, in order.
+    pub(super) fn release_responses(&mut self, now_ns: u64, into: &mut Vec<Response>) {
+        while self.responses.front().is_some_and(|(at, _)| *at <= now_ns) {
+            if let Some((_, response)) = self.responses.pop_front() {
+                into.push(response);
+            }
+        }
+    }
+
+    /// Drive completions reaped and not yet handed to the engine.
+    pub(super) fn waiting_completions(&self) -> usize {
+        self.waiting.iter().filter(|i| matches!(i, Input::Completion(..))).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use zapraid_zns::{Geometry, TimingParams};
+
+    use crate::cpu_cost::CpuCosts;
+    use crate::engine::{Config, Request, DEFAULT_STRIPE_TIMEOUT_NS};
+    use crate::layout::{Mode, RaidLevel};
+    use crate::sim::Simulator;
+
+    const BLOCK_BYTES: usize = 4096;
+    /// Ten full stripes of a (3+1)-RAID-5 with one-block chunks.
+    const WRITES: u64 = 30;
+
+    fn config() -> Config {
+        Config {
+            level: RaidLevel::Raid5 { drives: 4 },
+            mode: Mode::ZapRaid { group_size: 4 },
+            chunk_bytes: BLOCK_BYTES as u64,
+            open_segments: crate::hybrid::OpenSegments::SINGLE,
+            stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
+            logical_blocks: 256,
+            array_uuid: [3; 16],
+            lookup_ps_per_entry: 0,
+            l2p: crate::engine::L2pConfig::default(),
+        }
+    }
+
+    /// `WRITES` one-block writes submitted at once; each response's id and time.
+    fn run(costs: Option<CpuCosts>, timing: Option<TimingParams>) -> Vec<(u64, u64)> {
+        const ZONES: u32 = 16;
+        const ZONE_BLOCKS: u64 = 1024;
+        let mut sim = Simulator::new(Geometry::small(ZONES, ZONE_BLOCKS, ZONE_BLOCKS), config(), 1, timing).unwrap();
+        sim.set_cpu_costs(costs);
+        for id in 0..WRITES {
+            sim.submit(id, Request::Write { lba: id, data: vec![id as u8; BLOCK_BYTES] });
+        }
+        let mut answered = Vec::new();
+        while sim.step() {
+            for response in sim.take_responses() {
+                response.result.unwrap();
+                answered.push((response.id, sim.now_ns()));
+            }
+        }
+        answered
+    }
+
+    /// Requests submitted together wait for one another on the core: the last answer
+    /// comes no earlier than all their costs; uncharged, instant drives answer at once.
+    #[test]
+    fn requests_wait_for_a_busy_core() {
+        const REQUEST_NS: u64 = 10_000;
+        let costs = CpuCosts { write_request_ns_per_block: REQUEST_NS, ..CpuCosts::default() };
+        let charged = run(Some(costs), None);
+        assert_eq!(charged.len(), WRITES as usize, "{charged:?}");
+        let last_ns = charged.iter().map(|(_, at)| *at).max().unwrap_or(0);
+        assert!(last_ns >= WRITES * REQUEST_NS, "{charged:?}");
+        // The first stripe's three writes are answered after the third is handled.
+        let first_ns = charged.iter().map(|(_, at)| *at).min().unwrap_or(0);
+        assert!(first_ns >= 3 * REQUEST_NS, "{charged:?}");
+        let uncharged = run(None, None);
+        assert!(uncharged.iter().all(|(_, at)| *at < REQUEST_NS), "{uncharged:?}");
+    }
+
+    /// With drive timing the core is on by default, and the same seed gives the same run.
+    #[test]
+    fn charged_runs_repeat() {
+        let timing = Some(TimingParams::zn540());
+        let sim = Simulator::new(Geometry::small(16, 1024, 1024), config(), 1, timing.clone()).unwrap();
+        assert_eq!(sim.cpu_costs(), Some(CpuCosts::calibrated(config().level)));
+        let calibrated = sim.cpu_costs();
+        assert_eq!(run(calibrated, timing.clone()), run(calibrated, timing));
+    }
+}
