@@ -7,17 +7,16 @@
 //! which LBAs the holes held, refuses to run with one more drive down rather than serve
 //! older versions. A segment the rebuild does not write to the new drive (one open when
 //! it started, or recovered open, or closed short by a stop: its stripes end short of the
-//! footer region) is reclaimed by garbage collection instead; when garbage collection
-//! cannot reclaim it because its blocks cannot be written elsewhere (too many drives down),
-//! the rebuild waits, after one more try, and says so
-//! (`RebuildStatus::segments_unreclaimable`).
+//! footer region) is reclaimed by garbage collection instead, and the rebuild waits for it.
+//! A segment kept for a mapping block garbage collection cannot read is reclaimed too,
+//! once the page is written back elsewhere (`MappingIo::moving_out`). When garbage
+//! collection cannot reclaim such a segment because its blocks (or that page) cannot be
+//! written elsewhere (too many drives down), the rebuild waits, after one more try, and
+//! says so (`RebuildStatus::segments_unreclaimable`).
 //!
-//! Invariant: the rebuild never ends while a segment whose blocks could not be written
-//! elsewhere is off the new drive: a start takes a segment's empty zone on a drive marked
-//! whole for unwritten and drops the segment, resetting its zones on the others. Not right
-//! yet: a segment kept for a mapping block that cannot be read (and is still its page's
-//! copy) is ended over, as before; waiting for it would hold the rebuild, and with it the
-//! replacement of another failed drive, until a restart.
+//! Invariant: the rebuild never ends while a segment is off the new drive (asserted): a
+//! start takes a segment's empty zone on a drive marked whole for unwritten and drops the
+//! segment, resetting its zones on the others.
 
 use crate::engine::{Engine, Segment};
 
