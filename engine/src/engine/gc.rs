@@ -36,9 +36,9 @@ pub(super) struct Relocation {
     pub(super) resetting: bool,
     /// Blocks moved could not be written elsewhere: the segment stays.
     pub(super) failed: bool,
-    /// A mapping block in it could not be read (its page is rebuilt from the log when next
-    /// needed): every other block is still moved or recorded lost, and the segment stays,
-    /// since the directory still points into it.
+    /// A mapping block in it could not be read: every other block is still moved or
+    /// recorded lost, and the segment stays, since the directory still points into it,
+    /// until the page is written back elsewhere (`MappingIo::moving_out`).
     pub(super) keep: bool,
     /// Live blocks that could not be read or rebuilt, and where they are: each gets a
     /// lost-block marker (`lost`) once the scan is done and no write of it is in flight.
@@ -138,6 +138,7 @@ impl Engine {
             .iter()
             .flatten()
             .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable && !awaiting(s))
+            .filter(|s| !self.kept_for_pages(s.zone))
             .filter(|s| Some(s.zone) != self.zone_being_rebuilt() && Some(s.zone) != self.zone_being_scrubbed())
             .filter(|s| first(s) || (low && s.valid_blocks <= self.plan.gc_victim_max_live_blocks(&s.layout)))
             .min_by_key(|s| (!first(s), s.valid_blocks, s.sequence))
@@ -238,11 +239,7 @@ impl Engine {
             self.gc_check_needed = true;
             return;
         }
-        // A mapping block it could not move keeps the segment, unless its page was
-        // recorded lost meanwhile (`lost::page_lost`: the block is no longer its copy).
-        let keep = r.keep && !self.l2p.directory_in_zone(zone).is_empty();
-        if r.failed || keep {
-            let kept = !r.failed;
+        if r.failed {
             for (lba, _) in std::mem::take(&mut self.relocation.as_mut().expect("relocating").unreadable) {
                 self.relocation_unpin(lba);
             }
@@ -250,22 +247,48 @@ impl Engine {
             let seg = self.seg_mut(zone);
             seg.state = SegmentState::Sealed;
             seg.unreclaimable = true;
-            seg.write_failed = !kept;
-            // Kept for a mapping block alone: every other block was moved or recorded lost.
-            seg.holes &= !kept;
+            seg.write_failed = true;
             self.relocation = None;
+            self.gc_check_needed = true;
+            return;
+        }
+        // A mapping block it could not move keeps the segment, unless its page was
+        // recorded lost or written back meanwhile (the block is no longer its copy). Its
+        // page is written back elsewhere (read first: rebuilt from the log, or its LBAs
+        // recorded lost), and the segment is taken again once no page's copy is left in it.
+        let pages = if r.keep { self.l2p.directory_in_zone(zone) } else { Vec::new() };
+        debug_assert!(r.keep || self.l2p.directory_in_zone(zone).is_empty(), "a mapping block was left behind");
+        if !pages.is_empty() {
+            tracing::warn!(
+                zone,
+                pages = pages.len(),
+                "garbage collection: the segment stays until pages of the L2P table leave it"
+            );
+            self.seg_mut(zone).state = SegmentState::Sealed;
+            self.mapping.moving_out.extend(pages.into_iter().map(|page| (page, zone)));
+            self.relocation = None;
+            self.reclaim_pending = true;
             self.gc_check_needed = true;
             return;
         }
         if self.seg(zone).commands_in_flight > 0 {
             return; // reads or zone commands still on its zones
         }
-        if self.mapping.pages_lost > 0 {
-            // A page recorded lost (`lost::page_lost`) took its LBAs from segments whose
-            // live counts it could not know: they may count blocks nothing maps.
+        // The scan is the truth here: it looked at every LBA (pages only on the drives read
+        // first), and every block it found in the segment is moved and persisted, or
+        // overwritten; nothing maps into a sealed segment afterwards (a page recorded lost
+        // whose mapping block is in it sends the scan back, `lost::page_lost`). A count
+        // left is of blocks nothing maps: a page recorded lost (`lost::page_lost`) took its
+        // LBAs from segments it could not name, and their counts stay too high, also in the
+        // checkpoints taken since, so a start from one inherits them.
+        debug_assert!(
+            (0..logical_blocks).all(|lba| !matches!(self.l2p.peek(lba), Some(Some(at)) if at.zone == zone)),
+            "a relocated segment maps nothing"
+        );
+        if self.seg(zone).valid_blocks > 0 {
+            tracing::debug!(zone, count = self.seg(zone).valid_blocks, "garbage collection: a live count too high");
             self.seg_mut(zone).valid_blocks = 0;
         }
-        assert_eq!(self.seg(zone).valid_blocks, 0, "a relocated segment maps nothing");
         if self.reset_waits_for_checkpoint(zone) {
             return;
         }

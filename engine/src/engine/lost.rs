@@ -226,6 +226,11 @@ impl Engine {
             self.lost.insert(lba, timestamp);
             self.seg_mut(at.zone).valid_blocks += 1;
         }
+        // A relocation of the segment whose scan passed the page would miss the LBAs just
+        // mapped into it: its scan goes back to the page.
+        if let Some(r) = self.relocation.as_mut().filter(|r| r.zone == at.zone) {
+            r.scan.next_lba = r.scan.next_lba.min(first);
+        }
         self.note_holes(at.zone);
         self.release_parked();
     }

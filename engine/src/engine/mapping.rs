@@ -66,6 +66,11 @@ pub(super) struct MappingIo {
     /// Pages that could be neither read nor rebuilt, their LBAs recorded lost
     /// (`lost::page_lost`), since the start.
     pub(super) pages_lost: u64,
+    /// Pages whose mapping block garbage collection could not read (its stripe lost beyond
+    /// parity), with the zone of the segment kept for it: each is written back anew,
+    /// whatever the budget, so that its copy leaves the segment, which garbage collection
+    /// then takes again (`move_out_of_kept_segments`).
+    pub(super) moving_out: Vec<(PageIndex, u32)>,
 }
 
 /// Page reads in flight at once while the pages of a start from a checkpoint are read for
@@ -326,6 +331,7 @@ impl Engine {
         }
         self.scrub_page_unreadable(page, &e);
         self.drop_repairs_waiting_on(page, &e);
+        self.moving_out_failed(page);
         self.mapping.failed_loads.push((page, e));
     }
 
@@ -371,18 +377,79 @@ impl Engine {
         }
     }
 
-    /// Evicts pages past the budget and writes the dirty ones to the log. Not while the
-    /// array stops: its last stripes are being written.
+    /// Evicts pages past the budget and writes the dirty ones to the log, and the pages
+    /// moving out of kept segments. Not while the array stops: its last stripes are being
+    /// written.
     pub(super) fn write_back_evicted(&mut self) -> bool {
         if self.stop != StopState::Running {
             return false;
         }
+        let moved = self.move_out_of_kept_segments();
         let evicted = self.l2p.evict();
         if evicted.is_empty() {
-            return false; // every pass of the engine's loop without a budget comes here
+            return moved; // every pass of the engine's loop without a budget comes here
         }
         self.write_back(evicted);
         true
+    }
+
+    /// Moves the pages of `MappingIo::moving_out` out of their segments: one cached (and
+    /// not pinned) is written back at once, one only on the drives is read first (the read
+    /// fails again: the page is rebuilt from the log, or its LBAs are recorded lost and its
+    /// copy forgotten, `page_rebuild`), one being read or written back is waited for. Once
+    /// a page's copy left its segment, garbage collection looks at the segment again.
+    /// Whether a write-back was issued or a page left: the engine is to run again.
+    fn move_out_of_kept_segments(&mut self) -> bool {
+        if self.mapping.moving_out.is_empty() {
+            return false;
+        }
+        let mut loads = Vec::new();
+        let mut writes = Vec::new();
+        let mut left = Vec::new();
+        let mut moved = false;
+        for (page, zone) in std::mem::take(&mut self.mapping.moving_out) {
+            if self.l2p.directory_get(page).is_none_or(|at| at.zone != zone) {
+                tracing::debug!(page, zone, "a page of the L2P table left the segment kept for it");
+                self.reclaim_pending = true;
+                self.gc_check_needed = true;
+                moved = true;
+                continue;
+            }
+            left.push((page, zone));
+            if self.mapping.loading.contains(&page) || self.l2p.being_written_back(page) {
+                continue; // the read or write-back under way decides
+            }
+            match self.l2p.ensure(page) {
+                Residency::Cached => writes.extend(self.l2p.evict_page(page).map(|entries| (page, entries))),
+                Residency::OnDrive(at) => loads.push((page, at)),
+            }
+        }
+        self.mapping.moving_out = left;
+        let written = !writes.is_empty();
+        self.write_back(writes);
+        // After the list is back: a read that fails at once ends here (`page_unreadable`).
+        for (page, at) in loads {
+            self.load_page(page, at);
+        }
+        written || moved
+    }
+
+    /// A page moving out of a kept segment can be neither read nor rebuilt, or its
+    /// write-back failed (too many drives down, or no room): the segment is left as one
+    /// whose blocks could not be written elsewhere, which garbage collection tries again
+    /// when a rebuild starts or is about to end (`lost::retry_unreclaimable`).
+    fn moving_out_failed(&mut self, page: PageIndex) {
+        let Some(at) = self.mapping.moving_out.iter().position(|(p, _)| *p == page) else { return };
+        let (_, zone) = self.mapping.moving_out.swap_remove(at);
+        let Some(seg) = self.segments.get_mut(zone as usize).and_then(Option::as_mut) else { return };
+        tracing::warn!(page, zone, "a page of the L2P table cannot leave the segment kept for it; the segment stays");
+        seg.unreclaimable = true;
+        seg.write_failed = true;
+    }
+
+    /// Whether the segment in `zone` waits for a page of the table to leave it.
+    pub(super) fn kept_for_pages(&self, zone: u32) -> bool {
+        self.mapping.moving_out.iter().any(|(_, z)| *z == zone)
     }
 
     /// The chunk class mapping blocks are written in: that of a one-block write.
@@ -425,6 +492,9 @@ impl Engine {
     pub(super) fn mapping_write_failed(&mut self, lba: u64, timestamp: u64) {
         if let Some(page) = mapping_page_of(lba) {
             self.l2p.write_back_failed(page as PageIndex, timestamp);
+            if !self.l2p.being_written_back(page as PageIndex) {
+                self.moving_out_failed(page as PageIndex); // its newest write-back failed
+            }
             self.mapping.write_backs_failed += 1;
             self.mapping.checkpoint_abandoned |= self.stop.is_draining();
         }

@@ -62,8 +62,9 @@ pub(super) struct Segment {
     /// A relocation of it failed (its blocks could not be written elsewhere): not chosen
     /// again.
     pub(super) unreclaimable: bool,
-    /// Its last relocation could not write its blocks elsewhere (too few drives), rather
-    /// than kept it for a mapping block it could not move.
+    /// Its last relocation could not write its blocks elsewhere (too few drives), or a
+    /// page of the table whose mapping block it holds could be neither read, rebuilt nor
+    /// written elsewhere (`mapping::moving_out_failed`).
     pub(super) write_failed: bool,
     /// Holds blocks that cannot be read or rebuilt (`lost`): reclaimed first.
     pub(super) holes: bool,

@@ -375,6 +375,24 @@ impl L2pTable {
         dirty
     }
 
+    /// Takes `page` out of the cache whatever the budget, dirty or not, unless it is pinned
+    /// or not cached: its entries, to be written back (`writing_back`). For a page whose
+    /// copy on the drives cannot be read and keeps its segment from being reclaimed.
+    pub fn evict_page(&mut self, page: PageIndex) -> Option<Box<[u32]>> {
+        let slot = self.slots[page as usize];
+        if self.cache.get(slot as usize).is_none_or(|p| p.pins > 0) {
+            return None;
+        }
+        let p = self.cache.swap_remove(slot as usize);
+        self.slots[page as usize] = NOT_CACHED;
+        if let Some(moved) = self.cache.get(slot as usize) {
+            self.slots[moved.page as usize] = slot;
+        }
+        self.stats.evictions += 1;
+        self.dirty_pages -= usize::from(p.dirty);
+        Some(p.entries)
+    }
+
     /// Encodes a page's entries as its mapping block.
     pub fn encode(&self, page: PageIndex, entries: &[u32], array_uuid: [u8; 16], block: &mut [u8]) {
         encode_mapping_block(array_uuid, u64::from(page), entries, block);
@@ -384,6 +402,11 @@ impl L2pTable {
     pub fn writing_back(&mut self, page: PageIndex, timestamp: u64, entries: Box<[u32]>) {
         self.stats.mapping_writes += 1;
         self.writing.insert(page, (timestamp, entries));
+    }
+
+    /// Whether a write-back of `page` is on its way to the drives.
+    pub fn being_written_back(&self, page: PageIndex) -> bool {
+        self.writing.contains_key(&page)
     }
 
     /// The write-back of `page` with `timestamp` is persisted: whether it is the newest

@@ -7,17 +7,16 @@
 //! which LBAs the holes held, refuses to run with one more drive down rather than serve
 //! older versions. A segment the rebuild does not write to the new drive (one open when
 //! it started, or recovered open, or closed short by a stop: its stripes end short of the
-//! footer region) is reclaimed by garbage collection instead; when garbage collection
-//! cannot reclaim it because its blocks cannot be written elsewhere (too many drives down),
-//! the rebuild waits, after one more try, and says so
-//! (`RebuildStatus::segments_unreclaimable`).
+//! footer region) is reclaimed by garbage collection instead, and the rebuild waits for it.
+//! A segment kept for a mapping block garbage collection cannot read is reclaimed too,
+//! once the page is written back elsewhere (`MappingIo::moving_out`). When garbage
+//! collection cannot reclaim such a segment because its blocks (or that page) cannot be
+//! written elsewhere (too many drives down), the rebuild waits, after one more try, and
+//! says so (`RebuildStatus::segments_unreclaimable`).
 //!
-//! Invariant: the rebuild never ends while a segment whose blocks could not be written
-//! elsewhere is off the new drive: a start takes a segment's empty zone on a drive marked
-//! whole for unwritten and drops the segment, resetting its zones on the others. Not right
-//! yet: a segment kept for a mapping block that cannot be read (and is still its page's
-//! copy) is ended over, as before; waiting for it would hold the rebuild, and with it the
-//! replacement of another failed drive, until a restart.
+//! Invariant: the rebuild never ends while a segment is off the new drive (asserted): a
+//! start takes a segment's empty zone on a drive marked whole for unwritten and drops the
+//! segment, resetting its zones on the others.
 
 use crate::engine::{Engine, Segment};
 
@@ -36,29 +35,21 @@ impl Engine {
         if self.retry_unreclaimable(drive) {
             return;
         }
-        let off: Vec<&Segment> = self.segments.iter().flatten().filter(|s| s.absent == Some(drive)).collect();
-        if off.iter().any(|s| s.write_failed) {
-            let r = self.drive_rebuild.as_mut().expect("a rebuild");
-            if !std::mem::replace(&mut r.stuck_reported, true) {
-                tracing::error!(
-                    drive,
-                    segments = off.len(),
-                    "rebuild: segments garbage collection cannot write elsewhere (too many drives down) are not \
-                     on the new drive; the rebuild waits for them"
-                );
-            }
-            return;
-        }
-        if !off.is_empty() {
-            // Not right yet: kept for a mapping block that cannot be read, they stay off
-            // the drive (docs/manual/reliability.md, "Lost blocks").
+        // Every segment left off the drive is one garbage collection could not reclaim:
+        // its blocks cannot be written elsewhere (too many drives down), or a page of the
+        // table it holds can be neither read nor rebuilt nor written elsewhere. Ending over
+        // it would lose it at the next start: the rebuild waits.
+        let off = self.segments.iter().flatten().filter(|s| s.absent == Some(drive)).count();
+        debug_assert!(off > 0, "not whole, yet every segment is on the drive");
+        let r = self.drive_rebuild.as_mut().expect("a rebuild");
+        if !std::mem::replace(&mut r.stuck_reported, true) {
             tracing::error!(
                 drive,
-                segments = off.len(),
-                "rebuild: segments kept for an unreadable mapping block stay off the new drive"
+                segments = off,
+                "rebuild: segments garbage collection cannot write elsewhere (too many drives down) are not on \
+                 the new drive; the rebuild waits for them"
             );
         }
-        self.end_drive_rebuild();
     }
 
     /// Every segment is on the new drive and none has holes left to reclaim: the drive is
@@ -66,10 +57,7 @@ impl Engine {
     fn end_drive_rebuild(&mut self) {
         let r = self.drive_rebuild.take().expect("a rebuild");
         let drive = r.drive;
-        debug_assert!(
-            self.segments.iter().flatten().all(|s| s.absent != Some(drive) || (s.unreclaimable && !s.write_failed)),
-            "a segment is off the drive"
-        );
+        debug_assert!(self.segments.iter().flatten().all(|s| s.absent != Some(drive)), "a segment is off the drive");
         self.rebuilds_completed += 1;
         if r.blocks_unrecoverable > 0 {
             // The drive is in service, with holes where its stripes lost too much: their
