@@ -71,7 +71,9 @@ def resolve(segments, files):
 
 
 def imports(path, module, files):
-    text = strip_comments(path.read_text())
+    # A visibility (`pub(in crate::engine)`) names where an item may be used, not a module
+    # the file takes anything from.
+    text = re.sub(r"\bpub\(in [^)]*\)", "pub", strip_comments(path.read_text()))
     children = {m[-1] for m in files if len(m) == len(module) + 1 and m[: len(module)] == module}
     targets = set()
     for m in re.finditer(r"^([ \t]*)(?:pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", text, flags=re.M):

@@ -10,6 +10,8 @@
 
 pub mod capacity;
 pub mod checksum;
+mod config;
+mod drive_command;
 pub mod engine;
 pub mod error;
 pub mod format;

@@ -81,9 +81,9 @@ impl Simulator {
             }
             .map_err(|error| crate::error::Error::Device { drive: i, error })?;
             drives.push(match &timing {
-                Some(params) => {
-                    drive.with_timing(params.clone()).map_err(|error| crate::error::Error::Device { drive: i, error })?
-                }
+                Some(params) => drive
+                    .with_timing(params.clone())
+                    .map_err(|error| crate::error::Error::Device { drive: i, error })?,
                 None => drive,
             });
         }
@@ -238,13 +238,13 @@ impl Simulator {
     /// (`Engine::rebuild_drive`); `step` drives the rebuild on.
     pub fn replace_drive(&mut self, drive: usize, seed: u64) -> Result<()> {
         while self.drives.get(drive).is_some_and(|d| d.in_flight() > 0) && self.step() {}
-        let old = self
-            .drives
-            .get(drive)
-            .ok_or_else(|| crate::error::Error::InvalidConfig { reason: format!("drive {drive} of {}", self.drives.len()) })?;
+        let old = self.drives.get(drive).ok_or_else(|| crate::error::Error::InvalidConfig {
+            reason: format!("drive {drive} of {}", self.drives.len()),
+        })?;
         let geometry = old.geometry();
         let timing = old.timing_params().cloned();
-        let mut new = EmulatedDrive::memory(geometry, seed).map_err(|error| crate::error::Error::Device { drive, error })?;
+        let mut new =
+            EmulatedDrive::memory(geometry, seed).map_err(|error| crate::error::Error::Device { drive, error })?;
         if let Some(params) = timing {
             new = new.with_timing(params).map_err(|error| crate::error::Error::Device { drive, error })?;
         }
@@ -269,7 +269,9 @@ impl Simulator {
         let device = |error| crate::error::Error::Device { drive, error };
         let keep = self.engine.zones_holding_segments();
         let Some(new) = self.drives.get_mut(drive) else {
-            return Err(crate::error::Error::InvalidConfig { reason: format!("drive {drive} of {}", self.drives.len()) });
+            return Err(crate::error::Error::InvalidConfig {
+                reason: format!("drive {drive} of {}", self.drives.len()),
+            });
         };
         let geometry = new.geometry();
         for zone in (0..geometry.zone_count).filter(|z| !keep.contains(z)) {

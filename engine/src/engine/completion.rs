@@ -3,7 +3,13 @@
 //! drive rebuild, the scrub and degraded reads, each sent to the role it belongs to. A
 //! header, footer, finish or reset that fails fails its drive.
 
-use super::*;
+use super::machine::Engine;
+use super::machine::Op;
+use super::state::segment::FooterPlace;
+use super::state::segment::SegmentState;
+use super::state::stop::StopState;
+use zapraid_zns::Completion;
+use zapraid_zns::ZoneAction;
 
 impl Engine {
     pub(super) fn other_completion(&mut self, drive: usize, op: Op, completion: Completion) {

@@ -19,7 +19,8 @@
 //! copy) is ended over, as before; waiting for it would hold the rebuild, and with it the
 //! replacement of another failed drive, until a restart.
 
-use crate::engine::{Engine, Segment};
+use crate::engine::machine::Engine;
+use crate::engine::state::segment::Segment;
 
 impl Engine {
     /// No segment is left to write to the new drive: ends the rebuild, or waits for the
