@@ -21,6 +21,7 @@ fmt:
 
 lint:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	python3 scripts/rooms.py engine/src --order error,format,checksum,parity,layout,hybrid,capacity,stripe_table,l2p,pool,config,drive_command,recovery,engine,sim
 
 unit:
 	./scripts/run-tests.sh

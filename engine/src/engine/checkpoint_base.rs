@@ -28,13 +28,12 @@
 //! every table it leaves out is, byte for byte, the one the base holds (asserted in debug
 //! builds, which keep the base's tables to compare).
 
-use super::machine::Engine;
-use super::state::checkpoints::CheckpointBase;
-use super::state::checkpoints::PendingCheckpoint;
-use super::state::segment::Segment;
-use super::state::segment::SegmentState;
 use crate::format::{checkpoint_image_bytes, CheckpointImage, CHECKPOINT_BASE_BYTES};
 use crate::stripe_table::CompactStripeTable;
+
+use super::machine::Engine;
+use super::state::checkpoints::{CheckpointBase, PendingCheckpoint};
+use super::state::segment::{Segment, SegmentState};
 
 /// Bytes written by requests per byte of checkpoint images (a copy per drive): the images
 /// cost at most an eighth of what the array is asked to write.

@@ -3,13 +3,11 @@
 //! drive rebuild, the scrub and degraded reads, each sent to the role it belongs to. A
 //! header, footer, finish or reset that fails fails its drive.
 
-use super::machine::Engine;
-use super::machine::Op;
-use super::state::segment::FooterPlace;
-use super::state::segment::SegmentState;
+use zapraid_zns::{Completion, ZoneAction};
+
+use super::machine::{Engine, Op};
+use super::state::segment::{FooterPlace, SegmentState};
 use super::state::stop::StopState;
-use zapraid_zns::Completion;
-use zapraid_zns::ZoneAction;
 
 impl Engine {
     pub(super) fn other_completion(&mut self, drive: usize, op: Op, completion: Completion) {

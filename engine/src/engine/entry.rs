@@ -2,32 +2,27 @@
 //! polled (`poll_command`, `poll_response`, `next_timer_ns`), drives failed, and the L2P
 //! bookkeeping every role shares (`map_lba`, `unmap_lba`).
 
-use super::machine::Engine;
-use super::machine::Op;
-use super::machine::CLASSES;
-use super::mapping::budget_pages;
-use super::request::Request;
-use super::request::RequestId;
-use super::request::Response;
-use super::state::stop::StopState;
-use super::state::stripe::Fill;
-use super::state::{flush, tags};
-use super::{mapping, rebuild};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
+use zapraid_zns::{Completion, Geometry, Tag};
+
 use crate::config::Config;
 use crate::drive_command::DriveCommand;
 use crate::error::{Error, Result};
 use crate::format::MAX_DRIVES;
-use crate::hybrid::ChunkClass;
-use crate::hybrid::SegmentPlan;
-use crate::l2p::L2pTable;
-use crate::l2p::Physical;
+use crate::hybrid::{ChunkClass, SegmentPlan};
+use crate::l2p::{L2pTable, Physical};
 use crate::layout::Layout;
 use crate::parity::ParityCodec;
-use rustc_hash::FxHashMap as HashMap;
-use std::collections::VecDeque;
-use zapraid_zns::Completion;
-use zapraid_zns::Geometry;
-use zapraid_zns::Tag;
+
+use super::machine::{Engine, Op, CLASSES};
+use super::mapping::budget_pages;
+use super::request::{Request, RequestId, Response};
+use super::state::stop::StopState;
+use super::state::stripe::Fill;
+use super::state::{flush, tags};
+use super::{mapping, rebuild};
 
 impl Engine {
     /// A new, empty array over drives of `geometry` (every zone empty).

@@ -13,21 +13,19 @@
 
 use zapraid_zns::ZoneAction;
 
-use super::machine::Engine;
-use super::mapping;
-use super::state::read::ReadOrigin;
-use super::state::relocation::Relocation;
-use super::state::scan::LiveScan;
-use super::state::scan::ScanStep;
-use super::state::segment::Segment;
-use super::state::segment::SegmentState;
-use super::state::stop::StopState;
-use super::state::stripe::BlockInfo;
-use super::state::stripe::Fill;
 use crate::capacity::{GC_RESERVED_ZONES, GC_START_FREE_ZONES, RECOVERY_RESERVED_ZONES};
 use crate::error::Result;
 use crate::hybrid::ChunkClass;
 use crate::l2p::Physical;
+
+use super::machine::Engine;
+use super::mapping;
+use super::state::read::ReadOrigin;
+use super::state::relocation::Relocation;
+use super::state::scan::{LiveScan, ScanStep};
+use super::state::segment::{Segment, SegmentState};
+use super::state::stop::StopState;
+use super::state::stripe::{BlockInfo, Fill};
 
 /// Relocation reads in flight at once: bounds the memory garbage collection holds.
 pub(super) const GC_MAX_READS_IN_FLIGHT: usize = 64;

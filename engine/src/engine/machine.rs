@@ -7,6 +7,13 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap as HashMap;
 use zapraid_zns::{Command, Geometry, Tag};
 
+use crate::config::Config;
+use crate::drive_command::DriveCommand;
+use crate::hybrid::SegmentPlan;
+use crate::l2p::{L2pTable, Physical};
+use crate::layout::Layout;
+use crate::parity::ParityCodec;
+
 use super::request::{RequestId, Response};
 use super::state::read::{BlockRebuild, ReadRequest};
 use super::state::relocation::Relocation;
@@ -15,12 +22,6 @@ use super::state::segment::{FooterPlace, Segment};
 use super::state::stop::StopState;
 use super::state::stripe::{OpenStripe, Stripe};
 use super::state::{checkpoints, flush, mapping, pace, rebuild, repair, scrub, stripe, tags};
-use crate::config::Config;
-use crate::drive_command::DriveCommand;
-use crate::hybrid::SegmentPlan;
-use crate::l2p::{L2pTable, Physical};
-use crate::layout::Layout;
-use crate::parity::ParityCodec;
 
 /// Chunk classes (`hybrid::ChunkClass`): per-class state is indexed by `ChunkClass::index`.
 pub(super) const CLASSES: usize = 2;

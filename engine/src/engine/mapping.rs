@@ -13,20 +13,17 @@
 
 use std::collections::HashSet;
 
-use super::machine::Engine;
-use super::request::Request;
-use super::request::RequestId;
-use super::request::Response;
-use super::state::mapping::Parked;
-use super::state::read::ReadOrigin;
-use super::state::stop::StopState;
-use super::state::stripe::BlockInfo;
-use super::state::stripe::Fill;
 use crate::error::{Error, Result};
 use crate::format::{mapping_page_of, MAPPING_LBA_FLAG};
 use crate::hybrid::ChunkClass;
-use crate::l2p::Physical;
-use crate::l2p::{PageIndex, Residency};
+use crate::l2p::{PageIndex, Physical, Residency};
+
+use super::machine::Engine;
+use super::request::{Request, RequestId, Response};
+use super::state::mapping::Parked;
+use super::state::read::ReadOrigin;
+use super::state::stop::StopState;
+use super::state::stripe::{BlockInfo, Fill};
 
 /// Page reads in flight at once while the pages of a start from a checkpoint are read for
 /// the recovered entries that replace theirs.

@@ -5,8 +5,16 @@
 //! (`poll_response`). No I/O, no clock, no threads: drivers (the simulator, the real
 //! io_uring driver) connect it to the world.
 //!
-//! This module holds the entry points, the engine's state and the L2P bookkeeping; each
-//! role has a room of its own:
+//! Its files go one way down (this file only declares them and re-exports):
+//! - `request`: what a frontend asks (`Request`) and is answered (`Response`);
+//! - `state/`: the engine's state types, one file per role (`state/mod.rs` lists them);
+//! - `machine`: the `Engine` struct that holds them, and what each command tag stands for;
+//!
+//! and above them an `impl Engine` file per role, taking from `state` and `machine` (and a
+//! few from another role's file, never back):
+//! - `entry`: the entry points (`format`, `submit`, `on_completion`, `tick`, the polls)
+//!   and the L2P bookkeeping every role shares;
+//! - `start`: the engine built from what recovery found (`Recovery::finish`);
 //! - `stripe`: blocks fill open stripes, which are encoded (data and parity chunks, their
 //!   metadata) and queued;
 //! - `schedule`: queued stripes go out a group at a time into the open segments (Zone
@@ -24,6 +32,8 @@
 //! - `scrub`: every segment read and checked, damaged rows' live blocks rewritten,
 //!   and the rewrite of damaged blocks frontend reads came across;
 //! - `stop`: the clean stop and its stop footers;
+//! - `checkpoint`, `checkpoint_base`, `running_checkpoint`: checkpoint images, at a clean
+//!   stop and while running, full or incremental;
 //! - `status`: what the engine reports of itself.
 //!
 //! Invariants (asserted where they are kept): a zone has at most one Zone Write in flight;

@@ -29,15 +29,14 @@ use std::ops::Range;
 
 use zapraid_zns::{Command, Completion, Tag};
 
-use super::machine::Engine;
-use super::machine::Op;
-use super::state::mapping::PageRebuild;
-use super::state::segment::Segment;
 use crate::drive_command::DriveCommand;
 use crate::error::Error;
-use crate::l2p::Physical;
-use crate::l2p::{PageIndex, UNMAPPED};
+use crate::l2p::{PageIndex, Physical, UNMAPPED};
 use crate::recovery::{Newest, Recovery, ScanSegment};
+
+use super::machine::{Engine, Op};
+use super::state::mapping::PageRebuild;
+use super::state::segment::Segment;
 
 impl Engine {
     /// Page `page`'s mapping block could not be read (`error`): rebuild it from the log, or

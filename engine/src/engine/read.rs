@@ -18,20 +18,16 @@
 
 use zapraid_zns::{Command, Completion};
 
-use super::machine::Engine;
-use super::machine::Op;
-use super::request::RequestId;
-use super::request::Response;
-use super::state::read::BlockRebuild;
-use super::state::read::ReadOrigin;
-use super::state::read::ReadRequest;
-use super::state::read::StripePlaces;
 use crate::checksum::ReadChecks;
 use crate::drive_command::DriveCommand;
 use crate::error::{Error, Result};
 use crate::format::{decode_fields, field_bytes, BlockKind, BlockMetadata, FIELD_BYTES, MAX_DRIVES};
 use crate::l2p::Physical;
 use crate::parity::shard_slices_mut;
+
+use super::machine::{Engine, Op};
+use super::request::{RequestId, Response};
+use super::state::read::{BlockRebuild, ReadOrigin, ReadRequest, StripePlaces};
 
 /// Finished reads' vectors kept at most for the next reads (`Spare::reads`).
 const MAX_SPARE_READS: usize = 4096;

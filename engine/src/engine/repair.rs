@@ -22,13 +22,9 @@ use crate::l2p::{PageIndex, Physical};
 
 use super::machine::Engine;
 use super::state::read::BlockRebuild;
-use super::state::repair::Row;
-use super::state::repair::RowLive;
-use super::state::repair::RowRewrite;
-use super::state::repair::WaitingRepair;
+use super::state::repair::{Row, RowLive, RowRewrite, WaitingRepair};
 use super::state::stop::StopState;
-use super::state::stripe::BlockInfo;
-use super::state::stripe::Fill;
+use super::state::stripe::{BlockInfo, Fill};
 
 impl Engine {
     /// The page to pin for a repaired block's entry; None for a mapping block (the

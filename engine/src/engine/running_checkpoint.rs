@@ -36,10 +36,8 @@
 use crate::capacity::{GC_RESERVED_ZONES, GC_START_FREE_ZONES, RECOVERY_RESERVED_ZONES};
 
 use super::checkpoint_base::WRITTEN_PER_CHECKPOINT_BYTE;
-use super::machine::Engine;
-use super::machine::CLASSES;
-use super::request::Request;
-use super::request::RequestId;
+use super::machine::{Engine, CLASSES};
+use super::request::{Request, RequestId};
 use super::state::stop::StopState;
 
 /// Segments opened since the last checkpoint after which the engine takes one while

@@ -9,8 +9,7 @@
 //! scan over budget cannot livelock evicting the page it just loaded.
 
 use super::machine::Engine;
-use super::state::scan::LiveScan;
-use super::state::scan::ScanStep;
+use super::state::scan::{LiveScan, ScanStep};
 use super::state::stop::StopState;
 
 impl Engine {

@@ -28,26 +28,18 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use zapraid_zns::{Command, Completion};
 
+use crate::drive_command::DriveCommand;
 use crate::error::{Error, Result};
 use crate::format::{encode_fields, BlockKind, BlockMetadata, LOST_LBA_FLAG};
 use crate::l2p::{PageIndex, Physical};
 
-use super::machine::Engine;
-use super::machine::Op;
+use super::machine::{Engine, Op};
 use super::mapping;
 use super::state::repair::{Row, RowLive};
-use super::state::scan::LiveScan;
-use super::state::scan::ScanStep;
-use super::state::scrub::ChunkRead;
-use super::state::scrub::Scrub;
-use super::state::scrub::ScrubRead;
-use super::state::scrub::ScrubReport;
-use super::state::scrub::ScrubStatus;
-use super::state::scrub::SegmentScrub;
-use super::state::scrub::StripeRead;
+use super::state::scan::{LiveScan, ScanStep};
+use super::state::scrub::{ChunkRead, Scrub, ScrubRead, ScrubReport, ScrubStatus, SegmentScrub, StripeRead};
 use super::state::segment::SegmentState;
 use super::state::stop::StopState;
-use crate::drive_command::DriveCommand;
 
 /// Stripes read ahead at once: bounds the memory a scrub holds.
 const SCRUB_WINDOW_STRIPES: usize = 16;

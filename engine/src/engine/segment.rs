@@ -12,19 +12,16 @@
 use zapraid_zns::{Command, ZoneAction, ZoneTarget};
 
 use crate::capacity::{RECOVERY_RESERVED_ZONES, SEALING_SEGMENTS_PER_OPEN};
+use crate::drive_command::DriveCommand;
 use crate::format::{
     encode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata, FooterBlockHeader, FooterEntry,
     SegmentHeader, MAX_DRIVES, NO_LBA,
 };
+use crate::layout::Layout;
 use crate::stripe_table::CompactStripeTable;
 
-use super::machine::Engine;
-use super::machine::Op;
-use super::state::segment::FooterPlace;
-use super::state::segment::Segment;
-use super::state::segment::SegmentState;
-use crate::drive_command::DriveCommand;
-use crate::layout::Layout;
+use super::machine::{Engine, Op};
+use super::state::segment::{FooterPlace, Segment, SegmentState};
 
 impl Engine {
     /// Opens a segment for `slot` in the first empty zone and writes its headers.

@@ -2,12 +2,13 @@
 //! its segments, L2P entries, lost blocks and failed drives installed, then the checkpoint
 //! it began from, and the zones recovery closes finished.
 
-use super::machine::Engine;
-use super::state::segment::Segment;
-use super::state::segment::SegmentState;
+use zapraid_zns::ZoneAction;
+
 use crate::error::Result;
 use crate::recovery::{Concluded, Recovered, Recovery};
-use zapraid_zns::ZoneAction;
+
+use super::machine::Engine;
+use super::state::segment::{Segment, SegmentState};
 
 impl Recovery {
     /// The recovered engine, once `is_done`.

@@ -3,11 +3,13 @@
 //! blocks' footer entries), so that the next start reads that instead of every block's
 //! metadata.
 
+use std::collections::VecDeque;
+
+use crate::format::footer_entries_per_block;
+
 use super::machine::Engine;
 use super::state::segment::FooterPlace;
 use super::state::stop::StopState;
-use crate::format::footer_entries_per_block;
-use std::collections::VecDeque;
 
 impl Engine {
     /// Starts a clean stop: new writes are refused, open stripes are padded and written,

@@ -16,22 +16,16 @@
 //! so a lost block's identity is rebuilt with its contents. Every block of a request gets
 //! its own timestamp, in submission order: recovery keeps the newest.
 
-use super::machine::Engine;
-use super::request::RequestId;
-use super::request::Response;
-use super::state::stop::StopState;
-use super::state::stripe::BlockInfo;
-use super::state::stripe::ChunkBuffers;
-use super::state::stripe::Fill;
-use super::state::stripe::OpenStripe;
-use super::state::stripe::Stripe;
-use super::state::stripe::StripeVecs;
-use super::state::stripe::WriteInFlight;
 use crate::checksum::BlockChecksums;
 use crate::error::Error;
 use crate::format::{field_bytes, FIELD_BYTES, MAX_DRIVES};
 use crate::hybrid::ChunkClass;
 use crate::parity::shard_slices_mut;
+
+use super::machine::Engine;
+use super::request::{RequestId, Response};
+use super::state::stop::StopState;
+use super::state::stripe::{BlockInfo, ChunkBuffers, Fill, OpenStripe, Stripe, StripeVecs, WriteInFlight};
 
 /// Finished stripes' vectors kept at most: more than stripes in flight is never needed.
 const MAX_SPARE_STRIPES: usize = 4096;

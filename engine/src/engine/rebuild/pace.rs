@@ -1,8 +1,14 @@
+//! The rebuild's rate limit as the engine sets and reads it (`set_rebuild_rate`,
+//! `rebuild_wake_ns`), and its bucket's size for the array's drives and layouts
+//! (`rebuild_pace`). The token bucket itself is `state::pace`'s.
+
+use zapraid_zns::Geometry;
+
 use crate::engine::machine::Engine;
 use crate::engine::state::pace::Pace;
 use crate::engine::state::stop::StopState;
 use crate::layout::Layout;
-use zapraid_zns::Geometry;
+
 /// Chunk writes a paced rebuild may make at once after waiting (the bucket's capacity):
 /// a driver that wakes the engine a little late loses none of the rate.
 const PACE_BURST_WRITES: u64 = 8;

@@ -6,10 +6,7 @@
 
 use crate::engine::machine::Engine;
 use crate::engine::state::rebuild::ChunkSources;
-use crate::format::BlockKind;
-use crate::format::BlockMetadata;
-use crate::format::FooterEntry;
-use crate::format::FIELD_BYTES;
+use crate::format::{BlockKind, BlockMetadata, FooterEntry, FIELD_BYTES};
 
 impl Engine {
     /// Rebuilds one chunk of the new drive from the stripe's other chunks: data and the

@@ -1,7 +1,12 @@
-use crate::engine::request::Request;
-use crate::engine::request::RequestId;
-use std::collections::HashMap;
-use std::collections::VecDeque;
+//! Running checkpoints' state (`RunningCheckpoints`): requests held while one drains, what
+//! was written since the last, the full checkpoint incremental ones build on
+//! (`CheckpointBase`), and the one handed out until the driver says it was written
+//! (`PendingCheckpoint`). Taking them is `running_checkpoint`'s and `checkpoint_base`'s.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::engine::request::{Request, RequestId};
+
 /// The full checkpoint written last, that incremental ones build on.
 pub(in crate::engine) struct CheckpointBase {
     pub(in crate::engine) generation: u64,

@@ -1,13 +1,15 @@
-use std::collections::HashSet;
+//! The L2P cache's state in the engine (`MappingIo`): requests parked waiting for pages
+//! (`Parked`), pages loading, failed and written back, and a page being rebuilt from the log
+//! (`PageRebuild`). The cache's I/O is `mapping`'s, the rebuilding `page_rebuild`'s.
+
+use std::collections::{HashSet, VecDeque};
 use std::ops::{Range, RangeInclusive};
 
-use crate::engine::request::Request;
-use crate::engine::request::RequestId;
+use crate::engine::request::{Request, RequestId};
 use crate::error::Error;
 use crate::l2p::PageIndex;
-use crate::recovery::Newest;
-use crate::recovery::Recovery;
-use std::collections::VecDeque;
+use crate::recovery::{Newest, Recovery};
+
 /// A frontend request waiting for pages of the table.
 pub(in crate::engine) struct Parked {
     pub(in crate::engine) id: RequestId,

@@ -1,8 +1,12 @@
+//! Reads in flight (`ReadRequest`, who asked: `ReadOrigin`) and blocks being rebuilt from
+//! the rest of their stripe (`BlockRebuild`; the stripe's chunks: `StripePlaces`). Reading
+//! is `read`'s.
+
 use crate::engine::request::RequestId;
 use crate::error::Error;
-use crate::format::BlockMetadata;
-use crate::format::FIELD_BYTES;
+use crate::format::{BlockMetadata, FIELD_BYTES};
 use crate::l2p::Physical;
+
 /// Who asked for a read.
 #[derive(Clone, Copy, Debug)]
 pub(in crate::engine) enum ReadOrigin {

@@ -1,6 +1,13 @@
-use crate::format::FooterEntry;
-use rustc_hash::FxHashMap as HashMap;
+//! A drive rebuild under way (`DriveRebuild`), the segment it is at and its step
+//! (`ZoneRebuild`, `Step`), the chunks read to reconstruct one (`ChunkSources`), and what
+//! each of its commands is for (`RebuildOp`). The rebuild itself is `rebuild`'s.
+
 use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::format::FooterEntry;
+
 pub(in crate::engine) struct DriveRebuild {
     pub(in crate::engine) drive: usize,
     /// The drive holds what an earlier rebuild wrote: each segment's zone on it is checked

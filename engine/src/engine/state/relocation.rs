@@ -1,5 +1,9 @@
-use super::scan::LiveScan;
+//! Garbage collection's victim being moved (`Relocation`); the moving is `gc`'s.
+
 use crate::l2p::Physical;
+
+use super::scan::LiveScan;
+
 /// Garbage collection of one segment: its live blocks (found by scanning the L2P table)
 /// are read and rewritten with their timestamps; once all are persisted elsewhere, its
 /// zones are reset and become free.

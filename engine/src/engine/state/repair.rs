@@ -1,5 +1,11 @@
-use crate::l2p::Physical;
+//! Rewrites of damaged blocks (`Repairs`): those in flight and those waiting for their L2P
+//! page, and a damaged stripe row with its live blocks (`Row`, `RowLive`, `RowRewrite`).
+//! Rewriting is `repair`'s.
+
 use std::collections::HashMap;
+
+use crate::l2p::Physical;
+
 /// Repairs scheduled (scrub's and reads'), keyed by the damaged place.
 #[derive(Default)]
 pub(in crate::engine) struct Repairs {

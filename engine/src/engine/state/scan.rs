@@ -1,5 +1,8 @@
-use crate::l2p::PageIndex;
-use crate::l2p::Physical;
+//! Where a scan of the L2P table for one segment's live blocks stands (`LiveScan`) and what
+//! one step finds (`ScanStep`). Scanning is `scan`'s.
+
+use crate::l2p::{PageIndex, Physical};
+
 /// Where a scan of the table for one segment's live blocks stands.
 #[derive(Clone, Copy, Debug)]
 pub(in crate::engine) struct LiveScan {

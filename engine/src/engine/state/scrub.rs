@@ -1,7 +1,11 @@
+//! The scrub: its progress and rate (`Scrub`), the segment being read (`SegmentScrub`) and
+//! its stripes in flight, what each scrub command is for (`ScrubRead`), and what it reports
+//! (`ScrubReport`, `ScrubStatus`). Scrubbing is `scrub`'s.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
 use super::scan::LiveScan;
-use std::collections::BTreeMap;
-use std::collections::HashMap;
-use std::collections::VecDeque;
+
 /// What a scrub found and did. Counts are blocks unless named otherwise.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ScrubReport {

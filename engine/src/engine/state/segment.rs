@@ -1,7 +1,13 @@
+//! A segment as the engine holds it (`Segment`): the zone it spans on every drive, where it
+//! stands (`SegmentState`: open, sealing, sealed, relocating), its layout and chunk class,
+//! its compact stripe table and footer records, its live blocks; and which footer a footer
+//! write is (`FooterPlace`). What the engine does with segments is `segment`'s.
+
 use crate::format::FooterEntry;
 use crate::hybrid::ChunkClass;
 use crate::layout::Layout;
 use crate::stripe_table::CompactStripeTable;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(in crate::engine) enum SegmentState {
     Open,

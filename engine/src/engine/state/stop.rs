@@ -1,3 +1,5 @@
+//! Where a clean stop or a running checkpoint stands (`StopState`). Stopping is `stop`'s.
+
 /// Progress of a clean stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(in crate::engine) enum StopState {

@@ -1,9 +1,13 @@
+//! Stripes on the write path: blocks filling an open stripe (`OpenStripe`, each block's
+//! `BlockInfo`, whose stripe it is: `Fill`), encoded stripes in flight (`Stripe`, their
+//! chunk buffers), the frontend writes they carry (`WriteInFlight`), and finished stripes'
+//! and reads' vectors kept for reuse (`Spare`). Filling and sealing stripes is `stripe`'s.
+
 use crate::engine::request::RequestId;
-use crate::format::decode_fields;
-use crate::format::FIELD_BYTES;
-use crate::format::NO_LBA;
+use crate::format::{decode_fields, FIELD_BYTES, NO_LBA};
 use crate::hybrid::ChunkClass;
 use crate::l2p::Physical;
+
 #[derive(Clone, Copy, Debug)]
 pub(in crate::engine) struct BlockInfo {
     pub(in crate::engine) lba: u64,

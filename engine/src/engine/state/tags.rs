@@ -11,9 +11,9 @@
 //! slots, each once; `len` counts the full ones; no index has all its bits set, so no tag
 //! is `u64::MAX` (drivers keep that one for commands of their own).
 
-use zapraid_zns::Tag;
-
 use std::collections::VecDeque;
+
+use zapraid_zns::Tag;
 
 /// Bits of a tag for the slot index: 16 million things in flight at most.
 const INDEX_BITS: u32 = 24;
