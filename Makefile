@@ -21,6 +21,9 @@ fmt:
 
 lint:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	python3 scripts/rooms.py server/src --order error,drives,records,assemble,run,export,ops,control,service
+	python3 scripts/rooms.py cli/src
+	python3 scripts/rooms.py engine/src --order error,format,checksum,parity,layout,hybrid,capacity,stripe_table,l2p,pool,config,drive_command,recovery,engine,cpu_cost,sim
 
 unit:
 	./scripts/run-tests.sh

@@ -14,16 +14,18 @@
 //! next one of the same shape. A segment's shape (chunk size, how it is written) is in its
 //! header, so recovery knows every segment's layout from the drives alone.
 //!
+//! The array superblock records the open segments (`ArraySuperblock::open_segments`,
+//! `set_open_segments`, defined here: the on-disk record knows nothing of slots).
+//!
 //! Invariants: at least one slot; every slot's layout has the same level and drives;
 //! Cl > Cs when large-chunk slots exist.
 
 use zapraid_zns::Geometry;
 
 use crate::error::{Error, Result};
+use crate::format::ArraySuperblock;
+pub use crate::format::MAX_OPEN_SEGMENTS;
 use crate::layout::{Layout, Mode};
-
-/// The most open segments an array may have (each takes open and active zones).
-pub const MAX_OPEN_SEGMENTS: u32 = 16;
 
 /// How many segments of each chunk size are open at once, chosen at format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +49,29 @@ impl OpenSegments {
 
     pub fn total(&self) -> u32 {
         self.small + self.large
+    }
+}
+
+impl ArraySuperblock {
+    /// The open segments the array writes into (`hybrid`).
+    pub fn open_segments(&self) -> OpenSegments {
+        if self.small_segments == 0 && self.large_segments == 0 {
+            return OpenSegments::SINGLE;
+        }
+        OpenSegments {
+            small: u32::from(self.small_segments),
+            large: u32::from(self.large_segments),
+            large_chunk_bytes: u64::from(self.large_chunk_bytes.get()),
+        }
+    }
+
+    /// Records the open segments (the caller checked them with `SegmentPlan::new`, which
+    /// keeps them within `MAX_OPEN_SEGMENTS`).
+    pub fn set_open_segments(&mut self, open: OpenSegments) {
+        debug_assert!(open.total() <= MAX_OPEN_SEGMENTS);
+        self.small_segments = open.small.min(u32::from(u8::MAX)) as u8;
+        self.large_segments = open.large.min(u32::from(u8::MAX)) as u8;
+        self.large_chunk_bytes = u32::try_from(open.large_chunk_bytes).unwrap_or(u32::MAX).into();
     }
 }
 

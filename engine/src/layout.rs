@@ -7,12 +7,15 @@
 //! Chunk `c` of stripe `s` (data chunks first, then parity) sits on drive
 //! `(c + rotation(s)) % n`: parity rotates for RAID-5/6 and general k+m, and stays on the
 //! last drives for RAID-4 and the mirrored levels.
+//!
+//! The RAID levels live here too, each with the parity code it takes
+//! (`ParityCodec::for_level`; the codes themselves are `parity`'s).
 
 use zapraid_zns::Geometry;
 
 use crate::error::{Error, Result};
 use crate::format::{footer_entries_per_block, BLOCK_METADATA_BYTES, MAX_DRIVES};
-use crate::parity::{MAX_DATA_CHUNKS, MAX_PARITY_CHUNKS};
+use crate::parity::{ParityCodec, MAX_DATA_CHUNKS, MAX_PARITY_CHUNKS};
 
 /// RAID schemes of the paper's Exp#4 and general k+m.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +187,17 @@ impl RaidLevel {
             return bad(format!("{} takes at most {} drives ({} given)", self.label(), self.max_drives(), k + m));
         }
         Ok(())
+    }
+}
+
+impl ParityCodec {
+    /// The code of a RAID level.
+    pub fn for_level(level: RaidLevel) -> Result<Self> {
+        let (k, m) = level.shape();
+        match level {
+            RaidLevel::Raid01 { .. } => Self::pairwise_mirror(k),
+            _ => Self::new(k, m),
+        }
     }
 }
 
@@ -565,7 +579,7 @@ mod tests {
             };
             let most = level.max_drives();
             assert!(with(most).validate().is_ok(), "{level} over {most}");
-            assert!(crate::ParityCodec::for_level(with(most)).is_ok(), "{level} over {most}: no code");
+            assert!(ParityCodec::for_level(with(most)).is_ok(), "{level} over {most}: no code");
             let step = if matches!(level, RaidLevel::Raid01 { .. }) { 2 } else { 1 };
             assert!(with(most + step).validate().is_err(), "{level} over {}", most + step);
         }

@@ -5,12 +5,39 @@
 //! Drivers connect it to drives: `sim` (deterministic simulation over emulated drives);
 //! `recovery` rebuilds it from the drives after a stop or a crash.
 //!
+//! The crate is in rooms, one way down: a room takes only from the rooms below it, never
+//! from one above, and the files within a room take from each other one way (checked by
+//! `scripts/rooms.py engine/src --order ...` in `make lint`, with this order). From the
+//! bottom up:
+//!
+//! 1. `error`: the crate's one error type.
+//! 2. `format`: the bytes on the drives (superblock, spare record, segment header, footer
+//!    blocks, block metadata, checkpoint image, mapping block), decoded as untrusted.
+//! 3. `checksum`: block checksums a frontend computes and checks on its own thread.
+//! 4. `parity`: the erasure codes over k data and m parity chunks.
+//! 5. `layout`: RAID levels, the code each takes, and where every chunk of a segment lives.
+//! 6. `hybrid`: the open segments of each chunk size, and where a stripe goes.
+//! 7. `capacity`: the space and zone budget (what garbage collection and recovery keep).
+//! 8. `stripe_table`: the compact stripe table of a Zone Append segment.
+//! 9. `l2p`: the L2P table, its pages and their memory budget.
+//! 10. `pool`: byte buffers the data path reuses.
+//! 11. `config`: what an array is configured with.
+//! 12. `drive_command`: one command for one drive, what the state machines hand their driver.
+//! 13. `recovery`: the engine's state read back from the drives (and a lost L2P page's
+//!     entries read back from the log).
+//! 14. `engine`: the running engine, and its start from what recovery found.
+//! 15. `cpu_cost`: what the engine's work costs the simulated core, and where its figures
+//!     come from.
+//! 16. `sim`: the deterministic simulator over emulated drives.
+//!
 //! No unsafe code but one CPU cache hint (`l2p::prefetch_line`), allowed where it is.
 #![deny(unsafe_code)]
 
 pub mod capacity;
 pub mod checksum;
+mod config;
 pub mod cpu_cost;
+mod drive_command;
 pub mod engine;
 pub mod error;
 pub mod format;

@@ -81,15 +81,6 @@ impl ParityCodec {
         Ok(ParityCodec { k, m: k, code: Code::Pairwise })
     }
 
-    /// The code of a RAID level.
-    pub fn for_level(level: crate::layout::RaidLevel) -> Result<Self> {
-        let (k, m) = level.shape();
-        match level {
-            crate::layout::RaidLevel::Raid01 { .. } => Self::pairwise_mirror(k),
-            _ => Self::new(k, m),
-        }
-    }
-
     pub fn data_chunks(&self) -> usize {
         self.k
     }

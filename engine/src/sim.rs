@@ -80,7 +80,7 @@ impl Simulator {
         let engine = Engine::format(geometry, config)?;
         let capacity = engine.plan().capacity_blocks(geometry.zone_count);
         if config.logical_blocks > capacity {
-            return Err(crate::Error::InvalidConfig {
+            return Err(crate::error::Error::InvalidConfig {
                 reason: format!(
                     "{} logical blocks exceed the {capacity} that drives of {} zones export (the rest is kept \
                      for garbage collection and recovery)",
@@ -98,11 +98,11 @@ impl Simulator {
             } else {
                 EmulatedDrive::memory(geometry, drive_seed)
             }
-            .map_err(|error| crate::Error::Device { drive: i, error })?;
+            .map_err(|error| crate::error::Error::Device { drive: i, error })?;
             drives.push(match &timing {
-                Some(params) => {
-                    drive.with_timing(params.clone()).map_err(|error| crate::Error::Device { drive: i, error })?
-                }
+                Some(params) => drive
+                    .with_timing(params.clone())
+                    .map_err(|error| crate::error::Error::Device { drive: i, error })?,
                 None => drive,
             });
         }
@@ -206,7 +206,7 @@ impl Simulator {
             taken += recovery.run_round(&mut drives)?;
             if interrupt_after.is_some_and(|n| taken >= n) && !recovery.is_done() {
                 for (i, drive) in drives.iter_mut().enumerate() {
-                    drive.power_cut().map_err(|error| crate::Error::Device { drive: i, error })?;
+                    drive.power_cut().map_err(|error| crate::error::Error::Device { drive: i, error })?;
                 }
                 return Ok(Err(drives));
             }
@@ -252,7 +252,7 @@ impl Simulator {
     pub fn power_cut(self) -> Result<Vec<EmulatedDrive>> {
         let mut drives = self.drives;
         for (i, drive) in drives.iter_mut().enumerate() {
-            drive.power_cut().map_err(|error| crate::Error::Device { drive: i, error })?;
+            drive.power_cut().map_err(|error| crate::error::Error::Device { drive: i, error })?;
         }
         Ok(drives)
     }
@@ -262,15 +262,15 @@ impl Simulator {
     /// (`Engine::rebuild_drive`); `step` drives the rebuild on.
     pub fn replace_drive(&mut self, drive: usize, seed: u64) -> Result<()> {
         while self.drives.get(drive).is_some_and(|d| d.in_flight() > 0) && self.step() {}
-        let old = self
-            .drives
-            .get(drive)
-            .ok_or_else(|| crate::Error::InvalidConfig { reason: format!("drive {drive} of {}", self.drives.len()) })?;
+        let old = self.drives.get(drive).ok_or_else(|| crate::error::Error::InvalidConfig {
+            reason: format!("drive {drive} of {}", self.drives.len()),
+        })?;
         let geometry = old.geometry();
         let timing = old.timing_params().cloned();
-        let mut new = EmulatedDrive::memory(geometry, seed).map_err(|error| crate::Error::Device { drive, error })?;
+        let mut new =
+            EmulatedDrive::memory(geometry, seed).map_err(|error| crate::error::Error::Device { drive, error })?;
         if let Some(params) = timing {
-            new = new.with_timing(params).map_err(|error| crate::Error::Device { drive, error })?;
+            new = new.with_timing(params).map_err(|error| crate::error::Error::Device { drive, error })?;
         }
         new.advance_to(self.now_ns);
         self.engine.rebuild_drive(drive)?;
@@ -290,10 +290,12 @@ impl Simulator {
     /// a rebuild cut short wrote (`Engine::resume_drive_rebuild`): first resets every zone
     /// of it that holds no segment, as a real driver does.
     pub fn resume_rebuild(&mut self, drive: usize) -> Result<()> {
-        let device = |error| crate::Error::Device { drive, error };
+        let device = |error| crate::error::Error::Device { drive, error };
         let keep = self.engine.zones_holding_segments();
         let Some(new) = self.drives.get_mut(drive) else {
-            return Err(crate::Error::InvalidConfig { reason: format!("drive {drive} of {}", self.drives.len()) });
+            return Err(crate::error::Error::InvalidConfig {
+                reason: format!("drive {drive} of {}", self.drives.len()),
+            });
         };
         let geometry = new.geometry();
         for zone in (0..geometry.zone_count).filter(|z| !keep.contains(z)) {

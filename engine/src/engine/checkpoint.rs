@@ -13,10 +13,13 @@
 //! it names every segment the engine has (one whose reset waits for it with a live count
 //! of 0), so a start that finds a segment older than it and not named knows it is stale.
 
+use crate::error::Result;
 use crate::format::{CheckpointImage, CheckpointSegment};
+use crate::hybrid::ChunkClass;
 use crate::stripe_table::CompactStripeTable;
 
-use super::*;
+use super::machine::Engine;
+use super::state::segment::SegmentState;
 
 /// Dirty pages a stop writes back at a time (and pages of recovered entries it makes
 /// resident to write back): each holds its block and its snapshot until persisted (8 MiB

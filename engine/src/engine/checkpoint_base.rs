@@ -28,12 +28,12 @@
 //! every table it leaves out is, byte for byte, the one the base holds (asserted in debug
 //! builds, which keep the base's tables to compare).
 
-use std::collections::HashMap;
-
 use crate::format::{checkpoint_image_bytes, CheckpointImage, CHECKPOINT_BASE_BYTES};
 use crate::stripe_table::CompactStripeTable;
 
-use super::*;
+use super::machine::Engine;
+use super::state::checkpoints::{CheckpointBase, PendingCheckpoint};
+use super::state::segment::{Segment, SegmentState};
 
 /// Bytes written by requests per byte of checkpoint images (a copy per drive): the images
 /// cost at most an eighth of what the array is asked to write.
@@ -42,30 +42,6 @@ pub(super) const WRITTEN_PER_CHECKPOINT_BYTE: u64 = 8;
 /// Images (all copies) up to this size are always paid for: small arrays' images are a
 /// few blocks, less than garbage collection moves for one segment.
 const CHEAP_CHECKPOINT_BYTES: u64 = 1 << 20;
-
-/// The full checkpoint written last, that incremental ones build on.
-pub(super) struct CheckpointBase {
-    generation: u64,
-    /// The drives failed when it was taken: images build on it only while the same are
-    /// (tables place the chunks of a failed drive; a start also refuses a base of another
-    /// superblock generation, and the engine forgets its base when a drive fails).
-    failed: Vec<bool>,
-    /// Zone -> (sequence, table bytes) of each segment whose stripe table it holds.
-    tables: HashMap<u32, (u64, u64)>,
-    /// Bytes of its image (one copy).
-    image_bytes: u64,
-    /// Bytes of the incremental images written on it since (one copy each).
-    incremental_bytes: u64,
-    /// Its tables, to check that those left out later are unchanged.
-    #[cfg(debug_assertions)]
-    encoded: HashMap<u32, Vec<u8>>,
-}
-
-/// What a checkpoint handed out would make of the engine's base once written.
-pub(super) enum PendingCheckpoint {
-    Full(CheckpointBase),
-    Incremental { image_bytes: u64 },
-}
 
 /// The sizes (one copy) of the next checkpoint, full and incremental (None without a base).
 struct NextImage {

@@ -3,7 +3,11 @@
 //! drive rebuild, the scrub and degraded reads, each sent to the role it belongs to. A
 //! header, footer, finish or reset that fails fails its drive.
 
-use super::*;
+use zapraid_zns::{Completion, ZoneAction};
+
+use super::machine::{Engine, Op};
+use super::state::segment::{FooterPlace, SegmentState};
+use super::state::stop::StopState;
 
 impl Engine {
     pub(super) fn other_completion(&mut self, drive: usize, op: Op, completion: Completion) {

@@ -15,45 +15,20 @@ use zapraid_zns::ZoneAction;
 
 use crate::capacity::{GC_RESERVED_ZONES, GC_START_FREE_ZONES, RECOVERY_RESERVED_ZONES};
 use crate::error::Result;
+use crate::hybrid::ChunkClass;
 use crate::l2p::Physical;
 
-use super::*;
+use super::machine::Engine;
+use super::mapping;
+use super::state::read::ReadOrigin;
+use super::state::relocation::Relocation;
+use super::state::scan::{LiveScan, ScanStep};
+use super::state::segment::{Segment, SegmentState};
+use super::state::stop::StopState;
+use super::state::stripe::{BlockInfo, Fill};
 
 /// Relocation reads in flight at once: bounds the memory garbage collection holds.
 pub(super) const GC_MAX_READS_IN_FLIGHT: usize = 64;
-
-/// Garbage collection of one segment: its live blocks (found by scanning the L2P table)
-/// are read and rewritten with their timestamps; once all are persisted elsewhere, its
-/// zones are reset and become free.
-pub(super) struct Relocation {
-    pub(super) zone: u32,
-    /// The L2P scan for its live blocks.
-    pub(super) scan: LiveScan,
-    pub(super) reads_in_flight: usize,
-    /// Blocks read and not yet persisted in their new place.
-    pub(super) writes_in_flight: usize,
-    pub(super) resets_pending: usize,
-    pub(super) resetting: bool,
-    /// Blocks moved could not be written elsewhere: the segment stays.
-    pub(super) failed: bool,
-    /// A mapping block in it could not be read: every other block is still moved or
-    /// recorded lost, and the segment stays, since the directory still points into it,
-    /// until the page is written back elsewhere (`MappingIo::moving_out`).
-    pub(super) keep: bool,
-    /// Live blocks that could not be read or rebuilt, and where they are: each gets a
-    /// lost-block marker (`lost`) once the scan is done and no write of it is in flight.
-    pub(super) unreadable: Vec<(u64, Physical)>,
-    /// Of those, the LBAs that had a write (or their place a repair) in flight when they
-    /// were to be marked: the relocation ends without them, the segment kept.
-    pub(super) awaiting_writes: Vec<u64>,
-    /// Pages of the L2P table whose mapping block is in the segment, still to move.
-    pub(super) mapping_pages: Vec<crate::l2p::PageIndex>,
-    /// Every block moved, the reset waits for a running checkpoint that no longer names
-    /// the segment as live (`running_checkpoint`).
-    pub(super) awaits_checkpoint: bool,
-    /// The reset no longer waits: the checkpoint was taken (or abandoned, or not worth it).
-    pub(super) checkpoint_passed: bool,
-}
 
 impl Engine {
     /// Empty zones that opening a segment must leave (see `capacity`): the recovery reserve

@@ -62,11 +62,15 @@
 
 use std::ops::Range;
 
+use rustc_hash::FxHashMap as HashMap;
+
 use crate::error::Error;
 use crate::format::{FooterEntry, FOOTER_ENTRY_UNKNOWN, LOST_LBA_FLAG, NO_LBA};
-use crate::l2p::PageIndex;
+use crate::l2p::{PageIndex, Physical};
 
-use super::*;
+use super::machine::Engine;
+use super::state::segment::SegmentState;
+use super::state::stripe::{BlockInfo, Fill};
 
 impl Engine {
     /// Logical blocks recorded lost: reads of them fail until they are written again.

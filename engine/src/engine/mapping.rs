@@ -12,66 +12,18 @@
 //! same LBAs; at most one read (or rebuild) per page is in flight.
 
 use std::collections::HashSet;
-use std::ops::RangeInclusive;
 
+use crate::error::{Error, Result};
 use crate::format::{mapping_page_of, MAPPING_LBA_FLAG};
-use crate::l2p::{PageIndex, Residency};
+use crate::hybrid::ChunkClass;
+use crate::l2p::{PageIndex, Physical, Residency};
 
-use super::*;
-
-/// A frontend request waiting for pages of the table.
-pub(super) struct Parked {
-    id: RequestId,
-    request: Request,
-    /// A write's sequence number among outstanding writes (`flush`).
-    seq: Option<u64>,
-    pages: RangeInclusive<PageIndex>,
-    /// Pages it pinned while it waits (cached ones stay cached for it).
-    pinned: Vec<PageIndex>,
-}
-
-/// The L2P cache's state in the engine.
-#[derive(Default)]
-pub(super) struct MappingIo {
-    parked: VecDeque<Parked>,
-    /// Pages with a read in flight, or being rebuilt from the log (`page_rebuild`).
-    pub(super) loading: HashSet<PageIndex>,
-    /// An emptied `Parked::pinned` for the next request: none allocates one of its own.
-    spare_pinned: Vec<PageIndex>,
-    /// A mapping block failed while a clean stop drained (the array full: no empty zone
-    /// beyond the reserve, and garbage collection does not run during a stop): the stop
-    /// writes nothing back for a checkpoint any more and ends without one, instead of
-    /// writing the pages that came back dirty again and again.
-    pub(super) checkpoint_abandoned: bool,
-    /// Mapping blocks whose stripe failed (their pages came back dirty), since the start.
-    pub(super) write_backs_failed: u64,
-    /// After a start from a checkpoint that replayed segments written after it: the next
-    /// page to look from for recovered entries whose page is on the drives (None once every
-    /// such page was read). Until such a page is read, the entries it holds that the
-    /// recovered ones replace still count as live in their segments, so garbage collection
-    /// would see those segments fuller than they are: the pages are read in the
-    /// background, a few at a time, and a clean stop waits for them.
-    pub(super) drain_from: Option<PageIndex>,
-    /// Pages whose read failed, and why, until read again: a read that fails before
-    /// `load_page` returns (no drive holds the block, nothing rebuilds it) finds no
-    /// request parked on it yet, so the request that asked fails when `load_page` returns
-    /// (`try_run`). Per page: such a failure may run other requests' loads meanwhile.
-    failed_loads: Vec<(PageIndex, Error)>,
-    /// The page being rebuilt from the log (its mapping block unreadable), and the pages
-    /// waiting for their turn with why their read failed (`page_rebuild`).
-    pub(super) rebuild: Option<super::page_rebuild::PageRebuild>,
-    pub(super) rebuild_queue: VecDeque<(PageIndex, Error)>,
-    /// Pages rebuilt from the log since the start.
-    pub(super) pages_rebuilt: u64,
-    /// Pages that could be neither read nor rebuilt, their LBAs recorded lost
-    /// (`lost::page_lost`), since the start.
-    pub(super) pages_lost: u64,
-    /// Pages whose mapping block garbage collection could not read (its stripe lost beyond
-    /// parity), with the zone of the segment kept for it: each is written back anew,
-    /// whatever the budget, so that its copy leaves the segment, which garbage collection
-    /// then takes again (`move_out_of_kept_segments`).
-    pub(super) moving_out: Vec<(PageIndex, u32)>,
-}
+use super::machine::Engine;
+use super::request::{Request, RequestId, Response};
+use super::state::mapping::Parked;
+use super::state::read::ReadOrigin;
+use super::state::stop::StopState;
+use super::state::stripe::{BlockInfo, Fill};
 
 /// Page reads in flight at once while the pages of a start from a checkpoint are read for
 /// the recovered entries that replace theirs.

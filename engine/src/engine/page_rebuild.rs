@@ -29,21 +29,14 @@ use std::ops::Range;
 
 use zapraid_zns::{Command, Completion, Tag};
 
-use crate::l2p::{PageIndex, UNMAPPED};
+use crate::drive_command::DriveCommand;
+use crate::error::Error;
+use crate::l2p::{PageIndex, Physical, UNMAPPED};
 use crate::recovery::{Newest, Recovery, ScanSegment};
 
-use super::*;
-
-/// A page being rebuilt.
-pub(super) struct PageRebuild {
-    page: PageIndex,
-    lbas: Range<u64>,
-    /// Why its mapping block could not be read.
-    read_error: Error,
-    scan: Recovery,
-    /// Newest copies found so far (the in-memory footer records, at the start).
-    newest: Newest,
-}
+use super::machine::{Engine, Op};
+use super::state::mapping::PageRebuild;
+use super::state::segment::Segment;
 
 impl Engine {
     /// Page `page`'s mapping block could not be read (`error`): rebuild it from the log, or

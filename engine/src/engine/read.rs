@@ -19,68 +19,18 @@
 use zapraid_zns::{Command, Completion};
 
 use crate::checksum::ReadChecks;
+use crate::drive_command::DriveCommand;
 use crate::error::{Error, Result};
 use crate::format::{decode_fields, field_bytes, BlockKind, BlockMetadata, FIELD_BYTES, MAX_DRIVES};
 use crate::l2p::Physical;
 use crate::parity::shard_slices_mut;
 
-use super::*;
-
-/// Who asked for a read.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum ReadOrigin {
-    Frontend(RequestId),
-    /// A frontend read whose checksums the frontend verifies (`Request::ReadUnverified`).
-    FrontendUnverified(RequestId),
-    /// Garbage collection, moving the block that was at this place.
-    Relocation(Physical),
-    /// A page of the L2P table, read back from its mapping block (`mapping`).
-    Mapping(crate::l2p::PageIndex),
-}
+use super::machine::{Engine, Op};
+use super::request::{RequestId, Response};
+use super::state::read::{BlockRebuild, ReadOrigin, ReadRequest, StripePlaces};
 
 /// Finished reads' vectors kept at most for the next reads (`Spare::reads`).
 const MAX_SPARE_READS: usize = 4096;
-
-pub(super) struct ReadRequest {
-    pub(super) origin: ReadOrigin,
-    pub(super) lba: u64,
-    pub(super) blocks: Vec<Option<Vec<u8>>>,
-    /// Timestamp of each block read (garbage collection keeps it).
-    pub(super) timestamps: Vec<u64>,
-    /// For a `FrontendUnverified` read, each block's metadata for the frontend to check
-    /// the block against (None: made here, zeros or rebuilt); empty for other reads.
-    pub(super) unverified: Vec<Option<BlockMetadata>>,
-    pub(super) pending: usize,
-    pub(super) error: Option<Error>,
-}
-
-/// A stripe's chunks as `Engine::stripe_places` finds them.
-pub(super) struct StripePlaces {
-    /// Stripe number within the segment: it says which chunk each drive holds.
-    pub(super) stripe_number: u64,
-    /// The other drives holding the segment and the chunk position of their chunk.
-    pub(super) others: Vec<(usize, u64)>,
-    /// Compact stripe table entries looked at (modelled CPU cost).
-    pub(super) entries_checked: u64,
-}
-
-pub(super) struct BlockRebuild {
-    pub(super) read: u64,
-    pub(super) block: usize,
-    pub(super) lba: u64,
-    /// Stripe number within the segment: it says which chunk each drive holds.
-    pub(super) stripe_number: u64,
-    pub(super) lost_chunk: usize,
-    /// Per drive, the block read and its (LBA, timestamp) fields, checked on arrival.
-    pub(super) shards: Vec<Option<(Vec<u8>, [u8; FIELD_BYTES])>>,
-    /// Per drive, the zone offset its shard is read from (None: not read).
-    pub(super) offsets: Vec<Option<u64>>,
-    pub(super) pending: usize,
-    /// The block's drive is working: the block itself was damaged (a repair, counted).
-    pub(super) damaged: bool,
-    /// Where the block was (a damaged one's row is rewritten after a frontend read).
-    pub(super) physical: Physical,
-}
 
 impl Engine {
     /// A frontend read; `unverified`: its blocks' checksums are left to the frontend.

@@ -43,11 +43,20 @@ use std::collections::BTreeMap;
 
 use zapraid_zns::{Command, Completion, ZoneAction, ZoneTarget};
 
-use crate::format::{BlockKind, BlockMetadata, FooterEntry, SegmentHeader, FIELD_BYTES, NO_LBA};
+use crate::format::{FooterEntry, SegmentHeader, NO_LBA};
 
-use super::*;
-
-pub(super) use pace::{rebuild_pace, Pace};
+use super::machine::Engine;
+use super::machine::Op;
+use super::state::rebuild::ChunkSources;
+use super::state::rebuild::DriveRebuild;
+use super::state::rebuild::RebuildOp;
+use super::state::rebuild::Step;
+use super::state::rebuild::ZoneRebuild;
+use super::state::segment::SegmentState;
+use super::state::stop::StopState;
+use crate::drive_command::DriveCommand;
+use crate::error::{Error, Result};
+pub(super) use pace::rebuild_pace;
 
 /// Chunk positions read and reconstructed ahead of the one being written.
 const REBUILD_WINDOW_CHUNKS: u64 = 32;
@@ -71,87 +80,6 @@ pub struct RebuildStatus {
     pub blocks_written: u64,
     /// Blocks that could not be reconstructed (their stripes lost more than parity covers).
     pub blocks_unrecoverable: u64,
-}
-
-pub(super) struct DriveRebuild {
-    pub(super) drive: usize,
-    /// The drive holds what an earlier rebuild wrote: each segment's zone on it is checked
-    /// first (`resume`), and kept if that rebuild completed it.
-    resuming: bool,
-    /// Segments kept that way.
-    segments_kept: u64,
-    current: Option<ZoneRebuild>,
-    segments_rebuilt: u64,
-    blocks_written: u64,
-    blocks_unrecoverable: u64,
-    /// Whether the segments garbage collection could not reclaim were tried again before
-    /// the rebuild ends (`retry_unreclaimable`).
-    pub(super) retried_unreclaimable: bool,
-    /// Whether the log said once that the rebuild waits for such segments.
-    pub(super) stuck_reported: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
-    /// Reading the new drive's header and footer of the segment (`resume`).
-    Checking,
-    Resetting,
-    /// Reading another drive's header block.
-    Header,
-    Chunks,
-    Footer,
-    Finishing,
-}
-
-/// The segment being rebuilt onto the new drive.
-struct ZoneRebuild {
-    zone: u32,
-    step: Step,
-    /// Drives the header may be read from, the next to try first.
-    header_sources: Vec<usize>,
-    next_read: u64,
-    next_write: u64,
-    /// Chunk positions being read: the stripe and the other drives' chunks read so far.
-    reading: BTreeMap<u64, ChunkSources>,
-    /// Reconstructed chunks (data, metadata) waiting for their turn to be written.
-    ready: BTreeMap<u64, (Vec<u8>, Vec<u8>)>,
-    writes_in_flight: usize,
-    /// The new drive's footer entries, one per data-region block, as chunks are rebuilt.
-    footer: Vec<FooterEntry>,
-    /// The first footer block not written yet (the footer goes out piece by piece).
-    footer_next: u64,
-    /// While `Checking`: reads left, and whether one found the zone incomplete.
-    checks_pending: usize,
-    check_failed: bool,
-    /// Zone-relative offset -> LBA of the blocks on the drive the table maps, looked up
-    /// once the first chunk that cannot be reconstructed comes (`lost::unknown_entries`).
-    mapped_here: Option<HashMap<u64, u64>>,
-}
-
-struct ChunkSources {
-    stripe_number: u64,
-    /// Per drive, its chunk of the stripe (data, metadata), once read intact.
-    shards: Vec<Option<(Vec<u8>, Vec<u8>)>>,
-    pending: usize,
-}
-
-/// What a rebuild command was for.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum RebuildOp {
-    Reset,
-    Header,
-    Read {
-        position: u64,
-        source: usize,
-    },
-    Write {
-        blocks: u64,
-    },
-    Finish,
-    /// Reading the new drive's header block (`None`) or footer blocks from `Some(first)`.
-    Check {
-        footer_first: Option<u64>,
-    },
 }
 
 impl Engine {

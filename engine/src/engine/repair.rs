@@ -16,67 +16,15 @@
 //! budget a repair whose page is only on the drives waits, its page being read, before its
 //! rewrite is added; none is added while the array stops or a running checkpoint drains.
 
-use std::collections::HashMap;
-
 use crate::error::Error;
 use crate::format::{decode_fields, field_bytes, mapping_page_of, NO_LBA};
 use crate::l2p::{PageIndex, Physical};
 
-use super::read::BlockRebuild;
-use super::*;
-
-/// Repairs scheduled (scrub's and reads'), keyed by the damaged place.
-#[derive(Default)]
-pub(super) struct Repairs {
-    /// Per place being rewritten (or waiting for its page): whether the scrub (not a read)
-    /// asked for it.
-    pub(super) pending: HashMap<Physical, bool>,
-    /// Rewrites waiting for the page of their entry to be read.
-    waiting: Vec<WaitingRepair>,
-    /// Blocks whose rewrite reads added to a stripe (damaged ones and the other live
-    /// blocks of their rows), and of those the ones persisted and mapped.
-    pub(super) read_repairs_done: u64,
-    pub(super) read_repairs_scheduled: u64,
-    /// Blocks added to the relocation stripe that no relocation will pad.
-    pub(super) unpadded: bool,
-}
-
-struct WaitingRepair {
-    lba: u64,
-    timestamp: u64,
-    from: Physical,
-    data: Vec<u8>,
-}
-
-/// A row of a stripe (the same block offset of each of its chunks) as read, indexed by
-/// chunk (data chunks first, then parity).
-pub(super) struct Row {
-    /// Where each block is, on a drive holding the segment (None: a failed drive, or one
-    /// a rebuild has not given the segment yet).
-    pub(super) places: Vec<Option<Physical>>,
-    /// Each block's contents and (LBA, timestamp) fields, for those that passed their
-    /// checks (None: damaged, or not read).
-    pub(super) data: Vec<Option<Vec<u8>>>,
-    pub(super) fields: Vec<Option<Vec<u8>>>,
-}
-
-/// Which blocks of a row are live.
-pub(super) enum RowLive {
-    /// The data chunks whose place the L2P maps, and the LBA it maps there (a scrub's scan).
-    Known(Vec<(usize, u64)>),
-    /// Whichever LBA each data block says (a read knows no place's LBA): its rewrite is
-    /// added only if the L2P maps that LBA at its place then.
-    Said,
-}
-
-/// What rewriting a row came to, in blocks.
-#[derive(Default)]
-pub(super) struct RowRewrite {
-    pub(super) scheduled: u64,
-    /// Live blocks that cannot be rewritten: damaged beyond what parity covers, or
-    /// rebuilt saying another LBA than the one mapped there.
-    pub(super) unrecoverable: u64,
-}
+use super::machine::Engine;
+use super::state::read::BlockRebuild;
+use super::state::repair::{Row, RowLive, RowRewrite, WaitingRepair};
+use super::state::stop::StopState;
+use super::state::stripe::{BlockInfo, Fill};
 
 impl Engine {
     /// The page to pin for a repaired block's entry; None for a mapping block (the

@@ -33,47 +33,16 @@
 //! zones have room for the pages it writes back, and a checkpoint that cannot finish
 //! (a mapping block failed) is abandoned, never waited for: the array goes on without it.
 
-use std::collections::VecDeque;
-
 use crate::capacity::{GC_RESERVED_ZONES, GC_START_FREE_ZONES, RECOVERY_RESERVED_ZONES};
 
-use super::checkpoint_base::{CheckpointBase, PendingCheckpoint, WRITTEN_PER_CHECKPOINT_BYTE};
-use super::*;
+use super::checkpoint_base::WRITTEN_PER_CHECKPOINT_BYTE;
+use super::machine::{Engine, CLASSES};
+use super::request::{Request, RequestId};
+use super::state::stop::StopState;
 
 /// Segments opened since the last checkpoint after which the engine takes one while
 /// running: a crash then replays about this many segments, and those open at it.
 pub(super) const CHECKPOINT_INTERVAL_SEGMENTS: u64 = 8;
-
-/// Running checkpoints' state in the engine.
-#[derive(Default)]
-pub(super) struct RunningCheckpoints {
-    /// Requests that came while a running checkpoint drained, in order: taken once the
-    /// checkpoint is written (or abandoned).
-    held: VecDeque<(RequestId, Request)>,
-    /// A clean stop asked for while one drained, after this many held requests: it begins
-    /// once the checkpoint is done, after them (those held after it are then refused or
-    /// taken as a stop takes them).
-    stop_after: Option<usize>,
-    /// Segments opened since the last checkpoint (or the start).
-    pub(super) segments_opened: u64,
-    /// Blocks requests wrote since the last checkpoint (or the start).
-    pub(super) blocks_written: u64,
-    /// Running checkpoints written, and those abandoned (no room, or not written).
-    pub(super) taken: u64,
-    pub(super) abandoned: u64,
-    /// Of those written, the incremental ones, and the bytes of all their images (a copy).
-    pub(super) incremental: u64,
-    pub(super) image_bytes_written: u64,
-    /// Bytes of images the reset waiting for the checkpoint under way pays for (not taken
-    /// from the credit).
-    pub(super) funded_bytes: u64,
-    /// Bytes of images paid for by earlier writes and not spent (`checkpoint_base`).
-    pub(super) credit_bytes: u64,
-    /// The full checkpoint written last, that incremental ones build on.
-    pub(super) base: Option<CheckpointBase>,
-    /// The checkpoint handed out last, until the driver says whether it was written.
-    pub(super) pending: Option<PendingCheckpoint>,
-}
 
 impl Engine {
     /// Whether a running checkpoint is draining or waiting to be written: new requests are

@@ -8,46 +8,9 @@
 //! have waited for that page), so each round moves the scan on by a page at least and a
 //! scan over budget cannot livelock evicting the page it just loaded.
 
-use crate::l2p::{PageIndex, Physical};
-
-use super::*;
-
-/// Where a scan of the table for one segment's live blocks stands.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct LiveScan {
-    pub(super) zone: u32,
-    /// The next LBA to look at.
-    pub(super) next_lba: u64,
-    /// It stopped to let pages be evicted: `settle` runs it again after evicting.
-    pub(super) waiting_room: bool,
-    /// An LBA was scanned in this round (since `begin_round`).
-    scanned_in_round: bool,
-}
-
-/// What one step of a scan found.
-pub(super) enum ScanStep {
-    /// `lba` is live in the segment, at `at`; its page is cached.
-    Live { lba: u64, at: Physical, page: PageIndex },
-    /// A page is being read, or pages must be evicted first: run the scan again later.
-    Wait,
-    /// Every LBA was looked at.
-    Done,
-}
-
-impl LiveScan {
-    pub(super) fn new(zone: u32) -> Self {
-        LiveScan { zone, next_lba: 0, waiting_room: false, scanned_in_round: false }
-    }
-
-    /// Starts a round of steps (one call of the scan's owner from `pump`).
-    pub(super) fn begin_round(&mut self) {
-        self.scanned_in_round = false;
-    }
-
-    pub(super) fn is_done(&self, logical_blocks: u64) -> bool {
-        self.next_lba == logical_blocks
-    }
-}
+use super::machine::Engine;
+use super::state::scan::{LiveScan, ScanStep};
+use super::state::stop::StopState;
 
 impl Engine {
     /// Moves `scan` on to the next live block of its segment, or says why it cannot.

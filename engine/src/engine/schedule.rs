@@ -22,12 +22,17 @@ use std::collections::{BTreeSet, VecDeque};
 
 use zapraid_zns::{Command, Completion, Done};
 
+use crate::drive_command::DriveCommand;
 use crate::error::Error;
 use crate::format::{BlockKind, BlockMetadata, FooterEntry};
+use crate::hybrid::ChunkClass;
 use crate::l2p::Physical;
 
-use super::stripe::ChunkBuffers;
-use super::*;
+use super::machine::{Engine, Op};
+use super::request::Response;
+use super::state::segment::SegmentState;
+use super::state::stop::StopState;
+use super::state::stripe::{ChunkBuffers, Fill, Stripe};
 
 /// Stripes a Zone Append segment has in flight at most when its chunk class also has Zone
 /// Write segments (hybrid management): a drive gains nothing from more than four appends

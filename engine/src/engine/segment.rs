@@ -12,123 +12,16 @@
 use zapraid_zns::{Command, ZoneAction, ZoneTarget};
 
 use crate::capacity::{RECOVERY_RESERVED_ZONES, SEALING_SEGMENTS_PER_OPEN};
+use crate::drive_command::DriveCommand;
 use crate::format::{
     encode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata, FooterBlockHeader, FooterEntry,
     SegmentHeader, MAX_DRIVES, NO_LBA,
 };
+use crate::layout::Layout;
 use crate::stripe_table::CompactStripeTable;
 
-use crate::layout::Layout;
-
-use super::*;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum SegmentState {
-    Open,
-    Sealing,
-    Sealed,
-    /// Its live blocks are being rewritten elsewhere; then its zones are reset.
-    Relocating,
-}
-
-pub(super) struct Segment {
-    pub(super) zone: u32,
-    pub(super) sequence: u64,
-    pub(super) state: SegmentState,
-    /// Its shape (chunk size, how it is written): its slot's, or what its header said.
-    pub(super) layout: Layout,
-    /// The chunk class of its slot.
-    pub(super) class: ChunkClass,
-    pub(super) header_pending: usize,
-    pub(super) table: Option<CompactStripeTable>,
-    /// Per drive, per data-region block: what the footer will say.
-    pub(super) footer: Vec<Vec<FooterEntry>>,
-    pub(super) footer_pending: usize,
-    /// Current group, stripes issued in it, stripes of it still in flight.
-    pub(super) group: u64,
-    pub(super) group_issued: u64,
-    pub(super) group_in_flight: usize,
-    /// Per drive, chunks of the current group that never landed (failed drive) and got a
-    /// position counted from the end of the group's region.
-    pub(super) group_virtual: Vec<u64>,
-    /// Data blocks the L2P table maps into this segment.
-    pub(super) valid_blocks: u64,
-    /// Reads and zone commands in flight on this segment's zones: its zones are reset only
-    /// when none are left (drives may reorder commands in flight).
-    pub(super) commands_in_flight: u32,
-    /// Recovered while open: its live blocks are to be rewritten into a new segment and its
-    /// zones reclaimed, whether or not space is short.
-    pub(super) reclaim_first: bool,
-    /// A relocation of it failed (its blocks could not be written elsewhere): not chosen
-    /// again.
-    pub(super) unreclaimable: bool,
-    /// Its last relocation could not write its blocks elsewhere (too few drives), or a
-    /// page of the table whose mapping block it holds could be neither read, rebuilt nor
-    /// written elsewhere (`mapping::moving_out_failed`).
-    pub(super) write_failed: bool,
-    /// Holds blocks that cannot be read or rebuilt (`lost`): reclaimed first.
-    pub(super) holes: bool,
-    /// Unreadable blocks of it whose LBAs had a write (or its place a repair) in flight at
-    /// its last relocation: not chosen again while one of them still has.
-    pub(super) awaiting_writes: Vec<u64>,
-    /// A drive being rebuilt that does not hold this segment's chunks yet (the segment
-    /// was written before the rebuild started): reads rebuild them from the others.
-    pub(super) absent: Option<usize>,
-    /// Recovered complete but not full: a clean stop closed it with a stop footer after
-    /// its data. A rebuild does not write it onto a new drive (its stripes end short of
-    /// the footer region); garbage collection reclaims it instead.
-    pub(super) stopped_short: bool,
-    /// Open at a clean stop, which wrote its stop footer (a checkpoint records it closed).
-    pub(super) closed_at_stop: bool,
-}
-
-impl Segment {
-    pub(super) fn new(
-        zone: u32,
-        sequence: u64,
-        state: SegmentState,
-        layout: Layout,
-        class: ChunkClass,
-        table: Option<CompactStripeTable>,
-        drives: usize,
-    ) -> Self {
-        Segment {
-            zone,
-            sequence,
-            state,
-            layout,
-            class,
-            header_pending: 0,
-            table,
-            footer: Vec::new(),
-            footer_pending: 0,
-            group: 0,
-            group_issued: 0,
-            group_in_flight: 0,
-            group_virtual: vec![0; drives],
-            valid_blocks: 0,
-            commands_in_flight: 0,
-            reclaim_first: false,
-            unreclaimable: false,
-            write_failed: false,
-            holes: false,
-            awaiting_writes: Vec::new(),
-            absent: None,
-            stopped_short: false,
-            closed_at_stop: false,
-        }
-    }
-}
-
-/// Where a footer goes: the footer region of a segment being sealed, or, at a clean stop,
-/// right after the open segment's data (a stop footer: the next start reads it instead of
-/// every block's metadata). `start_blocks` is zone-relative; `entries` are the leading
-/// footer entries it records.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum FooterPlace {
-    Sealing { start_blocks: u64, blocks: u64, entries: usize },
-    Stop { start_blocks: u64, blocks: u64, entries: usize },
-}
+use super::machine::{Engine, Op};
+use super::state::segment::{FooterPlace, Segment, SegmentState};
 
 impl Engine {
     /// Opens a segment for `slot` in the first empty zone and writes its headers.

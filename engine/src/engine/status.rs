@@ -2,7 +2,9 @@
 //! failed drives, garbage collection, repairs, the rebuild and the scrub. A snapshot taken
 //! from the engine's state; nothing here changes it.
 
-use super::*;
+use super::machine::Engine;
+use super::rebuild::RebuildStatus;
+use super::state::scrub::ScrubStatus;
 
 /// What the array holds and has done, for `zapraid status` and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -18,137 +18,14 @@
 
 use crate::checksum::BlockChecksums;
 use crate::error::Error;
-use crate::format::{decode_fields, field_bytes, FIELD_BYTES, MAX_DRIVES, NO_LBA};
-use crate::l2p::Physical;
+use crate::format::{field_bytes, FIELD_BYTES, MAX_DRIVES};
+use crate::hybrid::ChunkClass;
 use crate::parity::shard_slices_mut;
 
-use super::*;
-
-#[derive(Clone, Copy, Debug)]
-pub(super) struct BlockInfo {
-    pub(super) lba: u64,
-    pub(super) timestamp: u64,
-    pub(super) request: Option<RequestId>,
-    /// A block moved by garbage collection: where it was. It keeps its timestamp, so that
-    /// a newer write of the same LBA still wins in recovery.
-    pub(super) relocated_from: Option<Physical>,
-    /// Moved by a repair (`scrub`), not by a relocation.
-    pub(super) repair: bool,
-    /// CRC32C of the block's data (the frontend's, or computed when the block came):
-    /// its metadata's checksum and XOR parity's are made from it without reading the data.
-    pub(super) data_crc: u32,
-}
-
-impl BlockInfo {
-    /// A padding block: zeros, whose CRC32C is the engine's `zero_block_crc`.
-    fn padding(zero_block_crc: u32) -> BlockInfo {
-        BlockInfo {
-            lba: NO_LBA,
-            timestamp: 0,
-            request: None,
-            relocated_from: None,
-            repair: false,
-            data_crc: zero_block_crc,
-        }
-    }
-}
-
-/// Which open stripe a block fills: frontend writes by chunk class (`hybrid`), or the
-/// relocation's, of the plan's `gc_class`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Fill {
-    Frontend(ChunkClass),
-    Relocation,
-}
-
-/// A chunk's data and its blocks' metadata (buffers of the engine's `BufferPool`).
-pub(super) struct ChunkBuffers {
-    pub(super) data: Vec<u8>,
-    pub(super) metadata: Vec<u8>,
-}
-
-impl ChunkBuffers {
-    /// The data buffer of an open stripe's chunk, taken from `pool` (`len` bytes of old
-    /// contents) when no block has reached the chunk yet.
-    fn data_or_take(&mut self, pool: &mut crate::pool::BufferPool, len: usize) -> &mut [u8] {
-        if self.data.is_empty() {
-            self.data = pool.take(len);
-        }
-        &mut self.data
-    }
-}
-
-pub(super) struct OpenStripe {
-    pub(super) infos: Vec<BlockInfo>,
-    /// The k data chunks, block `i` at chunk `i / chunk_blocks`: blocks are copied
-    /// straight in as they come (their metadata buffers are taken when it is sealed).
-    pub(super) chunks: Vec<ChunkBuffers>,
-    /// Empty: the stripe's chunk positions once sealed (a reused vector).
-    positions: Vec<Option<u64>>,
-    pub(super) started_ns: u64,
-}
-
-/// A stripe encoded and waiting for (or in) its group.
-pub(super) struct Stripe {
-    /// The chunk class: which slots may take it (its chunk size is theirs).
-    pub(super) class: ChunkClass,
-    /// The zone of the segment it was issued into.
-    pub(super) segment: Option<u32>,
-    pub(super) infos: Vec<BlockInfo>,
-    /// All k + m chunks (data then parity), with their metadata; taken when issued.
-    pub(super) chunks: Vec<ChunkBuffers>,
-    pub(super) pending_chunks: usize,
-    /// Stripe ID within the group and stripe number within the segment, once grouped.
-    pub(super) id: u32,
-    pub(super) number: u64,
-    /// Where each drive's chunk landed (zone-relative chunk position), once persisted.
-    pub(super) positions: Vec<Option<u64>>,
-    /// Per parity chunk, the parity of the data blocks' (LBA, timestamp) fields,
-    /// `FIELD_BYTES` per block offset, parity chunk after parity chunk: written into the
-    /// parity blocks' metadata and footer entries.
-    pub(super) parity_fields: Vec<u8>,
-}
-
-impl Stripe {
-    /// Parity chunk `p`'s fields for block offset `offset`: (LBA, timestamp) parity.
-    pub(super) fn parity_field(&self, p: usize, offset: usize, chunk_blocks: usize) -> (u64, u64) {
-        let at = (p * chunk_blocks + offset) * FIELD_BYTES;
-        decode_fields(&self.parity_fields[at..at + FIELD_BYTES]).expect("whole fields")
-    }
-}
-
-/// The vectors of a finished stripe, emptied and kept (`Spare`) for the next one.
-pub(super) struct StripeVecs {
-    infos: Vec<BlockInfo>,
-    chunks: Vec<ChunkBuffers>,
-    positions: Vec<Option<u64>>,
-}
-
-/// A frontend write in flight.
-pub(super) struct WriteInFlight {
-    /// Its blocks not yet persisted.
-    pub(super) blocks_left: usize,
-    /// Its data buffer, kept to give back (empty if a block's chunk took it).
-    pub(super) buffer: Vec<u8>,
-    /// Bytes of the buffer its response gives back for the frontend to reuse (its own,
-    /// else one of the engine's of that length); 0: none.
-    pub(super) give_back_bytes: usize,
-    /// Its sequence number among outstanding writes (`flush`).
-    pub(super) seq: u64,
-}
-
-/// What the data path reuses besides byte buffers: finished stripes' and reads' vectors
-/// (emptied), and the scratch list of requests a persisted stripe acknowledges.
-#[derive(Default)]
-pub(super) struct Spare {
-    stripes: Vec<StripeVecs>,
-    pub(super) reads: Vec<ReadVecs>,
-    pub(super) acked: Vec<(RequestId, WriteInFlight)>,
-}
-
-/// A finished read's block slots, timestamps and metadata for the frontend
-/// (`read::ReadRequest`), emptied.
-pub(super) type ReadVecs = (Vec<Option<Vec<u8>>>, Vec<u64>, Vec<Option<crate::format::BlockMetadata>>);
+use super::machine::Engine;
+use super::request::{RequestId, Response};
+use super::state::stop::StopState;
+use super::state::stripe::{BlockInfo, ChunkBuffers, Fill, OpenStripe, Stripe, StripeVecs, WriteInFlight};
 
 /// Finished stripes' vectors kept at most: more than stripes in flight is never needed.
 const MAX_SPARE_STRIPES: usize = 4096;

@@ -18,7 +18,7 @@
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use super::{read, DecodeError, FORMAT_VERSION};
+use super::record::{read, DecodeError, FORMAT_VERSION};
 
 pub const CHECKPOINT_MAGIC: [u8; 8] = *b"ZRAIDCKP";
 

@@ -6,7 +6,7 @@
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use super::{read, DecodeError, FORMAT_VERSION};
+use super::record::{read, DecodeError, FORMAT_VERSION};
 
 pub const MAPPING_BLOCK_MAGIC: [u8; 8] = *b"ZRAIDMAP";
 

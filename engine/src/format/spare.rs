@@ -10,7 +10,7 @@
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use super::*;
+use super::record::{check_sealed, read, DecodeError, FORMAT_VERSION, MAX_DRIVES};
 
 pub const SPARE_RECORD_MAGIC: [u8; 8] = *b"ZRAIDSPR";
 
@@ -114,6 +114,7 @@ impl SpareRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::superblock::{ArraySuperblock, ARRAY_SUPERBLOCK_MAGIC};
     use proptest::prelude::*;
 
     fn record() -> SpareRecord {

@@ -5,7 +5,9 @@
 //! or stale block) makes the start scan every block's metadata instead. The block is read
 //! from a drive: untrusted, every rule broken is a typed error, never a panic.
 
-use super::*;
+use super::block_metadata::{BlockKind, BlockMetadata};
+use super::footer::{decode_footer_block, footer_entries_per_block};
+use super::record::DecodeError;
 
 /// Where a stop footer is looked for: the segment and drive it must name, the zone-relative
 /// block where the segment's data region starts, and the zone's write pointer.

@@ -6,7 +6,10 @@
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use super::*;
+use super::record::{check_sealed, drive_shape_is_valid, read, DecodeError, FORMAT_VERSION};
+
+/// The most open segments an array may have (each takes open and active zones).
+pub const MAX_OPEN_SEGMENTS: u32 = 16;
 
 pub const ARRAY_SUPERBLOCK_MAGIC: [u8; 8] = *b"ZRAIDARR";
 
@@ -115,7 +118,7 @@ impl ArraySuperblock {
             || s.logical_blocks.get() == 0
             || s.failed_drives.get() >> drives != 0
             || s.rebuilding_drives.get() >> drives != 0
-            || u32::from(s.small_segments) + u32::from(s.large_segments) > crate::hybrid::MAX_OPEN_SEGMENTS
+            || u32::from(s.small_segments) + u32::from(s.large_segments) > MAX_OPEN_SEGMENTS
             || (s.large_segments > 0 && s.large_chunk_bytes.get() <= s.chunk_bytes.get())
         {
             return Err(DecodeError::Field(format!(
@@ -129,27 +132,6 @@ impl ArraySuperblock {
             )));
         }
         Ok(s)
-    }
-
-    /// The open segments the array writes into (`hybrid`).
-    pub fn open_segments(&self) -> crate::hybrid::OpenSegments {
-        if self.small_segments == 0 && self.large_segments == 0 {
-            return crate::hybrid::OpenSegments::SINGLE;
-        }
-        crate::hybrid::OpenSegments {
-            small: u32::from(self.small_segments),
-            large: u32::from(self.large_segments),
-            large_chunk_bytes: u64::from(self.large_chunk_bytes.get()),
-        }
-    }
-
-    /// Records the open segments (the caller checked them with `SegmentPlan::new`, which
-    /// keeps them within `MAX_OPEN_SEGMENTS`).
-    pub fn set_open_segments(&mut self, open: crate::hybrid::OpenSegments) {
-        debug_assert!(open.total() <= crate::hybrid::MAX_OPEN_SEGMENTS);
-        self.small_segments = open.small.min(u32::from(u8::MAX)) as u8;
-        self.large_segments = open.large.min(u32::from(u8::MAX)) as u8;
-        self.large_chunk_bytes = u32::try_from(open.large_chunk_bytes).unwrap_or(u32::MAX).into();
     }
 
     /// The name as text (up to the first zero byte; invalid UTF-8 shown lossily).

@@ -2,6 +2,8 @@
 
 use super::*;
 use proptest::prelude::*;
+use zerocopy::little_endian::U32;
+use zerocopy::IntoBytes;
 
 fn header() -> SegmentHeader {
     let mut zones = [U32::new(0); MAX_DRIVES];

@@ -39,7 +39,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::Found;
+use super::machine::Found;
 use crate::format::{decode_fields, encode_fields};
 use crate::l2p::Physical;
 use crate::layout::Layout;

@@ -24,7 +24,7 @@
 //! after the checkpoint is not in the log, so a crash may bring the block back, as a full
 //! replay does.
 
-use super::Recovery;
+use super::machine::Recovery;
 use crate::format::{mapping_entries_per_block, CheckpointImage, CheckpointSegment};
 use crate::hybrid::ChunkClass;
 use crate::l2p::UNMAPPED;

@@ -1,18 +1,19 @@
 //! The end of recovery: the stripes of every segment assembled (`assemble`), the L2P table
-//! (newest timestamp wins, then the newer segment, then the later stripe), repairs counted and logged, and the
-//! engine built from it, with the zones of segments not to be appended to finished.
+//! (newest timestamp wins, then the newer segment, then the later stripe), repairs counted
+//! and logged, and the zones of segments not to be appended to listed for finishing: what
+//! the engine is built from (`Concluded`; the building is `engine::start`'s, a room above).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::assemble::{self, Assembled};
-use super::{Found, Phase, Recovered, RecoveredSegment, Recovery, Repairs};
-use crate::engine::Engine;
+use super::machine::{Found, Phase, Recovered, RecoveredSegment, Recovery, Repairs};
+use crate::config::Config;
 use crate::error::Result;
-use crate::format::{split_lost_lba, NO_LBA};
+use crate::format::{split_lost_lba, CheckpointImage, NO_LBA};
 use crate::l2p::Physical;
 use crate::parity::ParityCodec;
 use crate::stripe_table::CompactStripeTable;
-use zapraid_zns::ZoneState;
+use zapraid_zns::{Geometry, ZoneState};
 
 /// How new a copy of an LBA is: its timestamp, then (a block garbage collection copied
 /// keeps its timestamp) the newer segment, then (so does a block a repair rewrote, maybe
@@ -74,8 +75,9 @@ impl Recovery {
         assemble::assemble_zone(&layout, codec, zone, found, &damaged, &self.failed, &data_end, recorded.as_ref())
     }
 
-    /// The recovered engine, once `is_done`.
-    pub fn finish(mut self) -> Result<Engine> {
+    /// What recovery found, once `is_done`, for the engine to be built from
+    /// (`Recovery::finish`, in `engine::start`).
+    pub(crate) fn conclude(mut self) -> Result<Concluded> {
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -206,21 +208,37 @@ impl Recovery {
             repairs,
             report: self.report,
         };
-        let mut engine = Engine::format(self.geometry, self.config)?;
-        engine.install_recovered(recovered);
-        if let Some(image) = checkpoint {
-            engine.install_checkpoint(&image, |zone, sequence| self.segments.get(&zone) == Some(&sequence))?;
-        }
         // Recovered open segments are not appended to again, and a sealed segment's zone
         // whose finish a power cut lost is not full: finishing their zones frees their
         // active resources (drives allow only what the engine needs, `capacity`).
+        let mut zones_to_finish = Vec::new();
         for &zone in self.segments.keys() {
             for drive in (0..n).filter(|d| !failed_drives.contains(d)) {
                 if !self.sealed[&zone] || self.reports[drive][zone as usize].state != ZoneState::Full {
-                    engine.finish_zone(drive, zone);
+                    zones_to_finish.push((drive, zone));
                 }
             }
         }
-        Ok(engine)
+        Ok(Concluded {
+            geometry: self.geometry,
+            config: self.config,
+            recovered,
+            checkpoint,
+            sequences: self.segments,
+            zones_to_finish,
+        })
     }
+}
+
+/// The end of a recovery: what the engine is built from (`Recovery::finish`).
+pub(crate) struct Concluded {
+    pub geometry: Geometry,
+    pub config: Config,
+    pub recovered: Recovered,
+    /// The checkpoint the start began from, installed after `recovered`, and the sequence
+    /// of the segment in each zone found on the drives, which it is checked against.
+    pub checkpoint: Option<CheckpointImage>,
+    pub sequences: BTreeMap<u32, u64>,
+    /// The zones to finish, per drive and zone, in the order to finish them.
+    pub zones_to_finish: Vec<(usize, u32)>,
 }

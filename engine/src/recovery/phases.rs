@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use zapraid_zns::{Command, ZoneAction, ZoneState, ZoneTarget};
 
-use super::{Op, Phase, Recovery};
+use super::machine::{Op, Phase, Recovery};
 use crate::layout::Layout;
 
 impl Recovery {

@@ -14,8 +14,9 @@ use std::ops::Range;
 use zapraid_zns::Geometry;
 
 use super::assemble::DataBlock;
-use super::{Recovery, Result};
-use crate::engine::Config;
+use super::machine::Recovery;
+use crate::config::Config;
+use crate::error::Result;
 use crate::hybrid::ChunkClass;
 use crate::layout::Layout;
 use crate::parity::ParityCodec;

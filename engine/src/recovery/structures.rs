@@ -3,7 +3,7 @@
 //! an error), stop footers, footer blocks and per-block metadata, each turned into the
 //! blocks found on a drive. Everything read is untrusted: nothing here panics on it.
 
-use super::{Found, Recovery};
+use super::machine::{Found, Recovery};
 use crate::error::Error;
 use crate::format::{
     decode_footer_block, decode_stop_footer, lost_lba_of, BlockKind, BlockMetadata, StopFooterPlace,

@@ -18,7 +18,8 @@
 //! start takes a segment's empty zone on a drive marked whole for unwritten and drops the
 //! segment, resetting its zones on the others.
 
-use crate::engine::{Engine, Segment};
+use crate::engine::machine::Engine;
+use crate::engine::state::segment::Segment;
 
 impl Engine {
     /// No segment is left to write to the new drive: ends the rebuild, or waits for the

@@ -4,7 +4,9 @@
 //! are made. A source chunk with a damaged block is left out; a stripe that lost more
 //! than parity covers gives a chunk whose metadata does not decode (`unrecoverable_chunk`).
 
-use super::*;
+use crate::engine::machine::Engine;
+use crate::engine::state::rebuild::ChunkSources;
+use crate::format::{BlockKind, BlockMetadata, FooterEntry, FIELD_BYTES};
 
 impl Engine {
     /// Rebuilds one chunk of the new drive from the stripe's other chunks: data and the

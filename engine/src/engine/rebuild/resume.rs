@@ -24,7 +24,8 @@ use std::collections::HashMap;
 
 use zapraid_zns::{Command, Completion, ZoneAction, ZoneTarget};
 
-use crate::engine::{Engine, Result};
+use crate::engine::machine::Engine;
+use crate::error::Result;
 use crate::format::{decode_footer_block, SegmentHeader, NO_LBA};
 use crate::l2p::Physical;
 

@@ -7,7 +7,7 @@ use zerocopy::little_endian::{U32, U64};
 use zerocopy::IntoBytes;
 
 use super::super::*;
-use crate::hybrid::MAX_OPEN_SEGMENTS;
+use crate::format::MAX_OPEN_SEGMENTS;
 use zapraid_fuzz::{assert_field_error, fields_of, verdict};
 
 /// (drives, drive index, data chunks) of a shape the format holds.

@@ -11,9 +11,9 @@
 //! slots, each once; `len` counts the full ones; no index has all its bits set, so no tag
 //! is `u64::MAX` (drivers keep that one for commands of their own).
 
-use zapraid_zns::Tag;
-
 use std::collections::VecDeque;
+
+use zapraid_zns::Tag;
 
 /// Bits of a tag for the slot index: 16 million things in flight at most.
 const INDEX_BITS: u32 = 24;
@@ -25,7 +25,7 @@ struct Slot<T> {
     value: Option<T>,
 }
 
-pub(super) struct TagSlab<T> {
+pub(in crate::engine) struct TagSlab<T> {
     slots: Vec<Slot<T>>,
     free: VecDeque<u32>,
     len: usize,
@@ -39,7 +39,7 @@ impl<T> Default for TagSlab<T> {
 
 impl<T> TagSlab<T> {
     /// Keeps `value` under a new tag, unique among the tags held.
-    pub(super) fn insert(&mut self, value: T) -> Tag {
+    pub(in crate::engine) fn insert(&mut self, value: T) -> Tag {
         let index = match self.free.pop_front() {
             Some(index) => index,
             None => {
@@ -59,7 +59,7 @@ impl<T> TagSlab<T> {
     }
 
     /// What `tag` was kept for, if it is held (a tag is given back once).
-    pub(super) fn remove(&mut self, tag: Tag) -> Option<T> {
+    pub(in crate::engine) fn remove(&mut self, tag: Tag) -> Option<T> {
         let index = (tag & INDEX_MASK) as usize;
         let slot = self.slots.get_mut(index)?;
         if slot.generation != tag >> INDEX_BITS {
@@ -72,17 +72,17 @@ impl<T> TagSlab<T> {
         Some(value)
     }
 
-    pub(super) fn get(&self, tag: Tag) -> Option<&T> {
+    pub(in crate::engine) fn get(&self, tag: Tag) -> Option<&T> {
         let slot = self.slots.get((tag & INDEX_MASK) as usize)?;
         (slot.generation == tag >> INDEX_BITS).then_some(slot.value.as_ref()).flatten()
     }
 
-    pub(super) fn get_mut(&mut self, tag: Tag) -> Option<&mut T> {
+    pub(in crate::engine) fn get_mut(&mut self, tag: Tag) -> Option<&mut T> {
         let slot = self.slots.get_mut((tag & INDEX_MASK) as usize)?;
         (slot.generation == tag >> INDEX_BITS).then_some(slot.value.as_mut()).flatten()
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    pub(in crate::engine) fn is_empty(&self) -> bool {
         self.len == 0
     }
 }

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 
 #[derive(Default)]
-pub(super) struct OutstandingWrites {
+pub(in crate::engine) struct OutstandingWrites {
     /// Per sequence number from `front_seq`: whether that write was answered.
     done: VecDeque<bool>,
     front_seq: u64,
@@ -21,14 +21,14 @@ pub(super) struct OutstandingWrites {
 
 impl OutstandingWrites {
     /// A write taken: its sequence number, to give back to `answered`.
-    pub(super) fn taken(&mut self) -> u64 {
+    pub(in crate::engine) fn taken(&mut self) -> u64 {
         self.done.push_back(false);
         self.next_seq += 1;
         self.next_seq - 1
     }
 
     /// The write with sequence number `seq` was answered.
-    pub(super) fn answered(&mut self, seq: u64) {
+    pub(in crate::engine) fn answered(&mut self, seq: u64) {
         debug_assert!((self.front_seq..self.next_seq).contains(&seq), "write {seq} is outstanding");
         let Some(slot) = seq.checked_sub(self.front_seq).and_then(|i| self.done.get_mut(i as usize)) else {
             return;
@@ -45,12 +45,12 @@ impl OutstandingWrites {
 
     /// What a flush submitted now waits for: every write up to this sequence number
     /// (None: none is outstanding).
-    pub(super) fn last_submitted(&self) -> Option<u64> {
+    pub(in crate::engine) fn last_submitted(&self) -> Option<u64> {
         (!self.done.is_empty()).then(|| self.next_seq - 1)
     }
 
     /// Whether every write up to sequence number `seq` is answered.
-    pub(super) fn answered_through(&self, seq: u64) -> bool {
+    pub(in crate::engine) fn answered_through(&self, seq: u64) -> bool {
         self.done.is_empty() || self.front_seq > seq
     }
 }
