@@ -19,6 +19,7 @@ pub mod layout;
 pub mod parity;
 mod pool;
 pub mod recovery;
+pub mod shard;
 pub mod sim;
 pub mod stripe_table;
 
