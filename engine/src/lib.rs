@@ -2,8 +2,9 @@
 //! (group-based layout, write path, compact stripe table, L2P table, degraded reads,
 //! garbage collection, recovery).
 //!
-//! Drivers connect it to drives: `sim` (deterministic simulation over emulated drives);
-//! `recovery` rebuilds it from the drives after a stop or a crash.
+//! Drivers connect it to drives: `sim` (deterministic simulation over emulated drives),
+//! `sim_shards` (the same for an array of engine shards, `shard`); `recovery` rebuilds it
+//! from the drives after a stop or a crash.
 //!
 //! No unsafe code but one CPU cache hint (`l2p::prefetch_line`), allowed where it is.
 #![deny(unsafe_code)]
@@ -21,6 +22,7 @@ mod pool;
 pub mod recovery;
 pub mod shard;
 pub mod sim;
+pub mod sim_shards;
 pub mod stripe_table;
 
 pub use checksum::{BlockChecksums, ReadChecks};

@@ -65,7 +65,10 @@ impl ShardMap {
             return bad("an interleave unit of 0 blocks: shards take at least one block at a time".into());
         }
         if geometry.zone_count < shards {
-            return bad(format!("{shards} shards over drives of {} zones: each shard needs zones", geometry.zone_count));
+            return bad(format!(
+                "{shards} shards over drives of {} zones: each shard needs zones",
+                geometry.zone_count
+            ));
         }
         let map = ShardMap {
             shards,
@@ -118,8 +121,7 @@ impl ShardMap {
     /// The array LBA of LBA `local` of shard `shard`.
     pub fn array_lba(&self, shard: usize, local: u64) -> u64 {
         debug_assert!(shard < self.shards());
-        (local / self.unit_blocks * u64::from(self.shards) + shard as u64) * self.unit_blocks
-            + local % self.unit_blocks
+        (local / self.unit_blocks * u64::from(self.shards) + shard as u64) * self.unit_blocks + local % self.unit_blocks
     }
 
     /// Logical blocks of the array in shard `shard`.

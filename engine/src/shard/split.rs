@@ -90,10 +90,13 @@ impl ShardMap {
         }
         let mut buffer = Vec::new();
         let parts = match request {
-            Request::Read { .. } => places.iter().map(|p| Request::Read { lba: p.local_lba, blocks: p.blocks }).collect(),
+            Request::Read { .. } => {
+                places.iter().map(|p| Request::Read { lba: p.local_lba, blocks: p.blocks }).collect()
+            }
             Request::ReadUnverified { buffer: given, .. } => {
                 buffer = given;
-                let part = |p: &Place| Request::ReadUnverified { lba: p.local_lba, blocks: p.blocks, buffer: Vec::new() };
+                let part =
+                    |p: &Place| Request::ReadUnverified { lba: p.local_lba, blocks: p.blocks, buffer: Vec::new() };
                 places.iter().map(part).collect()
             }
             Request::Discard { .. } => {
@@ -110,9 +113,10 @@ impl ShardMap {
                 let part = |p: &Place| Request::WriteWithChecksums {
                     lba: p.local_lba,
                     data: self.gather(lba, p, &data),
-                    checksums: BlockChecksums::from_crcs(self.runs(lba, p).flat_map(|(at, _, len)| {
-                        (at..at + len).map(|block| checksums.get(block as usize))
-                    })),
+                    checksums: BlockChecksums::from_crcs(
+                        self.runs(lba, p)
+                            .flat_map(|(at, _, len)| (at..at + len).map(|block| checksums.get(block as usize))),
+                    ),
                 };
                 places.iter().map(part).collect::<Vec<_>>()
             }
@@ -265,7 +269,8 @@ impl Join {
             // Its answer is a buffer of its length for the frontend to reuse.
             Kind::WriteWithChecksums => {
                 let bytes = self.blocks as usize * self.map.block_bytes();
-                let mut buffer = answers.into_iter().filter_map(|(r, _)| r.ok()).max_by_key(Vec::len).unwrap_or_default();
+                let mut buffer =
+                    answers.into_iter().filter_map(|(r, _)| r.ok()).max_by_key(Vec::len).unwrap_or_default();
                 buffer.resize(bytes, 0);
                 Response { id, result: Ok(buffer), checks: None }
             }
