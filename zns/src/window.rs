@@ -130,8 +130,10 @@ impl ZoneSpan {
             Ok(Done::Written { lba, .. }) => *lba = lba.checked_sub(offset).unwrap_or(*lba),
             Ok(Done::Zones(reported)) => {
                 if let Some(stray) = reported.iter().find(|z| !zones.contains(&z.zone) || z.start_lba < offset) {
-                    let reason =
-                        format!("zone {} reported through a window of zones {}..{}", stray.zone, zones.start, zones.end);
+                    let reason = format!(
+                        "zone {} reported through a window of zones {}..{}",
+                        stray.zone, zones.start, zones.end
+                    );
                     completion.result = Err(Error::BadZoneReport { reason });
                     return;
                 }
