@@ -143,7 +143,7 @@ impl ShardMap {
     }
 
     fn whole_blocks(&self, data: &[u8]) -> Result<u64> {
-        if data.len() % self.block_bytes != 0 {
+        if !data.len().is_multiple_of(self.block_bytes) {
             let reason = format!("a write of {} bytes is not whole blocks of {}", data.len(), self.block_bytes);
             return Err(Error::InvalidConfig { reason });
         }
