@@ -31,7 +31,12 @@ impl BlockChecksums {
     /// left out, and the engine refuses the write for it).
     pub fn of(data: &[u8], block_bytes: usize) -> BlockChecksums {
         assert!(block_bytes > 0, "blocks have bytes");
-        let mut crcs = data.chunks_exact(block_bytes).map(crc32c::crc32c);
+        Self::from_crcs(data.chunks_exact(block_bytes).map(crc32c::crc32c))
+    }
+
+    /// CRCs given in order, one per block (a share of another write's: `shard`).
+    pub fn from_crcs(crcs: impl IntoIterator<Item = u32>) -> BlockChecksums {
+        let mut crcs = crcs.into_iter();
         BlockChecksums { first: crcs.next(), rest: crcs.collect() }
     }
 
@@ -102,7 +107,7 @@ impl ReadChecks {
     }
 
     /// Each block's metadata, or None for a block the engine made itself.
-    fn metadata(&self) -> &[Option<BlockMetadata>] {
+    pub(crate) fn metadata(&self) -> &[Option<BlockMetadata>] {
         match self {
             ReadChecks::One(metadata) => std::slice::from_ref(metadata),
             ReadChecks::Many(metadata) => metadata,

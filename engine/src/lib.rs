@@ -2,8 +2,9 @@
 //! (group-based layout, write path, compact stripe table, L2P table, degraded reads,
 //! garbage collection, recovery).
 //!
-//! Drivers connect it to drives: `sim` (deterministic simulation over emulated drives);
-//! `recovery` rebuilds it from the drives after a stop or a crash.
+//! Drivers connect it to drives: `sim` (deterministic simulation over emulated drives),
+//! `sim_shards` (the same for an array of engine shards, `shard`); `recovery` rebuilds it
+//! from the drives after a stop or a crash.
 //!
 //! The crate is in rooms, one way down: a room takes only from the rooms below it, never
 //! from one above, and the files within a room take from each other one way (checked by
@@ -26,9 +27,12 @@
 //! 13. `recovery`: the engine's state read back from the drives (and a lost L2P page's
 //!     entries read back from the log).
 //! 14. `engine`: the running engine, and its start from what recovery found.
-//! 15. `cpu_cost`: what the engine's work costs the simulated core, and where its figures
+//! 15. `shard`: the shard map: an array as S engines, which shard an LBA and a zone belong
+//!     to, requests split and joined (docs/internals/shards.md).
+//! 16. `cpu_cost`: what the engine's work costs the simulated core, and where its figures
 //!     come from.
-//! 16. `sim`: the deterministic simulator over emulated drives.
+//! 17. `sim`: the deterministic simulator over emulated drives.
+//! 18. `sim_shards`: the deterministic simulator of S engine shards over one set of drives.
 //!
 //! No unsafe code but one CPU cache hint (`l2p::prefetch_line`), allowed where it is.
 #![deny(unsafe_code)]
@@ -47,7 +51,9 @@ pub mod layout;
 pub mod parity;
 mod pool;
 pub mod recovery;
+pub mod shard;
 pub mod sim;
+pub mod sim_shards;
 pub mod stripe_table;
 
 pub use checksum::{BlockChecksums, ReadChecks};

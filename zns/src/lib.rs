@@ -4,8 +4,9 @@
 //! device interface every backend implements (`device`), the emulated ZNS drive over memory
 //! or file media (`emulator`, `media`, `drive_file`), its virtual-time performance model
 //! (`timing`, `calibrate`), real NVMe ZNS drives through io_uring passthrough (`nvme`), the
-//! stand-in for an absent drive that fails every command (`missing`), and the conformance
-//! suite any backend must pass (`conformance`).
+//! stand-in for an absent drive that fails every command (`missing`), windows onto a run of
+//! a drive's zones (`window`; `reserved` hides an array's superblock zones with one), and
+//! the conformance suite any backend must pass (`conformance`).
 
 pub mod calibrate;
 pub mod conformance;
@@ -19,6 +20,7 @@ pub mod missing;
 pub mod nvme;
 pub mod reserved;
 pub mod timing;
+pub mod window;
 pub mod zone;
 
 pub use device::{execute, report_all_zones, Command, Completion, Done, Tag, ZonedDevice};
@@ -29,4 +31,5 @@ pub use missing::MissingDrive;
 pub use nvme::NvmeDrive;
 pub use reserved::ReservedZones;
 pub use timing::TimingParams;
+pub use window::{ZoneSpan, ZoneWindow};
 pub use zone::{ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};

@@ -1,0 +1,119 @@
+//! A start of an array of shards from its drives (after a clean stop or a power cut):
+//! every shard's recovery at once, each over its window of the drives, from the drives
+//! alone or from the checkpoint the shard left (`checkpoints`).
+
+use zapraid_zns::{EmulatedDrive, Geometry, ZonedDevice};
+
+use super::checkpoints::CheckpointCopies;
+use super::{Shard, ShardedSimulator};
+use crate::engine::Config;
+use crate::error::{Error, Result};
+use crate::format::CheckpointImage;
+use crate::recovery::Recovery;
+
+impl ShardedSimulator {
+    /// Recovers an array of `shards` shards in units of `unit_blocks` from `drives`, with
+    /// drives known to have failed, offering each shard the checkpoint it left (one entry
+    /// per shard, or none at all), and continues once the background work recovery
+    /// leaves is done (`Simulator::recover_with_checkpoint`).
+    pub fn recover(
+        geometry: Geometry,
+        config: Config,
+        shards: u32,
+        unit_blocks: u64,
+        mut drives: Vec<EmulatedDrive>,
+        failed_drives: &[usize],
+        checkpoints: Vec<Option<CheckpointImage>>,
+    ) -> Result<Self> {
+        let map = Self::checked_map(geometry, config, shards, unit_blocks)?;
+        if !checkpoints.is_empty() && checkpoints.len() != map.shards() {
+            let reason = format!("{} checkpoints offered to {} shards", checkpoints.len(), map.shards());
+            return Err(Error::InvalidConfig { reason });
+        }
+        let mut offered = checkpoints.into_iter();
+        let mut recoveries = Vec::new();
+        let mut spans = Vec::new();
+        for shard in 0..map.shards() {
+            let span = Self::span(&map, &geometry, shard)?;
+            let mut recovery =
+                Recovery::with_failed_drives(span.geometry(geometry), map.shard_config(shard, config), failed_drives)?;
+            if let Some(image) = offered.next().flatten() {
+                let blocks = image.image_len().div_ceil(u64::from(geometry.block_size_bytes));
+                recovery.use_checkpoint(image, blocks);
+            }
+            recoveries.push(recovery);
+            spans.push(span);
+        }
+        run_recoveries(&mut recoveries, &spans, &mut drives)?;
+        let now_ns = drives.iter().map(EmulatedDrive::now_ns).max().unwrap_or(0);
+        let mut built = Vec::new();
+        for (shard, (recovery, span)) in recoveries.into_iter().zip(spans).enumerate() {
+            let recovery_report = recovery.report();
+            // The next checkpoint follows the one the start used (`Simulator`).
+            let checkpoints = CheckpointCopies::after(recovery_report.checkpoint_generation);
+            let engine = recovery.finish().map_err(|error| map.array_error(shard, error))?;
+            built.push(Shard { engine, span, recovery_report, checkpoints });
+        }
+        let mut sim = Self::with(map, built, drives, now_ns);
+        for shard in 0..sim.shards.len() {
+            sim.shards[shard].engine.tick(now_ns);
+            sim.dispatch(shard);
+        }
+        sim.run_until_idle();
+        Ok(sim)
+    }
+}
+
+/// Runs every shard's recovery side by side over its window of `drives`
+/// (`Recovery::run_round` for several recoveries): each round submits what every shard
+/// asks for, then waits on every drive with commands in flight and hands each completion
+/// to the shard whose command it was.
+fn run_recoveries(
+    recoveries: &mut [Recovery],
+    spans: &[zapraid_zns::ZoneSpan],
+    drives: &mut [EmulatedDrive],
+) -> Result<()> {
+    // The simulator's tag of each command on the drives -> (shard, recovery's tag).
+    let mut in_flight = std::collections::HashMap::new();
+    let mut next_tag = 0;
+    let mut out = Vec::new();
+    while !recoveries.iter().all(Recovery::is_done) {
+        let mut taken = 0;
+        for (shard, recovery) in recoveries.iter_mut().enumerate() {
+            while let Some(command) = recovery.poll_command() {
+                next_tag += 1;
+                match spans[shard].command_in(next_tag, command.command) {
+                    Ok(shifted) => {
+                        in_flight.insert(next_tag, (shard, command.tag));
+                        drives[command.drive].submit(next_tag, shifted);
+                    }
+                    Err(mut refused) => {
+                        refused.tag = command.tag;
+                        recovery.on_completion(command.drive, refused);
+                        taken += 1;
+                    }
+                }
+            }
+        }
+        for (drive, d) in drives.iter_mut().enumerate() {
+            if d.in_flight() == 0 {
+                continue;
+            }
+            d.wait(&mut out);
+            for mut completion in out.drain(..) {
+                taken += 1;
+                let Some((shard, tag)) = in_flight.remove(&completion.tag) else {
+                    debug_assert!(false, "drive {drive} completed tag {} nobody sent", completion.tag);
+                    continue;
+                };
+                spans[shard].completion_out(&mut completion);
+                completion.tag = tag;
+                recoveries[shard].on_completion(drive, completion);
+            }
+        }
+        if taken == 0 && !recoveries.iter().all(Recovery::is_done) {
+            return Err(Error::Unavailable { reason: "recovery is waiting for commands no drive has".into() });
+        }
+    }
+    Ok(())
+}
