@@ -33,18 +33,47 @@ use zapraid_zns::Command;
 use crate::engine::Request;
 use crate::layout::RaidLevel;
 
-/// What one event costs the engine's core per block it carries, in nanoseconds
-/// (`Default`: nothing).
+/// What one kind of event costs: a fixed part per event and a part per block it carries,
+/// in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cost {
+    pub fixed_ns: u64,
+    pub per_block_ns: u64,
+}
+
+impl Cost {
+    pub const fn new(fixed_ns: u64, per_block_ns: u64) -> Cost {
+        Cost { fixed_ns, per_block_ns }
+    }
+
+    /// What an event of `blocks` blocks costs.
+    pub fn ns(&self, blocks: u64) -> u64 {
+        self.fixed_ns + self.per_block_ns * blocks
+    }
+}
+
+impl fmt::Display for Cost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.fixed_ns, self.per_block_ns) {
+            (fixed, 0) => write!(f, "{fixed} ns"),
+            (0, per_block) => write!(f, "{per_block} ns per block"),
+            (fixed, per_block) => write!(f, "{fixed} ns + {per_block} ns per block"),
+        }
+    }
+}
+
+/// What the events the engine handles cost its core, by kind (`Default`: nothing).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuCosts {
-    pub write_request_ns_per_block: u64,
-    pub read_request_ns_per_block: u64,
-    /// A flush or a discard (one block).
+    /// A write request: its submission and its answer.
+    pub write_request: Cost,
+    pub read_request: Cost,
+    /// A flush or a discard.
     pub other_request_ns: u64,
     /// A Zone Write or Zone Append completed.
-    pub write_completion_ns_per_block: u64,
-    pub read_completion_ns_per_block: u64,
-    /// A zone reset, finish or report completed (one block).
+    pub write_completion: Cost,
+    pub read_completion: Cost,
+    /// A zone reset, finish or report completed.
     pub zone_completion_ns: u64,
 }
 
@@ -57,18 +86,17 @@ pub enum RequestKind {
 }
 
 impl RequestKind {
-    /// The request's kind and the blocks it is charged for (at least one) on drives of
-    /// `block_bytes` blocks.
+    /// The request's kind and the blocks it carries on drives of `block_bytes` blocks (a
+    /// write or read at least one, a flush or discard none).
     pub fn of(request: &Request, block_bytes: u64) -> (RequestKind, u64) {
-        let blocks_of = |bytes: usize| (bytes as u64).div_ceil(block_bytes.max(1)).max(1);
         match request {
             Request::Write { data, .. } | Request::WriteWithChecksums { data, .. } => {
-                (RequestKind::Write, blocks_of(data.len()))
+                (RequestKind::Write, blocks_of(data.len(), block_bytes))
             }
             Request::Read { blocks, .. } | Request::ReadUnverified { blocks, .. } => {
                 (RequestKind::Read, (*blocks).max(1))
             }
-            Request::Flush | Request::Discard { .. } => (RequestKind::Other, 1),
+            Request::Flush | Request::Discard { .. } => (RequestKind::Other, 0),
         }
     }
 }
@@ -82,44 +110,43 @@ pub enum CompletionKind {
 }
 
 impl CompletionKind {
-    /// The kind of the command's completion and the blocks it is charged for (at least
-    /// one) on drives of `block_bytes` blocks.
+    /// The kind of the command's completion and the blocks it carries on drives of
+    /// `block_bytes` blocks (a write or read at least one, a zone command none).
     pub fn of(command: &Command, block_bytes: u64) -> (CompletionKind, u64) {
-        let blocks_of = |bytes: usize| (bytes as u64).div_ceil(block_bytes.max(1)).max(1);
         match command {
             Command::Write { data, .. } | Command::Append { data, .. } => {
-                (CompletionKind::Write, blocks_of(data.len()))
+                (CompletionKind::Write, blocks_of(data.len(), block_bytes))
             }
-            Command::Read { data, .. } => (CompletionKind::Read, blocks_of(data.len())),
-            Command::ManageZone { .. } | Command::ReportZones { .. } => (CompletionKind::Zone, 1),
+            Command::Read { data, .. } => (CompletionKind::Read, blocks_of(data.len(), block_bytes)),
+            Command::ManageZone { .. } | Command::ReportZones { .. } => (CompletionKind::Zone, 0),
         }
     }
 }
 
+fn blocks_of(bytes: usize, block_bytes: u64) -> u64 {
+    (bytes as u64).div_ceil(block_bytes.max(1)).max(1)
+}
+
 /// Measured with `zapraid bench cpu` (release build, 1,000,000 requests per cell, seed 1),
 /// the median of three runs, on the project's build machine (2 cores of an AMD EPYC, QEMU
-/// guest, shared with other builds), 2026-11-27: (3+1)-RAID-5, ZapRAID G = 256. The three
-/// runs: write request 578, 581, 530 ns; write completion 286, 303, 296; read request 337,
-/// 339, 416; read completion 301, 265, 259 (1.33 completions per write, 1 per read): at
-/// most 1.03 M writes/s of 4 KiB.
+/// guest, shared with other builds), 2026-11-27: (3+1)-RAID-5, ZapRAID G = 256. Not yet
+/// split: per block only, the fixed parts 0.
 pub const RAID5_MEASURED: CpuCosts = CpuCosts {
-    write_request_ns_per_block: 578,
-    read_request_ns_per_block: 339,
+    write_request: Cost::new(0, 578),
+    read_request: Cost::new(0, 339),
     other_request_ns: 339,
-    write_completion_ns_per_block: 296,
-    read_completion_ns_per_block: 265,
+    write_completion: Cost::new(0, 296),
+    read_completion: Cost::new(0, 265),
     zone_completion_ns: 296,
 };
 
-/// As `RAID5_MEASURED`, same runs: (4+2)-RAID-6. Write request 1,243, 1,372, 881 ns; write
-/// completion 279, 310, 186; read request 196, 345, 354; read completion 157, 249, 199
-/// (1.5 completions per write): at most 0.61 M writes/s of 4 KiB.
+/// As `RAID5_MEASURED`, same runs: (4+2)-RAID-6.
 pub const RAID6_MEASURED: CpuCosts = CpuCosts {
-    write_request_ns_per_block: 1243,
-    read_request_ns_per_block: 345,
+    write_request: Cost::new(0, 1243),
+    read_request: Cost::new(0, 345),
     other_request_ns: 345,
-    write_completion_ns_per_block: 279,
-    read_completion_ns_per_block: 199,
+    write_completion: Cost::new(0, 279),
+    read_completion: Cost::new(0, 199),
     zone_completion_ns: 279,
 };
 
@@ -134,69 +161,50 @@ impl CpuCosts {
         }
     }
 
-    /// From measured figures (nanoseconds per event of one block, as `zapraid bench cpu`
-    /// finds them): zone commands charged as a write completion, other requests as a read.
-    pub fn from_measured(
-        write_request_ns: f64,
-        write_completion_ns: f64,
-        read_request_ns: f64,
-        read_completion_ns: f64,
-    ) -> CpuCosts {
-        let ns = |x: f64| x.max(0.0).round() as u64;
-        CpuCosts {
-            write_request_ns_per_block: ns(write_request_ns),
-            read_request_ns_per_block: ns(read_request_ns),
-            other_request_ns: ns(read_request_ns),
-            write_completion_ns_per_block: ns(write_completion_ns),
-            read_completion_ns_per_block: ns(read_completion_ns),
-            zone_completion_ns: ns(write_completion_ns),
-        }
-    }
-
-    /// What a request of `kind` costs per block (other requests: in all).
-    pub fn request_ns(&self, kind: RequestKind) -> u64 {
+    /// What a request of `kind` and `blocks` blocks costs (a flush or discard: its fixed
+    /// cost).
+    pub fn request_ns(&self, kind: RequestKind, blocks: u64) -> u64 {
         match kind {
-            RequestKind::Write => self.write_request_ns_per_block,
-            RequestKind::Read => self.read_request_ns_per_block,
+            RequestKind::Write => self.write_request.ns(blocks),
+            RequestKind::Read => self.read_request.ns(blocks),
             RequestKind::Other => self.other_request_ns,
         }
     }
 
-    /// What a completion of `kind` costs per block (zone commands: in all).
-    pub fn completion_ns(&self, kind: CompletionKind) -> u64 {
+    /// What a completion of `kind` and `blocks` blocks costs (a zone command: its fixed
+    /// cost).
+    pub fn completion_ns(&self, kind: CompletionKind, blocks: u64) -> u64 {
         match kind {
-            CompletionKind::Write => self.write_completion_ns_per_block,
-            CompletionKind::Read => self.read_completion_ns_per_block,
+            CompletionKind::Write => self.write_completion.ns(blocks),
+            CompletionKind::Read => self.read_completion.ns(blocks),
             CompletionKind::Zone => self.zone_completion_ns,
         }
     }
 
-    /// The most requests of `kind` and `blocks` blocks one core handles per second when
-    /// each takes `completion_blocks_per_request` blocks of drive completions of
-    /// `completion` kind: the ceiling the simulated engine core puts on an array.
-    pub fn max_requests_per_s(
-        &self,
-        kind: RequestKind,
-        blocks: u64,
-        completion_blocks_per_request: f64,
-        completion: CompletionKind,
-    ) -> f64 {
-        let per_request_ns = (blocks * self.request_ns(kind)) as f64
-            + completion_blocks_per_request * self.completion_ns(completion) as f64;
-        1e9 / per_request_ns.max(f64::MIN_POSITIVE)
-    }
-
-    /// The most writes of `blocks` blocks per second on a level of `shape` (k data, m
-    /// parity chunks per stripe): each writes at least its blocks and their parity,
-    /// (k + m) / k completion blocks per block.
-    pub fn max_writes_per_s(&self, blocks: u64, (k, m): (usize, usize)) -> f64 {
+    /// The most writes of `blocks` blocks per second one core handles on a level of
+    /// `shape` (k data, m parity chunks per stripe) with chunks of `chunk_blocks`: each
+    /// costs at least its request and the completions of its blocks and their parity,
+    /// b (k + m) / k blocks, in commands of at most a chunk (the engine writes a chunk per
+    /// command; small writes share a chunk's command). The ceiling the simulated engine
+    /// core puts on an array; headers, footers and garbage collection only add to the cost.
+    pub fn max_writes_per_s(&self, blocks: u64, chunk_blocks: u64, (k, m): (usize, usize)) -> f64 {
         let completion_blocks = blocks as f64 * (k + m) as f64 / k.max(1) as f64;
-        self.max_requests_per_s(RequestKind::Write, blocks, completion_blocks, CompletionKind::Write)
+        let commands = completion_blocks / chunk_blocks.max(1) as f64;
+        let ns = self.write_request.ns(blocks) as f64
+            + commands * self.write_completion.fixed_ns as f64
+            + completion_blocks * self.write_completion.per_block_ns as f64;
+        1e9 / ns.max(f64::MIN_POSITIVE)
     }
 
-    /// The most reads of `blocks` blocks per second: each reads at least its blocks.
-    pub fn max_reads_per_s(&self, blocks: u64) -> f64 {
-        self.max_requests_per_s(RequestKind::Read, blocks, blocks as f64, CompletionKind::Read)
+    /// The most reads of `blocks` blocks per second on chunks of `chunk_blocks`: each
+    /// costs at least its request and the completions of its blocks, in commands of at
+    /// most a chunk.
+    pub fn max_reads_per_s(&self, blocks: u64, chunk_blocks: u64) -> f64 {
+        let commands = blocks as f64 / chunk_blocks.max(1) as f64;
+        let ns = self.read_request.ns(blocks) as f64
+            + commands * self.read_completion.fixed_ns as f64
+            + blocks as f64 * self.read_completion.per_block_ns as f64;
+        1e9 / ns.max(f64::MIN_POSITIVE)
     }
 }
 
@@ -204,12 +212,12 @@ impl fmt::Display for CpuCosts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "per block: write request {} ns, write completion {} ns, read request {} ns, read completion {} ns; \
-             other request {} ns, zone command completion {} ns",
-            self.write_request_ns_per_block,
-            self.write_completion_ns_per_block,
-            self.read_request_ns_per_block,
-            self.read_completion_ns_per_block,
+            "write request {}, write completion {}, read request {}, read completion {}; other request {} ns, zone \
+             command completion {} ns",
+            self.write_request,
+            self.write_completion,
+            self.read_request,
+            self.read_completion,
             self.other_request_ns,
             self.zone_completion_ns
         )

@@ -62,18 +62,12 @@ impl Core {
         match input {
             Input::Request(_, request) => {
                 let (kind, blocks) = RequestKind::of(request, self.block_bytes);
-                match kind {
-                    RequestKind::Other => self.costs.request_ns(kind),
-                    _ => blocks * self.costs.request_ns(kind),
-                }
+                self.costs.request_ns(kind, blocks)
             }
             Input::Completion(drive, completion) => {
                 let (kind, blocks) =
                     self.in_flight.remove(&(*drive, completion.tag)).unwrap_or((CompletionKind::Write, 1));
-                match kind {
-                    CompletionKind::Zone => self.costs.completion_ns(kind),
-                    _ => blocks * self.costs.completion_ns(kind),
-                }
+                self.costs.completion_ns(kind, blocks)
             }
         }
     }
@@ -118,7 +112,7 @@ impl Core {
 mod tests {
     use zapraid_zns::{Geometry, TimingParams};
 
-    use crate::cpu_cost::CpuCosts;
+    use crate::cpu_cost::{Cost, CpuCosts};
     use crate::engine::{Config, Request, DEFAULT_STRIPE_TIMEOUT_NS};
     use crate::layout::{Mode, RaidLevel};
     use crate::sim::Simulator;
@@ -165,7 +159,7 @@ mod tests {
     #[test]
     fn requests_wait_for_a_busy_core() {
         const REQUEST_NS: u64 = 10_000;
-        let costs = CpuCosts { write_request_ns_per_block: REQUEST_NS, ..CpuCosts::default() };
+        let costs = CpuCosts { write_request: Cost::new(REQUEST_NS, 0), ..CpuCosts::default() };
         let charged = run(Some(costs), None);
         assert_eq!(charged.len(), WRITES as usize, "{charged:?}");
         let last_ns = charged.iter().map(|(_, at)| *at).max().unwrap_or(0);
