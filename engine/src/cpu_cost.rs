@@ -1,30 +1,32 @@
 //! What the engine's work costs in simulated CPU time: the cost model of the one core the
 //! simulator (`sim`) gives the engine, and the costs it uses unless told otherwise.
 //!
-//! The model: every event the engine handles costs time on its core, by kind, per block it
-//! carries (at least one). A request submitted costs by its kind (write, read, other:
-//! flush, discard, charged as one block); a drive completion by the command it completes (a
-//! Zone Write or Zone Append, a read, a zone command: reset, finish, report, one block).
-//! The costs are measured with 4 KiB requests on 4 KiB chunks, one block per event, which
-//! cannot tell a fixed part from a per-block part: charging per block keeps a 4 KiB request
-//! at the measured ceiling whatever the chunk size (small writes packed into a large chunk
-//! still cost their copy, parity and mapping work), and charges large requests and chunks
-//! in proportion to their bytes, which overstates their fixed part (the safe side: a
-//! simulated array never does more than the core could). Timer ticks, checkpoints and
-//! recovery from the drives are not charged.
+//! The model: every event the engine handles costs time on its core, by kind, a fixed part
+//! per event plus a part per block it carries (`Cost`). A request submitted costs by its
+//! kind (write, read; a flush or discard its fixed part only); a drive completion by the
+//! command it completes (a Zone Write or Zone Append, a read; a zone command: reset,
+//! finish, report, its fixed part only). Timer ticks, checkpoints and recovery from the
+//! drives are not charged.
 //!
 //! Where the figures come from: `zapraid bench cpu` drives the engine alone over instant
-//! drives, times its `submit` calls apart from the rest of its work (completion handling,
-//! polling its queues) and counts the completions by kind; the cost of a request is its
-//! submit time, the cost of a completion the rest of the engine's time over the
-//! completions (`zapraid_experiments::cpu`). Zone commands are too rare in that run to be
-//! measured apart and are charged as a write completion; other requests as a read request
-//! (a flush or a discard does bookkeeping, no data). Write requests carry the frontend's
-//! checksums (`Request::WriteWithChecksums`), as the server's do; the simulated requests
-//! that make the engine compute them (`Request::Write`) are charged the same. RAID-6 and
-//! k+m levels of two or more parity chunks cost more than one parity chunk (Reed-Solomon
-//! Q), so they have costs of their own; RAID-0, RAID-1, RAID-01 and RAID-4 are charged as
-//! RAID-5.
+//! drives, with requests of 4 and 16 KiB on chunks of 4 and 16 KiB, times its `submit`
+//! calls apart from the rest of its work and counts the drive commands and their blocks by
+//! kind; `zapraid_experiments::cpu::calibrate` solves the parts and says how. In short: a
+//! write's work per block (copy, checksums, parity, for its blocks and their parity) cannot
+//! be told apart from its completions' (they always move together) and is charged with the
+//! request, where the engine does it; a write completion costs a fixed part (garbage
+//! collection's and rebuild's writes, which are no requests, pay only that). A read sends
+//! one command per block, so its completion is charged per block. A fixed part solved
+//! below zero (the engine's one-block shortcuts: a one-block read answers with the drive's
+//! buffer, a one-block write into one-block chunks gives its buffer to the chunk) is charged
+//! as zero, which overcharges those shortcuts a little. Zone commands are too rare in those
+//! runs to be measured apart and are charged as a write completion; other requests as a
+//! read request's fixed part (a flush or a discard does bookkeeping, no data). Write
+//! requests carry the frontend's checksums (`Request::WriteWithChecksums`), as the
+//! server's do; the simulated requests that make the engine compute them
+//! (`Request::Write`) are charged the same. RAID-6 and k+m levels of two or more parity
+//! chunks cost more than one parity chunk (Reed-Solomon Q), so they have costs of their
+//! own; RAID-0, RAID-1, RAID-01 and RAID-4 are charged as RAID-5.
 
 use std::fmt;
 
@@ -127,27 +129,35 @@ fn blocks_of(bytes: usize, block_bytes: u64) -> u64 {
     (bytes as u64).div_ceil(block_bytes.max(1)).max(1)
 }
 
-/// Measured with `zapraid bench cpu` (release build, 1,000,000 requests per cell, seed 1),
-/// the median of three runs, on the project's build machine (2 cores of an AMD EPYC, QEMU
-/// guest, shared with other builds), 2026-11-27: (3+1)-RAID-5, ZapRAID G = 256. Not yet
-/// split: per block only, the fixed parts 0.
+/// Measured with `zapraid bench cpu` (release build, 1,000,000 4 KiB requests' worth of
+/// blocks per run, seed 1; `zapraid_experiments::cpu::calibrate` solves the parts), each
+/// part the median of three runs, on the project's build machine (2 cores of an AMD EPYC,
+/// QEMU guest, shared with other builds), 2026-11-27: (3+1)-RAID-5, ZapRAID G = 256. The
+/// three runs, as charged: write request 0 (solved -82), 119, 0 (-4) ns + 490, 342, 305 ns
+/// per block; write completion 48, 114, 188 ns; read request 0 (-120), 0 (-197), 63 ns +
+/// 81, 98, 50 ns per block; read completion 289, 317, 273 ns per block. A fixed part
+/// below zero is the engine's one-block shortcuts (module doc of `calibrate`), charged as
+/// 0. One core: at most 2.0 M writes/s of 4 KiB on 4 KiB chunks.
 pub const RAID5_MEASURED: CpuCosts = CpuCosts {
-    write_request: Cost::new(0, 578),
-    read_request: Cost::new(0, 339),
-    other_request_ns: 339,
-    write_completion: Cost::new(0, 296),
-    read_completion: Cost::new(0, 265),
-    zone_completion_ns: 296,
+    write_request: Cost::new(0, 342),
+    read_request: Cost::new(0, 81),
+    other_request_ns: 0,
+    write_completion: Cost::new(114, 0),
+    read_completion: Cost::new(0, 289),
+    zone_completion_ns: 114,
 };
 
-/// As `RAID5_MEASURED`, same runs: (4+2)-RAID-6.
+/// As `RAID5_MEASURED`, same runs: (4+2)-RAID-6. Write request 51, 37, 0 (-14) ns + 422,
+/// 372, 328 ns per block; write completion 233, 278, 411 ns; read request 0 (-157), 0
+/// (-130), 0 (-65) ns + 87, 81, 64 ns per block; read completion 300, 282, 302 ns per
+/// block. At most 1.2 M writes/s of 4 KiB on 4 KiB chunks.
 pub const RAID6_MEASURED: CpuCosts = CpuCosts {
-    write_request: Cost::new(0, 1243),
-    read_request: Cost::new(0, 345),
-    other_request_ns: 345,
-    write_completion: Cost::new(0, 279),
-    read_completion: Cost::new(0, 199),
-    zone_completion_ns: 279,
+    write_request: Cost::new(37, 372),
+    read_request: Cost::new(0, 81),
+    other_request_ns: 0,
+    write_completion: Cost::new(278, 0),
+    read_completion: Cost::new(0, 300),
+    zone_completion_ns: 278,
 };
 
 impl CpuCosts {

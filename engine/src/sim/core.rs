@@ -180,4 +180,35 @@ mod tests {
         let calibrated = sim.cpu_costs();
         assert_eq!(run(calibrated, timing.clone()), run(calibrated, timing));
     }
+
+    /// An event costs its kind's fixed part plus its part per block: a 16 KiB append's
+    /// completion four blocks' worth and one fixed part, a flush and a zone command their
+    /// fixed parts only.
+    #[test]
+    fn events_cost_a_fixed_part_and_a_part_per_block() {
+        use zapraid_zns::{Command, Completion, Done, ZoneAction, ZoneTarget};
+
+        use super::{Core, Input};
+        use crate::cpu_cost::CompletionKind;
+
+        let costs = CpuCosts {
+            write_request: Cost::new(1_000, 10),
+            write_completion: Cost::new(500, 7),
+            other_request_ns: 300,
+            zone_completion_ns: 200,
+            ..CpuCosts::default()
+        };
+        let mut core = Core::new(costs, 0, BLOCK_BYTES as u32);
+        let append = Command::Append { zone_start_lba: 0, data: vec![0; 4 * BLOCK_BYTES], metadata: Vec::new() };
+        core.submitted(0, 1, &append);
+        let reset = Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::Zone { start_lba: 0 } };
+        core.submitted(0, 2, &reset);
+        let done = |tag| Completion { tag, result: Ok(Done::ZoneManaged), data: Vec::new(), metadata: Vec::new() };
+        assert_eq!(core.cost_ns(&Input::Completion(0, done(1))), 500 + 4 * 7);
+        assert_eq!(core.cost_ns(&Input::Completion(0, done(2))), 200);
+        let write = Request::Write { lba: 0, data: vec![0; 2 * BLOCK_BYTES] };
+        assert_eq!(core.cost_ns(&Input::Request(1, write)), 1_000 + 2 * 10);
+        assert_eq!(core.cost_ns(&Input::Request(2, Request::Flush)), 300);
+        assert_eq!(costs.completion_ns(CompletionKind::Write, 1), 507);
+    }
 }
