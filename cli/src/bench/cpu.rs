@@ -95,7 +95,14 @@ pub(super) fn cpu(args: &BenchArgs, out: &mut Out) -> Result<()> {
 
 /// The per-event costs this run measured for `level` (more runs, of larger requests and
 /// chunks, to split each cost), and the ones the simulator uses.
-fn print_calibration(out: &mut Out, args: &BenchArgs, requests: u64, level: RaidLevel, w: &CpuFigure, r: &CpuFigure) -> Result<()> {
+fn print_calibration(
+    out: &mut Out,
+    args: &BenchArgs,
+    requests: u64,
+    level: RaidLevel,
+    w: &CpuFigure,
+    r: &CpuFigure,
+) -> Result<()> {
     let calibration = calibrate(level, w, r, requests, args.seed)?;
     say!(out, "{}", calibration.to_string().trim_end());
     say!(out, "  the simulator uses: {}", CpuCosts::calibrated(level));
