@@ -175,10 +175,12 @@ fn solve<const N: usize>(mut rows: Vec<Vec<f64>>, what: &str) -> Result<[f64; N]
             return Err(singular());
         }
         rows.swap(col, pivot);
-        for row in col + 1..N {
-            let factor = rows[row][col] / rows[col][col];
-            for k in col..=N {
-                rows[row][k] -= factor * rows[col][k];
+        let (above, below) = rows.split_at_mut(col + 1);
+        let pivot_row = &above[col];
+        for row in below.iter_mut() {
+            let factor = row[col] / pivot_row[col];
+            for (x, p) in row[col..=N].iter_mut().zip(&pivot_row[col..=N]) {
+                *x -= factor * p;
             }
         }
     }
