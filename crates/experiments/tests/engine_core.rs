@@ -8,9 +8,11 @@
 //!
 //! With the costs split into fixed parts and parts per block, the ceilings (2.0 M 4 KiB
 //! writes/s on RAID-5, about 10 GiB/s of 16 KiB writes on 16 KiB chunks) are above what
-//! the emulated drives do in every experiment: with a zero-cost core these tests pass too
-//! (checked by hand, 2026-11-27). They guard against a simulator that lets the engine do
-//! more than its core can, not against an old main that did.
+//! the emulated drives do in every experiment: with a zero-cost core these tests would pass
+//! too (by arithmetic against the figures before the core was charged: the highest,
+//! Exp#7's 5,409 MiB/s of 16 KiB writes, is under that cell's ceiling of about 10,000).
+//! They guard against a simulator that lets the engine do more than its measured core
+//! can, not against an old main that did.
 
 use zapraid_engine::cpu_cost::CpuCosts;
 use zapraid_engine::layout::RaidLevel;
