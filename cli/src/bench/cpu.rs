@@ -2,13 +2,14 @@
 //! `zapraid_experiments::cpu`): 4 KiB random writes, reads and degraded reads per
 //! second for (3+1)-RAID-5 and (4+2)-RAID-6 at G = 256, with heap allocations per
 //! request counted by the binary's allocator (`alloc_count`) beside them; then the
-//! engine's time split into per-event costs, the calibration of the simulator's engine core
+//! engine's time split into per-event costs, each a fixed part and a part per block, from
+//! more runs of larger requests and chunks: the calibration of the simulator's engine core
 //! (`zapraid_engine::cpu_cost`), beside the costs the simulator uses.
 
 use anyhow::Result;
 use zapraid_engine::cpu_cost::CpuCosts;
 use zapraid_engine::RaidLevel;
-use zapraid_experiments::cpu::{calibration, reads, writes, CpuFigure, QUEUE_DEPTH};
+use zapraid_experiments::cpu::{calibrate, reads, writes, CpuFigure, QUEUE_DEPTH};
 
 use super::{BenchArgs, Out};
 
@@ -60,8 +61,13 @@ pub(super) fn cpu(args: &BenchArgs, out: &mut Out) -> Result<()> {
         walls.push((level, w, r, d));
     }
     say!(out);
+    say!(
+        out,
+        "Calibration of the simulator's engine core: each cost a fixed part per event and a part per 4 KiB block, \
+         solved from runs of 4 KiB and 64 KiB requests on 4 KiB and 16 KiB chunks (zapraid_experiments::cpu):"
+    );
     for (level, w, r, _) in &walls {
-        print_calibration(out, *level, w, r);
+        print_calibration(out, args, requests, *level, w, r)?;
     }
     say!(out);
     say!(out, "Wall time (one thread doing all three parts), and the frontend's time per request:");
@@ -87,46 +93,18 @@ pub(super) fn cpu(args: &BenchArgs, out: &mut Out) -> Result<()> {
     Ok(())
 }
 
-/// The per-event costs this run measured for `level`, and how they compare with the ones
-/// the simulator uses.
-fn print_calibration(out: &mut Out, level: RaidLevel, w: &CpuFigure, r: &CpuFigure) {
-    let measured = calibration(w, r);
-    let used = CpuCosts::calibrated(level);
-    let per = |c: &CpuFigure| {
-        let c = c.completions_per_request;
-        format!("{:.3} write blocks, {:.3} read blocks, {:.4} zone commands", c.writes, c.reads, c.zone)
-    };
-    say!(
-        out,
-        "{level}: calibration for the simulator, per 4 KiB block: write request {} ns, write completion {} ns, \
-         read request {} ns, read completion {} ns (completions per write: {}; per read: {})",
-        measured.write_request_ns_per_block,
-        measured.write_completion_ns_per_block,
-        measured.read_request_ns_per_block,
-        measured.read_completion_ns_per_block,
-        per(w),
-        per(r)
-    );
-    let change = |now: u64, then: u64| {
-        if then == 0 {
-            "-".to_string()
-        } else {
-            format!("{:+.0}%", (now as f64 / then as f64 - 1.0) * 100.0)
-        }
-    };
-    say!(
-        out,
-        "{:>width$}  the simulator uses: write request {} ns ({}), write completion {} ns ({}), read request {} ns \
-         ({}), read completion {} ns ({}) (this run against them)",
-        "",
-        used.write_request_ns_per_block,
-        change(measured.write_request_ns_per_block, used.write_request_ns_per_block),
-        used.write_completion_ns_per_block,
-        change(measured.write_completion_ns_per_block, used.write_completion_ns_per_block),
-        used.read_request_ns_per_block,
-        change(measured.read_request_ns_per_block, used.read_request_ns_per_block),
-        used.read_completion_ns_per_block,
-        change(measured.read_completion_ns_per_block, used.read_completion_ns_per_block),
-        width = level.to_string().len()
-    );
+/// The per-event costs this run measured for `level` (more runs, of larger requests and
+/// chunks, to split each cost), and the ones the simulator uses.
+fn print_calibration(
+    out: &mut Out,
+    args: &BenchArgs,
+    requests: u64,
+    level: RaidLevel,
+    w: &CpuFigure,
+    r: &CpuFigure,
+) -> Result<()> {
+    let calibration = calibrate(level, w, r, requests, args.seed)?;
+    say!(out, "{}", calibration.to_string().trim_end());
+    say!(out, "  the simulator uses: {}", CpuCosts::calibrated(level));
+    Ok(())
 }

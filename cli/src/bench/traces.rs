@@ -29,6 +29,9 @@ use crate::plot::{BarSeries, Bars, Figure, Panel};
 /// Lines of the synthetic trace.
 const TRACE_LINES: u64 = 200_000;
 const QUICK_TRACE_LINES: u64 = 20_000;
+const BLOCK_BYTES: u64 = 4096;
+/// The synthetic trace's largest request, 32 KiB.
+const MAX_REQUEST_BLOCKS: u64 = 8;
 /// Requests in flight during the replay (as the paper's write experiments).
 const QUEUE_DEPTH: u64 = 64;
 /// The paper's ZapRAID gain over ZoneWrite-Only in its four settings: one open segment at
@@ -90,8 +93,6 @@ fn synthetic_trace(lines: u64) -> String {
     const DEVICES: u64 = 100;
     const FIRST_TIMESTAMP_US: u64 = 1_577_808_000_000_000;
     const GAP_US: u64 = 10;
-    const BLOCK_BYTES: u64 = 4096;
-    const MAX_BLOCKS: u64 = 8;
     const OFFSET_BLOCKS: u64 = 1 << 24;
     const UNALIGNED_ONE_IN: u64 = 97;
     const UNALIGNED_BYTES: u64 = 512;
@@ -104,7 +105,7 @@ fn synthetic_trace(lines: u64) -> String {
         x ^= x >> 7;
         x ^= x << 17;
         let op = if x.is_multiple_of(READ_ONE_IN) { "R" } else { "W" };
-        let length = BLOCK_BYTES * (1 + (x >> 8) % MAX_BLOCKS);
+        let length = BLOCK_BYTES * (1 + (x >> 8) % MAX_REQUEST_BLOCKS);
         let unaligned = if x.is_multiple_of(UNALIGNED_ONE_IN) { UNALIGNED_BYTES } else { 0 };
         let offset = ((x >> 16) % OFFSET_BLOCKS) * BLOCK_BYTES + unaligned;
         text += &format!("{},{op},{offset},{length},{}\n", i % DEVICES, FIRST_TIMESTAMP_US + i * GAP_US);
@@ -247,5 +248,38 @@ mod tests {
         assert_eq!(text.lines().count(), 50);
         let records: Vec<_> = Trace::Text(text).reader().unwrap().collect::<Result<Vec<_>, _>>().unwrap();
         assert_eq!(records.len(), 50);
+    }
+
+    /// No setup's replay reports more than the simulated engine core allows
+    /// (`zapraid_engine::cpu_cost`), at the quick run's size: writes of the trace's largest
+    /// requests on the setup's largest chunks, the highest ceiling in MiB/s any of its
+    /// writes has. Under the measured costs the drives, not the core, limit every setup:
+    /// a regression guard (as crates/experiments/tests/engine_core.rs).
+    #[test]
+    fn exp10_stays_under_the_engine_core() {
+        use zapraid_engine::cpu_cost::CpuCosts;
+        use zapraid_experiments::PAPER_LEVEL;
+
+        let trace = Trace::Text(synthetic_trace(QUICK_TRACE_LINES));
+        let footprint = written_blocks(&trace).unwrap();
+        let costs = CpuCosts::calibrated(PAPER_LEVEL);
+        let mut failures = Vec::new();
+        for setup in setups() {
+            let large_chunk_bytes = if setup.open.large > 0 { setup.open.large_chunk_bytes } else { 0 };
+            let chunk_blocks = setup.chunk_bytes.max(large_chunk_bytes) / BLOCK_BYTES;
+            let requests_per_s = costs.max_writes_per_s(MAX_REQUEST_BLOCKS, chunk_blocks, PAPER_LEVEL.shape());
+            let ceiling_mib_per_s = requests_per_s * (MAX_REQUEST_BLOCKS * BLOCK_BYTES) as f64 / (1u64 << 20) as f64;
+            for (name, mode) in paper_modes() {
+                let (_, report) = replay_one(&trace, &footprint, &setup, mode, 1).unwrap();
+                if report.mib_per_s() > ceiling_mib_per_s {
+                    failures.push(format!(
+                        "{} {name}: {:.1} MiB/s, over the engine core's {ceiling_mib_per_s:.1}",
+                        setup.name,
+                        report.mib_per_s()
+                    ));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "over what one simulated engine core can do:\n{}", failures.join("\n"));
     }
 }

@@ -14,8 +14,10 @@
 //!
 //! For the simulator's cost model (`zapraid_engine::cpu_cost`), the engine's time is split
 //! further: its `submit` calls are timed apart (per batch of requests), the rest is its
-//! completion handling, over the blocks of the completions, counted by kind (the commands
-//! the instant drives executed).
+//! completion handling and answers, beside the commands and blocks of the completions,
+//! counted by kind (the commands the instant drives executed). Runs of other request and
+//! chunk sizes (`Shape`) separate each cost's fixed part from its part per block
+//! (`calibrate`).
 //!
 //! A caller may pass a counter of heap allocations (the CLI counts them with its global
 //! allocator) to report allocations per request beside the rate.
@@ -24,9 +26,13 @@ use std::time::{Duration, Instant};
 
 use zapraid_zns::{Command, Completion, Done, Geometry, ZoneAction, ZoneTarget};
 
+mod calibrate;
+
+pub use self::calibrate::{calibrate, Calibration, Solved};
+
 use super::{config, XorShift};
 use zapraid_engine::checksum::BlockChecksums;
-use zapraid_engine::cpu_cost::{CompletionKind, CpuCosts};
+use zapraid_engine::cpu_cost::CompletionKind;
 use zapraid_engine::engine::{Config, Engine, Request, RequestId, Response};
 use zapraid_engine::error::{Error, Result};
 use zapraid_engine::layout::{Mode, RaidLevel, DEFAULT_GROUP_SIZE};
@@ -54,27 +60,42 @@ pub struct CpuFigure {
     pub allocations_per_request: Option<f64>,
     /// The engine's `submit` time per request.
     pub submit_ns_per_request: f64,
-    /// The rest of the engine's time (completion handling, polling its queues) per block
-    /// of drive completions, of every kind.
-    pub completion_ns: f64,
-    /// Blocks of drive completions per request, by kind.
+    /// The rest of the engine's time (completion handling, answers, polling its queues)
+    /// per request.
+    pub rest_ns_per_request: f64,
+    /// Drive completions per request, by kind.
     pub completions_per_request: CompletionsPerRequest,
 }
 
-/// Blocks of drive completions per request, by the kind of command completed (a zone
-/// command counts one).
+/// Drive completions per request, by the kind of command completed: commands and the
+/// blocks they carried.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CompletionsPerRequest {
     /// Zone Writes and Zone Appends.
-    pub writes: f64,
-    pub reads: f64,
+    pub write_commands: f64,
+    pub write_blocks: f64,
+    pub read_commands: f64,
+    pub read_blocks: f64,
     /// Zone resets, finishes, reports.
-    pub zone: f64,
+    pub zone_commands: f64,
 }
 
-impl CompletionsPerRequest {
-    pub fn total(&self) -> f64 {
-        self.writes + self.reads + self.zone
+/// The size of a run's requests and chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub request_blocks: u64,
+    pub chunk_bytes: u64,
+}
+
+impl Shape {
+    /// 4 KiB requests on 4 KiB chunks: the runs `zapraid bench cpu` reports rates of.
+    pub const ONE_BLOCK: Shape = Shape { request_blocks: 1, chunk_bytes: BLOCK_BYTES };
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (request_kib, chunk_kib) = (self.request_blocks * BLOCK_BYTES / 1024, self.chunk_bytes / 1024);
+        write!(f, "{request_kib} KiB requests on {chunk_kib} KiB chunks")
     }
 }
 
@@ -168,14 +189,15 @@ struct Bench {
     frontend_time: Duration,
     /// Time in the engine's `submit` (part of the engine's time).
     submit_time: Duration,
-    /// Blocks of the commands executed, by kind: writes, reads, zone commands (one each).
-    executed: [u64; 3],
+    /// The commands executed and their blocks, by kind: writes, reads, zone commands.
+    executed_commands: [u64; 3],
+    executed_blocks: [u64; 3],
 }
 
 impl Bench {
-    fn new(level: RaidLevel, keep_data: bool) -> Result<Bench> {
+    fn new(level: RaidLevel, keep_data: bool, chunk_bytes: u64) -> Result<Bench> {
         let geometry = cpu_geometry(keep_data);
-        let config: Config = config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, BLOCK_BYTES, LOGICAL_BLOCKS);
+        let config: Config = config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, chunk_bytes, LOGICAL_BLOCKS);
         let engine = Engine::format(geometry, Config { level, ..config })?;
         let drives = (0..engine.layout().drives()).map(|_| InstantDrive::new(geometry, keep_data)).collect();
         Ok(Bench {
@@ -190,7 +212,8 @@ impl Bench {
             drive_time: Duration::ZERO,
             frontend_time: Duration::ZERO,
             submit_time: Duration::ZERO,
-            executed: [0; 3],
+            executed_commands: [0; 3],
+            executed_blocks: [0; 3],
         })
     }
 
@@ -213,7 +236,8 @@ impl Bench {
                     CompletionKind::Read => 1,
                     CompletionKind::Zone => 2,
                 };
-                self.executed[kind] += blocks;
+                self.executed_commands[kind] += 1;
+                self.executed_blocks[kind] += blocks;
                 self.completions.push((drive, self.drives[drive].execute(tag, command)));
             }
             self.drive_time += started.elapsed();
@@ -290,7 +314,8 @@ impl Bench {
         self.drive_time = Duration::ZERO;
         self.frontend_time = Duration::ZERO;
         self.submit_time = Duration::ZERO;
-        self.executed = [0; 3];
+        self.executed_commands = [0; 3];
+        self.executed_blocks = [0; 3];
         Instant::now()
     }
 
@@ -306,18 +331,19 @@ impl Bench {
         let allocations_per_request =
             allocations().zip(before).map(|(after, before)| (after - before) as f64 / requests as f64);
         let per_request = |n: u64| n as f64 / requests as f64;
-        let completions = self.executed.iter().sum::<u64>().max(1);
         CpuFigure {
             requests_per_s: requests as f64 / engine.as_secs_f64().max(f64::MIN_POSITIVE),
             wall_requests_per_s: requests as f64 / wall.as_secs_f64(),
             frontend_ns_per_request: self.frontend_time.as_nanos() as f64 / requests as f64,
             allocations_per_request,
             submit_ns_per_request: self.submit_time.as_nanos() as f64 / requests as f64,
-            completion_ns: engine.saturating_sub(self.submit_time).as_nanos() as f64 / completions as f64,
+            rest_ns_per_request: engine.saturating_sub(self.submit_time).as_nanos() as f64 / requests as f64,
             completions_per_request: CompletionsPerRequest {
-                writes: per_request(self.executed[0]),
-                reads: per_request(self.executed[1]),
-                zone: per_request(self.executed[2]),
+                write_commands: per_request(self.executed_commands[0]),
+                write_blocks: per_request(self.executed_blocks[0]),
+                read_commands: per_request(self.executed_commands[1]),
+                read_blocks: per_request(self.executed_blocks[1]),
+                zone_commands: per_request(self.executed_commands[2]),
             },
         }
     }
@@ -344,9 +370,21 @@ fn cpu_geometry(keep_data: bool) -> Geometry {
 /// 4 KiB random writes per second through the engine, each with the CRC32C the frontend
 /// computed (`Request::WriteWithChecksums`, as the server's ublk queues send them).
 pub fn writes(level: RaidLevel, requests: u64, seed: u64, allocations: &dyn Fn() -> Option<u64>) -> Result<CpuFigure> {
-    let mut bench = Bench::new(level, false)?;
+    writes_of(level, Shape::ONE_BLOCK, requests, seed, allocations)
+}
+
+/// As `writes`, of `shape`'s requests (at random places aligned to their size) and chunks.
+pub fn writes_of(
+    level: RaidLevel,
+    shape: Shape,
+    requests: u64,
+    seed: u64,
+    allocations: &dyn Fn() -> Option<u64>,
+) -> Result<CpuFigure> {
+    let mut bench = Bench::new(level, false, shape.chunk_bytes)?;
     let mut rng = XorShift(seed | 1);
-    let block = vec![0x11u8; BLOCK_BYTES as usize];
+    let request_blocks = shape.request_blocks.max(1);
+    let block = vec![0x11u8; (request_blocks * BLOCK_BYTES) as usize];
     // The frontend copies each write's data into a buffer (one given back by an earlier
     // write's response, else a new one) and computes its checksums.
     let mut next = |recycled: Option<Vec<u8>>| {
@@ -358,7 +396,8 @@ pub fn writes(level: RaidLevel, requests: u64, seed: u64, allocations: &dyn Fn()
             _ => block.clone(),
         };
         let checksums = BlockChecksums::of(&data, BLOCK_BYTES as usize);
-        Request::WriteWithChecksums { lba: rng.below(LOGICAL_BLOCKS), data, checksums }
+        let lba = rng.below(LOGICAL_BLOCKS / request_blocks) * request_blocks;
+        Request::WriteWithChecksums { lba, data, checksums }
     };
     // Warm up (the first segments, the engine's maps), untimed.
     bench.closed_loop(requests / 10, &mut next)?;
@@ -379,7 +418,20 @@ pub fn reads(
     failed_drive: Option<usize>,
     allocations: &dyn Fn() -> Option<u64>,
 ) -> Result<CpuFigure> {
-    let mut bench = Bench::new(level, true)?;
+    reads_of(level, Shape::ONE_BLOCK, requests, seed, failed_drive, allocations)
+}
+
+/// As `reads`, of `shape`'s requests (at random places aligned to their size) and chunks.
+pub fn reads_of(
+    level: RaidLevel,
+    shape: Shape,
+    requests: u64,
+    seed: u64,
+    failed_drive: Option<usize>,
+    allocations: &dyn Fn() -> Option<u64>,
+) -> Result<CpuFigure> {
+    let mut bench = Bench::new(level, true, shape.chunk_bytes)?;
+    let request_blocks = shape.request_blocks.max(1);
     let block = vec![0x22u8; (FILL_REQUEST_BLOCKS * BLOCK_BYTES) as usize];
     let mut next_lba = 0;
     bench.closed_loop(LOGICAL_BLOCKS / FILL_REQUEST_BLOCKS, |_| {
@@ -394,22 +446,11 @@ pub fn reads(
     let before = allocations();
     let started = bench.start_clock();
     bench.closed_loop(requests, |recycled| Request::ReadUnverified {
-        lba: rng.below(LOGICAL_BLOCKS),
-        blocks: 1,
+        lba: rng.below(LOGICAL_BLOCKS / request_blocks) * request_blocks,
+        blocks: request_blocks,
         buffer: recycled.unwrap_or_default(),
     })?;
     Ok(bench.figure(requests, started, allocations, before))
-}
-
-/// The simulator's costs from a write run and a read run of the same level
-/// (`CpuCosts::from_measured`).
-pub fn calibration(writes: &CpuFigure, reads: &CpuFigure) -> CpuCosts {
-    CpuCosts::from_measured(
-        writes.submit_ns_per_request,
-        writes.completion_ns,
-        reads.submit_ns_per_request,
-        reads.completion_ns,
-    )
 }
 
 #[cfg(test)]

@@ -62,18 +62,12 @@ impl Core {
         match input {
             Input::Request(_, request) => {
                 let (kind, blocks) = RequestKind::of(request, self.block_bytes);
-                match kind {
-                    RequestKind::Other => self.costs.request_ns(kind),
-                    _ => blocks * self.costs.request_ns(kind),
-                }
+                self.costs.request_ns(kind, blocks)
             }
             Input::Completion(drive, completion) => {
                 let (kind, blocks) =
                     self.in_flight.remove(&(*drive, completion.tag)).unwrap_or((CompletionKind::Write, 1));
-                match kind {
-                    CompletionKind::Zone => self.costs.completion_ns(kind),
-                    _ => blocks * self.costs.completion_ns(kind),
-                }
+                self.costs.completion_ns(kind, blocks)
             }
         }
     }
@@ -118,7 +112,7 @@ impl Core {
 mod tests {
     use zapraid_zns::{Geometry, TimingParams};
 
-    use crate::cpu_cost::CpuCosts;
+    use crate::cpu_cost::{Cost, CpuCosts};
     use crate::engine::{Config, Request, DEFAULT_STRIPE_TIMEOUT_NS};
     use crate::layout::{Mode, RaidLevel};
     use crate::sim::Simulator;
@@ -165,7 +159,7 @@ mod tests {
     #[test]
     fn requests_wait_for_a_busy_core() {
         const REQUEST_NS: u64 = 10_000;
-        let costs = CpuCosts { write_request_ns_per_block: REQUEST_NS, ..CpuCosts::default() };
+        let costs = CpuCosts { write_request: Cost::new(REQUEST_NS, 0), ..CpuCosts::default() };
         let charged = run(Some(costs), None);
         assert_eq!(charged.len(), WRITES as usize, "{charged:?}");
         let last_ns = charged.iter().map(|(_, at)| *at).max().unwrap_or(0);
@@ -185,5 +179,36 @@ mod tests {
         assert_eq!(sim.cpu_costs(), Some(CpuCosts::calibrated(config().level)));
         let calibrated = sim.cpu_costs();
         assert_eq!(run(calibrated, timing.clone()), run(calibrated, timing));
+    }
+
+    /// An event costs its kind's fixed part plus its part per block: a 16 KiB append's
+    /// completion four blocks' worth and one fixed part, a flush and a zone command their
+    /// fixed parts only.
+    #[test]
+    fn events_cost_a_fixed_part_and_a_part_per_block() {
+        use zapraid_zns::{Command, Completion, Done, ZoneAction, ZoneTarget};
+
+        use super::{Core, Input};
+        use crate::cpu_cost::CompletionKind;
+
+        let costs = CpuCosts {
+            write_request: Cost::new(1_000, 10),
+            write_completion: Cost::new(500, 7),
+            other_request_ns: 300,
+            zone_completion_ns: 200,
+            ..CpuCosts::default()
+        };
+        let mut core = Core::new(costs, 0, BLOCK_BYTES as u32);
+        let append = Command::Append { zone_start_lba: 0, data: vec![0; 4 * BLOCK_BYTES], metadata: Vec::new() };
+        core.submitted(0, 1, &append);
+        let reset = Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::Zone { start_lba: 0 } };
+        core.submitted(0, 2, &reset);
+        let done = |tag| Completion { tag, result: Ok(Done::ZoneManaged), data: Vec::new(), metadata: Vec::new() };
+        assert_eq!(core.cost_ns(&Input::Completion(0, done(1))), 500 + 4 * 7);
+        assert_eq!(core.cost_ns(&Input::Completion(0, done(2))), 200);
+        let write = Request::Write { lba: 0, data: vec![0; 2 * BLOCK_BYTES] };
+        assert_eq!(core.cost_ns(&Input::Request(1, write)), 1_000 + 2 * 10);
+        assert_eq!(core.cost_ns(&Input::Request(2, Request::Flush)), 300);
+        assert_eq!(costs.completion_ns(CompletionKind::Write, 1), 507);
     }
 }
