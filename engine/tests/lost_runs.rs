@@ -27,3 +27,17 @@ fn lost_runs(runs: &[(usize, u64)]) {
 fn pinned_lost_runs_a_periodic_checkpoint_issues_the_stripes_it_padded() {
     lost_runs(&[(6, 1804), (6, 1987), (6, 2083), (7, 2187)]);
 }
+
+/// Pinned lost-block runs (RAID-5 Zone Write, and hybrid ZapRAID G=4, L2P offloaded to a
+/// few pages, a drive failed during a rebuild): garbage collection's scan of the L2P table
+/// came to a page only on the drives whose mapping block was lost beyond parity. Its load
+/// ended before it returned (the read failed at once, the log could not rebuild the page,
+/// its LBAs were recorded lost: `page_lost` cached it), but the scan was told to wait for
+/// it and no read in flight would ever run the engine again: the relocation stood still,
+/// and the running checkpoint that began for its previous victim's reset waited for it
+/// with the requests it held. Fixed: `page_ready` says whether the page is cached after
+/// the load, and the scan goes on.
+#[test]
+fn pinned_lost_runs_a_page_recorded_lost_at_once_does_not_stop_a_scan() {
+    lost_runs(&[(1, 590), (5, 1618), (5, 1742)]);
+}

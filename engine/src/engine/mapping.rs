@@ -222,13 +222,18 @@ impl Engine {
         }
     }
 
-    /// Makes `page` cached for garbage collection: true if it is, else its read is on the way.
+    /// Makes `page` cached for garbage collection, a scrub or a repair: true if it is, else
+    /// its read is on the way or failed (`mapping_load_failed`).
     pub(super) fn page_ready(&mut self, page: PageIndex) -> bool {
         match self.l2p.ensure(page) {
             Residency::Cached => true,
             Residency::OnDrive(at) => {
                 self.load_page(page, at);
-                false
+                // The load may have ended before it returned, with no read in flight to
+                // come back: its mapping block unreadable and the page recorded lost
+                // (`lost::page_lost`), cached now. A caller told to wait would wait for
+                // nothing (an idle array has no later event to run it again).
+                self.l2p.is_cached(page)
             }
         }
     }
