@@ -41,3 +41,15 @@ fn pinned_lost_runs_a_periodic_checkpoint_issues_the_stripes_it_padded() {
 fn pinned_lost_runs_a_page_recorded_lost_at_once_does_not_stop_a_scan() {
     lost_runs(&[(1, 590), (5, 1618), (5, 1742)]);
 }
+
+/// Pinned lost-block runs (RAID-5 and RAID-6 Zone Write, L2P offloaded to 3 pages, more
+/// drives failed than parity covers): with the cache over budget, every event evicted a
+/// dirty page and wrote its mapping block into a stripe, which failed (too few drives):
+/// the page came back dirty, the next stripe timeout wrote it again, and so on; the array
+/// never settled (run 587 opened, filled with failed stripes and reset 1,750 segments in
+/// 200,000 steps). Fixed: while more drives are failed than parity covers, dirty pages stay
+/// cached past the budget (`may_write_back`), and scans do not wait for room.
+#[test]
+fn pinned_lost_runs_dirty_pages_wait_beyond_tolerance() {
+    lost_runs(&[(1, 587), (3, 1151)]);
+}
