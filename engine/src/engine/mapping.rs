@@ -222,13 +222,18 @@ impl Engine {
         }
     }
 
-    /// Makes `page` cached for garbage collection: true if it is, else its read is on the way.
+    /// Makes `page` cached for garbage collection, a scrub or a repair: true if it is, else
+    /// its read is on the way or failed (`mapping_load_failed`).
     pub(super) fn page_ready(&mut self, page: PageIndex) -> bool {
         match self.l2p.ensure(page) {
             Residency::Cached => true,
             Residency::OnDrive(at) => {
                 self.load_page(page, at);
-                false
+                // The load may have ended before it returned, with no read in flight to
+                // come back: its mapping block unreadable and the page recorded lost
+                // (`lost::page_lost`), cached now. A caller told to wait would wait for
+                // nothing (an idle array has no later event to run it again).
+                self.l2p.is_cached(page)
             }
         }
     }
@@ -329,15 +334,24 @@ impl Engine {
         }
     }
 
-    /// Evicts pages past the budget and writes the dirty ones to the log, and the pages
-    /// moving out of kept segments. Not while the array stops: its last stripes are being
-    /// written.
+    /// Whether mapping blocks can be written: no more drives failed than parity covers.
+    /// Beyond that every stripe fails, and a dirty page evicted would come back dirty
+    /// from its failed mapping block, to be written again at the next event (a stripe
+    /// timeout is one), and again, for ever: dirty pages stay cached past the budget
+    /// until drives are back, and scans do not wait for them to leave (`scan`).
+    pub(super) fn may_write_back(&self) -> bool {
+        self.failed_drives() <= self.codec.parity_chunks()
+    }
+
+    /// Evicts pages past the budget and writes the dirty ones to the log (dirty ones only
+    /// if they can be written: `may_write_back`), and the pages moving out of kept
+    /// segments. Not while the array stops: its last stripes are being written.
     pub(super) fn write_back_evicted(&mut self) -> bool {
         if self.stop != StopState::Running {
             return false;
         }
         let moved = self.move_out_of_kept_segments();
-        let evicted = self.l2p.evict();
+        let evicted = self.l2p.evict(!self.may_write_back());
         if evicted.is_empty() {
             return moved; // every pass of the engine's loop without a budget comes here
         }

@@ -126,17 +126,19 @@ impl Engine {
     }
 
     /// Takes a running checkpoint once enough segments were opened since the last one,
-    /// when nothing but frontend I/O runs.
-    pub(super) fn maybe_begin_periodic_checkpoint(&mut self) {
+    /// when nothing but frontend I/O runs; whether it began (the stripes it padded are
+    /// queued: the caller runs the loop again to issue them, since nothing else may).
+    pub(super) fn maybe_begin_periodic_checkpoint(&mut self) -> bool {
         // Not while empty zones run low: what it writes and pads would be taken from
         // garbage collection's room (`capacity` counts no checkpoint).
-        if self.checkpoints.segments_opened >= CHECKPOINT_INTERVAL_SEGMENTS
+        let due = self.checkpoints.segments_opened >= CHECKPOINT_INTERVAL_SEGMENTS
             && self.relocation.is_none()
             && self.free_zones.len() > GC_START_FREE_ZONES
-            && self.may_checkpoint_while_running(self.checkpoint_pages(), 0)
-        {
+            && self.may_checkpoint_while_running(self.checkpoint_pages(), 0);
+        if due {
             self.begin_running_checkpoint(0);
         }
+        due
     }
 
     /// Whether the reset of the relocated segment in `zone` (every live block moved,

@@ -1,8 +1,9 @@
 //! Scans of the L2P table for the live blocks of one segment, for garbage collection and
 //! scrub: page by page, pages that map nothing skipped, pages only on the drives read
 //! first (the scan waits for them), and with an L2P memory budget a stop past a page
-//! scanned in this round while the cache is over budget, so that `settle` evicts before
-//! the scan makes more pages resident.
+//! scanned in this round while the cache is over budget (and its dirty pages can be
+//! written back: `may_write_back`), so that `settle` evicts before the scan makes more
+//! pages resident.
 //!
 //! Invariant: a round never stops before the page the scan stands at is scanned (it may
 //! have waited for that page), so each round moves the scan on by a page at least and a
@@ -21,9 +22,13 @@ impl Engine {
             let lba = scan.next_lba;
             let page = self.l2p.page_of(lba);
             let page_start = lba.is_multiple_of(per_page);
-            // Nothing is evicted while the array stops, so a scan then never waits for it.
-            scan.waiting_room =
-                scan.scanned_in_round && page_start && self.stop == StopState::Running && self.l2p.over_budget();
+            // Nothing is evicted while the array stops, nor dirty pages while they cannot
+            // be written back, so a scan then never waits for it.
+            scan.waiting_room = scan.scanned_in_round
+                && page_start
+                && self.stop == StopState::Running
+                && self.l2p.over_budget()
+                && self.may_write_back();
             if scan.waiting_room {
                 return ScanStep::Wait;
             }

@@ -152,7 +152,12 @@ impl Engine {
             return self.pump(); // the padded repair stripe goes out
         }
         self.advance_stop();
-        self.maybe_begin_periodic_checkpoint();
+        if self.maybe_begin_periodic_checkpoint() {
+            // The frontend stripes it padded are queued: the last completion may have
+            // come, and no later event would issue them (the checkpoint would wait for
+            // them, and the requests it holds for it, forever).
+            return self.pump();
+        }
         self.advance_running_checkpoint();
     }
 

@@ -14,7 +14,8 @@
 //! (its snapshot kept until the copy is persisted, so a reload never reads a stale copy),
 //! or only on the drives; recovered entries whose page is not cached wait in the overlay
 //! and are applied when it is made resident. Pinned pages are never evicted: the budget
-//! is exceeded only while every cached page is pinned by requests in flight.
+//! is exceeded only while every cached page is pinned by requests in flight, or dirty
+//! while the engine cannot write them back (more drives failed than parity covers).
 //!
 //! A physical block is packed as `(zone * drives + drive) * zone_capacity + offset`; the
 //! engine keeps a segment on the same zone index of every drive, so the zone names the
@@ -346,8 +347,9 @@ impl L2pTable {
     }
 
     /// Evicts pages past the budget (CLOCK): returns the dirty ones' entries, each to be
-    /// written back (`writing_back`). Pinned pages stay.
-    pub fn evict(&mut self) -> Vec<(PageIndex, Box<[u32]>)> {
+    /// written back (`writing_back`). Pinned pages stay, and with `keep_dirty` (nothing
+    /// could write them back) dirty ones too.
+    pub fn evict(&mut self, keep_dirty: bool) -> Vec<(PageIndex, Box<[u32]>)> {
         let mut dirty = Vec::new();
         let Some(budget) = self.budget_pages else { return dirty };
         // Two sweeps clear every reference bit: a third finds a victim unless all are pinned.
@@ -356,7 +358,7 @@ impl L2pTable {
             steps_left -= 1;
             self.hand %= self.cache.len();
             let p = &mut self.cache[self.hand];
-            if p.pins > 0 || std::mem::take(&mut p.referenced) {
+            if p.pins > 0 || (keep_dirty && p.dirty) || std::mem::take(&mut p.referenced) {
                 self.hand += 1;
                 continue;
             }

@@ -34,7 +34,7 @@ fn evicts_by_clock_and_reads_back_what_it_wrote() {
         assert_eq!(t.ensure(page), Residency::Cached);
         t.set(u64::from(page) * per_page, at(page, 7));
     }
-    let evicted = t.evict();
+    let evicted = t.evict(false);
     assert_eq!(evicted.len(), 1, "one page over the budget");
     assert_eq!(t.cached_pages(), 2);
     let (page, entries) = evicted.into_iter().next().unwrap();
@@ -64,10 +64,29 @@ fn pinned_pages_stay_and_overlay_applies_on_load() {
     t.pin(0);
     t.ensure(1);
     t.pin(1);
-    assert!(t.evict().is_empty() && t.cached_pages() == 2, "both pinned");
+    assert!(t.evict(false).is_empty() && t.cached_pages() == 2, "both pinned");
     assert_eq!(t.get(per_page + 3), Some(at(2, 2)));
     t.unpin(0);
-    let evicted = t.evict();
+    let evicted = t.evict(false);
     assert!(evicted.is_empty(), "page 0 was clean: dropped, not written");
     assert!(t.is_cached(1) && !t.is_cached(0));
+}
+
+#[test]
+fn dirty_pages_stay_past_the_budget_when_asked() {
+    let mut t = L2pTable::new(10_000, 4, 8, 1000, BLOCK_BYTES).unwrap();
+    t.set_budget_pages(Some(1));
+    let per_page = t.entries_per_page();
+    t.ensure(0);
+    t.ensure(1);
+    t.set(per_page, at(1, 1));
+    t.ensure(2);
+    assert!(t.evict(true).is_empty(), "the dirty page is kept, the clean ones dropped");
+    assert_eq!(t.cached_pages(), 1);
+    assert!(t.is_cached(1) && !t.over_budget());
+    t.ensure(0);
+    t.set(0, at(0, 1));
+    assert!(t.evict(true).is_empty() && t.cached_pages() == 2, "both dirty: kept past the budget");
+    let evicted = t.evict(false);
+    assert_eq!((evicted.len(), t.cached_pages()), (1, 1), "written back when they can be");
 }
