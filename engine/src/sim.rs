@@ -13,6 +13,7 @@
 //! checkpoints and recovery from the drives, are not charged. Without drive timing (the
 //! correctness tests) the engine takes no virtual time.
 
+mod checkpoints;
 mod core;
 mod recovery;
 
@@ -22,6 +23,7 @@ use zapraid_zns::{
     execute, Command, Completion, EmulatedDrive, Geometry, TimingParams, ZoneAction, ZoneTarget, ZonedDevice,
 };
 
+pub use self::checkpoints::CheckpointCopies;
 use self::core::{Core, Input};
 use crate::cpu_cost::CpuCosts;
 use crate::engine::{Config, DriveCommand, Engine, Request, RequestId, Response};
@@ -40,16 +42,13 @@ pub struct Simulator {
     delayed_seq: u64,
     /// What the recovery that built this simulator read (none for a fresh array).
     pub recovery_report: RecoveryReport,
-    /// The newest checkpoint the engine took while running (a real driver writes it to
-    /// the reserved zones), until taken (`take_running_checkpoint`).
-    running_checkpoint: Option<CheckpointImage>,
-    /// Whether a rebuild ran when `running_checkpoint` was taken.
+    /// The engine's checkpoint copies, the next generation, and the newest checkpoint it
+    /// took while running (a real driver writes it to the reserved zones), until taken
+    /// (`take_running_checkpoint`); emptied by a start (its engine's first checkpoint is
+    /// full).
+    checkpoints: CheckpointCopies,
+    /// Whether a rebuild ran when the running checkpoint was taken.
     running_checkpoint_during_rebuild: bool,
-    /// The generation the next checkpoint gets (`CheckpointImage::next_generation`).
-    next_checkpoint_generation: u64,
-    /// The two checkpoint copies as a real driver writes them (copy = generation mod 2),
-    /// encoded; emptied by a start (its engine's first checkpoint is full).
-    checkpoint_copies: [Option<Vec<u8>>; 2],
     block_size_bytes: u32,
     /// The engine's simulated core (None: its work takes no virtual time).
     core: Option<Core>,
@@ -115,10 +114,8 @@ impl Simulator {
             delayed: BTreeMap::new(),
             delayed_seq: 0,
             recovery_report: RecoveryReport::default(),
-            running_checkpoint: None,
             running_checkpoint_during_rebuild: false,
-            next_checkpoint_generation: 1,
-            checkpoint_copies: [None, None],
+            checkpoints: CheckpointCopies::after(None),
             block_size_bytes: geometry.block_size_bytes,
             core,
         })
@@ -272,18 +269,18 @@ impl Simulator {
     /// The newest checkpoint the engine took while running since the last call, if any:
     /// what a start after a power cut now is offered.
     pub fn take_running_checkpoint(&mut self) -> Option<CheckpointImage> {
-        self.running_checkpoint.take()
+        self.checkpoints.running.take()
     }
 
     /// Whether a rebuild ran when the checkpoint `take_running_checkpoint` would hand out
     /// was taken.
     pub fn running_checkpoint_during_rebuild(&self) -> bool {
-        self.running_checkpoint.is_some() && self.running_checkpoint_during_rebuild
+        self.checkpoints.running.is_some() && self.running_checkpoint_during_rebuild
     }
 
     /// The generation the next checkpoint gets (`Engine::checkpoint` at a clean stop).
     pub fn next_checkpoint_generation(&self) -> u64 {
-        self.next_checkpoint_generation
+        self.checkpoints.next_generation()
     }
 
     /// After a clean stop: the engine's checkpoint, written to its copy, as the next start
@@ -291,34 +288,18 @@ impl Simulator {
     /// when the stop left none (`Engine::checkpoint`).
     pub fn stop_checkpoint(&mut self) -> Option<CheckpointImage> {
         debug_assert!(self.engine.is_stopped());
-        let image = self.engine.checkpoint(self.next_checkpoint_generation)?;
-        Some(self.store_checkpoint(&image))
-    }
-
-    /// Writes `image` to its copy, as the bytes a real driver writes, and returns what a
-    /// start reads back: the image, resolved from the other copy when incremental (an
-    /// engine handing out one its base cannot resolve is a bug: this panics).
-    fn store_checkpoint(&mut self, image: &CheckpointImage) -> CheckpointImage {
-        self.next_checkpoint_generation = image.next_generation();
-        let copy = (image.generation % 2) as usize;
-        self.checkpoint_copies[copy] = Some(image.encode(self.block_size_bytes));
-        let read = |bytes: &Option<Vec<u8>>| {
-            bytes.as_deref().map(|b| CheckpointImage::decode(b).expect("a checkpoint copy just written decodes"))
-        };
-        let newest = read(&self.checkpoint_copies[copy]).expect("just written");
-        debug_assert!(newest == *image, "the checkpoint changed on its trip through its bytes");
-        let base = read(&self.checkpoint_copies[1 - copy]);
-        newest.resolve(base.as_ref()).unwrap_or_else(|e| panic!("the checkpoint does not resolve from its base: {e}"))
+        let image = self.engine.checkpoint(self.checkpoints.next_generation())?;
+        Some(self.checkpoints.store(&image, self.block_size_bytes))
     }
 
     /// A running checkpoint the engine drained for is written at once (the write takes no
     /// virtual time: a power cut comes before or after it, and a torn copy leaves the
     /// previous one, which is the same as before).
     fn write_running_checkpoint(&mut self) {
-        let image = self.engine.checkpoint(self.next_checkpoint_generation);
+        let image = self.engine.checkpoint(self.checkpoints.next_generation());
         let written = image.is_some();
         if let Some(image) = image {
-            self.running_checkpoint = Some(self.store_checkpoint(&image));
+            self.checkpoints.running = Some(self.checkpoints.store(&image, self.block_size_bytes));
             self.running_checkpoint_during_rebuild = self.engine.rebuild_status().is_some();
         }
         self.engine.checkpoint_written(written, self.now_ns);

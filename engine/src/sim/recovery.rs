@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use zapraid_zns::{EmulatedDrive, Geometry};
 
+use super::checkpoints::CheckpointCopies;
 use super::core::Core;
 use super::Simulator;
 use crate::cpu_cost::CpuCosts;
@@ -104,7 +105,7 @@ impl Simulator {
         let recovery_report = recovery.report();
         // The next checkpoint follows the one the start used (a start that used none
         // empties the area, as a real driver does).
-        let next_checkpoint_generation = recovery_report.checkpoint_generation.map_or(1, |g| g + 1);
+        let checkpoints = CheckpointCopies::after(recovery_report.checkpoint_generation);
         let engine = recovery.finish()?;
         let now_ns = drives.iter().map(EmulatedDrive::now_ns).max().unwrap_or(0);
         let timed = drives.iter().any(|d| d.timing_params().is_some());
@@ -117,10 +118,8 @@ impl Simulator {
             delayed: BTreeMap::new(),
             delayed_seq: 0,
             recovery_report,
-            running_checkpoint: None,
+            checkpoints,
             running_checkpoint_during_rebuild: false,
-            next_checkpoint_generation,
-            checkpoint_copies: [None, None],
             block_size_bytes: geometry.block_size_bytes,
             core,
         };

@@ -13,7 +13,6 @@
 //! shards' engines are not charged CPU time yet (`cpu_cost`; each shard's own simulated
 //! core is to come), so figures from it are not to be compared with `sim`'s.
 
-mod checkpoints;
 mod recover;
 
 use std::collections::{BTreeMap, HashMap};
@@ -27,7 +26,7 @@ use crate::hybrid::SegmentPlan;
 use crate::recovery::RecoveryReport;
 use crate::shard::{Join, ShardMap, ShardedStatus};
 
-pub use checkpoints::CheckpointCopies;
+pub use crate::sim::CheckpointCopies;
 
 /// One engine shard: its engine, its window of the drives, its checkpoints.
 pub struct Shard {

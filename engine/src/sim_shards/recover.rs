@@ -4,12 +4,12 @@
 
 use zapraid_zns::{EmulatedDrive, Geometry, ZonedDevice};
 
-use super::checkpoints::CheckpointCopies;
 use super::{Shard, ShardedSimulator};
 use crate::engine::Config;
 use crate::error::{Error, Result};
 use crate::format::CheckpointImage;
 use crate::recovery::Recovery;
+use crate::sim::CheckpointCopies;
 
 impl ShardedSimulator {
     /// Recovers an array of `shards` shards in units of `unit_blocks` from `drives`, with

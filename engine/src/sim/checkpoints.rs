@@ -1,20 +1,21 @@
-//! The two checkpoint copies each shard keeps, as a real driver writes them to its
-//! checkpoint area and as `sim` keeps the engine's: what a start of the shard reads back.
+//! The two checkpoint copies an engine keeps, as a real driver writes them to its
+//! checkpoint area (`sim` keeps the engine's, `sim_shards` each shard's): what a start
+//! reads back.
 
 use crate::format::CheckpointImage;
 
-/// A shard's two checkpoint copies as a real driver writes them (copy = generation mod 2),
+/// An engine's two checkpoint copies as a real driver writes them (copy = generation mod 2),
 /// encoded, and the newest taken while running (until taken).
 #[derive(Default)]
 pub struct CheckpointCopies {
     copies: [Option<Vec<u8>>; 2],
     /// The generation the next checkpoint gets (0: the first, generation 1).
     next_generation: u64,
-    pub(super) running: Option<CheckpointImage>,
+    pub(crate) running: Option<CheckpointImage>,
 }
 
 impl CheckpointCopies {
-    pub(super) fn after(generation: Option<u64>) -> CheckpointCopies {
+    pub(crate) fn after(generation: Option<u64>) -> CheckpointCopies {
         CheckpointCopies { next_generation: generation.map_or(1, |g| g + 1), ..Default::default() }
     }
 
@@ -25,7 +26,7 @@ impl CheckpointCopies {
     /// Writes `image` to its copy and returns what a start reads back: the image, resolved
     /// from the other copy when incremental (an engine handing out one its base cannot
     /// resolve is a bug: this panics).
-    pub(super) fn store(&mut self, image: &CheckpointImage, block_size_bytes: u32) -> CheckpointImage {
+    pub(crate) fn store(&mut self, image: &CheckpointImage, block_size_bytes: u32) -> CheckpointImage {
         self.next_generation = image.next_generation();
         let copy = (image.generation % 2) as usize;
         self.copies[copy] = Some(image.encode(block_size_bytes));
