@@ -413,6 +413,15 @@ impl Engine {
         seg.write_failed = true;
     }
 
+    /// Has page `page`, whose mapping block in the segment in `zone` cannot be read even
+    /// from parity, written back elsewhere (`move_out_of_kept_segments`), once.
+    pub(super) fn move_page_out(&mut self, page: PageIndex, zone: u32) {
+        if !self.mapping.moving_out.contains(&(page, zone)) {
+            tracing::warn!(page, zone, "a mapping block cannot be read: its page is rebuilt and written elsewhere");
+            self.mapping.moving_out.push((page, zone));
+        }
+    }
+
     /// Whether the segment in `zone` waits for a page of the table to leave it.
     pub(super) fn kept_for_pages(&self, zone: u32) -> bool {
         self.mapping.moving_out.iter().any(|(_, z)| *z == zone)

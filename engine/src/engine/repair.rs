@@ -65,18 +65,25 @@ impl Engine {
             if self.is_lost(lba) {
                 continue; // a lost-block marker: no data to save, it moves with its segment
             }
-            let (Some(data), Some((got_lba, timestamp))) =
-                (row.data[c].take(), row.fields[c].as_deref().and_then(decode_fields))
-            else {
-                outcome.unrecoverable += 1; // damaged beyond what parity covers
-                self.note_holes(place.zone);
+            let rebuilt = match (row.data[c].take(), row.fields[c].as_deref().and_then(decode_fields)) {
+                // Rebuilt, and the block mapped here.
+                (Some(data), Some((got_lba, timestamp))) if got_lba == lba => Some((data, timestamp)),
+                _ => None, // damaged beyond what parity covers, or not the block mapped here
+            };
+            let Some((data, timestamp)) = rebuilt else {
+                match mapping_page_of(lba).and_then(|page| PageIndex::try_from(page).ok()) {
+                    // An index, not data: its page is rebuilt from the log (or its LBAs
+                    // recorded lost, `page_rebuild`) and written back elsewhere, as for a
+                    // segment garbage collection keeps for it; nothing of the array's
+                    // data is lost because its index was.
+                    Some(page) => self.move_page_out(page, place.zone),
+                    None => {
+                        outcome.unrecoverable += 1;
+                        self.note_holes(place.zone);
+                    }
+                }
                 continue;
             };
-            if got_lba != lba {
-                outcome.unrecoverable += 1; // rebuilt, but not the block mapped here
-                self.note_holes(place.zone);
-                continue;
-            }
             outcome.scheduled += 1;
             self.schedule_repair(lba, timestamp, place, data, by_scrub);
         }
