@@ -71,7 +71,8 @@ pub struct RebuildStatus {
     /// Of `segments_left`, those garbage collection could not reclaim because their live
     /// blocks cannot be written elsewhere (too many drives down), which a rebuild does not
     /// write to the new drive (`ending`): the rebuild waits for them, and does not end
-    /// while one is left.
+    /// while one is left. Counted once the rebuild has come to wait for them (after one
+    /// more try), so that it does not drop back to 0 while they are tried again.
     pub segments_unreclaimable: u64,
     /// Of `segments_rebuilt`, those a rebuild before a restart had completed, checked and
     /// kept (`resume`): done in no time, they say nothing of how long the rest takes.
@@ -136,7 +137,7 @@ impl Engine {
             blocks_written: 0,
             blocks_unrecoverable: 0,
             retried_unreclaimable: false,
-            stuck_reported: false,
+            waiting_unreclaimable: false,
         });
         tracing::info!(drive, resuming, "rebuild started");
         self.settle();
@@ -151,7 +152,11 @@ impl Engine {
             drive: r.drive,
             segments_rebuilt: r.segments_rebuilt,
             segments_left: left().count() as u64,
-            segments_unreclaimable: left().filter(|s| s.unreclaimable && s.write_failed).count() as u64,
+            segments_unreclaimable: if r.waiting_unreclaimable {
+                left().filter(|s| s.unreclaimable && s.write_failed).count() as u64
+            } else {
+                0 // not waited for yet: garbage collection is to try them once more
+            },
             segments_kept: r.segments_kept,
             blocks_written: r.blocks_written,
             blocks_unrecoverable: r.blocks_unrecoverable,

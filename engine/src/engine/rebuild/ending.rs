@@ -43,7 +43,7 @@ impl Engine {
         let off = self.segments.iter().flatten().filter(|s| s.absent == Some(drive)).count();
         debug_assert!(off > 0, "not whole, yet every segment is on the drive");
         let r = self.drive_rebuild.as_mut().expect("a rebuild");
-        if !std::mem::replace(&mut r.stuck_reported, true) {
+        if !std::mem::replace(&mut r.waiting_unreclaimable, true) {
             tracing::error!(
                 drive,
                 segments = off,

@@ -22,8 +22,10 @@ pub(in crate::engine) struct DriveRebuild {
     /// Whether the segments garbage collection could not reclaim were tried again before
     /// the rebuild ends (`retry_unreclaimable`).
     pub(in crate::engine) retried_unreclaimable: bool,
-    /// Whether the log said once that the rebuild waits for such segments.
-    pub(in crate::engine) stuck_reported: bool,
+    /// Whether the rebuild has come to wait for such segments, after that try (and said
+    /// so in the log): only then does `status` count them as what it waits for, not while
+    /// garbage collection tries them once more.
+    pub(in crate::engine) waiting_unreclaimable: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
