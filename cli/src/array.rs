@@ -158,6 +158,7 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
         name: args.name.clone(),
         force: args.force,
         l2p_budget_bytes: args.l2p_memory,
+        shards: 1,
     };
     let progress = bar(args.drives.len() as u64, "formatting drives");
     let formatted = format_with_spares(&args.drives, &args.spares, &options, |done, total| {
@@ -504,13 +505,18 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
         None => println!("superblock: none: {}", missing_superblock_reason(drive.as_mut())),
         Some(sb) => println!("superblock: {}", report::superblock_text(sb)),
     }
-    let area = superblock.and_then(|sb| CheckpointArea::of(sb.reserved_zones.get()));
+    // Every shard's checkpoint area (one after the other).
+    let areas: Vec<CheckpointArea> = superblock
+        .map(|sb| {
+            (0..sb.shards()).filter_map(|s| CheckpointArea::of(sb.reserved_zones.get(), sb.shards(), s)).collect()
+        })
+        .unwrap_or_default();
     let zones = report_all_zones(drive.as_mut())?;
     let (bs, ms) = (g.block_size_bytes as usize, g.metadata_bytes_per_block as usize);
     println!("{:>6} {:>15} {:>10} {:>10}  segment", "zone", "state", "written", "capacity");
     for z in zones.iter().skip(SUPERBLOCK_ZONES as usize) {
         let written = z.written_blocks();
-        let checkpoint = area.and_then(|a| a.copy_of_zone(z.zone));
+        let checkpoint = areas.iter().find_map(|a| a.copy_of_zone(z.zone));
         let segment = if let Some((copy, first)) = checkpoint {
             let what = format!("checkpoint copy {copy}");
             if !first || written == 0 {

@@ -65,6 +65,7 @@ pub fn run_selftest(args: SelftestArgs) -> Result<()> {
         name: "selftest".into(),
         force: true,
         l2p_budget_bytes: args.l2p_memory,
+        shards: 1,
     };
     let formatted = format(&args.drives, &options, |_, _| {})?;
     if let Some(writes) = args.random_writes {

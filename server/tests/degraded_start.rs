@@ -36,6 +36,7 @@ fn formatted_drives() -> (tempfile::TempDir, Vec<PathBuf>) {
         name: "t".into(),
         force: false,
         l2p_budget_bytes: None,
+        shards: 1,
     };
     format(&paths, &options, |_, _| {}).unwrap();
     (dir, paths)

@@ -60,10 +60,20 @@ pub struct ArraySuperblock {
     /// The L2P table's memory budget in bytes (`zapraid format --l2p-memory`); 0: the
     /// whole table in memory. Superblocks written before this field read as 0.
     pub l2p_budget_bytes: U64,
+    /// Engine shards the array runs (`zapraid format --shards`), each owning a run of every
+    /// drive's zones and an interleaved share of the logical space (`crate::shard`); 0 or 1:
+    /// one. Superblocks written before this field read as 0. Never changes after format:
+    /// it decides where every block is.
+    pub shard_count: U32,
+    /// The interleave unit of the shards' logical space, in blocks (0 with one shard).
+    pub shard_unit_blocks: U32,
     pub crc32c: U32,
 }
 
-pub const ARRAY_SUPERBLOCK_BYTES: usize = 164;
+pub const ARRAY_SUPERBLOCK_BYTES: usize = 172;
+/// Superblocks written before `shard_count`: the fields up to `l2p_budget_bytes`, then
+/// the CRC.
+pub const PRE_SHARD_ARRAY_SUPERBLOCK_BYTES: usize = 164;
 /// Superblocks written before `rebuilding_drives`: the same fields up to
 /// `large_chunk_bytes`, then the CRC.
 pub const LEGACY_ARRAY_SUPERBLOCK_BYTES: usize = 148;
@@ -85,32 +95,37 @@ impl ArraySuperblock {
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         // `superblock_bytes` follows the magic and the version.
         let size = bytes.get(12..16).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-        let s: ArraySuperblock =
-            if let Some(old @ (LEGACY_ARRAY_SUPERBLOCK_BYTES | PRE_L2P_ARRAY_SUPERBLOCK_BYTES)) = size {
-                // An older layout: the fields it lacks read as 0, its CRC right after its fields.
-                let legacy = bytes.get(..old).ok_or(DecodeError::Short { needed: old, got: bytes.len() })?;
-                let covered = &legacy[..old - 4];
-                let mut widened = [0u8; ARRAY_SUPERBLOCK_BYTES];
-                widened[..covered.len()].copy_from_slice(covered);
-                widened[ARRAY_SUPERBLOCK_BYTES - 4..].copy_from_slice(&legacy[old - 4..]);
-                let s: ArraySuperblock = read(&widened)?;
-                check_sealed(s.magic, ARRAY_SUPERBLOCK_MAGIC, s.version.get(), covered, s.crc32c.get())?;
-                s
-            } else {
-                let s: ArraySuperblock = read(bytes)?;
-                check_sealed(
-                    s.magic,
-                    ARRAY_SUPERBLOCK_MAGIC,
-                    s.version.get(),
-                    &s.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4],
-                    s.crc32c.get(),
-                )?;
-                s
-            };
+        let s: ArraySuperblock = if let Some(
+            old @ (LEGACY_ARRAY_SUPERBLOCK_BYTES | PRE_L2P_ARRAY_SUPERBLOCK_BYTES | PRE_SHARD_ARRAY_SUPERBLOCK_BYTES),
+        ) = size
+        {
+            // An older layout: the fields it lacks read as 0, its CRC right after its fields.
+            let legacy = bytes.get(..old).ok_or(DecodeError::Short { needed: old, got: bytes.len() })?;
+            let covered = &legacy[..old - 4];
+            let mut widened = [0u8; ARRAY_SUPERBLOCK_BYTES];
+            widened[..covered.len()].copy_from_slice(covered);
+            widened[ARRAY_SUPERBLOCK_BYTES - 4..].copy_from_slice(&legacy[old - 4..]);
+            let s: ArraySuperblock = read(&widened)?;
+            check_sealed(s.magic, ARRAY_SUPERBLOCK_MAGIC, s.version.get(), covered, s.crc32c.get())?;
+            s
+        } else {
+            let s: ArraySuperblock = read(bytes)?;
+            check_sealed(
+                s.magic,
+                ARRAY_SUPERBLOCK_MAGIC,
+                s.version.get(),
+                &s.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4],
+                s.crc32c.get(),
+            )?;
+            s
+        };
         let drives = s.drive_count.get() as usize;
         if !matches!(
             s.superblock_bytes.get() as usize,
-            ARRAY_SUPERBLOCK_BYTES | PRE_L2P_ARRAY_SUPERBLOCK_BYTES | LEGACY_ARRAY_SUPERBLOCK_BYTES
+            ARRAY_SUPERBLOCK_BYTES
+                | PRE_SHARD_ARRAY_SUPERBLOCK_BYTES
+                | PRE_L2P_ARRAY_SUPERBLOCK_BYTES
+                | LEGACY_ARRAY_SUPERBLOCK_BYTES
         ) || !drive_shape_is_valid(drives, s.drive_index.get(), s.data_chunks.get(), s.parity_chunks.get())
             || s.chunk_bytes.get() == 0
             || s.group_size.get() == 0
@@ -120,18 +135,28 @@ impl ArraySuperblock {
             || s.rebuilding_drives.get() >> drives != 0
             || u32::from(s.small_segments) + u32::from(s.large_segments) > MAX_OPEN_SEGMENTS
             || (s.large_segments > 0 && s.large_chunk_bytes.get() <= s.chunk_bytes.get())
+            || s.shard_count.get() > crate::shard::MAX_SHARDS
+            || (s.shard_count.get() > 1 && s.shard_unit_blocks.get() == 0)
         {
             return Err(DecodeError::Field(format!(
-                "inconsistent shape: drive {} of {drives}, {}+{}, chunk {} bytes, group {}, mode {}",
+                "inconsistent shape: drive {} of {drives}, {}+{}, chunk {} bytes, group {}, mode {}, {} shards of {} \
+                 blocks",
                 s.drive_index.get(),
                 s.data_chunks.get(),
                 s.parity_chunks.get(),
                 s.chunk_bytes.get(),
                 s.group_size.get(),
-                s.mode
+                s.mode,
+                s.shard_count.get(),
+                s.shard_unit_blocks.get()
             )));
         }
         Ok(s)
+    }
+
+    /// Engine shards the array runs (1 for arrays formatted before shards).
+    pub fn shards(&self) -> u32 {
+        self.shard_count.get().max(1)
     }
 
     /// The name as text (up to the first zero byte; invalid UTF-8 shown lossily).

@@ -82,6 +82,8 @@ fn array_superblock_round_trips_and_every_bit_flip_is_detected() {
         large_chunk_bytes: 0.into(),
         rebuilding_drives: 0b10.into(),
         l2p_budget_bytes: 0.into(),
+        shard_count: 0.into(),
+        shard_unit_blocks: 0.into(),
         crc32c: 0.into(),
     }
     .seal();
@@ -121,6 +123,8 @@ fn legacy_array_superblock_reads_with_no_drive_rebuilding() {
         large_chunk_bytes: 0.into(),
         rebuilding_drives: 0.into(),
         l2p_budget_bytes: 0.into(),
+        shard_count: 0.into(),
+        shard_unit_blocks: 0.into(),
         crc32c: 0.into(),
     };
     let covered = LEGACY_ARRAY_SUPERBLOCK_BYTES - 4;

@@ -63,6 +63,23 @@ impl ShardMap {
         Ok(map)
     }
 
+    /// The most logical blocks `shards` shards in units of `unit_blocks` can export over
+    /// drives of `geometry` (the zones the engine sees) with `plan`: every shard's zones
+    /// hold its blocks with its own reserve (`check_capacity` holds). One shard exports
+    /// what one engine does (`SegmentPlan::capacity_blocks` of every zone); S shards
+    /// S·U·⌊c/U⌋, c the least any shard's zones hold, so that every shard has as many.
+    pub fn largest_logical_blocks(shards: u32, unit_blocks: u64, geometry: &Geometry, plan: &SegmentPlan) -> u64 {
+        if shards <= 1 {
+            return plan.capacity_blocks(geometry.zone_count);
+        }
+        let zones_of = |s: u64| {
+            let at = |s: u64| s * u64::from(geometry.zone_count) / u64::from(shards);
+            (at(s + 1) - at(s)) as u32
+        };
+        let least = (0..u64::from(shards)).map(|s| plan.capacity_blocks(zones_of(s))).min().unwrap_or(0);
+        u64::from(shards) * unit_blocks.max(1) * (least / unit_blocks.max(1))
+    }
+
     /// The interleave unit of `unit_bytes` (`DEFAULT_UNIT_BYTES`) in blocks of
     /// `block_bytes`, at least one.
     pub fn unit_blocks_of(unit_bytes: u64, block_bytes: u32) -> u64 {

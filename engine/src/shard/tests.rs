@@ -200,6 +200,12 @@ fn the_zone_limits_must_hold_every_shards_open_segments() {
     assert!(map(1, 4, whole).check_capacity(&plan).is_ok());
     let err = map(4, 4, whole).check_capacity(&plan).unwrap_err().to_string();
     assert!(err.starts_with("invalid array configuration: shard 0 of 4 holds"), "{err}");
+    // The most 4 shards can export fits every shard, and one unit more per shard does not.
+    let most = ShardMap::largest_logical_blocks(4, 4, &g, &plan);
+    assert!(most > 0 && most.is_multiple_of(16) && most < whole, "{most} of {whole}");
+    assert!(map(4, 4, most).check_capacity(&plan).is_ok());
+    assert!(map(4, 4, most + 16).check_capacity(&plan).is_err());
+    assert_eq!(ShardMap::largest_logical_blocks(1, 4, &g, &plan), whole, "one shard: one engine's");
 }
 
 #[test]

@@ -155,7 +155,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         l2p: zapraid_engine::L2pConfig {
             budget_bytes: Some(newest.l2p_budget_bytes.get()).filter(|b| *b > 0),
             page_entries: None,
-            checkpoint: CheckpointArea::of(newest.reserved_zones.get()).is_some(),
+            checkpoint: CheckpointArea::of(newest.reserved_zones.get(), newest.shards(), 0).is_some(),
         },
         array_uuid: newest.array_uuid,
     };
@@ -216,7 +216,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
     let plan = SegmentPlan::new(&geometry, level, mode, config.chunk_bytes, config.open_segments)?;
     for (drive, path) in drives.iter().zip(&ordered_paths) {
         if let Some(path) = path {
-            check_zone_limits(path, &drive.geometry(), &plan)?;
+            check_zone_limits(path, &drive.geometry(), &plan, newest.shards())?;
         }
     }
     let capacity = plan.capacity_blocks(geometry.zone_count);
@@ -238,7 +238,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         drives,
         superblock,
         superblock_next_lba: next_lba,
-        checkpoint: CheckpointArea::of(reserved_zones).map(|area| CheckpointPlace {
+        checkpoint: CheckpointArea::of(reserved_zones, superblock.shards(), 0).map(|area| CheckpointPlace {
             area,
             next_generation: 1,
             base_superblock_generation: None,

@@ -8,11 +8,14 @@
 //! what the array writes at once (`zone_limits`) is an error naming the drive. An array
 //! has one or more open segments (hybrid segment management, recorded in the superblock);
 //! the capacity exported is what garbage collection can always make room for with them
-//! (`SegmentPlan::capacity_blocks`).
+//! (`SegmentPlan::capacity_blocks`). An array of S engine shards records S and the
+//! interleave unit; each shard's zones keep their own reserve, so S shards export less
+//! than one engine over the same drives (`ShardMap::largest_logical_blocks`).
 
 use std::path::{Path, PathBuf};
 
 use zapraid_engine::format::{ArraySuperblock, SpareRecord, BLOCK_METADATA_BYTES};
+use zapraid_engine::shard::{ShardMap, DEFAULT_UNIT_BYTES, MAX_SHARDS};
 use zapraid_engine::{Mode, OpenSegments, RaidLevel, SegmentPlan, DEFAULT_STRIPE_TIMEOUT_NS};
 use zapraid_zns::{execute, Command, Completion, Geometry, ZoneAction, ZoneTarget};
 
@@ -43,6 +46,9 @@ pub struct FormatOptions {
     /// The L2P table's memory budget (None or 0: the whole table in memory, and no
     /// checkpoint).
     pub l2p_budget_bytes: Option<u64>,
+    /// Engine shards the array runs (0 or 1: one), recorded in the superblock: they decide
+    /// where every block is (`zapraid_engine::shard`).
+    pub shards: u32,
 }
 
 /// What `format` made.
@@ -84,6 +90,10 @@ pub fn format_with_spares(
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Formatted> {
     check_name(&options.name)?;
+    let shards = options.shards.max(1);
+    if shards > MAX_SHARDS {
+        return Err(Error::Config { reason: format!("{shards} shards: an array runs 1 to {MAX_SHARDS}") });
+    }
     // Said in drives for the level as given, before the count below is taken from it.
     options.level.validate()?;
     refuse_repeated_drives(&[paths, spares].concat())?;
@@ -129,7 +139,7 @@ pub fn format_with_spares(
                 plan.insert(segment_plan(&g, options.level, options.mode, options.chunk_bytes, options.open_segments)?)
             }
         };
-        check_zone_limits(path, &g, plan)?;
+        check_zone_limits(path, &g, plan, shards)?;
         if !options.force {
             let reason = match read_superblock(drive.as_mut()) {
                 Some(existing) => Some(format!(
@@ -157,26 +167,46 @@ pub fn format_with_spares(
     };
     let mut spare_drives = check_format_spares(spares, &raw, options.force)?;
     // An array with an L2P budget keeps a checkpoint (`checkpoint`) in zones after the
-    // superblock's, sized for the largest it can have. A budget of 0 is none (the
-    // superblock records it so, and status says so): no zones are set aside for it.
+    // superblock's, one area per shard, sized for the largest a shard can have (every zone
+    // it may own a segment). A budget of 0 is none (the superblock records it so, and status
+    // says so): no zones are set aside for it.
     let checkpoint = options.l2p_budget_bytes.filter(|bytes| *bytes > 0).map(|_| {
-        let most_logical = plan.capacity_blocks(raw.zone_count.saturating_sub(SUPERBLOCK_ZONES));
-        CheckpointArea::for_array(&raw, &plan, most_logical)
+        if shards == 1 {
+            let most_logical = plan.capacity_blocks(raw.zone_count.saturating_sub(SUPERBLOCK_ZONES));
+            CheckpointArea::for_array(&raw, &plan, most_logical)
+        } else {
+            let most_zones = raw.zone_count.saturating_sub(SUPERBLOCK_ZONES).div_ceil(shards);
+            CheckpointArea::for_shard(&raw, &plan, most_zones, plan.capacity_blocks(most_zones))
+        }
     });
-    let reserved_zones = checkpoint.map_or(SUPERBLOCK_ZONES, |area| area.reserved_zones());
-    // What garbage collection and recovery need stays unexported (engine/src/capacity.rs).
-    let logical_blocks = plan.capacity_blocks(raw.zone_count.saturating_sub(reserved_zones));
+    let reserved_zones = checkpoint.map_or(SUPERBLOCK_ZONES, |area| area.reserved_zones(shards));
+    let array_zones = raw.zone_count.saturating_sub(reserved_zones);
+    let unit_blocks = if shards > 1 { ShardMap::unit_blocks_of(DEFAULT_UNIT_BYTES, raw.block_size_bytes) } else { 0 };
+    // What garbage collection and recovery need stays unexported (engine/src/capacity.rs),
+    // in each shard's zones.
+    let engine_geometry = Geometry { zone_count: array_zones, ..raw };
+    let logical_blocks = if array_zones < shards {
+        0
+    } else {
+        ShardMap::largest_logical_blocks(shards, unit_blocks, &engine_geometry, &plan)
+    };
     if logical_blocks == 0 {
+        let shards_words = if shards > 1 { format!("{shards} shards of ") } else { String::new() };
+        let each = if shards > 1 { " each" } else { "" };
         return Err(Error::Config {
             reason: format!(
-                "the drives have {} zones; an array of {} needs more than {} ({reserved_zones} for its superblock \
-                 and checkpoint, {} kept empty or open for writing, garbage collection and recovery)",
+                "the drives have {} zones; an array of {shards_words}{} needs more than {} ({reserved_zones} for its \
+                 superblock and checkpoint, {} kept empty or open for writing, garbage collection and recovery{each})",
                 raw.zone_count,
                 open_segments_words(&plan),
-                reserved_zones + plan.reserved_segments(),
+                reserved_zones + shards * plan.reserved_segments(),
                 plan.reserved_segments()
             ),
         });
+    }
+    if shards > 1 {
+        let map = ShardMap::new(shards, unit_blocks, logical_blocks, &engine_geometry)?;
+        map.check_capacity(&plan)?;
     }
     let chunk_bytes = u32::try_from(options.chunk_bytes).map_err(|_| Error::Config {
         reason: format!("a chunk of {} B does not fit the superblock (at most 4 GiB)", options.chunk_bytes),
@@ -223,6 +253,8 @@ pub fn format_with_spares(
             large_chunk_bytes: 0.into(),
             rebuilding_drives: 0.into(),
             l2p_budget_bytes: options.l2p_budget_bytes.unwrap_or(0).into(),
+            shard_count: if shards > 1 { shards } else { 0 }.into(),
+            shard_unit_blocks: (unit_blocks as u32).into(),
             crc32c: 0.into(),
         };
         // One open segment stays recorded as zeros: a default array's superblock is byte for

@@ -25,12 +25,15 @@ pub fn open_segments_words(plan: &SegmentPlan) -> String {
     }
 }
 
-/// Refuses a drive whose open or active zone limits cannot hold what `plan` writes into
-/// at once.
-pub fn check_zone_limits(path: &Path, geometry: &Geometry, plan: &SegmentPlan) -> Result<()> {
-    let engine = plan.active_zones_needed();
-    let segments = open_segments_words(plan);
-    let need = if plan.open_segments() == 1 { "needs" } else { "need" };
+/// Refuses a drive whose open or active zone limits cannot hold what `shards` engine
+/// shards of `plan` write into at once.
+pub fn check_zone_limits(path: &Path, geometry: &Geometry, plan: &SegmentPlan, shards: u32) -> Result<()> {
+    let engine = plan.active_zones_needed() * shards.max(1);
+    let segments = match shards {
+        0 | 1 => open_segments_words(plan),
+        s => format!("{s} shards of {} each", open_segments_words(plan)),
+    };
+    let need = if plan.open_segments() == 1 && shards <= 1 { "needs" } else { "need" };
     let limits = [
         ("open", geometry.max_open_zones, engine, format!("{engine} (a zone being written and one being sealed each)")),
         (
@@ -71,14 +74,14 @@ mod tests {
         let layout =
             Layout::new(&limits(2, 3), RaidLevel::Raid5 { drives: 3 }, Mode::ZapRaid { group_size: 4 }, 4096).unwrap();
         let plan = SegmentPlan::single(layout);
-        let err = check_zone_limits(path, &limits(1, 1), &plan).unwrap_err().to_string();
+        let err = check_zone_limits(path, &limits(1, 1), &plan, 1).unwrap_err().to_string();
         assert!(err.starts_with("d0.zns refused: it allows 1 open zone; 1 open segment needs 2 ("), "{err}");
         assert!(err.ends_with("): 1 short"), "{err}");
-        let err = check_zone_limits(path, &limits(2, 2), &plan).unwrap_err().to_string();
+        let err = check_zone_limits(path, &limits(2, 2), &plan, 1).unwrap_err().to_string();
         assert!(err.contains("it allows 2 active zones; 1 open segment needs 2 (+1 for the superblock zone): 1 short"));
-        assert!(check_zone_limits(path, &limits(2, 3), &plan).is_ok());
+        assert!(check_zone_limits(path, &limits(2, 3), &plan, 1).is_ok());
         let unlimited = Geometry { max_open_zones: None, max_active_zones: None, ..limits(1, 1) };
-        assert!(check_zone_limits(path, &unlimited, &plan).is_ok());
+        assert!(check_zone_limits(path, &unlimited, &plan, 1).is_ok());
     }
 
     #[test]
@@ -93,20 +96,24 @@ mod tests {
             open,
         )
         .unwrap();
-        let err = check_zone_limits(path, &limits(6, 6), &plan).unwrap_err().to_string();
+        let err = check_zone_limits(path, &limits(6, 6), &plan, 1).unwrap_err().to_string();
         assert!(err.contains("it allows 6 open zones; 2 small + 2 large open segments need 8 ("), "{err}");
         assert!(err.ends_with("): 2 short"), "{err}");
-        let err = check_zone_limits(path, &limits(8, 6), &plan).unwrap_err().to_string();
+        let err = check_zone_limits(path, &limits(8, 6), &plan, 1).unwrap_err().to_string();
         assert_eq!(
             err,
             "/x refused: it allows 6 active zones; 2 small + 2 large open segments need 8 (+1 for the superblock \
              zone): 3 short"
         );
-        assert!(check_zone_limits(path, &limits(8, 9), &plan).is_ok());
+        assert!(check_zone_limits(path, &limits(8, 9), &plan, 1).is_ok());
         let three = OpenSegments { small: 3, large: 0, large_chunk_bytes: 0 };
         let plan = SegmentPlan::new(&limits(14, 14), RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly, 8192, three)
             .unwrap();
-        let err = check_zone_limits(path, &limits(4, 14), &plan).unwrap_err().to_string();
+        let err = check_zone_limits(path, &limits(4, 14), &plan, 1).unwrap_err().to_string();
         assert!(err.contains("it allows 4 open zones; 3 open segments need 6"), "{err}");
+        let err = check_zone_limits(path, &limits(8, 14), &plan, 2).unwrap_err().to_string();
+        assert!(err.contains("it allows 8 open zones; 2 shards of 3 open segments each need 12"), "{err}");
+        assert!(err.ends_with("): 4 short"), "{err}");
+        assert!(check_zone_limits(path, &limits(12, 13), &plan, 2).is_ok());
     }
 }

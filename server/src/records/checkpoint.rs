@@ -16,7 +16,10 @@
 //! CRC and is passed over; the other copy is older, used if it still matches the drives
 //! and refused as stale otherwise, so the worst a lost checkpoint costs is a full replay.
 //!
-//! Invariants: an array's reserved zones are 1 (no checkpoint) or 1 + 2 * zones_per_copy;
+//! An array of S engine shards keeps S such areas, one per shard, one after the other
+//! (shard 0's first): each shard checkpoints its own engine.
+//!
+//! Invariants: an array's reserved zones are 1 (no checkpoint) or 1 + S * 2 * zones_per_copy;
 //! a copy's image fits its zones (checked at format with the largest image the array can
 //! have, and again before each write).
 
@@ -31,6 +34,9 @@ use crate::drives::Drive;
 /// Where the checkpoint copies are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckpointArea {
+    /// The first zone of its first copy (raw numbering): right after the superblock zone
+    /// for an array of one shard; shard s's after the areas of shards 0..s.
+    pub first_zone: u32,
     pub zones_per_copy: u32,
 }
 
@@ -92,37 +98,57 @@ impl CheckpointPlace {
 
 impl CheckpointArea {
     /// The area of an array with `reserved_zones` (None: it keeps no checkpoint).
-    pub fn of(reserved_zones: u32) -> Option<Self> {
+    /// Shard `shard`'s area of an array of `shards` shards with `reserved_zones` reserved
+    /// zones (its superblock zone and every shard's two copies, shard by shard), if the
+    /// array keeps checkpoints.
+    pub fn of(reserved_zones: u32, shards: u32, shard: u32) -> Option<Self> {
+        debug_assert!(shard < shards.max(1));
         let extra = reserved_zones.checked_sub(SUPERBLOCK_ZONES)?;
-        (extra >= 2 && extra % 2 == 0).then_some(CheckpointArea { zones_per_copy: extra / 2 })
+        let per_shard = 2 * shards.max(1);
+        (extra >= per_shard && extra % per_shard == 0).then(|| {
+            let zones_per_copy = extra / per_shard;
+            CheckpointArea { first_zone: SUPERBLOCK_ZONES + shard * 2 * zones_per_copy, zones_per_copy }
+        })
     }
 
-    /// Zones per copy an array needs for its largest checkpoint: every zone a segment,
-    /// each with the largest stripe table its layouts have, and a directory entry per page
-    /// of `logical_blocks`.
-    pub fn for_array(raw: &Geometry, plan: &SegmentPlan, logical_blocks: u64) -> Self {
-        let segments = raw.zone_count as usize;
+    /// Zones per copy a shard needs for its largest checkpoint: every zone it owns a
+    /// segment (`segments`), each with the largest stripe table its layouts have, and a
+    /// directory entry per page of its `logical_blocks`. The area of shard 0.
+    pub fn for_shard(raw: &Geometry, plan: &SegmentPlan, segments: u32, logical_blocks: u64) -> Self {
+        let segments = segments as usize;
         let table_bytes = plan.layouts().iter().map(CompactStripeTable::encoded_bytes).max().unwrap_or(0) as u64;
         let per_page = mapping_entries_per_block(raw.block_size_bytes).max(1) as u64;
         let pages = logical_blocks.div_ceil(per_page) as usize;
         let bytes = checkpoint_image_bytes(segments, pages, segments as u64 * table_bytes);
         let zone_bytes = raw.zone_capacity_blocks * u64::from(raw.block_size_bytes);
-        CheckpointArea { zones_per_copy: bytes.div_ceil(zone_bytes).max(1) as u32 }
+        CheckpointArea { first_zone: SUPERBLOCK_ZONES, zones_per_copy: bytes.div_ceil(zone_bytes).max(1) as u32 }
+    }
+
+    /// As `for_shard`, for an array of one shard over every zone of the drives.
+    pub fn for_array(raw: &Geometry, plan: &SegmentPlan, logical_blocks: u64) -> Self {
+        Self::for_shard(raw, plan, raw.zone_count, logical_blocks)
     }
 
     /// Which copy a drive zone (raw numbering) belongs to, and whether it is the copy's
     /// first zone (where its header is); None outside the area.
     pub fn copy_of_zone(&self, zone: u32) -> Option<(u32, bool)> {
-        let index = zone.checked_sub(SUPERBLOCK_ZONES)?;
+        let index = zone.checked_sub(self.first_zone)?;
         (index < 2 * self.zones_per_copy).then(|| (index / self.zones_per_copy, index % self.zones_per_copy == 0))
     }
 
-    pub fn reserved_zones(&self) -> u32 {
-        SUPERBLOCK_ZONES + 2 * self.zones_per_copy
+    /// The zones before the first segment zone of an array of `shards` shards, each with
+    /// an area the size of this one.
+    pub fn reserved_zones(&self, shards: u32) -> u32 {
+        SUPERBLOCK_ZONES + shards.max(1) * 2 * self.zones_per_copy
+    }
+
+    /// The area's zones (raw numbering).
+    pub fn zones(&self) -> std::ops::Range<u32> {
+        self.first_zone..self.first_zone + 2 * self.zones_per_copy
     }
 
     fn first_zone(&self, generation: u64) -> u32 {
-        SUPERBLOCK_ZONES + (generation % 2) as u32 * self.zones_per_copy
+        self.first_zone + (generation % 2) as u32 * self.zones_per_copy
     }
 
     fn capacity_blocks(&self, raw: &Geometry) -> u64 {
@@ -133,6 +159,26 @@ impl CheckpointArea {
     fn lba(&self, raw: &Geometry, first_zone: u32, index: u64) -> u64 {
         let zone = first_zone + (index / raw.zone_capacity_blocks) as u32;
         raw.zone_start_lba(zone) + index % raw.zone_capacity_blocks
+    }
+}
+
+/// A drive as the checkpoint reads and writes it: its zones numbered as the area's
+/// `first_zone` is (a whole drive, or the part of it a shard owns its area in).
+pub trait CheckpointDrive {
+    fn raw_zones(&mut self) -> &mut dyn ZonedDevice;
+}
+
+/// The engine's view of a drive, whose reserved zones hold the area.
+impl CheckpointDrive for ReservedZones<Drive> {
+    fn raw_zones(&mut self) -> &mut dyn ZonedDevice {
+        self.inner_mut().as_mut()
+    }
+}
+
+/// A drive (or a part of one) numbered as the area is.
+impl CheckpointDrive for Drive {
+    fn raw_zones(&mut self) -> &mut dyn ZonedDevice {
+        self.as_mut()
     }
 }
 
@@ -151,7 +197,12 @@ pub struct Found {
 /// decode (a torn or damaged copy, or one a failed write left older on one drive). When the
 /// newest cannot be resolved (its base torn or overwritten), the other copy is offered if
 /// it is whole by itself: older, and judged by recovery as any checkpoint is.
-pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: CheckpointArea, uuid: [u8; 16]) -> Found {
+pub fn read_newest<D: CheckpointDrive>(
+    drives: &mut [D],
+    skip: &[usize],
+    area: CheckpointArea,
+    uuid: [u8; 16],
+) -> Found {
     let mut blocks_read = 0;
     let mut candidates: [Vec<Candidate>; 2] = [Vec::new(), Vec::new()];
     for (copy, found) in candidates.iter_mut().enumerate() {
@@ -159,7 +210,7 @@ pub fn read_newest(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: Ch
             if skip.contains(&index) {
                 continue;
             }
-            let inner = drive.inner_mut().as_mut();
+            let inner = drive.raw_zones();
             let first = read_blocks(inner, area, copy as u64, 0, 1, &mut blocks_read);
             match first.and_then(|block| CheckpointImage::header(&block).map(|h| (h, block)).map_err(|e| e.to_string()))
             {
@@ -214,8 +265,8 @@ struct Candidate {
 
 /// The first image of `candidates` (newest first) that reads whole and decodes, of
 /// generation `generation` if given.
-fn newest_of_copy(
-    drives: &mut [ReservedZones<Drive>],
+fn newest_of_copy<D: CheckpointDrive>(
+    drives: &mut [D],
     area: CheckpointArea,
     copy: usize,
     candidates: &[Candidate],
@@ -223,7 +274,7 @@ fn newest_of_copy(
     blocks_read: &mut u64,
 ) -> Option<CheckpointImage> {
     for c in candidates.iter().filter(|c| generation.is_none_or(|g| g == c.generation)) {
-        let drive = drives[c.drive].inner_mut().as_mut();
+        let drive = drives[c.drive].raw_zones();
         match read_image(drive, area, copy as u64, c.first_block.clone(), blocks_read) {
             Ok(image) => return Some(image),
             Err(reason) => tracing::warn!(
@@ -296,14 +347,14 @@ fn read_image(
 /// so that later starts need not read it. A start that used it keeps it, for a crash of
 /// the engine it starts. A drive whose zones cannot be reset keeps its copy: the
 /// recovery's checks still judge it.
-pub fn invalidate(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: CheckpointArea) {
+pub fn invalidate<D: CheckpointDrive>(drives: &mut [D], skip: &[usize], area: CheckpointArea) {
     for (index, drive) in drives.iter_mut().enumerate() {
         if skip.contains(&index) {
             continue;
         }
-        let inner = drive.inner_mut().as_mut();
+        let inner = drive.raw_zones();
         let raw = inner.geometry();
-        for zone in SUPERBLOCK_ZONES..area.reserved_zones() {
+        for zone in area.zones() {
             let target = ZoneTarget::Zone { start_lba: raw.zone_start_lba(zone) };
             if let Err(e) = execute(inner, Command::ManageZone { action: ZoneAction::Reset, target }).result {
                 tracing::warn!(drive = index, zone, "the checkpoint zone could not be reset: {e}");
@@ -317,8 +368,8 @@ pub fn invalidate(drives: &mut [ReservedZones<Drive>], skip: &[usize], area: Che
 /// written zone would hold an active zone the array's zone limits do not count). Returns
 /// the drives that hold it, and an error naming each drive that does not (the others are
 /// still written).
-pub fn write(
-    drives: &mut [ReservedZones<Drive>],
+pub fn write<D: CheckpointDrive>(
+    drives: &mut [D],
     skip: &[usize],
     area: CheckpointArea,
     image: &CheckpointImage,
@@ -329,7 +380,7 @@ pub fn write(
         if skip.contains(&index) {
             continue;
         }
-        match write_copy(drive.inner_mut().as_mut(), area, image) {
+        match write_copy(drive.raw_zones(), area, image) {
             Ok(()) => written += 1,
             Err(e) => errors.push(format!("drive {index}: {e}")),
         }
@@ -375,11 +426,11 @@ mod tests {
 
     #[test]
     fn areas_are_two_copies_after_the_superblock_zone() {
-        assert_eq!(CheckpointArea::of(1), None);
-        assert_eq!(CheckpointArea::of(2), None);
-        assert_eq!(CheckpointArea::of(5), Some(CheckpointArea { zones_per_copy: 2 }));
-        let area = CheckpointArea { zones_per_copy: 3 };
-        assert_eq!(area.reserved_zones(), 7);
+        assert_eq!(CheckpointArea::of(1, 1, 0), None);
+        assert_eq!(CheckpointArea::of(2, 1, 0), None);
+        assert_eq!(CheckpointArea::of(5, 1, 0), Some(CheckpointArea { first_zone: 1, zones_per_copy: 2 }));
+        let area = CheckpointArea { first_zone: 1, zones_per_copy: 3 };
+        assert_eq!(area.reserved_zones(1), 7);
         assert_eq!((area.first_zone(4), area.first_zone(7)), (1, 4));
         assert_eq!(area.copy_of_zone(0), None);
         assert_eq!(area.copy_of_zone(1), Some((0, true)));
@@ -389,8 +440,19 @@ mod tests {
     }
 
     #[test]
+    fn shards_keep_their_areas_one_after_the_other() {
+        // 3 shards of 2 zones per copy: 1 + 3 * 4 reserved zones.
+        assert_eq!(CheckpointArea::of(13, 3, 0), Some(CheckpointArea { first_zone: 1, zones_per_copy: 2 }));
+        let last = CheckpointArea::of(13, 3, 2).unwrap();
+        assert_eq!((last.first_zone, last.zones_per_copy, last.zones()), (9, 2, 9..13));
+        assert_eq!(last.reserved_zones(3), 13);
+        assert_eq!((last.copy_of_zone(8), last.copy_of_zone(11), last.copy_of_zone(13)), (None, Some((1, true)), None));
+        assert_eq!(CheckpointArea::of(11, 3, 0), None, "not a whole number of areas");
+    }
+
+    #[test]
     fn after_a_start_the_next_generation_spares_the_full_image_a_crash_would_need() {
-        let area = CheckpointArea { zones_per_copy: 1 };
+        let area = CheckpointArea { first_zone: 1, zones_per_copy: 1 };
         let place = |next_generation| CheckpointPlace {
             area,
             next_generation,
@@ -420,7 +482,7 @@ mod tests {
         assert!(!changes_drive(&zone(ZoneAction::Finish)));
         assert!(!changes_drive(&Command::Read { lba: 0, data: vec![0; 4096], metadata: Vec::new() }));
         let mut place = CheckpointPlace {
-            area: CheckpointArea { zones_per_copy: 1 },
+            area: CheckpointArea { first_zone: 1, zones_per_copy: 1 },
             next_generation: 2,
             base_superblock_generation: None,
             on_drives: None,

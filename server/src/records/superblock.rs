@@ -249,6 +249,8 @@ mod tests {
             large_chunk_bytes: 0.into(),
             rebuilding_drives: 0.into(),
             l2p_budget_bytes: 0.into(),
+            shard_count: 0.into(),
+            shard_unit_blocks: 0.into(),
             crc32c: 0.into(),
         }
         .seal()

@@ -25,7 +25,7 @@ fn superblock_fields() -> Vec<zapraid_fuzz::Field> {
         magic, version, superblock_bytes, array_uuid, drive_index, drive_count, data_chunks, parity_chunks,
         level, mode, small_segments, large_segments, chunk_bytes, group_size, block_size_bytes, reserved_zones,
         logical_blocks, stripe_timeout_ns, created_unix_s, name, generation, failed_drives, large_chunk_bytes,
-        rebuilding_drives, l2p_budget_bytes, crc32c)
+        rebuilding_drives, l2p_budget_bytes, shard_count, shard_unit_blocks, crc32c)
 }
 
 /// A sealed superblock of random valid fields.
@@ -39,6 +39,7 @@ fn valid_superblock() -> impl Strategy<Value = ArraySuperblock> {
         (any::<u32>(), any::<u32>(), 1u64..=u64::MAX),
         (any::<u64>(), any::<u64>(), any::<[u8; 32]>(), any::<u64>()),
         (any::<u64>(), any::<u64>(), any::<u64>(), any::<u8>()),
+        (0u32..=crate::shard::MAX_SHARDS, 1u32..=1 << 20),
     );
     fields.prop_map(
         |(
@@ -50,6 +51,7 @@ fn valid_superblock() -> impl Strategy<Value = ArraySuperblock> {
             (block_size, reserved_zones, logical_blocks),
             (timeout, created, name, generation),
             (failed, rebuilding, l2p, level),
+            (shards, unit),
         )| {
             let mask = (1u64 << drives) - 1;
             ArraySuperblock {
@@ -78,6 +80,8 @@ fn valid_superblock() -> impl Strategy<Value = ArraySuperblock> {
                 large_chunk_bytes: if large > 0 { chunk + 1 + extra } else { 0 }.into(),
                 rebuilding_drives: (rebuilding & mask).into(),
                 l2p_budget_bytes: l2p.into(),
+                shard_count: shards.into(),
+                shard_unit_blocks: if shards > 1 { unit } else { 0 }.into(),
                 crc32c: 0.into(),
             }
             .seal()
@@ -92,7 +96,11 @@ fn encode_superblock(mut s: ArraySuperblock, size: usize) -> Vec<u8> {
         return s.as_bytes().to_vec();
     }
     s.superblock_bytes = (size as u32).into();
-    s.l2p_budget_bytes = 0.into();
+    s.shard_count = 0.into();
+    s.shard_unit_blocks = 0.into();
+    if size < PRE_SHARD_ARRAY_SUPERBLOCK_BYTES {
+        s.l2p_budget_bytes = 0.into();
+    }
     if size == LEGACY_ARRAY_SUPERBLOCK_BYTES {
         s.rebuilding_drives = 0.into();
     }
@@ -105,7 +113,9 @@ fn encode_superblock(mut s: ArraySuperblock, size: usize) -> Vec<u8> {
 fn reseal_superblock(bytes: &mut [u8]) {
     let size = bytes.get(12..16).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
     let end = match size {
-        Some(old @ (LEGACY_ARRAY_SUPERBLOCK_BYTES | PRE_L2P_ARRAY_SUPERBLOCK_BYTES)) => old - 4,
+        Some(
+            old @ (LEGACY_ARRAY_SUPERBLOCK_BYTES | PRE_L2P_ARRAY_SUPERBLOCK_BYTES | PRE_SHARD_ARRAY_SUPERBLOCK_BYTES),
+        ) => old - 4,
         _ => ARRAY_SUPERBLOCK_BYTES - 4,
     };
     put_crc32c(bytes, end, 0..end);
@@ -119,6 +129,7 @@ fn superblock_is_sound(s: &ArraySuperblock) {
     let open = s.open_segments();
     assert!(open.total() <= MAX_OPEN_SEGMENTS, "{s:?}");
     assert!(s.large_segments == 0 || s.large_chunk_bytes.get() > s.chunk_bytes.get(), "{s:?}");
+    assert!(s.shards() <= crate::shard::MAX_SHARDS && (s.shards() == 1 || s.shard_unit_blocks.get() > 0), "{s:?}");
     // Sealed again it is the current layout with the same fields.
     let again = ArraySuperblock::decode(s.seal().as_bytes()).expect("a decoded superblock seals and decodes again");
     assert_eq!(again.as_bytes()[16..ARRAY_SUPERBLOCK_BYTES - 4], s.as_bytes()[16..ARRAY_SUPERBLOCK_BYTES - 4]);
@@ -129,6 +140,7 @@ fn superblock_is_sound(s: &ArraySuperblock) {
 fn array_superblock_fuzzed_past_its_checksum() {
     let layouts = prop_oneof![
         Just(ARRAY_SUPERBLOCK_BYTES),
+        Just(PRE_SHARD_ARRAY_SUPERBLOCK_BYTES),
         Just(PRE_L2P_ARRAY_SUPERBLOCK_BYTES),
         Just(LEGACY_ARRAY_SUPERBLOCK_BYTES)
     ];

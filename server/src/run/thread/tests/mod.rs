@@ -31,6 +31,7 @@ fn drive_files_of(zones: Geometry, group_size: u32) -> (tempfile::TempDir, Geome
         name: "t".into(),
         force: false,
         l2p_budget_bytes: None,
+        shards: 1,
     };
     (dir, g, paths, options)
 }
