@@ -69,6 +69,14 @@ pub struct FormatArgs {
     /// Recorded in the superblock; `start --l2p-memory` overrides it for a run.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     l2p_memory: Option<u64>,
+    /// Engine shards: each a thread of its own with its own part of every drive's zones and
+    /// an interleaved share of the logical space (512 KiB units), so that S cores serve
+    /// the array. Recorded in the superblock (it decides where every block is). Each shard
+    /// keeps its own reserve of zones, so S shards export less than one. Not built yet
+    /// for more than one shard: replacing a drive (the array runs degraded until
+    /// reformatted) and resuming a rebuild.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=255))]
+    shards: u32,
 }
 
 #[derive(Args)]
@@ -106,6 +114,10 @@ pub struct StartArgs {
     /// memory), instead of the one `format --l2p-memory` recorded.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     l2p_memory: Option<u64>,
+    /// The engine shards the array was formatted with (`format --shards`): refused if it
+    /// was formatted with another number (where every block is depends on it).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=255))]
+    shards: Option<u32>,
     /// The array's drives, in any order: their superblocks say where each belongs. The
     /// array's hot spares (format --spare, add-spare) are given among them too: their
     /// spare records say so, and they stay spares until a drive fails.
@@ -158,7 +170,7 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
         name: args.name.clone(),
         force: args.force,
         l2p_budget_bytes: args.l2p_memory,
-        shards: 1,
+        shards: args.shards,
     };
     let progress = bar(args.drives.len() as u64, "formatting drives");
     let formatted = format_with_spares(&args.drives, &args.spares, &options, |done, total| {
@@ -169,13 +181,14 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
     })?;
     progress.finish_and_clear();
     println!(
-        "formatted array \"{}\" ({}): {}, {}, {}, {} drives, {} usable ({} blocks of {} B)",
+        "formatted array \"{}\" ({}): {}, {}, {}, {} drives{}, {} usable ({} blocks of {} B)",
         args.name,
         uuid_text(&formatted.uuid),
         level,
         options.mode,
         chunks_text(options.chunk_bytes, &options.open_segments),
         args.drives.len(),
+        if args.shards > 1 { format!(", {} engine shards", args.shards) } else { String::new() },
         format_bytes(formatted.logical_blocks * u64::from(formatted.block_size_bytes)),
         formatted.logical_blocks,
         formatted.block_size_bytes
@@ -212,6 +225,7 @@ pub fn run_start(args: StartArgs) -> Result<()> {
         newly_missing: if args.degraded { NewlyMissing::RecordFailed } else { NewlyMissing::Refuse },
         rebuild_rate_bytes_per_s: args.rebuild_rate.filter(|r| *r > 0),
         l2p_budget_bytes: args.l2p_memory,
+        shards: args.shards,
     };
     let mut spinner: Option<indicatif::ProgressBar> = None;
     service::run(&args.drives, options, move |p| match p {
@@ -304,6 +318,9 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
     }
     if let Some(queues) = args.queues {
         command.args(["--queues", &queues.to_string()]);
+    }
+    if let Some(shards) = args.shards {
+        command.args(["--shards", &shards.to_string()]);
     }
     command.args(["--queue-depth", &args.queue_depth.to_string()]);
     command.args(&args.drives);

@@ -117,6 +117,17 @@ pub fn print_status(s: &Value) {
         s["segments"]["open"],
         s["segments"]["reclaimed"]
     );
+    for shard in s["shards"].as_array().into_iter().flatten() {
+        println!(
+            "    shard {}: {} used; zones {} free of {}; segments {} in use, {} reclaimed",
+            shard["index"],
+            format_bytes(shard["used_bytes"].as_u64().unwrap_or(0)),
+            shard["free_zones"],
+            shard["zones"],
+            shard["segments_in_use"],
+            shard["segments_reclaimed"]
+        );
+    }
     println!("  {}", l2p_line(&s["l2p"]));
     println!("  {}", start_line(&s["start"]));
     let r = &s["repairs"];
@@ -213,10 +224,14 @@ pub fn superblock_text(sb: &ArraySuperblock) -> String {
     };
     format!(
         "array \"{}\" {}, drive {} of {drives}, {level}, {mode}, chunk {chunk_bytes} B, open segments: {open}, \
-         {} logical blocks of {} B, {} reserved zone(s), generation {}, {failed}",
+         {}{} logical blocks of {} B, {} reserved zone(s), generation {}, {failed}",
         sb.name(),
         uuid_text(&sb.array_uuid),
         sb.drive_index.get(),
+        match sb.shards() {
+            1 => String::new(),
+            shards => format!("{shards} engine shards in units of {} blocks, ", sb.shard_unit_blocks.get()),
+        },
         sb.logical_blocks.get(),
         sb.block_size_bytes.get(),
         sb.reserved_zones.get(),

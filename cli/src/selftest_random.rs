@@ -57,7 +57,7 @@ fn print_resident(phase: &str) {
 
 fn print_l2p(array: &SelftestArray) -> Result<()> {
     let (tx, rx) = crossbeam_channel::bounded(1);
-    array.session.thread.tx.send(Message::Status(tx)).map_err(|_| zapraid_server::Error::EngineGone)?;
+    array.session.thread.tx().send(Message::Status(tx)).map_err(|_| zapraid_server::Error::EngineGone)?;
     let status = rx.recv().context("the engine thread ended")?;
     let l = status.engine.l2p;
     let budget = l.budget_bytes.map_or_else(|| "none (the whole table in memory)".to_string(), format_bytes);

@@ -62,6 +62,9 @@ pub struct Join {
     left: usize,
     /// A buffer the frontend handed over for the answer (`Request::ReadUnverified`).
     buffer: Vec<u8>,
+    /// Whether the parts' errors come in the array's terms already (each shard's thread
+    /// translates its own: `errors_in_array_terms`).
+    errors_translated: bool,
 }
 
 impl ShardMap {
@@ -139,7 +142,7 @@ impl ShardMap {
 
     fn join(&self, kind: Kind, lba: u64, blocks: u64, places: Vec<Place>, buffer: Vec<u8>) -> Join {
         let answers = places.iter().map(|_| None).collect();
-        Join { map: *self, kind, lba, blocks, left: places.len(), places, answers, buffer }
+        Join { map: *self, kind, lba, blocks, left: places.len(), places, answers, buffer, errors_translated: false }
     }
 
     fn whole_blocks(&self, data: &[u8]) -> Result<u64> {
@@ -233,6 +236,12 @@ fn with_lba(request: Request, local: u64) -> Request {
 }
 
 impl Join {
+    /// The parts' errors will name the array's LBAs and the drives' zones already (their
+    /// shards said them so, `ShardMap::array_error`): passed on as they are.
+    pub fn errors_in_array_terms(&mut self) {
+        self.errors_translated = true;
+    }
+
     /// Parts still to answer.
     pub fn left(&self) -> usize {
         self.left
@@ -258,7 +267,8 @@ impl Join {
         if let Some(at) = answers.iter().position(|(result, _)| result.is_err()) {
             let shard = self.places[at].shard;
             let error = answers.into_iter().nth(at).and_then(|(result, _)| result.err()).expect("an error");
-            return Response { id, result: Err(self.map.array_error(shard, error)), checks: None };
+            let error = if self.errors_translated { error } else { self.map.array_error(shard, error) };
+            return Response { id, result: Err(error), checks: None };
         }
         if let [_] = self.places[..] {
             let (result, checks) = answers.into_iter().next().expect("one answer");

@@ -159,6 +159,14 @@ fn the_first_error_in_lba_order_names_the_arrays_lba_and_zone() {
     split.join.answer(1, Response { id: 0, result: Ok(vec![0; 4 * BLOCK]), checks: None });
     let error = split.join.finish(3).result.unwrap_err();
     assert!(matches!(error, Error::Corrupt { zone: 23, .. }), "shard 1's zone 3 is zone 20 + 3: {error:?}");
+
+    // Parts whose shards said their errors in the array's terms already: passed on as is.
+    let mut split = m.split(Request::Read { lba: 6, blocks: 8 }).unwrap();
+    split.join.errors_in_array_terms();
+    split.join.answer(0, lost(13));
+    split.join.answer(1, Response { id: 0, result: Ok(vec![0; 4 * BLOCK]), checks: None });
+    let error = split.join.finish(3).result.unwrap_err();
+    assert!(matches!(error, Error::Lost { lba: 13 }), "{error:?}");
 }
 
 #[test]

@@ -9,20 +9,60 @@
 //! them as they are.
 
 use zapraid_engine::recovery::Recovery;
-use zapraid_engine::Engine;
-use zapraid_zns::{execute, Command, ZoneAction, ZoneTarget, ZonedDevice};
+use zapraid_engine::{Engine, RecoveryReport};
+use zapraid_zns::{execute, Command, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
 
 use super::assembly::Assembled;
 use crate::error::{Error, Result};
-use crate::records::checkpoint::{invalidate, read_newest, CheckpointMark};
+use crate::drives::Drive;
+use crate::records::checkpoint::{invalidate, read_newest, CheckpointDrive, CheckpointMark, CheckpointPlace};
 
 /// Rebuilds the engine from the drives (after a clean stop or a crash). Errors name zones
 /// as the drives number them (`zapraid inspect`), not as the engine does.
 pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
-    let reserved_zones = assembled.superblock.reserved_zones.get();
-    let with_drive_zones = |error| engine_error_on_drive_zones(error, reserved_zones);
-    let mut recovery = Recovery::with_failed_drives(assembled.geometry, assembled.config, &assembled.failed)
-        .map_err(with_drive_zones)?;
+    let input = EngineStart {
+        geometry: assembled.geometry,
+        config: assembled.config,
+        failed: &assembled.failed,
+        superblock_generation: assembled.superblock.generation.get(),
+        drive_zone_offset: assembled.superblock.reserved_zones.get(),
+    };
+    let (engine, report) =
+        recover_engine::<Drive>(&mut assembled.drives, CheckpointDrives::Same, &mut assembled.checkpoint, input)?;
+    assembled.recovery_report = Some(report);
+    Ok(engine)
+}
+
+/// What one engine's recovery starts from.
+#[derive(Clone, Copy)]
+pub struct EngineStart<'a> {
+    /// The drives as the engine sees them, and its configuration.
+    pub geometry: zapraid_zns::Geometry,
+    pub config: zapraid_engine::Config,
+    pub failed: &'a [usize],
+    pub superblock_generation: u64,
+    /// The drive's zone number of the engine's zone 0 (errors name the drive's).
+    pub drive_zone_offset: u32,
+}
+
+/// Where the engine's checkpoint area is: in the drives the engine recovers from (their
+/// reserved zones), or in other parts of them.
+pub enum CheckpointDrives<'a, C> {
+    Same,
+    Parts(&'a mut [C]),
+}
+
+/// Rebuilds one engine from `drives` (from the checkpoint at `checkpoint` if it matches
+/// them, else by replaying every segment), and says what it read.
+pub fn recover_engine<C: CheckpointDrive>(
+    drives: &mut [ReservedZones<Drive>],
+    mut checkpoint_drives: CheckpointDrives<'_, C>,
+    checkpoint: &mut Option<CheckpointPlace>,
+    input: EngineStart<'_>,
+) -> Result<(Engine, RecoveryReport)> {
+    let with_drive_zones = |error| engine_error_on_drive_zones(error, input.drive_zone_offset);
+    let mut recovery =
+        Recovery::with_failed_drives(input.geometry, input.config, input.failed).map_err(with_drive_zones)?;
     // A rebuild in progress is no reason to replay: the drive being rebuilt counts failed,
     // and the rebuild checks what it holds of each segment as it resumes (a checkpoint
     // taken while it ran carries the open segments' stripe tables, as with a failed drive).
@@ -30,14 +70,17 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
     // (stale for good: a newer superblock, a segment it names gone, ...).
     let mut stale_checkpoint = None;
     let mut offered = None;
-    if let Some(place) = assembled.checkpoint.as_mut() {
-        let uuid = assembled.config.array_uuid;
-        let found = read_newest(&mut assembled.drives, &assembled.failed, place.area, uuid);
+    if let Some(place) = checkpoint.as_mut() {
+        let uuid = input.config.array_uuid;
+        let found = match &mut checkpoint_drives {
+            CheckpointDrives::Same => read_newest(drives, input.failed, place.area, uuid),
+            CheckpointDrives::Parts(parts) => read_newest(parts, input.failed, place.area, uuid),
+        };
         place.next_generation = place.next_generation.max(found.highest_generation + 1);
         // Also when none was read: a copy unreadable now may read again later, and must not
         // win over the copies later stops write with generations counted from 1.
         stale_checkpoint = Some(place.area);
-        let superblock_generation = assembled.superblock.generation.get();
+        let superblock_generation = input.superblock_generation;
         offered = found.newest.as_ref().map(|image| (image.generation, image.base_generation));
         match found.newest {
             Some(image) if image.superblock_generation != superblock_generation => {
@@ -54,7 +97,7 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
         }
     }
     while !recovery.is_done() {
-        recovery.run_round(&mut assembled.drives).map_err(with_drive_zones)?;
+        recovery.run_round(drives).map_err(with_drive_zones)?;
     }
     let report = recovery.report();
     match report.checkpoint_generation {
@@ -69,8 +112,8 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
                 "started from the checkpoint"
             );
             let base = offered.filter(|(g, _)| *g == generation).and_then(|(_, base)| base);
-            let superblock_generation = assembled.superblock.generation.get();
-            if let Some(place) = assembled.checkpoint.as_mut() {
+            let superblock_generation = input.superblock_generation;
+            if let Some(place) = checkpoint.as_mut() {
                 place.keep_after_start(generation, base);
                 // The engine starts where the checkpoint left the array: until it writes,
                 // a clean stop need not write the same again.
@@ -82,12 +125,15 @@ pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
         None => {
             tracing::info!(blocks_read = report.blocks_read, "started by replaying every segment");
             if let Some(area) = stale_checkpoint {
-                invalidate(&mut assembled.drives, &assembled.failed, area);
+                match &mut checkpoint_drives {
+                    CheckpointDrives::Same => invalidate(drives, input.failed, area),
+                    CheckpointDrives::Parts(parts) => invalidate(parts, input.failed, area),
+                }
             }
         }
     }
-    assembled.recovery_report = Some(report);
-    recovery.finish().map_err(with_drive_zones)
+    let engine = recovery.finish().map_err(with_drive_zones)?;
+    Ok((engine, report))
 }
 
 /// An engine error over drives with `reserved_zones` hidden (`ReservedZones`), its zone

@@ -134,6 +134,18 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
             "read": { "p50": s.read_latency_us[0], "p99": s.read_latency_us[1], "p999": s.read_latency_us[2] },
             "write": { "p50": s.write_latency_us[0], "p99": s.write_latency_us[1], "p999": s.write_latency_us[2] },
         },
+        // Engine shards (`format --shards`): the figures above are their sum; each shard's
+        // own here (an empty list for an array of one engine).
+        "shard_count": s.shards.len().max(1),
+        "shards": s.shards.iter().enumerate().map(|(i, shard)| serde_json::json!({
+            "index": i,
+            "used_bytes": shard.mapped_blocks * block,
+            "zones": shard.zones,
+            "free_zones": shard.free_zones,
+            "segments_in_use": shard.segments,
+            "segments_reclaimed": shard.segments_reclaimed,
+            "failed_drives": shard.failed_drives,
+        })).collect::<Vec<_>>(),
         "uptime_s": s.uptime_s,
     })
 }

@@ -93,3 +93,30 @@ pub(crate) fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// Opens the drive at `path` split into parts, each `spans` of its zones ((first zone,
+/// zone count), the drive's numbering, none sharing a zone), each numbered from its
+/// first zone and driven by a thread of its own (`zapraid_zns`'s drive parts): the
+/// shards of an array each drive their own zones of every drive.
+pub fn open_drive_parts(path: &Path, spans: &[(u32, u32)]) -> Result<Vec<Drive>> {
+    let meta = std::fs::metadata(path).map_err(|error| Error::Io {
+        path: path.to_path_buf(),
+        context: "cannot open",
+        error,
+    })?;
+    use std::os::unix::fs::FileTypeExt;
+    let drive_error = |error| Error::Drive { path: path.to_path_buf(), error };
+    let parts: Vec<Drive> = if meta.file_type().is_char_device() {
+        let drive = NvmeDrive::open(path).map_err(drive_error)?;
+        drive.split(spans).map_err(drive_error)?.into_iter().map(|p| Box::new(p) as Drive).collect()
+    } else if meta.is_file() {
+        let drive = EmulatedDrive::open_file(path).map_err(drive_error)?;
+        drive.split(spans).map_err(drive_error)?.into_iter().map(|p| Box::new(p) as Drive).collect()
+    } else {
+        return Err(Error::Refused {
+            path: path.to_path_buf(),
+            reason: "neither an NVMe namespace (/dev/ngXnY) nor an emulated drive file".into(),
+        });
+    };
+    Ok(parts)
+}

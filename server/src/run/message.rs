@@ -74,7 +74,7 @@ pub enum Message {
 }
 
 /// What the control socket asks of the engine thread's scrub.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum ScrubRequest {
     /// Start a scrub reading at most this many bytes per second (None: no limit).
     Start { rate_bytes_per_s: Option<u64> },
@@ -85,20 +85,50 @@ pub enum ScrubRequest {
 /// The engine thread's answer: an error to show, or nothing.
 pub type ScrubAnswer = Sender<std::result::Result<(), String>>;
 
-/// The frontends' way to the engine thread: the bounded channel, and the doorbell the
-/// thread sleeps on (rung after each message; it signals only a sleeping thread).
+/// The way to one engine thread: the bounded channel, and the doorbell the thread sleeps
+/// on (rung after each message; it signals only a sleeping thread).
 #[derive(Clone)]
-pub struct EngineSender {
+pub struct ThreadSender {
     pub(super) tx: Sender<Message>,
     pub(super) wake: Arc<Doorbell>,
 }
 
-impl EngineSender {
+impl ThreadSender {
     /// Sends a message (blocks while the channel is full) and wakes the thread if it sleeps.
     pub fn send(&self, message: Message) -> std::result::Result<(), SendError<Message>> {
         self.tx.send(message)?;
         self.wake.ring();
         Ok(())
+    }
+}
+
+/// The frontends' and the control socket's way to the array: its one engine thread, or
+/// its shards' (`sharded`: requests split among them, other messages to every one and
+/// their answers merged).
+#[derive(Clone)]
+pub struct EngineSender(pub(super) Way);
+
+#[derive(Clone)]
+pub(super) enum Way {
+    One(ThreadSender),
+    Shards(Arc<dyn Fanout>),
+}
+
+/// An array of several engine threads, as its senders see it (`sharded::Shards`).
+pub(super) trait Fanout: Send + Sync {
+    /// Carries out `message` over every thread it concerns (a control message's answer
+    /// sent before this returns); an error once they are gone.
+    fn send(&self, message: Message) -> Result<()>;
+}
+
+impl EngineSender {
+    /// Sends a message (blocks while a channel is full): an error once the array's threads
+    /// are gone. A sharded array answers a control message before this returns.
+    pub fn send(&self, message: Message) -> Result<()> {
+        match &self.0 {
+            Way::One(thread) => thread.send(message).map_err(|_| crate::error::Error::EngineGone),
+            Way::Shards(shards) => shards.send(message),
+        }
     }
 }
 

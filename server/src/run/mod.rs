@@ -5,12 +5,18 @@
 //! (`session`). The ways in (`export`) and what an operator asks (`ops`, `control`) sit
 //! above and talk to it only through `message`.
 //!
+//! An array of S engine shards runs S engine threads, one engine each over its part of
+//! every drive (`sharded`), with one superblock record for all (`record`).
+//!
 //! Files here take from `assemble`, `records`, `drives` and `error`, and from each other
-//! one way: `wake`, `failures`, `status` < `message` < `thread` < `session`.
+//! one way: `wake`, `failures`, `status` < `record` < `message` < `thread` < `sharded` <
+//! `session`.
 
 pub mod failures;
 pub mod message;
+pub mod record;
 pub mod session;
+pub mod sharded;
 pub mod status;
 pub mod thread;
 pub mod wake;
@@ -22,4 +28,5 @@ pub use message::{
 };
 pub use session::Session;
 pub use status::ArrayStatus;
-pub use thread::{EngineThread, FailureRecord};
+pub use record::{FailureRecord, SharedRecord};
+pub use thread::EngineThread;

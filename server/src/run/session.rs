@@ -1,4 +1,4 @@
-//! An array run on its engine thread without a block device, asked requests directly:
+//! An array run on its engine thread (or its shards') without a block device, asked requests directly:
 //! what `zapraid selftest` and the tests use to write and read an array's blocks through
 //! the path `start` serves them (assemble, recover, the engine thread over the drives).
 //!
@@ -13,13 +13,15 @@ use zapraid_engine::{OpenSegments, Request};
 
 use super::message::{Answer, Message, ReplyTo};
 use super::status::ArrayStatus;
-use super::thread::{EngineThread, FailureRecord};
+use super::record::FailureRecord;
+use super::sharded::{ArrayThreads, ShardedArray};
+use super::thread::EngineThread;
 use crate::assemble::assembly::Assembled;
 use crate::assemble::recover::recover;
 use crate::error::{Error, Result};
 
 pub struct Session {
-    pub thread: EngineThread,
+    pub thread: ArrayThreads,
     reply: Arc<ReplyTo>,
     answers: Receiver<Answer>,
     pub block_bytes: usize,
@@ -27,13 +29,18 @@ pub struct Session {
 }
 
 impl Session {
-    /// Recovers the assembled array and starts its engine thread.
+    /// Recovers the assembled array and starts its engine thread (one per shard for an
+    /// array of several).
     pub fn start(mut assembled: Assembled) -> Result<Session> {
-        let engine = recover(&mut assembled)?;
-        let record = FailureRecord::of(&assembled);
         let block_bytes = assembled.geometry.block_size_bytes as usize;
         let open_segments = assembled.config.open_segments;
-        let thread = EngineThread::spawn(engine, assembled.drives, block_bytes as u32, record)?;
+        let thread = if assembled.superblock.shards() > 1 {
+            ArrayThreads::Shards(ShardedArray::start(&mut assembled)?.0)
+        } else {
+            let engine = recover(&mut assembled)?;
+            let record = FailureRecord::of(&assembled);
+            ArrayThreads::One(EngineThread::spawn(engine, assembled.drives, block_bytes as u32, record)?)
+        };
         let (tx, answers) = crossbeam_channel::unbounded();
         let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
         Ok(Session { thread, reply, answers, block_bytes, open_segments })
@@ -42,7 +49,7 @@ impl Session {
     /// Sends a request tagged `tag` without waiting for its answer (`recv`).
     pub fn send(&self, tag: u64, request: Request) -> Result<()> {
         let message = Message::Io { tag, request, reply: self.reply.clone() };
-        self.thread.tx.send(message).map_err(|_| Error::EngineGone)
+        self.thread.tx().send(message).map_err(|_| Error::EngineGone)
     }
 
     /// The next answer: its tag and result.
@@ -62,7 +69,7 @@ impl Session {
     /// The engine's status now.
     pub fn status(&self) -> Result<ArrayStatus> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.thread.tx.send(Message::Status(tx)).map_err(|_| Error::EngineGone)?;
+        self.thread.tx().send(Message::Status(tx)).map_err(|_| Error::EngineGone)?;
         rx.recv().map_err(|_| Error::EngineGone)
     }
 
@@ -74,7 +81,7 @@ impl Session {
 
     /// Stops the array cleanly and waits for the thread to end.
     pub fn stop(self) -> Result<()> {
-        self.thread.tx.send(Message::Stop).map_err(|_| Error::EngineGone)?;
+        self.thread.tx().send(Message::Stop).map_err(|_| Error::EngineGone)?;
         self.thread.join()
     }
 }

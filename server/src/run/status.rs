@@ -27,4 +27,20 @@ pub struct ArrayStatus {
     pub rebuild_elapsed_s: Option<f64>,
     /// Seconds since the running scrub started, if one runs.
     pub scrub_elapsed_s: Option<f64>,
+    /// An array of several engine shards: each shard's engine status (`engine` is their
+    /// sum); empty for one engine.
+    pub shards: Vec<Status>,
+    /// One shard's newest request latencies in microseconds (reads, writes), from which
+    /// the array's percentiles are taken over every shard; empty otherwise.
+    pub latency_samples_us: (Vec<u32>, Vec<u32>),
+}
+
+/// p50, p99, p99.9 of `samples` (zeros when there are none).
+pub fn percentiles(mut samples: Vec<u32>) -> [f64; 3] {
+    if samples.is_empty() {
+        return [0.0; 3];
+    }
+    samples.sort_unstable();
+    let at = |q: f64| f64::from(samples[((samples.len() - 1) as f64 * q).round() as usize]);
+    [at(0.5), at(0.99), at(0.999)]
 }

@@ -24,8 +24,11 @@ use crate::ops::identity::Identity;
 use crate::ops::spare_pool::{self, Spares};
 use crate::records::identity::{unix_now_s, uuid_text};
 use crate::records::names::{check_name, start_name};
-use crate::run::message::Message;
-use crate::run::thread::{EngineThread, FailureRecord};
+use crate::assemble::assembly::Assembled;
+use crate::run::message::{query_status, Message};
+use crate::run::record::FailureRecord;
+use crate::run::sharded::{ArrayThreads, ShardedArray};
+use crate::run::thread::EngineThread;
 
 #[derive(Clone, Debug, Default)]
 pub struct StartOptions {
@@ -44,6 +47,9 @@ pub struct StartOptions {
     /// The L2P table's memory budget for this run instead of the one recorded at format
     /// (Some(0): the whole table in memory).
     pub l2p_budget_bytes: Option<u64>,
+    /// The engine shards the caller expects (`start --shards`): refused unless the array
+    /// was formatted with as many (its superblock records them).
+    pub shards: Option<u32>,
 }
 
 /// What happens during start, for the caller to show.
@@ -160,28 +166,25 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         tell(Progress::SpareNotUsed { path: &path, why: &why });
         spares.add_unusable(damaged.path, damaged.drive, why);
     }
-    // A drive being rebuilt holds part of a rebuild: recovery counts it failed (reads
-    // nothing from it); the engine then resumes the rebuild, checking each segment's zone.
-    let resumed = rebuilding_drive(&assembled);
-    let started = std::time::Instant::now();
+    let shards = assembled.superblock.shards();
+    if let Some(asked) = options.shards.filter(|asked| *asked != shards) {
+        return Err(Error::Config {
+            reason: format!(
+                "array \"{name}\" was formatted with {shards} engine shard{} (its superblock records them: they \
+                 decide where every block is); it cannot start with {asked}",
+                if shards == 1 { "" } else { "s" }
+            ),
+        });
+    }
     if let Some(bytes) = options.l2p_budget_bytes {
         assembled.config.l2p.budget_bytes = Some(bytes).filter(|b| *b > 0);
     }
-    let mut engine = recover(&mut assembled).map_err(|e| stale_drive_hint(e, &name, &assembled.paths))?;
-    let mapped_blocks = engine.status().mapped_blocks;
-    tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
-    engine.set_rebuild_rate(options.rebuild_rate_bytes_per_s.filter(|r| *r > 0));
-    if let Some(drive) = resumed {
-        reset_unused_zones(&mut assembled, drive, &engine.zones_holding_segments())?;
-        engine.resume_drive_rebuild(drive)?;
-        let path = assembled.paths[drive].as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-        tracing::warn!(
-            drive,
-            path,
-            "the rebuild cut short resumes: segments it completed are kept once checked, the others rebuilt"
-        );
-        tell(Progress::RebuildResumed { drive, path: &path });
-    }
+    let started = std::time::Instant::now();
+    let running = if shards > 1 {
+        start_shards(&mut assembled, &options, &name, started, &tell)?
+    } else {
+        start_one(&mut assembled, &options, &name, started, &tell)?
+    };
     let config = assembled.config;
     let shape = DeviceShape {
         logical_blocks: config.logical_blocks,
@@ -208,8 +211,7 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         },
         reserved_zones: assembled.superblock.reserved_zones.get(),
     }));
-    let record = FailureRecord::of(&assembled);
-    let thread = EngineThread::spawn(engine, assembled.drives, shape.block_size_bytes, record)?;
+    let thread = running;
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
     let dev_id: Arc<Mutex<Option<i32>>> = Arc::new(Mutex::new(None));
     let request_stop = {
@@ -238,11 +240,11 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
             })
             .map_err(|error| Error::Io { path: "signal thread".into(), context: "cannot start", error })?;
     }
-    spare_pool::watch(spares.clone(), identity.clone(), thread.tx.clone())?;
-    let socket = control::listen(&name, identity.clone(), thread.tx.clone(), spares, request_stop, stopped.clone())?;
+    spare_pool::watch(spares.clone(), identity.clone(), thread.tx().clone())?;
+    let socket = control::listen(&name, identity.clone(), thread.tx().clone(), spares, request_stop, stopped.clone())?;
     let socket_text = socket.display().to_string();
     let served = if options.block_device {
-        let engine_tx = thread.tx.clone();
+        let engine_tx = thread.tx().clone();
         let (identity, dev_id, progress) = (identity.clone(), dev_id.clone(), progress.clone());
         ublk::serve(engine_tx, shape, options.ublk, move |id, taken_over| {
             let device = format!("/dev/ublkb{id}");
@@ -259,11 +261,61 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
         let _ = stop_rx.recv();
         Ok(())
     };
-    let _ = thread.tx.send(Message::Stop);
+    let _ = thread.tx().send(Message::Stop);
     let result = thread.join().and(served);
     stopped.set(result.as_ref().map(|_| ()).map_err(|e| e.to_string()));
     // Let the `stop` client read its answer before the socket goes away.
     std::thread::sleep(std::time::Duration::from_millis(200));
     control::remove_socket(&socket);
     result
+}
+
+/// Recovers the array's one engine (resuming a rebuild cut short) and starts its thread.
+fn start_one(
+    assembled: &mut Assembled,
+    options: &StartOptions,
+    name: &str,
+    started: std::time::Instant,
+    tell: &dyn Fn(Progress),
+) -> Result<ArrayThreads> {
+    // A drive being rebuilt holds part of a rebuild: recovery counts it failed (reads
+    // nothing from it); the engine then resumes the rebuild, checking each segment's zone.
+    let resumed = rebuilding_drive(assembled);
+    let mut engine = recover(assembled).map_err(|e| stale_drive_hint(e, name, &assembled.paths))?;
+    let mapped_blocks = engine.status().mapped_blocks;
+    tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
+    engine.set_rebuild_rate(options.rebuild_rate_bytes_per_s.filter(|r| *r > 0));
+    if let Some(drive) = resumed {
+        reset_unused_zones(assembled, drive, &engine.zones_holding_segments())?;
+        engine.resume_drive_rebuild(drive)?;
+        let path = assembled.paths[drive].as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        tracing::warn!(
+            drive,
+            path,
+            "the rebuild cut short resumes: segments it completed are kept once checked, the others rebuilt"
+        );
+        tell(Progress::RebuildResumed { drive, path: &path });
+    }
+    let record = FailureRecord::of(assembled);
+    let drives = std::mem::take(&mut assembled.drives);
+    Ok(ArrayThreads::One(EngineThread::spawn(engine, drives, assembled.geometry.block_size_bytes, record)?))
+}
+
+/// Recovers every shard of the array at once and starts their threads.
+fn start_shards(
+    assembled: &mut Assembled,
+    options: &StartOptions,
+    name: &str,
+    started: std::time::Instant,
+    tell: &dyn Fn(Progress),
+) -> Result<ArrayThreads> {
+    let paths = assembled.paths.clone();
+    let (array, _reports) = ShardedArray::start(assembled).map_err(|e| stale_drive_hint(e, name, &paths))?;
+    let mapped_blocks = query_status(&array.tx).map_or(0, |s| s.engine.mapped_blocks);
+    tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
+    if let Some(rate_bytes_per_s) = options.rebuild_rate_bytes_per_s.filter(|r| *r > 0) {
+        let (done, _limit) = crossbeam_channel::bounded(1);
+        array.tx.send(Message::SetRebuildRate { rate_bytes_per_s, done })?;
+    }
+    Ok(ArrayThreads::Shards(array))
 }

@@ -19,47 +19,20 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use zapraid_engine::{Engine, Request};
 use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
 
-use zapraid_engine::format::ArraySuperblock;
 
 use super::failures::{check_fail, FailOutcome};
-use super::message::{EngineSender, Message, ReplyTo, MESSAGE_QUEUE_CAPACITY};
-use super::status::ArrayStatus;
+use super::message::{EngineSender, Message, ReplyTo, ThreadSender, Way, MESSAGE_QUEUE_CAPACITY};
+use super::status::{percentiles, ArrayStatus};
 use super::wake::Doorbell;
-use crate::assemble::assembly::Assembled;
 use crate::drives::Drive;
 use crate::error::{Error, Result};
-use crate::records::checkpoint::{self, CheckpointMark, CheckpointPlace};
-use crate::records::superblock::{superblock_writes, SUPERBLOCK_COPIES};
+use crate::records::checkpoint::{self, CheckpointMark};
 
 /// Tag of superblock writes the engine thread makes itself (no engine tag is this one:
 /// their slot index, the low 32 bits, is never all ones).
 const RECORD_TAG: u64 = u64::MAX;
 
-/// Where the engine thread records drive failures: a new superblock generation (every
-/// copy) appended to zone 0 of every live drive, before any answer that depends on the
-/// failure is given (a degraded write is acknowledged only once the failure is on the
-/// drives, so a restart knows the failed drive missed it).
-pub struct FailureRecord {
-    pub superblock: ArraySuperblock,
-    /// Per drive, the raw LBA of the next free block in zone 0.
-    pub next_lba: Vec<u64>,
-    /// Blocks zone 0 can take.
-    pub zone_capacity_blocks: u64,
-    /// Where a clean stop leaves the array's checkpoint, if it keeps one.
-    pub checkpoint: Option<CheckpointPlace>,
-}
-
-impl FailureRecord {
-    /// What the engine thread of an assembled (and recovered) array records, and where.
-    pub fn of(assembled: &Assembled) -> Self {
-        FailureRecord {
-            superblock: assembled.superblock,
-            next_lba: assembled.superblock_next_lba.clone(),
-            zone_capacity_blocks: assembled.geometry.zone_capacity_blocks,
-            checkpoint: assembled.checkpoint,
-        }
-    }
-}
+pub use super::record::FailureRecord;
 
 /// Latencies kept for percentiles: the newest this many requests of each kind.
 const LATENCY_SAMPLES: usize = 65_536;
@@ -86,6 +59,8 @@ const IDLE_WAKE_INTERVAL: Duration = Duration::from_millis(100);
 /// A running engine thread.
 pub struct EngineThread {
     pub tx: EngineSender,
+    /// The thread's own channel (`tx` may be a sharded array's, over several).
+    own: ThreadSender,
     handle: JoinHandle<Result<()>>,
 }
 
@@ -97,6 +72,30 @@ impl EngineThread {
         block_size_bytes: u32,
         record: FailureRecord,
     ) -> Result<Self> {
+        Self::spawn_with(engine, drives, block_size_bytes, record, None)
+    }
+
+    /// Starts the thread of shard `link.index` of an array of several, with its recovered
+    /// engine over its parts of the drives (numbered from its first zone: no zone
+    /// reserved); `record`'s checkpoint place is the shard's.
+    pub fn spawn_shard(
+        engine: Engine,
+        drives: Vec<ReservedZones<Drive>>,
+        block_size_bytes: u32,
+        record: FailureRecord,
+        link: ShardLink,
+    ) -> Result<Self> {
+        Self::spawn_with(engine, drives, block_size_bytes, record, Some(link))
+    }
+
+    fn spawn_with(
+        engine: Engine,
+        drives: Vec<ReservedZones<Drive>>,
+        block_size_bytes: u32,
+        record: FailureRecord,
+        shard: Option<ShardLink>,
+    ) -> Result<Self> {
+        let name = shard.as_ref().map_or("zapraid-engine".to_string(), |link| format!("zapraid-shard{}", link.index));
         let (tx, rx) = crossbeam_channel::bounded(MESSAGE_QUEUE_CAPACITY);
         let wake = Arc::new(Doorbell::new().map_err(|error| Error::Io {
             path: "eventfd".into(),
@@ -105,16 +104,23 @@ impl EngineThread {
         })?);
         let thread_wake = wake.clone();
         let handle = std::thread::Builder::new()
-            .name("zapraid-engine".into())
-            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, record, rx, thread_wake).run())
+            .name(name)
+            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, record, rx, thread_wake, shard).run())
             .map_err(|error| Error::Io { path: "engine thread".into(), context: "cannot start", error })?;
-        Ok(EngineThread { tx: EngineSender { tx, wake }, handle })
+        let own = ThreadSender { tx, wake };
+        Ok(EngineThread { tx: EngineSender(Way::One(own.clone())), own, handle })
+    }
+
+    /// The thread's own channel (a shard's, for the array's way in).
+    pub(in crate::run) fn own_sender(&self) -> ThreadSender {
+        self.own.clone()
     }
 
     /// Waits for the thread to end (after `Message::Stop`, or when every sender is gone).
     pub fn join(self) -> Result<()> {
-        let wake = self.tx.wake.clone();
+        let wake = self.own.wake.clone();
         drop(self.tx);
+        drop(self.own);
         // Let the thread see at once if that was the last sender.
         wake.signal();
         self.handle.join().map_err(|_| Error::EngineGone)?
@@ -147,6 +153,8 @@ struct EngineLoop {
     watchers: Vec<Sender<()>>,
     /// The engine's drive-changing commands sent so far (`checkpoint::changes_drive`).
     engine_writes: u64,
+    /// Set when the thread is one shard of several (`shard`).
+    shard: Option<ShardLink>,
 }
 
 impl EngineLoop {
@@ -157,6 +165,7 @@ impl EngineLoop {
         record: FailureRecord,
         rx: Receiver<Message>,
         wake: Arc<Doorbell>,
+        shard: Option<ShardLink>,
     ) -> Self {
         let engine_rebuilding = engine.rebuild_status().map_or(0, |r| 1u64 << r.drive);
         let status = ArrayStatus {
@@ -185,6 +194,7 @@ impl EngineLoop {
             scrub_started: None,
             watchers: Vec::new(),
             engine_writes: 0,
+            shard,
         }
     }
 
@@ -235,7 +245,10 @@ impl EngineLoop {
         // never reads its copies, which would be stale by the time it is not.
         let failed_mask = self.failed_mask();
         let failed: Vec<usize> = (0..self.drives.len()).filter(|d| failed_mask >> d & 1 == 1).collect();
-        let (copies, result) = checkpoint::write(&mut self.drives, &failed, area, &image);
+        let (copies, result) = match self.shard.as_mut() {
+            Some(link) => checkpoint::write(&mut link.checkpoint_drives, &failed, area, &image),
+            None => checkpoint::write(&mut self.drives, &failed, area, &image),
+        };
         match &result {
             Ok(()) => tracing::info!(
                 generation = image.generation,
@@ -513,7 +526,11 @@ impl EngineLoop {
                 self.status.errors += 1;
                 tracing::warn!(error = %e, "request failed");
             }
-            if p.reply.tx.send((p.tag, response.result, response.checks)).is_ok()
+            let result = match &self.shard {
+                Some(link) => response.result.map_err(|e| link.map.array_error(link.index, e)),
+                None => response.result,
+            };
+            if p.reply.tx.send((p.tag, result, response.checks)).is_ok()
                 && !to_wake.iter().any(|r| Arc::ptr_eq(r, &p.reply))
             {
                 to_wake.push(p.reply);
@@ -527,10 +544,15 @@ impl EngineLoop {
     }
 
     fn snapshot(&self) -> ArrayStatus {
+        let samples = |s: &VecDeque<u32>| s.iter().copied().collect::<Vec<u32>>();
         ArrayStatus {
             engine: self.engine.status(),
-            read_latency_us: percentiles(&self.read_latencies),
-            write_latency_us: percentiles(&self.write_latencies),
+            read_latency_us: percentiles(samples(&self.read_latencies)),
+            write_latency_us: percentiles(samples(&self.write_latencies)),
+            latency_samples_us: match self.shard {
+                Some(_) => (samples(&self.read_latencies), samples(&self.write_latencies)),
+                None => Default::default(),
+            },
             uptime_s: self.started.elapsed().as_secs_f64(),
             stopping: self.stopping,
             rebuild_elapsed_s: self.rebuild_started.map(|t| t.elapsed().as_secs_f64()),
@@ -560,18 +582,11 @@ fn push_sample(samples: &mut VecDeque<u32>, micros: u32) {
     samples.push_back(micros);
 }
 
-fn percentiles(samples: &VecDeque<u32>) -> [f64; 3] {
-    if samples.is_empty() {
-        return [0.0; 3];
-    }
-    let mut sorted: Vec<u32> = samples.iter().copied().collect();
-    sorted.sort_unstable();
-    let at = |q: f64| f64::from(sorted[((sorted.len() - 1) as f64 * q).round() as usize]);
-    [at(0.5), at(0.99), at(0.999)]
-}
-
 mod rebuild;
 mod record;
 mod scrub;
+mod shard;
+
+pub use shard::ShardLink;
 #[cfg(test)]
 mod tests;

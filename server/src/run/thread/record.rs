@@ -12,7 +12,7 @@ use super::*;
 
 impl EngineLoop {
     /// Drives the engine counts failed.
-    fn engine_failed_mask(&self) -> u64 {
+    pub(super) fn engine_failed_mask(&self) -> u64 {
         (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).fold(0, |mask, d| mask | 1 << d)
     }
 
@@ -23,6 +23,9 @@ impl EngineLoop {
     }
 
     pub(super) fn recorded(&self) -> bool {
+        if let Some(link) = &self.shard {
+            return self.shard_recorded(link);
+        }
         self.failed_mask() == self.record.superblock.failed_drives.get()
             && self.rebuilding == self.record.superblock.rebuilding_drives.get()
     }
@@ -31,6 +34,9 @@ impl EngineLoop {
     /// live drive and every drive being rebuilt, if either changed since the last one;
     /// waits for it (feeding the engine the completions of its own commands meanwhile).
     pub(super) fn record_failures(&mut self) {
+        if self.shard.is_some() {
+            return self.report_to_record();
+        }
         // Completions taken while recording may fail another drive: record until stable.
         while !self.recorded() {
             self.record_once();
@@ -42,29 +48,8 @@ impl EngineLoop {
         // Written to the drives not failed, and to a new drive being rebuilt (its first
         // superblock says it is being rebuilt).
         let skipped = self.engine_failed_mask() & !self.rebuilding;
-        let mut sb = self.record.superblock;
-        sb.generation = (sb.generation.get() + 1).into();
-        sb.failed_drives = failed.into();
-        sb.rebuilding_drives = self.rebuilding.into();
-        let sb = sb.seal();
         let g = self.drives[0].geometry();
-        // Per live drive, the writes of every copy, issued in order: a drive's next write
-        // goes out once its previous one completed (zone 0 takes them at its write pointer).
-        let mut writes: Vec<(usize, VecDeque<zapraid_zns::Command>)> = Vec::new();
-        for i in 0..self.drives.len() {
-            if skipped >> i & 1 == 1 {
-                continue;
-            }
-            let lba = self.record.next_lba[i];
-            if lba + SUPERBLOCK_COPIES > self.record.zone_capacity_blocks {
-                tracing::error!(drive = i, "zone 0 is full: cannot record the failed drives on it");
-                continue;
-            }
-            self.record.next_lba[i] += SUPERBLOCK_COPIES;
-            let mut own = sb;
-            own.drive_index = (i as u32).into();
-            writes.push((i, superblock_writes(&own.seal(), &g, lba).into()));
-        }
+        let (sb, mut writes) = self.record.next_generation(failed, self.rebuilding, skipped, &g);
         loop {
             let mut pending = 0;
             for (i, commands) in &mut writes {
