@@ -77,6 +77,13 @@ pub enum Error {
     #[error("the drive has failed")]
     DeviceFailed,
 
+    /// A command reached a part of a split drive (`part`) for a zone another part owns.
+    #[error("zone {zone} belongs to another part of the drive (this part has zones {first_zone}..{end_zone})")]
+    ZoneNotInPart { zone: u32, first_zone: u32, end_zone: u32 },
+
+    #[error("cannot split the drive into parts: {reason}")]
+    CannotSplit { reason: String },
+
     #[error("zone {zone}: a Zone Write is already in flight; a zone takes one at a time")]
     ZoneWriteInFlight { zone: u32 },
 

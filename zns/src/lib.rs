@@ -5,8 +5,9 @@
 //! or file media (`emulator`, `media`, `drive_file`), its virtual-time performance model
 //! (`timing`, `calibrate`), real NVMe ZNS drives through io_uring passthrough (`nvme`), the
 //! stand-in for an absent drive that fails every command (`missing`), windows onto a run of
-//! a drive's zones (`window`; `reserved` hides an array's superblock zones with one), and
-//! the conformance suite any backend must pass (`conformance`).
+//! a drive's zones (`window`; `reserved` hides an array's superblock zones with one), the
+//! parts a drive splits into for threads of their own (`part`), and the conformance suite
+//! any backend must pass (`conformance`).
 
 pub mod calibrate;
 pub mod conformance;
@@ -18,6 +19,7 @@ pub mod geometry;
 mod media;
 pub mod missing;
 pub mod nvme;
+pub mod part;
 pub mod reserved;
 pub mod timing;
 pub mod window;
@@ -29,6 +31,7 @@ pub use error::{Error, Result};
 pub use geometry::Geometry;
 pub use missing::MissingDrive;
 pub use nvme::NvmeDrive;
+pub use part::DrivePart;
 pub use reserved::ReservedZones;
 pub use timing::TimingParams;
 pub use window::{ZoneSpan, ZoneWindow};

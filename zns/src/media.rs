@@ -7,11 +7,19 @@
 //!
 //! File media write the drive file's superblock and every zone record twice (primary,
 //! then copy: see `drive_file`), and on open take the valid copy of each.
+//!
+//! Media split into parts of disjoint runs of zones (`Media::split`), one per part of a
+//! split drive: file media share the open file (and its lock) and write at the offsets
+//! of their zones only (each zone record is a write of its own, never a sector or table
+//! rewritten around it, so parts never write the same bytes); memory media hand each
+//! part the chunks of its zones (a chunk never spans two zones).
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use zerocopy::IntoBytes;
 
@@ -41,16 +49,23 @@ pub(crate) trait Media: Send {
     fn discard_zone(&mut self, zone: u32) -> Result<()>;
     /// Flips one bit of a stored block, behind the emulator's back (silent corruption).
     fn flip_bit(&mut self, index: u64, bit: u64) -> Result<()>;
+    /// The media of each of `parts` (disjoint runs of zones), in order: each reaches only
+    /// the blocks and zone records of its zones.
+    fn split(self: Box<Self>, parts: &[Range<u32>]) -> Vec<Box<dyn Media>>;
 }
 
-/// Blocks per allocation unit of memory media.
+/// Most blocks per allocation unit of memory media.
 const MEMORY_CHUNK_BLOCKS: u64 = 256;
 
-/// Sparse in-memory media.
+/// Sparse in-memory media, in chunks of one zone each (so that a reset frees a zone's
+/// memory, and parts of a split drive own whole chunks).
 pub(crate) struct MemoryMedia {
     block_bytes: usize,
     metadata_bytes: usize,
     zone_capacity_blocks: u64,
+    chunk_blocks: u64,
+    chunks_per_zone: u64,
+    /// By chunk number: zone * chunks_per_zone + chunk in the zone.
     chunks: HashMap<u64, Chunk>,
 }
 
@@ -66,17 +81,21 @@ impl MemoryMedia {
             block_bytes: geometry.block_size_bytes as usize,
             metadata_bytes: geometry.metadata_bytes_per_block as usize,
             zone_capacity_blocks: geometry.zone_capacity_blocks,
+            chunk_blocks: MEMORY_CHUNK_BLOCKS.min(geometry.zone_capacity_blocks),
+            chunks_per_zone: geometry.zone_capacity_blocks.div_ceil(MEMORY_CHUNK_BLOCKS),
             chunks: HashMap::new(),
         }
     }
 
     fn chunk(&mut self, index: u64) -> (&mut [u8], &mut [u8], usize) {
-        let (block_bytes, metadata_bytes) = (self.block_bytes, self.metadata_bytes);
-        let chunk = self.chunks.entry(index / MEMORY_CHUNK_BLOCKS).or_insert_with(|| Chunk {
-            data: vec![0; block_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
-            metadata: vec![0; metadata_bytes * MEMORY_CHUNK_BLOCKS as usize].into_boxed_slice(),
+        let (block_bytes, metadata_bytes, chunk_blocks) = (self.block_bytes, self.metadata_bytes, self.chunk_blocks);
+        let (zone, offset) = (index / self.zone_capacity_blocks, index % self.zone_capacity_blocks);
+        let number = zone * self.chunks_per_zone + offset / chunk_blocks;
+        let chunk = self.chunks.entry(number).or_insert_with(|| Chunk {
+            data: vec![0; block_bytes * chunk_blocks as usize].into_boxed_slice(),
+            metadata: vec![0; metadata_bytes * chunk_blocks as usize].into_boxed_slice(),
         });
-        (&mut chunk.data, &mut chunk.metadata, (index % MEMORY_CHUNK_BLOCKS) as usize)
+        (&mut chunk.data, &mut chunk.metadata, (offset % chunk_blocks) as usize)
     }
 }
 
@@ -113,11 +132,8 @@ impl Media for MemoryMedia {
     }
 
     fn discard_zone(&mut self, zone: u32) -> Result<()> {
-        let first = u64::from(zone) * self.zone_capacity_blocks;
-        let last = first + self.zone_capacity_blocks;
-        // Only chunks wholly inside the zone can go; shared edge chunks just get stale
-        // blocks, which are never read above the write pointer.
-        for chunk in first.div_ceil(MEMORY_CHUNK_BLOCKS)..last / MEMORY_CHUNK_BLOCKS {
+        let first = u64::from(zone) * self.chunks_per_zone;
+        for chunk in first..first + self.chunks_per_zone {
             self.chunks.remove(&chunk);
         }
         Ok(())
@@ -129,6 +145,32 @@ impl Media for MemoryMedia {
         let bit = (bit % (bb as u64 * 8)) as usize;
         data[at * bb + bit / 8] ^= 1 << (bit % 8);
         Ok(())
+    }
+
+    fn split(self: Box<Self>, parts: &[Range<u32>]) -> Vec<Box<dyn Media>> {
+        let MemoryMedia { block_bytes, metadata_bytes, zone_capacity_blocks, chunk_blocks, chunks_per_zone, chunks } =
+            *self;
+        let mut parted: Vec<HashMap<u64, Chunk>> = parts.iter().map(|_| HashMap::new()).collect();
+        // Chunks of zones no part owns go: nothing can reach them any more.
+        for (number, chunk) in chunks {
+            let zone = (number / chunks_per_zone) as u32;
+            if let Some(part) = parts.iter().position(|zones| zones.contains(&zone)) {
+                parted[part].insert(number, chunk);
+            }
+        }
+        parted
+            .into_iter()
+            .map(|chunks| {
+                Box::new(MemoryMedia {
+                    block_bytes,
+                    metadata_bytes,
+                    zone_capacity_blocks,
+                    chunk_blocks,
+                    chunks_per_zone,
+                    chunks,
+                }) as Box<dyn Media>
+            })
+            .collect()
     }
 }
 
@@ -159,12 +201,17 @@ impl Media for DiscardMedia {
     fn flip_bit(&mut self, _index: u64, _bit: u64) -> Result<()> {
         Ok(())
     }
+
+    fn split(self: Box<Self>, parts: &[Range<u32>]) -> Vec<Box<dyn Media>> {
+        parts.iter().map(|_| Box::new(DiscardMedia) as Box<dyn Media>).collect()
+    }
 }
 
-/// Media in a drive file, locked for exclusive use while open.
+/// Media in a drive file, locked for exclusive use while open (while any part of it is).
 pub(crate) struct FileMedia {
     path: PathBuf,
-    file: File,
+    /// Shared by the parts of a split drive: the lock goes with the last of them.
+    file: Arc<File>,
     layout: FileLayout,
     /// Whether the file has the zone table copy (files made before it do not).
     zone_table_copy: bool,
@@ -239,7 +286,7 @@ impl FileMedia {
     ) -> Self {
         FileMedia {
             path: path.to_path_buf(),
-            file,
+            file: Arc::new(file),
             layout,
             zone_table_copy,
             block_bytes: u64::from(geometry.block_size_bytes),
@@ -423,5 +470,25 @@ impl Media for FileMedia {
         self.file.read_exact_at(&mut byte, offset).map_err(io_error(&self.path, "reading data"))?;
         byte[0] ^= 1 << (bit % 8);
         self.file.write_all_at(&byte, offset).map_err(io_error(&self.path, "writing data"))
+    }
+
+    fn split(self: Box<Self>, parts: &[Range<u32>]) -> Vec<Box<dyn Media>> {
+        // pread and pwrite on one file at disjoint offsets need no coordination: each
+        // part keeps its zones' update sequences and writes only its zones' bytes.
+        parts
+            .iter()
+            .map(|_| {
+                Box::new(FileMedia {
+                    path: self.path.clone(),
+                    file: Arc::clone(&self.file),
+                    layout: self.layout,
+                    zone_table_copy: self.zone_table_copy,
+                    block_bytes: self.block_bytes,
+                    metadata_bytes: self.metadata_bytes,
+                    update_sequence: self.update_sequence.clone(),
+                    zero_metadata: Vec::new(),
+                }) as Box<dyn Media>
+            })
+            .collect()
     }
 }

@@ -9,7 +9,8 @@
 //! multiplexes several windows over one drive (the sharded simulator) uses it directly.
 //! "Select all" zone actions are refused: on the real drive they would reach every zone.
 //! A window reports the drive's open and active zone limits as they are: windows over one
-//! drive share them, and whoever splits a drive checks that the parts fit.
+//! drive share them, and whoever splits a drive checks that the parts fit. The parts of
+//! a split drive (`part`) are windows too, each over a drive of its own zones.
 
 use crate::device::{Command, Completion, Done, Tag, ZonedDevice};
 use crate::error::Error;
@@ -68,6 +69,19 @@ impl ZoneSpan {
 
     fn window_blocks(&self) -> u64 {
         u64::from(self.zone_count) * self.zone_size_blocks
+    }
+
+    /// The drive's LBA of window LBA `lba`, or the error that refuses it for leaving the
+    /// window.
+    pub fn drive_lba(&self, lba: u64) -> Result<u64, Error> {
+        self.shift_in(lba, 1)
+    }
+
+    /// The drive's zone of window zone `zone`, or the error that refuses it for leaving
+    /// the window.
+    pub fn drive_zone(&self, zone: u32) -> Result<u32, Error> {
+        let lba = self.drive_lba(u64::from(zone) * self.zone_size_blocks)?;
+        Ok((lba / self.zone_size_blocks) as u32)
     }
 
     /// `blocks` blocks at window LBA `lba` shifted to the drive's, or the error that
@@ -167,11 +181,22 @@ impl<D: ZonedDevice> ZoneWindow<D> {
     /// Zones [first_zone, first_zone + zone_count) of `inner`.
     pub fn of_zones(inner: D, first_zone: u32, zone_count: u32) -> Result<Self, Error> {
         let span = ZoneSpan::new(&inner.geometry(), first_zone, zone_count)?;
-        Ok(ZoneWindow { inner, span, refused: Vec::new() })
+        Ok(Self::of_span(inner, span))
+    }
+
+    /// `span` (made for a drive of `inner`'s geometry) of `inner`.
+    pub(crate) fn of_span(inner: D, span: ZoneSpan) -> Self {
+        debug_assert_eq!(ZoneSpan::new(&inner.geometry(), span.first_zone, span.zone_count).ok(), Some(span));
+        ZoneWindow { inner, span, refused: Vec::new() }
     }
 
     pub fn span(&self) -> ZoneSpan {
         self.span
+    }
+
+    /// The drive itself, in its own numbering.
+    pub fn inner(&self) -> &D {
+        &self.inner
     }
 
     /// The drive itself, in its own numbering (for the zones outside the window).

@@ -36,15 +36,25 @@ impl EmulatedDrive {
         if blocks > 0 && self.geometry.zone_of(end - 1) != Some(zone) {
             return Err(Error::ZoneBoundary { zone, lba, blocks });
         }
+        if !self.owned.contains(&zone) {
+            return Err(Error::ZoneNotInPart { zone, first_zone: self.owned.start, end_zone: self.owned.end });
+        }
         Ok(zone)
     }
 
-    /// Moves `zone` to `state` with `written_blocks`, keeping resource counters and the
-    /// implicit-open order, and persists it.
+    /// Moves `zone` to `state` with `written_blocks`, keeping the drive's open and active
+    /// zone counts and the implicit-open order, and persists it. A move that would pass
+    /// the open or active zone limit changes nothing and is refused.
     pub(super) fn transition(&mut self, zone: u32, state: ZoneState, written_blocks: u64) -> Result<()> {
         let old = self.zones[zone as usize];
-        self.open_zones = self.open_zones - u32::from(old.state.is_open()) + u32::from(state.is_open());
-        self.active_zones = self.active_zones - u32::from(old.state.is_active()) + u32::from(state.is_active());
+        let open = i32::from(state.is_open()) - i32::from(old.state.is_open());
+        let active = i32::from(state.is_active()) - i32::from(old.state.is_active());
+        if open != 0 || active != 0 {
+            self.shared.change_zone_counts(open, active, &self.geometry).map_err(|shortage| match shortage {
+                Shortage::Active(limit) => Error::TooManyActiveZones { zone, limit },
+                Shortage::Open(limit) => Error::TooManyOpenZones { zone, limit },
+            })?;
+        }
         if old.state == ZoneState::ImplicitlyOpen && state != ZoneState::ImplicitlyOpen {
             self.implicitly_open.retain(|z| *z != zone);
         }
@@ -60,7 +70,8 @@ impl EmulatedDrive {
     }
 
     /// Gets `zone` (empty, closed or implicitly open) an open resource, closing the least
-    /// recently opened implicitly open zone if that is what it takes.
+    /// recently opened implicitly open zone if that is what it takes. A part closes only
+    /// zones of its own: another part's are another thread's to change.
     pub(super) fn make_open(&mut self, zone: u32, explicit: bool) -> Result<()> {
         let stored = self.zones[zone as usize];
         let target = if explicit { ZoneState::ExplicitlyOpen } else { ZoneState::ImplicitlyOpen };
@@ -70,23 +81,20 @@ impl EmulatedDrive {
             }
             return Ok(());
         }
-        if !stored.state.is_active() {
-            if let Some(limit) = self.geometry.max_active_zones {
-                if self.active_zones >= limit {
-                    return Err(Error::TooManyActiveZones { zone, limit });
+        loop {
+            // Room taken by other parts between one try and the next costs another victim,
+            // until this part has none left.
+            match self.transition(zone, target, stored.written_blocks) {
+                Err(Error::TooManyOpenZones { limit, .. }) => {
+                    let Some(victim) = self.implicitly_open.front().copied() else {
+                        return Err(Error::TooManyOpenZones { zone, limit });
+                    };
+                    let written = self.zones[victim as usize].written_blocks;
+                    self.transition(victim, ZoneState::Closed, written)?;
                 }
+                done => return done,
             }
         }
-        if let Some(limit) = self.geometry.max_open_zones {
-            if self.open_zones >= limit {
-                let Some(victim) = self.implicitly_open.front().copied() else {
-                    return Err(Error::TooManyOpenZones { zone, limit });
-                };
-                let written = self.zones[victim as usize].written_blocks;
-                self.transition(victim, ZoneState::Closed, written)?;
-            }
-        }
-        self.transition(zone, target, stored.written_blocks)
     }
 
     pub(super) fn read(&mut self, lba: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<Done> {
@@ -190,7 +198,7 @@ impl EmulatedDrive {
             ZoneTarget::All => {
                 // NVMe "select all": each action applies to the zones in the states it
                 // names, and skips the rest.
-                for zone in 0..self.geometry.zone_count {
+                for zone in self.owned.clone() {
                     let state = self.zones[zone as usize].state;
                     let applies = match action {
                         ZoneAction::Reset => state.is_active() || state == ZoneState::Full,
@@ -209,7 +217,7 @@ impl EmulatedDrive {
 
     pub(super) fn report(&self, start_lba: u64, max_zones: u32) -> Result<Done> {
         let first = self.zone_index(start_lba, 1)?;
-        let last = first.saturating_add(max_zones).min(self.geometry.zone_count);
+        let last = first.saturating_add(max_zones).min(self.owned.end);
         Ok(Done::Zones((first..last).map(|z| self.descriptor(z)).collect()))
     }
 
@@ -219,7 +227,7 @@ impl EmulatedDrive {
             Command::Read { lba, mut data, mut metadata } => {
                 let result = match rejected {
                     Some(e) => Err(e),
-                    None if self.failed => Err(Error::DeviceFailed),
+                    None if self.is_failed() => Err(Error::DeviceFailed),
                     None => self.read(lba, &mut data, &mut metadata),
                 };
                 (result, data, metadata)
@@ -232,7 +240,7 @@ impl EmulatedDrive {
                         if let Ok(zone) = zone {
                             self.zone_write_in_flight[zone as usize] = false;
                         }
-                        if self.failed {
+                        if self.is_failed() {
                             Err(Error::DeviceFailed)
                         } else {
                             zone.and_then(|zone| self.write(zone, Some(lba), &data, &metadata))
@@ -244,7 +252,7 @@ impl EmulatedDrive {
             Command::Append { zone_start_lba, data, metadata } => {
                 let result = match rejected {
                     Some(e) => Err(e),
-                    None if self.failed => Err(Error::DeviceFailed),
+                    None if self.is_failed() => Err(Error::DeviceFailed),
                     None => self.append(zone_start_lba, &data, &metadata),
                 };
                 (result, data, metadata)
@@ -252,7 +260,7 @@ impl EmulatedDrive {
             Command::ManageZone { action, target } => {
                 let result = match rejected {
                     Some(e) => Err(e),
-                    None if self.failed => Err(Error::DeviceFailed),
+                    None if self.is_failed() => Err(Error::DeviceFailed),
                     None => self.manage(action, target),
                 };
                 (result, Vec::new(), Vec::new())
@@ -260,7 +268,7 @@ impl EmulatedDrive {
             Command::ReportZones { start_lba, max_zones } => {
                 let result = match rejected {
                     Some(e) => Err(e),
-                    None if self.failed => Err(Error::DeviceFailed),
+                    None if self.is_failed() => Err(Error::DeviceFailed),
                     None => self.report(start_lba, max_zones),
                 };
                 (result, Vec::new(), Vec::new())
@@ -284,19 +292,23 @@ impl EmulatedDrive {
 
     pub(super) fn debug_check_invariants(&self) {
         if cfg!(debug_assertions) {
-            let open = self.zones.iter().filter(|z| z.state.is_open()).count() as u32;
-            let active = self.zones.iter().filter(|z| z.state.is_active()).count() as u32;
-            assert_eq!(open, self.open_zones, "open zone counter drifted");
-            assert_eq!(active, self.active_zones, "active zone counter drifted");
-            assert!(self.geometry.max_open_zones.is_none_or(|limit| open <= limit));
-            assert!(self.geometry.max_active_zones.is_none_or(|limit| active <= limit));
-            for zone in &self.zones {
+            let owned = &self.zones[self.owned.start as usize..self.owned.end as usize];
+            let open = owned.iter().filter(|z| z.state.is_open()).count() as u32;
+            let active = owned.iter().filter(|z| z.state.is_active()).count() as u32;
+            // A part's zones are some of the drive's: the drive's counts hold at least theirs.
+            let (drive_open, drive_active) = self.shared.zone_counts();
+            let whole = self.owned.len() == self.zones.len();
+            assert!(drive_open >= open && (!whole || drive_open == open), "open zone counter drifted");
+            assert!(drive_active >= active && (!whole || drive_active == active), "active zone counter drifted");
+            assert!(self.geometry.max_open_zones.is_none_or(|limit| drive_open <= limit));
+            assert!(self.geometry.max_active_zones.is_none_or(|limit| drive_active <= limit));
+            for zone in owned {
                 assert!(zone.written_blocks <= self.geometry.zone_capacity_blocks);
                 assert!(zone.state != ZoneState::Empty || zone.written_blocks == 0);
             }
             assert_eq!(
                 self.implicitly_open.len(),
-                self.zones.iter().filter(|z| z.state == ZoneState::ImplicitlyOpen).count()
+                owned.iter().filter(|z| z.state == ZoneState::ImplicitlyOpen).count()
             );
         }
     }

@@ -13,10 +13,18 @@
 //! match the zone states; write pointers never pass the capacity; an empty zone has no
 //! data. A power cut lands each in-flight command fully, partly (a prefix of its blocks)
 //! or not at all; every completion already delivered has reached the media.
+//!
+//! A drive over a drive file or discarding media splits into parts (`split`), each
+//! owning a run of its zones and movable to a thread of its own; the parts share the
+//! drive's open and active zone counts and its failure (`shared`), nothing else.
 
 mod commands;
+mod shared;
+mod split;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -27,6 +35,7 @@ use crate::geometry::Geometry;
 use crate::media::{DiscardMedia, FileMedia, Media, MemoryMedia, StoredZone};
 use crate::timing::{TimedOp, Timing, TimingParams};
 use crate::zone::{ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};
+use shared::{SharedState, Shortage};
 
 /// Commands an emulated drive advertises as worth keeping in flight.
 pub const EMULATED_QUEUE_DEPTH: usize = 1024;
@@ -46,13 +55,17 @@ pub struct PowerCutReport {
     pub lost: usize,
 }
 
-/// An emulated zoned namespace.
+/// An emulated zoned namespace, or one part of one (`split`).
 pub struct EmulatedDrive {
     geometry: Geometry,
     media: Box<dyn Media>,
+    /// Every zone of the drive, indexed by zone; only those in `owned` are this one's
+    /// (the others, in a part, are left as they were at the split and never read).
     zones: Vec<StoredZone>,
-    open_zones: u32,
-    active_zones: u32,
+    /// The zones this drive owns: all of them, or a part's run.
+    owned: Range<u32>,
+    /// Open and active zone counts of the whole drive, and its failure.
+    shared: Arc<SharedState>,
     /// Implicitly opened zones, least recently opened first (closed first for room).
     implicitly_open: VecDeque<u32>,
     zone_write_in_flight: Vec<bool>,
@@ -62,7 +75,6 @@ pub struct EmulatedDrive {
     timing: Option<Timing>,
     rng: ChaCha8Rng,
     submitted: u64,
-    failed: bool,
     media_errors: BTreeSet<u64>,
     drive_uuid: [u8; 16],
 }
@@ -75,11 +87,13 @@ impl EmulatedDrive {
         seed: u64,
         drive_uuid: [u8; 16],
     ) -> Self {
-        let mut drive = EmulatedDrive {
+        let open = zones.iter().filter(|z| z.state.is_open()).count() as u32;
+        let active = zones.iter().filter(|z| z.state.is_active()).count() as u32;
+        EmulatedDrive {
             geometry,
             media,
-            open_zones: 0,
-            active_zones: 0,
+            owned: 0..geometry.zone_count,
+            shared: Arc::new(SharedState::new(open, active)),
             implicitly_open: VecDeque::new(),
             zone_write_in_flight: vec![false; zones.len()],
             zones,
@@ -89,15 +103,9 @@ impl EmulatedDrive {
             timing: None,
             rng: ChaCha8Rng::seed_from_u64(seed),
             submitted: 0,
-            failed: false,
             media_errors: BTreeSet::new(),
             drive_uuid,
-        };
-        for zone in &drive.zones {
-            drive.open_zones += u32::from(zone.state.is_open());
-            drive.active_zones += u32::from(zone.state.is_active());
         }
-        drive
     }
 
     /// A drive in memory with every zone empty. `seed` fixes the landing order of
@@ -192,18 +200,19 @@ impl EmulatedDrive {
 
     /// Descriptors of every zone, straight from the drive's state (no command).
     pub fn zones(&self) -> Vec<ZoneDescriptor> {
-        (0..self.geometry.zone_count).map(|z| self.descriptor(z)).collect()
+        self.owned.clone().map(|z| self.descriptor(z)).collect()
     }
 
     // ---- fault injection -------------------------------------------------------------
 
-    /// The whole drive fails: every command from now on completes with `DeviceFailed`.
+    /// The whole drive fails: every command from now on completes with `DeviceFailed`,
+    /// in every part of it.
     pub fn fail(&mut self) {
-        self.failed = true;
+        self.shared.fail();
     }
 
     pub fn is_failed(&self) -> bool {
-        self.failed
+        self.shared.is_failed()
     }
 
     /// Reads covering `lba` fail with a media error until its zone is reset.
@@ -228,13 +237,7 @@ impl EmulatedDrive {
             matches!(state, ZoneState::Offline | ZoneState::ReadOnly),
             "zones only degrade to offline or read-only"
         );
-        if zone >= self.geometry.zone_count {
-            return Err(Error::LbaOutOfRange {
-                lba: u64::from(zone) * self.geometry.zone_size_blocks,
-                blocks: 1,
-                total_blocks: self.geometry.total_blocks(),
-            });
-        }
+        self.zone_index(u64::from(zone) * self.geometry.zone_size_blocks, 1)?;
         let written = self.zones[zone as usize].written_blocks;
         self.transition(zone, state, written)
     }
@@ -296,7 +299,7 @@ impl EmulatedDrive {
     }
 
     fn power_on(&mut self) -> Result<()> {
-        for zone in 0..self.geometry.zone_count {
+        for zone in self.owned.clone() {
             let stored = self.zones[zone as usize];
             if stored.state.is_open() {
                 let state = if stored.written_blocks == 0 { ZoneState::Empty } else { ZoneState::Closed };

@@ -9,11 +9,15 @@
 //!
 //! Everything the drive returns is untrusted: zone reports are checked, status codes map
 //! to typed errors, and nothing here panics on what a drive says.
+//!
+//! A namespace splits into parts (`split`), each with an io_uring ring and buffers of its
+//! own over the one open (and locked) descriptor, for threads of their own.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use nvme_sys::ioctl::NVME_URING_CMD_IO;
@@ -25,6 +29,7 @@ use crate::geometry::Geometry;
 use crate::zone::ZoneTarget;
 
 mod command;
+mod split;
 
 pub use command::*;
 
@@ -108,7 +113,9 @@ impl MetadataBuffer {
 /// An NVMe ZNS namespace reached through io_uring passthrough.
 pub struct NvmeDrive {
     path: PathBuf,
-    file: File,
+    /// Shared by the parts of a split namespace (each ring submits on it): the lock goes
+    /// with the last of them.
+    file: Arc<File>,
     nsid: u32,
     geometry: Geometry,
     ring: IoUring<squeue::Entry128, cqueue::Entry32>,
@@ -275,10 +282,23 @@ impl NvmeDrive {
             zone_append_max_blocks: u32::try_from(append_blocks).unwrap_or(u32::MAX),
             max_transfer_blocks: u32::try_from(max_transfer_blocks).unwrap_or(u32::MAX),
         };
+        let mut drive = Self::with_ring(path, Arc::new(file), nsid, geometry)?;
+        let zone0 = crate::device::execute(&mut drive, Command::ReportZones { start_lba: 0, max_zones: 1 });
+        match zone0.result? {
+            Done::Zones(zones) if zones.len() == 1 => geometry.zone_capacity_blocks = zones[0].capacity_blocks,
+            other => return Err(unsupported(format!("report of zone 0 returned {other:?}"))),
+        }
+        geometry.validate().map_err(|e| unsupported(format!("drive geometry: {e}")))?;
+        drive.geometry = geometry;
+        Ok(drive)
+    }
+
+    /// A drive of namespace `nsid` on `file` with a ring of its own and nothing in flight.
+    fn with_ring(path: &Path, file: Arc<File>, nsid: u32, geometry: Geometry) -> Result<Self> {
         let ring = IoUring::<squeue::Entry128, cqueue::Entry32>::builder().build(RING_ENTRIES).map_err(|error| {
             Error::Io { path: path.to_path_buf(), context: "setting up io_uring (SQE128/CQE32)", error }
         })?;
-        let mut drive = NvmeDrive {
+        Ok(NvmeDrive {
             path: path.to_path_buf(),
             file,
             nsid,
@@ -291,15 +311,7 @@ impl NvmeDrive {
             ready: VecDeque::new(),
             cqes: Vec::with_capacity(RING_ENTRIES as usize),
             spare_metadata: Vec::new(),
-        };
-        let zone0 = crate::device::execute(&mut drive, Command::ReportZones { start_lba: 0, max_zones: 1 });
-        match zone0.result? {
-            Done::Zones(zones) if zones.len() == 1 => geometry.zone_capacity_blocks = zones[0].capacity_blocks,
-            other => return Err(unsupported(format!("report of zone 0 returned {other:?}"))),
-        }
-        geometry.validate().map_err(|e| unsupported(format!("drive geometry: {e}")))?;
-        drive.geometry = geometry;
-        Ok(drive)
+        })
     }
 
     fn context(&self, opcode: u8, lba: u64, blocks: u64) -> CommandContext {

@@ -1,0 +1,153 @@
+//! Parts of a split drive: `EmulatedDrive::split` and `NvmeDrive::split` turn one opened
+//! drive into `DrivePart`s, each owning a disjoint run of its zones, so that each part can
+//! be driven by a thread of its own with nothing locked or shared-and-written per command
+//! (engine shards, one thread each, over every drive).
+//!
+//! A part is a `ZoneWindow` over a device of its own: its zones numbered from 0, commands
+//! leaving them and "select all" zone actions refused, reports clamped to them. What it
+//! reports as geometry is the drive's but for `zone_count` (its zones): the open and
+//! active zone limits are the drive's, shared by all its parts (an emulated drive counts
+//! them across parts; a real one enforces them itself), so a part may meet them with
+//! fewer zones of its own open. The drive stays locked against other openers while any
+//! part of it lives; when the last part is dropped, the lock goes.
+
+use crate::device::{Command, Completion, Tag, ZonedDevice};
+use crate::emulator::{EmulatedDrive, PowerCutReport};
+use crate::error::{Error, Result};
+use crate::geometry::Geometry;
+use crate::window::{ZoneSpan, ZoneWindow};
+use crate::zone::ZoneState;
+
+/// Zones [first, first + count) of a split drive, as a drive of their own.
+pub struct DrivePart<D> {
+    window: ZoneWindow<D>,
+}
+
+impl<D: ZonedDevice> DrivePart<D> {
+    /// The part of a drive that `inner` drives, `span` of its zones (checked by `spans_of`).
+    pub(crate) fn new(inner: D, span: ZoneSpan) -> Self {
+        DrivePart { window: ZoneWindow::of_span(inner, span) }
+    }
+
+    /// Which zones of the drive the part owns.
+    pub fn span(&self) -> ZoneSpan {
+        self.window.span()
+    }
+}
+
+/// A part shows as the zones it owns.
+impl<D: ZonedDevice> std::fmt::Debug for DrivePart<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DrivePart").field("span", &self.window.span()).finish_non_exhaustive()
+    }
+}
+
+/// The spans of `parts` ((first zone, zone count) each, in the drive's numbering), in the
+/// order given: each inside the drive and holding a zone at least, none sharing a zone
+/// with another.
+pub(crate) fn spans_of(geometry: &Geometry, parts: &[(u32, u32)]) -> Result<Vec<ZoneSpan>> {
+    let refuse = |reason: String| Error::CannotSplit { reason };
+    if parts.is_empty() {
+        return Err(refuse("no parts asked for".into()));
+    }
+    let spans = parts
+        .iter()
+        .enumerate()
+        .map(|(i, (first, count))| {
+            ZoneSpan::new(geometry, *first, *count).map_err(|e| match e {
+                Error::InvalidGeometry { reason } => refuse(format!("part {i}: {reason}")),
+                other => other,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut by_start: Vec<usize> = (0..spans.len()).collect();
+    by_start.sort_by_key(|i| spans[*i].first_zone());
+    for pair in by_start.windows(2) {
+        let (a, b) = (&spans[pair[0]], &spans[pair[1]]);
+        if a.first_zone() + a.zone_count() > b.first_zone() {
+            return Err(refuse(format!(
+                "parts {} (zones {}..{}) and {} (zones {}..{}) overlap: a zone has one owner",
+                pair[0],
+                a.first_zone(),
+                a.first_zone() + a.zone_count(),
+                pair[1],
+                b.first_zone(),
+                b.first_zone() + b.zone_count()
+            )));
+        }
+    }
+    Ok(spans)
+}
+
+impl<D: ZonedDevice> ZonedDevice for DrivePart<D> {
+    fn geometry(&self) -> Geometry {
+        self.window.geometry()
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.window.queue_depth()
+    }
+
+    fn submit(&mut self, tag: Tag, command: Command) {
+        self.window.submit(tag, command)
+    }
+
+    fn reap(&mut self, out: &mut Vec<Completion>) -> usize {
+        self.window.reap(out)
+    }
+
+    fn wait(&mut self, out: &mut Vec<Completion>) -> usize {
+        self.window.wait(out)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.window.in_flight()
+    }
+
+    fn notify_completions(&mut self, eventfd: std::os::fd::RawFd) -> bool {
+        self.window.notify_completions(eventfd)
+    }
+}
+
+/// The emulator's faults, on a part: LBAs and zones in the part's numbering.
+impl DrivePart<EmulatedDrive> {
+    /// The whole drive fails: every part of it completes every command from now on with
+    /// `DeviceFailed`.
+    pub fn fail(&mut self) {
+        self.window.inner_mut().fail();
+    }
+
+    pub fn is_failed(&self) -> bool {
+        self.window.inner().is_failed()
+    }
+
+    /// Reads covering `lba` fail with a media error until its zone is reset.
+    pub fn inject_media_error(&mut self, lba: u64) -> Result<()> {
+        let lba = self.span().drive_lba(lba)?;
+        self.window.inner_mut().inject_media_error(lba);
+        Ok(())
+    }
+
+    /// Silently flips bit `bit` of the stored block at `lba` (see `EmulatedDrive::corrupt_block`).
+    pub fn corrupt_block(&mut self, lba: u64, bit: u64) -> Result<()> {
+        let lba = self.span().drive_lba(lba)?;
+        self.window.inner_mut().corrupt_block(lba, bit)
+    }
+
+    /// Takes a zone of the part offline or read-only.
+    pub fn degrade_zone(&mut self, zone: u32, state: ZoneState) -> Result<()> {
+        let zone = self.span().drive_zone(zone)?;
+        self.window.inner_mut().degrade_zone(zone, state)
+    }
+
+    /// Cuts power to the part's commands in flight (see `EmulatedDrive::power_cut`); a
+    /// power cut of the drive is one of each of its parts.
+    pub fn power_cut(&mut self) -> Result<PowerCutReport> {
+        self.window.inner_mut().power_cut()
+    }
+
+    /// Identity of the drive.
+    pub fn drive_uuid(&self) -> [u8; 16] {
+        self.window.inner().drive_uuid()
+    }
+}
