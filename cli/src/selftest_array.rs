@@ -78,7 +78,7 @@ impl SelftestArray {
         let (done, result) = crossbeam_channel::bounded(1);
         self.session
             .thread
-            .tx
+            .tx()
             .send(Message::FailDrive { drive, force: false, done })
             .map_err(|_| zapraid_server::Error::EngineGone)?;
         result.recv()?.map(|_| ()).map_err(anyhow::Error::from)

@@ -13,8 +13,8 @@ use zapraid_engine::{Engine, RecoveryReport};
 use zapraid_zns::{execute, Command, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
 
 use super::assembly::Assembled;
-use crate::error::{Error, Result};
 use crate::drives::Drive;
+use crate::error::{Error, Result};
 use crate::records::checkpoint::{invalidate, read_newest, CheckpointDrive, CheckpointMark, CheckpointPlace};
 
 /// Rebuilds the engine from the drives (after a clean stop or a crash). Errors name zones

@@ -26,7 +26,7 @@ pub use message::{
     query_status, Answer, EngineSender, Message, ReplyTo, ScrubAnswer, ScrubRequest, ANSWER_TIMEOUT,
     MESSAGE_QUEUE_CAPACITY,
 };
+pub use record::{FailureRecord, SharedRecord};
 pub use session::Session;
 pub use status::ArrayStatus;
-pub use record::{FailureRecord, SharedRecord};
 pub use thread::EngineThread;

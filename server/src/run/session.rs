@@ -12,9 +12,9 @@ use crossbeam_channel::Receiver;
 use zapraid_engine::{OpenSegments, Request};
 
 use super::message::{Answer, Message, ReplyTo};
-use super::status::ArrayStatus;
 use super::record::FailureRecord;
 use super::sharded::{ArrayThreads, ShardedArray};
+use super::status::ArrayStatus;
 use super::thread::EngineThread;
 use crate::assemble::assembly::Assembled;
 use crate::assemble::recover::recover;

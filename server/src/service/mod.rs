@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use zapraid_engine::format::SpareRecord;
 
 use crate::assemble::assembly::assemble_with;
+use crate::assemble::assembly::Assembled;
 use crate::assemble::degraded::{absent_line, stale_drive_hint, NewlyMissing};
 use crate::assemble::identify::first_superblock;
 use crate::assemble::recover::{rebuilding_drive, recover, reset_unused_zones};
@@ -24,7 +25,6 @@ use crate::ops::identity::Identity;
 use crate::ops::spare_pool::{self, Spares};
 use crate::records::identity::{unix_now_s, uuid_text};
 use crate::records::names::{check_name, start_name};
-use crate::assemble::assembly::Assembled;
 use crate::run::message::{query_status, Message};
 use crate::run::record::FailureRecord;
 use crate::run::sharded::{ArrayThreads, ShardedArray};

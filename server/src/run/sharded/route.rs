@@ -129,7 +129,7 @@ impl Shards {
         })
     }
 
-    fn fail(&self, drive: usize, force: bool) -> Result<crate::run::FailOutcome> {
+    fn fail(&self, drive: usize, force: bool) -> Result<crate::run::failures::FailOutcome> {
         let recorded = self.record.superblock();
         let drives = self.level.shape().0 + self.level.shape().1;
         let failed_mask = self.record.failed();
@@ -139,7 +139,8 @@ impl Shards {
         // Checked once, for the array: every shard carries it out (a shard that saw the
         // drive fail by itself meanwhile says so, which changes nothing).
         let answers = self.ask_all(|done| Message::FailDrive { drive, force: true, done })?;
-        if let Some(e) = answers.into_iter().find_map(|a| a.err().filter(|e| !matches!(e, Error::AlreadyFailed { .. }))) {
+        if let Some(e) = answers.into_iter().find_map(|a| a.err().filter(|e| !matches!(e, Error::AlreadyFailed { .. })))
+        {
             return Err(e);
         }
         Ok(outcome)

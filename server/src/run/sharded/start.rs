@@ -14,7 +14,7 @@ use zapraid_engine::shard::ShardMap;
 use zapraid_engine::{Engine, RecoveryReport};
 use zapraid_zns::{Geometry, MissingDrive, ReservedZones};
 
-use super::{ShardStart, ShardedArray};
+use super::array::{ShardStart, ShardedArray};
 use crate::assemble::assembly::Assembled;
 use crate::assemble::recover::{recover_engine, CheckpointDrives, EngineStart};
 use crate::drives::{open_drive_parts, Drive};
@@ -66,8 +66,11 @@ pub fn recover_shards(assembled: &mut Assembled) -> Result<RecoveredShards> {
     let raw = Geometry { zone_count: assembled.geometry.zone_count + reserved, ..assembled.geometry };
     // The whole drives go first: the parts open each drive again.
     drop(std::mem::take(&mut assembled.drives));
-    let mut parts: Vec<DriveParts> =
-        assembled.paths.iter().map(|path| drive_parts(path.as_ref(), &spans, &raw, areas.len())).collect::<Result<_>>()?;
+    let mut parts: Vec<DriveParts> = assembled
+        .paths
+        .iter()
+        .map(|path| drive_parts(path.as_ref(), &spans, &raw, areas.len()))
+        .collect::<Result<_>>()?;
     let record = FailureRecord::of(assembled);
     let superblock_generation = sb.generation.get();
     // Per shard, its parts of every drive.
@@ -121,10 +124,7 @@ pub fn recover_shards(assembled: &mut Assembled) -> Result<RecoveredShards> {
                     .map_err(|error| Error::Io { path: "recovery thread".into(), context: "cannot start", error })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.and_then(|h| h.join().unwrap_or_else(|_| Err(Error::EngineGone))))
-            .collect()
+        handles.into_iter().map(|h| h.and_then(|h| h.join().unwrap_or_else(|_| Err(Error::EngineGone)))).collect()
     });
     let mut shards_started = Vec::new();
     let mut reports = Vec::new();

@@ -19,7 +19,6 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use zapraid_engine::{Engine, Request};
 use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
 
-
 use super::failures::{check_fail, FailOutcome};
 use super::message::{EngineSender, Message, ReplyTo, ThreadSender, Way, MESSAGE_QUEUE_CAPACITY};
 use super::status::{percentiles, ArrayStatus};
@@ -586,7 +585,8 @@ mod rebuild;
 mod record;
 mod scrub;
 mod shard;
+mod shard_link;
 
-pub use shard::ShardLink;
+pub use shard_link::ShardLink;
 #[cfg(test)]
 mod tests;

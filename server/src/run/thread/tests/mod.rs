@@ -1,5 +1,6 @@
 use super::*;
 use crate::assemble::assembly::assemble;
+use crate::assemble::assembly::Assembled;
 use crate::assemble::format::{format, FormatOptions};
 use crate::assemble::recover::recover;
 use crate::run::message::Answer;

@@ -1,0 +1,46 @@
+//! Arrays of engine shards as an operator drives them: `format --shards`, a start that
+//! takes the shard count from the superblock (and refuses `--shards` of another), `status`
+//! with each shard's figures beside their sum, `inspect` naming them, and what is not
+//! built for shards yet (replacing a drive) refused in words.
+
+mod common;
+
+use common::serial;
+use common::world::World;
+
+#[test]
+fn an_array_of_two_shards_starts_shows_each_and_refuses_another_count() {
+    let _serial = serial();
+    let world = World::formatted("raid5", 4, 40, 600, &["--shards", "2"]);
+    let blocks = world.write_and_verify(Some(1), 1).mapped_blocks;
+    assert!(blocks > 0);
+    let line = world.superblock_line(0);
+    assert!(line.contains("2 engine shards in units of 128 blocks"), "{line}");
+
+    let mut refused = vec!["start", "--no-device", "--shards", "3"];
+    refused.extend(world.drives.iter().map(String::as_str));
+    let said = world.refused(&refused);
+    assert!(said.contains("formatted with 2 engine shards") && said.contains("cannot start with 3"), "{said}");
+
+    world.start(&["--shards", "2"], &[]);
+    let s = world.status();
+    assert_eq!(s["shard_count"], 2, "{s}");
+    let shards = s["shards"].as_array().expect("each shard's figures");
+    assert_eq!(shards.len(), 2, "{s}");
+    let used: u64 = shards.iter().map(|x| x["used_bytes"].as_u64().unwrap()).sum();
+    assert_eq!(used, s["capacity"]["used_bytes"].as_u64().unwrap(), "the sum of the shards': {s}");
+    let human = world.ok(&["status", "rp"]);
+    assert!(human.contains("    shard 0: ") && human.contains("    shard 1: "), "{human}");
+
+    world.ok(&["fail", "rp", "1"]);
+    let new = world.new_drive("new1");
+    let said = world.refused(&["replace", "rp", "1", &new]);
+    assert!(said.contains("not built yet"), "{said}");
+    world.ok(&["stop", "rp"]);
+    // The failure is on the drives: a start without drive 1 needs no --degraded.
+    world.start(&[], &[1]);
+    assert_eq!(world.status()["drives"][1]["state"], "failed");
+    world.ok(&["stop", "rp"]);
+    let read = world.without(&[1]);
+    assert_eq!(common::world::write_and_verify(&read, world.blocks, None, 1).mapped_blocks, blocks);
+}
