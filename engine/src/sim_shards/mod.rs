@@ -13,6 +13,7 @@
 //! shards' engines are not charged CPU time yet (`cpu_cost`; each shard's own simulated
 //! core is to come), so figures from it are not to be compared with `sim`'s.
 
+mod control;
 mod recover;
 
 use std::collections::{BTreeMap, HashMap};
@@ -35,6 +36,8 @@ pub struct Shard {
     /// What the recovery that built this shard read (none for a fresh array).
     pub recovery_report: RecoveryReport,
     checkpoints: CheckpointCopies,
+    /// Whether a rebuild ran when the running checkpoint was taken.
+    running_during_rebuild: bool,
 }
 
 /// S engine shards and their drives in one deterministic world.
@@ -82,6 +85,7 @@ impl ShardedSimulator {
                 span,
                 recovery_report: RecoveryReport::default(),
                 checkpoints: Default::default(),
+                running_during_rebuild: false,
             });
         }
         let mut drives = Vec::new();
@@ -211,10 +215,7 @@ impl ShardedSimulator {
 
     /// Stops every shard cleanly (`Engine::stop`) and runs until all have.
     pub fn stop(&mut self) {
-        for shard in 0..self.shards.len() {
-            self.shards[shard].engine.stop(self.now_ns);
-            self.dispatch(shard);
-        }
+        self.begin_stop();
         while !self.is_stopped() && self.step() {}
         assert!(self.is_stopped(), "a clean stop waits for nothing");
     }
@@ -389,6 +390,12 @@ impl ShardedSimulator {
         self.shards.iter_mut().map(|s| s.checkpoints.running.take()).collect()
     }
 
+    /// For each shard, whether a rebuild ran when the checkpoint `take_running_checkpoints`
+    /// would hand out was taken (false without one).
+    pub fn running_checkpoints_during_rebuild(&self) -> Vec<bool> {
+        self.shards.iter().map(|s| s.checkpoints.running.is_some() && s.running_during_rebuild).collect()
+    }
+
     fn write_running_checkpoint(&mut self, shard: usize) {
         let block = self.block_size_bytes;
         let s = &mut self.shards[shard];
@@ -396,6 +403,7 @@ impl ShardedSimulator {
         let written = image.is_some();
         if let Some(image) = image {
             s.checkpoints.running = Some(s.checkpoints.store(&image, block));
+            s.running_during_rebuild = s.engine.rebuild_status().is_some();
         }
         s.engine.checkpoint_written(written, self.now_ns);
     }
