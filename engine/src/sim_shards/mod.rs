@@ -182,7 +182,11 @@ impl ShardedSimulator {
 
     /// Puts a new, empty in-memory drive (seeded with `seed`) in failed drive `drive`'s
     /// place once the old one has nothing in flight, and starts every shard's rebuild onto
-    /// it (`Simulator::replace_drive`); `step` drives them on, side by side.
+    /// it (`Simulator::replace_drive`); `step` drives them on, side by side. A drive that
+    /// failed on its own is counted failed only by the shards that sent it a command since:
+    /// once any shard counts it failed, the others are told before the rebuild (the old
+    /// drive is gone for all of them), rather than refusing to rebuild a drive they saw
+    /// working.
     pub fn replace_drive(&mut self, drive: usize, seed: u64) -> Result<()> {
         while self.drives.get(drive).is_some_and(|d| d.in_flight() > 0) && self.step() {}
         let Some(old) = self.drives.get(drive) else {
@@ -194,6 +198,11 @@ impl ShardedSimulator {
             new = new.with_timing(params).map_err(device)?;
         }
         new.advance_to(self.now_ns);
+        if self.shards.iter().any(|s| s.engine.is_failed(drive)) {
+            for shard in self.shards.iter_mut().filter(|s| !s.engine.is_failed(drive)) {
+                shard.engine.fail_drive(drive);
+            }
+        }
         for shard in &mut self.shards {
             shard.engine.rebuild_drive(drive)?;
         }
