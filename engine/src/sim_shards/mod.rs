@@ -7,8 +7,11 @@
 //! brings the completion back to shard s (its own tag restored, its LBAs shifted back).
 //! Time, drives and the order of events are shared, as in `sim`: with the same seed, every
 //! run is the same. A failed drive is failed in every shard at once; a replaced one is
-//! rebuilt by every shard, in parallel; recovery (`recover`) runs every shard's at once
-//! over its window, from the drives alone or from each shard's checkpoint. With S = 1 it
+//! rebuilt by every shard, in parallel (a drive that failed on its own, seen so far by
+//! some shards only, is failed in the others first); recovery (`recover`) runs every
+//! shard's at once over its window, from the drives alone or from each shard's
+//! checkpoint, and may be cut by a power loss part way (crash exploration); a rebuild cut
+//! short is resumed by every shard over its own zones (`control`). With S = 1 it
 //! behaves as `sim::Simulator` does with its engine core off, response for response: the
 //! shards' engines are not charged CPU time yet (`cpu_cost`; each shard's own simulated
 //! core is to come), so figures from it are not to be compared with `sim`'s.
