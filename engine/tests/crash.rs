@@ -13,6 +13,7 @@ use zapraid_engine::{Mode, RaidLevel, Request, Simulator};
 mod common;
 #[path = "common/exploration/mod.rs"]
 mod exploration;
+use common::array::Sharding;
 use common::BLOCK;
 use exploration::*;
 
@@ -70,75 +71,6 @@ fn clean_stop_leaves_a_stop_footer_the_next_start_reads() {
     }
 }
 
-/// Power cuts with the L2P table offloaded to a budget of one to three small pages: plain
-/// runs, garbage collection on few zones, a drive failure (half of them on few zones, some
-/// replaced and rebuilt), and a clean stop cut short (some followed by a power cut during
-/// recovery). Every clean stop that completes leaves
-/// a checkpoint, offered to every later start of its run. Returns the states explored and
-/// the starts offered a checkpoint and that used it.
-fn explore_offloaded(scheme: Scheme, target: usize) -> Outcome {
-    let mut explored = Outcome::default();
-    for i in 0..target / 10 {
-        explored += offloaded_run(scheme, i);
-    }
-    explored
-}
-
-/// Run `i` of `explore_offloaded`: its twists and cut drawn from `i`.
-fn offloaded_run(scheme: Scheme, i: usize) -> Outcome {
-    let drives = scheme.level.shape().0 + scheme.level.shape().1;
-    let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x12b);
-    let l2p = Some((rng.random_range(2..=16), rng.random_range(1..=3)));
-    let twists = match i % 4 {
-        0 => Twists { l2p, ..Twists::default() },
-        1 => Twists {
-            zones: scheme.few_zones(),
-            cut_reclaim_after_steps: rng.random_bool(0.5).then(|| rng.random_range(0..200)),
-            l2p,
-            ..Twists::default()
-        },
-        // A failed drive replaced, and power cut while (or after) it is rebuilt, in a long
-        // run: checkpoints are taken while the rebuild runs, and half the runs stop cleanly
-        // during it (the stop leaves one too) before the cut.
-        2 if i % 16 == 10 => {
-            let replace = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(20..120) };
-            let stop_then_cut_after_steps = (i % 32 == 26).then(|| rng.random_range(0..400));
-            Twists { replace: Some(replace), stop_then_cut_after_steps, l2p, ..Twists::default() }
-        }
-        // Half of the other failures on few zones, in longer runs: garbage collection's
-        // resets wait for checkpoints taken while the drive is failed.
-        2 => {
-            let failure = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
-            let zones = if i % 8 == 6 { scheme.few_zones() } else { Twists::default().zones };
-            Twists { failure: Some(failure), zones, l2p, ..Twists::default() }
-        }
-        // A clean stop begins while writes are in flight, some waiting for their pages,
-        // and power is cut during it (it takes a few steps: padding, the mapping blocks
-        // its checkpoint needs, stop footers) or after it, when the checkpoint it leaves
-        // is offered to the next start, which is itself cut short.
-        _ => {
-            let steps = rng.random_range(0..400);
-            let (stop_steps, interrupt) = if i % 8 == 3 { (steps % 4, None) } else { (steps, Some(i / 8 % 16)) };
-            Twists {
-                stop_then_cut_after_steps: Some(stop_steps),
-                interrupt_recovery: interrupt,
-                l2p,
-                ..Twists::default()
-            }
-        }
-    };
-    let writes = if i % 4 == 1 || i % 8 == 6 || i % 16 == 10 { 400 } else { 80 };
-    let short_cut = i % 4 == 3 || i % 16 == 10;
-    // A cut at a random step of the run's work; during a rebuild, counted from the
-    // replacement (its work is the rebuild's too).
-    let cut_after_steps = match (short_cut, twists.replace) {
-        (true, _) => rng.random_range(0..300),
-        (false, Some(_)) => rng.random_range(0..4000),
-        (false, None) => rng.random_range(0..run_steps(scheme, i as u64, writes, twists).max(1)),
-    };
-    explore_with(scheme, i as u64, writes, cut_after_steps, twists)
-}
-
 /// Offloaded runs that failed once, beyond what `make test` explores (`make soak` found
 /// them), pinned: (scheme, run). See `pinned_offloaded_runs_keep_every_block`.
 const PINNED_OFFLOADED_RUNS: &[(usize, usize)] = &[(6, 1077)];
@@ -152,7 +84,7 @@ const PINNED_OFFLOADED_RUNS: &[(usize, usize)] = &[(6, 1077)];
 #[test]
 fn pinned_offloaded_runs_keep_every_block() {
     for &(scheme, run) in PINNED_OFFLOADED_RUNS {
-        offloaded_run(schemes()[scheme], run);
+        offloaded_run_on::<Simulator>(Sharding::PLAIN, schemes()[scheme], run);
     }
 }
 
@@ -173,74 +105,7 @@ fn crash_exploration() {
     let (mut offered, mut used, mut replayed, mut running, mut incremental) = (0, 0, 0, 0, 0);
     let (mut degraded, mut during_rebuild_used) = (0, 0);
     for scheme in schemes() {
-        let mut explored = Outcome::default();
-        // Short runs cut at every step of their work, and once after it (at rest).
-        let mut seed = 0u64;
-        'short: loop {
-            for cut in 0..=run_steps(scheme, seed, 16, Twists::default()) {
-                if explored.states >= target / 2 {
-                    break 'short;
-                }
-                explored += explore(scheme, seed, 16, cut);
-            }
-            seed += 1;
-        }
-        // Longer runs cut at a random step of their work.
-        let mut seed = 0u64;
-        while explored.states < target {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xc0ffee);
-            let cut = rng.random_range(0..run_steps(scheme, seed, 120, Twists::default()).max(1));
-            explored += explore(scheme, seed, 120, cut);
-            seed += 1;
-        }
-        // Nested crashes: power cut during recovery, at every completion of it.
-        // A small array's recovery takes a few dozen completions: cut at each of the first
-        // ones, across seeds and crash points.
-        const RECOVERY_CUTS: usize = 16;
-        for i in 0..target / 20 {
-            let twists = Twists { interrupt_recovery: Some(i % RECOVERY_CUTS), ..Twists::default() };
-            explored += explore_with(scheme, i as u64, 40, 300 + i, twists);
-        }
-        // Power cuts while recovery's leftover work runs: the segments that were open are
-        // rewritten and their zones reset.
-        for i in 0..target / 20 {
-            let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x5eed);
-            let twists = Twists { cut_reclaim_after_steps: Some(rng.random_range(0..120)), ..Twists::default() };
-            explored += explore_with(scheme, i as u64, 60, rng.random_range(100..1500), twists);
-        }
-        // Power cuts during a clean stop (padding, draining, stop footers).
-        for i in 0..target / 20 {
-            let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x570b);
-            let twists = Twists { stop_then_cut_after_steps: Some(rng.random_range(0..40)), ..Twists::default() };
-            explored += explore_with(scheme, i as u64, 60, rng.random_range(0..1500), twists);
-        }
-        // Garbage collection under power cuts: few zones, long runs.
-        for i in 0..target / 20 {
-            let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x6c);
-            let twists = Twists {
-                zones: scheme.few_zones(),
-                cut_reclaim_after_steps: rng.random_bool(0.5).then(|| rng.random_range(0..200)),
-                ..Twists::default()
-            };
-            let cut = rng.random_range(0..run_steps(scheme, i as u64, 400, twists).max(1));
-            explored += explore_with(scheme, i as u64, 400, cut, twists);
-        }
-        // A drive failure combined with a crash: degraded recovery.
-        let drives = scheme.level.shape().0 + scheme.level.shape().1;
-        for i in 0..target / 10 {
-            let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0xfa11);
-            let failure = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(0..=60) };
-            let twists = Twists { failure: Some(failure), ..Twists::default() };
-            let cut = rng.random_range(0..run_steps(scheme, i as u64, 50, twists).max(1));
-            explored += explore_with(scheme, i as u64, 50, cut, twists);
-        }
-        // Power cuts while a failed drive is rebuilt onto a new one (or after).
-        for i in 0..target / 10 {
-            let mut rng = ChaCha8Rng::seed_from_u64(i as u64 ^ 0x4eb1);
-            let replace = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(40..100) };
-            let twists = Twists { replace: Some(replace), ..Twists::default() };
-            explored += explore_with(scheme, i as u64, 120, rng.random_range(0..150), twists);
-        }
+        let explored = explore_scheme_on::<Simulator>(Sharding::PLAIN, scheme, target);
         eprintln!(
             "crash exploration: {scheme}: {} crash states, 0 violations ({} cuts caught work in flight, {} found the \
              drives at rest)",
@@ -249,7 +114,7 @@ fn crash_exploration() {
             explored.cuts_at_rest()
         );
         total += explored;
-        let offloaded = explore_offloaded(scheme, target);
+        let offloaded = explore_offloaded_on::<Simulator>(Sharding::PLAIN, scheme, target);
         eprintln!(
             "crash exploration: {scheme}: {} crash states with the L2P table offloaded to 1-3 pages, 0 \
              violations ({} cuts caught work in flight, {} found the drives at rest; {} cuts during a clean stop, {} of them once it wrote mapping blocks; {} stops left no \

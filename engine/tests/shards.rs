@@ -345,3 +345,30 @@ fn too_many_shards_for_the_open_zone_limit_are_refused() {
     assert!(error.contains("the drives allow 7 open zones; 4 shards of 1 open segment need 8"), "{error}");
     assert!(error.ends_with("1 short"), "{error}");
 }
+
+/// Pinned (found by `model_shards.rs`): a drive that fails on its own is counted failed
+/// only by the shards that sent it a command since; replacing it must rebuild it in every
+/// shard, not be refused by a shard that has not seen it fail ("drive 0 has not failed").
+#[test]
+fn a_drive_failed_on_its_own_is_replaced_in_every_shard() {
+    let (mut run, mut sim) = Run::new(3, MODES[1], 9);
+    for step in 0..6 {
+        run.write(&mut sim, step);
+    }
+    sim.drives[0].fail();
+    // One block: shard 0's alone, which finds the drive failed.
+    let id = run.next_id;
+    run.next_id += 1;
+    let data = common::named_block(0, 99);
+    sim.submit(id, Request::Write { lba: 0, data: data.clone() });
+    sim.run_until_response(id).expect("answered").result.expect("written degraded");
+    run.model.written(0, &data);
+    let seen: Vec<bool> = sim.status().shards.iter().map(|s| s.failed_drives == vec![0]).collect();
+    assert!(seen[0] && seen.contains(&false), "a shard sent the drive no command since it failed: {seen:?}");
+    sim.replace_drive(0, 77).unwrap_or_else(|e| panic!("replace drive 0: {e}"));
+    assert!(sim.status().shards.iter().all(|s| s.rebuild.is_some_and(|r| r.drive == 0)));
+    sim.run_until_idle();
+    assert!(sim.status().total.failed_drives.is_empty());
+    assert_eq!(sim.status().total.rebuilds_completed, 1);
+    run.read_all(&mut sim, 6);
+}

@@ -7,12 +7,16 @@
 //! brings the completion back to shard s (its own tag restored, its LBAs shifted back).
 //! Time, drives and the order of events are shared, as in `sim`: with the same seed, every
 //! run is the same. A failed drive is failed in every shard at once; a replaced one is
-//! rebuilt by every shard, in parallel; recovery (`recover`) runs every shard's at once
-//! over its window, from the drives alone or from each shard's checkpoint. With S = 1 it
+//! rebuilt by every shard, in parallel (a drive that failed on its own, seen so far by
+//! some shards only, is failed in the others first); recovery (`recover`) runs every
+//! shard's at once over its window, from the drives alone or from each shard's
+//! checkpoint, and may be cut by a power loss part way (crash exploration); a rebuild cut
+//! short is resumed by every shard over its own zones (`control`). With S = 1 it
 //! behaves as `sim::Simulator` does with its engine core off, response for response: the
 //! shards' engines are not charged CPU time yet (`cpu_cost`; each shard's own simulated
 //! core is to come), so figures from it are not to be compared with `sim`'s.
 
+mod control;
 mod recover;
 
 use std::collections::{BTreeMap, HashMap};
@@ -35,6 +39,8 @@ pub struct Shard {
     /// What the recovery that built this shard read (none for a fresh array).
     pub recovery_report: RecoveryReport,
     checkpoints: CheckpointCopies,
+    /// Whether a rebuild ran when the running checkpoint was taken.
+    running_during_rebuild: bool,
 }
 
 /// S engine shards and their drives in one deterministic world.
@@ -82,6 +88,7 @@ impl ShardedSimulator {
                 span,
                 recovery_report: RecoveryReport::default(),
                 checkpoints: Default::default(),
+                running_during_rebuild: false,
             });
         }
         let mut drives = Vec::new();
@@ -178,7 +185,11 @@ impl ShardedSimulator {
 
     /// Puts a new, empty in-memory drive (seeded with `seed`) in failed drive `drive`'s
     /// place once the old one has nothing in flight, and starts every shard's rebuild onto
-    /// it (`Simulator::replace_drive`); `step` drives them on, side by side.
+    /// it (`Simulator::replace_drive`); `step` drives them on, side by side. A drive that
+    /// failed on its own is counted failed only by the shards that sent it a command since:
+    /// once any shard counts it failed, the others are told before the rebuild (the old
+    /// drive is gone for all of them), rather than refusing to rebuild a drive they saw
+    /// working.
     pub fn replace_drive(&mut self, drive: usize, seed: u64) -> Result<()> {
         while self.drives.get(drive).is_some_and(|d| d.in_flight() > 0) && self.step() {}
         let Some(old) = self.drives.get(drive) else {
@@ -190,6 +201,11 @@ impl ShardedSimulator {
             new = new.with_timing(params).map_err(device)?;
         }
         new.advance_to(self.now_ns);
+        if self.shards.iter().any(|s| s.engine.is_failed(drive)) {
+            for shard in self.shards.iter_mut().filter(|s| !s.engine.is_failed(drive)) {
+                shard.engine.fail_drive(drive);
+            }
+        }
         for shard in &mut self.shards {
             shard.engine.rebuild_drive(drive)?;
         }
@@ -211,10 +227,7 @@ impl ShardedSimulator {
 
     /// Stops every shard cleanly (`Engine::stop`) and runs until all have.
     pub fn stop(&mut self) {
-        for shard in 0..self.shards.len() {
-            self.shards[shard].engine.stop(self.now_ns);
-            self.dispatch(shard);
-        }
+        self.begin_stop();
         while !self.is_stopped() && self.step() {}
         assert!(self.is_stopped(), "a clean stop waits for nothing");
     }
@@ -389,6 +402,12 @@ impl ShardedSimulator {
         self.shards.iter_mut().map(|s| s.checkpoints.running.take()).collect()
     }
 
+    /// For each shard, whether a rebuild ran when the checkpoint `take_running_checkpoints`
+    /// would hand out was taken (false without one).
+    pub fn running_checkpoints_during_rebuild(&self) -> Vec<bool> {
+        self.shards.iter().map(|s| s.checkpoints.running.is_some() && s.running_during_rebuild).collect()
+    }
+
     fn write_running_checkpoint(&mut self, shard: usize) {
         let block = self.block_size_bytes;
         let s = &mut self.shards[shard];
@@ -396,6 +415,7 @@ impl ShardedSimulator {
         let written = image.is_some();
         if let Some(image) = image {
             s.checkpoints.running = Some(s.checkpoints.store(&image, block));
+            s.running_during_rebuild = s.engine.rebuild_status().is_some();
         }
         s.engine.checkpoint_written(written, self.now_ns);
     }

@@ -5,9 +5,14 @@
 //! compile it: `exploration/` (crash exploration: runs cut by power at every step, and the
 //! lost-block runs; `crash.rs`, `stop_and_rebuild.rs`), `reference/` (the reference model
 //! and its faults for the property tests; `model.rs`, `lost_cases.rs`), `checkpointed/`
-//! (arrays started from checkpoints; `checkpoint.rs`, `degraded_checkpoint.rs`).
+//! (arrays started from checkpoints; `checkpoint.rs`, `degraded_checkpoint.rs`). `array`
+//! is what the first two ask of a simulated array, the plain simulator or the sharded one
+//! (`crash_shards.rs`, `model_shards.rs`).
 
 use zapraid_zns::Geometry;
+
+#[allow(dead_code)] // not every test binary uses every helper
+pub mod array;
 
 /// Block size of the test drives: small, so that runs are quick.
 pub const BLOCK: usize = 512;

@@ -516,7 +516,7 @@ impl LostRun {
         let sim =
             std::mem::replace(&mut self.run.sim, Simulator::new(geometry(self.zones), self.config, 0, None).unwrap());
         let drives = sim.power_cut().unwrap();
-        let offered = self.checkpoints.offer();
+        let offered = self.checkpoints.offer(1).pop().flatten();
         self.run.sim = Simulator::recover_with_checkpoint(geometry(self.zones), self.config, drives, &down, offered)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
     }

@@ -4,6 +4,9 @@
 //! `Twists`, checks, more writes and a second cut. Any violation panics with the run's
 //! parameters, so a failing seed can be pinned as a test. Runs with the L2P table
 //! offloaded keep checkpoints (`checkpoint`): every later start is offered the newest.
+//! Runs are over the plain simulator or, with `explore_on`, over any `Array` (the sharded
+//! simulator: S shards over drives of S times the zones, each shard's zones as the plain
+//! array's, and the logical blocks interleaved in small units, so that writes cross shards).
 
 use std::collections::HashMap;
 
@@ -13,11 +16,15 @@ use zapraid_engine::{Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, 
 use zapraid_zns::Geometry;
 
 use crate::common;
+use crate::common::array::{Array, Sharding};
 use crate::common::BLOCK;
 
 mod checkpoint;
+mod kinds;
 pub mod lost;
 use checkpoint::{Checkpoints, Expect};
+#[allow(unused_imports)] // not every binary runs every kind
+pub use kinds::{explore_offloaded_on, explore_scheme_on, offloaded_run_on, Outcome};
 
 pub const LOGICAL_BLOCKS: u64 = 64;
 
@@ -89,6 +96,12 @@ pub fn geometry(zones: u32) -> Geometry {
     common::geometry(zones, 8, 10)
 }
 
+/// The drives of an array of `sharding` whose every shard has `zones` zones: S times the
+/// zones and the open and active zone limits of the plain array's.
+pub fn sharded_geometry(sharding: Sharding, zones: u32) -> Geometry {
+    common::geometry(sharding.zones(zones), 8 * sharding.shards, 10 * sharding.shards)
+}
+
 pub fn config(scheme: Scheme) -> Config {
     let single = common::config(scheme.level, scheme.mode, scheme.chunk_blocks, LOGICAL_BLOCKS);
     Config { open_segments: scheme.open, ..single }
@@ -117,10 +130,10 @@ impl History {
     }
 }
 
-pub struct Run {
+pub struct Run<A = Simulator> {
     /// What is being run, for failure messages.
     pub label: String,
-    pub sim: Simulator,
+    pub sim: A,
     pub history: HashMap<u64, History>,
     /// Request id -> (first LBA, write numbers of its blocks).
     pub in_flight: HashMap<u64, (u64, Vec<u64>)>,
@@ -128,9 +141,9 @@ pub struct Run {
     pub next_write: u64,
 }
 
-impl Run {
+impl<A: Array> Run<A> {
     /// A run of `sim` with nothing written yet, named `label` in failure messages.
-    pub fn new(label: String, sim: Simulator) -> Self {
+    pub fn new(label: String, sim: A) -> Self {
         Run { label, sim, history: HashMap::new(), in_flight: HashMap::new(), next_id: 0, next_write: 1 }
     }
 
@@ -172,7 +185,7 @@ impl Run {
 
     pub fn check(&mut self, what: &str) {
         // A power cut tears only writes in flight: it never damages a complete segment.
-        let lost = self.sim.engine.status().recovery_repairs.blocks_lost;
+        let lost = self.sim.status().recovery_repairs.blocks_lost;
         assert_eq!(lost, 0, "{what}: recovery counted {lost} blocks of complete segments as lost");
         let data = self.read_all();
         for lba in 0..LOGICAL_BLOCKS {
@@ -212,7 +225,7 @@ impl Run {
     }
 }
 
-impl Run {
+impl<A: Array> Run<A> {
     /// The run's workload: `writes` writes (and the twists' drive failure or replacement
     /// before theirs), some let complete before the next, then steps until the cut (the
     /// replacement moves it: it counts from there) or until nothing is left to do. Returns
@@ -228,11 +241,10 @@ impl Run {
         let mut steps = 0;
         for i in 0..writes {
             if let Some(f) = twists.failure.filter(|f| f.before_write == i) {
-                self.sim.drives[f.drive].fail();
+                self.sim.drives_mut()[f.drive].fail();
             }
             if let Some(r) = twists.replace.filter(|r| r.before_write == i) {
-                self.sim.drives[r.drive].fail();
-                self.sim.engine.fail_drive(r.drive);
+                self.sim.fail_drive(r.drive);
                 let label = &self.label;
                 self.sim.replace_drive(r.drive, seed ^ 0x9e3).unwrap_or_else(|e| panic!("{label}: replace: {e}"));
                 *cut_after_steps = cut_after_steps.saturating_add(steps);
@@ -256,13 +268,13 @@ impl Run {
     }
 }
 
-/// Steps the workload of `explore_with(scheme, seed, writes, _, twists)` takes until
-/// nothing is left to do: cuts at `0..run_steps` catch it at work, a cut at or past it an
-/// idle array. Runs the workload alone (no cut, recovery or checks).
-pub fn run_steps(scheme: Scheme, seed: u64, writes: usize, twists: Twists) -> usize {
+/// Steps the workload of `explore_on(sharding, scheme, seed, writes, _, twists)` takes
+/// until nothing is left to do: cuts at `0..run_steps_on` catch it at work, a cut at or
+/// past it an idle array. Runs the workload alone (no cut, recovery or checks).
+pub fn run_steps_on<A: Array>(sharding: Sharding, scheme: Scheme, seed: u64, writes: usize, twists: Twists) -> usize {
     let config = Config { l2p: l2p_config(twists), ..config(scheme) };
-    let sim = Simulator::new(geometry(twists.zones), config, seed, None).unwrap();
-    let label = format!("{scheme} seed {seed}, {twists:?}, to the end of its work");
+    let sim = A::create(sharding, sharded_geometry(sharding, twists.zones), config, seed).unwrap();
+    let label = format!("{scheme}, {sharding}, seed {seed}, {twists:?}, to the end of its work");
     let mut run = Run::new(label, sim);
     let mut no_cut = usize::MAX;
     run.workload(&mut ChaCha8Rng::seed_from_u64(seed), seed, writes, &mut no_cut, twists)
@@ -315,63 +327,8 @@ pub struct Twists {
     pub l2p: Option<(u64, u64)>,
 }
 
-/// What one explored run explored.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Outcome {
-    /// Crash states: power cuts whose aftermath the run checked.
-    pub states: usize,
-    /// Of those, the cuts that caught work in flight: drive commands submitted and not
-    /// complete or not reaped (`Simulator::commands_in_flight`), or a start cut short. The
-    /// others found the drives at rest (the run's work done, or only a timer pending): a
-    /// short run cut at a step past its end is such a state.
-    pub cuts_in_flight: usize,
-    /// Starts offered a checkpoint, those that used it, and those of them that replayed
-    /// segments written after it (a crash after a start from it).
-    pub checkpoints_offered: usize,
-    pub checkpoints_used: usize,
-    pub checkpoints_replayed: usize,
-    /// Checkpoints the engine took while running that were offered to a later start.
-    pub checkpoints_running: usize,
-    /// Checkpoints that became the newest and were incremental (resolved from their base).
-    pub checkpoints_incremental: usize,
-    /// Starts with a drive failed that used a checkpoint taken while running.
-    pub checkpoints_degraded: usize,
-    /// Starts that used a checkpoint taken while a rebuild ran.
-    pub checkpoints_during_rebuild: usize,
-    /// Power cuts during a clean stop (before it completed), and of those, the ones after
-    /// it had issued mapping blocks (the write-back a checkpoint needs, or evictions).
-    pub stops_cut: usize,
-    pub stops_cut_writing_mappings: usize,
-    /// Clean stops that left no checkpoint (the array full).
-    pub stops_without_checkpoint: usize,
-}
-
-impl std::ops::AddAssign for Outcome {
-    fn add_assign(&mut self, other: Outcome) {
-        self.states += other.states;
-        self.cuts_in_flight += other.cuts_in_flight;
-        self.checkpoints_offered += other.checkpoints_offered;
-        self.checkpoints_used += other.checkpoints_used;
-        self.checkpoints_replayed += other.checkpoints_replayed;
-        self.checkpoints_running += other.checkpoints_running;
-        self.checkpoints_incremental += other.checkpoints_incremental;
-        self.checkpoints_degraded += other.checkpoints_degraded;
-        self.checkpoints_during_rebuild += other.checkpoints_during_rebuild;
-        self.stops_cut += other.stops_cut;
-        self.stops_cut_writing_mappings += other.stops_cut_writing_mappings;
-        self.stops_without_checkpoint += other.stops_without_checkpoint;
-    }
-}
-
-impl Outcome {
-    /// Crash states whose cut found the drives at rest.
-    pub fn cuts_at_rest(&self) -> usize {
-        self.states - self.cuts_in_flight
-    }
-}
-
 /// Whether a power cut now would catch work in flight (for `Outcome::cuts_in_flight`).
-fn in_flight(sim: &Simulator) -> usize {
+fn in_flight<A: Array>(sim: &A) -> usize {
     usize::from(sim.commands_in_flight() > 0)
 }
 
@@ -391,32 +348,46 @@ impl Default for Twists {
 
 /// Like `explore`, with `twists`: says what the run's starts did with the checkpoints
 /// offered, and which of its cuts caught work in flight.
-pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_steps: usize, twists: Twists) -> Outcome {
+pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, cut_after_steps: usize, twists: Twists) -> Outcome {
+    explore_on::<Simulator>(Sharding::PLAIN, scheme, seed, writes, cut_after_steps, twists)
+}
+
+/// Like `explore_with`, over an array of `sharding` (`twists.zones` zones to each shard).
+pub fn explore_on<A: Array>(
+    sharding: Sharding,
+    scheme: Scheme,
+    seed: u64,
+    writes: usize,
+    mut cut_after_steps: usize,
+    twists: Twists,
+) -> Outcome {
     let Twists { zones, interrupt_recovery, failure, cut_reclaim_after_steps, stop_then_cut_after_steps, .. } = twists;
-    let geometry = || self::geometry(zones);
-    let what = format!("{scheme} seed {seed} cut after {cut_after_steps} steps, {twists:?}");
+    let geometry = || sharded_geometry(sharding, zones);
+    let shards = sharding.shards;
+    let label = if shards == 1 { String::new() } else { format!(", {sharding}") };
+    let what = format!("{scheme}{label} seed {seed} cut after {cut_after_steps} steps, {twists:?}");
     let l2p = l2p_config(twists);
     let keeps_checkpoints = l2p.checkpoint;
     let mut checkpoints = Checkpoints::default();
     let (mut stops_cut, mut stops_cut_writing_mappings) = (0, 0);
     let config = |scheme| Config { l2p, ..config(scheme) };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let sim = Simulator::new(geometry(), config(scheme), seed, None).unwrap();
+    let sim = A::create(sharding, geometry(), config(scheme), seed).unwrap();
     let mut run = Run::new(what.clone(), sim);
     run.workload(&mut rng, seed, writes, &mut cut_after_steps, twists);
     if let Some(steps) = stop_then_cut_after_steps {
-        let mapping_writes = run.sim.engine.status().l2p.mapping_writes;
+        let mapping_writes = run.sim.status().l2p.mapping_writes;
         run.sim.begin_stop();
         for _ in 0..steps {
-            if run.sim.engine.is_stopped() || !run.sim.step() {
+            if run.sim.is_stopped() || !run.sim.step() {
                 break;
             }
         }
-        if run.sim.engine.is_stopped() {
+        if run.sim.is_stopped() {
             checkpoints.take(&mut run.sim, keeps_checkpoints, &format!("{what}, at the stop"));
         } else {
             stops_cut += 1;
-            stops_cut_writing_mappings += usize::from(run.sim.engine.status().l2p.mapping_writes > mapping_writes);
+            stops_cut_writing_mappings += usize::from(run.sim.status().l2p.mapping_writes > mapping_writes);
         }
     }
     run.collect_acks();
@@ -424,10 +395,10 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
     // says it is being rebuilt); recovery reads nothing from it. With an even seed the
     // rebuild resumes onto it (keeping the segments it finds completed, as `start` does),
     // with an odd one another new drive takes its place.
-    let rebuilding: Vec<usize> = run.sim.engine.status().rebuild.map(|r| r.drive).into_iter().collect();
+    let rebuilding: Vec<usize> = run.sim.status().rebuild.map(|r| r.drive).into_iter().collect();
     CUTS_DURING_REBUILD.fetch_add(rebuilding.len(), std::sync::atomic::Ordering::Relaxed);
     checkpoints.note_running(&mut run.sim, &what);
-    let stopped = run.sim.engine.is_stopped();
+    let stopped = run.sim.is_stopped();
     let mut cuts_in_flight = in_flight(&run.sim);
     let mut drives = run.sim.power_cut().unwrap();
     if let Some(f) = failure.filter(|f| f.before_write >= writes) {
@@ -440,8 +411,8 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
     let mut expect =
         if failure.is_none() && rebuilding.is_empty() && from_the_stop { Expect::Used } else { Expect::Either };
     if let Some(after) = interrupt_recovery {
-        let offer = checkpoints.offer();
-        match Simulator::recover_interrupted_with_checkpoint(geometry(), config(scheme), drives, after, offer) {
+        let offer = checkpoints.offer(shards);
+        match A::recover_interrupted(sharding, geometry(), config(scheme), drives, after, offer) {
             Ok(Err(cut)) => {
                 drives = cut;
                 states += 1;
@@ -458,11 +429,11 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
             Err(e) => panic!("{what}: interrupted recovery: {e}"),
         }
     }
-    let offer = checkpoints.offer();
-    let mut sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &rebuilding, offer)
+    let offer = checkpoints.offer(shards);
+    let mut sim = A::recover(sharding, geometry(), config(scheme), drives, &rebuilding, offer)
         .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
     checkpoints.judge(&sim, expect, &format!("{what}, recovery"));
-    if !rebuilding.is_empty() && sim.recovery_report.checkpoint_generation.is_some() {
+    if !rebuilding.is_empty() && sim.recovery_reports().iter().any(|r| r.checkpoint_generation.is_some()) {
         CHECKPOINTED_STARTS_DURING_REBUILD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     for &drive in &rebuilding {
@@ -482,7 +453,7 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
         checkpoints.note_running(&mut sim, &what);
         cuts_in_flight += in_flight(&sim);
         let drives = sim.power_cut().unwrap();
-        sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &[], checkpoints.offer())
+        sim = A::recover(sharding, geometry(), config(scheme), drives, &[], checkpoints.offer(shards))
             .unwrap_or_else(|e| panic!("{what}: recovery after a cut during reclaim: {e}"));
         checkpoints.judge(&sim, Expect::Either, &format!("{what}, recovery after a cut during reclaim"));
         sim.run_until_idle();
@@ -512,10 +483,10 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
     }
     checkpoints.note_running(&mut run.sim, &what);
     cuts_in_flight += in_flight(&run.sim);
-    let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), config(scheme), 0, None).unwrap())
+    let drives = std::mem::replace(&mut run.sim, A::create(sharding, geometry(), config(scheme), 0).unwrap())
         .power_cut()
         .unwrap();
-    run.sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &[], checkpoints.offer())
+    run.sim = A::recover(sharding, geometry(), config(scheme), drives, &[], checkpoints.offer(shards))
         .unwrap_or_else(|e| panic!("{what}: second recovery: {e}"));
     // Writes were acknowledged since any stop: a checkpoint still offered is used with the
     // segments written after it replayed, unless garbage collection reset one it names.
@@ -529,10 +500,10 @@ pub fn explore_with(scheme: Scheme, seed: u64, writes: usize, mut cut_after_step
         let taken = checkpoints.take(&mut run.sim, keeps_checkpoints, &format!("{what}, at the last stop"));
         // Without one (the array full), the newest is older than the writes acknowledged.
         let expect = if taken { Expect::Used } else { Expect::Either };
-        let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), config(scheme), 0, None).unwrap())
+        let drives = std::mem::replace(&mut run.sim, A::create(sharding, geometry(), config(scheme), 0).unwrap())
             .power_cut()
             .unwrap();
-        run.sim = Simulator::recover_with_checkpoint(geometry(), config(scheme), drives, &[], checkpoints.offer())
+        run.sim = A::recover(sharding, geometry(), config(scheme), drives, &[], checkpoints.offer(shards))
             .unwrap_or_else(|e| panic!("{what}: start after the last stop: {e}"));
         checkpoints.judge(&run.sim, expect, &format!("{what}, start after the last stop"));
         run.sim.run_until_idle();

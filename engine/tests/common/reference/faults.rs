@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::prelude::*;
 use zapraid_engine::format::CheckpointImage;
-use zapraid_engine::{Config, Error, Request, RequestId, Response, Simulator};
+use zapraid_engine::{Config, Error, Request, RequestId, Response};
 use zapraid_zns::{Geometry, ZonedDevice};
 
 use super::LOGICAL_BLOCKS;
+use crate::common::array::{Array, Sharding};
 
 /// Steps any request, stop or settle may take: far beyond what a run of this size needs
 /// (a few thousand), so that only an engine that never answers (spinning, or waiting on
@@ -53,7 +54,7 @@ pub(crate) struct Inbox {
 impl Inbox {
     /// Runs until `id` is answered: an error if nothing is left to happen without an
     /// answer, or the answer takes more than `STEP_BOUND` steps (a hang).
-    pub(crate) fn wait(&mut self, sim: &mut Simulator, id: RequestId, what: &str) -> Result<Response, TestCaseError> {
+    pub(crate) fn wait<A: Array>(&mut self, sim: &mut A, id: RequestId, what: &str) -> Result<Response, TestCaseError> {
         for _ in 0..STEP_BOUND {
             self.responses.extend(sim.take_responses().into_iter().map(|r| (r.id, r)));
             if let Some(r) = self.responses.remove(&id) {
@@ -70,7 +71,7 @@ impl Inbox {
     }
 
     /// Runs until nothing is left to happen, within `STEP_BOUND` steps.
-    pub(crate) fn settle(&mut self, sim: &mut Simulator, what: &str) -> Result<(), TestCaseError> {
+    pub(crate) fn settle<A: Array>(&mut self, sim: &mut A, what: &str) -> Result<(), TestCaseError> {
         for _ in 0..STEP_BOUND {
             if !sim.step() {
                 self.responses.extend(sim.take_responses().into_iter().map(|r| (r.id, r)));
@@ -81,9 +82,9 @@ impl Inbox {
     }
 
     /// Submits `request` and waits for its answer.
-    pub(crate) fn call(
+    pub(crate) fn call<A: Array>(
         &mut self,
-        sim: &mut Simulator,
+        sim: &mut A,
         id: RequestId,
         request: Request,
         what: &str,
@@ -99,17 +100,17 @@ impl Inbox {
 }
 
 /// A clean stop that must end within `STEP_BOUND` steps.
-pub(crate) fn stop(sim: &mut Simulator, what: &str) -> Result<(), TestCaseError> {
+pub(crate) fn stop<A: Array>(sim: &mut A, what: &str) -> Result<(), TestCaseError> {
     sim.begin_stop();
     for _ in 0..STEP_BOUND {
-        if sim.engine.is_stopped() {
+        if sim.is_stopped() {
             return Ok(());
         }
         if !sim.step() {
             break;
         }
     }
-    prop_assert!(sim.engine.is_stopped(), "{}: the clean stop never ended: {:?}", what, sim.engine.status());
+    prop_assert!(sim.is_stopped(), "{}: the clean stop never ended: {:?}", what, sim.status());
     Ok(())
 }
 
@@ -152,21 +153,21 @@ impl Faults {
     /// Drives out of service: failed (the engine finds out as their commands fail), counted
     /// failed by the engine (a replacement whose rebuild it gave up), or being rebuilt (its
     /// chunks of older segments are not there yet).
-    pub(crate) fn drives_out(sim: &Simulator) -> BTreeSet<usize> {
-        let failed = |d: &usize| sim.drives[*d].is_failed() || sim.engine.is_failed(*d);
-        let mut out: BTreeSet<usize> = (0..sim.drives.len()).filter(failed).collect();
-        out.extend(sim.engine.rebuild_status().map(|r| r.drive));
+    pub(crate) fn drives_out<A: Array>(sim: &A) -> BTreeSet<usize> {
+        let failed = |d: &usize| sim.drives()[*d].is_failed() || sim.is_failed(*d);
+        let mut out: BTreeSet<usize> = (0..sim.drives().len()).filter(failed).collect();
+        out.extend(sim.status().rebuild.map(|r| r.drive));
         out
     }
 
     /// More drives out than parity covers.
-    pub(crate) fn beyond(&self, sim: &Simulator) -> bool {
+    pub(crate) fn beyond<A: Array>(&self, sim: &A) -> bool {
         Self::drives_out(sim).len() > self.m
     }
 
     /// After each operation: beyond tolerance every LBA may be lost; LBAs mapped into a
     /// damaged zone may be; a scrub that ended is counted.
-    pub(crate) fn observe(&mut self, sim: &Simulator) {
+    pub(crate) fn observe<A: Array>(&mut self, sim: &A) {
         if !self.hostile {
             return;
         }
@@ -179,15 +180,14 @@ impl Faults {
         }
         // A zone reset since it was damaged lost the damage with it.
         self.damaged.retain(|&(drive, zone, offset)| {
-            sim.drives[drive].zones().get(zone as usize).is_some_and(|z| z.write_pointer > z.start_lba + offset)
+            sim.drives()[drive].zones().get(zone as usize).is_some_and(|z| z.write_pointer > z.start_lba + offset)
         });
         let zones: HashSet<u32> = self.damaged.iter().map(|d| d.1).collect();
         if !zones.is_empty() {
-            self.maybe_lost.extend(
-                (0..LOGICAL_BLOCKS).filter(|&l| sim.engine.locate(l).is_some_and(|at| zones.contains(&at.zone))),
-            );
+            self.maybe_lost
+                .extend((0..LOGICAL_BLOCKS).filter(|&l| sim.locate(l).is_some_and(|at| zones.contains(&at.zone))));
         }
-        let running = sim.engine.scrub_status().running.is_some();
+        let running = sim.status().scrub.running.is_some();
         if self.scrub_running && !running {
             SCRUBS_ENDED.fetch_add(1, Ordering::Relaxed);
         }
@@ -195,11 +195,11 @@ impl Faults {
     }
 
     /// Fails `drive` (the engine finds out as its commands fail).
-    pub(crate) fn fail(&mut self, sim: &mut Simulator, drive: usize) {
-        if sim.engine.rebuild_status().is_some() {
+    pub(crate) fn fail<A: Array>(&mut self, sim: &mut A, drive: usize) {
+        if sim.status().rebuild.is_some() {
             FAILURES_DURING_REBUILD.fetch_add(1, Ordering::Relaxed);
         }
-        sim.drives[drive].fail();
+        sim.drives_mut()[drive].fail();
         self.observe(sim);
     }
 
@@ -207,21 +207,21 @@ impl Faults {
     /// (paced: slowly in virtual time), unless none failed or a rebuild runs. The engine
     /// is told of the failure first if no command of the drive failed yet (as an
     /// operator's `fail` does).
-    pub(crate) fn replace(
+    pub(crate) fn replace<A: Array>(
         &mut self,
-        sim: &mut Simulator,
+        sim: &mut A,
         which: usize,
         paced: bool,
         seed: u64,
         what: &str,
     ) -> Result<(), TestCaseError> {
-        let failed: Vec<usize> = (0..sim.drives.len()).filter(|&d| sim.drives[d].is_failed()).collect();
-        if failed.is_empty() || sim.engine.rebuild_status().is_some() {
+        let failed: Vec<usize> = (0..sim.drives().len()).filter(|&d| sim.drives()[d].is_failed()).collect();
+        if failed.is_empty() || sim.status().rebuild.is_some() {
             return Ok(());
         }
         let drive = failed[which % failed.len()];
-        if !sim.engine.is_failed(drive) {
-            sim.engine.fail_drive(drive);
+        if !sim.is_failed(drive) {
+            sim.fail_drive(drive);
         }
         sim.set_rebuild_rate(paced.then_some(PACED_BYTES_PER_S));
         sim.replace_drive(drive, seed)
@@ -235,25 +235,27 @@ impl Faults {
     /// `crash`), offered `checkpoint`, with the drives out of service counted failed (a
     /// rebuild under way is resumed by `resume_rebuild`). None if the start fails with
     /// more drives out than parity covers (the case ends there); an error otherwise.
-    pub(crate) fn start(
+    #[allow(clippy::too_many_arguments)] // what a start is given, and the run's context
+    pub(crate) fn start<A: Array>(
         &mut self,
-        sim: &mut Simulator,
+        sim: &mut A,
+        sharding: Sharding,
         geometry: Geometry,
         config: Config,
-        checkpoint: Option<CheckpointImage>,
+        checkpoints: Vec<Option<CheckpointImage>>,
         crash: bool,
         what: &str,
-    ) -> Result<Option<Simulator>, TestCaseError> {
+    ) -> Result<Option<A>, TestCaseError> {
         let out: Vec<usize> = Self::drives_out(sim).into_iter().collect();
         let beyond = out.len() > self.m;
-        self.resume = sim.engine.rebuild_status().map(|r| r.drive).filter(|&d| !sim.drives[d].is_failed());
-        let mut drives = std::mem::take(&mut sim.drives);
+        self.resume = sim.status().rebuild.map(|r| r.drive).filter(|&d| !sim.drives()[d].is_failed());
+        let mut drives = sim.take_drives();
         if crash && self.hostile {
             for (i, drive) in drives.iter_mut().enumerate() {
                 drive.power_cut().map_err(|e| TestCaseError::fail(format!("{what}: power cut of drive {i}: {e}")))?;
             }
         }
-        match Simulator::recover_with_checkpoint(geometry, config, drives, &out, checkpoint) {
+        match A::recover(sharding, geometry, config, drives, &out, checkpoints) {
             Ok(started) => Ok(Some(started)),
             Err(_) if self.hostile && beyond => Ok(None),
             Err(e) => Err(TestCaseError::fail(format!("{what}: start: {e}"))),
@@ -261,7 +263,7 @@ impl Faults {
     }
 
     /// Resumes the rebuild a stop or crash cut short.
-    pub(crate) fn resume_rebuild(&mut self, sim: &mut Simulator, what: &str) -> Result<(), TestCaseError> {
+    pub(crate) fn resume_rebuild<A: Array>(&mut self, sim: &mut A, what: &str) -> Result<(), TestCaseError> {
         if let Some(drive) = self.resume.take() {
             sim.resume_rebuild(drive)
                 .map_err(|e| TestCaseError::fail(format!("{what}: resume the rebuild of drive {drive}: {e}")))?;
@@ -273,9 +275,9 @@ impl Faults {
     /// A crash then is left out: recovery takes such a block for one a power cut tore
     /// (its checksum fails) and drops it, so its LBA reads an older version or zeros
     /// instead of failing (`a_crash_forgets_an_acknowledged_block_damaged_beyond_parity`).
-    pub(crate) fn damage_in_open_segment(&self, sim: &Simulator) -> bool {
+    pub(crate) fn damage_in_open_segment<A: Array>(&self, sim: &A) -> bool {
         self.damaged.iter().any(|&(drive, zone, _)| {
-            sim.drives[drive].zones().get(zone as usize).is_some_and(|z| z.state != zapraid_zns::ZoneState::Full)
+            sim.drives()[drive].zones().get(zone as usize).is_some_and(|z| z.state != zapraid_zns::ZoneState::Full)
         })
     }
 
@@ -314,16 +316,16 @@ impl Faults {
     /// offset on the drive holding `lba` and on m others (picked by `pick`) among those
     /// in service. Whether anything was damaged (an LBA never written, or no longer in
     /// memory, is left alone).
-    pub(crate) fn damage(&mut self, sim: &mut Simulator, lba: u64, pick: u64) -> bool {
-        let Some(at) = sim.engine.locate(lba) else { return false };
-        let n = sim.drives.len();
+    pub(crate) fn damage<A: Array>(&mut self, sim: &mut A, lba: u64, pick: u64) -> bool {
+        let Some(at) = sim.locate(lba) else { return false };
+        let n = sim.drives().len();
         let mut drives = vec![at.drive];
         let others: Vec<usize> =
             (0..n).map(|i| (at.drive + 1 + i + pick as usize) % n).filter(|&d| d != at.drive).collect();
-        drives.extend(others.iter().copied().filter(|&d| !sim.drives[d].is_failed()).take(self.m));
-        let block = sim.drives[at.drive].geometry().zone_start_lba(at.zone) + at.offset;
+        drives.extend(others.iter().copied().filter(|&d| !sim.drives()[d].is_failed()).take(self.m));
+        let block = sim.drives()[at.drive].geometry().zone_start_lba(at.zone) + at.offset;
         for (i, &d) in drives.iter().enumerate() {
-            sim.drives[d].corrupt_block(block, pick.wrapping_add(i as u64 * 997)).expect("a block of the drive");
+            sim.drives_mut()[d].corrupt_block(block, pick.wrapping_add(i as u64 * 997)).expect("a block of the drive");
             self.damaged.push((d, at.zone, at.offset));
         }
         DAMAGE_OPS.fetch_add(1, Ordering::Relaxed);
@@ -338,8 +340,8 @@ impl Faults {
 pub(crate) type ReadBack = (Vec<Option<Vec<u8>>>, BTreeSet<u64>, Vec<(u64, Error)>);
 
 /// Reads every block one at a time: which fail, and how (`Error::Lost` or another).
-pub(crate) fn read_each(
-    sim: &mut Simulator,
+pub(crate) fn read_each<A: Array>(
+    sim: &mut A,
     inbox: &mut Inbox,
     next_id: &mut u64,
     what: &str,

@@ -13,8 +13,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use proptest::prelude::*;
-use zapraid_engine::{Config, Error, Simulator, Status};
+use zapraid_engine::{Config, Error, Status};
 use zapraid_zns::Geometry;
+
+use crate::common::array::{Array, Sharding};
 
 use super::faults::{
     self, read_each, Faults, Inbox, BLOCKS_LOST, ENDED_BEYOND_TOLERANCE, EXACT_COUNTS, OPEN_SEGMENTS_WITH_HOLES,
@@ -22,6 +24,7 @@ use super::faults::{
 use super::BLOCK;
 
 pub(crate) struct End<'a> {
+    pub(crate) sharding: Sharding,
     pub(crate) geometry: Geometry,
     pub(crate) config: Config,
     pub(crate) model: &'a HashMap<u64, Vec<u8>>,
@@ -33,16 +36,16 @@ pub(crate) struct End<'a> {
 }
 
 impl End<'_> {
-    pub(crate) fn check(
+    pub(crate) fn check<A: Array>(
         &self,
-        mut sim: Simulator,
+        mut sim: A,
         mut faults: Faults,
         mut inbox: Inbox,
         mut id: u64,
     ) -> Result<Status, TestCaseError> {
         let what = self.what;
         faults.observe(&sim);
-        prop_assert!(sim.engine.scrub_status().running.is_none(), "{}: a scrub never ended", what);
+        prop_assert!(sim.status().scrub.running.is_none(), "{}: a scrub never ended", what);
         if faults.beyond(&sim) {
             // Still more drives out than parity covers: nothing is counted exactly then (new
             // writes fail, garbage collection cannot write markers). A rebuild begun then
@@ -51,15 +54,15 @@ impl End<'_> {
             // of RAID-0 over 3 drives with drive 2 failed). The array still stops.
             ENDED_BEYOND_TOLERANCE.fetch_add(1, Ordering::Relaxed);
             faults::stop(&mut sim, what)?;
-            return Ok(sim.engine.status());
+            return Ok(sim.status());
         }
-        prop_assert!(sim.engine.rebuild_status().is_none(), "{}: a rebuild never ended", what);
+        prop_assert!(sim.status().rebuild.is_none(), "{}: a rebuild never ended", what);
         // Every block reads as the model says, or fails if it may be lost.
         let (data, _, _) = read_each(&mut sim, &mut inbox, &mut id, what)?;
         self.check_data(&faults, &data, "first read of every block")?;
         // Garbage collection reclaims every segment with holes, recording their blocks lost.
         inbox.settle(&mut sim, what)?;
-        if sim.engine.segments_with_holes() > 0 {
+        if sim.status().segments_with_holes > 0 {
             // Only a segment still open (garbage collection takes sealed ones): a clean
             // stop closes it, and the reads after the start find its holes again.
             OPEN_SEGMENTS_WITH_HOLES.fetch_add(1, Ordering::Relaxed);
@@ -67,17 +70,17 @@ impl End<'_> {
             read_each(&mut sim, &mut inbox, &mut id, what)?;
             inbox.settle(&mut sim, what)?;
         }
-        prop_assert_eq!(sim.engine.segments_with_holes(), 0, "{}: segments with holes left", what);
+        prop_assert_eq!(sim.status().segments_with_holes, 0, "{}: segments with holes left", what);
         let (data, lost, other) = read_each(&mut sim, &mut inbox, &mut id, what)?;
         self.check_data(&faults, &data, "second read of every block")?;
         prop_assert!(
             other.is_empty(),
             "{}: reads fail without their LBA recorded lost ({} recorded lost): {:?}",
             what,
-            sim.engine.blocks_lost(),
+            sim.status().blocks_lost,
             other
         );
-        prop_assert_eq!(lost.len() as u64, sim.engine.blocks_lost(), "{}: lost LBAs {:?}", what, lost);
+        prop_assert_eq!(lost.len() as u64, sim.status().blocks_lost, "{}: lost LBAs {:?}", what, lost);
         BLOCKS_LOST.fetch_add(lost.len(), Ordering::Relaxed);
         EXACT_COUNTS.fetch_add(1, Ordering::Relaxed);
         // The same after a clean stop and start, and after a crash and start.
@@ -104,7 +107,7 @@ impl End<'_> {
                 prop_assert!(again[lba] == data[lba], "{}: {}: LBA {} reads otherwise", what, how, lba);
             }
             inbox.settle(&mut sim, what)?;
-            prop_assert_eq!(sim.engine.segments_with_holes(), 0, "{}: {}: segments with holes left", what, how);
+            prop_assert_eq!(sim.status().segments_with_holes, 0, "{}: {}: segments with holes left", what, how);
             let (_, lost_again, other) = read_each(&mut sim, &mut inbox, &mut id, what)?;
             prop_assert!(
                 other.is_empty(),
@@ -113,31 +116,31 @@ impl End<'_> {
                 how,
                 other
             );
-            prop_assert_eq!(lost_again.len() as u64, sim.engine.blocks_lost(), "{}: {}", what, how);
+            prop_assert_eq!(lost_again.len() as u64, sim.status().blocks_lost, "{}: {}", what, how);
             prop_assert_eq!(kept(&lost_again), kept(&lost), "{}: {}: other LBAs lost", what, how);
         }
-        Ok(sim.engine.status())
+        Ok(sim.status())
     }
 
     /// A clean stop and start (offered the stop's checkpoint), or a crash and start
     /// (replaying every segment), within tolerance; settled.
-    fn restart(
+    fn restart<A: Array>(
         &self,
-        mut sim: Simulator,
+        mut sim: A,
         faults: &mut Faults,
         inbox: &mut Inbox,
         crash: bool,
         how: &str,
-    ) -> Result<Simulator, TestCaseError> {
+    ) -> Result<A, TestCaseError> {
         let what = self.what;
-        let image = if crash {
-            None
+        let images = if crash {
+            Vec::new()
         } else {
             faults::stop(&mut sim, what)?;
-            sim.stop_checkpoint()
+            sim.stop_checkpoints()
         };
         let mut sim = faults
-            .start(&mut sim, self.geometry, self.config, image, crash, what)?
+            .start(&mut sim, self.sharding, self.geometry, self.config, images, crash, what)?
             .ok_or_else(|| TestCaseError::fail(format!("{what}: {how}: within tolerance, the start failed")))?;
         inbox.clear();
         inbox.settle(&mut sim, what)?;

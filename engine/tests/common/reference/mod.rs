@@ -15,11 +15,14 @@ use proptest::prelude::*;
 use zapraid_engine::{Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, Simulator, Status};
 use zapraid_zns::Geometry;
 
+use crate::common::array::{Array, Sharding};
 use crate::common::{self, BLOCK};
 
 pub(crate) mod faults;
 mod hostile_end;
+mod kept;
 use faults::{Faults, Inbox};
+use kept::Kept;
 // For the pinned cases (lost_cases.rs); model.rs, which shares this module, does not use it.
 #[allow(unused_imports)]
 pub(crate) use hostile_end::describe;
@@ -205,9 +208,9 @@ struct Expected {
 /// Ends a batch of writes: every write is answered (in a hostile run the background work
 /// goes on meanwhile, else everything settles first), each succeeds unless the array was
 /// beyond tolerance (hostile runs), and the model takes them in order.
-fn end_batch(
+fn end_batch<A: Array>(
     batch: &mut Vec<Submitted>,
-    sim: &mut Simulator,
+    sim: &mut A,
     inbox: &mut Inbox,
     faults: &mut Faults,
     expected: &mut Expected,
@@ -242,6 +245,16 @@ fn end_batch(
 }
 
 pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status, TestCaseError> {
+    run_sharded::<Simulator>(Sharding::PLAIN, setup, ops, seed)
+}
+
+/// `run_with_l2p` over an array of `sharding` (`setup.geometry` its whole drives).
+pub(crate) fn run_sharded<A: Array>(
+    sharding: Sharding,
+    setup: Setup,
+    ops: &[Op],
+    seed: u64,
+) -> Result<Status, TestCaseError> {
     let Setup { geometry, level, mode, chunk_blocks, open, l2p, hostile } = setup;
     let l2p_config = l2p.map_or_else(L2pConfig::default, |small| L2pConfig {
         budget_bytes: Some(small.budget_pages * BLOCK as u64),
@@ -249,12 +262,12 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
         checkpoint: true,
     });
     let config = Config { l2p: l2p_config, ..config(level, mode, chunk_blocks, open) };
-    let mut sim = Simulator::new(geometry, config, seed, None).unwrap();
+    let mut sim = A::create(sharding, geometry, config, seed).unwrap();
     let m = level.tolerated_failures();
-    let drives = sim.engine.layout().drives();
+    let drives = sim.drives().len();
     let mut faults = Faults::new(hostile, m);
     let mut inbox = Inbox::default();
-    let mut checkpoint_kept = None;
+    let mut kept = Kept::new(sharding);
     let mut expected = Expected::default();
     let mut next_id = 0u64;
     let mut new_id = || {
@@ -264,7 +277,7 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
     // Writes are submitted in batches (concurrently); any other operation ends the batch.
     let mut batch: Vec<Submitted> = Vec::new();
     let ctx = |step: usize, op: &Op| {
-        format!("{level:?} {mode:?} chunk {chunk_blocks} {open:?} {l2p:?} hostile {hostile} seed {seed} step {step}: {op:?}")
+        format!("{level:?} {mode:?} chunk {chunk_blocks} {open:?} {l2p:?} hostile {hostile} {sharding} seed {seed} step {step}: {op:?}")
     };
     for (step, op) in ops.iter().enumerate() {
         let what = ctx(step, op);
@@ -331,7 +344,7 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
             }
             Op::ForceFail { drive } if hostile => {
                 let drive = drive % drives;
-                if !sim.drives[drive].is_failed() {
+                if !sim.drives()[drive].is_failed() {
                     faults.fail(&mut sim, drive);
                 }
             }
@@ -347,37 +360,22 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
             }
             Op::Restart => {
                 faults::stop(&mut sim, &what)?;
-                let image = if l2p.is_some() { sim.stop_checkpoint() } else { None };
-                if image.is_none() && l2p.is_some() && !hostile {
+                let images = if l2p.is_some() { sim.stop_checkpoints() } else { Vec::new() };
+                let every = kept.stopped(images, &mut expected);
+                if !every && l2p.is_some() && !hostile {
                     // No room to write the table back (a nearly full array): the stop left
                     // no checkpoint, and a replay would not keep discards. What the array
                     // holds is checked as it stands, and the case ends.
                     check_all(&mut sim, &mut inbox, &expected.model, &expected.uncertain, new_id(), &what)?;
-                    return Ok(sim.engine.status());
+                    return Ok(sim.status());
                 }
-                match &image {
-                    Some(image) => {
-                        checkpoint_kept = Some(image.clone());
-                        expected.discarded_before.extend(expected.discarded_since.drain());
-                    }
-                    None => {
-                        // The start replays the log, which holds no discard.
-                        expected
-                            .uncertain
-                            .extend(expected.discarded_since.drain().chain(expected.discarded_before.drain()));
-                        checkpoint_kept = None;
-                    }
-                }
-                let generation = image.as_ref().map(|i| i.generation);
-                let Some(started) = faults.start(&mut sim, geometry, config, image, false, &what)? else {
-                    return Ok(sim.engine.status()); // beyond tolerance: the array cannot start
+                let Some(started) = faults.start(&mut sim, sharding, geometry, config, kept.offer(), false, &what)?
+                else {
+                    return Ok(sim.status()); // beyond tolerance: the array cannot start
                 };
                 sim = started;
                 STARTS.set(STARTS.get() + 1);
-                prop_assert_eq!(sim.recovery_report.checkpoint_generation, generation, "{}", what);
-                if generation.is_some() {
-                    prop_assert_eq!(sim.recovery_report.segments_replayed, 0, "{}", what);
-                }
+                kept.check_restart(&sim, &what)?;
                 inbox.clear();
                 inbox.settle(&mut sim, &what)?;
                 faults.resume_rebuild(&mut sim, &what)?;
@@ -387,24 +385,13 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
             }
             Op::Crash => {
                 faults.crashed();
-                let offered = checkpoint_kept.clone();
-                let Some(started) = faults.start(&mut sim, geometry, config, offered, true, &what)? else {
-                    return Ok(sim.engine.status());
+                let Some(started) = faults.start(&mut sim, sharding, geometry, config, kept.offer(), true, &what)?
+                else {
+                    return Ok(sim.status());
                 };
                 sim = started;
                 STARTS.set(STARTS.get() + 1);
-                expected.uncertain.extend(expected.discarded_since.iter().copied());
-                match sim.recovery_report.checkpoint_generation {
-                    Some(used) => {
-                        prop_assert_eq!(Some(used), checkpoint_kept.as_ref().map(|c| c.generation), "{}", what);
-                        CRASH_STARTS_REPLAYING
-                            .fetch_add(usize::from(sim.recovery_report.segments_replayed > 0), Ordering::Relaxed);
-                    }
-                    None => {
-                        expected.uncertain.extend(expected.discarded_before.iter().copied());
-                        checkpoint_kept = None;
-                    }
-                }
+                kept.crashed(&sim, &mut expected, &what)?;
                 CRASH_STARTS.fetch_add(1, Ordering::Relaxed);
                 inbox.clear();
                 inbox.settle(&mut sim, &what)?;
@@ -414,21 +401,15 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
         }
         // A checkpoint taken while running (during this op or the writes before it) holds
         // every discard of the ops before this one; this one's may come after it.
-        if let Some(image) = sim.take_running_checkpoint() {
-            RUNNING_CHECKPOINTS.fetch_add(1, Ordering::Relaxed);
-            let this_op: HashSet<u64> = match op {
-                Op::Discard { lba, blocks } => (*lba..lba + blocks).collect(),
-                _ => HashSet::new(),
-            };
-            expected
-                .discarded_before
-                .extend(expected.discarded_since.iter().copied().filter(|lba| !this_op.contains(lba)));
-            expected.discarded_since.retain(|lba| this_op.contains(lba));
-            checkpoint_kept = Some(image);
-        }
+        let this_op: HashSet<u64> = match op {
+            Op::Discard { lba, blocks } => (*lba..lba + blocks).collect(),
+            _ => HashSet::new(),
+        };
+        kept.running(&mut sim, &this_op, &mut expected);
         faults.observe(&sim);
     }
-    let what = format!("{level:?} {mode:?} chunk {chunk_blocks} {l2p:?} hostile {hostile} seed {seed}: final");
+    let what =
+        format!("{level:?} {mode:?} chunk {chunk_blocks} {l2p:?} hostile {hostile} {sharding} seed {seed}: final");
     end_batch(&mut batch, &mut sim, &mut inbox, &mut faults, &mut expected, hostile, &what)?;
     inbox.settle(&mut sim, &what)?;
     if hostile {
@@ -440,6 +421,7 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
             .copied()
             .collect();
         let end = hostile_end::End {
+            sharding,
             geometry,
             config,
             model: &expected.model,
@@ -451,12 +433,12 @@ pub(crate) fn run_with_l2p(setup: Setup, ops: &[Op], seed: u64) -> Result<Status
     }
     // Finally every block reads back as the model says.
     check_all(&mut sim, &mut inbox, &expected.model, &expected.uncertain, new_id(), &what)?;
-    Ok(sim.engine.status())
+    Ok(sim.status())
 }
 
 /// Every block reads back as the model says (those a crash made uncertain aside).
-pub(crate) fn check_all(
-    sim: &mut Simulator,
+pub(crate) fn check_all<A: Array>(
+    sim: &mut A,
     inbox: &mut Inbox,
     model: &HashMap<u64, Vec<u8>>,
     uncertain: &HashSet<u64>,
