@@ -35,6 +35,13 @@ impl<D: ZonedDevice> DrivePart<D> {
     }
 }
 
+// Parts exist to move to threads of their own.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<DrivePart<EmulatedDrive>>();
+    send::<DrivePart<crate::nvme::NvmeDrive>>();
+};
+
 /// A part shows as the zones it owns.
 impl<D: ZonedDevice> std::fmt::Debug for DrivePart<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
