@@ -35,6 +35,13 @@ impl<D: ZonedDevice> DrivePart<D> {
     }
 }
 
+// Parts exist to move to threads of their own.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<DrivePart<EmulatedDrive>>();
+    send::<DrivePart<crate::nvme::NvmeDrive>>();
+};
+
 /// A part shows as the zones it owns.
 impl<D: ZonedDevice> std::fmt::Debug for DrivePart<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -149,5 +156,57 @@ impl DrivePart<EmulatedDrive> {
     /// Identity of the drive.
     pub fn drive_uuid(&self) -> [u8; 16] {
         self.window.inner().drive_uuid()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::{execute, Done};
+    use crate::zone::{ZoneAction, ZoneTarget};
+
+    fn geometry() -> Geometry {
+        Geometry { max_open_zones: Some(8), max_active_zones: Some(10), ..Geometry::small(30, 64, 60) }
+    }
+
+    /// A part in the middle of a drive, its neighbours idle, behaves as a drive of its own.
+    #[test]
+    fn a_part_passes_the_conformance_suite() {
+        let mut parts = EmulatedDrive::memory(geometry(), 1).unwrap().split(&[(0, 5), (5, 20), (25, 5)]).unwrap();
+        assert_eq!(parts[1].geometry(), Geometry { zone_count: 20, ..geometry() });
+        crate::window::conforms_but_for_select_all(&mut parts[1]);
+    }
+
+    /// Memory media hand each part the blocks of its zones, and the zones' states go with them.
+    #[test]
+    fn a_memory_drive_splits_with_its_data() {
+        let g = geometry();
+        let mut drive = EmulatedDrive::memory(g, 1).unwrap();
+        for zone in [4u64, 5, 29] {
+            let data = vec![zone as u8; 3 * 4096];
+            execute(&mut drive, Command::Write { lba: zone * 64, data, metadata: Vec::new() }).result.unwrap();
+        }
+        let mut parts = drive.split(&[(5, 25), (0, 5)]).unwrap();
+        for (part, zone, drive_zone) in [(1, 4, 4u8), (0, 0, 5), (0, 24, 29)] {
+            let read = Command::Read { lba: zone * 64, data: vec![0; 3 * 4096], metadata: Vec::new() };
+            let done = execute(&mut parts[part], read);
+            assert_eq!(done.result.unwrap(), Done::Read);
+            assert!(done.data.iter().all(|b| *b == drive_zone), "part {part} zone {zone}");
+            let report = execute(&mut parts[part], Command::ReportZones { start_lba: zone * 64, max_zones: 1 });
+            let Ok(Done::Zones(zones)) = report.result else { panic!("{:?}", report.result) };
+            assert_eq!((zones[0].state, zones[0].written_blocks()), (ZoneState::ImplicitlyOpen, 3));
+        }
+    }
+
+    /// The device under a part's window refuses other parts' zones too, should a
+    /// command reach it in the drive's numbering.
+    #[test]
+    fn the_drive_under_a_part_refuses_other_parts_zones() {
+        let mut parts = EmulatedDrive::memory(geometry(), 1).unwrap().split(&[(0, 5), (5, 5)]).unwrap();
+        let inner = parts[1].window.inner_mut();
+        let reset = Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::Zone { start_lba: 4 * 64 } };
+        let refused = execute(inner, reset).result.unwrap_err();
+        assert!(matches!(refused, Error::ZoneNotInPart { zone: 4, first_zone: 5, end_zone: 10 }), "{refused}");
+        assert_eq!(inner.zones().len(), 5);
     }
 }

@@ -14,9 +14,9 @@
 //! data. A power cut lands each in-flight command fully, partly (a prefix of its blocks)
 //! or not at all; every completion already delivered has reached the media.
 //!
-//! A drive over a drive file or discarding media splits into parts (`split`), each
-//! owning a run of its zones and movable to a thread of its own; the parts share the
-//! drive's open and active zone counts and its failure (`shared`), nothing else.
+//! A drive splits into parts (`split`), each owning a run of its zones and movable to a
+//! thread of its own; the parts share the drive's open and active zone counts and its
+//! failure (`shared`), nothing else.
 
 mod commands;
 mod shared;
