@@ -1,5 +1,6 @@
 #!/bin/sh
-# The array as a block device on 4 QEMU ZNS drives: RAID-5 with ext4 (files survive
+# The array as a block device on 4 QEMU ZNS drives: RAID-5 of 2 engine shards (each its
+# own thread over its own zones of every drive, requests split between them) with ext4 (files survive
 # stop/start, a failed drive, and kill -9 of the server during writes: the restarted
 # server takes the same device over under the mounted file system, every file verifies,
 # fsck clean), fio with verification, then RAID-6 with two failed drives.
@@ -23,8 +24,8 @@ verify() {
     echo "all files verify ($1)"
 }
 
-step "format RAID-5 over 4 drives"
-zapraid format --level raid5 --name z $D
+step "format RAID-5 over 4 drives, 2 engine shards"
+zapraid format --level raid5 --shards 2 --name z $D
 step "start (drives named in reverse order)"
 dev=$(start $REVERSED)
 [ -b "$dev" ] || fail "start printed '$dev', not a block device"
@@ -38,6 +39,7 @@ md5sum /mnt/a/file* /mnt/a/dir/copy > /tmp/sums
 sync
 umount /mnt/a
 zapraid status z
+zapraid status z --json | grep -Eq '"shard_count": ?2' || fail "status does not show 2 shards"
 step "stop, start, verify"
 zapraid stop z
 dev=$(start $D)

@@ -6,7 +6,9 @@
 # Both runs on the block device are the same fio job: two jobs, one pinned to each of the
 # guest's two CPUs, at queue depth 16 each (32 in all), each writing its own half of the
 # range; with 2 queues each CPU's requests go to a queue of its own, with 1 both share it.
-# Then, where the time goes: a third, shorter run with 2 queues under `perf record -a`
+# The array is formatted with one engine shard for the 1- and 2-queue runs, then again with
+# 2 shards (a thread each, requests split between them) for a third run with 2 queues.
+# Then, where the time goes: a shorter run with 2 queues and 2 shards under `perf record -a`
 # (the whole guest, so the kernel, fio and zapraid's threads are all in it), if the
 # initramfs has perf. Everything is emulated under TCG: the ratios, not the absolute
 # figures, are what this says. Reports only: it fails on errors, never on timings.
@@ -43,6 +45,8 @@ ublk_fio() {
 }
 ublk_fio 1 /tmp/ublk1.json "$size"
 ublk_fio 2 /tmp/ublk2.json "$size"
+zapraid format --force --level raid5 --shards 2 --name p "$d0" "$d1" "$d2" "$d3" >/dev/null
+ublk_fio 2 /tmp/ublk2s.json "$size"
 
 zapraid device reset "$bare" --erase >/dev/null
 /usr/bin/fio --name=raw-seqwrite --filename="$bare" --ioengine=io_uring_cmd --cmd_type=nvme --rw=write \
@@ -75,10 +79,13 @@ fi
 
 ublk1=$(bw /tmp/ublk1.json)
 ublk2=$(bw /tmp/ublk2.json)
+ublk2s=$(bw /tmp/ublk2s.json)
 raw=$(bw /tmp/raw.json)
-awk -v u1="$ublk1" -v u2="$ublk2" -v r="$raw" 'BEGIN {
+awk -v u1="$ublk1" -v u2="$ublk2" -v u2s="$ublk2s" -v r="$raw" 'BEGIN {
     printf "fio /dev/ublkb0 4 KiB random write, 2 jobs x QD 16, 1 ublk queue (RAID-5, 4 drives):  %.1f MiB/s\n", u1 / 1048576
     printf "fio /dev/ublkb0 4 KiB random write, 2 jobs x QD 16, 2 ublk queues (RAID-5, 4 drives): %.1f MiB/s\n", u2 / 1048576
+    printf "fio /dev/ublkb0 4 KiB random write, 2 jobs x QD 16, 2 ublk queues, 2 engine shards:  %.1f MiB/s\n", u2s / 1048576
     printf "fio io_uring_cmd 4 KiB sequential write QD 1, one raw drive: %.1f MiB/s\n", r / 1048576
-    printf "ratio block device / raw drive: 1 queue %.3f, 2 queues %.3f\n", u1 / r, u2 / r
+    printf "ratio block device / raw drive: 1 queue %.3f, 2 queues %.3f, 2 queues and 2 shards %.3f\n", u1 / r, u2 / r, u2s / r
+    printf "ratio 2 queues and 2 shards / 1 queue and 1 shard: %.3f\n", u2s / u1
 }'

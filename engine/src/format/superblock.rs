@@ -11,6 +11,10 @@ use super::record::{check_sealed, drive_shape_is_valid, read, DecodeError, FORMA
 /// The most open segments an array may have (each takes open and active zones).
 pub const MAX_OPEN_SEGMENTS: u32 = 16;
 
+/// Most engine shards an array may have (`crate::shard`: the UUID mixing keeps S and the
+/// shard's index in one byte each). Data on the drives depends on it: never to change.
+pub const MAX_SHARDS: u32 = 255;
+
 pub const ARRAY_SUPERBLOCK_MAGIC: [u8; 8] = *b"ZRAIDARR";
 
 /// The array superblock: first block of zone 0 of every drive, written by `zapraid
@@ -135,7 +139,7 @@ impl ArraySuperblock {
             || s.rebuilding_drives.get() >> drives != 0
             || u32::from(s.small_segments) + u32::from(s.large_segments) > MAX_OPEN_SEGMENTS
             || (s.large_segments > 0 && s.large_chunk_bytes.get() <= s.chunk_bytes.get())
-            || s.shard_count.get() > crate::shard::MAX_SHARDS
+            || s.shard_count.get() > MAX_SHARDS
             || (s.shard_count.get() > 1 && s.shard_unit_blocks.get() == 0)
         {
             return Err(DecodeError::Field(format!(

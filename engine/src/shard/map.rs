@@ -15,8 +15,7 @@ use crate::hybrid::SegmentPlan;
 /// request.
 pub const DEFAULT_UNIT_BYTES: u64 = 512 << 10;
 
-/// Most shards an array may have (the UUID mixing keeps S and the index in one byte each).
-pub const MAX_SHARDS: u32 = 255;
+pub use crate::format::MAX_SHARDS;
 
 /// Where each logical block and zone of an array of S shards belongs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -39,7 +39,7 @@ fn valid_superblock() -> impl Strategy<Value = ArraySuperblock> {
         (any::<u32>(), any::<u32>(), 1u64..=u64::MAX),
         (any::<u64>(), any::<u64>(), any::<[u8; 32]>(), any::<u64>()),
         (any::<u64>(), any::<u64>(), any::<u64>(), any::<u8>()),
-        (0u32..=crate::shard::MAX_SHARDS, 1u32..=1 << 20),
+        (0u32..=crate::format::MAX_SHARDS, 1u32..=1 << 20),
     );
     fields.prop_map(
         |(
@@ -129,7 +129,7 @@ fn superblock_is_sound(s: &ArraySuperblock) {
     let open = s.open_segments();
     assert!(open.total() <= MAX_OPEN_SEGMENTS, "{s:?}");
     assert!(s.large_segments == 0 || s.large_chunk_bytes.get() > s.chunk_bytes.get(), "{s:?}");
-    assert!(s.shards() <= crate::shard::MAX_SHARDS && (s.shards() == 1 || s.shard_unit_blocks.get() > 0), "{s:?}");
+    assert!(s.shards() <= crate::format::MAX_SHARDS && (s.shards() == 1 || s.shard_unit_blocks.get() > 0), "{s:?}");
     // Sealed again it is the current layout with the same fields.
     let again = ArraySuperblock::decode(s.seal().as_bytes()).expect("a decoded superblock seals and decodes again");
     assert_eq!(again.as_bytes()[16..ARRAY_SUPERBLOCK_BYTES - 4], s.as_bytes()[16..ARRAY_SUPERBLOCK_BYTES - 4]);
