@@ -1,7 +1,7 @@
 //! Arrays of engine shards as an operator drives them: `format --shards`, a start that
 //! takes the shard count from the superblock (and refuses `--shards` of another), `status`
-//! with each shard's figures beside their sum, `inspect` naming them, and what is not
-//! built for shards yet (replacing a drive) refused in words.
+//! with each shard's figures beside their sum, `inspect` naming them, a failed drive
+//! replaced and rebuilt by every shard, and a rebuild cut short by a stop resumed.
 
 mod common;
 
@@ -11,7 +11,7 @@ use common::world::World;
 #[test]
 fn an_array_of_two_shards_starts_shows_each_and_refuses_another_count() {
     let _serial = serial();
-    let world = World::formatted("raid5", 4, 40, 600, &["--shards", "2"]);
+    let mut world = World::formatted("raid5", 4, 40, 600, &["--shards", "2"]);
     let blocks = world.write_and_verify(Some(1), 1).mapped_blocks;
     assert!(blocks > 0);
     let line = world.superblock_line(0);
@@ -33,14 +33,29 @@ fn an_array_of_two_shards_starts_shows_each_and_refuses_another_count() {
     assert!(human.contains("    shard 0: ") && human.contains("    shard 1: "), "{human}");
 
     world.ok(&["fail", "rp", "1"]);
-    let new = world.new_drive("new1");
-    let said = world.refused(&["replace", "rp", "1", &new]);
-    assert!(said.contains("not built yet"), "{said}");
     world.ok(&["stop", "rp"]);
     // The failure is on the drives: a start without drive 1 needs no --degraded.
     world.start(&[], &[1]);
     assert_eq!(world.status()["drives"][1]["state"], "failed");
     world.ok(&["stop", "rp"]);
     let read = world.without(&[1]);
+    assert_eq!(common::world::write_and_verify(&read, world.blocks, None, 1).mapped_blocks, blocks);
+
+    // Replaced: every shard rebuilds its part of the new drive; slowly, so a stop cuts the
+    // rebuild short and a start resumes it in every shard.
+    world.start(&[], &[1]);
+    let new = world.new_drive("new1");
+    world.ok(&["replace", "rp", "1", &new, "--rebuild-rate", "1M"]);
+    let s = world.status();
+    assert_eq!(s["drives"][1]["state"], "rebuilding", "{s}");
+    world.ok(&["stop", "rp"]);
+    world.drives[1] = new;
+    world.start(&[], &[]);
+    world.ok(&["rebuild-rate", "rp", "unlimited"]);
+    world.wait_rebuilt(1);
+    // Whole again: every block reads back with drive 0 failed (drive 1's from the new drive).
+    world.ok(&["fail", "rp", "0"]);
+    world.ok(&["stop", "rp"]);
+    let read = world.without(&[0]);
     assert_eq!(common::world::write_and_verify(&read, world.blocks, None, 1).mapped_blocks, blocks);
 }

@@ -40,7 +40,9 @@ pub fn swap_in(
     rebuild_rate_bytes_per_s: Option<u64>,
 ) -> Result<()> {
     let (done, result) = crossbeam_channel::bounded(1);
-    let message = Message::ReplaceDrive { drive, device, rebuild_rate_bytes_per_s, done };
+    let path_buf = path.to_path_buf();
+    let message =
+        Message::ReplaceDrive { drive, device, path: path_buf, checkpoint_part: None, rebuild_rate_bytes_per_s, done };
     engine.send(message).map_err(|_| Error::EngineGone)?;
     result.recv().map_err(|_| Error::EngineGone)??;
     let mut id = identity.lock().expect("identity");

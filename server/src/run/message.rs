@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{SendError, Sender};
+use crossbeam_channel::Sender;
 use zapraid_engine::Request;
 use zapraid_zns::ReservedZones;
 
@@ -52,6 +52,11 @@ pub enum Message {
     ReplaceDrive {
         drive: usize,
         device: ReservedZones<Drive>,
+        /// Where the new drive is: an array of shards opens it again, split among them.
+        path: std::path::PathBuf,
+        /// For one shard of several: its part of the new drive holding its checkpoint
+        /// area (the array's way in splits the drive and sets it).
+        checkpoint_part: Option<Drive>,
         rebuild_rate_bytes_per_s: Option<u64>,
         done: Sender<Result<()>>,
     },
@@ -94,9 +99,10 @@ pub struct ThreadSender {
 }
 
 impl ThreadSender {
-    /// Sends a message (blocks while the channel is full) and wakes the thread if it sleeps.
-    pub fn send(&self, message: Message) -> std::result::Result<(), SendError<Message>> {
-        self.tx.send(message)?;
+    /// Sends a message (blocks while the channel is full) and wakes the thread if it
+    /// sleeps; an error once the thread is gone.
+    pub fn send(&self, message: Message) -> Result<()> {
+        self.tx.send(message).map_err(|_| crate::error::Error::EngineGone)?;
         self.wake.ring();
         Ok(())
     }
@@ -126,7 +132,7 @@ impl EngineSender {
     /// are gone. A sharded array answers a control message before this returns.
     pub fn send(&self, message: Message) -> Result<()> {
         match &self.0 {
-            Way::One(thread) => thread.send(message).map_err(|_| crate::error::Error::EngineGone),
+            Way::One(thread) => thread.send(message),
             Way::Shards(shards) => shards.send(message),
         }
     }

@@ -104,6 +104,10 @@ struct SharedState {
     /// drives it is rebuilding (set for every shard when a replace starts one).
     shard_failed: Vec<u64>,
     shard_rebuilding: Vec<u64>,
+    /// Per shard, rebuilds recorded for it that it has not reported started yet (nor
+    /// given up): until it does, what it reports cannot drop them, nor count their drive
+    /// failed.
+    pending_rebuilds: Vec<u64>,
     watchers: Vec<Sender<()>>,
 }
 
@@ -121,6 +125,7 @@ impl SharedRecord {
                 zone0,
                 shard_failed: vec![failed; shards],
                 shard_rebuilding: vec![rebuilding; shards],
+                pending_rebuilds: vec![0; shards],
                 watchers: Vec::new(),
             }),
             failed: AtomicU64::new(failed),
@@ -148,10 +153,53 @@ impl SharedRecord {
     /// Returns the superblock in force.
     pub fn report(&self, shard: usize, failed: u64, rebuilding: u64) -> ArraySuperblock {
         let mut state = self.lock();
-        state.shard_failed[shard] = failed;
-        state.shard_rebuilding[shard] = rebuilding;
+        state.pending_rebuilds[shard] &= !rebuilding; // started
+        let pending = state.pending_rebuilds[shard];
+        state.shard_failed[shard] = failed & !pending;
+        state.shard_rebuilding[shard] = rebuilding | pending;
         self.write_if_changed(&mut state);
         state.record.superblock
+    }
+
+    /// Records drive `drive` being rebuilt onto a new drive whose zone 0 is `zone0` (every
+    /// zone of it reset), for every shard (each to report its rebuild started, or
+    /// `cancel_rebuild`), before any shard writes to it. The new drive gets the
+    /// generation too. Refused unless the drive is failed and no rebuild is recorded.
+    pub fn start_rebuild(&self, drive: usize, zone0: Drive) -> crate::error::Result<()> {
+        let mut state = self.lock();
+        let bit = 1u64 << drive;
+        let sb = state.record.superblock;
+        if drive >= state.zone0.len() {
+            return Err(crate::error::Error::NoSuchDrive { drive, drives: state.zone0.len() });
+        }
+        if let Some(running) = (0..state.zone0.len()).find(|d| sb.rebuilding_drives.get() >> d & 1 == 1) {
+            return Err(crate::error::Error::Config {
+                reason: format!("drive {running} is being rebuilt: one rebuild runs at a time (see zapraid status)"),
+            });
+        }
+        if sb.failed_drives.get() & bit == 0 && self.failed() & bit == 0 {
+            return Err(crate::error::Error::Config {
+                reason: format!(
+                    "drive {drive} has not failed: only a failed drive is replaced (zapraid fail marks one)"
+                ),
+            });
+        }
+        state.zone0[drive] = zone0;
+        state.record.next_lba[drive] = 0;
+        for shard in 0..state.shard_failed.len() {
+            state.pending_rebuilds[shard] |= bit;
+            state.shard_rebuilding[shard] |= bit;
+            state.shard_failed[shard] &= !bit;
+        }
+        self.write_if_changed(&mut state);
+        Ok(())
+    }
+
+    /// Shard `shard` did not start the rebuild `start_rebuild` recorded for it: it reports
+    /// what it does now.
+    pub fn cancel_rebuild(&self, shard: usize, drive: usize) {
+        let mut state = self.lock();
+        state.pending_rebuilds[shard] &= !(1u64 << drive);
     }
 
     /// Asks to be told (a `()`) of every generation recorded from now on.

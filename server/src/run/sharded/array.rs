@@ -7,6 +7,7 @@ use zapraid_engine::shard::ShardMap;
 use zapraid_engine::Engine;
 use zapraid_zns::ReservedZones;
 
+use super::parts::PartLayout;
 use super::route::Shards;
 use crate::drives::Drive;
 use crate::error::Result;
@@ -34,6 +35,7 @@ impl ShardedArray {
     /// Starts a thread per shard of `map`, in order.
     pub fn spawn(
         map: ShardMap,
+        layout: PartLayout,
         level: RaidLevel,
         shards: Vec<ShardStart>,
         record: Arc<SharedRecord>,
@@ -50,7 +52,7 @@ impl ShardedArray {
             threads.push(EngineThread::spawn_shard(shard.engine, drives, block_size_bytes, shard.record, link)?);
         }
         let senders = threads.iter().map(EngineThread::own_sender).collect();
-        let shards = Shards { map, level, threads: senders, record };
+        let shards = Shards { map, layout, level, threads: senders, record };
         Ok(ShardedArray { tx: EngineSender(Way::Shards(Arc::new(shards))), threads })
     }
 

@@ -7,9 +7,11 @@
 //! spans shards shares its own join, and a failure the shared record.
 
 mod array;
+mod parts;
 mod route;
 mod start;
 
 pub use array::{ArrayThreads, ShardStart, ShardedArray};
+pub use parts::{DriveParts, PartLayout};
 pub use route::Shards;
 pub use start::{recover_shards, RecoveredShards};

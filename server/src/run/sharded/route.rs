@@ -17,6 +17,7 @@ use zapraid_engine::layout::RaidLevel;
 use zapraid_engine::shard::{Join, ShardMap, ShardedStatus};
 use zapraid_engine::{Request, Response};
 
+use super::parts::PartLayout;
 use crate::error::{Error, Result};
 use crate::run::failures::check_fail;
 use crate::run::message::{Answer, Fanout, Message, ReplyTo, ThreadSender, ANSWER_TIMEOUT};
@@ -26,6 +27,7 @@ use crate::run::status::{percentiles, ArrayStatus};
 /// The shards' threads, and what is needed to route to them.
 pub struct Shards {
     pub(super) map: ShardMap,
+    pub(super) layout: PartLayout,
     pub(super) level: RaidLevel,
     pub(super) threads: Vec<ThreadSender>,
     pub(super) record: Arc<SharedRecord>,
@@ -147,6 +149,46 @@ impl Shards {
     }
 }
 
+impl Shards {
+    /// Replaces failed drive `drive` by the new drive `device` (checked and emptied, at
+    /// `path`): opened again as parts, recorded rebuilding for every shard, then each
+    /// shard's parts swapped in and its rebuild started, all at once. The rate is shared
+    /// among the shards, as `SetRebuildRate` does.
+    fn replace(
+        &self,
+        drive: usize,
+        device: zapraid_zns::ReservedZones<crate::drives::Drive>,
+        path: &std::path::Path,
+        rebuild_rate_bytes_per_s: Option<u64>,
+    ) -> Result<()> {
+        drop(device); // the parts open it again
+        let parts = self.layout.open(Some(path))?;
+        self.record.start_rebuild(drive, parts.zone0)?;
+        let shards = self.threads.len() as u64;
+        let each = rebuild_rate_bytes_per_s.map(|r| if r == 0 { 0 } else { r.div_ceil(shards) });
+        let mut checkpoint_parts = parts.checkpoint.into_iter();
+        let mut waiting = Vec::new();
+        for (thread, part) in self.threads.iter().zip(parts.shards) {
+            let device = zapraid_zns::ReservedZones::new(part, 0)
+                .map_err(|e| Error::Config { reason: format!("a part of the new drive has no zones: {e}") })?;
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            let message = Message::ReplaceDrive {
+                drive,
+                device,
+                path: path.to_path_buf(),
+                checkpoint_part: checkpoint_parts.next(),
+                rebuild_rate_bytes_per_s: each,
+                done: tx,
+            };
+            thread.send(message).map_err(gone)?;
+            waiting.push(rx);
+        }
+        let answers: Vec<Result<()>> =
+            waiting.into_iter().map(|rx| rx.recv_timeout(ANSWER_TIMEOUT).unwrap_or(Err(Error::EngineGone))).collect();
+        answers.into_iter().collect()
+    }
+}
+
 impl Fanout for Shards {
     fn send(&self, message: Message) -> Result<()> {
         match message {
@@ -159,13 +201,8 @@ impl Fanout for Shards {
                 let _ = done.send(self.fail(drive, force));
                 Ok(())
             }
-            Message::ReplaceDrive { done, .. } => {
-                let reason = format!(
-                    "replacing a drive of an array of {} engine shards is not built yet (each shard would rebuild its \
-                     part of the new drive); the array runs degraded until then",
-                    self.map.shards()
-                );
-                let _ = done.send(Err(Error::Config { reason }));
+            Message::ReplaceDrive { drive, device, path, rebuild_rate_bytes_per_s, done, .. } => {
+                let _ = done.send(self.replace(drive, device, &path, rebuild_rate_bytes_per_s));
                 Ok(())
             }
             Message::Scrub { request, done } => {

@@ -2,41 +2,35 @@
 //! (`drives::open_drive_parts`: zone 0 for the record, each shard's checkpoint area, each
 //! shard's zones), then every shard's recovery at once, each on its own thread over its
 //! own parts (from its checkpoint if it matches its zones, else by replaying its
-//! segments), so a start takes about what the largest shard's recovery takes.
+//! segments), so a start takes about what the largest shard's recovery takes. A rebuild
+//! cut short resumes in every shard, over its part of the drive.
 //!
 //! Invariant: the parts of a drive never share a zone (`zapraid_zns` refuses overlapping
 //! spans), so the shards' threads and the record never write the same zone.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use zapraid_engine::shard::ShardMap;
 use zapraid_engine::{Engine, RecoveryReport};
-use zapraid_zns::{Geometry, MissingDrive, ReservedZones};
+use zapraid_zns::{execute, Command, Geometry, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
 
 use super::array::{ShardStart, ShardedArray};
+use super::parts::{DriveParts, PartLayout};
 use crate::assemble::assembly::Assembled;
-use crate::assemble::recover::{recover_engine, CheckpointDrives, EngineStart};
-use crate::drives::{open_drive_parts, Drive};
+use crate::assemble::recover::{rebuilding_drive, recover_engine, CheckpointDrives, EngineStart};
+use crate::drives::Drive;
 use crate::error::{Error, Result};
 use crate::records::checkpoint::{CheckpointArea, CheckpointPlace};
-use crate::records::layout::SUPERBLOCK_ZONES;
 use crate::run::record::{FailureRecord, SharedRecord};
 
 /// An array of shards recovered and ready to run.
 pub struct RecoveredShards {
     pub map: ShardMap,
+    pub layout: PartLayout,
     pub shards: Vec<ShardStart>,
     pub record: Arc<SharedRecord>,
     /// Each shard's recovery, in shard order.
     pub reports: Vec<RecoveryReport>,
-}
-
-/// Each drive's parts, by role.
-struct DriveParts {
-    zone0: Drive,
-    checkpoint: Vec<Drive>,
-    shards: Vec<Drive>,
 }
 
 /// Opens `assembled`'s drives again as parts and recovers every shard's engine. The
@@ -50,27 +44,16 @@ pub fn recover_shards(assembled: &mut Assembled) -> Result<RecoveredShards> {
         assembled.config.logical_blocks,
         &assembled.geometry,
     )?;
-    if sb.rebuilding_drives.get() != 0 {
-        return Err(Error::Config {
-            reason: format!(
-                "the superblock records a drive being rebuilt; an array of {shards} engine shards does not rebuild \
-                 yet (not built)"
-            ),
-        });
-    }
+    // A drive being rebuilt: every shard's recovery counts it failed, then each resumes
+    // its rebuild over its own part of it (`resume`).
+    let resumed = rebuilding_drive(assembled);
     let reserved = sb.reserved_zones.get();
     let areas: Vec<CheckpointArea> = (0..shards).filter_map(|s| CheckpointArea::of(reserved, shards, s)).collect();
-    let mut spans = vec![(0, SUPERBLOCK_ZONES)];
-    spans.extend(areas.iter().map(|a| (a.first_zone, a.zones().len() as u32)));
-    spans.extend((0..map.shards()).map(|s| map.zones_of(s)).map(|z| (reserved + z.start, z.end - z.start)));
-    let raw = Geometry { zone_count: assembled.geometry.zone_count + reserved, ..assembled.geometry };
+    let layout = PartLayout::of(&map, reserved, &areas, assembled.geometry);
     // The whole drives go first: the parts open each drive again.
     drop(std::mem::take(&mut assembled.drives));
-    let mut parts: Vec<DriveParts> = assembled
-        .paths
-        .iter()
-        .map(|path| drive_parts(path.as_ref(), &spans, &raw, areas.len()))
-        .collect::<Result<_>>()?;
+    let mut parts: Vec<DriveParts> =
+        assembled.paths.iter().map(|path| layout.open(path.as_deref())).collect::<Result<_>>()?;
     let record = FailureRecord::of(assembled);
     let superblock_generation = sb.generation.get();
     // Per shard, its parts of every drive.
@@ -116,8 +99,11 @@ pub fn recover_shards(assembled: &mut Assembled) -> Result<RecoveredShards> {
                             on_drives: None,
                         });
                         let checkpoints = CheckpointDrives::Parts(&mut checkpoint_drives[..]);
-                        let (engine, report): (Engine, RecoveryReport) =
+                        let (mut engine, report): (Engine, RecoveryReport) =
                             recover_engine(&mut drives, checkpoints, &mut place, input)?;
+                        if let Some(drive) = resumed {
+                            resume(&mut engine, &mut drives[drive], drive)?;
+                        }
                         record.checkpoint = place;
                         Ok((ShardStart { engine, drives, checkpoint_drives, record }, report))
                     })
@@ -133,24 +119,26 @@ pub fn recover_shards(assembled: &mut Assembled) -> Result<RecoveredShards> {
         shards_started.push(shard);
         reports.push(report);
     }
-    let record = Arc::new(SharedRecord::new(record, zone0, map.shards(), 0));
-    Ok(RecoveredShards { map, shards: shards_started, record, reports })
+    let rebuilding = resumed.map_or(0, |drive| 1u64 << drive);
+    let record = Arc::new(SharedRecord::new(record, zone0, map.shards(), rebuilding));
+    Ok(RecoveredShards { map, layout, shards: shards_started, record, reports })
 }
 
-/// Drive `path`'s parts (`spans`, raw numbering: zone 0, then `areas` checkpoint areas,
-/// then each shard's zones); an absent drive's are missing drives of the same shapes.
-fn drive_parts(path: Option<&PathBuf>, spans: &[(u32, u32)], raw: &Geometry, areas: usize) -> Result<DriveParts> {
-    let mut parts = match path {
-        Some(path) => open_drive_parts(path, spans)?,
-        None => spans
-            .iter()
-            .map(|(_, zones)| Box::new(MissingDrive::new(Geometry { zone_count: *zones, ..*raw })) as Drive)
-            .collect(),
-    };
-    let shards = parts.split_off(1 + areas);
-    let checkpoint = parts.split_off(1);
-    let zone0 = parts.pop().expect("zone 0's part");
-    Ok(DriveParts { zone0, checkpoint, shards })
+/// Resumes a shard's rebuild of `drive` cut short, over its part `part` of it: its zones
+/// that hold none of the shard's segments are reset (new segments are written there
+/// from the start); the others the engine checks as it resumes, never trusting them.
+fn resume(engine: &mut Engine, part: &mut ReservedZones<Drive>, drive: usize) -> Result<()> {
+    let keep = engine.zones_holding_segments();
+    let g = part.geometry();
+    for zone in (0..g.zone_count).filter(|z| !keep.contains(z)) {
+        let target = ZoneTarget::Zone { start_lba: g.zone_start_lba(zone) };
+        execute(part, Command::ManageZone { action: ZoneAction::Reset, target })
+            .result
+            .map_err(|error| Error::Config { reason: format!("drive {drive} being rebuilt: zone reset: {error}") })?;
+    }
+    engine.resume_drive_rebuild(drive)?;
+    tracing::warn!(drive, "a shard's rebuild cut short resumes");
+    Ok(())
 }
 
 /// Parts as the engine sees them: every zone of them its own (none reserved).
@@ -168,7 +156,14 @@ impl ShardedArray {
         let level = assembled.config.level;
         let block_size_bytes = assembled.geometry.block_size_bytes;
         let recovered = recover_shards(assembled)?;
-        let array = ShardedArray::spawn(recovered.map, level, recovered.shards, recovered.record, block_size_bytes)?;
+        let array = ShardedArray::spawn(
+            recovered.map,
+            recovered.layout,
+            level,
+            recovered.shards,
+            recovered.record,
+            block_size_bytes,
+        )?;
         Ok((array, recovered.reports))
     }
 }

@@ -413,8 +413,12 @@ impl EngineLoop {
                 }
                 let _ = done.send(result);
             }
-            Message::ReplaceDrive { drive, device, rebuild_rate_bytes_per_s, done } => {
-                let _ = done.send(self.replace_drive(drive, device, rebuild_rate_bytes_per_s));
+            Message::ReplaceDrive { drive, device, checkpoint_part, rebuild_rate_bytes_per_s, done, .. } => {
+                let result = match self.shard.is_some() {
+                    true => self.replace_shard_drive(drive, device, checkpoint_part, rebuild_rate_bytes_per_s),
+                    false => self.replace_drive(drive, device, rebuild_rate_bytes_per_s),
+                };
+                let _ = done.send(result);
             }
             Message::SetRebuildRate { rate_bytes_per_s, done } => {
                 self.engine.set_rebuild_rate(Some(rate_bytes_per_s).filter(|r| *r > 0));

@@ -19,13 +19,7 @@ impl EngineLoop {
         mut device: ReservedZones<Drive>,
         rebuild_rate_bytes_per_s: Option<u64>,
     ) -> Result<()> {
-        if self.shard.is_some() {
-            return Err(Error::Config {
-                reason: "a drive of an array of several engine shards is not replaced yet (not built: each shard \
-                         would rebuild its part of the new drive)"
-                    .into(),
-            });
-        }
+        debug_assert!(self.shard.is_none(), "a shard's drive is replaced by replace_shard_drive");
         let drives = self.drives.len();
         if drive >= drives {
             return Err(Error::NoSuchDrive { drive, drives });

@@ -10,6 +10,8 @@
 //! the record holds it (`recorded` is false until reported, and the turn reports before
 //! it answers), as one engine thread does with its own record.
 
+use zapraid_zns::ZonedDevice;
+
 use super::shard_link::ShardLink;
 use super::EngineLoop;
 
@@ -47,5 +49,61 @@ impl EngineLoop {
             // A start refuses an incremental checkpoint whose base goes with an older superblock.
             self.engine.forget_checkpoint_base();
         }
+    }
+}
+
+impl EngineLoop {
+    /// Swaps this shard's parts of a new drive (`device`, its zones; `checkpoint_part`,
+    /// its checkpoint area) into failed drive `drive`'s place and starts this shard's
+    /// rebuild onto them. The array's way in recorded the drive rebuilding first, for
+    /// every shard (`SharedRecord::start_rebuild`); a shard that cannot start its
+    /// rebuild takes that back for itself.
+    pub(super) fn replace_shard_drive(
+        &mut self,
+        drive: usize,
+        device: zapraid_zns::ReservedZones<crate::drives::Drive>,
+        checkpoint_part: Option<crate::drives::Drive>,
+        rebuild_rate_bytes_per_s: Option<u64>,
+    ) -> crate::error::Result<()> {
+        let (index, record) = self.shard.as_ref().map(|l| (l.index, l.record.clone())).expect("a shard");
+        let refuse = |reason: String| {
+            record.cancel_rebuild(index, drive);
+            Err(crate::error::Error::Config { reason })
+        };
+        if drive >= self.drives.len() || self.drives[drive].in_flight() > 0 {
+            return refuse(format!("shard {index}: drive {drive} has commands in flight; try again in a moment"));
+        }
+        if let Some(r) = self.engine.rebuild_status() {
+            return refuse(format!("shard {index} is rebuilding drive {}: one rebuild runs at a time", r.drive));
+        }
+        let mut device = device;
+        if self.notified && !device.notify_completions(self.wake.raw()) {
+            return refuse("the new drive cannot signal its completions as the array's drives do".into());
+        }
+        // Failed here too, if this shard had not seen it fail: its rebuild needs it so.
+        if !self.engine.is_failed(drive) {
+            self.engine.fail_drive(drive);
+        }
+        self.drives[drive] = device;
+        let slot = self.shard.as_mut().and_then(|l| l.checkpoint_drives.get_mut(drive));
+        if let (Some(part), Some(slot)) = (checkpoint_part, slot) {
+            *slot = part;
+        }
+        let rate_before = self.engine.rebuild_rate_bytes_per_s();
+        if let Some(rate) = rebuild_rate_bytes_per_s {
+            self.engine.set_rebuild_rate(Some(rate).filter(|r| *r > 0));
+        }
+        if let Err(e) = self.engine.rebuild_drive(drive) {
+            self.engine.set_rebuild_rate(rate_before);
+            record.cancel_rebuild(index, drive);
+            self.record_failures();
+            return Err(e.into());
+        }
+        self.rebuilding |= 1 << drive;
+        self.rebuild_started = Some(std::time::Instant::now());
+        // Reported at once: the record holds it pending until then.
+        self.record_failures();
+        tracing::warn!(drive, shard = index, "drive replaced: this shard's rebuild started");
+        Ok(())
     }
 }

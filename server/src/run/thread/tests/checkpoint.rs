@@ -340,7 +340,16 @@ fn a_stop_during_a_rebuild_leaves_a_checkpoint_the_next_start_begins_from() {
         crate::assemble::new_drive::prepare_new_drive(&new_path, REPLACED, &g, reserved_zones, &[], false).unwrap();
     let (done, result) = crossbeam_channel::bounded(1);
     let rate = Some(REBUILD_RATE_BYTES_PER_S);
-    thread.tx.send(Message::ReplaceDrive { drive: REPLACED, device, rebuild_rate_bytes_per_s: rate, done }).unwrap();
+    let path = new_path.clone();
+    let message = Message::ReplaceDrive {
+        drive: REPLACED,
+        device,
+        path,
+        checkpoint_part: None,
+        rebuild_rate_bytes_per_s: rate,
+        done,
+    };
+    thread.tx.send(message).unwrap();
     result.recv().unwrap().unwrap();
     let rebuild = status(&thread).rebuild.expect("the rebuild runs");
     thread.tx.send(Message::Stop).unwrap();
