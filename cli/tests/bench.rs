@@ -98,7 +98,10 @@ fn bench_cpu_runs_the_server_path_and_accounts_for_every_thread() {
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     assert!(all.contains("Engine only") && all.contains("The real server path"), "{all}");
-    assert!(all.contains("frontend threads stand in for the ublk queues") || all.contains("ublk is available"), "{all}");
+    assert!(
+        all.contains("frontend threads stand in for the ublk queues") || all.contains("ublk is available"),
+        "{all}"
+    );
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     assert_eq!(json["engine_only"].as_array().unwrap().len(), 2, "{json}");
     let server = &json["server_path"];

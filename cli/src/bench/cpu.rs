@@ -150,7 +150,7 @@ fn load_average() -> String {
     }
 }
 
-/// The shard counts to run: `--shards`, else 1 and the core count.
+/// The shard counts to run, in ascending order: `--shards`, else 1 and the core count.
 fn shard_counts(args: &BenchArgs) -> Vec<usize> {
     let mut shards: Vec<usize> = if args.shards.is_empty() {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -158,6 +158,8 @@ fn shard_counts(args: &BenchArgs) -> Vec<usize> {
     } else {
         args.shards.iter().map(|s| *s as usize).collect()
     };
+    // Ascending, so that 1 shard, which the others are compared with, runs first.
+    shards.sort_unstable();
     shards.dedup();
     shards
 }
@@ -211,8 +213,8 @@ fn server_path_runs(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Value
         let mut one_shard = None;
         for &s in &shards {
             let plan = RunPlan { level, shards: s, frontends, requests, seed: args.seed };
-            let figure = server_path::run(&base, plan)
-                .with_context(|| format!("the server path, {level}, {s} shard(s)"))?;
+            let figure =
+                server_path::run(&base, plan).with_context(|| format!("the server path, {level}, {s} shard(s)"))?;
             let Some(figure) = figure else {
                 say!(out, "{:<14} {:>6} {SHARDS_NOT_BUILT}", level.to_string(), s);
                 json.push(serde_json::json!({
