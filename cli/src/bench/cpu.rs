@@ -189,8 +189,9 @@ fn server_path_runs(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Value
          answers come, as a ublk queue thread does; {ublk} (the kernel's part of a request is not counted). \
          Emulated drives run their commands on the engine thread when it reaps them: there is no drive thread. \
          Latency from send to answer as the frontend sees it; CPU time per thread from the scheduler \
-         (/proc/self/task/N/schedstat) over the measured part, beside its time runnable but waiting for a CPU (taken \
-         by other processes, or by more busy threads than cores); CPU per write is every thread's over the writes.",
+         (/proc/self/task/N/schedstat) over the measured part, its share in the kernel (system calls: the drive \
+         files' writes, wake-ups; from clock ticks, coarse) and its time runnable but waiting for a CPU (taken by \
+         other processes, or by more busy threads than cores); CPU per write is every thread's over the writes.",
         WINDOW_MIB = 256,
         depth = server_path::QUEUE_DEPTH,
     );
@@ -266,21 +267,23 @@ fn print_threads(out: &mut Out, level: RaidLevel, shards: usize, figure: &RunFig
         figure.wall_s,
         figure.segments_reclaimed
     );
-    let row = |out: &mut Out, role: &str, cpu_ns: u64, wait_ns: u64| {
+    let row = |out: &mut Out, role: &str, cpu_ns: u64, wait_ns: u64, kernel: Option<f64>| {
+        let kernel = kernel.map_or("-".to_string(), |k| format!("{:.0}%", k * 100.0));
         say!(
             out,
-            "  {:<28} {:>9.1} ms CPU {:>5.0}% busy {:>8.2} us/write {:>9.1} ms waiting for a CPU",
+            "  {:<28} {:>9.1} ms CPU {:>5.0}% busy {:>8.2} us/write {:>5} in the kernel {:>9.1} ms waiting for a CPU",
             role,
             cpu_ns as f64 / 1e6,
             cpu_ns as f64 / 1e9 / figure.wall_s * 100.0,
             cpu_ns as f64 / 1e3 / figure.requests as f64,
+            kernel,
             wait_ns as f64 / 1e6
         );
     };
     for t in in_print_order(figure) {
-        row(out, &t.role, t.cpu_ns, t.wait_ns);
+        row(out, &t.role, t.cpu_ns, t.wait_ns, t.kernel_fraction);
     }
-    row(out, "all threads", figure.cpu_ns(), figure.wait_ns());
+    row(out, "all threads", figure.cpu_ns(), figure.wait_ns(), None);
 }
 
 fn run_json(level: RaidLevel, shards: usize, figure: &RunFigure, scaling: Option<f64>) -> serde_json::Value {

@@ -143,6 +143,9 @@ pub(super) struct ThreadFigure {
     /// Time runnable, waiting for a CPU (others' load on a shared machine, or too many
     /// busy threads for the cores).
     pub wait_ns: u64,
+    /// The share of its CPU time in the kernel (from clock ticks: coarse), if it ran a
+    /// tick at all.
+    pub kernel_fraction: Option<f64>,
 }
 
 /// What one run of the server path measured.
@@ -286,7 +289,16 @@ fn name_threads(threads: &[ThreadTime]) -> Vec<ThreadFigure> {
             } else {
                 format!("other ({})", t.name)
             };
-            ThreadFigure { tid: t.tid, role, name: t.name.clone(), cpu_ns: t.cpu_ns, wait_ns: t.wait_ns }
+            let ticks = t.user_ticks + t.system_ticks;
+            let kernel_fraction = (ticks > 0).then(|| t.system_ticks as f64 / ticks as f64);
+            ThreadFigure {
+                tid: t.tid,
+                role,
+                name: t.name.clone(),
+                cpu_ns: t.cpu_ns,
+                wait_ns: t.wait_ns,
+                kernel_fraction,
+            }
         })
         .collect()
 }
@@ -446,6 +458,7 @@ pub(super) fn threads_json(figure: &RunFigure) -> serde_json::Value {
                 "cpu_ms": t.cpu_ns as f64 / 1e6,
                 "busy": t.cpu_ns as f64 / 1e9 / figure.wall_s,
                 "waiting_for_a_cpu_ms": t.wait_ns as f64 / 1e6,
+                "kernel_fraction": t.kernel_fraction,
                 "cpu_us_per_request": t.cpu_ns as f64 / 1e3 / figure.requests as f64,
             })
         })
