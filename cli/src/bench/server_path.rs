@@ -60,7 +60,7 @@ const FRONTEND_THREAD: &str = "frontend-";
 const LATENCY_MAX_NS: u64 = 60_000_000_000;
 const LATENCY_DIGITS: u8 = 3;
 
-/// The array a run writes to: its drives' directory and the server over them.
+/// The server a run writes to (its drive files in the run's directory).
 pub(super) struct ServerPath {
     session: Session,
     /// Where frontends send block requests.
@@ -68,7 +68,8 @@ pub(super) struct ServerPath {
 }
 
 impl ServerPath {
-    /// The role of a server thread named `name` (its `comm`), if it is one.
+    /// The role of a server thread named `name` (its `comm`), if it is one: the engine
+    /// thread names itself "zapraid-engine" (`EngineThread::spawn`).
     fn role_of(name: &str) -> Option<String> {
         (name == "zapraid-engine").then(|| "engine (and its drives)".to_string())
     }
@@ -256,7 +257,7 @@ fn measure(server: &ServerPath, plan: RunPlan, warmup: u64) -> Result<RunFigure>
     }
     let (status_before, status_after) = (status_before?, status_after?);
     let threads = thread_cpu::window(&cpu_before?, &cpu_after?)?;
-    let engine_writes = status_after.writes - status_before.writes;
+    let engine_writes = status_after.writes.saturating_sub(status_before.writes);
     if requests != plan.requests || engine_writes != requests {
         bail!(
             "the frontends sent {} writes, had {requests} answered, and the engine thread counted {engine_writes}",
@@ -270,7 +271,10 @@ fn measure(server: &ServerPath, plan: RunPlan, warmup: u64) -> Result<RunFigure>
         wall_s: wall.as_secs_f64(),
         latency_us: Latencies { p50: quantile_us(0.5), p99: quantile_us(0.99), p99_99: quantile_us(0.9999) },
         threads: name_threads(&threads),
-        segments_reclaimed: status_after.engine.segments_reclaimed - status_before.engine.segments_reclaimed,
+        segments_reclaimed: status_after
+            .engine
+            .segments_reclaimed
+            .saturating_sub(status_before.engine.segments_reclaimed),
     })
 }
 
