@@ -84,3 +84,60 @@ fn help_lists_every_experiment() {
         assert!(help.contains(name), "{name}: {help}");
     }
 }
+
+/// `bench cpu` runs the real server path (engine thread, drive driver, frontend threads)
+/// and accounts for it: the writes sent are the writes the engine counted, every thread of
+/// the process has a role and a CPU time, and a shard count the server cannot run yet is
+/// said to be not run, with no figure. Structure only: no timing is checked.
+#[test]
+fn bench_cpu_runs_the_server_path_and_accounts_for_every_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("cpu.json");
+    let args = ["bench", "cpu", "--requests", "300", "--shards", "1,2", "--json", json_path.to_str().unwrap()];
+    let out = zapraid_in(dir.path(), &args);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("Engine only") && all.contains("The real server path"), "{all}");
+    assert!(
+        all.contains("frontend threads stand in for the ublk queues") || all.contains("ublk is available"),
+        "{all}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(json["engine_only"].as_array().unwrap().len(), 2, "{json}");
+    let server = &json["server_path"];
+    let frontends = server["frontends"].as_u64().unwrap();
+    assert!(frontends >= 1, "{server}");
+    let runs = server["runs"].as_array().unwrap();
+    // RAID-5 and RAID-6, each with 1 and 2 shards.
+    assert_eq!(runs.len(), 4, "{server}");
+    for run in runs {
+        let figure = &run["figure"];
+        if run["shards"] == 2 {
+            assert!(figure.is_null(), "{run}");
+            assert!(run["not_run"].as_str().unwrap().contains("shards not built yet"), "{run}");
+            continue;
+        }
+        assert_eq!(figure["requests"], 300, "{run}");
+        assert_eq!(figure["engine_counted_writes"], 300, "{run}");
+        assert_eq!(figure["scaling_vs_1_shard"], 1.0, "{run}");
+        let cpu_us = figure["cpu_us_per_request"].as_f64().unwrap();
+        assert!(cpu_us > 0.0, "{run}");
+        let latency = &figure["latency_us"];
+        let (p50, p99, p99_99) =
+            (latency["p50"].as_f64().unwrap(), latency["p99"].as_f64().unwrap(), latency["p99_99"].as_f64().unwrap());
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= p99_99, "{run}");
+        // Every thread of the process, each with its role: the engine thread, one per
+        // frontend, the main thread; none unknown; their CPU times sum to the figure.
+        let threads = figure["threads"].as_array().unwrap();
+        let mut roles: Vec<&str> = threads.iter().map(|t| t["role"].as_str().unwrap()).collect();
+        roles.sort_unstable();
+        let mut expected = vec!["engine (and its drives)".to_string(), "main (starts the run, waits)".to_string()];
+        expected.extend((0..frontends).map(|i| format!("frontend {i}")));
+        expected.sort_unstable();
+        assert_eq!(roles, expected, "{run}");
+        let engine = threads.iter().find(|t| t["role"] == "engine (and its drives)").unwrap();
+        assert!(engine["cpu_ms"].as_f64().unwrap() > 0.0, "{run}");
+        let sum_us: f64 = threads.iter().map(|t| t["cpu_us_per_request"].as_f64().unwrap()).sum();
+        assert!((sum_us - cpu_us).abs() <= 1e-6 * cpu_us.max(1.0), "{sum_us} vs {cpu_us}: {run}");
+    }
+}

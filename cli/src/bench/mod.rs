@@ -7,7 +7,8 @@
 //! figures for the report. The experiments are in `paper` (Exp#1-#3, #7, CPU cost),
 //! `drives` (Exp#5: crash recovery, rebuild, rebuild under load), `levels` (Exp#4),
 //! `scale` (Exp#6), `gc` (Exp#8), `l2p` (Exp#9), `traces` (Exp#10), and the engine's own
-//! CPU cost in `cpu`.
+//! CPU cost in `cpu`, with the real server path's in `server_path` (every thread's CPU
+//! time from `thread_cpu`).
 
 /// Prints a line of an experiment's output and keeps it for the report.
 macro_rules! say {
@@ -26,6 +27,8 @@ mod l2p;
 mod levels;
 mod paper;
 mod scale;
+mod server_path;
+mod thread_cpu;
 mod traces;
 
 use std::path::PathBuf;
@@ -75,7 +78,9 @@ enum Experiment {
     /// open segment (4, 16 KiB chunks) and on (2,2) and (1,3) hybrid segments.
     Exp10,
     /// The engine alone on one core over instant drives: 4 KiB writes, reads and degraded
-    /// reads per second, allocations per request.
+    /// reads per second, allocations per request; then the real server path (engine
+    /// thread, drive driver, frontend threads) over drive files on tmpfs: writes per
+    /// second, latency, every thread's CPU time (--shards, --json).
     Cpu,
 }
 
@@ -126,14 +131,22 @@ pub struct BenchArgs {
     /// Only Exp#1 (writes) and the CPU cost (with `paper`).
     #[arg(long)]
     writes_only: bool,
-    /// Requests per cell of Exp#4, Exp#6 and Exp#7 (defaults: 40000, 30000, 200000; with
-    /// --quick 8000, 5000, 50000).
+    /// Requests per cell of Exp#4, Exp#6, Exp#7 and cpu (defaults: 40000, 30000, 200000,
+    /// 1000000; with --quick 8000, 5000, 50000, 100000), and per run of cpu's server path
+    /// (400000; with --quick 40000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     requests: Option<u64>,
     /// Write a figure (SVG) per experiment into DIR, and DIR/report.md with the figures
     /// and the tables; DIR is made if missing.
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
+    /// Engine shard counts `cpu` runs the real server path with, e.g. 1,2 (default: 1 and
+    /// the core count); each is compared with 1 shard in the same run.
+    #[arg(long, value_name = "S,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    shards: Vec<u32>,
+    /// Write `cpu`'s figures as JSON to FILE (a run that could not be made: null).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// Alibaba 2020 trace for Exp#10 (plain or .gz; its writes are replayed); default: a
     /// synthetic Alibaba-format trace made in memory (scripts/gen-alibaba-trace.py's).
     #[arg(long, value_name = "FILE")]
@@ -281,15 +294,18 @@ fn levels_run() -> Vec<RaidLevel> {
 /// ignoring it would print figures of a run other than the one asked for.
 fn refuse_unused_options(args: &BenchArgs, order: &[Experiment]) -> Result<()> {
     let runs_hybrid = order.contains(&Experiment::Hybrid) || (order.contains(&Experiment::Paper) && !args.writes_only);
-    let options: [(&str, bool, bool, &str); 3] = [
+    let runs_cpu = order.contains(&Experiment::Cpu);
+    let options: [(&str, bool, bool, &str); 5] = [
         ("--writes-only", args.writes_only, order.contains(&Experiment::Paper), "paper"),
         (
             "--requests",
             args.requests.is_some(),
-            runs_hybrid || order.contains(&Experiment::Exp4) || order.contains(&Experiment::Exp6),
-            "exp4, exp6 and exp7 (hybrid, also in paper without --writes-only)",
+            runs_hybrid || order.contains(&Experiment::Exp4) || order.contains(&Experiment::Exp6) || runs_cpu,
+            "exp4, exp6, exp7 (hybrid, also in paper without --writes-only) and cpu",
         ),
         ("--trace", args.trace.is_some(), order.contains(&Experiment::Exp10), "exp10"),
+        ("--shards", !args.shards.is_empty(), runs_cpu, "cpu"),
+        ("--json", args.json.is_some(), runs_cpu, "cpu"),
     ];
     for (option, given, used, users) in options {
         if given && !used {
