@@ -15,7 +15,7 @@ use zapraid_engine::cpu_cost::CpuCosts;
 use zapraid_engine::RaidLevel;
 use zapraid_experiments::cpu::{calibrate, reads, writes, CpuFigure, QUEUE_DEPTH};
 
-use super::server_path::{self, in_print_order, RunFigure, RunPlan, SHARDS_NOT_BUILT};
+use super::server_path::{self, in_print_order, RunFigure, RunPlan};
 use super::{BenchArgs, Out};
 
 const FULL_REQUESTS: u64 = 1_000_000;
@@ -168,7 +168,7 @@ fn shard_counts(args: &BenchArgs) -> Vec<usize> {
 const SERVER_LEVELS: [RaidLevel; 2] = [RaidLevel::Raid5 { drives: 4 }, RaidLevel::Raid6 { drives: 6 }];
 
 /// The real server path for each level and shard count: a table of the runs, then every
-/// thread's CPU time in each. Returns the figures as JSON (null for a run not made).
+/// thread's CPU time in each. Returns the figures as JSON.
 fn server_path_runs(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Value> {
     let requests = super::requests(args, SERVER_FULL_REQUESTS, SERVER_QUICK_REQUESTS);
     let shards = shard_counts(args);
@@ -182,10 +182,12 @@ fn server_path_runs(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Value
     say!(
         out,
         "The real server path: {requests} 4 KiB random writes per run (a tenth more first, to warm up) over \
-         {WINDOW_MIB} MiB, through the server's engine thread and its drive driver, over emulated drive files in \
+         {WINDOW_MIB} MiB, through the server's engine thread (one per engine shard, each over its own part of \
+         every drive) and its drive driver, over emulated drive files in \
          {place}, fed by {frontends} frontend thread(s) (one per core, as the ublk queues) each keeping \
          {depth} writes in flight: each copies the data into a buffer the engine gave back and computes its \
-         CRC32C, sends it as Message::Io through the engine thread's sender, and sleeps on an eventfd until \
+         CRC32C, sends it as Message::Io through the array's sender (to the shard the block is in), and sleeps \
+         on an eventfd until \
          answers come, as a ublk queue thread does; {ublk} (the kernel's part of a request is not counted). \
          Emulated drives run their commands on the engine thread when it reaps them: there is no drive thread. \
          Latency from send to answer as the frontend sees it; CPU time per thread from the scheduler \
@@ -216,13 +218,6 @@ fn server_path_runs(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Value
             let plan = RunPlan { level, shards: s, frontends, requests, seed: args.seed };
             let figure =
                 server_path::run(&base, plan).with_context(|| format!("the server path, {level}, {s} shard(s)"))?;
-            let Some(figure) = figure else {
-                say!(out, "{:<14} {:>6} {SHARDS_NOT_BUILT}", level.to_string(), s);
-                json.push(serde_json::json!({
-                    "array": level.to_string(), "shards": s, "figure": null, "not_run": SHARDS_NOT_BUILT,
-                }));
-                continue;
-            };
             if s == 1 {
                 one_shard = Some(figure.requests_per_s());
             }

@@ -17,8 +17,10 @@
 //! when the engine thread reaps them (they cannot signal an eventfd), so the drives' work
 //! (their `pwrite`s to the files) is on the engine thread: there is no drive thread.
 //!
-//! `start_server_path` is the one place that builds the server: when the server runs
-//! shards, it is what changes.
+//! With S shards the array is formatted with S engine shards (`format --shards`): S
+//! engine threads, each over its own part of every drive file, requests within one shard
+//! sent straight to its thread and requests across shards split and joined, as `zapraid
+//! start` runs them.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
@@ -38,9 +40,6 @@ use zapraid_server::run::{Answer, ArrayStatus, EngineSender, ReplyTo, Session};
 use zapraid_zns::{EmulatedDrive, Geometry};
 
 use super::thread_cpu::{self, ThreadTime};
-
-/// What a shard count the server cannot run yet gets instead of figures.
-pub(super) const SHARDS_NOT_BUILT: &str = "not run: the server runs one engine thread per array (shards not built yet)";
 
 /// Requests each frontend keeps in flight: a ublk queue's default depth.
 pub(super) const QUEUE_DEPTH: usize = DEFAULT_QUEUE_DEPTH as usize;
@@ -71,7 +70,11 @@ impl ServerPath {
     /// The role of a server thread named `name` (its `comm`), if it is one: the engine
     /// thread names itself "zapraid-engine" (`EngineThread::spawn`).
     fn role_of(name: &str) -> Option<String> {
-        (name == "zapraid-engine").then(|| "engine (and its drives)".to_string())
+        match name.strip_prefix("zapraid-shard") {
+            _ if name == "zapraid-engine" => Some("engine (and its drives)".to_string()),
+            Some(index) => Some(format!("engine shard {index} (and its drive parts)")),
+            None => None,
+        }
     }
 
     fn status(&self) -> Result<ArrayStatus> {
@@ -90,24 +93,17 @@ impl ServerPath {
 /// (ZapRAID mode, G = 256, 4 KiB chunks, one open segment), assembled, recovered and run on
 /// the server's engine thread (`Session::start`, as `zapraid start` without a block device).
 /// The server threads are named for `ServerPath::role_of`.
-///
-/// None when the server cannot run `shards`: today it runs one engine thread per array, so
-/// only `shards == 1` runs. This is the one place to change when the server takes a shard
-/// count (and `role_of`, for the shards' thread names).
 pub(super) fn start_server_path(
     dir: &Path,
     level: RaidLevel,
     shards: usize,
     blocks_to_write: u64,
     seed: u64,
-) -> Result<Option<ServerPath>> {
-    if shards != 1 {
-        return Ok(None);
-    }
+) -> Result<ServerPath> {
     let (k, m) = level.shape();
     // Each drive takes 1/k of the data written (data and parity rotate); half as much
-    // again for segment headers and footers.
-    let zones = (blocks_to_write / k as u64 * 3 / 2).div_ceil(ZONE_BLOCKS) + SPARE_ZONES;
+    // again for segment headers and footers; each shard keeps its own spare zones.
+    let zones = (blocks_to_write / k as u64 * 3 / 2).div_ceil(ZONE_BLOCKS) + SPARE_ZONES * shards as u64;
     let geometry = Geometry {
         zone_count: u32::try_from(zones).context("too many zones for the drives")?,
         zone_size_blocks: ZONE_BLOCKS,
@@ -127,11 +123,12 @@ pub(super) fn start_server_path(
         name: "bench-cpu".into(),
         force: false,
         l2p_budget_bytes: None,
+        shards: u32::try_from(shards).context("too many shards")?,
     };
     format(&paths, &options, |_, _| {})?;
     let session = Session::start(assemble(&paths)?)?;
-    let blocks = session.thread.tx.clone();
-    Ok(Some(ServerPath { session, blocks }))
+    let blocks = session.thread.tx().clone();
+    Ok(ServerPath { session, blocks })
 }
 
 /// One thread's part of a run.
@@ -201,23 +198,19 @@ pub(super) struct RunPlan {
     pub seed: u64,
 }
 
-/// Runs `plan` on the server path in a new directory under `base`; None when the server
-/// cannot run its shard count (`start_server_path`).
-pub(super) fn run(base: &Path, plan: RunPlan) -> Result<Option<RunFigure>> {
+/// Runs `plan` on the server path in a new directory under `base`.
+pub(super) fn run(base: &Path, plan: RunPlan) -> Result<RunFigure> {
     let dir = tempfile::Builder::new()
         .prefix("zapraid-bench-cpu-")
         .tempdir_in(base)
         .with_context(|| format!("making a directory for the drive files in {}", base.display()))?;
     let warmup = plan.requests / 10;
-    let Some(server) = start_server_path(dir.path(), plan.level, plan.shards, warmup + plan.requests, plan.seed)?
-    else {
-        return Ok(None);
-    };
+    let server = start_server_path(dir.path(), plan.level, plan.shards, warmup + plan.requests, plan.seed)?;
     let measured = measure(&server, plan, warmup);
     let stopped = server.stop();
     let figure = measured?;
     stopped.context("stopping the array after the run")?;
-    Ok(Some(figure))
+    Ok(figure)
 }
 
 /// The frontends' two phases (warm-up, measured), with the samples between them.
