@@ -148,7 +148,7 @@ impl World {
         let record = FailureRecord::of(&assembled);
         let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
         let (tx, answers) = crossbeam_channel::unbounded::<Answer>();
-        let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
+        let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}), counted: true });
         let ask = |request: Request| {
             let sent = thread.tx.send(Message::Io { tag: 0, request, reply: reply.clone() });
             assert!(sent.is_ok(), "the engine thread has stopped");

@@ -93,6 +93,9 @@ fn shards_keep_every_block(shards: u32, l2p_budget_bytes: Option<u64>) {
     assert_eq!(status.engine.mapped_blocks, written.len() as u64, "the shards' sum");
     assert!(status.shards.iter().all(|s| s.mapped_blocks > 0), "every shard took blocks: {:?}", status.shards);
     assert_eq!(status.logical_blocks, logical_blocks);
+    // Requests, not their parts: every write crossed into another shard's unit.
+    assert_eq!(status.writes, written.len() as u64 / 8, "writes counted once each");
+    assert_eq!(status.flushes, 1, "a flush reaches every shard, counted once");
     session.stop().unwrap();
 
     // Again from the drives (from every shard's checkpoint when the array keeps one).

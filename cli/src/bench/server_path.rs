@@ -350,7 +350,7 @@ impl<B: Blocks> Frontend<B> {
         let wake = Arc::new(EventFd::new().context("making a frontend's eventfd")?);
         let signal = wake.clone();
         let (tx, answers) = crossbeam_channel::bounded(QUEUE_DEPTH * 2);
-        let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || signal.signal()) });
+        let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || signal.signal()), counted: true });
         let source = (0..BLOCK_BYTES).map(|i| (i as u64 ^ seed) as u8).collect();
         Ok(Frontend {
             blocks,

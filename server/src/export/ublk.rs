@@ -341,7 +341,7 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: impl Blocks, shape: DeviceShape)
     };
     let efd = wake.raw();
     let (tx, answers): (Sender<Answer>, Receiver<Answer>) = crossbeam_channel::bounded(usize::from(depth) * 2);
-    let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || wake.signal()) });
+    let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || wake.signal()), counted: true });
     let mut in_flight: Vec<Option<InFlight>> = vec![None; usize::from(depth)];
     // Buffers the engine gave back with its answers (writes' data, reads' answers once
     // copied out), reused for the next requests (at most one per tag), so a request

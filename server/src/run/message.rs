@@ -28,6 +28,10 @@ pub struct ReplyTo {
     pub tx: Sender<Answer>,
     /// Called after each answer is sent.
     pub wake: Box<dyn Fn() + Send + Sync>,
+    /// Whether the thread answering counts the request (and its latency) in its status:
+    /// false for all but the first part of a request split among shards, which is one
+    /// request of the array.
+    pub counted: bool,
 }
 
 pub enum Message {

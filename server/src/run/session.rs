@@ -42,7 +42,7 @@ impl Session {
             ArrayThreads::One(EngineThread::spawn(engine, assembled.drives, block_bytes as u32, record)?)
         };
         let (tx, answers) = crossbeam_channel::unbounded();
-        let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}) });
+        let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}), counted: true });
         Ok(Session { thread, reply, answers, block_bytes, open_segments })
     }
 

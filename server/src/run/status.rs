@@ -17,6 +17,8 @@ pub struct ArrayStatus {
     pub discards: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// Requests answered with an error (a request split among shards: each part that
+    /// failed).
     pub errors: u64,
     /// p50, p99, p99.9 in microseconds, over the newest requests.
     pub read_latency_us: [f64; 3],

@@ -85,7 +85,8 @@ impl Shards {
         let joined = Arc::new(PartJoin { rx, join: Mutex::new(Some(join)), tag, reply });
         for (index, part) in parts.into_iter().enumerate() {
             let joined = joined.clone();
-            let part_reply = Arc::new(ReplyTo { tx: tx.clone(), wake: Box::new(move || joined.take_answers()) });
+            let wake = Box::new(move || joined.take_answers());
+            let part_reply = Arc::new(ReplyTo { tx: tx.clone(), wake, counted: index == 0 });
             let message = Message::Io { tag: index as u64, request: part.request, reply: part_reply };
             self.threads[part.shard].send(message).map_err(gone)?;
         }

@@ -510,23 +510,29 @@ impl EngineLoop {
             n += 1;
             let Some(p) = self.pending.remove(&response.id) else { continue };
             let micros = p.started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+            // Bytes are every part's; a request split among shards counts once (its first part).
+            let counted = u64::from(p.reply.counted);
             match p.kind {
                 Kind::Read => {
-                    self.status.reads += 1;
+                    self.status.reads += counted;
                     if let Ok(data) = &response.result {
                         self.status.bytes_read += data.len() as u64;
                     }
-                    push_sample(&mut self.read_latencies, micros);
+                    if p.reply.counted {
+                        push_sample(&mut self.read_latencies, micros);
+                    }
                 }
                 Kind::Write => {
-                    self.status.writes += 1;
-                    push_sample(&mut self.write_latencies, micros);
+                    self.status.writes += counted;
+                    if p.reply.counted {
+                        push_sample(&mut self.write_latencies, micros);
+                    }
                 }
-                Kind::Flush => self.status.flushes += 1,
-                Kind::Discard => self.status.discards += 1,
+                Kind::Flush => self.status.flushes += counted,
+                Kind::Discard => self.status.discards += counted,
             }
             if let Err(e) = &response.result {
-                self.status.errors += 1;
+                self.status.errors += 1; // a part that failed fails its request: each counts
                 tracing::warn!(error = %e, "request failed");
             }
             let result = match &self.shard {

@@ -147,7 +147,7 @@ fn spawn(mut assembled: Assembled, threaded: bool) -> Result<(EngineThread, Vec<
 
 fn reply() -> (Arc<ReplyTo>, Receiver<Answer>) {
     let (tx, rx) = crossbeam_channel::unbounded();
-    (Arc::new(ReplyTo { tx, wake: Box::new(|| {}) }), rx)
+    (Arc::new(ReplyTo { tx, wake: Box::new(|| {}), counted: true }), rx)
 }
 
 /// Format drive files, start, write, stop cleanly, start again (drives named in
