@@ -315,7 +315,11 @@ fn one_shard_answers_as_the_plain_simulator() {
                 assert_eq!(plain.now_ns(), sharded.now_ns(), "{mode:?}, core {core}, batch {batch}");
                 let (p, s) = (plain.take_responses(), sharded.take_responses());
                 let context = format!("{mode:?}, core {core}, batch {batch}");
-                assert_eq!(p.iter().map(answer).collect::<Vec<_>>(), s.iter().map(answer).collect::<Vec<_>>(), "{context}");
+                assert_eq!(
+                    p.iter().map(answer).collect::<Vec<_>>(),
+                    s.iter().map(answer).collect::<Vec<_>>(),
+                    "{context}"
+                );
                 if !a {
                     break;
                 }
@@ -438,8 +442,14 @@ fn shards_cores_bound_a_write_heavy_run() {
             assert!(*busy <= elapsed_ns, "{shards} shards: shard {shard}'s core busy {busy} ns of {elapsed_ns}");
         }
         let busiest = busy_ns.iter().copied().max().unwrap_or(0);
-        assert!(busiest as f64 >= 0.9 * elapsed_ns as f64, "{shards} shards: the cores are the bottleneck: {busy_ns:?} of {elapsed_ns} ns");
+        assert!(
+            busiest as f64 >= 0.9 * elapsed_ns as f64,
+            "{shards} shards: the cores are the bottleneck: {busy_ns:?} of {elapsed_ns} ns"
+        );
         let ratio = elapsed_ns as f64 * f64::from(shards) / one_ns as f64;
-        assert!((0.85..=1.2).contains(&ratio), "{shards} shards: {elapsed_ns} ns, {ratio:.2} x 1/{shards} of one shard's {one_ns} ns");
+        assert!(
+            (0.85..=1.2).contains(&ratio),
+            "{shards} shards: {elapsed_ns} ns, {ratio:.2} x 1/{shards} of one shard's {one_ns} ns"
+        );
     }
 }
