@@ -1,5 +1,6 @@
 //! What the engine's work costs in simulated CPU time: the cost model of the one core the
-//! simulator (`sim`) gives the engine, and the costs it uses unless told otherwise.
+//! simulator (`sim`) gives the engine (and the sharded simulator, `sim_shards`, each
+//! shard's engine), and the costs it uses unless told otherwise.
 //!
 //! The model: every event the engine handles costs time on its core, by kind, a fixed part
 //! per event plus a part per block it carries (`Cost`). A request submitted costs by its

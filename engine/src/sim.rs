@@ -14,7 +14,7 @@
 //! correctness tests) the engine takes no virtual time.
 
 mod checkpoints;
-mod core;
+pub(crate) mod core;
 mod recovery;
 
 use std::collections::BTreeMap;
@@ -240,12 +240,8 @@ impl Simulator {
         match (costs, self.core.as_mut()) {
             (Some(costs), Some(core)) => core.costs = costs,
             (Some(costs), None) => self.core = Some(Core::new(costs, self.now_ns, self.block_size_bytes)),
-            (None, Some(_)) => {
-                if let Some(core) = self.core.as_mut() {
-                    core.costs = CpuCosts::default();
-                    core.free_at_ns = core.free_at_ns.min(self.now_ns);
-                    core.release_responses(u64::MAX, &mut self.responses);
-                }
+            (None, Some(core)) => {
+                core.stop_charging(self.now_ns, &mut self.responses);
                 self.run_core();
                 self.core = None;
             }
@@ -348,13 +344,9 @@ impl Simulator {
         let mut took = false;
         loop {
             let now_ns = self.now_ns;
-            let Some(core) = self.core.as_mut() else { return took };
-            if !core.is_free(now_ns) {
+            let Some((input, release_ns)) = self.core.as_mut().and_then(|core| core.next_input(now_ns)) else {
                 return took;
-            }
-            let Some(input) = core.waiting.pop_front() else { return took };
-            let cost_ns = core.cost_ns(&input);
-            let release_ns = core.take(now_ns, cost_ns);
+            };
             match input {
                 Input::Request(id, request) => self.engine.submit(id, request, now_ns),
                 Input::Completion(drive, completion) => self.engine.on_completion(drive, completion, now_ns),

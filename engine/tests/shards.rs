@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use zapraid_engine::cpu_cost::CpuCosts;
 use zapraid_engine::format::CheckpointImage;
 use zapraid_engine::sim_shards::ShardedSimulator;
 use zapraid_engine::{Config, L2pConfig, Mode, RaidLevel, Request, Response, SegmentPlan, Simulator};
@@ -263,17 +264,22 @@ fn answer(r: &Response) -> (u64, Result<Vec<u8>, String>) {
 }
 
 /// One shard is the plain simulator: the same responses at the same virtual times, the
-/// same status, for a workload of writes, reads, flushes, a failure and a rebuild.
+/// same status, for a workload of writes, reads, flushes, a failure and a rebuild; with
+/// the engine core charged (the default with drive timing, the same core time spent) and
+/// with it off.
 #[test]
 fn one_shard_answers_as_the_plain_simulator() {
-    for mode in MODES {
+    for (mode, core) in MODES.into_iter().flat_map(|mode| [(mode, true), (mode, false)]) {
         let (geometry, config) = (geometry(1), config(1, mode));
         let timing = Some(TimingParams::zn540());
         let mut plain = Simulator::new(geometry, config, 5, timing.clone()).unwrap();
-        // The sharded simulator does not charge the engines' CPU yet (`sim_shards`): the
-        // plain one is compared with its engine core off.
-        plain.set_cpu_costs(None);
         let mut sharded = ShardedSimulator::new(geometry, config, 1, UNIT, 5, timing).unwrap();
+        assert_eq!(sharded.cpu_costs(), Some(CpuCosts::calibrated(LEVEL)));
+        assert_eq!(sharded.cpu_costs(), plain.cpu_costs());
+        if !core {
+            plain.set_cpu_costs(None);
+            sharded.set_cpu_costs(None);
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         for batch in 0..40u64 {
             if batch == 15 {
@@ -305,17 +311,24 @@ fn one_shard_answers_as_the_plain_simulator() {
             }
             loop {
                 let (a, b) = (plain.step(), sharded.step());
-                assert_eq!(a, b, "{mode:?}, batch {batch}: one ran out of events first");
-                assert_eq!(plain.now_ns(), sharded.now_ns(), "{mode:?}, batch {batch}");
+                assert_eq!(a, b, "{mode:?}, core {core}, batch {batch}: one ran out of events first");
+                assert_eq!(plain.now_ns(), sharded.now_ns(), "{mode:?}, core {core}, batch {batch}");
                 let (p, s) = (plain.take_responses(), sharded.take_responses());
-                assert_eq!(p.iter().map(answer).collect::<Vec<_>>(), s.iter().map(answer).collect::<Vec<_>>());
+                let context = format!("{mode:?}, core {core}, batch {batch}");
+                assert_eq!(
+                    p.iter().map(answer).collect::<Vec<_>>(),
+                    s.iter().map(answer).collect::<Vec<_>>(),
+                    "{context}"
+                );
                 if !a {
                     break;
                 }
             }
         }
-        assert_eq!(plain.engine.status(), sharded.status().total, "{mode:?}");
+        assert_eq!(plain.engine.status(), sharded.status().total, "{mode:?}, core {core}");
         assert_eq!(sharded.status().shards, vec![plain.engine.status()]);
+        assert_eq!(sharded.cpu_busy_ns(), vec![plain.cpu_busy_ns()], "{mode:?}, core {core}");
+        assert_eq!(plain.cpu_busy_ns() > 0, core, "{mode:?}");
     }
 }
 
@@ -371,4 +384,72 @@ fn a_drive_failed_on_its_own_is_replaced_in_every_shard() {
     assert!(sim.status().total.failed_drives.is_empty());
     assert_eq!(sim.status().total.rebuilds_completed, 1);
     run.read_all(&mut sim, 6);
+}
+
+/// The array of the write-heavy runs: zones for `WRITE_HEAVY_WRITES` writes whatever S.
+const WRITE_HEAVY_ZONES: u32 = 48;
+/// Writes of one block at random LBAs in the write-heavy runs.
+const WRITE_HEAVY_WRITES: u64 = 2_400;
+
+/// `WRITE_HEAVY_WRITES` random 4 KiB writes and a flush over S shards on instant drives,
+/// every engine's core charged the calibrated costs, submitted at once: the virtual time
+/// the last is answered at, and each shard's core time.
+fn write_heavy(shards: u32) -> (u64, Vec<u64>) {
+    let mode = MODES[1];
+    let geometry = common::geometry(WRITE_HEAVY_ZONES, 16, 20);
+    let base = common::config(LEVEL, mode, 1, 1);
+    let config = Config { logical_blocks: 1_024, ..base };
+    let mut sim = ShardedSimulator::new(geometry, config, shards, UNIT, 7, None).unwrap();
+    assert_eq!(sim.cpu_costs(), None, "no drive timing: no cores unless set");
+    sim.set_cpu_costs(Some(CpuCosts::calibrated(LEVEL)));
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for id in 0..WRITE_HEAVY_WRITES {
+        let lba = rng.random_range(0..config.logical_blocks);
+        sim.submit(id, Request::Write { lba, data: common::named_block(lba, id) });
+    }
+    sim.submit(WRITE_HEAVY_WRITES, Request::Flush);
+    let mut answered = 0;
+    let mut last_ns = 0;
+    while sim.step() {
+        for response in sim.take_responses() {
+            response.result.unwrap_or_else(|e| panic!("{shards} shards: request {}: {e}", response.id));
+            answered += 1;
+            last_ns = sim.now_ns();
+        }
+    }
+    assert_eq!(answered, WRITE_HEAVY_WRITES + 1, "{shards} shards: every request answered");
+    (last_ns, sim.cpu_busy_ns())
+}
+
+/// Write-heavy runs on instant drives are bound by the shards' cores: S shards finish in
+/// about 1/S of one shard's virtual time, each core busy most of it and never longer, and
+/// never faster than S cores allow (`CpuCosts::max_writes_per_s`).
+#[test]
+fn shards_cores_bound_a_write_heavy_run() {
+    let ceiling = CpuCosts::calibrated(LEVEL).max_writes_per_s(1, 1, LEVEL.shape());
+    let (one_ns, _) = write_heavy(1);
+    for shards in [1, 2, 4] {
+        let (elapsed_ns, busy_ns) = write_heavy(shards);
+        assert!(elapsed_ns > 0, "{shards} shards: the cores took no time");
+        let writes_per_s = WRITE_HEAVY_WRITES as f64 * 1e9 / elapsed_ns as f64;
+        assert!(
+            writes_per_s <= f64::from(shards) * ceiling,
+            "{shards} shards: {writes_per_s:.0} writes/s, above {shards} cores' {:.0}",
+            f64::from(shards) * ceiling
+        );
+        assert_eq!(busy_ns.len(), shards as usize);
+        for (shard, busy) in busy_ns.iter().enumerate() {
+            assert!(*busy <= elapsed_ns, "{shards} shards: shard {shard}'s core busy {busy} ns of {elapsed_ns}");
+        }
+        let busiest = busy_ns.iter().copied().max().unwrap_or(0);
+        assert!(
+            busiest as f64 >= 0.9 * elapsed_ns as f64,
+            "{shards} shards: the cores are the bottleneck: {busy_ns:?} of {elapsed_ns} ns"
+        );
+        let ratio = elapsed_ns as f64 * f64::from(shards) / one_ns as f64;
+        assert!(
+            (0.85..=1.2).contains(&ratio),
+            "{shards} shards: {elapsed_ns} ns, {ratio:.2} x 1/{shards} of one shard's {one_ns} ns"
+        );
+    }
 }

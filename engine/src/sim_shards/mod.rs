@@ -11,28 +11,38 @@
 //! some shards only, is failed in the others first); recovery (`recover`) runs every
 //! shard's at once over its window, from the drives alone or from each shard's
 //! checkpoint, and may be cut by a power loss part way (crash exploration); a rebuild cut
-//! short is resumed by every shard over its own zones (`control`). With S = 1 it
-//! behaves as `sim::Simulator` does with its engine core off, response for response: the
-//! shards' engines are not charged CPU time yet (`cpu_cost`; each shard's own simulated
-//! core is to come), so figures from it are not to be compared with `sim`'s.
+//! short is resumed by every shard over its own zones (`control`).
+//!
+//! With drive timing each shard's engine has its own simulated CPU core (`sim::core`,
+//! driven here as `sim` drives its one, `cores`): the same costs (`CpuCosts::calibrated`;
+//! `set_cpu_costs` sets others or turns them off), charged for the same events (each
+//! request part on its shard's core, each completion on the core of the shard whose
+//! command it completes, zone commands among them), so S shards do at most S times what
+//! one core can, and a request split across shards is answered when the last part's core
+//! releases it. A request the shard map refuses is answered at once, uncharged. With S = 1
+//! it behaves as `sim::Simulator` does, core on or off, response for response and at the
+//! same virtual times.
 
 mod control;
+mod cores;
 mod recover;
 
 use std::collections::{BTreeMap, HashMap};
 
 use zapraid_zns::{Completion, EmulatedDrive, Geometry, Tag, TimingParams, ZoneSpan, ZonedDevice};
 
+use crate::cpu_cost::CpuCosts;
 use crate::engine::{Config, DriveCommand, Engine, Request, RequestId, Response};
 use crate::error::{Error, Result};
 use crate::format::CheckpointImage;
 use crate::hybrid::SegmentPlan;
 use crate::recovery::RecoveryReport;
 use crate::shard::{Join, ShardMap, ShardedStatus};
+use crate::sim::core::{Core, Input};
 
 pub use crate::sim::CheckpointCopies;
 
-/// One engine shard: its engine, its window of the drives, its checkpoints.
+/// One engine shard: its engine, its window of the drives, its checkpoints, its core.
 pub struct Shard {
     pub engine: Engine,
     pub span: ZoneSpan,
@@ -41,6 +51,8 @@ pub struct Shard {
     checkpoints: CheckpointCopies,
     /// Whether a rebuild ran when the running checkpoint was taken.
     running_during_rebuild: bool,
+    /// The engine's simulated core (None: its work takes no virtual time).
+    core: Option<Core>,
 }
 
 /// S engine shards and their drives in one deterministic world.
@@ -50,7 +62,8 @@ pub struct ShardedSimulator {
     pub drives: Vec<EmulatedDrive>,
     now_ns: u64,
     responses: Vec<Response>,
-    /// Commands held back for an engine's modelled CPU time, by release time.
+    /// Commands held back for an engine's modelled CPU time, by release time, with the
+    /// shard that sent them.
     delayed: BTreeMap<(u64, u64), (usize, DriveCommand)>,
     delayed_seq: u64,
     /// Commands on the drives: the simulator's tag -> the shard and its engine's tag.
@@ -67,9 +80,10 @@ pub struct ShardedSimulator {
 
 impl ShardedSimulator {
     /// A formatted array of `shards` shards interleaved in units of `unit_blocks` over
-    /// fresh in-memory drives (drive i seeded `seed + i`, as `Simulator::new`). Refused if
-    /// S shards do not fit the drives' open and active zone limits or their zones the
-    /// logical blocks (`ShardMap::check_zone_limits`, `check_capacity`).
+    /// fresh in-memory drives (drive i seeded `seed + i`, as `Simulator::new`; with
+    /// `timing`, each shard's core is charged, as there). Refused if S shards do not fit
+    /// the drives' open and active zone limits or their zones the logical blocks
+    /// (`ShardMap::check_zone_limits`, `check_capacity`).
     pub fn new(
         geometry: Geometry,
         config: Config,
@@ -89,6 +103,7 @@ impl ShardedSimulator {
                 recovery_report: RecoveryReport::default(),
                 checkpoints: Default::default(),
                 running_during_rebuild: false,
+                core: None,
             });
         }
         let mut drives = Vec::new();
@@ -100,7 +115,8 @@ impl ShardedSimulator {
             }
             drives.push(new);
         }
-        Ok(Self::with(map, built, drives, 0))
+        let costs = timing.is_some().then(|| CpuCosts::calibrated(config.level));
+        Ok(Self::with(map, built, drives, 0, costs))
     }
 
     /// The map of `shards` shards over drives of `geometry`, checked against their zone
@@ -119,8 +135,19 @@ impl ShardedSimulator {
             .map_err(|error| Error::InvalidConfig { reason: format!("shard {shard}: {error}") })
     }
 
-    fn with(map: ShardMap, shards: Vec<Shard>, drives: Vec<EmulatedDrive>, now_ns: u64) -> Self {
+    /// The simulator of `shards` over `drives` at `now_ns`, each shard's core charged
+    /// `costs` from then on (None: no cores).
+    fn with(
+        map: ShardMap,
+        mut shards: Vec<Shard>,
+        drives: Vec<EmulatedDrive>,
+        now_ns: u64,
+        costs: Option<CpuCosts>,
+    ) -> Self {
         let block_size_bytes = drives.first().map_or(0, |d| d.geometry().block_size_bytes);
+        for shard in &mut shards {
+            shard.core = costs.map(|costs| Core::new(costs, now_ns, block_size_bytes));
+        }
         ShardedSimulator {
             map,
             shards,
@@ -148,12 +175,15 @@ impl ShardedSimulator {
         ShardedStatus::of(self.shards.iter().map(|s| s.engine.status()).collect())
     }
 
-    /// Drive commands a power cut now would catch (`Simulator::commands_in_flight`).
+    /// Drive commands a power cut now would catch (`Simulator::commands_in_flight`),
+    /// completions reaped and waiting for a shard's core among them.
     pub fn commands_in_flight(&self) -> usize {
-        self.drives.iter().map(EmulatedDrive::commands_in_flight).sum::<usize>() + self.delayed.len()
+        let reaped: usize = self.shards.iter().filter_map(|s| s.core.as_ref()).map(Core::waiting_completions).sum();
+        self.drives.iter().map(EmulatedDrive::commands_in_flight).sum::<usize>() + self.delayed.len() + reaped
     }
 
-    /// Takes request `id`: its parts go to their shards now.
+    /// Takes request `id`: its parts go to their shards now (each waits for its shard's
+    /// core if that is busy; `step` hands it over).
     pub fn submit(&mut self, id: RequestId, request: Request) {
         let split = match self.map.split(request) {
             Ok(split) => split,
@@ -165,11 +195,18 @@ impl ShardedSimulator {
             let part_id = self.next_part_id;
             self.next_part_id += 1;
             self.parts.insert(part_id, (id, index));
-            self.shards[part.shard].engine.submit(part_id, part.request, self.now_ns);
+            match self.shards[part.shard].core.as_mut() {
+                Some(core) => core.waiting.push_back(Input::Request(part_id, part.request)),
+                None => self.shards[part.shard].engine.submit(part_id, part.request, self.now_ns),
+            }
             touched.push(part.shard);
         }
         for shard in touched {
-            self.dispatch(shard);
+            if self.shards[shard].core.is_some() {
+                self.run_core(shard);
+            } else {
+                self.dispatch(shard);
+            }
         }
     }
 
@@ -245,31 +282,44 @@ impl ShardedSimulator {
         Ok(drives)
     }
 
-    /// A shard's commands and responses: commands to the drives (or held back for its
-    /// modelled CPU time), responses to their joins, a running checkpoint written when
-    /// the shard drained for it (`Simulator::dispatch`).
     fn dispatch(&mut self, shard: usize) {
+        self.dispatch_at(shard, self.now_ns);
+    }
+
+    /// A shard's commands and responses, released at `release_ns` (now, or when its core
+    /// is done with the event that emitted them): commands to the drives (or held back for
+    /// its modelled CPU time), responses to their joins (or held by its core), a running
+    /// checkpoint written when the shard drained for it (`Simulator::dispatch_at`).
+    fn dispatch_at(&mut self, shard: usize, release_ns: u64) {
         if self.shards[shard].engine.checkpoint_ready() {
             self.write_running_checkpoint(shard);
         }
         while let Some(command) = self.shards[shard].engine.poll_command() {
-            if command.delay_ns > 0 {
+            let at = release_ns + command.delay_ns;
+            if at > self.now_ns {
                 self.delayed_seq += 1;
-                self.delayed.insert((self.now_ns + command.delay_ns, self.delayed_seq), (shard, command));
+                self.delayed.insert((at, self.delayed_seq), (shard, command));
             } else {
                 self.send(shard, command);
             }
         }
         while let Some(response) = self.shards[shard].engine.poll_response() {
-            self.answer(response);
+            match self.shards[shard].core.as_mut() {
+                Some(core) if release_ns > self.now_ns => core.responses.push_back((release_ns, response)),
+                _ => self.answer(response),
+            }
         }
         if self.shards[shard].engine.checkpoint_ready() {
-            self.dispatch(shard); // drained by what was just dispatched: written now
+            self.dispatch_at(shard, release_ns); // drained by what was just dispatched: written now
         }
     }
 
-    /// Sends shard `shard`'s command to its drive through the shard's window.
+    /// Sends shard `shard`'s command to its drive through the shard's window (its core
+    /// notes its kind, to charge its completion).
     fn send(&mut self, shard: usize, command: DriveCommand) {
+        if let Some(core) = self.shards[shard].core.as_mut() {
+            core.submitted(command.drive, command.tag, &command.command);
+        }
         let tag = self.next_tag;
         self.next_tag += 1;
         match self.shards[shard].span.command_in(tag, command.command) {
@@ -319,8 +369,12 @@ impl ShardedSimulator {
             self.send(shard, command);
         }
         for shard in 0..self.shards.len() {
-            self.shards[shard].engine.tick(self.now_ns);
-            self.dispatch(shard);
+            self.release_responses(shard);
+            if self.shards[shard].core.as_ref().is_none_or(|core| core.is_free(self.now_ns)) {
+                self.shards[shard].engine.tick(self.now_ns);
+                self.dispatch(shard);
+            }
+            self.run_core(shard);
         }
         true
     }
@@ -344,19 +398,42 @@ impl ShardedSimulator {
             }
         }
         let any = !completions.is_empty();
+        let mut charged = Vec::new();
         for (shard, drive, completion) in completions {
-            self.shards[shard].engine.on_completion(drive, completion, self.now_ns);
-            self.dispatch(shard);
+            match self.shards[shard].core.as_mut() {
+                Some(core) => {
+                    core.waiting.push_back(Input::Completion(drive, completion));
+                    if !charged.contains(&shard) {
+                        charged.push(shard);
+                    }
+                }
+                None => {
+                    self.shards[shard].engine.on_completion(drive, completion, self.now_ns);
+                    self.dispatch(shard);
+                }
+            }
         }
-        any
+        charged.sort_unstable();
+        let mut took = false;
+        for shard in charged {
+            took |= self.run_core(shard);
+        }
+        took || any
     }
 
-    /// When the next drive completion, engine timer or held-back command is due, if any.
+    /// When the next drive completion, engine timer, held-back command or response, or
+    /// event waiting for a shard's core is due, if any (`Simulator::next_event_ns`; a
+    /// shard's timer due while its core is busy waits for it).
     pub fn next_event_ns(&self) -> Option<u64> {
         let next_drive = self.drives.iter().filter_map(EmulatedDrive::next_event_ns).min();
         let next_delayed = self.delayed.keys().next().map(|(at, _)| *at);
-        let next_timer = self.shards.iter().filter_map(|s| s.engine.next_timer_ns()).min();
-        [next_drive, next_timer, next_delayed].into_iter().flatten().min()
+        let next_timer = self
+            .shards
+            .iter()
+            .filter_map(|s| s.engine.next_timer_ns().map(|t| t.max(s.core.as_ref().map_or(0, |c| c.free_at_ns))))
+            .min();
+        let next_core = self.shards.iter().filter_map(|s| s.core.as_ref()?.next_event_ns(self.now_ns)).min();
+        [next_drive, next_timer, next_delayed, next_core].into_iter().flatten().min()
     }
 
     /// Runs until nothing is left to happen; returns the responses produced.

@@ -6,6 +6,7 @@
 use zapraid_zns::{EmulatedDrive, Geometry, ZonedDevice};
 
 use super::{Shard, ShardedSimulator};
+use crate::cpu_cost::CpuCosts;
 use crate::engine::Config;
 use crate::error::{Error, Result};
 use crate::format::CheckpointImage;
@@ -114,9 +115,13 @@ impl Start {
             // The next checkpoint follows the one the start used (`Simulator`).
             let checkpoints = CheckpointCopies::after(recovery_report.checkpoint_generation);
             let engine = recovery.finish().map_err(|error| map.array_error(shard, error))?;
-            built.push(Shard { engine, span, recovery_report, checkpoints, running_during_rebuild: false });
+            let running_during_rebuild = false;
+            built.push(Shard { engine, span, recovery_report, checkpoints, running_during_rebuild, core: None });
         }
-        let mut sim = ShardedSimulator::with(map, built, drives, now_ns);
+        // Cores as `Simulator::recover` gives its engine one: with drive timing.
+        let timed = drives.iter().any(|d| d.timing_params().is_some());
+        let costs = timed.then(|| CpuCosts::calibrated(config.level));
+        let mut sim = ShardedSimulator::with(map, built, drives, now_ns, costs);
         for shard in 0..sim.shards.len() {
             sim.shards[shard].engine.tick(now_ns);
             sim.dispatch(shard);
