@@ -45,7 +45,7 @@ fn an_array_of_two_shards_starts_shows_each_and_refuses_another_count() {
     // rebuild short and a start resumes it in every shard.
     world.start(&[], &[1]);
     let new = world.new_drive("new1");
-    world.ok(&["replace", "rp", "1", &new, "--rebuild-rate", "1M"]);
+    world.ok(&["replace", "rp", "1", &new, "--rebuild-rate", "64K"]);
     let s = world.status();
     assert_eq!(s["drives"][1]["state"], "rebuilding", "{s}");
     world.ok(&["stop", "rp"]);

@@ -21,8 +21,8 @@ fn drive_geometry() -> Geometry {
     Geometry { metadata_bytes_per_block: 64, ..Geometry::small(48, 512, 480) }
 }
 
-/// Four drive files formatted as a RAID-5 array of `shards` shards.
-fn formatted(shards: u32, l2p_budget_bytes: Option<u64>) -> (tempfile::TempDir, Vec<PathBuf>, u64) {
+/// Four new drive files, and the options of a RAID-5 array of `shards` shards on them.
+fn drives(shards: u32, l2p_budget_bytes: Option<u64>) -> (tempfile::TempDir, Vec<PathBuf>, FormatOptions) {
     let dir = tempfile::tempdir().unwrap();
     let paths: Vec<_> = (0..DRIVES).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
     for (i, p) in paths.iter().enumerate() {
@@ -38,6 +38,12 @@ fn formatted(shards: u32, l2p_budget_bytes: Option<u64>) -> (tempfile::TempDir, 
         l2p_budget_bytes,
         shards,
     };
+    (dir, paths, options)
+}
+
+/// Four drive files formatted as a RAID-5 array of `shards` shards.
+fn formatted(shards: u32, l2p_budget_bytes: Option<u64>) -> (tempfile::TempDir, Vec<PathBuf>, u64) {
+    let (dir, paths, options) = drives(shards, l2p_budget_bytes);
     let formatted = format(&paths, &options, |_, _| {}).unwrap();
     (dir, paths, formatted.logical_blocks)
 }
@@ -140,21 +146,7 @@ fn shards_export_less_than_one_engine_and_format_refuses_too_many() {
     let (_dir, _paths, one) = formatted(1, None);
     let (_dir2, _paths2, two) = formatted(2, None);
     assert!(two < one && two.is_multiple_of(2 * UNIT_BLOCKS), "{two} of {one}");
-    let dir = tempfile::tempdir().unwrap();
-    let paths: Vec<_> = (0..DRIVES).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
-    for (i, p) in paths.iter().enumerate() {
-        EmulatedDrive::create_file(p, drive_geometry(), i as u64).unwrap();
-    }
-    let options = FormatOptions {
-        level: RaidLevel::Raid5 { drives: DRIVES },
-        mode: Mode::ZapRaid { group_size: 4 },
-        chunk_bytes: 4096,
-        open_segments: OpenSegments::SINGLE,
-        name: "s".into(),
-        force: false,
-        l2p_budget_bytes: None,
-        shards: 40,
-    };
+    let (_dir3, paths, options) = drives(40, None);
     let err = format(&paths, &options, |_, _| {}).unwrap_err().to_string();
     assert!(err.contains("40 shards of 1 open segment"), "{err}");
 }
