@@ -11,7 +11,7 @@ use common::world::World;
 #[test]
 fn an_array_of_two_shards_starts_shows_each_and_refuses_another_count() {
     let _serial = serial();
-    let mut world = World::formatted("raid5", 4, 40, 600, &["--shards", "2"]);
+    let mut world = World::formatted("raid5", 4, 40, 2400, &["--shards", "2"]);
     let blocks = world.write_and_verify(Some(1), 1).mapped_blocks;
     assert!(blocks > 0);
     let line = world.superblock_line(0);
