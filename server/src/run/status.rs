@@ -37,6 +37,17 @@ pub struct ArrayStatus {
     pub latency_samples_us: (Vec<u32>, Vec<u32>),
 }
 
+/// Latencies kept for percentiles: the newest this many requests of each kind.
+const LATENCY_SAMPLES: usize = 65_536;
+
+/// Keeps `micros` among the newest `LATENCY_SAMPLES` latencies.
+pub fn push_sample(samples: &mut std::collections::VecDeque<u32>, micros: u32) {
+    if samples.len() == LATENCY_SAMPLES {
+        samples.pop_front();
+    }
+    samples.push_back(micros);
+}
+
 /// p50, p99, p99.9 of `samples` (zeros when there are none).
 pub fn percentiles(mut samples: Vec<u32>) -> [f64; 3] {
     if samples.is_empty() {

@@ -3,7 +3,8 @@
 //! channel and get answers on their own channel, with a wake-up call (the ublk queues
 //! use an eventfd) so they need not poll.
 //!
-//! One thread owns the engine and every drive: no locks on the I/O path. Over NVMe drives
+//! One thread owns the engine and every drive (or, as one shard of several, its engine
+//! and its parts of every drive: `shard`): no locks on the I/O path. Over NVMe drives
 //! it sleeps on one eventfd that every drive's ring signals, and every sender rings as a
 //! `Doorbell` (a signal only while the thread sleeps), so a message or any drive's
 //! completion wakes it. Over emulated drives (which complete commands only
@@ -21,7 +22,7 @@ use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
 
 use super::failures::{check_fail, FailOutcome};
 use super::message::{EngineSender, Message, ReplyTo, ThreadSender, Way, MESSAGE_QUEUE_CAPACITY};
-use super::status::{percentiles, ArrayStatus};
+use super::status::{percentiles, push_sample, ArrayStatus};
 use super::wake::Doorbell;
 use crate::drives::Drive;
 use crate::error::{Error, Result};
@@ -32,9 +33,6 @@ use crate::records::checkpoint::{self, CheckpointMark};
 const RECORD_TAG: u64 = u64::MAX;
 
 pub use super::record::FailureRecord;
-
-/// Latencies kept for percentiles: the newest this many requests of each kind.
-const LATENCY_SAMPLES: usize = 65_536;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -582,13 +580,6 @@ impl Drop for EngineLoop {
             }
         }
     }
-}
-
-fn push_sample(samples: &mut VecDeque<u32>, micros: u32) {
-    if samples.len() == LATENCY_SAMPLES {
-        samples.pop_front();
-    }
-    samples.push_back(micros);
 }
 
 mod rebuild;
