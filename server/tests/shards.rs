@@ -107,8 +107,13 @@ fn shards_keep_every_block(shards: u32, l2p_budget_bytes: Option<u64>) {
     // Again from the drives (from every shard's checkpoint when the array keeps one).
     let session = Session::start(assemble(&paths).unwrap()).unwrap();
     let status = session.status().unwrap();
-    if l2p_budget_bytes.is_some() {
+    if let Some(budget) = l2p_budget_bytes {
         assert!(status.engine.start.checkpoint_generation.is_some(), "every shard started from its checkpoint");
+        // The array's budget shared among its shards (each rounds its share down to whole
+        // pages), not given to each.
+        let shared = status.engine.l2p.budget_bytes.unwrap();
+        let page_bytes = 4096 * u64::from(shards);
+        assert!(shared <= budget && shared + page_bytes > budget, "{shared} of {budget}");
     }
     check_runs(&session, &written, 1);
     // One failure, told once: every shard fails the drive, the superblock records it.

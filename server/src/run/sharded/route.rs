@@ -7,8 +7,8 @@
 //!
 //! Other messages concern the whole array: sent to every shard and their answers merged
 //! before `send` returns (status summed, each shard's kept; a failure checked against the
-//! record once, then carried out by every shard; a scrub started by every shard; the
-//! rebuild rate shared among them; a stop to every one).
+//! record once, then carried out by every shard; a scrub started by every shard; rebuild
+//! and scrub rate limits shared among them; a stop to every one).
 
 use std::sync::{Arc, Mutex};
 
@@ -20,7 +20,7 @@ use zapraid_engine::{Request, Response};
 use super::parts::PartLayout;
 use crate::error::{Error, Result};
 use crate::run::failures::check_fail;
-use crate::run::message::{Answer, Fanout, Message, ReplyTo, ThreadSender, ANSWER_TIMEOUT};
+use crate::run::message::{Answer, Fanout, Message, ReplyTo, ScrubRequest, ThreadSender, ANSWER_TIMEOUT};
 use crate::run::record::SharedRecord;
 use crate::run::status::{percentiles, ArrayStatus};
 
@@ -207,8 +207,18 @@ impl Fanout for Shards {
                 Ok(())
             }
             Message::Scrub { request, done } => {
-                let copy = |r: &crate::run::message::ScrubRequest| r.clone();
-                let answers = self.ask_all(|tx| Message::Scrub { request: copy(&request), done: tx })?;
+                // Every shard scrubs its own zones at once: a rate limit is shared among them.
+                let shards = self.threads.len() as u64;
+                let share = |rate: Option<u64>| rate.map(|r| r.div_ceil(shards));
+                let each = match request {
+                    ScrubRequest::Start { rate_bytes_per_s } => {
+                        ScrubRequest::Start { rate_bytes_per_s: share(rate_bytes_per_s) }
+                    }
+                    ScrubRequest::SetRate { rate_bytes_per_s } => {
+                        ScrubRequest::SetRate { rate_bytes_per_s: share(rate_bytes_per_s) }
+                    }
+                };
+                let answers = self.ask_all(|tx| Message::Scrub { request: each.clone(), done: tx })?;
                 let _ = done.send(answers.into_iter().collect::<std::result::Result<Vec<()>, String>>().map(|_| ()));
                 Ok(())
             }

@@ -82,7 +82,7 @@ pub fn recover_shards(assembled: &mut Assembled) -> Result<RecoveredShards> {
                 let area = areas.get(s).map(|a| CheckpointArea { first_zone: 0, zones_per_copy: a.zones_per_copy });
                 let input = EngineStart {
                     geometry: Geometry { zone_count: zones.end - zones.start, ..geometry },
-                    config: map.shard_config(s, config),
+                    config: shard_config(&map, s, config),
                     failed,
                     superblock_generation,
                     drive_zone_offset: reserved + zones.start,
@@ -122,6 +122,16 @@ pub fn recover_shards(assembled: &mut Assembled) -> Result<RecoveredShards> {
     let rebuilding = resumed.map_or(0, |drive| 1u64 << drive);
     let record = Arc::new(SharedRecord::new(record, zone0, map.shards(), rebuilding));
     Ok(RecoveredShards { map, layout, shards: shards_started, record, reports })
+}
+
+/// Shard `shard`'s engine configuration: the map's, with the array's L2P memory budget
+/// shared among the shards (each keeps its own table), so that the array holds to the
+/// budget it was given.
+fn shard_config(map: &ShardMap, shard: usize, array: zapraid_engine::Config) -> zapraid_engine::Config {
+    let mut config = map.shard_config(shard, array);
+    let shards = map.shards() as u64;
+    config.l2p.budget_bytes = array.l2p.budget_bytes.map(|bytes| bytes.div_ceil(shards));
+    config
 }
 
 /// Resumes a shard's rebuild of `drive` cut short, over its part `part` of it: its zones
