@@ -1,5 +1,5 @@
-//! `zapraid format | start | stop | status | fail | inspect`: arrays on real NVMe ZNS
-//! drives (`/dev/ngXnY`) or emulated drive files (`selftest` is in `selftest`).
+//! `zapraid format | start | stop | status | fail`: arrays on real NVMe ZNS
+//! drives (`/dev/ngXnY`) or emulated drive files (`selftest` is in `selftest`, `inspect` in `inspect`).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -7,20 +7,16 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use zapraid_engine::format::{decode_footer_block, BlockMetadata, CheckpointImage, SegmentHeader};
-use zapraid_server::assemble::identify::{first_superblock, missing_superblock_reason};
+use zapraid_server::assemble::identify::first_superblock;
 use zapraid_server::assemble::{format_with_spares, FormatOptions, NewlyMissing};
 use zapraid_server::control::{self, run_dir};
-use zapraid_server::drives::{open_drive, refuse_repeated_drives};
-use zapraid_server::records::checkpoint::CheckpointArea;
+use zapraid_server::drives::refuse_repeated_drives;
 use zapraid_server::records::names::start_name;
-use zapraid_server::records::superblock::read_superblock;
-use zapraid_server::records::{uuid_text, SUPERBLOCK_ZONES};
+use zapraid_server::records::uuid_text;
 
 use crate::size::parse_bytes;
 use zapraid_server::export::ublk::{self, UblkOptions};
 use zapraid_server::service::{self, Progress, StartOptions};
-use zapraid_zns::{execute, report_all_zones, Command};
 
 use crate::hybrid::{chunks_text, OpenSegmentArgs};
 use crate::report;
@@ -151,12 +147,6 @@ pub struct FailArgs {
     /// writes fail, and it does not start again).
     #[arg(long)]
     force: bool,
-}
-
-#[derive(Args)]
-pub struct InspectArgs {
-    /// A drive (/dev/ngXnY or an emulated drive file).
-    drive: PathBuf,
 }
 
 pub fn run_format(args: FormatArgs) -> Result<()> {
@@ -503,91 +493,4 @@ fn missing_line(name: &str, status: &serde_json::Value) -> Option<String> {
         .map(|d| format!("drive {} missing (recorded failed)", d["index"]))
         .collect();
     (!missing.is_empty()).then(|| format!("array \"{name}\" runs degraded: {}", missing.join(", ")))
-}
-
-pub fn run_inspect(args: InspectArgs) -> Result<()> {
-    let mut drive = open_drive(&args.drive)?;
-    let g = drive.geometry();
-    println!(
-        "{}: {} zones of {} blocks (capacity {}), {} B blocks + {} B metadata",
-        args.drive.display(),
-        g.zone_count,
-        g.zone_size_blocks,
-        g.zone_capacity_blocks,
-        g.block_size_bytes,
-        g.metadata_bytes_per_block
-    );
-    let superblock = read_superblock(drive.as_mut());
-    match &superblock {
-        None => println!("superblock: none: {}", missing_superblock_reason(drive.as_mut())),
-        Some(sb) => println!("superblock: {}", report::superblock_text(sb)),
-    }
-    // Every shard's checkpoint area (one after the other).
-    let areas: Vec<CheckpointArea> = superblock
-        .map(|sb| {
-            (0..sb.shards()).filter_map(|s| CheckpointArea::of(sb.reserved_zones.get(), sb.shards(), s)).collect()
-        })
-        .unwrap_or_default();
-    let zones = report_all_zones(drive.as_mut())?;
-    let (bs, ms) = (g.block_size_bytes as usize, g.metadata_bytes_per_block as usize);
-    println!("{:>6} {:>15} {:>10} {:>10}  segment", "zone", "state", "written", "capacity");
-    for z in zones.iter().skip(SUPERBLOCK_ZONES as usize) {
-        let written = z.written_blocks();
-        let checkpoint = areas.iter().find_map(|a| a.copy_of_zone(z.zone));
-        let segment = if let Some((copy, first)) = checkpoint {
-            let what = format!("checkpoint copy {copy}");
-            if !first || written == 0 {
-                what
-            } else {
-                let c = execute(
-                    drive.as_mut(),
-                    Command::Read { lba: z.start_lba, data: vec![0; bs], metadata: vec![0; ms] },
-                );
-                let base = CheckpointImage::base_generation_of(&c.data).ok().flatten();
-                let kind = base.map_or("full".to_string(), |b| format!("incremental on generation {b}"));
-                match c.result.ok().map(|_| CheckpointImage::header(&c.data)) {
-                    Some(Ok(h)) => format!(
-                        "{what}: generation {} ({kind}), {} segments, {} B (CRC checked at start)",
-                        h.generation.get(),
-                        h.segment_count.get(),
-                        h.image_bytes.get()
-                    ),
-                    Some(Err(e)) => format!("{what}: no valid checkpoint ({e})"),
-                    None => format!("{what}: unreadable"),
-                }
-            }
-        } else if written == 0 {
-            String::new()
-        } else {
-            let c =
-                execute(drive.as_mut(), Command::Read { lba: z.start_lba, data: vec![0; bs], metadata: vec![0; ms] });
-            match c.result.ok().map(|_| SegmentHeader::decode(&c.data)) {
-                Some(Ok(h)) => report::segment_header_text(&h),
-                Some(Err(e)) => format!("no valid segment header ({e})"),
-                None => "header unreadable".into(),
-            }
-        };
-        println!("{:>6} {:>15} {:>10} {:>10}  {segment}", z.zone, z.state, written, z.capacity_blocks);
-        if written > 0 && checkpoint.is_none() {
-            // The last written block says whether the segment ended in a footer (sealed or
-            // stopped cleanly).
-            let lba = z.start_lba + written - 1;
-            let c = execute(drive.as_mut(), Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] });
-            if c.result.is_ok() {
-                if let (Ok((fh, entries)), Ok(_)) =
-                    (decode_footer_block(&c.data), BlockMetadata::decode(&c.data, &c.metadata))
-                {
-                    println!(
-                        "{:>6} {:>15} last block: footer of segment {}, entries {}..{}",
-                        "",
-                        "",
-                        fh.segment_sequence.get(),
-                        fh.first_block.get(),
-                        fh.first_block.get() as usize + entries.len()
-                    );
-                }
-            }
-        }
-    }
-    Ok(())
 }

@@ -7,6 +7,7 @@ mod bench;
 mod device;
 mod emu;
 mod hybrid;
+mod inspect;
 mod plot;
 mod replace;
 mod replay;
@@ -90,7 +91,7 @@ enum Top {
     /// it. Measured effect on user I/O: `zapraid bench rebuild-load`.
     RebuildRate(replace::RebuildRateArgs),
     /// Show a drive's array superblock, zones and segment headers.
-    Inspect(array::InspectArgs),
+    Inspect(inspect::InspectArgs),
     /// Exercise an array end to end without a block device (no ublk needed): format the
     /// drives, write a pattern, read it back, stop, start, verify, fail a drive, read and
     /// write degraded, restart, verify. Erases the drives (--erase).
@@ -153,7 +154,7 @@ fn main() {
         Top::AddSpare(args) => spare::run_add_spare(args),
         Top::RemoveSpare(args) => spare::run_remove_spare(args),
         Top::RebuildRate(args) => replace::run_rebuild_rate(args),
-        Top::Inspect(args) => array::run_inspect(args),
+        Top::Inspect(args) => inspect::run_inspect(args),
         Top::Selftest(args) => selftest::run_selftest(args),
         Top::Emu(command) => emu::run(command),
         Top::Device(command) => device::run(command),

@@ -44,6 +44,10 @@ pub struct SelftestArgs {
     /// The L2P table's memory budget of the array formatted (`format --l2p-memory`).
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     l2p_memory: Option<u64>,
+    /// Format the array with this many engine shards (`format --shards`): each a thread of
+    /// its own over its own part of every drive.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=255))]
+    shards: u32,
 }
 
 /// The drive the self-test fails (any would do; the first is left alone).
@@ -65,7 +69,7 @@ pub fn run_selftest(args: SelftestArgs) -> Result<()> {
         name: "selftest".into(),
         force: true,
         l2p_budget_bytes: args.l2p_memory,
-        shards: 1,
+        shards: args.shards,
     };
     let formatted = format(&args.drives, &options, |_, _| {})?;
     if let Some(writes) = args.random_writes {

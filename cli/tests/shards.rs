@@ -1,6 +1,6 @@
 //! Arrays of engine shards as an operator drives them: `format --shards`, a start that
 //! takes the shard count from the superblock (and refuses `--shards` of another), `status`
-//! with each shard's figures beside their sum, `inspect` naming them, a failed drive
+//! with each shard's figures beside their sum, `inspect` naming each zone's shard, a failed drive
 //! replaced and rebuilt by every shard, and a rebuild cut short by a stop resumed.
 
 mod common;
@@ -16,6 +16,8 @@ fn an_array_of_two_shards_starts_shows_each_and_refuses_another_count() {
     assert!(blocks > 0);
     let line = world.superblock_line(0);
     assert!(line.contains("2 engine shards in units of 128 blocks"), "{line}");
+    let inspect = world.ok(&["inspect", &world.drives[0]]);
+    assert!(inspect.contains("shard 0: sequence 1") && inspect.contains("shard 1: sequence 1"), "{inspect}");
 
     let mut refused = vec!["start", "--no-device", "--shards", "3"];
     refused.extend(world.drives.iter().map(String::as_str));
