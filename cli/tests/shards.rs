@@ -61,3 +61,26 @@ fn an_array_of_two_shards_starts_shows_each_and_refuses_another_count() {
     let read = world.without(&[0]);
     assert_eq!(common::world::write_and_verify(&read, world.blocks, None, 1).mapped_blocks, blocks);
 }
+
+/// A hot spare of a sharded array: a drive that fails is rebuilt onto it by itself, by
+/// every shard; a scrub then reads every shard's stripes and finds them whole.
+#[test]
+fn a_sharded_array_rebuilds_onto_its_spare_by_itself_and_scrubs_clean() {
+    let _serial = serial();
+    let mut world = World::formatted("raid5", 4, 40, 2400, &["--shards", "2"]);
+    let blocks = world.write_and_verify(Some(1), 1).mapped_blocks;
+    let spare = world.new_drive("spare");
+    world.start(&[], &[]);
+    world.ok(&["add-spare", "rp", &spare]);
+    world.ok(&["fail", "rp", "2"]);
+    world.wait_rebuilt(2);
+    let s = world.status();
+    assert_eq!(s["drives"][2]["path"], spare.as_str(), "{s}");
+    world.ok(&["scrub", "rp", "--wait"]);
+    let last = &world.status()["scrub"]["last"];
+    assert!(last["stripes_checked"].as_u64().unwrap() > 0, "{last}");
+    assert_eq!((&last["blocks_damaged"], &last["parity_mismatches"]), (&0.into(), &0.into()), "{last}");
+    world.ok(&["stop", "rp"]);
+    world.drives[2] = spare;
+    assert_eq!(world.write_and_verify(None, 1).mapped_blocks, blocks);
+}
