@@ -50,6 +50,7 @@ fn an_array_of_two_shards_starts_shows_each_and_refuses_another_count() {
     world.ok(&["replace", "rp", "1", &new, "--rebuild-rate", "64K"]);
     let s = world.status();
     assert_eq!(s["drives"][1]["state"], "rebuilding", "{s}");
+    assert_eq!(s["rebuild_rate_bytes_per_s"], 64 << 10, "the array's rate, shared by its shards: {s}");
     world.ok(&["stop", "rp"]);
     world.drives[1] = new;
     world.start(&[], &[]);

@@ -106,7 +106,12 @@ impl Shards {
 
     fn status(&self) -> Result<ArrayStatus> {
         let each = self.ask_all(Message::Status)?;
-        let sharded = ShardedStatus::of(each.iter().map(|s| s.engine.clone()).collect());
+        let mut sharded = ShardedStatus::of(each.iter().map(|s| s.engine.clone()).collect());
+        // The rate limits were shared among the shards: the array's is their sum (none
+        // while any shard has none).
+        let sum = |rates: Vec<Option<u64>>| rates.into_iter().sum::<Option<u64>>();
+        sharded.total.rebuild_rate_bytes_per_s = sum(each.iter().map(|s| s.engine.rebuild_rate_bytes_per_s).collect());
+        sharded.total.scrub.rate_bytes_per_s = sum(each.iter().map(|s| s.engine.scrub.rate_bytes_per_s).collect());
         let first = each.first().cloned().unwrap_or_default();
         let add = |f: fn(&ArrayStatus) -> u64| each.iter().map(f).sum::<u64>();
         let gather = |f: fn(&ArrayStatus) -> &Vec<u32>| each.iter().flat_map(|s| f(s).iter().copied()).collect();
