@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the guest's initramfs: static busybox, the kernel modules for NVMe (and ublk and
-# ext4 for later scenarios), fio and e2fsprogs, perf if the host has it, the given
-# binaries with every shared library they need, the scenarios, and an /init that runs the
-# scenario named on the kernel command line and reports its exit status on the console.
+# ext4 for later scenarios, md RAID-5 for the vsmd scenario), fio and e2fsprogs, perf if
+# the host has it, the given binaries with every shared library they need, the scenarios,
+# and an /init that runs the scenario named on the kernel command line and reports its
+# exit status on the console.
 # With --apps, also the applications of the apps scenario (Exp#11 and Exp#12): sysbench,
 # PostgreSQL 15 (server, initdb, pg_ctl, psql, pgbench, at the host's paths, with its
 # library and share directories) and the TPC-C-like kit (femu/apps/tpcc), and a user
@@ -40,6 +41,25 @@ for m in "${MODULES[@]}"; do
     name=$(basename "$m").ko
     xz -dc "$src" > "$root/lib/modules/$name"
     echo "$name" >> "$root/lib/modules/load-order"
+done
+
+# Linux md RAID-5 (md_mod, raid456 and what raid456 needs), for the vsmd scenario, which
+# compares the block device with md: kept apart and loaded by that scenario alone, since
+# xor and raid6_pq time their algorithms when they load and the other scenarios need none
+# of it. md_mod's file is md-mod.ko.
+MD_MODULES=(
+    drivers/md/md-mod crypto/xor crypto/async_tx/async_tx crypto/async_tx/async_memcpy
+    crypto/async_tx/async_xor lib/raid6/raid6_pq crypto/async_tx/async_pq
+    crypto/async_tx/async_raid6_recov drivers/md/raid456
+)
+mkdir -p "$root/lib/modules/md"
+: > "$root/lib/modules/md/load-order"
+for m in "${MD_MODULES[@]}"; do
+    src="$kernel/lib/modules/$kver/kernel/$m.ko.xz"
+    [ -f "$src" ] || continue   # built into this kernel
+    name=$(basename "$m").ko
+    xz -dc "$src" > "$root/lib/modules/md/$name"
+    echo "$name" >> "$root/lib/modules/md/load-order"
 done
 
 # Binaries and the shared libraries they load, at the same paths as on the host.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make e2e`: every scenario in the QEMU guest with emulated NVMe ZNS drives. Installs
 # what it needs (femu/setup.sh), builds the release binaries and the initramfs, runs the
-# scenarios, and closes with a count of passed and failed scenarios.
+# scenarios, and closes with a count of passed and failed scenarios. Not here, for their
+# length: the comparison with md RAID-5 (`make vsmd`, about 6 minutes) and the paper's
+# applications (`make apps`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh

@@ -5,14 +5,18 @@
 #   femu/run.sh [--drives N] [--metadata BYTES] [--zone-size 64M] [--zone-capacity 62M]
 #               [--drive-size 2G] [--max-open 14] [--max-active 14] [--zasl 5]
 #               [--bare-drives N]   (N more drives without per-block metadata, after the others)
+#               [--conv-drives N]   (N conventional NVMe namespaces, not zoned, after those: each
+#                                    on its own controller like the zoned ones, of the same size
+#                                    and block size, without metadata; serials conv0..convN-1)
 #               [--timeout SECONDS] INITRAMFS SCENARIO [ARG...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-drives=4 bare_drives=0 metadata=64 zone_size=64M zone_capacity=62M drive_size=2G max_open=14 max_active=14 zasl=5 timeout=900
+drives=4 bare_drives=0 conv_drives=0 metadata=64 zone_size=64M zone_capacity=62M drive_size=2G max_open=14 max_active=14 zasl=5 timeout=900
 while [ $# -gt 0 ]; do
     case $1 in
         --drives) drives=$2; shift 2 ;;
         --bare-drives) bare_drives=$2; shift 2 ;;
+        --conv-drives) conv_drives=$2; shift 2 ;;
         --metadata) metadata=$2; shift 2 ;;
         --zone-size) zone_size=$2; shift 2 ;;
         --zone-capacity) zone_capacity=$2; shift 2 ;;
@@ -41,13 +45,21 @@ for ((i = 0; i < drives + bare_drives; i++)); do
         -device "nvme-ns,drive=z$i,bus=nvme$i,nsid=1,logical_block_size=4096,physical_block_size=4096,zoned=true,zoned.zone_size=$zone_size,zoned.zone_capacity=$zone_capacity,zoned.max_open=$max_open,zoned.max_active=$max_active,ms=$ms"
     )
 done
+for ((i = 0; i < conv_drives; i++)); do
+    truncate -s "$drive_size" "$work/c$i.img"
+    qemu_args+=(
+        -drive "file=$work/c$i.img,id=c$i,format=raw,if=none"
+        -device "nvme,id=nvmec$i,serial=conv$i"
+        -device "nvme-ns,drive=c$i,bus=nvmec$i,nsid=1,logical_block_size=4096,physical_block_size=4096"
+    )
+done
 log="$work/console.log"
 # A guest that dies before its scenario begins (seen once: a kernel panic in the timer
 # code 1.3 s into boot under TCG) says nothing about zapraid: boot it again, at most
 # twice, on fresh drives. A guest that dies after the scenario began is not retried.
 boot_attempts=3
 for ((attempt = 1; attempt <= boot_attempts; attempt++)); do
-    echo "femu: booting with $drives ZNS drive(s) (metadata $metadata B/block), scenario '$scenario' $*" >&2
+    echo "femu: booting with $drives ZNS drive(s) (metadata $metadata B/block)$([ "$conv_drives" -eq 0 ] || echo ", $conv_drives conventional"), scenario '$scenario' $*" >&2
     set +e
     timeout "$timeout" qemu-system-x86_64 -machine q35 -cpu max -m 2G -smp 2 \
         -kernel "$kernel" -initrd "$initramfs" \
@@ -62,6 +74,9 @@ for ((attempt = 1; attempt <= boot_attempts; attempt++)); do
     echo "femu: the guest died before its scenario began (qemu status $qemu_status); booting again" >&2
     for ((i = 0; i < drives + bare_drives; i++)); do
         rm -f "$work/d$i.img" && truncate -s "$drive_size" "$work/d$i.img"
+    done
+    for ((i = 0; i < conv_drives; i++)); do
+        rm -f "$work/c$i.img" && truncate -s "$drive_size" "$work/c$i.img"
     done
 done
 rc=$(sed -n 's/.*ZAPRAID-E2E-EXIT \([0-9]*\).*/\1/p' "$log" | tail -1)

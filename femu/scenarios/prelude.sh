@@ -22,3 +22,12 @@ verify_sums() {
     }
     echo "all files verify ($1)"
 }
+# nvme_index SERIAL: the number N of the NVMe controller whose serial run.sh made SERIAL
+# (its namespace is /dev/ngNn1, as a block device nvmeNn1): the kernel probes controllers
+# in parallel, so names follow no fixed order once run.sh adds drives of other kinds.
+nvme_index() {
+    for c in /sys/class/nvme/nvme*; do
+        if [ "$(tr -d ' ' < "$c/serial")" = "$1" ]; then echo "${c##*/nvme}"; return; fi
+    done
+    fail "no NVMe controller with serial $1"
+}
