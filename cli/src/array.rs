@@ -68,9 +68,9 @@ pub struct FormatArgs {
     /// Engine shards: each a thread of its own with its own part of every drive's zones and
     /// an interleaved share of the logical space (512 KiB units), so that S cores serve
     /// the array. Recorded in the superblock (it decides where every block is). Each shard
-    /// keeps its own reserve of zones, so S shards export less than one. Not built yet
-    /// for more than one shard: replacing a drive (the array runs degraded until
-    /// reformatted) and resuming a rebuild.
+    /// keeps its own reserve of zones, so S shards export less than one. Failed drives,
+    /// replacements, rebuilds, spares, scrubs and checkpoints work per shard, all shards
+    /// at once (docs/manual/shards.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=255))]
     shards: u32,
 }
