@@ -161,12 +161,20 @@ pub fn rebuilding_drive(assembled: &Assembled) -> Option<usize> {
 /// (`Engine::resume_drive_rebuild`), never trusted as they are.
 pub fn reset_unused_zones(assembled: &mut Assembled, drive: usize, keep: &[u32]) -> Result<()> {
     let Some(path) = assembled.paths[drive].clone() else { return Ok(()) };
-    let device = &mut assembled.drives[drive];
+    reset_zones_but(&mut assembled.drives[drive], keep).map_err(|error| Error::DriveCommand {
+        path,
+        what: "zone reset",
+        error,
+    })
+}
+
+/// Resets every zone of `device` (as the engine numbers them) that is not in `keep`: the
+/// zones of a drive being rebuilt that hold no segment of the engine over them.
+pub fn reset_zones_but(device: &mut dyn ZonedDevice, keep: &[u32]) -> std::result::Result<(), zapraid_zns::Error> {
     let g = device.geometry();
     for zone in (0..g.zone_count).filter(|z| !keep.contains(z)) {
         let target = ZoneTarget::Zone { start_lba: g.zone_start_lba(zone) };
-        let c = execute(device, Command::ManageZone { action: ZoneAction::Reset, target });
-        c.result.map_err(|error| Error::DriveCommand { path: path.clone(), what: "zone reset", error })?;
+        execute(device, Command::ManageZone { action: ZoneAction::Reset, target }).result?;
     }
     Ok(())
 }

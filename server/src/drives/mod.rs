@@ -13,25 +13,41 @@ use crate::error::{Error, Result};
 /// A drive as the array uses it.
 pub type Drive = Box<dyn ZonedDevice + Send>;
 
-/// Opens an NVMe namespace (a character device) or an emulated drive file.
-pub fn open_drive(path: &Path) -> Result<Drive> {
+/// What a drive's path names.
+enum DriveKind {
+    /// An NVMe namespace's character device (`/dev/ngXnY`).
+    Nvme,
+    /// An emulated drive file.
+    File,
+}
+
+/// Whether `path` is an NVMe namespace or an emulated drive file; refused otherwise.
+fn drive_kind(path: &Path) -> Result<DriveKind> {
+    use std::os::unix::fs::FileTypeExt;
     let meta = std::fs::metadata(path).map_err(|error| Error::Io {
         path: path.to_path_buf(),
         context: "cannot open",
         error,
     })?;
-    use std::os::unix::fs::FileTypeExt;
-    let device: Drive = if meta.file_type().is_char_device() {
-        Box::new(NvmeDrive::open(path).map_err(|error| Error::Drive { path: path.to_path_buf(), error })?)
+    if meta.file_type().is_char_device() {
+        Ok(DriveKind::Nvme)
     } else if meta.is_file() {
-        Box::new(EmulatedDrive::open_file(path).map_err(|error| Error::Drive { path: path.to_path_buf(), error })?)
+        Ok(DriveKind::File)
     } else {
-        return Err(Error::Refused {
+        Err(Error::Refused {
             path: path.to_path_buf(),
             reason: "neither an NVMe namespace (/dev/ngXnY) nor an emulated drive file".into(),
-        });
-    };
-    Ok(device)
+        })
+    }
+}
+
+/// Opens an NVMe namespace (a character device) or an emulated drive file.
+pub fn open_drive(path: &Path) -> Result<Drive> {
+    let drive_error = |error| Error::Drive { path: path.to_path_buf(), error };
+    Ok(match drive_kind(path)? {
+        DriveKind::Nvme => Box::new(NvmeDrive::open(path).map_err(drive_error)?),
+        DriveKind::File => Box::new(EmulatedDrive::open_file(path).map_err(drive_error)?),
+    })
 }
 
 /// Opens a drive about to be erased (a member being formatted, a new drive or a spare
@@ -99,24 +115,23 @@ pub(crate) fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
 /// first zone and driven by a thread of its own (`zapraid_zns`'s drive parts): the
 /// shards of an array each drive their own zones of every drive.
 pub fn open_drive_parts(path: &Path, spans: &[(u32, u32)]) -> Result<Vec<Drive>> {
-    let meta = std::fs::metadata(path).map_err(|error| Error::Io {
-        path: path.to_path_buf(),
-        context: "cannot open",
-        error,
-    })?;
-    use std::os::unix::fs::FileTypeExt;
     let drive_error = |error| Error::Drive { path: path.to_path_buf(), error };
-    let parts: Vec<Drive> = if meta.file_type().is_char_device() {
-        let drive = NvmeDrive::open(path).map_err(drive_error)?;
-        drive.split(spans).map_err(drive_error)?.into_iter().map(|p| Box::new(p) as Drive).collect()
-    } else if meta.is_file() {
-        let drive = EmulatedDrive::open_file(path).map_err(drive_error)?;
-        drive.split(spans).map_err(drive_error)?.into_iter().map(|p| Box::new(p) as Drive).collect()
-    } else {
-        return Err(Error::Refused {
-            path: path.to_path_buf(),
-            reason: "neither an NVMe namespace (/dev/ngXnY) nor an emulated drive file".into(),
-        });
-    };
-    Ok(parts)
+    Ok(match drive_kind(path)? {
+        DriveKind::Nvme => NvmeDrive::open(path)
+            .and_then(|d| d.split(spans))
+            .map_err(drive_error)?
+            .into_iter()
+            .map(boxed_part)
+            .collect(),
+        DriveKind::File => EmulatedDrive::open_file(path)
+            .and_then(|d| d.split(spans))
+            .map_err(drive_error)?
+            .into_iter()
+            .map(boxed_part)
+            .collect(),
+    })
+}
+
+fn boxed_part<D: ZonedDevice + Send + 'static>(part: zapraid_zns::DrivePart<D>) -> Drive {
+    Box::new(part)
 }

@@ -94,7 +94,7 @@ impl Shards {
     }
 
     /// Every shard's answer to the message `ask` makes with a one-answer channel.
-    fn ask_all<T>(&self, ask: impl Fn(Sender<T>) -> Message) -> Result<Vec<T>> {
+    fn ask_all<T>(&self, mut ask: impl FnMut(Sender<T>) -> Message) -> Result<Vec<T>> {
         let mut waiting = Vec::new();
         for thread in &self.threads {
             let (tx, rx) = crossbeam_channel::bounded(1);
@@ -170,28 +170,28 @@ impl Shards {
         drop(device); // the parts open it again
         let parts = self.layout.open(Some(path))?;
         self.record.start_rebuild(drive, parts.zone0)?;
-        let shards = self.threads.len() as u64;
-        let each = rebuild_rate_bytes_per_s.map(|r| if r == 0 { 0 } else { r.div_ceil(shards) });
+        let each = rebuild_rate_bytes_per_s.map(|rate| self.share(rate));
+        let devices = parts.shards.into_iter().map(|part| {
+            zapraid_zns::ReservedZones::new(part, 0)
+                .map_err(|e| Error::Config { reason: format!("a part of the new drive has no zones: {e}") })
+        });
+        let mut devices = devices.collect::<Result<Vec<_>>>()?.into_iter();
         let mut checkpoint_parts = parts.checkpoint.into_iter();
-        let mut waiting = Vec::new();
-        for (thread, part) in self.threads.iter().zip(parts.shards) {
-            let device = zapraid_zns::ReservedZones::new(part, 0)
-                .map_err(|e| Error::Config { reason: format!("a part of the new drive has no zones: {e}") })?;
-            let (tx, rx) = crossbeam_channel::bounded(1);
-            let message = Message::ReplaceDrive {
-                drive,
-                device,
-                path: path.to_path_buf(),
-                checkpoint_part: checkpoint_parts.next(),
-                rebuild_rate_bytes_per_s: each,
-                done: tx,
-            };
-            thread.send(message).map_err(gone)?;
-            waiting.push(rx);
-        }
-        let answers: Vec<Result<()>> =
-            waiting.into_iter().map(|rx| rx.recv_timeout(ANSWER_TIMEOUT).unwrap_or(Err(Error::EngineGone))).collect();
+        let answers = self.ask_all(|done| Message::ReplaceDrive {
+            drive,
+            device: devices.next().expect("a part of the new drive per shard"),
+            path: path.to_path_buf(),
+            checkpoint_part: checkpoint_parts.next(),
+            rebuild_rate_bytes_per_s: each,
+            done,
+        })?;
         answers.into_iter().collect()
+    }
+
+    /// A shard's share of a rate limit the array was given: every shard works on its own
+    /// zones at once, so the array keeps to it.
+    fn share(&self, rate_bytes_per_s: u64) -> u64 {
+        rate_bytes_per_s.div_ceil(self.threads.len() as u64)
     }
 }
 
@@ -212,9 +212,7 @@ impl Fanout for Shards {
                 Ok(())
             }
             Message::Scrub { request, done } => {
-                // Every shard scrubs its own zones at once: a rate limit is shared among them.
-                let shards = self.threads.len() as u64;
-                let share = |rate: Option<u64>| rate.map(|r| r.div_ceil(shards));
+                let share = |rate: Option<u64>| rate.map(|r| self.share(r));
                 let each = match request {
                     ScrubRequest::Start { rate_bytes_per_s } => {
                         ScrubRequest::Start { rate_bytes_per_s: share(rate_bytes_per_s) }
@@ -228,9 +226,7 @@ impl Fanout for Shards {
                 Ok(())
             }
             Message::SetRebuildRate { rate_bytes_per_s, done } => {
-                // Every shard rebuilds its own zones at once: the limit is shared among them.
-                let shards = self.threads.len() as u64;
-                let each = if rate_bytes_per_s == 0 { 0 } else { rate_bytes_per_s.div_ceil(shards) };
+                let each = self.share(rate_bytes_per_s); // 0, unlimited, stays 0
                 let limits = self.ask_all(|tx| Message::SetRebuildRate { rate_bytes_per_s: each, done: tx })?;
                 let _ = done.send(limits.into_iter().sum::<Option<u64>>());
                 Ok(())

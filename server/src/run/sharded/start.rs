@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use zapraid_engine::shard::ShardMap;
 use zapraid_engine::{Engine, RecoveryReport};
-use zapraid_zns::{execute, Command, Geometry, ReservedZones, ZoneAction, ZoneTarget, ZonedDevice};
+use zapraid_zns::{Geometry, ReservedZones};
 
 use super::array::{ShardStart, ShardedArray};
 use super::parts::{DriveParts, PartLayout};
 use crate::assemble::assembly::Assembled;
-use crate::assemble::recover::{rebuilding_drive, recover_engine, CheckpointDrives, EngineStart};
+use crate::assemble::recover::{rebuilding_drive, recover_engine, reset_zones_but, CheckpointDrives, EngineStart};
 use crate::drives::Drive;
 use crate::error::{Error, Result};
 use crate::records::checkpoint::{CheckpointArea, CheckpointPlace};
@@ -138,14 +138,8 @@ fn shard_config(map: &ShardMap, shard: usize, array: zapraid_engine::Config) -> 
 /// that hold none of the shard's segments are reset (new segments are written there
 /// from the start); the others the engine checks as it resumes, never trusting them.
 fn resume(engine: &mut Engine, part: &mut ReservedZones<Drive>, drive: usize) -> Result<()> {
-    let keep = engine.zones_holding_segments();
-    let g = part.geometry();
-    for zone in (0..g.zone_count).filter(|z| !keep.contains(z)) {
-        let target = ZoneTarget::Zone { start_lba: g.zone_start_lba(zone) };
-        execute(part, Command::ManageZone { action: ZoneAction::Reset, target })
-            .result
-            .map_err(|error| Error::Config { reason: format!("drive {drive} being rebuilt: zone reset: {error}") })?;
-    }
+    reset_zones_but(part, &engine.zones_holding_segments())
+        .map_err(|error| Error::Config { reason: format!("drive {drive} being rebuilt: zone reset: {error}") })?;
     engine.resume_drive_rebuild(drive)?;
     tracing::warn!(drive, "a shard's rebuild cut short resumes");
     Ok(())

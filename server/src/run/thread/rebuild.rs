@@ -53,12 +53,7 @@ impl EngineLoop {
         self.rebuilding |= 1 << drive;
         // On the drives before the rebuild writes anything to the new one.
         self.record_failures();
-        let rate_before = self.engine.rebuild_rate_bytes_per_s();
-        if let Some(rate) = rebuild_rate_bytes_per_s {
-            self.engine.set_rebuild_rate(Some(rate).filter(|r| *r > 0));
-        }
-        if let Err(e) = self.engine.rebuild_drive(drive) {
-            self.engine.set_rebuild_rate(rate_before);
+        if let Err(e) = self.start_rebuild_at(drive, rebuild_rate_bytes_per_s) {
             self.rebuilding &= !(1 << drive);
             self.record_failures();
             return Err(e.into());
@@ -70,6 +65,25 @@ impl EngineLoop {
             "drive replaced: rebuild started"
         );
         Ok(())
+    }
+
+    /// Starts the engine's rebuild of `drive`, at `rebuild_rate_bytes_per_s` if given (0:
+    /// unlimited; else the limit in force stays); a rebuild refused leaves the limit as it
+    /// was.
+    pub(super) fn start_rebuild_at(
+        &mut self,
+        drive: usize,
+        rebuild_rate_bytes_per_s: Option<u64>,
+    ) -> zapraid_engine::Result<()> {
+        let rate_before = self.engine.rebuild_rate_bytes_per_s();
+        if let Some(rate) = rebuild_rate_bytes_per_s {
+            self.engine.set_rebuild_rate(Some(rate).filter(|r| *r > 0));
+        }
+        let started = self.engine.rebuild_drive(drive);
+        if started.is_err() {
+            self.engine.set_rebuild_rate(rate_before);
+        }
+        started
     }
 
     /// Whether every drive recorded as being rebuilt still is in the engine (a rebuild that

@@ -89,12 +89,7 @@ impl EngineLoop {
         if let (Some(part), Some(slot)) = (checkpoint_part, slot) {
             *slot = part;
         }
-        let rate_before = self.engine.rebuild_rate_bytes_per_s();
-        if let Some(rate) = rebuild_rate_bytes_per_s {
-            self.engine.set_rebuild_rate(Some(rate).filter(|r| *r > 0));
-        }
-        if let Err(e) = self.engine.rebuild_drive(drive) {
-            self.engine.set_rebuild_rate(rate_before);
+        if let Err(e) = self.start_rebuild_at(drive, rebuild_rate_bytes_per_s) {
             record.cancel_rebuild(index, drive);
             self.record_failures();
             return Err(e.into());
