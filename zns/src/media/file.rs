@@ -1,20 +1,16 @@
-//! Where an emulated drive keeps its blocks, per-block metadata and zone records: in
-//! memory (sparse, allocated on first write) or in a drive file (see `drive_file`).
+//! Media in a drive file (see `drive_file` for its layout), locked for exclusive use
+//! while open (while any part of it is).
 //!
-//! Media address blocks by physical index `zone * zone_capacity + offset`; only written
-//! blocks are ever read back (the emulator returns zeros above the write pointer), so a
-//! reset need not erase anything on file media.
-//!
-//! File media write the drive file's superblock and every zone record twice (primary,
-//! then copy: see `drive_file`), and on open take the valid copy of each.
-//!
-//! Media split into parts of disjoint runs of zones (`Media::split`), one per part of a
-//! split drive: file media share the open file (and its lock) and write at the offsets
-//! of their zones only (each zone record is a write of its own, never a sector or table
-//! rewritten around it, so parts never write the same bytes); memory media hand each
-//! part the chunks of its zones (a chunk never spans two zones).
+//! Blocks, their metadata and zone records are written through a shared mapping of the
+//! file (`mapping`) where the kernel offers one: a write is a copy into the page cache,
+//! with no system call and no lock in the kernel. `pwrite` would take the file's inode
+//! lock for every command, which every part of a split drive (every engine shard) shares;
+//! and each data write also moves its zone's write pointer, a record written twice. A
+//! zone's pages are populated for writing (`MADV_POPULATE_WRITE`) before its first write
+//! through the mapping, so that a full file system fails that write with an error rather
+//! than killing the process with SIGBUS. Reads go through `pread` (no inode lock). Where
+//! mapping or populating is not supported, every write is a `pwrite`.
 
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
@@ -23,6 +19,8 @@ use std::sync::Arc;
 
 use zerocopy::IntoBytes;
 
+use super::mapping::{Mapping, Populate};
+use super::{Media, StoredZone};
 use crate::drive_file::{
     DecodeError, FileLayout, Superblock, ZoneRecord, SUPERBLOCK_COPY_OFFSET_BYTES, SUPERBLOCK_REGION_BYTES,
     ZONE_RECORD_BYTES,
@@ -31,181 +29,9 @@ use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::zone::ZoneState;
 
-/// Persistent zone state as media store it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct StoredZone {
-    pub state: ZoneState,
-    pub written_blocks: u64,
-}
-
-pub(crate) trait Media: Send {
-    /// Reads whole blocks at physical index `index`; `metadata` may be empty.
-    fn read(&mut self, index: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<()>;
-    /// Writes whole blocks; an empty `metadata` stores zeroed metadata.
-    fn write(&mut self, index: u64, data: &[u8], metadata: &[u8]) -> Result<()>;
-    /// Persists one zone's state.
-    fn store_zone(&mut self, zone: u32, stored: StoredZone) -> Result<()>;
-    /// Forgets the contents of a zone (reset).
-    fn discard_zone(&mut self, zone: u32) -> Result<()>;
-    /// Flips one bit of a stored block, behind the emulator's back (silent corruption).
-    fn flip_bit(&mut self, index: u64, bit: u64) -> Result<()>;
-    /// The media of each of `parts` (disjoint runs of zones), in order: each reaches only
-    /// the blocks and zone records of its zones.
-    fn split(self: Box<Self>, parts: &[Range<u32>]) -> Vec<Box<dyn Media>>;
-}
-
-/// Most blocks per allocation unit of memory media.
-const MEMORY_CHUNK_BLOCKS: u64 = 256;
-
-/// Sparse in-memory media, in chunks of one zone each (so that a reset frees a zone's
-/// memory, and parts of a split drive own whole chunks).
-pub(crate) struct MemoryMedia {
-    block_bytes: usize,
-    metadata_bytes: usize,
-    zone_capacity_blocks: u64,
-    chunk_blocks: u64,
-    chunks_per_zone: u64,
-    /// By chunk number: zone * chunks_per_zone + chunk in the zone.
-    chunks: HashMap<u64, Chunk>,
-}
-
-/// Blocks and metadata of one allocation unit.
-struct Chunk {
-    data: Box<[u8]>,
-    metadata: Box<[u8]>,
-}
-
-impl MemoryMedia {
-    pub(crate) fn new(geometry: &Geometry) -> Self {
-        MemoryMedia {
-            block_bytes: geometry.block_size_bytes as usize,
-            metadata_bytes: geometry.metadata_bytes_per_block as usize,
-            zone_capacity_blocks: geometry.zone_capacity_blocks,
-            chunk_blocks: MEMORY_CHUNK_BLOCKS.min(geometry.zone_capacity_blocks),
-            chunks_per_zone: geometry.zone_capacity_blocks.div_ceil(MEMORY_CHUNK_BLOCKS),
-            chunks: HashMap::new(),
-        }
-    }
-
-    fn chunk(&mut self, index: u64) -> (&mut [u8], &mut [u8], usize) {
-        let (block_bytes, metadata_bytes, chunk_blocks) = (self.block_bytes, self.metadata_bytes, self.chunk_blocks);
-        let (zone, offset) = (index / self.zone_capacity_blocks, index % self.zone_capacity_blocks);
-        let number = zone * self.chunks_per_zone + offset / chunk_blocks;
-        let chunk = self.chunks.entry(number).or_insert_with(|| Chunk {
-            data: vec![0; block_bytes * chunk_blocks as usize].into_boxed_slice(),
-            metadata: vec![0; metadata_bytes * chunk_blocks as usize].into_boxed_slice(),
-        });
-        (&mut chunk.data, &mut chunk.metadata, (offset % chunk_blocks) as usize)
-    }
-}
-
-impl Media for MemoryMedia {
-    fn read(&mut self, index: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<()> {
-        let (bb, mb) = (self.block_bytes, self.metadata_bytes);
-        for (i, block) in data.chunks_exact_mut(bb).enumerate() {
-            let (chunk_data, chunk_meta, at) = self.chunk(index + i as u64);
-            block.copy_from_slice(&chunk_data[at * bb..(at + 1) * bb]);
-            if !metadata.is_empty() {
-                metadata[i * mb..(i + 1) * mb].copy_from_slice(&chunk_meta[at * mb..(at + 1) * mb]);
-            }
-        }
-        Ok(())
-    }
-
-    fn write(&mut self, index: u64, data: &[u8], metadata: &[u8]) -> Result<()> {
-        let (bb, mb) = (self.block_bytes, self.metadata_bytes);
-        for (i, block) in data.chunks_exact(bb).enumerate() {
-            let (chunk_data, chunk_meta, at) = self.chunk(index + i as u64);
-            chunk_data[at * bb..(at + 1) * bb].copy_from_slice(block);
-            let meta = &mut chunk_meta[at * mb..(at + 1) * mb];
-            if metadata.is_empty() {
-                meta.fill(0);
-            } else {
-                meta.copy_from_slice(&metadata[i * mb..(i + 1) * mb]);
-            }
-        }
-        Ok(())
-    }
-
-    fn store_zone(&mut self, _zone: u32, _stored: StoredZone) -> Result<()> {
-        Ok(())
-    }
-
-    fn discard_zone(&mut self, zone: u32) -> Result<()> {
-        let first = u64::from(zone) * self.chunks_per_zone;
-        for chunk in first..first + self.chunks_per_zone {
-            self.chunks.remove(&chunk);
-        }
-        Ok(())
-    }
-
-    fn flip_bit(&mut self, index: u64, bit: u64) -> Result<()> {
-        let bb = self.block_bytes;
-        let (data, _, at) = self.chunk(index);
-        let bit = (bit % (bb as u64 * 8)) as usize;
-        data[at * bb + bit / 8] ^= 1 << (bit % 8);
-        Ok(())
-    }
-
-    fn split(self: Box<Self>, parts: &[Range<u32>]) -> Vec<Box<dyn Media>> {
-        let MemoryMedia { block_bytes, metadata_bytes, zone_capacity_blocks, chunk_blocks, chunks_per_zone, chunks } =
-            *self;
-        let mut parted: Vec<HashMap<u64, Chunk>> = parts.iter().map(|_| HashMap::new()).collect();
-        // Chunks of zones no part owns go: nothing can reach them any more.
-        for (number, chunk) in chunks {
-            let zone = (number / chunks_per_zone) as u32;
-            if let Some(part) = parts.iter().position(|zones| zones.contains(&zone)) {
-                parted[part].insert(number, chunk);
-            }
-        }
-        parted
-            .into_iter()
-            .map(|chunks| {
-                Box::new(MemoryMedia {
-                    block_bytes,
-                    metadata_bytes,
-                    zone_capacity_blocks,
-                    chunk_blocks,
-                    chunks_per_zone,
-                    chunks,
-                }) as Box<dyn Media>
-            })
-            .collect()
-    }
-}
-
-/// Media that keep zone state but drop data: reads of written blocks return zeros.
-/// For timing-only experiments (calibration, paper-scale benchmarks), where copying
-/// terabytes would cost more than the model.
-pub(crate) struct DiscardMedia;
-
-impl Media for DiscardMedia {
-    fn read(&mut self, _index: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<()> {
-        data.fill(0);
-        metadata.fill(0);
-        Ok(())
-    }
-
-    fn write(&mut self, _index: u64, _data: &[u8], _metadata: &[u8]) -> Result<()> {
-        Ok(())
-    }
-
-    fn store_zone(&mut self, _zone: u32, _stored: StoredZone) -> Result<()> {
-        Ok(())
-    }
-
-    fn discard_zone(&mut self, _zone: u32) -> Result<()> {
-        Ok(())
-    }
-
-    fn flip_bit(&mut self, _index: u64, _bit: u64) -> Result<()> {
-        Ok(())
-    }
-
-    fn split(self: Box<Self>, parts: &[Range<u32>]) -> Vec<Box<dyn Media>> {
-        parts.iter().map(|_| Box::new(DiscardMedia) as Box<dyn Media>).collect()
-    }
-}
+/// Blocks of a zone populated at a time ahead of its writes (2 MiB of 4 KiB blocks): one
+/// `madvise` per so many blocks written, and a short one.
+const POPULATE_AHEAD_BLOCKS: u64 = 64;
 
 /// Media in a drive file, locked for exclusive use while open (while any part of it is).
 pub(crate) struct FileMedia {
@@ -217,8 +43,15 @@ pub(crate) struct FileMedia {
     zone_table_copy: bool,
     block_bytes: u64,
     metadata_bytes: u64,
+    zone_capacity_blocks: u64,
     update_sequence: Vec<u64>,
     zero_metadata: Vec<u8>,
+    /// The file mapped, its zone tables populated; None where the kernel maps or
+    /// populates none (every write is then a `pwrite`).
+    map: Option<Arc<Mapping>>,
+    /// By zone: the blocks from its start whose pages (data and metadata) were populated
+    /// since open.
+    populated_blocks: Vec<u64>,
 }
 
 /// What opening a drive file yields.
@@ -273,7 +106,8 @@ impl FileMedia {
             file.write_all_at(sb.as_bytes(), offset).map_err(io_error(path, "writing superblock"))?;
         }
         file.sync_all().map_err(io_error(path, "syncing drive file"))?;
-        Ok(Self::from_parts(path, file, layout, true, geometry, vec![0; geometry.zone_count as usize]))
+        let mapped_bytes = layout.file_bytes;
+        Ok(Self::from_parts(path, file, layout, true, mapped_bytes, geometry, vec![0; geometry.zone_count as usize]))
     }
 
     fn from_parts(
@@ -281,9 +115,18 @@ impl FileMedia {
         file: File,
         layout: FileLayout,
         zone_table_copy: bool,
+        file_bytes: u64,
         geometry: &Geometry,
         update_sequence: Vec<u64>,
     ) -> Self {
+        let table_bytes = u64::from(geometry.zone_count) * ZONE_RECORD_BYTES as u64;
+        let tables = [Some(layout.zone_table_offset), zone_table_copy.then_some(layout.zone_table_copy_offset)];
+        let map = Mapping::new(&file, file_bytes).filter(|map| {
+            tables.into_iter().flatten().all(|offset| matches!(map.populate(offset, table_bytes), Populate::Done))
+        });
+        if map.is_none() {
+            tracing::debug!(path = %path.display(), "drive file not mapped: every write is a pwrite");
+        }
         FileMedia {
             path: path.to_path_buf(),
             file: Arc::new(file),
@@ -291,9 +134,46 @@ impl FileMedia {
             zone_table_copy,
             block_bytes: u64::from(geometry.block_size_bytes),
             metadata_bytes: u64::from(geometry.metadata_bytes_per_block),
+            zone_capacity_blocks: geometry.zone_capacity_blocks,
             update_sequence,
             zero_metadata: Vec::new(),
+            map: map.map(Arc::new),
+            populated_blocks: vec![0; geometry.zone_count as usize],
         }
+    }
+
+    /// The mapping, once the pages of `zone`'s first `end_blocks` blocks are populated for
+    /// writing; None where writes go through `pwrite` (nothing mapped, or the kernel cannot
+    /// populate: then never again). Pages are populated `POPULATE_AHEAD_BLOCKS` at a time
+    /// ahead of the writes: a whole zone at once would stall its first write for as long
+    /// as allocating a gibibyte takes.
+    fn mapped_for(&mut self, zone: usize, end_blocks: u64) -> Result<Option<&Mapping>> {
+        let Some(map) = self.map.as_deref() else { return Ok(None) };
+        let populated = self.populated_blocks[zone];
+        if end_blocks > populated {
+            let until = end_blocks.max(populated + POPULATE_AHEAD_BLOCKS).min(self.zone_capacity_blocks);
+            let first = zone as u64 * self.zone_capacity_blocks + populated;
+            let blocks = until - populated;
+            let ranges = [
+                (self.data_offset(first), blocks * self.block_bytes),
+                (self.metadata_offset(first), blocks * self.metadata_bytes),
+            ];
+            for (offset, bytes) in ranges.into_iter().filter(|(_, bytes)| *bytes > 0) {
+                match map.populate(offset, bytes) {
+                    Populate::Done => {}
+                    Populate::Unsupported => {
+                        tracing::debug!(path = %self.path.display(), "cannot populate the mapped drive file: pwrite");
+                        self.map = None;
+                        return Ok(None);
+                    }
+                    Populate::Failed(error) => {
+                        return Err(Error::Io { path: self.path.clone(), context: "allocating a zone's space", error })
+                    }
+                }
+            }
+            self.populated_blocks[zone] = until;
+        }
+        Ok(self.map.as_deref())
     }
 
     /// Opens an existing drive file, checking every structure in it (and taking the valid
@@ -356,7 +236,7 @@ impl FileMedia {
             sequences.push(sequence);
         }
         Ok(OpenedFile {
-            media: Self::from_parts(path, file, layout, zone_table_copy, &geometry, sequences),
+            media: Self::from_parts(path, file, layout, zone_table_copy, file_len, &geometry, sequences),
             geometry,
             zones,
             landing_seed: sb.landing_seed.get(),
@@ -427,18 +307,33 @@ impl Media for FileMedia {
     }
 
     fn write(&mut self, index: u64, data: &[u8], metadata: &[u8]) -> Result<()> {
-        self.file.write_all_at(data, self.data_offset(index)).map_err(io_error(&self.path, "writing data"))?;
-        if self.metadata_bytes > 0 {
-            let blocks = data.len() as u64 / self.block_bytes;
-            let meta = if metadata.is_empty() {
-                self.zero_metadata.resize((blocks * self.metadata_bytes) as usize, 0);
-                &self.zero_metadata[..]
-            } else {
-                metadata
-            };
-            self.file
-                .write_all_at(meta, self.metadata_offset(index))
-                .map_err(io_error(&self.path, "writing metadata"))?;
+        let blocks = data.len() as u64 / self.block_bytes;
+        if self.metadata_bytes > 0 && metadata.is_empty() {
+            self.zero_metadata.resize((blocks * self.metadata_bytes) as usize, 0);
+        }
+        let zone = (index / self.zone_capacity_blocks) as usize;
+        let end_blocks = index % self.zone_capacity_blocks + blocks;
+        debug_assert!(end_blocks <= self.zone_capacity_blocks, "a write within one zone");
+        let (data_at, metadata_at) = (self.data_offset(index), self.metadata_offset(index));
+        let mapped = self.mapped_for(zone, end_blocks)?.is_some();
+        let meta = match (self.metadata_bytes, metadata.is_empty()) {
+            (0, _) => None,
+            (_, true) => Some(&self.zero_metadata[..]),
+            (_, false) => Some(metadata),
+        };
+        match self.map.as_deref().filter(|_| mapped) {
+            Some(map) => {
+                map.write(data_at, data);
+                if let Some(meta) = meta {
+                    map.write(metadata_at, meta);
+                }
+            }
+            None => {
+                self.file.write_all_at(data, data_at).map_err(io_error(&self.path, "writing data"))?;
+                if let Some(meta) = meta {
+                    self.file.write_all_at(meta, metadata_at).map_err(io_error(&self.path, "writing metadata"))?;
+                }
+            }
         }
         Ok(())
     }
@@ -448,13 +343,17 @@ impl Media for FileMedia {
         *sequence += 1;
         let record = ZoneRecord::new(stored.state, stored.written_blocks, *sequence);
         let at = u64::from(zone) * ZONE_RECORD_BYTES as u64;
-        self.file
-            .write_all_at(record.as_bytes(), self.layout.zone_table_offset + at)
-            .map_err(io_error(&self.path, "writing zone record"))?;
-        if self.zone_table_copy {
-            self.file
-                .write_all_at(record.as_bytes(), self.layout.zone_table_copy_offset + at)
-                .map_err(io_error(&self.path, "writing zone record copy"))?;
+        // The primary first, then the copy: a record torn in the middle (a crash) is
+        // found by its checksum, and its copy, one update behind, is taken.
+        let copies = [
+            (Some(self.layout.zone_table_offset), "writing zone record"),
+            (self.zone_table_copy.then_some(self.layout.zone_table_copy_offset), "writing zone record copy"),
+        ];
+        for (offset, context) in copies.into_iter().filter_map(|(offset, context)| Some((offset? + at, context))) {
+            match self.map.as_deref() {
+                Some(map) => map.write(offset, record.as_bytes()),
+                None => self.file.write_all_at(record.as_bytes(), offset).map_err(io_error(&self.path, context))?,
+            }
         }
         Ok(())
     }
@@ -473,8 +372,8 @@ impl Media for FileMedia {
     }
 
     fn split(self: Box<Self>, parts: &[Range<u32>]) -> Vec<Box<dyn Media>> {
-        // pread and pwrite on one file at disjoint offsets need no coordination: each
-        // part keeps its zones' update sequences and writes only its zones' bytes.
+        // Writes to one file (or its mapping) at disjoint offsets need no coordination:
+        // each part keeps its zones' update sequences and writes only its zones' bytes.
         parts
             .iter()
             .map(|_| {
@@ -485,8 +384,11 @@ impl Media for FileMedia {
                     zone_table_copy: self.zone_table_copy,
                     block_bytes: self.block_bytes,
                     metadata_bytes: self.metadata_bytes,
+                    zone_capacity_blocks: self.zone_capacity_blocks,
                     update_sequence: self.update_sequence.clone(),
                     zero_metadata: Vec::new(),
+                    map: self.map.clone(),
+                    populated_blocks: self.populated_blocks.clone(),
                 }) as Box<dyn Media>
             })
             .collect()
