@@ -35,7 +35,7 @@ use zapraid_experiments::XorShift;
 use zapraid_server::assemble::{assemble, format, FormatOptions};
 use zapraid_server::export::ublk::DEFAULT_QUEUE_DEPTH;
 use zapraid_server::export::Blocks;
-use zapraid_server::run::wake::EventFd;
+use zapraid_server::run::wake::Doorbell;
 use zapraid_server::run::{Answer, ArrayStatus, EngineSender, ReplyTo, Session};
 use zapraid_zns::{EmulatedDrive, Geometry};
 
@@ -335,7 +335,7 @@ struct Frontend<B: Blocks> {
     blocks: B,
     reply: Arc<ReplyTo>,
     answers: Receiver<Answer>,
-    wake: Arc<EventFd>,
+    wake: Arc<Doorbell>,
     /// When each tag's request was sent, if it is in flight.
     sent_at: Vec<Option<Instant>>,
     free_tags: Vec<u64>,
@@ -347,10 +347,10 @@ struct Frontend<B: Blocks> {
 
 impl<B: Blocks> Frontend<B> {
     fn new(blocks: B, seed: u64) -> Result<Self> {
-        let wake = Arc::new(EventFd::new().context("making a frontend's eventfd")?);
+        let wake = Arc::new(Doorbell::new().context("making a frontend's eventfd")?);
         let signal = wake.clone();
         let (tx, answers) = crossbeam_channel::bounded(QUEUE_DEPTH * 2);
-        let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || signal.signal()), counted: true });
+        let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || signal.ring()), counted: true });
         let source = (0..BLOCK_BYTES).map(|i| (i as u64 ^ seed) as u8).collect();
         Ok(Frontend {
             blocks,
@@ -407,7 +407,11 @@ impl<B: Blocks> Frontend<B> {
                 got += 1;
             }
             answered += got;
-            if got == 0 && answered < count && !self.wake.wait(ANSWER_WAIT) && self.answers.is_empty() {
+            if got == 0
+                && answered < count
+                && !self.wake.sleep(ANSWER_WAIT, || !self.answers.is_empty())
+                && self.answers.is_empty()
+            {
                 bail!("no answer from the engine thread in {} s", ANSWER_WAIT.as_secs());
             }
         }

@@ -49,7 +49,7 @@ use zapraid_engine::{BlockChecksums, Request};
 use super::Blocks;
 use crate::error::{Error, Result};
 use crate::run::message::{Answer, ReplyTo, MESSAGE_QUEUE_CAPACITY};
-use crate::run::wake::EventFd;
+use crate::run::wake::Doorbell;
 
 /// Requests a queue holds in flight by default.
 pub const DEFAULT_QUEUE_DEPTH: u16 = 64;
@@ -327,92 +327,34 @@ fn errno(e: &zapraid_engine::Error) -> i32 {
     }
 }
 
-fn serve_queue(qid: u16, dev: &UblkDev, engine: impl Blocks, shape: DeviceShape) {
-    let depth = dev.dev_info.queue_depth;
-    // A tag past the queue's depth marks the eventfd read among target I/O completions.
-    let wake_tag = depth;
-    let cdev: RawFd = dev.tgt.fds[0];
-    let wake = match EventFd::new() {
-        Ok(e) => Arc::new(e),
-        Err(e) => {
-            tracing::error!(qid, "eventfd failed: {e}");
-            return;
-        }
-    };
-    let efd = wake.raw();
-    let (tx, answers): (Sender<Answer>, Receiver<Answer>) = crossbeam_channel::bounded(usize::from(depth) * 2);
-    let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || wake.signal()), counted: true });
-    let mut in_flight: Vec<Option<InFlight>> = vec![None; usize::from(depth)];
-    // Buffers the engine gave back with its answers (writes' data, reads' answers once
-    // copied out), reused for the next requests (at most one per tag), so a request
-    // costs no allocation here nor a free on the engine thread.
-    let mut spare_buffers: Vec<Vec<u8>> = Vec::with_capacity(usize::from(depth));
-    let mut wake_buf = Box::new([0u8; 8]);
-    let block = u64::from(shape.block_size_bytes);
+/// A queue thread's own state: what it has in the engine, its answers and its buffers.
+struct Queue<B: Blocks> {
+    qid: u16,
+    depth: u16,
+    /// `/dev/ublkcN`, whose offsets reach each request's data (user copy).
+    cdev: RawFd,
+    block_bytes: u64,
+    engine: B,
+    reply: Arc<ReplyTo>,
+    answers: Receiver<Answer>,
+    bell: Arc<Doorbell>,
+    in_flight: Vec<Option<InFlight>>,
+    /// Buffers the engine gave back with its answers (writes' data, reads' answers once
+    /// copied out), reused for the next requests (at most one per tag), so a request
+    /// costs no allocation here nor a free on the engine thread.
+    spare_buffers: Vec<Vec<u8>>,
+}
 
-    let arm_wake = |q: &UblkQueue, buf: &mut [u8; 8]| {
-        let sqe = io_uring::opcode::Read::new(io_uring::types::Fd(efd), buf.as_mut_ptr(), 8)
-            .build()
-            .user_data(UblkIOCtx::build_user_data(wake_tag, 0, 0, true));
-        if let Err(e) = q.ublk_submit_sqe_sync(sqe) {
-            tracing::error!(qid, "cannot arm the queue's eventfd: {e:?}");
-        }
-    };
-    let complete = |q: &UblkQueue, tag: u16, res: i32| {
-        if let Err(e) = q.complete_io_cmd_unified(tag, BufDesc::Slice(&[]), Ok(UblkIORes::Result(res))) {
-            tracing::error!(qid, tag, "cannot complete an I/O: {e:?}");
-        }
-    };
+fn complete(q: &UblkQueue, tag: u16, res: i32) {
+    if let Err(e) = q.complete_io_cmd_unified(tag, BufDesc::Slice(&[]), Ok(UblkIORes::Result(res))) {
+        tracing::error!(qid = q.get_qid(), tag, "cannot complete an I/O: {e:?}");
+    }
+}
 
-    let handler = move |q: &UblkQueue, tag: u16, io: &UblkIOCtx| {
-        if io.is_tgt_io() {
-            if tag == wake_tag {
-                while let Ok((tag, result, checks)) = answers.try_recv() {
-                    let tag = tag as u16;
-                    let Some(f) = in_flight[usize::from(tag)].take() else { continue };
-                    let res = match result {
-                        Err(e) => errno(&e),
-                        Ok(data) if f.op == libublk::sys::UBLK_IO_OP_READ => {
-                            // The blocks' checksums are verified here, on this queue's
-                            // thread; a block that fails is read again with the engine
-                            // checking it, which rebuilds it from its stripe.
-                            let verified = checks.as_ref().is_none_or(|c| c.verify(&data, block as usize).is_ok());
-                            if !verified {
-                                tracing::warn!(qid, tag, lba = f.lba, "a block read failed its checksum: read again");
-                                let (lba, blocks) = (f.lba, f.blocks);
-                                in_flight[usize::from(tag)] = Some(f);
-                                let request = Request::Read { lba, blocks };
-                                if engine.submit(u64::from(tag), request, &reply).is_ok() {
-                                    continue;
-                                }
-                                in_flight[usize::from(tag)] = None;
-                                complete(q, tag, -libc::EIO);
-                                continue;
-                            }
-                            let pos = UblkIOCtx::ublk_user_copy_pos(qid, tag, 0);
-                            // SAFETY: copies from a live buffer of data.len() bytes.
-                            let n = unsafe { libc::pwrite(cdev, data.as_ptr().cast(), data.len(), pos as i64) };
-                            let copied = n == data.len() as isize;
-                            keep_spare(&mut spare_buffers, data, depth);
-                            if copied {
-                                f.bytes as i32
-                            } else {
-                                -libc::EIO
-                            }
-                        }
-                        Ok(data) => {
-                            if f.op == libublk::sys::UBLK_IO_OP_WRITE {
-                                keep_spare(&mut spare_buffers, data, depth);
-                            }
-                            f.bytes as i32
-                        }
-                    };
-                    complete(q, tag, res);
-                }
-                arm_wake(q, &mut wake_buf);
-            }
-            return;
-        }
+impl<B: Blocks> Queue<B> {
+    /// A request from the kernel: sent to the engine, or refused at once.
+    fn take(&mut self, q: &UblkQueue, tag: u16) {
+        let (qid, block) = (self.qid, self.block_bytes);
         let iod = q.get_iod(tag);
         let op = iod.op_flags & 0xff;
         let offset = iod.start_sector << SECTOR_SHIFT;
@@ -423,13 +365,13 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: impl Blocks, shape: DeviceShape)
             libublk::sys::UBLK_IO_OP_FLUSH => Some(Request::Flush),
             _ if !aligned || blocks == 0 => None,
             libublk::sys::UBLK_IO_OP_READ => {
-                Some(Request::ReadUnverified { lba, blocks, buffer: spare_of(&mut spare_buffers, bytes) })
+                Some(Request::ReadUnverified { lba, blocks, buffer: spare_of(&mut self.spare_buffers, bytes) })
             }
             libublk::sys::UBLK_IO_OP_WRITE => {
-                let mut data = spare_of(&mut spare_buffers, bytes);
+                let mut data = spare_of(&mut self.spare_buffers, bytes);
                 let pos = UblkIOCtx::ublk_user_copy_pos(qid, tag, 0);
                 // SAFETY: reads into a live buffer of data.len() bytes.
-                let n = unsafe { libc::pread(cdev, data.as_mut_ptr().cast(), data.len(), pos as i64) };
+                let n = unsafe { libc::pread(self.cdev, data.as_mut_ptr().cast(), data.len(), pos as i64) };
                 // The blocks' CRC32C is computed here, on this queue's thread, not on the
                 // engine's (`zapraid_engine::checksum`).
                 (n == data.len() as isize).then(|| {
@@ -448,15 +390,126 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: impl Blocks, shape: DeviceShape)
         let Some(request) = request else {
             return complete(q, tag, -libc::EINVAL);
         };
-        in_flight[usize::from(tag)] = Some(InFlight { op, bytes, lba, blocks });
-        if engine.submit(u64::from(tag), request, &reply).is_err() {
-            in_flight[usize::from(tag)] = None;
+        self.in_flight[usize::from(tag)] = Some(InFlight { op, bytes, lba, blocks });
+        if self.engine.submit(u64::from(tag), request, &self.reply).is_err() {
+            self.in_flight[usize::from(tag)] = None;
             complete(q, tag, -libc::EIO);
+        }
+    }
+
+    /// Completes every request the engine has answered.
+    fn finish_answered(&mut self, q: &UblkQueue) {
+        while let Ok((tag, result, checks)) = self.answers.try_recv() {
+            let tag = tag as u16;
+            let Some(f) = self.in_flight[usize::from(tag)].take() else { continue };
+            let res = match result {
+                Err(e) => errno(&e),
+                Ok(data) if f.op == libublk::sys::UBLK_IO_OP_READ => {
+                    // The blocks' checksums are verified here, on this queue's thread; a
+                    // block that fails is read again with the engine checking it, which
+                    // rebuilds it from its stripe.
+                    let verified = checks.as_ref().is_none_or(|c| c.verify(&data, self.block_bytes as usize).is_ok());
+                    if !verified {
+                        tracing::warn!(
+                            qid = self.qid,
+                            tag,
+                            lba = f.lba,
+                            "a block read failed its checksum: read again"
+                        );
+                        let (lba, blocks) = (f.lba, f.blocks);
+                        self.in_flight[usize::from(tag)] = Some(f);
+                        if self.engine.submit(u64::from(tag), Request::Read { lba, blocks }, &self.reply).is_ok() {
+                            continue;
+                        }
+                        self.in_flight[usize::from(tag)] = None;
+                        complete(q, tag, -libc::EIO);
+                        continue;
+                    }
+                    let pos = UblkIOCtx::ublk_user_copy_pos(self.qid, tag, 0);
+                    // SAFETY: copies from a live buffer of data.len() bytes.
+                    let n = unsafe { libc::pwrite(self.cdev, data.as_ptr().cast(), data.len(), pos as i64) };
+                    let copied = n == data.len() as isize;
+                    keep_spare(&mut self.spare_buffers, data, self.depth);
+                    if copied {
+                        f.bytes as i32
+                    } else {
+                        -libc::EIO
+                    }
+                }
+                Ok(data) => {
+                    if f.op == libublk::sys::UBLK_IO_OP_WRITE {
+                        keep_spare(&mut self.spare_buffers, data, self.depth);
+                    }
+                    f.bytes as i32
+                }
+            };
+            complete(q, tag, res);
+        }
+    }
+}
+
+fn serve_queue(qid: u16, dev: &UblkDev, engine: impl Blocks, shape: DeviceShape) {
+    let depth = dev.dev_info.queue_depth;
+    // A tag past the queue's depth marks the eventfd read among target I/O completions.
+    let wake_tag = depth;
+    let bell = match Doorbell::new() {
+        Ok(b) => Arc::new(b),
+        Err(e) => {
+            tracing::error!(qid, "eventfd failed: {e}");
+            return;
+        }
+    };
+    let efd = bell.raw();
+    let (tx, answers): (Sender<Answer>, Receiver<Answer>) = crossbeam_channel::bounded(usize::from(depth) * 2);
+    let ringer = bell.clone();
+    let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || ringer.ring()), counted: true });
+    let mut queue = Queue {
+        qid,
+        depth,
+        cdev: dev.tgt.fds[0],
+        block_bytes: u64::from(shape.block_size_bytes),
+        engine,
+        reply,
+        answers,
+        bell,
+        in_flight: vec![None; usize::from(depth)],
+        spare_buffers: Vec::with_capacity(usize::from(depth)),
+    };
+    let mut wake_buf = Box::new([0u8; 8]);
+
+    let arm_wake = |q: &UblkQueue, buf: &mut [u8; 8]| {
+        let sqe = io_uring::opcode::Read::new(io_uring::types::Fd(efd), buf.as_mut_ptr(), 8)
+            .build()
+            .user_data(UblkIOCtx::build_user_data(wake_tag, 0, 0, true));
+        if let Err(e) = q.ublk_submit_sqe_sync(sqe) {
+            tracing::error!(qid, "cannot arm the queue's eventfd: {e:?}");
         }
     };
 
-    let queue = match UblkQueue::new(qid, dev).and_then(|q| q.submit_fetch_commands_unified(BufDescList::Slices(None)))
-    {
+    // The engine rings the queue's doorbell after answering; it signals the eventfd (a
+    // system call) only once the queue has said it is about to sleep, at the end of a
+    // batch of completions, having found no answer waiting. While the queue handles a
+    // batch, answers are picked up at its end without a signal.
+    let handler = move |q: &UblkQueue, tag: u16, io: &UblkIOCtx| {
+        if io.is_first_cqe() {
+            queue.bell.awake();
+        }
+        if !io.is_tgt_io() {
+            queue.take(q, tag);
+        } else if tag == wake_tag {
+            arm_wake(q, &mut wake_buf);
+        }
+        if io.is_last_cqe() {
+            loop {
+                queue.finish_answered(q);
+                if !queue.bell.about_to_sleep(|| !queue.answers.is_empty()) {
+                    break;
+                }
+            }
+        }
+    };
+
+    let ring = match UblkQueue::new(qid, dev).and_then(|q| q.submit_fetch_commands_unified(BufDescList::Slices(None))) {
         Ok(q) => q,
         Err(e) => {
             tracing::error!(qid, "cannot start the ublk queue: {e:?}");
@@ -464,8 +517,8 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: impl Blocks, shape: DeviceShape)
         }
     };
     let mut first_buf = Box::new([0u8; 8]);
-    arm_wake(&queue, &mut first_buf);
-    queue.wait_and_handle_io(handler);
+    arm_wake(&ring, &mut first_buf);
+    ring.wait_and_handle_io(handler);
 }
 
 #[cfg(test)]

@@ -101,11 +101,28 @@ impl Doorbell {
     /// the sleep is announced, finds work. Returns whether it was woken or found work.
     /// For the one sleeper only.
     pub fn sleep(&self, timeout: Duration, has_work: impl FnOnce() -> bool) -> bool {
+        let woken = self.about_to_sleep(has_work) || self.fd.wait(timeout);
+        self.awake();
+        woken
+    }
+
+    /// For a sleeper that sleeps elsewhere, in `io_uring_enter` with a read of `raw()`
+    /// armed (a ublk queue): announces the sleep, then asks `has_work`. Returns whether it
+    /// found work; then the sleeper is awake again and must not sleep.
+    pub fn about_to_sleep(&self, has_work: impl FnOnce() -> bool) -> bool {
         self.sleeping.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
-        let woken = has_work() || self.fd.wait(timeout);
+        let found = has_work();
+        if found {
+            self.awake();
+        }
+        found
+    }
+
+    /// The sleeper is awake again (woken by its armed read, or by anything else): producers
+    /// stop signalling until the next `about_to_sleep`.
+    pub fn awake(&self) {
         self.sleeping.store(false, Ordering::Relaxed);
-        woken
     }
 
     /// The eventfd, for signallers outside this process's threads (io_uring completions).
@@ -155,6 +172,22 @@ mod tests {
             }
         }
         producer.join().unwrap();
+    }
+
+    #[test]
+    fn a_sleeper_elsewhere_is_signalled_only_once_it_announced_its_sleep() {
+        let bell = Doorbell::new().unwrap();
+        bell.ring();
+        assert!(!bell.fd.wait(Duration::ZERO), "awake: no signal");
+        assert!(bell.about_to_sleep(|| true), "work found: no sleep");
+        bell.ring();
+        assert!(!bell.fd.wait(Duration::ZERO), "awake again after finding work");
+        assert!(!bell.about_to_sleep(|| false));
+        bell.ring();
+        assert!(bell.fd.wait(Duration::ZERO), "announced: signalled");
+        bell.awake();
+        bell.ring();
+        assert!(!bell.fd.wait(Duration::ZERO));
     }
 
     #[test]
