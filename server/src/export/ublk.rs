@@ -8,8 +8,10 @@
 //! drives) and sends them over the engine thread's bounded channel. A queue thread also
 //! computes each written block's CRC32C and verifies each block read, so the engine
 //! thread does not, and reuses the buffers the engine's answers give back. Answers come
-//! back on the queue's own channel; an eventfd, read through the queue's io_uring, wakes
-//! the queue. Every request is answered: failures become errnos (EIO, EINVAL), never a hang.
+//! back on the queue's own channel and are taken at the end of each batch of the queue's
+//! completions; a queue about to sleep says so on its `Doorbell`, whose eventfd, read
+//! through the queue's io_uring, wakes it (the engine signals it only then). Every request
+//! is answered: failures become errnos (EIO, EINVAL), never a hang.
 //!
 //! There is one queue per core by default (`default_queues`), so the kernel hands each
 //! core's requests to a thread of their own. The queues share no lock on the request path:
