@@ -491,7 +491,10 @@ fn serve_queue(qid: u16, dev: &UblkDev, engine: impl Blocks, shape: DeviceShape)
     // The engine rings the queue's doorbell after answering; it signals the eventfd (a
     // system call) only once the queue has said it is about to sleep, at the end of a
     // batch of completions, having found no answer waiting. While the queue handles a
-    // batch, answers are picked up at its end without a signal.
+    // batch, answers are picked up at its end without a signal. libublk hands the handler
+    // every completion but a command the kernel aborted (`UBLK_IO_RES_ABORT`), which comes
+    // only as the device goes down: a batch ending in one leaves the queue awake without its
+    // end-of-batch look, but the requests still in flight then cannot be completed anyway.
     let handler = move |q: &UblkQueue, tag: u16, io: &UblkIOCtx| {
         if io.is_first_cqe() {
             queue.bell.awake();
