@@ -142,13 +142,13 @@ impl FileMedia {
         }
     }
 
-    /// The mapping, once the pages of `zone`'s first `end_blocks` blocks are populated for
-    /// writing; None where writes go through `pwrite` (nothing mapped, or the kernel cannot
-    /// populate: then never again). Pages are populated `POPULATE_AHEAD_BLOCKS` at a time
+    /// Populates the pages of `zone`'s first `end_blocks` blocks for writing through the
+    /// mapping; where the kernel cannot populate, drops the mapping (every write is a
+    /// `pwrite` from then on). Pages are populated `POPULATE_AHEAD_BLOCKS` at a time
     /// ahead of the writes: a whole zone at once would stall its first write for as long
     /// as allocating a gibibyte takes.
-    fn mapped_for(&mut self, zone: usize, end_blocks: u64) -> Result<Option<&Mapping>> {
-        let Some(map) = self.map.as_deref() else { return Ok(None) };
+    fn populate_for(&mut self, zone: usize, end_blocks: u64) -> Result<()> {
+        let Some(map) = self.map.as_deref() else { return Ok(()) };
         let populated = self.populated_blocks[zone];
         if end_blocks > populated {
             let until = end_blocks.max(populated + POPULATE_AHEAD_BLOCKS).min(self.zone_capacity_blocks);
@@ -164,7 +164,7 @@ impl FileMedia {
                     Populate::Unsupported => {
                         tracing::debug!(path = %self.path.display(), "cannot populate the mapped drive file: pwrite");
                         self.map = None;
-                        return Ok(None);
+                        return Ok(());
                     }
                     Populate::Failed(error) => {
                         return Err(Error::Io { path: self.path.clone(), context: "allocating a zone's space", error })
@@ -173,7 +173,7 @@ impl FileMedia {
             }
             self.populated_blocks[zone] = until;
         }
-        Ok(self.map.as_deref())
+        Ok(())
     }
 
     /// Opens an existing drive file, checking every structure in it (and taking the valid
@@ -315,13 +315,13 @@ impl Media for FileMedia {
         let end_blocks = index % self.zone_capacity_blocks + blocks;
         debug_assert!(end_blocks <= self.zone_capacity_blocks, "a write within one zone");
         let (data_at, metadata_at) = (self.data_offset(index), self.metadata_offset(index));
-        let mapped = self.mapped_for(zone, end_blocks)?.is_some();
+        self.populate_for(zone, end_blocks)?;
         let meta = match (self.metadata_bytes, metadata.is_empty()) {
             (0, _) => None,
             (_, true) => Some(&self.zero_metadata[..]),
             (_, false) => Some(metadata),
         };
-        match self.map.as_deref().filter(|_| mapped) {
+        match self.map.as_deref() {
             Some(map) => {
                 map.write(data_at, data);
                 if let Some(meta) = meta {
