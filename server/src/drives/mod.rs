@@ -115,23 +115,15 @@ pub(crate) fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
 /// first zone and driven by a thread of its own (`zapraid_zns`'s drive parts): the
 /// shards of an array each drive their own zones of every drive.
 pub fn open_drive_parts(path: &Path, spans: &[(u32, u32)]) -> Result<Vec<Drive>> {
-    let drive_error = |error| Error::Drive { path: path.to_path_buf(), error };
-    Ok(match drive_kind(path)? {
-        DriveKind::Nvme => NvmeDrive::open(path)
-            .and_then(|d| d.split(spans))
-            .map_err(drive_error)?
-            .into_iter()
-            .map(boxed_part)
-            .collect(),
-        DriveKind::File => EmulatedDrive::open_file(path)
-            .and_then(|d| d.split(spans))
-            .map_err(drive_error)?
-            .into_iter()
-            .map(boxed_part)
-            .collect(),
-    })
+    let parts = match drive_kind(path)? {
+        DriveKind::Nvme => boxed_parts(NvmeDrive::open(path).and_then(|d| d.split(spans))),
+        DriveKind::File => boxed_parts(EmulatedDrive::open_file(path).and_then(|d| d.split(spans))),
+    };
+    parts.map_err(|error| Error::Drive { path: path.to_path_buf(), error })
 }
 
-fn boxed_part<D: ZonedDevice + Send + 'static>(part: zapraid_zns::DrivePart<D>) -> Drive {
-    Box::new(part)
+fn boxed_parts<D: ZonedDevice + Send + 'static>(
+    parts: zapraid_zns::Result<Vec<zapraid_zns::DrivePart<D>>>,
+) -> zapraid_zns::Result<Vec<Drive>> {
+    Ok(parts?.into_iter().map(|part| Box::new(part) as Drive).collect())
 }
