@@ -4,16 +4,17 @@
 
 use std::path::{Path, PathBuf};
 
-use zapraid_engine::{Mode, OpenSegments, RaidLevel, Request};
+use zapraid_engine::Request;
 use zapraid_server::assemble::degraded::AbsentDrive;
-use zapraid_server::assemble::{assemble, assemble_with, format, Assembled, FormatOptions, NewlyMissing};
+use zapraid_server::assemble::{assemble, assemble_with, format, Assembled, NewlyMissing};
 use zapraid_server::drives::open_drive;
 use zapraid_server::records::superblock::{failed_drives, read_superblock};
 use zapraid_server::run::Session;
 use zapraid_zns::{EmulatedDrive, Geometry};
 
-/// Drives of the test arrays, and the level's.
-const DRIVES: usize = 4;
+mod common;
+use common::raid5_drive_files;
+
 /// Blocks written and read back.
 const BLOCKS: u64 = 96;
 
@@ -23,21 +24,7 @@ fn drive_geometry() -> Geometry {
 
 /// Four drive files formatted as a RAID-5 array.
 fn formatted_drives() -> (tempfile::TempDir, Vec<PathBuf>) {
-    let dir = tempfile::tempdir().unwrap();
-    let paths: Vec<_> = (0..DRIVES).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
-    for (i, p) in paths.iter().enumerate() {
-        EmulatedDrive::create_file(p, drive_geometry(), i as u64).unwrap();
-    }
-    let options = FormatOptions {
-        level: RaidLevel::Raid5 { drives: DRIVES },
-        mode: Mode::ZapRaid { group_size: 4 },
-        chunk_bytes: 4096,
-        open_segments: OpenSegments::SINGLE,
-        name: "t".into(),
-        force: false,
-        l2p_budget_bytes: None,
-        shards: 1,
-    };
+    let (dir, paths, options) = raid5_drive_files(drive_geometry(), "t", None, 1);
     format(&paths, &options, |_, _| {}).unwrap();
     (dir, paths)
 }

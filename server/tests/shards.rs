@@ -6,14 +6,16 @@
 
 use std::path::PathBuf;
 
-use zapraid_engine::{Mode, OpenSegments, RaidLevel, Request};
+use zapraid_engine::Request;
 use zapraid_server::assemble::{assemble, format, FormatOptions};
 use zapraid_server::drives::open_drive;
 use zapraid_server::records::superblock::{failed_drives, read_superblock};
 use zapraid_server::run::{Message, Session};
-use zapraid_zns::{EmulatedDrive, Geometry};
+use zapraid_zns::Geometry;
 
-const DRIVES: usize = 4;
+mod common;
+use common::raid5_drive_files;
+
 /// The interleave unit in blocks of 4 KiB (`shard::DEFAULT_UNIT_BYTES`).
 const UNIT_BLOCKS: u64 = 128;
 
@@ -23,22 +25,7 @@ fn drive_geometry() -> Geometry {
 
 /// Four new drive files, and the options of a RAID-5 array of `shards` shards on them.
 fn drives(shards: u32, l2p_budget_bytes: Option<u64>) -> (tempfile::TempDir, Vec<PathBuf>, FormatOptions) {
-    let dir = tempfile::tempdir().unwrap();
-    let paths: Vec<_> = (0..DRIVES).map(|i| dir.path().join(format!("d{i}.zns"))).collect();
-    for (i, p) in paths.iter().enumerate() {
-        EmulatedDrive::create_file(p, drive_geometry(), i as u64).unwrap();
-    }
-    let options = FormatOptions {
-        level: RaidLevel::Raid5 { drives: DRIVES },
-        mode: Mode::ZapRaid { group_size: 4 },
-        chunk_bytes: 4096,
-        open_segments: OpenSegments::SINGLE,
-        name: "s".into(),
-        force: false,
-        l2p_budget_bytes,
-        shards,
-    };
-    (dir, paths, options)
+    raid5_drive_files(drive_geometry(), "s", l2p_budget_bytes, shards)
 }
 
 /// Four drive files formatted as a RAID-5 array of `shards` shards.
