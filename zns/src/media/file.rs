@@ -6,9 +6,9 @@
 //! with no system call and no lock in the kernel. `pwrite` would take the file's inode
 //! lock for every command, which every part of a split drive (every engine shard) shares;
 //! and each data write also moves its zone's write pointer, a record written twice. A
-//! zone's pages are populated for writing (`MADV_POPULATE_WRITE`) before its first write
-//! through the mapping, so that a full file system fails that write with an error rather
-//! than killing the process with SIGBUS. Reads go through `pread` (no inode lock). Where
+//! zone's pages are populated for writing (`MADV_POPULATE_WRITE`) a little ahead of its
+//! writes, and never written through the mapping before, so that a full file system fails
+//! a write with an error rather than killing the process with SIGBUS. Reads go through `pread` (no inode lock). Where
 //! mapping or populating is not supported, every write is a `pwrite`.
 
 use std::fs::{File, OpenOptions, TryLockError};
@@ -29,8 +29,9 @@ use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::zone::ZoneState;
 
-/// Blocks of a zone populated at a time ahead of its writes (2 MiB of 4 KiB blocks): one
-/// `madvise` per so many blocks written, and a short one.
+/// Blocks of a zone populated at a time ahead of its writes (256 KiB of 4 KiB blocks):
+/// one `madvise` per so many blocks written, short enough not to hold up the writes that
+/// wait behind it (a whole zone at once held them up for about 240 ms).
 const POPULATE_AHEAD_BLOCKS: u64 = 64;
 
 /// Media in a drive file, locked for exclusive use while open (while any part of it is).
