@@ -8,15 +8,19 @@
 #               [--conv-drives N]   (N conventional NVMe namespaces, not zoned, after those: each
 #                                    on its own controller like the zoned ones, of the same size
 #                                    and block size, without metadata; serials conv0..convN-1)
+#               [--conv-metadata BYTES]  (per-block metadata of the conventional namespaces:
+#                                    QEMU then reads and writes it with a second backend I/O
+#                                    per command, as it does for the zoned drives')
 #               [--timeout SECONDS] INITRAMFS SCENARIO [ARG...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-drives=4 bare_drives=0 conv_drives=0 metadata=64 zone_size=64M zone_capacity=62M drive_size=2G max_open=14 max_active=14 zasl=5 timeout=900
+drives=4 bare_drives=0 conv_drives=0 conv_metadata=0 metadata=64 zone_size=64M zone_capacity=62M drive_size=2G max_open=14 max_active=14 zasl=5 timeout=900
 while [ $# -gt 0 ]; do
     case $1 in
         --drives) drives=$2; shift 2 ;;
         --bare-drives) bare_drives=$2; shift 2 ;;
         --conv-drives) conv_drives=$2; shift 2 ;;
+        --conv-metadata) conv_metadata=$2; shift 2 ;;
         --metadata) metadata=$2; shift 2 ;;
         --zone-size) zone_size=$2; shift 2 ;;
         --zone-capacity) zone_capacity=$2; shift 2 ;;
@@ -50,7 +54,7 @@ for ((i = 0; i < conv_drives; i++)); do
     qemu_args+=(
         -drive "file=$work/c$i.img,id=c$i,format=raw,if=none"
         -device "nvme,id=nvmec$i,serial=conv$i"
-        -device "nvme-ns,drive=c$i,bus=nvmec$i,nsid=1,logical_block_size=4096,physical_block_size=4096"
+        -device "nvme-ns,drive=c$i,bus=nvmec$i,nsid=1,logical_block_size=4096,physical_block_size=4096,ms=$conv_metadata"
     )
 done
 log="$work/console.log"

@@ -94,6 +94,11 @@ pub struct StartArgs {
     #[arg(long, default_value_t = ublk::DEFAULT_QUEUE_DEPTH,
           value_parser = clap::value_parser!(u16).range(1..=i64::from(ublk::MAX_QUEUE_DEPTH)))]
     queue_depth: u16,
+    /// Run each engine shard on a thread of its own, as every shard beyond the queue count
+    /// does, instead of on a ublk queue thread (queue i runs shard i by default, so a
+    /// request for that shard costs no hop between threads and no wake-up of another).
+    #[arg(long)]
+    engine_threads: bool,
     /// Start even when drives are missing that the array does not record failed (not
     /// given, or given but unreadable or without a valid superblock of the array), as long
     /// as the RAID level survives their loss: they are recorded failed first, and stay
@@ -210,6 +215,7 @@ pub fn run_start(args: StartArgs) -> Result<()> {
         ublk: UblkOptions {
             queues: args.queues.unwrap_or_else(ublk::default_queues),
             depth: args.queue_depth,
+            engine_on_queues: !args.engine_threads,
             ..UblkOptions::default()
         },
         newly_missing: if args.degraded { NewlyMissing::RecordFailed } else { NewlyMissing::Refuse },
@@ -313,6 +319,9 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
         command.args(["--shards", &shards.to_string()]);
     }
     command.args(["--queue-depth", &args.queue_depth.to_string()]);
+    if args.engine_threads {
+        command.arg("--engine-threads");
+    }
     command.args(&args.drives);
     command.stdin(std::process::Stdio::null()).stdout(log.try_clone()?).stderr(log);
     // SAFETY: setsid() in the child before exec touches no memory of ours.

@@ -246,7 +246,7 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
     let served = if options.block_device {
         let engine_tx = thread.tx().clone();
         let (identity, dev_id, progress) = (identity.clone(), dev_id.clone(), progress.clone());
-        ublk::serve(engine_tx, shape, options.ublk, move |id, taken_over| {
+        ublk::serve(engine_tx, thread.leases(), shape, options.ublk, move |id, taken_over| {
             let device = format!("/dev/ublkb{id}");
             identity.lock().expect("identity").device = Some(device.clone());
             *dev_id.lock().expect("device id") = Some(id);

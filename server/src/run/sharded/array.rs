@@ -13,6 +13,7 @@ use crate::drives::Drive;
 use crate::error::Result;
 use crate::run::message::{EngineSender, Way};
 use crate::run::record::{FailureRecord, SharedRecord};
+use crate::run::thread::hosted::EngineLease;
 use crate::run::thread::{EngineThread, ShardLink};
 
 /// One shard as started: its recovered engine, its parts of the drives (its zones,
@@ -82,6 +83,14 @@ impl ArrayThreads {
         match self {
             ArrayThreads::One(thread) => &thread.tx,
             ArrayThreads::Shards(array) => &array.tx,
+        }
+    }
+
+    /// Ways to run each thread's engine elsewhere, in shard order.
+    pub fn leases(&self) -> Vec<EngineLease> {
+        match self {
+            ArrayThreads::One(thread) => vec![thread.lease()],
+            ArrayThreads::Shards(array) => array.threads.iter().map(EngineThread::lease).collect(),
         }
     }
 

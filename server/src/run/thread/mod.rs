@@ -26,7 +26,8 @@ use super::status::{percentiles, push_sample, ArrayStatus};
 use super::wake::Doorbell;
 use crate::drives::Drive;
 use crate::error::{Error, Result};
-use crate::records::checkpoint::{self, CheckpointMark};
+use crate::records::checkpoint;
+use lease::Lease;
 
 /// Tag of superblock writes the engine thread makes itself (no engine tag is this one:
 /// their slot index, the low 32 bits, is never all ones).
@@ -59,6 +60,7 @@ pub struct EngineThread {
     /// The thread's own channel (`tx` may be a sharded array's, over several).
     own: ThreadSender,
     handle: JoinHandle<Result<()>>,
+    lease: Lease<EngineLoop>,
 }
 
 impl EngineThread {
@@ -99,13 +101,14 @@ impl EngineThread {
             context: "cannot create",
             error,
         })?);
-        let thread_wake = wake.clone();
+        let lease = Lease::new(wake.clone());
+        let thread_lease = lease.clone();
         let handle = std::thread::Builder::new()
             .name(name)
-            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, record, rx, thread_wake, shard).run())
+            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, record, rx, thread_lease, shard).run())
             .map_err(|error| Error::Io { path: "engine thread".into(), context: "cannot start", error })?;
         let own = ThreadSender { tx, wake };
-        Ok(EngineThread { tx: EngineSender(Way::One(own.clone())), own, handle })
+        Ok(EngineThread { tx: EngineSender(Way::One(own.clone())), own, handle, lease })
     }
 
     /// The thread's own channel (a shard's, for the array's way in).
@@ -152,6 +155,8 @@ struct EngineLoop {
     engine_writes: u64,
     /// Set when the thread is one shard of several (`shard`).
     shard: Option<ShardLink>,
+    /// How a queue thread borrows the engine to run it itself (`lease`).
+    lease: Lease<EngineLoop>,
 }
 
 impl EngineLoop {
@@ -161,7 +166,7 @@ impl EngineLoop {
         block_size_bytes: u32,
         record: FailureRecord,
         rx: Receiver<Message>,
-        wake: Arc<Doorbell>,
+        lease: Lease<EngineLoop>,
         shard: Option<ShardLink>,
     ) -> Self {
         let engine_rebuilding = engine.rebuild_status().map_or(0, |r| 1u64 << r.drive);
@@ -175,7 +180,7 @@ impl EngineLoop {
             engine,
             drives,
             rx,
-            wake,
+            wake: lease.bell().clone(),
             started: Instant::now(),
             next_id: 0,
             pending: HashMap::new(),
@@ -192,6 +197,7 @@ impl EngineLoop {
             watchers: Vec::new(),
             engine_writes: 0,
             shard,
+            lease,
         }
     }
 
@@ -199,102 +205,43 @@ impl EngineLoop {
         self.started.elapsed().as_nanos() as u64
     }
 
-    /// After a clean stop: writes the engine's checkpoint (if the array keeps one) to
-    /// every working drive, so that the next start need not replay every footer. A
-    /// checkpoint that cannot be written costs the next start time, never data. None when
-    /// the newest one on the drives still describes them (nothing written since).
-    fn leave_checkpoint(&mut self) {
-        let Some(place) = self.record.checkpoint.as_ref() else { return };
-        if place.is_current(self.record.superblock.generation.get(), self.engine_writes) {
-            tracing::info!("nothing changed since the checkpoint on the drives: it is left as it is");
-            return;
-        }
-        if !self.write_checkpoint() {
-            tracing::info!("no checkpoint to leave (the table could not be written back, or no drive took it)");
-        }
-    }
-
-    /// The engine drained for a checkpoint while running (`Engine::checkpoint_ready`):
-    /// writes it (nothing is in flight meanwhile, requests wait in the engine), and lets
-    /// the engine go on.
-    fn write_running_checkpoint(&mut self) {
-        debug_assert_eq!(self.in_flight(), 0, "written only once the drives are idle");
-        let started = Instant::now();
-        let written = self.write_checkpoint();
-        tracing::debug!(written, micros = started.elapsed().as_micros() as u64, "running checkpoint");
-        self.engine.checkpoint_written(written, self.now_ns());
-    }
-
-    /// Writes the engine's checkpoint as the next generation; whether one was written (on
-    /// one drive at least: start reads the newest valid copy of any drive).
-    fn write_checkpoint(&mut self) -> bool {
-        let Some(place) = self.record.checkpoint.as_mut() else { return false };
-        let superblock_generation = self.record.superblock.generation.get();
-        if place.base_superblock_generation != Some(superblock_generation) {
-            // A start would refuse an incremental image on a base of another generation.
-            self.engine.forget_checkpoint_base();
-        }
-        let Some(mut image) = self.engine.checkpoint(place.next_generation) else { return false };
-        // Failures and rebuilds recorded after it (a new superblock generation) make it stale.
-        image.superblock_generation = superblock_generation;
-        let area = place.area;
-        // Not to a drive being rebuilt either (the superblock counts it failed): a start
-        // never reads its copies, which would be stale by the time it is not.
-        let failed_mask = self.failed_mask();
-        let failed: Vec<usize> = (0..self.drives.len()).filter(|d| failed_mask >> d & 1 == 1).collect();
-        let (copies, result) = match self.shard.as_mut() {
-            Some(link) => checkpoint::write(&mut link.checkpoint_drives, &failed, area, &image),
-            None => checkpoint::write(&mut self.drives, &failed, area, &image),
-        };
-        match &result {
-            Ok(()) => tracing::info!(
-                generation = image.generation,
-                segments = image.segments.len(),
-                "checkpoint written: the next start reads it instead of every footer"
-            ),
-            Err(e) => tracing::warn!("the checkpoint was not written everywhere ({e}): the next start may replay"),
-        }
-        let mark = CheckpointMark { superblock_generation, engine_writes: self.engine_writes };
-        // An image written nowhere leaves the generations as they were: the next lands in the
-        // same copy (never the base's).
-        if let Some(place) = self.record.checkpoint.as_mut().filter(|_| copies > 0) {
-            place.next_generation = image.next_generation();
-            if image.base_generation.is_none() {
-                place.base_superblock_generation = Some(superblock_generation);
-            }
-            // A drive without it may offer an older copy to the next start.
-            place.on_drives = result.is_ok().then_some(mark);
-        }
-        copies > 0
-    }
-
     fn in_flight(&self) -> usize {
         self.drives.iter().map(|d| d.in_flight()).sum()
     }
 
-    fn run(mut self) -> Result<()> {
+    fn run(self) -> Result<()> {
+        let mut this = Box::new(self);
         // Sleep on one eventfd for messages and every drive's completions when all drives
         // can signal it; otherwise block on the channel or on one busy drive.
-        let notified = {
-            let fd = self.wake.raw();
-            self.drives.iter_mut().all(|d| d.notify_completions(fd))
+        this.notified = {
+            let fd = this.wake.raw();
+            this.drives.iter_mut().all(|d| d.notify_completions(fd))
         };
-        self.notified = notified;
+        let notified = this.notified;
+        this.lease.set_lendable(notified);
         tracing::info!(completion_eventfd = notified, "engine thread running");
         loop {
-            let progressed = if notified { self.turn_notified() } else { self.turn_blocking() };
-            if self.stopping && self.engine.is_stopped() && self.in_flight() == 0 {
-                self.leave_checkpoint();
-                self.answer();
+            if this.lease.wanted() {
+                // A host runs the engine until it gives it back (`lease`); one that cannot
+                // be woken by the drives' completions is refused.
+                let lease = this.lease.clone();
+                this = lease.lend(this, !notified).ok_or(Error::EngineGone)?;
+                continue;
+            }
+            let progressed = if notified { this.turn_notified() } else { this.turn_blocking() };
+            if this.stopping && this.engine.is_stopped() && this.in_flight() == 0 {
+                this.leave_checkpoint();
+                this.answer();
                 tracing::info!("engine stopped cleanly");
                 return Ok(());
             }
             if notified && !progressed {
                 let timer =
-                    self.engine.next_timer_ns().map(|at| Duration::from_nanos(at.saturating_sub(self.now_ns())));
+                    this.engine.next_timer_ns().map(|at| Duration::from_nanos(at.saturating_sub(this.now_ns())));
                 // Bounded, so that a channel whose senders are all gone is noticed.
                 let timeout = timer.map_or(IDLE_WAKE_INTERVAL, |t| t.min(IDLE_WAKE_INTERVAL));
-                self.wake.sleep(timeout, || !self.rx.is_empty());
+                let (wake, rx, lease) = (&this.wake, &this.rx, &this.lease);
+                wake.sleep(timeout, || !rx.is_empty() || lease.wanted());
             }
         }
     }
@@ -582,6 +529,9 @@ impl Drop for EngineLoop {
     }
 }
 
+mod checkpoint_writes;
+pub mod hosted;
+mod lease;
 mod rebuild;
 mod record;
 mod scrub;

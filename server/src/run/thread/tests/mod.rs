@@ -9,6 +9,7 @@ use zapraid_engine::{Mode, RaidLevel};
 use zapraid_zns::{EmulatedDrive, Geometry};
 
 mod checkpoint;
+mod lease;
 
 /// Four small emulated drive files in a temporary directory, and RAID-5 format options.
 fn drive_files() -> (tempfile::TempDir, Geometry, Vec<PathBuf>, FormatOptions) {

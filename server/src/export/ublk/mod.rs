@@ -2,16 +2,23 @@
 //! (libublk), in user-copy mode so data moves between the kernel and the engine's own
 //! buffers (`pread`/`pwrite` on `/dev/ublkcN`), never through a shared buffer.
 //!
-//! Each ublk queue thread turns the kernel's requests into engine requests (reads,
-//! writes, flushes, discards; write-zeroes become writes of zero blocks, FUA writes are
-//! plain writes because the engine acknowledges a write only once its stripe is on the
-//! drives) and sends them over the engine thread's bounded channel. A queue thread also
-//! computes each written block's CRC32C and verifies each block read, so the engine
-//! thread does not, and reuses the buffers the engine's answers give back. Answers come
-//! back on the queue's own channel and are taken at the end of each batch of the queue's
-//! completions; a queue about to sleep says so on its `Doorbell`, whose eventfd, read
-//! through the queue's io_uring, wakes it (the engine signals it only then). Every request
-//! is answered: failures become errnos (EIO, EINVAL), never a hang.
+//! Each ublk queue thread (`queue`) turns the kernel's requests into engine requests
+//! (reads, writes, flushes, discards; write-zeroes become writes of zero blocks, FUA
+//! writes are plain writes because the engine acknowledges a write only once its stripe
+//! is on the drives). Queue i runs engine shard i itself when there is one
+//! (`UblkOptions::engine_on_queues`, on by default; `run::thread::hosted`): it borrows
+//! the engine from its thread when it starts, hands it the requests that fall in its
+//! shard and runs it at the end of each batch of completions, so such a request never
+//! leaves the thread that took it from the kernel. Requests for another shard (or for
+//! the one engine, from a queue that does not run it) go over that engine's bounded
+//! channel, to its own thread or to the queue running it. A queue thread also computes
+//! each written block's CRC32C and verifies each block read, and reuses the buffers the
+//! engine's answers give back. Answers come back on the queue's own channel and are
+//! taken at the end of each batch; a queue about to sleep says so on its `Doorbell` (the
+//! engine's, when it runs one), whose eventfd, read through the queue's io_uring, wakes
+//! it (senders signal it only then; a hosted engine's drives signal it on every
+//! completion). Every request is answered: failures become errnos (EIO, EINVAL), never a
+//! hang.
 //!
 //! There is one queue per core by default (`default_queues`), so the kernel hands each
 //! core's requests to a thread of their own. The queues share no lock on the request path:
@@ -40,18 +47,20 @@
 //! pause, not an error. Nothing acknowledged is lost (recovery keeps every acknowledged
 //! write), and a requeued write simply lands again with a newer timestamp.
 
-use std::os::fd::RawFd;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
-use libublk::io::{BufDescList, UblkDev, UblkIOCtx, UblkQueue};
-use libublk::{BufDesc, UblkFlags, UblkIORes};
-use zapraid_engine::{BlockChecksums, Request};
+use libublk::io::UblkDev;
+use libublk::UblkFlags;
 
 use super::Blocks;
 use crate::error::{Error, Result};
-use crate::run::message::{Answer, ReplyTo, MESSAGE_QUEUE_CAPACITY};
-use crate::run::wake::Doorbell;
+use crate::run::message::MESSAGE_QUEUE_CAPACITY;
+use crate::run::thread::hosted::EngineLease;
+
+/// How long a queue thread waits for an engine thread to lend its engine (it answers at
+/// its next turn, at once when woken for it).
+const BORROW_WAIT: Duration = Duration::from_secs(5);
 
 /// Requests a queue holds in flight by default.
 pub const DEFAULT_QUEUE_DEPTH: u16 = 64;
@@ -87,11 +96,19 @@ pub struct UblkOptions {
     pub queues: u16,
     pub depth: u16,
     pub max_io_bytes: u32,
+    /// Queue i runs engine (shard) i itself when there is one (`serve`'s hosts), instead
+    /// of sending its requests to the engine's own thread.
+    pub engine_on_queues: bool,
 }
 
 impl Default for UblkOptions {
     fn default() -> Self {
-        UblkOptions { queues: default_queues(), depth: DEFAULT_QUEUE_DEPTH, max_io_bytes: MAX_IO_BYTES }
+        UblkOptions {
+            queues: default_queues(),
+            depth: DEFAULT_QUEUE_DEPTH,
+            max_io_bytes: MAX_IO_BYTES,
+            engine_on_queues: true,
+        }
     }
 }
 
@@ -216,8 +233,11 @@ pub fn available() -> bool {
 /// Exports the array as a new `/dev/ublkbN` and serves it until the device is deleted
 /// (`zapraid stop` deletes it). `ready(dev_id, taken_over)` is called once the device is
 /// live; `taken_over` says it is a dead server's device, taken over.
+/// Queue `i` runs the engine of `hosts[i]` itself (`EngineLease`), if there is one and it
+/// lends it; every other engine keeps its own thread.
 pub fn serve(
     engine: impl Blocks,
+    hosts: Vec<EngineLease>,
     shape: DeviceShape,
     options: UblkOptions,
     ready: impl FnOnce(i32, bool) + Send + Sync + 'static,
@@ -282,7 +302,17 @@ pub fn serve(
         params.discard.max_discard_segments = 1;
         Ok(())
     };
-    let queue_fn = move |qid: u16, dev: &UblkDev| serve_queue(qid, dev, engine.clone(), shape);
+    let hosts = if options.engine_on_queues { hosts } else { Vec::new() };
+    let queue_fn = move |qid: u16, dev: &UblkDev| {
+        let hosted = hosts.get(usize::from(qid)).and_then(|lease| {
+            let hosted = lease.borrow(BORROW_WAIT);
+            if hosted.is_none() {
+                tracing::warn!(qid, "the engine was not lent to the queue: it runs on its own thread");
+            }
+            hosted
+        });
+        queue::serve_queue(qid, dev, engine.clone(), hosted, shape)
+    };
     let device_fn = move |ctrl: &libublk::ctrl::UblkCtrl| ready(ctrl.dev_info().dev_id as i32, taken_over);
     ctrl.run_target(tgt_init, queue_fn, device_fn).map_err(|e| Error::Ublk { reason: format!("{e:?}") })?;
     let _ = ctrl.del_dev();
@@ -297,234 +327,7 @@ pub fn delete(dev_id: i32) -> Result<()> {
     Ok(())
 }
 
-/// What a queue remembers of a request in the engine.
-#[derive(Clone, Copy)]
-struct InFlight {
-    op: u32,
-    bytes: u32,
-    /// Where a read starts and its length, to ask again for blocks failing their checks.
-    lba: u64,
-    blocks: u64,
-}
-
-/// A spare buffer (or a new one) of `bytes` bytes.
-fn spare_of(spares: &mut Vec<Vec<u8>>, bytes: u32) -> Vec<u8> {
-    let mut buffer = spares.pop().unwrap_or_default();
-    buffer.resize(bytes as usize, 0);
-    buffer
-}
-
-/// Keeps a buffer the engine gave back for a later request, at most one per tag.
-fn keep_spare(spares: &mut Vec<Vec<u8>>, buffer: Vec<u8>, depth: u16) {
-    if spares.len() < usize::from(depth) {
-        spares.push(buffer);
-    }
-}
-
-fn errno(e: &zapraid_engine::Error) -> i32 {
-    match e {
-        zapraid_engine::Error::InvalidConfig { .. } => -libc::EINVAL,
-        zapraid_engine::Error::ArrayFull { .. } => -libc::ENOSPC,
-        _ => -libc::EIO,
-    }
-}
-
-/// A queue thread's own state: what it has in the engine, its answers and its buffers.
-struct Queue<B: Blocks> {
-    qid: u16,
-    depth: u16,
-    /// `/dev/ublkcN`, whose offsets reach each request's data (user copy).
-    cdev: RawFd,
-    block_bytes: u64,
-    engine: B,
-    reply: Arc<ReplyTo>,
-    answers: Receiver<Answer>,
-    bell: Arc<Doorbell>,
-    in_flight: Vec<Option<InFlight>>,
-    /// Buffers the engine gave back with its answers (writes' data, reads' answers once
-    /// copied out), reused for the next requests (at most one per tag), so a request
-    /// costs no allocation here nor a free on the engine thread.
-    spare_buffers: Vec<Vec<u8>>,
-}
-
-fn complete(q: &UblkQueue, tag: u16, res: i32) {
-    if let Err(e) = q.complete_io_cmd_unified(tag, BufDesc::Slice(&[]), Ok(UblkIORes::Result(res))) {
-        tracing::error!(qid = q.get_qid(), tag, "cannot complete an I/O: {e:?}");
-    }
-}
-
-impl<B: Blocks> Queue<B> {
-    /// A request from the kernel: sent to the engine, or refused at once.
-    fn take(&mut self, q: &UblkQueue, tag: u16) {
-        let (qid, block) = (self.qid, self.block_bytes);
-        let iod = q.get_iod(tag);
-        let op = iod.op_flags & 0xff;
-        let offset = iod.start_sector << SECTOR_SHIFT;
-        let bytes = iod.nr_sectors << SECTOR_SHIFT;
-        let (lba, blocks) = (offset / block, u64::from(bytes) / block);
-        let aligned = offset.is_multiple_of(block) && u64::from(bytes).is_multiple_of(block);
-        let request = match op {
-            libublk::sys::UBLK_IO_OP_FLUSH => Some(Request::Flush),
-            _ if !aligned || blocks == 0 => None,
-            libublk::sys::UBLK_IO_OP_READ => {
-                Some(Request::ReadUnverified { lba, blocks, buffer: spare_of(&mut self.spare_buffers, bytes) })
-            }
-            libublk::sys::UBLK_IO_OP_WRITE => {
-                let mut data = spare_of(&mut self.spare_buffers, bytes);
-                let pos = UblkIOCtx::ublk_user_copy_pos(qid, tag, 0);
-                // SAFETY: reads into a live buffer of data.len() bytes.
-                let n = unsafe { libc::pread(self.cdev, data.as_mut_ptr().cast(), data.len(), pos as i64) };
-                // The blocks' CRC32C is computed here, on this queue's thread, not on the
-                // engine's (`zapraid_engine::checksum`).
-                (n == data.len() as isize).then(|| {
-                    let checksums = BlockChecksums::of(&data, block as usize);
-                    Request::WriteWithChecksums { lba, data, checksums }
-                })
-            }
-            libublk::sys::UBLK_IO_OP_WRITE_ZEROES => {
-                let data = vec![0; bytes as usize];
-                let checksums = BlockChecksums::of(&data, block as usize);
-                Some(Request::WriteWithChecksums { lba, data, checksums })
-            }
-            libublk::sys::UBLK_IO_OP_DISCARD => Some(Request::Discard { lba, blocks }),
-            _ => None,
-        };
-        let Some(request) = request else {
-            return complete(q, tag, -libc::EINVAL);
-        };
-        self.in_flight[usize::from(tag)] = Some(InFlight { op, bytes, lba, blocks });
-        if self.engine.submit(u64::from(tag), request, &self.reply).is_err() {
-            self.in_flight[usize::from(tag)] = None;
-            complete(q, tag, -libc::EIO);
-        }
-    }
-
-    /// Completes every request the engine has answered.
-    fn finish_answered(&mut self, q: &UblkQueue) {
-        while let Ok((tag, result, checks)) = self.answers.try_recv() {
-            let tag = tag as u16;
-            let Some(f) = self.in_flight[usize::from(tag)].take() else { continue };
-            let res = match result {
-                Err(e) => errno(&e),
-                Ok(data) if f.op == libublk::sys::UBLK_IO_OP_READ => {
-                    // The blocks' checksums are verified here, on this queue's thread; a
-                    // block that fails is read again with the engine checking it, which
-                    // rebuilds it from its stripe.
-                    let verified = checks.as_ref().is_none_or(|c| c.verify(&data, self.block_bytes as usize).is_ok());
-                    if !verified {
-                        tracing::warn!(
-                            qid = self.qid,
-                            tag,
-                            lba = f.lba,
-                            "a block read failed its checksum: read again"
-                        );
-                        let (lba, blocks) = (f.lba, f.blocks);
-                        self.in_flight[usize::from(tag)] = Some(f);
-                        if self.engine.submit(u64::from(tag), Request::Read { lba, blocks }, &self.reply).is_ok() {
-                            continue;
-                        }
-                        self.in_flight[usize::from(tag)] = None;
-                        complete(q, tag, -libc::EIO);
-                        continue;
-                    }
-                    let pos = UblkIOCtx::ublk_user_copy_pos(self.qid, tag, 0);
-                    // SAFETY: copies from a live buffer of data.len() bytes.
-                    let n = unsafe { libc::pwrite(self.cdev, data.as_ptr().cast(), data.len(), pos as i64) };
-                    let copied = n == data.len() as isize;
-                    keep_spare(&mut self.spare_buffers, data, self.depth);
-                    if copied {
-                        f.bytes as i32
-                    } else {
-                        -libc::EIO
-                    }
-                }
-                Ok(data) => {
-                    if f.op == libublk::sys::UBLK_IO_OP_WRITE {
-                        keep_spare(&mut self.spare_buffers, data, self.depth);
-                    }
-                    f.bytes as i32
-                }
-            };
-            complete(q, tag, res);
-        }
-    }
-}
-
-fn serve_queue(qid: u16, dev: &UblkDev, engine: impl Blocks, shape: DeviceShape) {
-    let depth = dev.dev_info.queue_depth;
-    // A tag past the queue's depth marks the eventfd read among target I/O completions.
-    let wake_tag = depth;
-    let bell = match Doorbell::new() {
-        Ok(b) => Arc::new(b),
-        Err(e) => {
-            tracing::error!(qid, "eventfd failed: {e}");
-            return;
-        }
-    };
-    let efd = bell.raw();
-    let (tx, answers): (Sender<Answer>, Receiver<Answer>) = crossbeam_channel::bounded(usize::from(depth) * 2);
-    let ringer = bell.clone();
-    let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || ringer.ring()), counted: true });
-    let mut queue = Queue {
-        qid,
-        depth,
-        cdev: dev.tgt.fds[0],
-        block_bytes: u64::from(shape.block_size_bytes),
-        engine,
-        reply,
-        answers,
-        bell,
-        in_flight: vec![None; usize::from(depth)],
-        spare_buffers: Vec::with_capacity(usize::from(depth)),
-    };
-    let mut wake_buf = Box::new([0u8; 8]);
-
-    let arm_wake = |q: &UblkQueue, buf: &mut [u8; 8]| {
-        let sqe = io_uring::opcode::Read::new(io_uring::types::Fd(efd), buf.as_mut_ptr(), 8)
-            .build()
-            .user_data(UblkIOCtx::build_user_data(wake_tag, 0, 0, true));
-        if let Err(e) = q.ublk_submit_sqe_sync(sqe) {
-            tracing::error!(qid, "cannot arm the queue's eventfd: {e:?}");
-        }
-    };
-
-    // The engine rings the queue's doorbell after answering; it signals the eventfd (a
-    // system call) only once the queue has said it is about to sleep, at the end of a
-    // batch of completions, having found no answer waiting. While the queue handles a
-    // batch, answers are picked up at its end without a signal. libublk hands the handler
-    // every completion but a command the kernel aborted (`UBLK_IO_RES_ABORT`), which comes
-    // only as the device goes down: a batch ending in one leaves the queue awake without its
-    // end-of-batch look, but the requests still in flight then cannot be completed anyway.
-    let handler = move |q: &UblkQueue, tag: u16, io: &UblkIOCtx| {
-        if io.is_first_cqe() {
-            queue.bell.awake();
-        }
-        if !io.is_tgt_io() {
-            queue.take(q, tag);
-        } else if tag == wake_tag {
-            arm_wake(q, &mut wake_buf);
-        }
-        if io.is_last_cqe() {
-            loop {
-                queue.finish_answered(q);
-                if !queue.bell.about_to_sleep(|| !queue.answers.is_empty()) {
-                    break;
-                }
-            }
-        }
-    };
-
-    let ring = match UblkQueue::new(qid, dev).and_then(|q| q.submit_fetch_commands_unified(BufDescList::Slices(None))) {
-        Ok(q) => q,
-        Err(e) => {
-            tracing::error!(qid, "cannot start the ublk queue: {e:?}");
-            return;
-        }
-    };
-    let mut first_buf = Box::new([0u8; 8]);
-    arm_wake(&ring, &mut first_buf);
-    ring.wait_and_handle_io(handler);
-}
+mod queue;
 
 #[cfg(test)]
 mod tests {
