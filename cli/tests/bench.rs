@@ -108,8 +108,12 @@ fn bench_cpu_runs_the_server_path_and_accounts_for_every_thread() {
     let frontends = server["frontends"].as_u64().unwrap();
     assert!(frontends >= 1, "{server}");
     let runs = server["runs"].as_array().unwrap();
-    // RAID-5 and RAID-6, each with 1 and 2 shards.
-    assert_eq!(runs.len(), 4, "{server}");
+    // RAID-5 and RAID-6, each with 1 and 2 shards, with the engines on the frontends and
+    // on threads of their own.
+    assert_eq!(runs.len(), 8, "{server}");
+    let on = |run: &serde_json::Value| run["engines_on"].as_str().unwrap().to_string();
+    assert_eq!(runs.iter().filter(|r| on(r) == "frontends").count(), 4, "{server}");
+    assert_eq!(runs.iter().filter(|r| on(r) == "threads").count(), 4, "{server}");
     for run in runs {
         let figure = &run["figure"];
         let shards = run["shards"].as_u64().unwrap();
@@ -139,7 +143,17 @@ fn bench_cpu_runs_the_server_path_and_accounts_for_every_thread() {
         expected.extend((0..frontends).map(|i| format!("frontend {i}")));
         expected.sort_unstable();
         assert_eq!(roles, expected, "{run}");
-        let engines = threads.iter().filter(|t| t["role"].as_str().unwrap().starts_with("engine"));
+        // The engines' work is on their threads, or on the frontends that run them.
+        let runs_engine = |role: &str| match on(run).as_str() {
+            "threads" => role.starts_with("engine"),
+            _ => role.strip_prefix("frontend ").is_some_and(|i| i.parse::<u64>().unwrap() < shards),
+        };
+        let engines = threads.iter().filter(|t| runs_engine(t["role"].as_str().unwrap()));
+        assert_eq!(
+            engines.clone().count() as u64,
+            shards.min(frontends).max(if on(run) == "threads" { shards } else { 0 }),
+            "{run}"
+        );
         assert!(engines.clone().all(|t| t["cpu_ms"].as_f64().unwrap() > 0.0), "{run}");
         let sum_us: f64 = threads.iter().map(|t| t["cpu_us_per_request"].as_f64().unwrap()).sum();
         assert!((sum_us - cpu_us).abs() <= 1e-6 * cpu_us.max(1.0), "{sum_us} vs {cpu_us}: {run}");

@@ -93,6 +93,13 @@ pub trait ZonedDevice {
     fn notify_completions(&mut self, _eventfd: std::os::fd::RawFd) -> bool {
         false
     }
+
+    /// Whether every command submitted completes at the next `reap`, never later (an
+    /// emulated drive without a timing model): a caller that reaps until nothing is in
+    /// flight never needs to wait on the device.
+    fn completes_on_reap(&self) -> bool {
+        false
+    }
 }
 
 /// Runs one command to completion on an idle device: a convenience for control paths
@@ -157,5 +164,9 @@ impl<D: ZonedDevice + ?Sized> ZonedDevice for Box<D> {
 
     fn notify_completions(&mut self, eventfd: std::os::fd::RawFd) -> bool {
         (**self).notify_completions(eventfd)
+    }
+
+    fn completes_on_reap(&self) -> bool {
+        (**self).completes_on_reap()
     }
 }

@@ -91,6 +91,10 @@ impl ZonedDevice for MissingDrive {
         self.eventfd = Some(eventfd);
         true
     }
+
+    fn completes_on_reap(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

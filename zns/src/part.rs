@@ -114,6 +114,10 @@ impl<D: ZonedDevice> ZonedDevice for DrivePart<D> {
     fn notify_completions(&mut self, eventfd: std::os::fd::RawFd) -> bool {
         self.window.notify_completions(eventfd)
     }
+
+    fn completes_on_reap(&self) -> bool {
+        self.window.completes_on_reap()
+    }
 }
 
 /// The emulator's faults, on a part: LBAs and zones in the part's numbering.

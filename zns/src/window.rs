@@ -259,6 +259,10 @@ impl<D: ZonedDevice> ZonedDevice for ZoneWindow<D> {
     fn notify_completions(&mut self, eventfd: std::os::fd::RawFd) -> bool {
         self.inner.notify_completions(eventfd)
     }
+
+    fn completes_on_reap(&self) -> bool {
+        self.inner.completes_on_reap()
+    }
 }
 
 /// Asserts that `drive` passes the conformance suite but for "select all" zone actions,

@@ -182,14 +182,15 @@ fn server_path_runs(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Value
     say!(
         out,
         "The real server path: {requests} 4 KiB random writes per run (a tenth more first, to warm up) over \
-         {WINDOW_MIB} MiB, through the server's engine thread (one per engine shard, each over its own part of \
-         every drive) and its drive driver, over emulated drive files in \
+         {WINDOW_MIB} MiB, through the server's engine (one per engine shard, each over its own part of every \
+         drive; run by a frontend or on its own thread, below) and its drive driver, over emulated drive files in \
          {place}, fed by {frontends} frontend thread(s) (one per core, as the ublk queues) each keeping \
          {depth} writes in flight: each copies the data into a buffer the engine gave back and computes its \
          CRC32C, sends it as Message::Io through the array's sender (to the shard the block is in), and sleeps \
          on an eventfd until \
          answers come, as a ublk queue thread does; {ublk} (the kernel's part of a request is not counted). \
-         Emulated drives run their commands on the engine thread when it reaps them: there is no drive thread. \
+         Emulated drives run their commands on the thread running the engine when it reaps them: there is no \
+         drive thread. \
          Latency from send to answer as the frontend sees it; CPU time per thread from the scheduler \
          (/proc/self/task/N/schedstat) over the measured part, its share in the kernel (system calls: the drive \
          files' writes, wake-ups; from clock ticks, coarse) and its time runnable but waiting for a CPU (taken by \
@@ -200,9 +201,17 @@ fn server_path_runs(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Value
     say!(out);
     say!(
         out,
-        "{:<14} {:>6} {:>10} {:>9} {:>9} {:>10} {:>11} {:>9}",
+        "Each shard count runs twice: with frontend i running engine shard i itself (as ublk queue i does by \
+         default: a request for that shard stays on the frontend's thread), and with every engine on a thread of \
+         its own (`start --engine-threads`); \"x 1 shard\" compares with 1 shard run the same way."
+    );
+    say!(out);
+    say!(
+        out,
+        "{:<14} {:>6} {:<10} {:>10} {:>9} {:>9} {:>10} {:>11} {:>9}",
         "array",
         "shards",
+        "engine on",
         "writes/s",
         "p50 us",
         "p99 us",
@@ -213,35 +222,39 @@ fn server_path_runs(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Value
     let mut runs = Vec::new();
     let mut json = Vec::new();
     for level in SERVER_LEVELS {
-        let mut one_shard = None;
-        for &s in &shards {
-            let plan = RunPlan { level, shards: s, frontends, requests, seed: args.seed };
-            let figure =
-                server_path::run(&base, plan).with_context(|| format!("the server path, {level}, {s} shard(s)"))?;
-            if s == 1 {
-                one_shard = Some(figure.requests_per_s());
+        for engine_on_frontends in [true, false] {
+            let on = if engine_on_frontends { "frontends" } else { "threads" };
+            let mut one_shard = None;
+            for &s in &shards {
+                let plan = RunPlan { level, shards: s, frontends, engine_on_frontends, requests, seed: args.seed };
+                let figure = server_path::run(&base, plan)
+                    .with_context(|| format!("the server path, {level}, {s} shard(s), engines on {on}"))?;
+                if s == 1 {
+                    one_shard = Some(figure.requests_per_s());
+                }
+                let scaling = one_shard.map(|one| figure.requests_per_s() / one);
+                let l = figure.latency_us;
+                say!(
+                    out,
+                    "{:<14} {:>6} {:<10} {:>10.0} {:>9.0} {:>9.0} {:>10.0} {:>11.2} {:>9}",
+                    level.to_string(),
+                    s,
+                    on,
+                    figure.requests_per_s(),
+                    l.p50,
+                    l.p99,
+                    l.p99_99,
+                    figure.cpu_us_per_request(),
+                    scaling.map_or("-".to_string(), |x| format!("{x:.2}"))
+                );
+                json.push(run_json(level, s, on, &figure, scaling));
+                runs.push((level, s, on, figure));
             }
-            let scaling = one_shard.map(|one| figure.requests_per_s() / one);
-            let l = figure.latency_us;
-            say!(
-                out,
-                "{:<14} {:>6} {:>10.0} {:>9.0} {:>9.0} {:>10.0} {:>11.2} {:>9}",
-                level.to_string(),
-                s,
-                figure.requests_per_s(),
-                l.p50,
-                l.p99,
-                l.p99_99,
-                figure.cpu_us_per_request(),
-                scaling.map_or("-".to_string(), |x| format!("{x:.2}"))
-            );
-            json.push(run_json(level, s, &figure, scaling));
-            runs.push((level, s, figure));
         }
     }
-    for (level, s, figure) in &runs {
+    for (level, s, on, figure) in &runs {
         say!(out);
-        print_threads(out, *level, *s, figure);
+        print_threads(out, *level, *s, on, figure);
     }
     Ok(serde_json::json!({
         "drives_in": place,
@@ -253,10 +266,10 @@ fn server_path_runs(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Value
 }
 
 /// Every thread's CPU time in one run, by role.
-fn print_threads(out: &mut Out, level: RaidLevel, shards: usize, figure: &RunFigure) {
+fn print_threads(out: &mut Out, level: RaidLevel, shards: usize, engine_on: &str, figure: &RunFigure) {
     say!(
         out,
-        "{level}, {shards} shard(s): {} writes in {:.2} s; garbage collection reclaimed {} segment(s); CPU time of \
+        "{level}, {shards} shard(s), engines on {engine_on}: {} writes in {:.2} s; garbage collection reclaimed {} segment(s); CPU time of \
          every thread of the process:",
         figure.requests,
         figure.wall_s,
@@ -281,10 +294,17 @@ fn print_threads(out: &mut Out, level: RaidLevel, shards: usize, figure: &RunFig
     row(out, "all threads", figure.cpu_ns(), figure.wait_ns(), None);
 }
 
-fn run_json(level: RaidLevel, shards: usize, figure: &RunFigure, scaling: Option<f64>) -> serde_json::Value {
+fn run_json(
+    level: RaidLevel,
+    shards: usize,
+    engine_on: &str,
+    figure: &RunFigure,
+    scaling: Option<f64>,
+) -> serde_json::Value {
     serde_json::json!({
         "array": level.to_string(),
         "shards": shards,
+        "engines_on": engine_on,
         "figure": {
             "requests": figure.requests,
             "engine_counted_writes": figure.engine_writes,

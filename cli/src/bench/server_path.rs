@@ -27,7 +27,6 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use crossbeam_channel::Receiver;
 use hdrhistogram::Histogram;
 use zapraid_engine::layout::DEFAULT_GROUP_SIZE;
 use zapraid_engine::{BlockChecksums, Mode, OpenSegments, RaidLevel, Request};
@@ -35,8 +34,9 @@ use zapraid_experiments::XorShift;
 use zapraid_server::assemble::{assemble, format, FormatOptions};
 use zapraid_server::export::ublk::DEFAULT_QUEUE_DEPTH;
 use zapraid_server::export::Blocks;
+use zapraid_server::run::thread::hosted::{EngineLease, HostedEngine, Turns};
 use zapraid_server::run::wake::Doorbell;
-use zapraid_server::run::{Answer, ArrayStatus, EngineSender, ReplyTo, Session};
+use zapraid_server::run::{ArrayStatus, EngineSender, ReplyTo, Session};
 use zapraid_zns::{EmulatedDrive, Geometry};
 
 use super::thread_cpu::{self, ThreadTime};
@@ -51,8 +51,10 @@ const ZONE_BLOCKS: u64 = 16_384;
 /// Zones beyond those the run's writes fill, so that garbage collection never needs to
 /// run (the status's reclaimed segments, printed, say whether it did).
 const SPARE_ZONES: u64 = 8;
-/// A frontend waiting this long for any answer gives up: the engine thread is stuck.
+/// A frontend waiting this long for any answer gives up: the engine is stuck.
 const ANSWER_WAIT: Duration = Duration::from_secs(60);
+/// How long a frontend waits for an engine thread to lend it its engine.
+const BORROW_WAIT: Duration = Duration::from_secs(5);
 /// Frontend threads are named this and their index (a `comm` is at most 15 bytes).
 const FRONTEND_THREAD: &str = "frontend-";
 /// Latencies up to a minute, 3 significant digits.
@@ -64,6 +66,8 @@ pub(super) struct ServerPath {
     session: Session,
     /// Where frontends send block requests.
     blocks: EngineSender,
+    /// Each engine (shard)'s lease, for frontend i to run engine i itself.
+    leases: Vec<EngineLease>,
 }
 
 impl ServerPath {
@@ -83,6 +87,7 @@ impl ServerPath {
 
     fn stop(self) -> Result<()> {
         drop(self.blocks);
+        drop(self.leases);
         Ok(self.session.stop()?)
     }
 }
@@ -114,6 +119,7 @@ pub(super) fn start_server_path(
     for (i, path) in paths.iter().enumerate() {
         EmulatedDrive::create_file(path, geometry, seed + i as u64)
             .with_context(|| format!("creating the drive file {}", path.display()))?;
+        populate(path).with_context(|| format!("populating the drive file {}", path.display()))?;
     }
     let options = FormatOptions {
         level,
@@ -128,7 +134,39 @@ pub(super) fn start_server_path(
     format(&paths, &options, |_, _| {})?;
     let session = Session::start(assemble(&paths)?)?;
     let blocks = session.thread.tx().clone();
-    Ok(ServerPath { session, blocks })
+    let leases = session.thread.leases();
+    Ok(ServerPath { session, blocks, leases })
+}
+
+/// Makes every page of a new drive file exist before the run (their contents as they
+/// are): a tmpfs file's first write of a page allocates and clears it (the kernel's page
+/// allocator, shared by every thread), a cost of emulating the drive in memory that a
+/// real drive's media does not have. The run then measures the server path over media
+/// that is there. The file is mapped and populated for writing (`MADV_POPULATE_WRITE`),
+/// which faults every page in without changing a byte.
+fn populate(path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let len = usize::try_from(file.metadata()?.len())?;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: a new shared mapping of the whole file, unmapped below; nothing else maps it.
+    let map = unsafe {
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0)
+    };
+    if map == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    // SAFETY: the range is the mapping just made.
+    let populated = unsafe { libc::madvise(map, len, libc::MADV_POPULATE_WRITE) };
+    let error = std::io::Error::last_os_error();
+    // SAFETY: unmaps the mapping made above, which nothing else refers to.
+    unsafe { libc::munmap(map, len) };
+    if populated != 0 {
+        return Err(error.into());
+    }
+    Ok(())
 }
 
 /// One thread's part of a run.
@@ -193,6 +231,9 @@ pub(super) struct RunPlan {
     pub level: RaidLevel,
     pub shards: usize,
     pub frontends: usize,
+    /// Frontend i runs engine (shard) i itself, as ublk queue i does by default; else
+    /// every engine runs on its own thread (`start --engine-threads`).
+    pub engine_on_frontends: bool,
     /// Measured writes, over all frontends (a tenth more first, to warm up).
     pub requests: u64,
     pub seed: u64,
@@ -222,12 +263,13 @@ fn measure(server: &ServerPath, plan: RunPlan, warmup: u64) -> Result<RunFigure>
     let mut handles = Vec::new();
     for i in 0..frontends {
         let blocks = server.blocks.clone();
+        let lease = server.leases.get(i).filter(|_| plan.engine_on_frontends).cloned();
         let barrier = barrier.clone();
         let (warmup, requests) = (share(warmup, i), share(plan.requests, i));
         let seed = plan.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i as u64) | 1;
         let handle = std::thread::Builder::new()
             .name(format!("{FRONTEND_THREAD}{i}"))
-            .spawn(move || frontend_thread(blocks, &barrier, seed, warmup, requests))
+            .spawn(move || frontend_thread(blocks, lease, &barrier, seed, warmup, requests))
             .context("starting a frontend thread")?;
         handles.push(handle);
     }
@@ -309,13 +351,14 @@ fn new_histogram() -> Histogram<u64> {
 /// returned at the end. Returns the measured writes answered and their latencies.
 fn frontend_thread(
     blocks: EngineSender,
+    lease: Option<EngineLease>,
     barrier: &Barrier,
     seed: u64,
     warmup: u64,
     requests: u64,
 ) -> Result<(u64, Histogram<u64>)> {
     let mut latencies = new_histogram();
-    let mut frontend = Frontend::new(blocks, seed);
+    let mut frontend = Frontend::new(blocks, lease, seed);
     let warmed = frontend.as_mut().map_err(|e| anyhow!("{e:#}")).and_then(|f| f.closed_loop(warmup, None));
     barrier.wait();
     barrier.wait();
@@ -330,11 +373,14 @@ fn frontend_thread(
 }
 
 /// What a ublk queue thread keeps: its answer channel and eventfd, the requests it has in
-/// flight by tag, and spare buffers the engine gave back.
+/// flight by tag, and spare buffers the engine gave back; and, running an engine itself,
+/// that engine's lease.
 struct Frontend<B: Blocks> {
     blocks: B,
-    reply: Arc<ReplyTo>,
-    answers: Receiver<Answer>,
+    /// Borrowed for each phase (`closed_loop`) and given back at its end: between phases
+    /// the frontend waits for the others, which must not wait for its engine meanwhile.
+    lease: Option<EngineLease>,
+    /// The frontend's own doorbell, when it runs no engine.
     wake: Arc<Doorbell>,
     /// When each tag's request was sent, if it is in flight.
     sent_at: Vec<Option<Instant>>,
@@ -346,16 +392,12 @@ struct Frontend<B: Blocks> {
 }
 
 impl<B: Blocks> Frontend<B> {
-    fn new(blocks: B, seed: u64) -> Result<Self> {
+    fn new(blocks: B, lease: Option<EngineLease>, seed: u64) -> Result<Self> {
         let wake = Arc::new(Doorbell::new().context("making a frontend's eventfd")?);
-        let signal = wake.clone();
-        let (tx, answers) = crossbeam_channel::bounded(QUEUE_DEPTH * 2);
-        let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || signal.ring()), counted: true });
         let source = (0..BLOCK_BYTES).map(|i| (i as u64 ^ seed) as u8).collect();
         Ok(Frontend {
             blocks,
-            reply,
-            answers,
+            lease,
             wake,
             sent_at: vec![None; QUEUE_DEPTH],
             free_tags: (0..QUEUE_DEPTH as u64).rev().collect(),
@@ -378,19 +420,35 @@ impl<B: Blocks> Frontend<B> {
     }
 
     /// Keeps `QUEUE_DEPTH` writes in flight until `count` are answered; their latencies
-    /// into `latencies` if given. Returns how many were answered.
+    /// into `latencies` if given. Returns how many were answered. A frontend with a lease
+    /// runs that engine meanwhile and sleeps on its doorbell, as a ublk queue does.
     fn closed_loop(&mut self, count: u64, mut latencies: Option<&mut Histogram<u64>>) -> Result<u64> {
+        let mut hosted = match &self.lease {
+            Some(lease) => {
+                Some(lease.borrow(BORROW_WAIT).ok_or_else(|| anyhow!("the engine thread did not lend its engine"))?)
+            }
+            None => None,
+        };
+        let bell = hosted.as_ref().map_or_else(|| self.wake.clone(), |h| h.bell().clone());
+        let ringer = bell.clone();
+        let (tx, answers) = crossbeam_channel::bounded(QUEUE_DEPTH * 2);
+        let reply = Arc::new(ReplyTo { tx, wake: Box::new(move || ringer.ring()), counted: true });
         let (mut sent, mut answered) = (0u64, 0u64);
+        let mut last_answer = Instant::now();
         while answered < count {
             while sent < count {
                 let Some(tag) = self.free_tags.pop() else { break };
                 let request = self.next_write();
                 self.sent_at[tag as usize] = Some(Instant::now());
-                self.blocks.submit(tag, request, &self.reply).context("sending a write to the engine thread")?;
+                self.blocks.submit(tag, request, &reply).context("sending a write to the engine")?;
                 sent += 1;
             }
+            let turns = hosted.as_mut().map(HostedEngine::turns);
+            if turns == Some(Turns::Stopped) {
+                bail!("the engine stopped during the run");
+            }
             let mut got = 0;
-            while let Ok((tag, result, _)) = self.answers.try_recv() {
+            while let Ok((tag, result, _)) = answers.try_recv() {
                 let sent_at = self
                     .sent_at
                     .get_mut(tag as usize)
@@ -407,15 +465,24 @@ impl<B: Blocks> Frontend<B> {
                 got += 1;
             }
             answered += got;
-            if got == 0
-                && answered < count
-                && !self.wake.sleep(ANSWER_WAIT, || !self.answers.is_empty())
-                && self.answers.is_empty()
-            {
-                bail!("no answer from the engine thread in {} s", ANSWER_WAIT.as_secs());
+            if got > 0 {
+                last_answer = Instant::now();
+                continue;
             }
+            if answered == count || turns == Some(Turns::Busy) {
+                continue;
+            }
+            if last_answer.elapsed() > ANSWER_WAIT {
+                bail!("no answer from the engine in {} s", ANSWER_WAIT.as_secs());
+            }
+            // Up to the hosted engine's next timer (a stripe waiting to be filled).
+            let timeout =
+                hosted.as_ref().and_then(HostedEngine::next_timer).map_or(ANSWER_WAIT, |t| t.min(ANSWER_WAIT));
+            let engine_waits = || hosted.as_ref().is_some_and(HostedEngine::has_messages);
+            bell.sleep(timeout, || !answers.is_empty() || engine_waits());
         }
         debug_assert_eq!(self.free_tags.len(), QUEUE_DEPTH, "every tag is back");
+        // Every request answered: the engine goes back to its thread (`hosted` dropped).
         Ok(answered)
     }
 }

@@ -80,6 +80,9 @@ pub enum Message {
     },
     /// Clean stop: finish what was sent, write the stop footer, end the thread.
     Stop,
+    /// Nothing to do but wake: a thread blocked on its channel looks at what is asked of
+    /// it apart from messages (a queue thread waiting to borrow its engine, `lease`).
+    Look,
 }
 
 /// What the control socket asks of the engine thread's scrub.

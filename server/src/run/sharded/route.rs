@@ -241,6 +241,12 @@ impl Fanout for Shards {
                 }
                 Ok(())
             }
+            Message::Look => {
+                for thread in &self.threads {
+                    let _ = thread.send(Message::Look);
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -7,7 +7,8 @@
 //! engine's doorbell, whose eventfd the engine's drives signal on every completion and
 //! every other sender rings once the host has said it is about to sleep; it wakes for the
 //! engine's timers itself (`next_timer`). Only an engine whose every drive signals that
-//! eventfd is lent, because a host cannot block on a drive. When the host ends (or
+//! eventfd, or completes every command at the next reap (emulated drives without a
+//! timing model), is lent, because a host cannot block on a drive. When the host ends (or
 //! unwinds) the engine goes back to its thread, which carries on where the host left
 //! off: a clean stop, a checkpoint, answers to what is still in flight.
 
@@ -16,16 +17,22 @@ use std::time::Duration;
 
 use super::lease::{Lease, Lent};
 use super::{EngineLoop, EngineThread};
+use crate::run::message::{Message, ThreadSender};
 use crate::run::wake::Doorbell;
 
 /// A way to borrow one engine thread's engine (cloned for whichever thread may host it).
+/// It holds a sender of the thread's channel, as any frontend does: the thread ends on
+/// its own (every sender gone) only once the leases are dropped too.
 #[derive(Clone)]
-pub struct EngineLease(Lease<EngineLoop>);
+pub struct EngineLease {
+    lease: Lease<EngineLoop>,
+    thread: ThreadSender,
+}
 
 impl EngineThread {
     /// A way for another thread to run this thread's engine itself.
     pub fn lease(&self) -> EngineLease {
-        EngineLease(self.lease.clone())
+        EngineLease { lease: self.lease.clone(), thread: self.own.clone() }
     }
 }
 
@@ -34,7 +41,13 @@ impl EngineLease {
     /// not lend (drives that cannot signal), has ended, or did not answer in time: then
     /// the caller sends to it as any frontend does.
     pub fn borrow(&self, wait: Duration) -> Option<HostedEngine> {
-        self.0.borrow(wait).map(HostedEngine)
+        // A message wakes the thread wherever it sleeps: over drives that cannot signal
+        // it blocks on its channel, not on the doorbell.
+        let poke = || {
+            let _ = self.thread.tx.try_send(Message::Look);
+            self.thread.wake.signal();
+        };
+        self.lease.borrow(wait, poke).map(HostedEngine)
     }
 }
 
@@ -63,8 +76,12 @@ impl HostedEngine {
         let engine = self.0.get_mut();
         for _ in 0..MAX_TURNS {
             if !engine.turn_notified() {
-                return match engine.stopping && engine.engine.is_stopped() && engine.in_flight() == 0 {
+                let in_flight = engine.in_flight();
+                return match engine.stopping && engine.engine.is_stopped() && in_flight == 0 {
                     true => Turns::Stopped,
+                    // Drives that complete only when reaped (`completes_on_reap`) would
+                    // not wake a sleeping host for what is left in flight.
+                    false if !engine.notified && in_flight > 0 => Turns::Busy,
                     false => Turns::Idle,
                 };
             }

@@ -37,7 +37,7 @@ struct Shared<T> {
     offered: Condvar,
     back_tx: Sender<Box<T>>,
     back_rx: Receiver<Box<T>>,
-    /// The owner's doorbell, signalled to wake it for a borrower.
+    /// The owner's doorbell.
     bell: Arc<Doorbell>,
 }
 
@@ -64,13 +64,14 @@ impl<T> Lease<T> {
         }))
     }
 
-    /// Asks the owner for its value, waiting at most `wait`. None when it will not lend,
-    /// has ended, or did not answer in time.
-    pub fn borrow(&self, wait: Duration) -> Option<Lent<T>> {
+    /// Asks the owner for its value, waiting at most `wait`; `poke` wakes the owner
+    /// wherever it sleeps. None when it will not lend, has ended, or did not answer in
+    /// time.
+    pub fn borrow(&self, wait: Duration, poke: impl FnOnce()) -> Option<Lent<T>> {
         let shared = &self.0;
         let slot = shared.slot.lock().ok()?;
         shared.wanted.store(true, Ordering::SeqCst);
-        shared.bell.signal();
+        poke();
         let (mut slot, _) = shared
             .offered
             .wait_timeout_while(slot, wait, |s| {

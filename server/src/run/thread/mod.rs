@@ -218,14 +218,16 @@ impl EngineLoop {
             this.drives.iter_mut().all(|d| d.notify_completions(fd))
         };
         let notified = this.notified;
-        this.lease.set_lendable(notified);
+        // A host never blocks on a drive: it sleeps only where every drive's completion
+        // wakes it, or where none is ever left in flight (`hosted`).
+        let lendable = notified || this.drives.iter().all(|d| d.completes_on_reap());
+        this.lease.set_lendable(lendable);
         tracing::info!(completion_eventfd = notified, "engine thread running");
         loop {
             if this.lease.wanted() {
-                // A host runs the engine until it gives it back (`lease`); one that cannot
-                // be woken by the drives' completions is refused.
+                // A host runs the engine until it gives it back (`lease`).
                 let lease = this.lease.clone();
-                this = lease.lend(this, !notified).ok_or(Error::EngineGone)?;
+                this = lease.lend(this, !lendable).ok_or(Error::EngineGone)?;
                 continue;
             }
             let progressed = if notified { this.turn_notified() } else { this.turn_blocking() };
@@ -374,6 +376,7 @@ impl EngineLoop {
                 let _ = done.send(self.scrub(request));
             }
             Message::WatchGenerations(tx) => self.watchers.push(tx),
+            Message::Look => {}
             Message::Stop => {
                 if !self.stopping {
                     tracing::info!("clean stop requested");

@@ -4,6 +4,7 @@
 use super::*;
 use crate::run::thread::hosted::Turns;
 use std::time::Duration;
+use zapraid_zns::ZonedDevice;
 
 /// How long a host waits for all its answers before the test fails: the engine is
 /// stuck (a host that cannot see a completion or a timer waits forever otherwise).
@@ -50,12 +51,13 @@ fn host_requests(thread: &EngineThread, requests: Vec<Request>) -> Vec<zapraid_e
     })
 }
 
-#[test]
-fn a_host_runs_the_engine_timers_included_and_gives_it_back() {
+/// Over drives that signal an eventfd (as NVMe rings do), or drive files that complete
+/// every command when reaped.
+fn a_host_runs_the_engine_timers_included_and_gives_it_back(threaded: bool) {
     let (_dir, _, paths, options) = drive_files();
     let formatted = format(&paths, &options, |_, _| {}).unwrap();
     let block = formatted.block_size_bytes as usize;
-    let (thread, _) = spawn(assemble(&paths).unwrap(), true).unwrap();
+    let (thread, _) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
     // A whole stripe and a part of one: the part is answered only once the stripe's
     // timer fires, which the host must wake for.
     let data: Vec<u8> = (0..5 * block).map(|i| (i * 13 % 251) as u8).collect();
@@ -80,10 +82,51 @@ fn a_host_runs_the_engine_timers_included_and_gives_it_back() {
 }
 
 #[test]
+fn a_host_runs_the_engine_over_drives_signalling_an_eventfd() {
+    a_host_runs_the_engine_timers_included_and_gives_it_back(true);
+}
+
+#[test]
+fn a_host_runs_the_engine_over_drives_completing_when_reaped() {
+    a_host_runs_the_engine_timers_included_and_gives_it_back(false);
+}
+
+/// A drive that neither signals completions nor completes every command when reaped
+/// (as an emulated drive with a timing model): an engine thread must block on it.
+struct Unsignalled(Drive);
+
+impl ZonedDevice for Unsignalled {
+    fn geometry(&self) -> Geometry {
+        self.0.geometry()
+    }
+    fn queue_depth(&self) -> usize {
+        self.0.queue_depth()
+    }
+    fn submit(&mut self, tag: u64, command: zapraid_zns::Command) {
+        self.0.submit(tag, command)
+    }
+    fn reap(&mut self, out: &mut Vec<Completion>) -> usize {
+        self.0.reap(out)
+    }
+    fn wait(&mut self, out: &mut Vec<Completion>) -> usize {
+        self.0.wait(out)
+    }
+    fn in_flight(&self) -> usize {
+        self.0.in_flight()
+    }
+}
+
+#[test]
 fn an_engine_over_drives_that_cannot_signal_is_not_lent() {
     let (_dir, _, paths, options) = drive_files();
     format(&paths, &options, |_, _| {}).unwrap();
-    let (thread, _) = spawn(assemble(&paths).unwrap(), false).unwrap();
+    let mut assembled = assemble(&paths).unwrap();
+    let engine = recover(&mut assembled).unwrap();
+    let record = FailureRecord::of(&assembled);
+    let block_size_bytes = assembled.superblock.block_size_bytes.get();
+    let drives =
+        assembled.drives.into_iter().map(|d| d.map_inner(|inner| Box::new(Unsignalled(inner)) as Drive)).collect();
+    let thread = EngineThread::spawn(engine, drives, block_size_bytes, record).unwrap();
     assert!(thread.lease().borrow(Duration::from_secs(30)).is_none());
     // The engine thread still serves.
     let (to, answers) = reply();
