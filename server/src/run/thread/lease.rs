@@ -106,8 +106,9 @@ impl<T> Lease<T> {
     }
 
     /// For the owner: hands `value` to the waiting borrower (or refuses, if `refuse`)
-    /// and waits until it comes back. None if it never will (the borrower is gone without
-    /// giving it back, which only a thread killed outright could do).
+    /// and waits until it comes back (a `Lent` goes back when dropped, unwinding
+    /// included). None only if the slot's lock was poisoned (a thread panicked holding
+    /// it): `value` is dropped then, and with it what it owns.
     pub fn lend(&self, value: Box<T>, refuse: bool) -> Option<Box<T>> {
         let shared = &self.0;
         {
