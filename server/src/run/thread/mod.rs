@@ -10,6 +10,10 @@
 //! completion wakes it. Over emulated drives (which complete commands only
 //! when asked) it blocks on the channel when nothing is in flight, and on a drive when
 //! commands are in flight and no message waits.
+//!
+//! The thread may lend its engine to a thread that serves requests (a ublk queue,
+//! `hosted`): it hands the loop over at its next turn, waits, and carries on where the
+//! host left off once the loop comes back (`lease`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
