@@ -184,7 +184,8 @@ fn server_path_runs(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Value
         "The real server path: {requests} 4 KiB random writes per run (a tenth more first, to warm up) over \
          {WINDOW_MIB} MiB, through the server's engine (one per engine shard, each over its own part of every \
          drive; run by a frontend or on its own thread, below) and its drive driver, over emulated drive files in \
-         {place}, fed by {frontends} frontend thread(s) (one per core, as the ublk queues) each keeping \
+         {place} (every page of them populated before the run: tmpfs would allocate and clear each at its first \
+         write, which real media does not), fed by {frontends} frontend thread(s) (one per core, as the ublk queues) each keeping \
          {depth} writes in flight: each copies the data into a buffer the engine gave back and computes its \
          CRC32C, sends it as Message::Io through the array's sender (to the shard the block is in), and sleeps \
          on an eventfd until \

@@ -119,7 +119,9 @@ pub(super) fn start_server_path(
     for (i, path) in paths.iter().enumerate() {
         EmulatedDrive::create_file(path, geometry, seed + i as u64)
             .with_context(|| format!("creating the drive file {}", path.display()))?;
-        populate(path).with_context(|| format!("populating the drive file {}", path.display()))?;
+        // Its pages exist before the run: tmpfs would allocate and clear each at its first
+        // write, a cost real media does not have (`EmulatedDrive::populate_file`).
+        EmulatedDrive::populate_file(path)?;
     }
     let options = FormatOptions {
         level,
@@ -136,37 +138,6 @@ pub(super) fn start_server_path(
     let blocks = session.thread.tx().clone();
     let leases = session.thread.leases();
     Ok(ServerPath { session, blocks, leases })
-}
-
-/// Makes every page of a new drive file exist before the run (their contents as they
-/// are): a tmpfs file's first write of a page allocates and clears it (the kernel's page
-/// allocator, shared by every thread), a cost of emulating the drive in memory that a
-/// real drive's media does not have. The run then measures the server path over media
-/// that is there. The file is mapped and populated for writing (`MADV_POPULATE_WRITE`),
-/// which faults every page in without changing a byte.
-fn populate(path: &Path) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
-    let len = usize::try_from(file.metadata()?.len())?;
-    if len == 0 {
-        return Ok(());
-    }
-    // SAFETY: a new shared mapping of the whole file, unmapped below; nothing else maps it.
-    let map = unsafe {
-        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0)
-    };
-    if map == libc::MAP_FAILED {
-        return Err(std::io::Error::last_os_error().into());
-    }
-    // SAFETY: the range is the mapping just made.
-    let populated = unsafe { libc::madvise(map, len, libc::MADV_POPULATE_WRITE) };
-    let error = std::io::Error::last_os_error();
-    // SAFETY: unmaps the mapping made above, which nothing else refers to.
-    unsafe { libc::munmap(map, len) };
-    if populated != 0 {
-        return Err(error.into());
-    }
-    Ok(())
 }
 
 /// One thread's part of a run.

@@ -133,6 +133,12 @@ impl EmulatedDrive {
         Ok(Self::build(geometry, Box::new(media), zones, seed, drive_uuid))
     }
 
+    /// Has the file system back every page of the drive file at `path` (closed, or
+    /// open: nothing in it changes), so that no write to it allocates memory later.
+    pub fn populate_file(path: &Path) -> Result<()> {
+        FileMedia::populate_all(path)
+    }
+
     /// Opens a drive file, as a drive powering on: zones left open (by a clean close or
     /// a crash) come back closed, or empty if nothing was written to them.
     pub fn open_file(path: &Path) -> Result<Self> {
