@@ -135,7 +135,6 @@ struct EngineLoop {
     engine: Engine,
     drives: Vec<ReservedZones<Drive>>,
     rx: Receiver<Message>,
-    wake: Arc<Doorbell>,
     started: Instant,
     next_id: u64,
     pending: HashMap<u64, Pending>,
@@ -159,7 +158,8 @@ struct EngineLoop {
     engine_writes: u64,
     /// Set when the thread is one shard of several (`shard`).
     shard: Option<ShardLink>,
-    /// How a queue thread borrows the engine to run it itself (`lease`).
+    /// How a queue thread borrows the engine to run it itself (`lease`); its doorbell is
+    /// the one the thread sleeps on, which its drives and senders signal.
     lease: Lease<EngineLoop>,
 }
 
@@ -184,7 +184,6 @@ impl EngineLoop {
             engine,
             drives,
             rx,
-            wake: lease.bell().clone(),
             started: Instant::now(),
             next_id: 0,
             pending: HashMap::new(),
@@ -218,7 +217,7 @@ impl EngineLoop {
         // Sleep on one eventfd for messages and every drive's completions when all drives
         // can signal it; otherwise block on the channel or on one busy drive.
         this.notified = {
-            let fd = this.wake.raw();
+            let fd = this.lease.bell().raw();
             this.drives.iter_mut().all(|d| d.notify_completions(fd))
         };
         let notified = this.notified;
@@ -246,8 +245,8 @@ impl EngineLoop {
                     this.engine.next_timer_ns().map(|at| Duration::from_nanos(at.saturating_sub(this.now_ns())));
                 // Bounded, so that a channel whose senders are all gone is noticed.
                 let timeout = timer.map_or(IDLE_WAKE_INTERVAL, |t| t.min(IDLE_WAKE_INTERVAL));
-                let (wake, rx, lease) = (&this.wake, &this.rx, &this.lease);
-                wake.sleep(timeout, || !rx.is_empty() || lease.wanted());
+                let (rx, lease) = (&this.rx, &this.lease);
+                lease.bell().sleep(timeout, || !rx.is_empty() || lease.wanted());
             }
         }
     }

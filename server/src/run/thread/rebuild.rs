@@ -41,7 +41,7 @@ impl EngineLoop {
                 reason: format!("drive {drive} still has commands in flight; try again in a moment"),
             });
         }
-        if self.notified && !device.notify_completions(self.wake.raw()) {
+        if self.notified && !device.notify_completions(self.lease.bell().raw()) {
             return Err(Error::Config {
                 reason: "the new drive cannot signal its completions as the array's drives do (an NVMe namespace \
                          and a drive file cannot be mixed)"

@@ -77,7 +77,7 @@ impl EngineLoop {
             return refuse(format!("shard {index} is rebuilding drive {}: one rebuild runs at a time", r.drive));
         }
         let mut device = device;
-        if self.notified && !device.notify_completions(self.wake.raw()) {
+        if self.notified && !device.notify_completions(self.lease.bell().raw()) {
             return refuse("the new drive cannot signal its completions as the array's drives do".into());
         }
         // Failed here too, if this shard had not seen it fail: its rebuild needs it so.
