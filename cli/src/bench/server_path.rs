@@ -446,11 +446,11 @@ impl<B: Blocks> Frontend<B> {
             if last_answer.elapsed() > ANSWER_WAIT {
                 bail!("no answer from the engine in {} s", ANSWER_WAIT.as_secs());
             }
-            // Up to the hosted engine's next timer (a stripe waiting to be filled).
-            let timeout =
-                hosted.as_ref().and_then(HostedEngine::next_timer).map_or(ANSWER_WAIT, |t| t.min(ANSWER_WAIT));
-            let engine_waits = || hosted.as_ref().is_some_and(HostedEngine::has_messages);
-            bell.sleep(timeout, || !answers.is_empty() || engine_waits());
+            // A hosted engine's next timer (a stripe waiting to be filled) wakes it too.
+            match &hosted {
+                Some(engine) => engine.sleep(ANSWER_WAIT, || !answers.is_empty()),
+                None => bell.sleep(ANSWER_WAIT, || !answers.is_empty()),
+            };
         }
         debug_assert_eq!(self.free_tags.len(), QUEUE_DEPTH, "every tag is back");
         // Every request answered: the engine goes back to its thread (`hosted` dropped).

@@ -100,6 +100,15 @@ impl HostedEngine {
         !self.0.get().rx.is_empty()
     }
 
+    /// For a host that sleeps on the doorbell itself (not in io_uring): sleeps until rung
+    /// or signalled, or until the engine's next timer is due, `longest` at most, unless
+    /// `has_work` or a message for the engine is found once the sleep is announced.
+    /// Returns whether it was woken or found work.
+    pub fn sleep(&self, longest: Duration, has_work: impl FnOnce() -> bool) -> bool {
+        let timeout = self.next_timer().map_or(longest, |t| t.min(longest));
+        self.bell().sleep(timeout, || has_work() || self.has_messages())
+    }
+
     /// When the engine's next timer is due, from now (None: no timer).
     pub fn next_timer(&self) -> Option<Duration> {
         let engine = self.0.get();

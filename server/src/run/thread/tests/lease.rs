@@ -1,4 +1,4 @@
-//! Lending the engine to a host thread (`lease`): the host runs it, timers included,
+//! Lending the engine to a host thread (`lease`): the host runs it
 //! and gives it back; an engine over drives that cannot signal is never lent.
 
 use super::*;
@@ -33,13 +33,18 @@ fn host_requests(thread: &EngineThread, requests: Vec<Request>) -> Vec<zapraid_e
                 let mut got: Vec<Option<zapraid_engine::Result<Vec<u8>>>> = (0..count).map(|_| None).collect();
                 while got.iter().any(Option::is_none) {
                     assert!(started.elapsed() < ANSWERS_WAIT, "the hosted engine did not answer");
-                    assert_ne!(hosted.turns(), Turns::Stopped);
+                    let turns = hosted.turns();
+                    assert_ne!(turns, Turns::Stopped);
                     for (tag, result, _) in answers.try_iter() {
                         got[tag as usize] = Some(result);
                     }
-                    let timeout =
-                        hosted.next_timer().map_or(Duration::from_millis(100), |t| t.min(Duration::from_millis(100)));
-                    bell.sleep(timeout, || !answers.is_empty() || hosted.has_messages());
+                    if got.iter().all(Option::is_some) {
+                        break;
+                    }
+                    // A busy engine (a drive file's commands still to reap) is turned again.
+                    if turns != Turns::Busy {
+                        hosted.sleep(ANSWERS_WAIT, || !answers.is_empty());
+                    }
                 }
                 // A host that missed a completion or a timer slept far past it.
                 assert!(started.elapsed() < ANSWERS_WAIT, "the hosted engine did not answer in time");
@@ -53,13 +58,14 @@ fn host_requests(thread: &EngineThread, requests: Vec<Request>) -> Vec<zapraid_e
 
 /// Over drives that signal an eventfd (as NVMe rings do), or drive files that complete
 /// every command when reaped.
-fn a_host_runs_the_engine_timers_included_and_gives_it_back(threaded: bool) {
+fn a_host_runs_the_engine_and_gives_it_back(threaded: bool) {
     let (_dir, _, paths, options) = drive_files();
     let formatted = format(&paths, &options, |_, _| {}).unwrap();
     let block = formatted.block_size_bytes as usize;
     let (thread, _) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
-    // A whole stripe and a part of one: the part is answered only once the stripe's
-    // timer fires, which the host must wake for.
+    // A whole stripe and a part of one. (The engine seals the part without waiting for
+    // its stripe timer here: no timer is due during the run, so this test does not show
+    // a host waking for one; `HostedEngine::sleep` and the ublk queue's timerfd do.)
     let data: Vec<u8> = (0..5 * block).map(|i| (i * 13 % 251) as u8).collect();
     let answers = host_requests(&thread, vec![Request::Write { lba: 7, data: data.clone() }]);
     assert!(answers.iter().all(|a| a.is_ok()), "{answers:?}");
@@ -83,12 +89,12 @@ fn a_host_runs_the_engine_timers_included_and_gives_it_back(threaded: bool) {
 
 #[test]
 fn a_host_runs_the_engine_over_drives_signalling_an_eventfd() {
-    a_host_runs_the_engine_timers_included_and_gives_it_back(true);
+    a_host_runs_the_engine_and_gives_it_back(true);
 }
 
 #[test]
 fn a_host_runs_the_engine_over_drives_completing_when_reaped() {
-    a_host_runs_the_engine_timers_included_and_gives_it_back(false);
+    a_host_runs_the_engine_and_gives_it_back(false);
 }
 
 /// A drive that neither signals completions nor completes every command when reaped
