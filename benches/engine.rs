@@ -42,6 +42,7 @@ fn array(level: RaidLevel) -> Simulator {
         stripe_timeout_ns: DEFAULT_STRIPE_TIMEOUT_NS,
         logical_blocks: LOGICAL_BLOCKS,
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        merge_appends: true,
         l2p: L2pConfig::default(),
         array_uuid: [0x2a; 16],
     };

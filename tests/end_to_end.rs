@@ -34,6 +34,7 @@ fn config(level: RaidLevel, mode: Mode) -> Config {
         logical_blocks: layout.capacity_blocks(g.zone_count) / 2,
         array_uuid: [1; 16],
         lookup_ps_per_entry: 0,
+        merge_appends: true,
         l2p: zapraid::engine::L2pConfig::default(),
     }
 }

@@ -130,6 +130,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         logical_blocks: blocks,
         array_uuid: [1; 16],
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        merge_appends: true,
         l2p: zapraid_engine::L2pConfig::default(),
     };
     let mut sim = Simulator::new(g, config, args.seed, Some(TimingParams::zn540()))?;

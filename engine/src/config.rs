@@ -25,6 +25,11 @@ pub struct Config {
     /// The L2P table's memory budget (`l2p`).
     pub l2p: L2pConfig,
     pub array_uuid: [u8; 16],
+    /// Chunks a scheduling pass issues to one drive of a Zone Append segment go out as one
+    /// Zone Append (`engine::append_batch`). Off: one Zone Append per chunk, as the paper's
+    /// ZapRAID, which the experiments reproduce (Exp#1-#10); arrays the CLI formats merge.
+    /// Nothing on the drives depends on it.
+    pub merge_appends: bool,
 }
 
 /// How much of the L2P table stays in memory.

@@ -193,14 +193,15 @@ impl CpuCosts {
     }
 
     /// The most writes of `blocks` blocks per second one core handles on a level of
-    /// `shape` (k data, m parity chunks per stripe) with chunks of `chunk_blocks`: each
-    /// costs at least its request and the completions of its blocks and their parity,
-    /// b (k + m) / k blocks, in commands of at most a chunk (the engine writes a chunk per
-    /// command; small writes share a chunk's command). The ceiling the simulated engine
-    /// core puts on an array; headers, footers and garbage collection only add to the cost.
-    pub fn max_writes_per_s(&self, blocks: u64, chunk_blocks: u64, (k, m): (usize, usize)) -> f64 {
+    /// `shape` (k data, m parity chunks per stripe) whose drive commands carry at most
+    /// `command_blocks` blocks: each write costs at least its request and the completions
+    /// of its blocks and their parity, b (k + m) / k blocks, in commands as large as they
+    /// come (a Zone Write carries a chunk; Zone Appends carry as many chunks as the drive
+    /// takes, `drive_command::chunks_per_append`). The ceiling the simulated engine core
+    /// puts on an array; headers, footers and garbage collection only add to the cost.
+    pub fn max_writes_per_s(&self, blocks: u64, command_blocks: u64, (k, m): (usize, usize)) -> f64 {
         let completion_blocks = blocks as f64 * (k + m) as f64 / k.max(1) as f64;
-        let commands = completion_blocks / chunk_blocks.max(1) as f64;
+        let commands = completion_blocks / command_blocks.max(1) as f64;
         let ns = self.write_request.ns(blocks) as f64
             + commands * self.write_completion.fixed_ns as f64
             + completion_blocks * self.write_completion.per_block_ns as f64;

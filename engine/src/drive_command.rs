@@ -1,7 +1,7 @@
 //! What the state machines (the engine, recovery) ask of the drives: one command for one
 //! drive, handed to the driver that owns the drives (the simulator, the io_uring driver).
 
-use zapraid_zns::{Command, Tag};
+use zapraid_zns::{Command, Geometry, Tag};
 
 /// A command for one drive of the array.
 #[derive(Debug)]
@@ -12,4 +12,13 @@ pub struct DriveCommand {
     /// Modelled engine CPU time spent before this command could be issued (stripe table
     /// lookups); the simulator holds the command back this long. 0 for most commands.
     pub delay_ns: u64,
+}
+
+/// The most chunks of `chunk_blocks` blocks one Zone Append carries on drives of
+/// `geometry`: what the drive takes in one Zone Append (ZASL) and one transfer (MDTS), at
+/// least one chunk. The engine merges a scheduling pass's chunks for a drive up to this
+/// (`engine::append_batch`).
+pub fn chunks_per_append(geometry: &Geometry, chunk_blocks: u64) -> u64 {
+    let command_blocks = geometry.zone_append_max_blocks.min(geometry.max_transfer_blocks);
+    (u64::from(command_blocks) / chunk_blocks.max(1)).max(1)
 }

@@ -292,6 +292,7 @@ fn run_open(
         logical_blocks,
         array_uuid: [5; 16],
         lookup_ps_per_entry: 0,
+        merge_appends: true,
         l2p: zapraid_engine::L2pConfig::default(),
     };
     let what = format!(

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use zapraid_engine::{Engine, Mode, RaidLevel, Request};
-use zapraid_zns::{Command, Completion, Done, Error as DriveError};
+use zapraid_zns::{Command, Completion, Done, Error as DriveError, Geometry};
 
 mod common;
 
@@ -44,7 +44,11 @@ fn complete(tag: u64, command: Command, pointers: &mut HashMap<(usize, u64), u64
 #[test]
 fn a_write_whose_other_stripe_failed_is_answered_once_and_its_last_stripe_lands_quietly() {
     let config = common::config(RaidLevel::Raid5 { drives: 4 }, Mode::ZapRaid { group_size: 4 }, 1, 60);
-    let mut engine = Engine::format(common::geometry(12, 8, 10), config).unwrap();
+    // Zone Appends of one block: each one-block chunk goes alone (`append_batch` merges
+    // a pass's chunks per drive up to this limit), so one stripe's chunks can fail while
+    // the other's are still in flight.
+    let geometry = Geometry { zone_append_max_blocks: 1, ..common::geometry(12, 8, 10) };
+    let mut engine = Engine::format(geometry, config).unwrap();
     // Six blocks: two full stripes of three data chunks of one block.
     engine.submit(1, Request::Write { lba: 0, data: vec![5u8; 6 * BLOCK] }, 0);
     let mut pointers = HashMap::new();

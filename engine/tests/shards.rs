@@ -13,7 +13,9 @@ use rand_chacha::ChaCha8Rng;
 use zapraid_engine::cpu_cost::CpuCosts;
 use zapraid_engine::format::CheckpointImage;
 use zapraid_engine::sim_shards::ShardedSimulator;
-use zapraid_engine::{Config, L2pConfig, Mode, RaidLevel, Request, Response, SegmentPlan, Simulator};
+use zapraid_engine::{
+    chunks_per_append, Config, L2pConfig, Mode, RaidLevel, Request, Response, SegmentPlan, Simulator,
+};
 use zapraid_zns::{Geometry, TimingParams};
 
 use common::BLOCK;
@@ -426,7 +428,9 @@ fn write_heavy(shards: u32) -> (u64, Vec<u64>) {
 /// never faster than S cores allow (`CpuCosts::max_writes_per_s`).
 #[test]
 fn shards_cores_bound_a_write_heavy_run() {
-    let ceiling = CpuCosts::calibrated(LEVEL).max_writes_per_s(1, 1, LEVEL.shape());
+    // One-block chunks, merged into Zone Appends as large as the drives take.
+    let command_blocks = chunks_per_append(&common::geometry(WRITE_HEAVY_ZONES, 16, 20), 1);
+    let ceiling = CpuCosts::calibrated(LEVEL).max_writes_per_s(1, command_blocks, LEVEL.shape());
     let (one_ns, _) = write_heavy(1);
     for shards in [1, 2, 4] {
         let (elapsed_ns, busy_ns) = write_heavy(shards);

@@ -115,6 +115,8 @@ pub fn config(mode: Mode, chunk_bytes: u64, logical_blocks: u64) -> Config {
         logical_blocks,
         array_uuid: [0x2a; 16],
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
+        // The paper's ZapRAID: one Zone Append per chunk (`Config::merge_appends`).
+        merge_appends: false,
         l2p: zapraid_engine::L2pConfig::default(),
     }
 }

@@ -24,6 +24,7 @@ fn simulator_of(geometry: Geometry) -> Simulator {
         logical_blocks: 1,
         array_uuid: [7; 16],
         lookup_ps_per_entry: 0,
+        merge_appends: true,
         l2p: zapraid_engine::L2pConfig::default(),
     };
     let capacity =

@@ -19,7 +19,7 @@ impl Engine {
                 }
                 self.seg_mut(segment).header_pending -= 1;
             }
-            Op::Chunk { .. } => unreachable!("chunk completions go to chunk_done"),
+            Op::Chunk { .. } | Op::Chunks { .. } => unreachable!("chunk completions go to chunk_done"),
             Op::Footer { segment, drive, next_block, place: place @ FooterPlace::Stop { blocks, .. } } => {
                 self.zone_write_done(drive, segment);
                 if completion.result.is_err() {

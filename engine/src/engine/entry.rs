@@ -109,6 +109,7 @@ impl Engine {
             commands: VecDeque::new(),
             responses: VecDeque::new(),
             zone_writes: HashMap::default(),
+            append_batches: std::iter::repeat_with(Default::default).take(n).collect(),
         })
     }
 
@@ -288,6 +289,7 @@ impl Engine {
         };
         let progress = match op {
             Op::Chunk { stripe, drive } => self.chunk_done(stripe, drive, completion),
+            Op::Chunks { stripes, drive } => self.chunks_done(stripes, drive, completion),
             Op::Read { read, block, physical } => {
                 self.seg_mut(physical.zone).commands_in_flight -= 1;
                 self.read_done(read, block, physical, completion)

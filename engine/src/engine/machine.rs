@@ -21,7 +21,7 @@ use super::state::scrub::ScrubReport;
 use super::state::segment::{FooterPlace, Segment};
 use super::state::stop::StopState;
 use super::state::stripe::{OpenStripe, Stripe};
-use super::state::{checkpoints, flush, mapping, pace, rebuild, repair, scrub, stripe, tags};
+use super::state::{append, checkpoints, flush, mapping, pace, rebuild, repair, scrub, stripe, tags};
 
 /// Chunk classes (`hybrid::ChunkClass`): per-class state is indexed by `ChunkClass::index`.
 pub(super) const CLASSES: usize = 2;
@@ -32,6 +32,12 @@ pub(super) enum Op {
     },
     Chunk {
         stripe: u64,
+        drive: usize,
+    },
+    /// One Zone Append of consecutive stripes' chunks for `drive` (`append_batch`): the
+    /// chunk of `stripes[i]` is the command's chunk `i`.
+    Chunks {
+        stripes: Vec<u64>,
         drive: usize,
     },
     Footer {
@@ -158,4 +164,6 @@ pub struct Engine {
     pub(super) responses: VecDeque<Response>,
     /// Per drive and zone with a Zone Write in flight, the ones waiting behind it.
     pub(super) zone_writes: HashMap<(usize, u32), VecDeque<(Tag, Command)>>,
+    /// Per drive, the chunk appends a scheduling pass gathered (`append_batch`).
+    pub(super) append_batches: Vec<append::AppendBatch>,
 }

@@ -44,6 +44,7 @@
 //! chunk of its stripes is persisted; only then does the L2P table change, newest timestamp
 //! winning.
 
+mod append_batch;
 mod checkpoint;
 mod checkpoint_base;
 mod completion;

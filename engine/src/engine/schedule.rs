@@ -110,6 +110,7 @@ impl Engine {
                 break;
             }
         }
+        debug_assert!(self.appends_flushed(), "every chunk a pass gathered went out");
     }
 
     /// Moves queued stripes into open segments while they have room (relocated stripes
@@ -134,6 +135,7 @@ impl Engine {
                 break;
             }
         }
+        self.flush_appends();
         if self.maybe_start_gc() {
             self.pump();
         }
@@ -310,16 +312,10 @@ impl Engine {
                 continue;
             }
             pending += 1;
-            let op = Op::Chunk { stripe: number, drive };
             if layout.uses_append() {
-                let tag = self.new_tag(op);
-                self.commands.push_back(DriveCommand {
-                    drive,
-                    tag,
-                    command: Command::Append { zone_start_lba: zone_start, data, metadata },
-                    delay_ns: 0,
-                });
+                self.batch_append(seg_index, drive, number, ChunkBuffers { data, metadata });
             } else {
+                let op = Op::Chunk { stripe: number, drive };
                 let lba = zone_start + layout.data_start_blocks() + stripe_number * layout.chunk_blocks;
                 self.zone_write(drive, zone, op, Command::Write { lba, data, metadata });
             }
@@ -416,11 +412,12 @@ impl Engine {
         let Completion { result, data, metadata, .. } = completion;
         self.buffers.give(data);
         self.buffers.give(metadata);
-        let landed_at = match result {
-            Ok(Done::Written { lba, .. }) => Some(lba),
-            Ok(other) => unreachable!("a chunk write completed as {other:?}"),
-            Err(_) => None,
-        };
+        self.chunk_landed(number, drive, landed_at(result))
+    }
+
+    /// Stripe `number`'s chunk on `drive` landed at `landed_at`, or failed (`None`).
+    /// Whether it can have made anything else possible (`chunk_done`).
+    pub(super) fn chunk_landed(&mut self, number: u64, drive: usize, landed_at: Option<u64>) -> bool {
         // One lookup of the stripe for the whole completion (fields apart, not `seg_mut`).
         // Stripes in flight belong to an open segment (a segment seals only when its last
         // group is persisted).
@@ -572,5 +569,14 @@ impl Engine {
             self.flushes.pop_front();
             self.responses.push_back(Response::new(id, Ok(Vec::new())));
         }
+    }
+}
+
+/// Where a chunk write's completion says its first block landed; `None`: it failed.
+pub(super) fn landed_at(result: zapraid_zns::Result<Done>) -> Option<u64> {
+    match result {
+        Ok(Done::Written { lba, .. }) => Some(lba),
+        Ok(other) => unreachable!("a chunk write completed as {other:?}"),
+        Err(_) => None,
     }
 }

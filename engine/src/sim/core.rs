@@ -152,6 +152,7 @@ mod tests {
             logical_blocks: 256,
             array_uuid: [3; 16],
             lookup_ps_per_entry: 0,
+            merge_appends: true,
             l2p: crate::engine::L2pConfig::default(),
         }
     }

@@ -51,6 +51,7 @@ pub fn config(
         logical_blocks,
         array_uuid: [7; 16],
         lookup_ps_per_entry: 0,
+        merge_appends: true,
         l2p: zapraid_engine::L2pConfig::default(),
     }
 }

@@ -13,8 +13,10 @@
 //! - `stop`: where a clean stop stands;
 //! - `mapping`: requests waiting for L2P pages, page reads, pages rebuilt from the log;
 //! - `checkpoints`: running checkpoints and the base incremental ones build on;
-//! - `flush`: outstanding writes, for flushes; `tags`: the tags of commands in flight.
+//! - `flush`: outstanding writes, for flushes; `tags`: the tags of commands in flight;
+//! - `append`: chunk appends gathered in a scheduling pass, to go out merged per drive.
 
+pub(super) mod append;
 pub(super) mod checkpoints;
 pub(super) mod flush;
 pub(super) mod mapping;

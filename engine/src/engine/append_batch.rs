@@ -1,0 +1,104 @@
+//! Merged chunk appends: the chunks one scheduling pass issues into a Zone Append segment
+//! go out as one Zone Append per drive, not one per chunk (a 1 MiB write in 4 KiB chunks
+//! is then a few commands per drive, not 85).
+//!
+//! Why this is allowed: a stripe puts one chunk on each drive, and every stripe of a group
+//! lands inside the group's region (`schedule`), wherever the drive appends it; a chunk
+//! of a merged command lands where the command's first block landed plus its index times
+//! the chunk size, and the compact stripe table records it as it would a chunk appended
+//! alone. Recovery reads each block's stripe id from its metadata, never the command it
+//! came in.
+//!
+//! A command holds at most what the drive takes in one Zone Append (ZASL) and one
+//! transfer (MDTS). A merged command's data is one buffer the chunks are copied into (the
+//! copy is cheaper than a command); it is not pooled, its length varying with the batch.
+//! A merged command that fails fails each of its chunks, as the commands alone would.
+//! `Config::merge_appends` off: one chunk per command, the paper's ZapRAID.
+//!
+//! Invariants: batches are empty between events (`flush_appends` runs at the end of every
+//! scheduling pass that issued stripes); a batch never holds two chunks of one stripe.
+
+use zapraid_zns::{Command, Completion};
+
+use crate::drive_command::{chunks_per_append, DriveCommand};
+
+use super::machine::{Engine, Op};
+use super::schedule::landed_at;
+use super::state::stripe::ChunkBuffers;
+
+impl Engine {
+    /// Stripe `number`'s chunk for `drive` in the Zone Append segment `seg_index` waits
+    /// for the end of the pass; a batch of another segment, or a full one, goes first.
+    pub(super) fn batch_append(&mut self, seg_index: u32, drive: usize, number: u64, chunk: ChunkBuffers) {
+        let limit = match self.config.merge_appends {
+            true => chunks_per_append(&self.geometry, self.seg(seg_index).layout.chunk_blocks) as usize,
+            false => 1,
+        };
+        let batch = &self.append_batches[drive];
+        if batch.segment.is_some_and(|s| s != seg_index) || batch.stripes.len() >= limit {
+            self.flush_append(drive);
+        }
+        let batch = &mut self.append_batches[drive];
+        debug_assert!(!batch.stripes.contains(&number), "one chunk per stripe and drive");
+        batch.segment = Some(seg_index);
+        batch.stripes.push(number);
+        batch.chunks.push(chunk);
+    }
+
+    /// Sends every drive's batch.
+    pub(super) fn flush_appends(&mut self) {
+        for drive in 0..self.append_batches.len() {
+            self.flush_append(drive);
+        }
+    }
+
+    pub(super) fn appends_flushed(&self) -> bool {
+        self.append_batches.iter().all(|b| b.is_empty())
+    }
+
+    fn flush_append(&mut self, drive: usize) {
+        let batch = &mut self.append_batches[drive];
+        let Some(seg_index) = batch.segment.take() else { return };
+        let zone_start_lba = self.geometry.zone_start_lba(self.seg(seg_index).zone);
+        let batch = &mut self.append_batches[drive];
+        let (op, data, metadata) = if batch.stripes.len() == 1 {
+            let stripe = batch.stripes.pop().expect("one stripe");
+            let ChunkBuffers { data, metadata } = batch.chunks.pop().expect("one chunk per stripe");
+            (Op::Chunk { stripe, drive }, data, metadata)
+        } else {
+            let data_bytes = batch.chunks.iter().map(|c| c.data.len()).sum();
+            let metadata_bytes = batch.chunks.iter().map(|c| c.metadata.len()).sum();
+            let (mut data, mut metadata) = (Vec::with_capacity(data_bytes), Vec::with_capacity(metadata_bytes));
+            let capacity = batch.stripes.capacity();
+            let stripes = std::mem::replace(&mut batch.stripes, Vec::with_capacity(capacity));
+            let mut chunks = std::mem::take(&mut batch.chunks);
+            for chunk in chunks.drain(..) {
+                data.extend_from_slice(&chunk.data);
+                metadata.extend_from_slice(&chunk.metadata);
+                self.buffers.give(chunk.data);
+                self.buffers.give(chunk.metadata);
+            }
+            self.append_batches[drive].chunks = chunks;
+            (Op::Chunks { stripes, drive }, data, metadata)
+        };
+        let tag = self.new_tag(op);
+        let command = Command::Append { zone_start_lba, data, metadata };
+        self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+    }
+
+    /// A merged Zone Append completed: each of its chunks landed (or failed) as it would
+    /// have alone. Whether anything else can have become possible (`chunk_done`).
+    pub(super) fn chunks_done(&mut self, stripes: Vec<u64>, drive: usize, completion: Completion) -> bool {
+        debug_assert!(stripes.len() > 1, "a single chunk goes as Op::Chunk");
+        let Completion { result, .. } = completion;
+        let landed = landed_at(result);
+        let first = *stripes.first().expect("a merged append holds chunks");
+        let seg_index = self.stripes[&first].segment.expect("a stripe in flight was issued into a segment");
+        let chunk_blocks = self.seg(seg_index).layout.chunk_blocks;
+        let mut progress = false;
+        for (i, number) in stripes.into_iter().enumerate() {
+            progress |= self.chunk_landed(number, drive, landed.map(|lba| lba + i as u64 * chunk_blocks));
+        }
+        progress
+    }
+}
