@@ -52,6 +52,27 @@ impl BufferPool {
 
     /// Takes back a buffer no longer needed; kept for reuse while the pool has room for
     /// its length, freed otherwise.
+    /// One data and one metadata buffer holding `parts`' in order, for a command of
+    /// several chunks (`data_bytes`, `metadata_bytes`: their sums); the parts' buffers
+    /// come back to the pool. The joined ones are allocated, not taken: their length
+    /// varies with the parts, and they are dropped, not given back, when done.
+    pub(crate) fn join(
+        &mut self,
+        parts: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>,
+        data_bytes: usize,
+        metadata_bytes: usize,
+    ) -> (Vec<u8>, Vec<u8>) {
+        let (mut data, mut metadata) = (Vec::with_capacity(data_bytes), Vec::with_capacity(metadata_bytes));
+        for (part_data, part_metadata) in parts {
+            data.extend_from_slice(&part_data);
+            metadata.extend_from_slice(&part_metadata);
+            self.give(part_data);
+            self.give(part_metadata);
+        }
+        debug_assert_eq!((data.len(), metadata.len()), (data_bytes, metadata_bytes), "the sums given");
+        (data, metadata)
+    }
+
     pub(crate) fn give(&mut self, buffer: Vec<u8>) {
         let len = buffer.len();
         // A buffer cut down from a larger one (a frontend's) would keep its capacity

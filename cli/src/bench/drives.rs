@@ -34,8 +34,9 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<()> {
     );
     say!(
         out,
-        "write bound: what the new drive receives over its Zone Write bandwidth for chunk-sized writes in the \
-         timing model, one zone at QD 1 (how the rebuild writes) and the best of 1-8 open zones\n"
+        "write bound: what the new drive receives over its Zone Write bandwidth in the timing model for writes of \
+         the rebuild's size (consecutive chunks, up to a transfer), one zone at QD 1 (how the rebuild writes) and \
+         the best of 1-8 open zones\n"
     );
     say!(
         out,
@@ -138,10 +139,13 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<()> {
             .find(|(_, p)| p.chunk_bytes == chunk)
             .map(|(_, p)| (p.one_zone_write_mib_per_s, p.drive_write_mib_per_s))
             .expect("measured");
+        let write_bytes = zapraid_experiments::rebuild::rebuild_write_bytes(&zapraid_zns::Geometry::zn540(), chunk);
         say!(
             out,
-            "  timing model, {:>2} KiB Zone Writes at QD 1: {one_zone:>7.1} MiB/s on one zone, {drive:>7.1} MiB/s with the best of 1-8 open zones",
-            chunk / 1024
+            "  timing model, {:>2} KiB chunks, the rebuild's {} KiB Zone Writes at QD 1: {one_zone:>7.1} MiB/s on one zone, \
+             {drive:>7.1} MiB/s with the best of 1-8 open zones",
+            chunk / 1024,
+            write_bytes / 1024
         );
     }
     out.figure(rebuild_figure(&rows));

@@ -8,10 +8,11 @@
 //! segments (a segment open when the rebuild starts is reclaimed by garbage collection
 //! rather than rebuilt), on the recovery measurements' 62 MiB zones so that such sizes
 //! make many segments; the figures are given per 100 GiB of data written. Beside them:
-//! the bound the new drive's write bandwidth sets, its Zone Write bandwidth for chunk-sized
-//! writes measured on the same timing model (`zapraid_zns::calibrate`), one zone at queue
-//! depth 1 (how the rebuild writes: a segment at a time, in order) and the best of 1 to 8
-//! open zones (the drive's ceiling).
+//! the bound the new drive's write bandwidth sets, its Zone Write bandwidth for writes of
+//! the rebuild's size (consecutive chunks up to a transfer: `rebuild_write_bytes`, 128 KiB
+//! on the ZN540) measured on the same timing model (`zapraid_zns::calibrate`), one zone at
+//! queue depth 1 (how the rebuild writes: a segment at a time, in order) and the best of 1
+//! to 8 open zones (the drive's ceiling).
 
 use zapraid_zns::calibrate::{measure, Workload, WriteKind, MAX_OPEN_ZONES, REQUESTS_PER_POINT};
 use zapraid_zns::{Geometry, TimingParams};
@@ -71,8 +72,9 @@ pub struct RebuildPoint {
     pub new_drive_bytes: u64,
     /// Virtual time from the replacement until the last segment was rebuilt.
     pub rebuild_s: f64,
-    /// The new drive's Zone Write bandwidth for chunk-sized writes in the timing model:
-    /// one zone at queue depth 1, and the best of 1 to `MAX_OPEN_ZONES` open zones.
+    /// The new drive's Zone Write bandwidth for writes of the rebuild's size
+    /// (`rebuild_write_bytes`) in the timing model: one zone at queue depth 1, and the
+    /// best of 1 to `MAX_OPEN_ZONES` open zones.
     pub one_zone_write_mib_per_s: f64,
     pub drive_write_mib_per_s: f64,
 }
@@ -120,7 +122,18 @@ pub fn rebuild_point(
     seed: u64,
     progress: impl FnMut(Progress),
 ) -> Result<RebuildPoint> {
-    Ok(rebuild_on(recovery_zones(), mode, chunk_bytes, sealed_segments, seed, progress)?.0)
+    Ok(rebuild_on(rebuild_zones(), mode, chunk_bytes, sealed_segments, seed, progress)?.0)
+}
+
+/// The recovery measurements' zones with the ZN540's transfer limits: the rebuild writes
+/// as much as one transfer takes, so a larger limit than the drive's would flatter it.
+fn rebuild_zones() -> Geometry {
+    let zn540 = Geometry::zn540();
+    Geometry {
+        max_transfer_blocks: zn540.max_transfer_blocks,
+        zone_append_max_blocks: zn540.zone_append_max_blocks,
+        ..recovery_zones()
+    }
 }
 
 /// The content of logical block `lba` in the fill: its address and the seed, repeated,
@@ -201,7 +214,10 @@ fn rebuild_on(
     if sim.engine.status().rebuilds_completed != 1 {
         return Err(stalled("was given up"));
     }
-    let (one_zone_write_mib_per_s, drive_write_mib_per_s) = zone_write_bandwidth(chunk_bytes, seed)?;
+    // Measured on the ZN540's timing model, which takes no more than its own transfer.
+    let zn540_transfer_bytes = u64::from(Geometry::zn540().max_transfer_blocks) * block;
+    let write_bytes = rebuild_write_bytes(&zones, chunk_bytes).min(zn540_transfer_bytes.max(chunk_bytes));
+    let (one_zone_write_mib_per_s, drive_write_mib_per_s) = zone_write_bandwidth(write_bytes, seed)?;
     let point = RebuildPoint {
         chunk_bytes,
         data_bytes,
@@ -216,6 +232,14 @@ fn rebuild_on(
 
 /// The ZN540 timing model's Zone Write bandwidth (MiB/s) for `request_bytes` writes at
 /// queue depth 1 per zone: on one zone, and the best of 1 to `MAX_OPEN_ZONES` zones.
+/// The largest write a rebuild makes of chunks of `chunk_bytes` on drives of `geometry`:
+/// as many consecutive chunks as one transfer takes (`engine::rebuild`), at least one.
+pub fn rebuild_write_bytes(geometry: &Geometry, chunk_bytes: u64) -> u64 {
+    let chunk_blocks = (chunk_bytes / u64::from(geometry.block_size_bytes)).max(1);
+    let chunks = (u64::from(geometry.max_transfer_blocks) / chunk_blocks).max(1);
+    chunks * chunk_bytes
+}
+
 pub fn zone_write_bandwidth(request_bytes: u64, seed: u64) -> Result<(f64, f64)> {
     let device = |error| Error::Device { drive: FAILED_DRIVE, error };
     let request_bytes = u32::try_from(request_bytes)

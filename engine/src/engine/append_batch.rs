@@ -68,16 +68,11 @@ impl Engine {
         } else {
             let data_bytes = batch.chunks.iter().map(|c| c.data.len()).sum();
             let metadata_bytes = batch.chunks.iter().map(|c| c.metadata.len()).sum();
-            let (mut data, mut metadata) = (Vec::with_capacity(data_bytes), Vec::with_capacity(metadata_bytes));
             let capacity = batch.stripes.capacity();
             let stripes = std::mem::replace(&mut batch.stripes, Vec::with_capacity(capacity));
             let mut chunks = std::mem::take(&mut batch.chunks);
-            for chunk in chunks.drain(..) {
-                data.extend_from_slice(&chunk.data);
-                metadata.extend_from_slice(&chunk.metadata);
-                self.buffers.give(chunk.data);
-                self.buffers.give(chunk.metadata);
-            }
+            let parts = chunks.drain(..).map(|c| (c.data, c.metadata));
+            let (data, metadata) = self.buffers.join(parts, data_bytes, metadata_bytes);
             self.append_batches[drive].chunks = chunks;
             (Op::Chunks { stripes, drive }, data, metadata)
         };

@@ -6,7 +6,8 @@
 //! written to the new drive from the start. Each sealed segment in turn: the new drive's
 //! zone is reset (it may hold a part written before a crash), its header is the others'
 //! with its own drive index, then chunk position by position (in order, since a zone takes
-//! writes only at its write pointer) each chunk is reconstructed from the stripe's other
+//! writes only at its write pointer; consecutive chunks go as one write of up to a
+//! transfer, `write_ready_chunks`) each chunk is reconstructed from the stripe's other
 //! chunks (found by static offset, or where the compact stripe table says with Zone
 //! Append), data, parity and the blocks' metadata alike, then the footer (from the
 //! reconstructed metadata), and the zone is finished. Only then does the segment stop being
@@ -19,9 +20,9 @@
 //! region, with a stop footer).
 //!
 //! With a rate limit (`set_rebuild_rate`), every write to the new drive first takes its
-//! bytes from a token bucket (`pace`): the header before the segment is started, each chunk
-//! before it is written (the reads stay within `REBUILD_WINDOW_CHUNKS` of the writes, so
-//! they are paced too), the footer piece by piece.
+//! bytes from a token bucket (`pace`): the header before the segment is started, each write
+//! of chunks before it goes out (the reads stay within a window of the writes, so they are
+//! paced too), the footer piece by piece.
 //!
 //! Invariants: the rebuild does not end over a segment it could not write to the drive and
 //! garbage collection could not reclaim (`ending`); a segment being rebuilt is never chosen
@@ -268,30 +269,43 @@ impl Engine {
         self.commands.push_back(DriveCommand { drive: source, tag, command, delay_ns: 0 });
     }
 
-    /// Reads the stripes of the next chunk positions, up to the window.
+    /// Reads the stripes of the next chunk positions, up to the window. A source drive's
+    /// chunks of consecutive positions that lie next to each other on it go as one read of
+    /// up to a transfer (`chunks_per_command`); reads wait for room for a whole one while
+    /// others are under way.
     fn issue_rebuild_reads(&mut self) {
         let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let z = self.current();
+        if z.step != Step::Chunks {
+            return;
+        }
+        let zone = z.zone;
+        let layout = self.seg(zone).layout;
+        let per_read = self.chunks_per_command(layout.chunk_blocks);
+        // At least two commands' worth ahead: one being written, the next being read.
+        let window = REBUILD_WINDOW_CHUNKS.max(2 * per_read);
+        let z = self.current();
+        let room = (z.next_write + window).saturating_sub(z.next_read);
+        let left = layout.stripes.saturating_sub(z.next_read);
+        if room < per_read.min(left) && !z.reading.is_empty() {
+            return;
+        }
+        // Per source drive, the run of chunks being gathered: (first position, its place
+        // on the drive, chunks).
+        let mut runs: Vec<Option<(u64, u64, u64)>> = vec![None; layout.drives()];
         loop {
             let z = self.current();
-            if z.step != Step::Chunks {
-                return;
+            let position = z.next_read;
+            if position >= layout.stripes || position >= z.next_write + window {
+                break;
             }
-            let (zone, position) = (z.zone, z.next_read);
-            let in_window = position < z.next_write + REBUILD_WINDOW_CHUNKS;
-            let layout = self.seg(zone).layout;
-            if position >= layout.stripes || !in_window {
-                return;
-            }
-            self.current().next_read += 1;
+            z.next_read += 1;
             let places = self.stripe_places(zone, drive, position);
             let enough = places.as_ref().is_some_and(|p| p.others.len() >= layout.data_chunks);
             let Some(places) = places.filter(|_| enough && layout.parity_chunks > 0) else {
                 self.unrecoverable_chunk(zone, position);
                 continue;
             };
-            let cb = layout.chunk_blocks as usize;
-            let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-            let zone_start = self.geometry.zone_start_lba(zone) + layout.data_start_blocks();
             let sources = ChunkSources {
                 stripe_number: places.stripe_number,
                 shards: (0..layout.drives()).map(|_| None).collect(),
@@ -299,9 +313,69 @@ impl Engine {
             };
             self.current().reading.insert(position, sources);
             for (source, at) in places.others {
-                let lba = zone_start + at * cb as u64;
-                let command = Command::Read { lba, data: vec![0; cb * bs], metadata: vec![0; cb * ms] };
-                self.rebuild_command(zone, source, RebuildOp::Read { position, source }, command);
+                match &mut runs[source] {
+                    Some((first, first_at, chunks))
+                        if *first + *chunks == position && *first_at + *chunks == at && *chunks < per_read =>
+                    {
+                        *chunks += 1
+                    }
+                    run => {
+                        if let Some(done) = run.replace((position, at, 1)) {
+                            self.read_run(zone, source, done);
+                        }
+                    }
+                }
+            }
+        }
+        for (source, run) in runs.into_iter().enumerate() {
+            if let Some(run) = run {
+                self.read_run(zone, source, run);
+            }
+        }
+    }
+
+    /// Reads `chunks` chunks from `source`, of the positions from `position` on, which lie
+    /// next to each other on it from place `at`.
+    fn read_run(&mut self, zone: u32, source: usize, (position, at, chunks): (u64, u64, u64)) {
+        let layout = self.seg(zone).layout;
+        let blocks = (chunks * layout.chunk_blocks) as usize;
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + at * layout.chunk_blocks;
+        let command = Command::Read { lba, data: vec![0; blocks * bs], metadata: vec![0; blocks * ms] };
+        self.rebuild_command(zone, source, RebuildOp::Read { position, source, chunks }, command);
+    }
+
+    /// A read of `source`'s chunks of the positions from `position` on completed: each one
+    /// intact goes to its stripe's sources, and a stripe with every source read is
+    /// reconstructed.
+    fn rebuild_read_done(&mut self, zone: u32, position: u64, source: usize, chunks: u64, completion: Completion) {
+        let cb = self.seg(zone).layout.chunk_blocks as usize;
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let (chunk_bytes, chunk_meta_bytes) = (cb * bs, cb * ms);
+        let Completion { result, mut data, mut metadata, .. } = completion;
+        // What a drive returns is checked, never trusted: a short buffer is no chunk.
+        let whole = result.is_ok()
+            && data.len() == chunks as usize * chunk_bytes
+            && metadata.len() == chunks as usize * chunk_meta_bytes;
+        for i in 0..chunks {
+            let p = position + i;
+            let Some(sources) = self.current().reading.get_mut(&p) else { continue };
+            sources.pending -= 1;
+            let chunk = match (whole, chunks) {
+                (false, _) => None,
+                (true, 1) => Some((std::mem::take(&mut data), std::mem::take(&mut metadata))),
+                (true, _) => {
+                    let (from, meta_from) = (i as usize * chunk_bytes, i as usize * chunk_meta_bytes);
+                    let chunk_data = data[from..from + chunk_bytes].to_vec();
+                    Some((chunk_data, metadata[meta_from..meta_from + chunk_meta_bytes].to_vec()))
+                }
+            };
+            if let Some((d, m)) = chunk.filter(|(d, m)| reconstruct::chunk_blocks_decode(d, m, bs, ms)) {
+                sources.shards[source] = Some((d, m));
+            }
+            if sources.pending == 0 {
+                let sources = self.current().reading.remove(&p).expect("being read");
+                self.reconstruct_chunk(zone, p, sources);
             }
         }
     }
@@ -330,7 +404,11 @@ impl Engine {
         z.ready.insert(position, (vec![0; cb * bs], vec![0; cb * ms]));
     }
 
-    /// Writes reconstructed chunks in position order, then the footer.
+    /// Writes reconstructed chunks in position order, then the footer. Consecutive ready
+    /// chunks go as one Zone Write of up to a transfer (`chunks_per_command`): the zone
+    /// takes one write at a time, so while one is in flight the next waits until it is
+    /// full (or reaches the segment's last chunk), and the one after it carries what came
+    /// meanwhile.
     fn write_ready_chunks(&mut self) {
         let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
         loop {
@@ -338,19 +416,32 @@ impl Engine {
             if z.step != Step::Chunks {
                 return;
             }
-            let (zone, position) = (z.zone, z.next_write);
-            if !z.ready.contains_key(&position) {
+            let (zone, first) = (z.zone, z.next_write);
+            let layout = self.seg(zone).layout;
+            let per_write = self.chunks_per_command(layout.chunk_blocks);
+            let z = self.current();
+            let run = (first..layout.stripes).take(per_write as usize).take_while(|p| z.ready.contains_key(p)).count();
+            let run = run as u64;
+            let ends_segment = first + run == layout.stripes;
+            if run == 0 || (z.writes_in_flight > 0 && run < per_write && !ends_segment) {
                 break;
             }
-            let layout = self.seg(zone).layout;
-            if !self.rebuild_pace.take(layout.chunk_blocks * self.block_bytes() as u64, self.now_ns) {
+            let blocks = run * layout.chunk_blocks;
+            if !self.rebuild_pace.take(blocks * self.block_bytes() as u64, self.now_ns) {
                 break;
             }
             let z = self.current();
-            let (data, metadata) = z.ready.remove(&position).expect("ready");
-            z.next_write += 1;
-            let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + position * layout.chunk_blocks;
-            self.rebuild_write(zone, drive, layout.chunk_blocks, lba, data, metadata);
+            let parts: Vec<_> = (first..first + run).map(|p| z.ready.remove(&p).expect("ready")).collect();
+            z.next_write += run;
+            let (data, metadata) = match run {
+                1 => parts.into_iter().next().expect("one chunk"),
+                _ => {
+                    let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+                    self.buffers.join(parts, blocks as usize * bs, blocks as usize * ms)
+                }
+            };
+            let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + first * layout.chunk_blocks;
+            self.rebuild_write(zone, drive, blocks, lba, data, metadata);
         }
         let z = self.current();
         let zone = z.zone;
@@ -388,6 +479,12 @@ impl Engine {
             self.current().footer_next = first + blocks;
         }
         self.current().footer = footer;
+    }
+
+    /// Chunks of `chunk_blocks` one rebuild read or write carries at most: a transfer's
+    /// worth.
+    fn chunks_per_command(&self, chunk_blocks: u64) -> u64 {
+        (u64::from(self.geometry.max_transfer_blocks) / chunk_blocks.max(1)).max(1)
     }
 
     fn rebuild_write(&mut self, zone: u32, drive: usize, blocks: u64, lba: u64, data: Vec<u8>, metadata: Vec<u8>) {
@@ -441,23 +538,8 @@ impl Engine {
                 self.rebuild_write(zone, drive, layout.chunk_blocks, lba, data, metadata);
                 self.current().step = Step::Chunks;
             }
-            RebuildOp::Read { position, source } => {
-                let intact = completion.result.is_ok()
-                    && reconstruct::chunk_blocks_decode(
-                        &completion.data,
-                        &completion.metadata,
-                        self.block_bytes(),
-                        self.meta_bytes(),
-                    );
-                let Some(sources) = self.current().reading.get_mut(&position) else { return };
-                sources.pending -= 1;
-                if intact {
-                    sources.shards[source] = Some((completion.data, completion.metadata));
-                }
-                if sources.pending == 0 {
-                    let sources = self.current().reading.remove(&position).expect("being read");
-                    self.reconstruct_chunk(zone, position, sources);
-                }
+            RebuildOp::Read { position, source, chunks } => {
+                self.rebuild_read_done(zone, position, source, chunks, completion);
             }
             RebuildOp::Write { blocks } => {
                 self.current().writes_in_flight -= 1;

@@ -77,9 +77,11 @@ pub(in crate::engine) struct ChunkSources {
 pub(in crate::engine) enum RebuildOp {
     Reset,
     Header,
+    /// `chunks` chunks of `source`, of the positions from `position` on.
     Read {
         position: u64,
         source: usize,
+        chunks: u64,
     },
     Write {
         blocks: u64,
