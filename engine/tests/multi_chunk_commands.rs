@@ -1,12 +1,15 @@
-//! Merged chunk appends (`engine::append_batch`): a write of several stripes goes to each
-//! drive as few Zone Appends as the drive's limits allow, not one per chunk; every block
-//! reads back; a merged command that fails fails each of its chunks, which the other
-//! drives then rebuild on read.
+//! Commands of several chunks. Merged chunk appends (`engine::append_batch`): a write of
+//! several stripes goes to each drive as few Zone Appends as the drive's limits allow, not
+//! one per chunk; every block reads back; a merged command that fails fails each of its
+//! chunks, which the other drives then rebuild on read. A drive rebuild (`engine::rebuild`)
+//! reads and writes consecutive chunks in commands of up to a transfer, and every block
+//! reads back from the rebuilt drive.
 //!
 //! Driven by hand over in-memory drives (`zapraid_zns::execute`), so that every command
 //! the engine sends is seen and counted.
 
 use zapraid_engine::{Config, Engine, Mode, RaidLevel, Request, Response};
+use zapraid_zns::Geometry;
 use zapraid_zns::{execute, Command, Completion, EmulatedDrive, Error as DriveError};
 
 mod common;
@@ -24,10 +27,21 @@ fn config(merge_appends: bool) -> Config {
 }
 
 /// Runs every command the engine has for the drives, `fail(drive, command)` saying which
-/// fail instead; each chunk write it sent (Zone Append or Zone Write) in blocks.
+/// fail instead; each Zone Append it sent, (drive, blocks).
 fn run(engine: &mut Engine, drives: &mut [EmulatedDrive], fail: &dyn Fn(usize, &Command) -> bool) -> Vec<(usize, u64)> {
+    run_seeing(engine, drives, fail, &mut |_, _| {})
+}
+
+/// As `run`, showing `seen` every command before it runs.
+fn run_seeing(
+    engine: &mut Engine,
+    drives: &mut [EmulatedDrive],
+    fail: &dyn Fn(usize, &Command) -> bool,
+    seen: &mut dyn FnMut(usize, &Command),
+) -> Vec<(usize, u64)> {
     let mut appends = Vec::new();
     while let Some(c) = engine.poll_command() {
+        seen(c.drive, &c.command);
         if let Command::Append { data, .. } = &c.command {
             appends.push((c.drive, (data.len() / BLOCK) as u64));
         }
@@ -73,7 +87,10 @@ fn read_back(engine: &mut Engine, drives: &mut [EmulatedDrive]) {
 }
 
 fn array(merge_appends: bool) -> (Engine, Vec<EmulatedDrive>) {
-    let geometry = common::geometry(12, 8, 10);
+    array_on(common::geometry(12, 8, 10), merge_appends)
+}
+
+fn array_on(geometry: Geometry, merge_appends: bool) -> (Engine, Vec<EmulatedDrive>) {
     let engine = Engine::format(geometry, config(merge_appends)).unwrap();
     let drives = (0..DRIVES).map(|d| EmulatedDrive::memory(geometry, d as u64).unwrap()).collect();
     (engine, drives)
@@ -113,4 +130,65 @@ fn a_failed_merged_append_fails_each_chunk_and_reads_rebuild_them() {
     assert!(acked, "each stripe lost one chunk of four: the write is acknowledged");
     assert!(engine.is_failed(2), "the drive whose append failed is failed");
     read_back(&mut engine, &mut drives);
+}
+
+/// The blocks of the largest read and the largest Zone Write a rebuild sent the drives.
+#[derive(Default)]
+struct Largest {
+    read_blocks: u64,
+    write_blocks: u64,
+}
+
+#[test]
+fn a_rebuild_reads_and_writes_several_chunks_per_command() {
+    const FAILED: usize = 1;
+    // Zone Writes throughout (the rebuild's chunks are at their stripes' offsets), zones
+    // of 60 blocks: a few sealed segments from a fill of the array.
+    let geometry = common::geometry(12, 8, 10);
+    let base = common::config(RaidLevel::Raid5 { drives: DRIVES }, Mode::ZoneWriteOnly, 1, 120);
+    let mut engine = Engine::format(geometry, Config { merge_appends: true, ..base }).unwrap();
+    let mut drives: Vec<EmulatedDrive> =
+        (0..DRIVES).map(|d| EmulatedDrive::memory(geometry, d as u64).unwrap()).collect();
+    // Every block written three times over: segments sealed full for the rebuild to read.
+    let (fill_blocks, rounds) = (120, 3);
+    for round in 1..=rounds {
+        for lba in 0..fill_blocks {
+            engine.submit(lba, Request::Write { lba, data: common::named_block(lba, round) }, 0);
+            run(&mut engine, &mut drives, &|_, _| false);
+        }
+    }
+    engine.submit(fill_blocks, Request::Flush, 0);
+    run(&mut engine, &mut drives, &|_, _| false);
+    assert!(responses(&mut engine).iter().all(|r| r.result.is_ok()), "the fill is acknowledged");
+    engine.fail_drive(FAILED);
+    drives[FAILED] = EmulatedDrive::memory(geometry, 99).unwrap();
+    engine.rebuild_drive(FAILED).unwrap();
+    let mut largest = Largest::default();
+    let mut seen = |drive: usize, command: &Command| match command {
+        Command::Read { data, .. } if drive != FAILED => {
+            largest.read_blocks = largest.read_blocks.max((data.len() / BLOCK) as u64)
+        }
+        Command::Write { data, .. } if drive == FAILED => {
+            largest.write_blocks = largest.write_blocks.max((data.len() / BLOCK) as u64)
+        }
+        _ => {}
+    };
+    while engine.rebuild_status().is_some() {
+        engine.tick(0);
+        run_seeing(&mut engine, &mut drives, &|_, _| false, &mut seen);
+    }
+    assert_eq!(engine.status().rebuilds_completed, 1, "the rebuild completed");
+    // One-block chunks, and the test drives take 16 blocks per transfer.
+    assert!(largest.read_blocks > 1, "reads of several chunks: the largest was {} blocks", largest.read_blocks);
+    assert!(largest.write_blocks > 1, "writes of several chunks: the largest was {} blocks", largest.write_blocks);
+    assert!(largest.read_blocks.max(largest.write_blocks) <= u64::from(geometry.max_transfer_blocks));
+    // Another drive fails: every block now comes from the rebuilt one or its stripe.
+    engine.fail_drive(3);
+    for lba in 0..fill_blocks {
+        engine.submit(1_000 + lba, Request::Read { lba, blocks: 1 }, 0);
+        run(&mut engine, &mut drives, &|drive, _| drive == 3);
+        let answer = responses(&mut engine).into_iter().find(|r| r.id == 1_000 + lba).expect("answered");
+        let data = answer.result.unwrap_or_else(|e| panic!("block {lba}: {e}"));
+        assert!(data == common::named_block(lba, rounds), "block {lba} reads back after the rebuild");
+    }
 }
