@@ -15,8 +15,10 @@ REBUILD_TIMEOUT=900
 # Each fio pass: a new file, random 4 KiB and 64 KiB direct writes, verified as they go
 # (the backlog) and all again at the end. A new file per pass, so that a stale block of an
 # earlier pass (right offset and checksum, old data) cannot pass for a new one. At 1 MiB/s,
-# to leave the rebuild room: it writes the new drive one 4 KiB chunk at a time (queue
-# depth 1), and under TCG beside unthrottled fio it wrote 0.2-0.3 MiB/s (README).
+# to leave the rebuild room: it writes the new drive one zone at a time (queue depth 1, a
+# few chunks per write), and under TCG beside unthrottled fio it wrote 0.2-0.3 MiB/s when
+# it wrote a chunk per command (README). Printed: the rebuild's MiB/s beside the new
+# drive's own Zone Write MiB/s at queue depth 1, measured before it joins.
 FIO_SIZE_MIB=32
 FIO_OPTS="--ioengine=io_uring --direct=1 --rw=randwrite --bssplit=4k/50:64k/50 --iodepth=16 --size=${FIO_SIZE_MIB}m \
 --rate=1m --verify=crc32c --verify_fatal=1 --output-format=terse --minimal"
@@ -85,6 +87,22 @@ zapraid fail z /dev/ng1n1
 sleep 3
 kill -0 $fio_pid 2>/dev/null || { wait $fio_pid || true; fail "fio ended before the replace"; }
 
+step "the new drive's own Zone Write MiB/s at queue depth 1, before it joins"
+# drive_mib BS: MiB/s of 8 MiB of sequential BS writes to the emptied new drive.
+drive_mib() {
+    zapraid device reset "$NEW" --erase >/dev/null
+    $FIO --name="zw$1" --filename="$NEW" --ioengine=io_uring_cmd --cmd_type=nvme --rw=write --bs="$1" --iodepth=1 \
+        --size=8m --output-format=json > "/tmp/zw$1.json" || fail "fio on $NEW"
+    tr -d '\n' < "/tmp/zw$1.json" | sed 's/.*"write" *: *{[^}]*"bw_bytes" *: *\([0-9]*\).*/\1/' \
+        | awk '{ printf "%.1f", $1 / 1048576 }'
+}
+# The chunk size, and the largest write the rebuild makes on these drives (8 blocks: a
+# passthrough command carries at most 512 B of their 64 B-per-block metadata).
+drive_4k=$(drive_mib 4k)
+drive_32k=$(drive_mib 32k)
+zapraid device reset "$NEW" --erase >/dev/null
+echo "$NEW alone: $drive_4k MiB/s of 4 KiB Zone Writes, $drive_32k MiB/s of 32 KiB"
+
 step "replace drive 1 by $NEW while fio runs"
 zapraid replace z /dev/ng1n1 $NEW || fail "replace"
 replaced_at=$(date +%s)
@@ -111,8 +129,19 @@ while :; do
     fi
     sleep 2
 done
+rebuild_s=$((now - replaced_at))
 zapraid status z | tee /tmp/status.out
 echo "server log:"; grep -E 'replaced|rebuild' /tmp/run/z.log | tail -n 6
+# Blocks (4 KiB on these drives) the rebuild wrote to the new drive: headers, chunks,
+# footers, from its last line.
+blocks=$(grep 'rebuild finished' /tmp/run/z.log | tail -n 1 | sed -n 's/.*blocks=\([0-9]*\).*/\1/p')
+if [ -n "$blocks" ]; then
+    echo "rebuild: $blocks blocks to $NEW in about $rebuild_s s (2 s polls), under fio's load:" \
+        "$(awk -v b="$blocks" -v s="$rebuild_s" 'BEGIN { printf "%.2f", b * 4096 / 1048576 / (s > 0 ? s : 1) }') MiB/s;" \
+        "$NEW alone: $drive_4k MiB/s of 4 KiB Zone Writes, $drive_32k MiB/s of 32 KiB"
+else
+    echo "rebuild: no 'rebuild finished' line with its blocks in the server log: MiB/s unknown"
+fi
 grep -q "drive 1: $NEW ok" /tmp/status.out || fail "drive 1 is not $NEW and ok"
 zapraid status z --json | grep -q "\"path\":\"$NEW\"" || fail "status --json does not give drive 1 as $NEW"
 kill -0 $fio_pid 2>/dev/null && echo "fio still running after the rebuild: let it finish its pass"

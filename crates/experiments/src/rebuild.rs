@@ -127,7 +127,7 @@ pub fn rebuild_point(
 
 /// The recovery measurements' zones with the ZN540's transfer limits: the rebuild writes
 /// as much as one transfer takes, so a larger limit than the drive's would flatter it.
-fn rebuild_zones() -> Geometry {
+pub(super) fn rebuild_zones() -> Geometry {
     let zn540 = Geometry::zn540();
     Geometry {
         max_transfer_blocks: zn540.max_transfer_blocks,

@@ -18,8 +18,10 @@
 
 use std::collections::HashMap;
 
-use super::rebuild::{fill_block, filled, Progress, FAILED_DRIVE, HUNDRED_GIB_BYTES, REPLACEMENT_SEED_OFFSET};
-use super::{percentile, recovery_zones, XorShift};
+use super::rebuild::{
+    fill_block, filled, rebuild_zones, Progress, FAILED_DRIVE, HUNDRED_GIB_BYTES, REPLACEMENT_SEED_OFFSET,
+};
+use super::{percentile, XorShift};
 use zapraid_engine::engine::{Request, RequestId};
 use zapraid_engine::error::{Error, Result};
 use zapraid_engine::layout::{Mode, DEFAULT_GROUP_SIZE};
@@ -110,7 +112,7 @@ pub fn load_point(
     seed: u64,
     mut progress: impl FnMut(Progress),
 ) -> Result<LoadPoint> {
-    load_point_on(recovery_zones(), case, sealed_segments, seed, BASELINE_REQUESTS, &mut progress)
+    load_point_on(rebuild_zones(), case, sealed_segments, seed, BASELINE_REQUESTS, &mut progress)
 }
 
 fn load_point_on(
