@@ -129,18 +129,18 @@ while :; do
     fi
     sleep 2
 done
-rebuild_s=$((now - replaced_at))
 zapraid status z | tee /tmp/status.out
 echo "server log:"; grep -E 'replaced|rebuild' /tmp/run/z.log | tail -n 6
-# Blocks (4 KiB on these drives) the rebuild wrote to the new drive: headers, chunks,
-# footers, from its last line.
-blocks=$(grep 'rebuild finished' /tmp/run/z.log | tail -n 1 | sed -n 's/.*blocks=\([0-9]*\).*/\1/p')
-if [ -n "$blocks" ]; then
-    echo "rebuild: $blocks blocks to $NEW in about $rebuild_s s (2 s polls), under fio's load:" \
-        "$(awk -v b="$blocks" -v s="$rebuild_s" 'BEGIN { printf "%.2f", b * 4096 / 1048576 / (s > 0 ? s : 1) }') MiB/s;" \
-        "$NEW alone: $drive_4k MiB/s of 4 KiB Zone Writes, $drive_32k MiB/s of 32 KiB"
+# What the rebuild wrote and how fast, as the server logged it at the end (the blocks of
+# headers, chunks and footers; seconds from the swap to the end, timed by the server).
+done_line=$(grep 'rebuild complete' /tmp/run/z.log | tail -n 1)
+mib_per_s=$(echo "$done_line" | sed -n 's/.*mib_per_s=\([0-9.]*\).*/\1/p')
+if [ -n "$mib_per_s" ]; then
+    echo "rebuild: $(echo "$done_line" | sed -n 's/.*\(blocks_written=[0-9]*\).*\(seconds=[0-9.]*\).*/\1 \2/p')," \
+        "$mib_per_s MiB/s under fio's load; $NEW alone: $drive_4k MiB/s of 4 KiB Zone Writes (the chunk" \
+        "size), $drive_32k MiB/s of 32 KiB (its largest write)"
 else
-    echo "rebuild: no 'rebuild finished' line with its blocks in the server log: MiB/s unknown"
+    echo "rebuild: the server logged no MiB/s for it ('$done_line'): unknown"
 fi
 grep -q "drive 1: $NEW ok" /tmp/status.out || fail "drive 1 is not $NEW and ok"
 zapraid status z --json | grep -q "\"path\":\"$NEW\"" || fail "status --json does not give drive 1 as $NEW"

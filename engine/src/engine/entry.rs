@@ -78,6 +78,7 @@ impl Engine {
             drive_rebuild: None,
             rebuild_pace,
             rebuilds_completed: 0,
+            last_rebuild: None,
             rebuild_blocks_unrecoverable: 0,
             scrub: None,
             last_scrub: None,

@@ -116,6 +116,8 @@ pub struct Engine {
     /// The rebuilds' rate limit (`set_rebuild_rate`).
     pub(super) rebuild_pace: pace::Pace,
     pub(super) rebuilds_completed: u64,
+    /// The last rebuild completed, as its progress stood at the end (`last_rebuild`).
+    pub(super) last_rebuild: Option<super::rebuild::RebuildStatus>,
     /// Blocks rebuilds could not reconstruct since the start (written as holes).
     pub(super) rebuild_blocks_unrecoverable: u64,
     pub(super) scrub: Option<scrub::Scrub>,

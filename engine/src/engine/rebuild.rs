@@ -164,6 +164,11 @@ impl Engine {
         })
     }
 
+    /// The last rebuild that completed since the start, as its progress stood at the end.
+    pub fn last_rebuild(&self) -> Option<RebuildStatus> {
+        self.last_rebuild
+    }
+
     /// The zone of the segment being rebuilt, which garbage collection leaves alone.
     pub(super) fn zone_being_rebuilt(&self) -> Option<u32> {
         self.drive_rebuild.as_ref()?.current.as_ref().map(|z| z.zone)

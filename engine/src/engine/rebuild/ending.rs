@@ -56,6 +56,7 @@ impl Engine {
     /// Every segment is on the new drive and none has holes left to reclaim: the drive is
     /// whole again.
     fn end_drive_rebuild(&mut self) {
+        self.last_rebuild = self.rebuild_status();
         let r = self.drive_rebuild.take().expect("a rebuild");
         let drive = r.drive;
         debug_assert!(self.segments.iter().flatten().all(|s| s.absent != Some(drive)), "a segment is off the drive");

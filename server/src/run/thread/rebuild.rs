@@ -106,11 +106,26 @@ impl EngineLoop {
                 continue;
             }
             self.rebuilding &= !(1 << drive);
-            self.rebuild_started = None;
+            let elapsed_s = self.rebuild_started.take().map(|t| t.elapsed().as_secs_f64());
             if self.engine.is_failed(drive) {
                 tracing::error!(drive, "rebuild stopped: the new drive failed");
-            } else {
-                tracing::warn!(drive, "rebuild complete: the array is optimal again");
+                continue;
+            }
+            // What it wrote and how fast, for operators (and the guest's replace scenario).
+            let block_bytes = f64::from(self.status.block_size_bytes);
+            match (self.engine.last_rebuild().filter(|r| r.drive == drive), elapsed_s) {
+                (Some(r), Some(s)) if s > 0.0 => {
+                    let mib_per_s = r.blocks_written as f64 * block_bytes / f64::from(1u32 << 20) / s;
+                    tracing::warn!(
+                        drive,
+                        segments = r.segments_rebuilt,
+                        blocks_written = r.blocks_written,
+                        seconds = %format_args!("{s:.1}"),
+                        mib_per_s = %format_args!("{mib_per_s:.2}"),
+                        "rebuild complete: the array is optimal again"
+                    );
+                }
+                _ => tracing::warn!(drive, "rebuild complete: the array is optimal again"),
             }
         }
     }
