@@ -63,11 +63,17 @@ fn a_host_runs_the_engine_and_gives_it_back(threaded: bool) {
     let formatted = format(&paths, &options, |_, _| {}).unwrap();
     let block = formatted.block_size_bytes as usize;
     let (thread, _) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
-    // A whole stripe and a part of one. (The engine seals the part without waiting for
-    // its stripe timer here: no timer is due during the run, so this test does not show
-    // a host waking for one; `HostedEngine::sleep` and the ublk queue's timerfd do.)
+    // A whole stripe and a part of one. (The part is sealed when the whole one's chunk
+    // writes complete after its stripe timeout: their completions wake the host.)
     let data: Vec<u8> = (0..5 * block).map(|i| (i * 13 % 251) as u8).collect();
     let answers = host_requests(&thread, vec![Request::Write { lba: 7, data: data.clone() }]);
+    assert!(answers.iter().all(|a| a.is_ok()), "{answers:?}");
+    // One block alone: nothing is in flight to wake the host, and its stripe is sealed
+    // only once the stripe timer is due. A host that slept past the engine's next timer
+    // would sleep `ANSWERS_WAIT` and fail (unless its first turn came after the timeout,
+    // when that turn seals the stripe itself).
+    let lone: Vec<u8> = (0..block).map(|i| (i * 7 % 241) as u8).collect();
+    let answers = host_requests(&thread, vec![Request::Write { lba: 40, data: lone.clone() }]);
     assert!(answers.iter().all(|a| a.is_ok()), "{answers:?}");
     // Back on its own thread, the engine answers as before.
     let (to, answers) = reply();
@@ -83,6 +89,9 @@ fn a_host_runs_the_engine_and_gives_it_back(threaded: bool) {
     let (to, answers) = reply();
     thread.tx.send(Message::Io { tag: 1, request: Request::Read { lba: 7, blocks: 5 }, reply: to }).unwrap();
     assert!(answers.recv().unwrap().1.unwrap() == data);
+    let (to, answers) = reply();
+    thread.tx.send(Message::Io { tag: 2, request: Request::Read { lba: 40, blocks: 1 }, reply: to }).unwrap();
+    assert!(answers.recv().unwrap().1.unwrap() == lone);
     thread.tx.send(Message::Stop).unwrap();
     thread.join().unwrap();
 }
