@@ -19,6 +19,16 @@ pub struct DriveCommand {
 /// least one chunk. The engine merges a scheduling pass's chunks for a drive up to this
 /// (`engine::append_batch`).
 pub fn chunks_per_append(geometry: &Geometry, chunk_blocks: u64) -> u64 {
-    let command_blocks = geometry.zone_append_max_blocks.min(geometry.max_transfer_blocks);
+    chunks_in(geometry.zone_append_max_blocks.min(geometry.max_transfer_blocks), chunk_blocks)
+}
+
+/// The most chunks of `chunk_blocks` blocks one read or write carries on drives of
+/// `geometry` (MDTS), at least one: what a rebuild puts in one command (`engine::rebuild`).
+pub fn chunks_per_transfer(geometry: &Geometry, chunk_blocks: u64) -> u64 {
+    chunks_in(geometry.max_transfer_blocks, chunk_blocks)
+}
+
+/// Whole chunks of `chunk_blocks` in a command of `command_blocks`, at least one.
+fn chunks_in(command_blocks: u32, chunk_blocks: u64) -> u64 {
     (u64::from(command_blocks) / chunk_blocks.max(1)).max(1)
 }

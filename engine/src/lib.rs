@@ -57,7 +57,7 @@ pub mod sim_shards;
 pub mod stripe_table;
 
 pub use checksum::{BlockChecksums, ReadChecks};
-pub use drive_command::chunks_per_append;
+pub use drive_command::{chunks_per_append, chunks_per_transfer};
 pub use engine::{
     Config, DriveCommand, Engine, L2pConfig, L2pStatus, RebuildStatus, Request, RequestId, Response, ScrubReport,
     ScrubStatus, Status, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,

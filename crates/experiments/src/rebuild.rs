@@ -18,6 +18,7 @@ use zapraid_zns::calibrate::{measure, Workload, WriteKind, MAX_OPEN_ZONES, REQUE
 use zapraid_zns::{Geometry, TimingParams};
 
 use super::{closed_loop, config, recovery_zones, settle, PAPER_LEVEL};
+use zapraid_engine::chunks_per_transfer;
 use zapraid_engine::engine::Request;
 use zapraid_engine::error::{Error, Result};
 use zapraid_engine::layout::{Layout, Mode, DEFAULT_GROUP_SIZE};
@@ -235,9 +236,8 @@ fn rebuild_on(
 /// The largest write a rebuild makes of chunks of `chunk_bytes` on drives of `geometry`:
 /// as many consecutive chunks as one transfer takes (`engine::rebuild`), at least one.
 pub fn rebuild_write_bytes(geometry: &Geometry, chunk_bytes: u64) -> u64 {
-    let chunk_blocks = (chunk_bytes / u64::from(geometry.block_size_bytes)).max(1);
-    let chunks = (u64::from(geometry.max_transfer_blocks) / chunk_blocks).max(1);
-    chunks * chunk_bytes
+    let chunk_blocks = chunk_bytes / u64::from(geometry.block_size_bytes);
+    chunks_per_transfer(geometry, chunk_blocks) * chunk_bytes
 }
 
 pub fn zone_write_bandwidth(request_bytes: u64, seed: u64) -> Result<(f64, f64)> {

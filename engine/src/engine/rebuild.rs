@@ -55,7 +55,7 @@ use super::state::rebuild::Step;
 use super::state::rebuild::ZoneRebuild;
 use super::state::segment::SegmentState;
 use super::state::stop::StopState;
-use crate::drive_command::DriveCommand;
+use crate::drive_command::{chunks_per_transfer, DriveCommand};
 use crate::error::{Error, Result};
 pub(super) use pace::rebuild_pace;
 
@@ -276,8 +276,8 @@ impl Engine {
 
     /// Reads the stripes of the next chunk positions, up to the window. A source drive's
     /// chunks of consecutive positions that lie next to each other on it go as one read of
-    /// up to a transfer (`chunks_per_command`); reads wait for room for a whole one while
-    /// others are under way.
+    /// up to a transfer (`drive_command::chunks_per_transfer`); reads wait for room for a
+    /// whole one while others are under way.
     fn issue_rebuild_reads(&mut self) {
         let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
         let z = self.current();
@@ -286,7 +286,7 @@ impl Engine {
         }
         let zone = z.zone;
         let layout = self.seg(zone).layout;
-        let per_read = self.chunks_per_command(layout.chunk_blocks);
+        let per_read = chunks_per_transfer(&self.geometry, layout.chunk_blocks);
         // At least two commands' worth ahead: one being written, the next being read.
         let window = REBUILD_WINDOW_CHUNKS.max(2 * per_read);
         let z = self.current();
@@ -410,10 +410,10 @@ impl Engine {
     }
 
     /// Writes reconstructed chunks in position order, then the footer. Consecutive ready
-    /// chunks go as one Zone Write of up to a transfer (`chunks_per_command`): the zone
-    /// takes one write at a time, so while one is in flight the next waits until it is
-    /// full (or reaches the segment's last chunk), and the one after it carries what came
-    /// meanwhile.
+    /// chunks go as one Zone Write of up to a transfer (`drive_command::chunks_per_transfer`):
+    /// the zone takes one write at a time, so while one is in flight the next waits until
+    /// it is full (or reaches the segment's last chunk), and the one after it carries what
+    /// came meanwhile.
     fn write_ready_chunks(&mut self) {
         let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
         loop {
@@ -423,7 +423,7 @@ impl Engine {
             }
             let (zone, first) = (z.zone, z.next_write);
             let layout = self.seg(zone).layout;
-            let per_write = self.chunks_per_command(layout.chunk_blocks);
+            let per_write = chunks_per_transfer(&self.geometry, layout.chunk_blocks);
             let z = self.current();
             let run = (first..layout.stripes).take(per_write as usize).take_while(|p| z.ready.contains_key(p)).count();
             let run = run as u64;
@@ -484,12 +484,6 @@ impl Engine {
             self.current().footer_next = first + blocks;
         }
         self.current().footer = footer;
-    }
-
-    /// Chunks of `chunk_blocks` one rebuild read or write carries at most: a transfer's
-    /// worth.
-    fn chunks_per_command(&self, chunk_blocks: u64) -> u64 {
-        (u64::from(self.geometry.max_transfer_blocks) / chunk_blocks.max(1)).max(1)
     }
 
     fn rebuild_write(&mut self, zone: u32, drive: usize, blocks: u64, lba: u64, data: Vec<u8>, metadata: Vec<u8>) {
