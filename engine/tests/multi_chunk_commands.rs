@@ -86,13 +86,19 @@ fn read_back(engine: &mut Engine, drives: &mut [EmulatedDrive]) {
     }
 }
 
-fn array(merge_appends: bool) -> (Engine, Vec<EmulatedDrive>) {
-    array_on(common::geometry(12, 8, 10), merge_appends)
+/// The test drives' geometry.
+fn geometry() -> Geometry {
+    common::geometry(12, 8, 10)
 }
 
-fn array_on(geometry: Geometry, merge_appends: bool) -> (Engine, Vec<EmulatedDrive>) {
-    let engine = Engine::format(geometry, config(merge_appends)).unwrap();
-    let drives = (0..DRIVES).map(|d| EmulatedDrive::memory(geometry, d as u64).unwrap()).collect();
+fn array(merge_appends: bool) -> (Engine, Vec<EmulatedDrive>) {
+    array_of(config(merge_appends))
+}
+
+/// An array of `config` over in-memory test drives.
+fn array_of(config: Config) -> (Engine, Vec<EmulatedDrive>) {
+    let engine = Engine::format(geometry(), config).unwrap();
+    let drives = (0..DRIVES).map(|d| EmulatedDrive::memory(geometry(), d as u64).unwrap()).collect();
     (engine, drives)
 }
 
@@ -144,11 +150,8 @@ fn a_rebuild_reads_and_writes_several_chunks_per_command() {
     const FAILED: usize = 1;
     // Zone Writes throughout (the rebuild's chunks are at their stripes' offsets), zones
     // of 60 blocks: a few sealed segments from a fill of the array.
-    let geometry = common::geometry(12, 8, 10);
     let base = common::config(RaidLevel::Raid5 { drives: DRIVES }, Mode::ZoneWriteOnly, 1, 120);
-    let mut engine = Engine::format(geometry, Config { merge_appends: true, ..base }).unwrap();
-    let mut drives: Vec<EmulatedDrive> =
-        (0..DRIVES).map(|d| EmulatedDrive::memory(geometry, d as u64).unwrap()).collect();
+    let (mut engine, mut drives) = array_of(Config { merge_appends: true, ..base });
     // Every block written three times over: segments sealed full for the rebuild to read.
     let (fill_blocks, rounds) = (120, 3);
     for round in 1..=rounds {
@@ -161,7 +164,7 @@ fn a_rebuild_reads_and_writes_several_chunks_per_command() {
     run(&mut engine, &mut drives, &|_, _| false);
     assert!(responses(&mut engine).iter().all(|r| r.result.is_ok()), "the fill is acknowledged");
     engine.fail_drive(FAILED);
-    drives[FAILED] = EmulatedDrive::memory(geometry, 99).unwrap();
+    drives[FAILED] = EmulatedDrive::memory(geometry(), 99).unwrap();
     engine.rebuild_drive(FAILED).unwrap();
     let mut largest = Largest::default();
     let mut seen = |drive: usize, command: &Command| match command {
@@ -181,7 +184,7 @@ fn a_rebuild_reads_and_writes_several_chunks_per_command() {
     // One-block chunks, and the test drives take 16 blocks per transfer.
     assert!(largest.read_blocks > 1, "reads of several chunks: the largest was {} blocks", largest.read_blocks);
     assert!(largest.write_blocks > 1, "writes of several chunks: the largest was {} blocks", largest.write_blocks);
-    assert!(largest.read_blocks.max(largest.write_blocks) <= u64::from(geometry.max_transfer_blocks));
+    assert!(largest.read_blocks.max(largest.write_blocks) <= u64::from(geometry().max_transfer_blocks));
     // Another drive fails: every block now comes from the rebuilt one or its stripe.
     engine.fail_drive(3);
     for lba in 0..fill_blocks {
