@@ -17,7 +17,7 @@ REBUILD_TIMEOUT=900
 # earlier pass (right offset and checksum, old data) cannot pass for a new one. At 1 MiB/s,
 # to leave the rebuild room: it writes the new drive one zone at a time (queue depth 1, a
 # few chunks per write), and under TCG beside unthrottled fio it wrote 0.2-0.3 MiB/s when
-# it wrote a chunk per command (README). Printed: the rebuild's MiB/s beside the new
+# it wrote a chunk per command (docs/manual/failures.md). Printed: the rebuild's MiB/s beside the new
 # drive's own Zone Write MiB/s at queue depth 1, measured before it joins.
 FIO_SIZE_MIB=32
 FIO_OPTS="--ioengine=io_uring --direct=1 --rw=randwrite --bssplit=4k/50:64k/50 --iodepth=16 --size=${FIO_SIZE_MIB}m \

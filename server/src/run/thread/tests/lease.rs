@@ -1,5 +1,5 @@
-//! Lending the engine to a host thread (`lease`): the host runs it
-//! and gives it back; an engine over drives that cannot signal is never lent.
+//! Lending the engine to a host thread (`lease`): the host runs it, its stripe timer
+//! included, and gives it back; an engine over drives that cannot signal is never lent.
 
 use super::*;
 use crate::run::thread::hosted::Turns;
@@ -63,8 +63,7 @@ fn a_host_runs_the_engine_and_gives_it_back(threaded: bool) {
     let formatted = format(&paths, &options, |_, _| {}).unwrap();
     let block = formatted.block_size_bytes as usize;
     let (thread, _) = spawn(assemble(&paths).unwrap(), threaded).unwrap();
-    // A whole stripe and a part of one. (The part is sealed when the whole one's chunk
-    // writes complete after its stripe timeout: their completions wake the host.)
+    // A whole stripe and a part of one.
     let data: Vec<u8> = (0..5 * block).map(|i| (i * 13 % 251) as u8).collect();
     let answers = host_requests(&thread, vec![Request::Write { lba: 7, data: data.clone() }]);
     assert!(answers.iter().all(|a| a.is_ok()), "{answers:?}");
