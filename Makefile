@@ -39,9 +39,10 @@ vsmd:
 	./scripts/install-deps.sh
 	./femu/setup.sh
 	$(CARGO) build --release --locked -p zapraid-cli
+	$(CARGO) build --release --locked -p zapraid-server --example ublk_null
 	mkdir -p target/femu
-	./femu/build-initramfs.sh target/femu/initramfs.gz target/release/zapraid
-	./femu/run.sh --drives 4 --conv-drives 4 --metadata 64 --timeout 1200 target/femu/initramfs.gz vsmd
+	./femu/build-initramfs.sh target/femu/vsmd.gz target/release/zapraid target/release/examples/ublk_null
+	./femu/run.sh --drives 4 --conv-drives 4 --metadata 64 --timeout 1200 target/femu/vsmd.gz vsmd
 
 # The paper's real applications (Exp#11 file writes, Exp#12 a database under a TPC-C-like
 # load) on ext4 over the array in the QEMU guest: about half an hour, so not in `e2e`.

@@ -31,7 +31,7 @@ impl BlockChecksums {
     /// left out, and the engine refuses the write for it).
     pub fn of(data: &[u8], block_bytes: usize) -> BlockChecksums {
         assert!(block_bytes > 0, "blocks have bytes");
-        Self::from_crcs(data.chunks_exact(block_bytes).map(crc32c::crc32c))
+        Self::from_crcs(data.chunks_exact(block_bytes).map(crate::crc::crc32c))
     }
 
     /// CRCs given in order, one per block (a share of another write's: `shard`).
@@ -64,7 +64,7 @@ impl BlockChecksums {
         }
         if cfg!(debug_assertions) {
             for (i, block) in data.chunks_exact(block_bytes).enumerate() {
-                if crc32c::crc32c(block) != self.get(i) {
+                if crate::crc::crc32c(block) != self.get(i) {
                     let reason = format!("the frontend's checksum of block {i} does not match its data");
                     return Err(Error::InvalidConfig { reason });
                 }

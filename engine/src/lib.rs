@@ -41,6 +41,7 @@ pub mod capacity;
 pub mod checksum;
 mod config;
 pub mod cpu_cost;
+pub mod crc;
 mod drive_command;
 pub mod engine;
 pub mod error;

@@ -7,7 +7,12 @@
 # what the random jobs then read and overwrite), then for RUNTIME seconds each 4 KiB random
 # writes, random reads, and random reads with one member failed (2 jobs, one pinned to each
 # of the guest's CPUs, QD 16 each, direct, io_uring, all over the region). Ours runs twice,
-# formatted with 1 and with 2 engine shards. Printed: MiB/s, IOPS and p99 completion
+# formatted with 1 and with 2 engine shards. Then two floors, with the 4 KiB random jobs:
+# a ublk server that stores nothing (`ublk_null`, the server crate's example: 2 queues,
+# user copy as ours) and fio's own NVMe passthrough reads of the four ZNS drives (what each
+# of our reads sends a drive); a ublk server sending one passthrough read per 4 KiB read
+# pays both, so 1 / (1 / null + 1 / raw) is its ceiling in this boot, printed beside md's
+# figure. Printed: MiB/s, IOPS and p99 completion
 # latency of every job, and the ratio ours / md RAID-5. Everything is emulated under TCG:
 # the ratios, not the absolute figures, are what this says. Reports only: it fails on
 # errors, never on timings.
@@ -110,6 +115,28 @@ for shards in 1 2; do
     zapraid stop $NAME
 done
 
+# The floors: a ublk server doing nothing but copy, and the drives' own passthrough reads
+# (of what ours wrote last; unwritten blocks would read faster).
+step "floors: ublk_null (2 queues), fio io_uring_cmd reads of$zns"
+ublk_null --queues 2 > /tmp/null.dev &
+null_pid=$!
+for _ in $(seq 50); do [ -s /tmp/null.dev ] && break; sleep 0.1; done
+null_dev=$(cat /tmp/null.dev)
+[ -b "$null_dev" ] || fail "ublk_null made no device"
+floor_random="--bs=4k --numjobs=2 --cpus_allowed=0-1 --cpus_allowed_policy=split --iodepth=16 --time_based --runtime=$runtime --randrepeat=0 --group_reporting --output-format=json"
+# shellcheck disable=SC2086 # the option list is meant to split
+for rw in randwrite randread; do
+    /usr/bin/fio --name=null-$rw --filename="$null_dev" --ioengine=io_uring --direct=1 --size=$region --rw=$rw $floor_random > "/tmp/null-$rw.json"
+done
+kill "$null_pid"
+wait "$null_pid" || true
+# shellcheck disable=SC2086
+/usr/bin/fio --name=raw-randread --filename="$(echo $zns | tr ' ' ':')" --ioengine=io_uring_cmd --cmd_type=nvme \
+    --size=256M --rw=randread $floor_random > /tmp/raw-randread.json
+null_write=$(fio_figures /tmp/null-randwrite.json write) || fail "$null_write"
+null_read=$(fio_figures /tmp/null-randread.json read) || fail "$null_read"
+raw_read=$(fio_figures /tmp/raw-randread.json read) || fail "$raw_read"
+
 step "figures (fio, 4 KiB random jobs: 2 jobs x QD 16, ${runtime} s each, over the first $region; fill: 1 MiB sequential, 1 job, QD 16)"
 paste /tmp/md /tmp/ours1 /tmp/ours2 | awk '
     BEGIN {
@@ -129,4 +156,13 @@ paste /tmp/md /tmp/ours1 /tmp/ours2 | awk '
         print "ratio ours / md RAID-5 (MiB/s):"
         for (i = 1; i <= NR; i++) print "  " ratio[i]
     }'
+md_read_iops=$(awk '$1 == "randread" { print $3 }' /tmp/md)
+echo "floors (same jobs; MiB/s IOPS p99 ms):"
+echo "  ublk_null, 4 KiB random write:          $null_write"
+echo "  ublk_null, 4 KiB random read:           $null_read"
+echo "  NVMe passthrough reads, 4 ZNS drives:   $raw_read"
+echo "$null_read $raw_read $md_read_iops" | awk '{
+    ceiling = 1 / (1 / $2 + 1 / $5)
+    printf "  a ublk server reading each 4 KiB through passthrough: at most %.0f IOPS = %.2f of md RAID-5 reads\n", ceiling, ceiling / $7
+}'
 echo "vsmd: $(($(date +%s) - started)) s in all"

@@ -57,7 +57,7 @@ impl Engine {
             layout,
             geometry,
             codec,
-            zero_block_crc: crc32c::crc32c(&vec![0; geometry.block_size_bytes as usize]),
+            zero_block_crc: crate::crc::crc32c(&vec![0; geometry.block_size_bytes as usize]),
             config,
             l2p,
             segments: (0..geometry.zone_count).map(|_| None).collect(),

@@ -303,7 +303,7 @@ impl Engine {
             Ok(_) if !still_there => self.relocation_unpin(lba),
             Ok(data) => {
                 r.writes_in_flight += 1;
-                let data_crc = crc32c::crc32c(&data);
+                let data_crc = crate::crc::crc32c(&data);
                 let info =
                     BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: false, data_crc };
                 self.add_block(info, data, Fill::Relocation);

@@ -448,7 +448,7 @@ impl Engine {
                 request: None,
                 relocated_from: None,
                 repair: false,
-                data_crc: crc32c::crc32c(&block),
+                data_crc: crate::crc::crc32c(&block),
             };
             self.add_block(info, block, fill);
         }

@@ -134,7 +134,7 @@ impl Engine {
             self.repairs.read_repairs_scheduled += 1;
         }
         tracing::debug!(lba = %crate::format::LbaField(lba), zone = from.zone, drive = from.drive, "a block of a damaged stripe row is rewritten");
-        let data_crc = crc32c::crc32c(&data);
+        let data_crc = crate::crc::crc32c(&data);
         let info = BlockInfo { lba, timestamp, request: None, relocated_from: Some(from), repair: true, data_crc };
         self.add_block(info, data, Fill::Relocation);
         self.repairs.unpadded = true;

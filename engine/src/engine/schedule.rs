@@ -300,9 +300,9 @@ impl Engine {
                     let (lba, timestamp) = stripe.parity_field(c - k, o, cb);
                     let data_crcs = (0..k).map(|d| stripe.infos[d * cb + o].data_crc);
                     let derived = self.codec.parity_block_crc(c - k, data_crcs, self.zero_block_crc);
-                    (lba, timestamp, BlockKind::Parity, derived.unwrap_or_else(|| crc32c::crc32c(block)))
+                    (lba, timestamp, BlockKind::Parity, derived.unwrap_or_else(|| crate::crc::crc32c(block)))
                 };
-                debug_assert_eq!(data_crc, crc32c::crc32c(block), "block {o} of chunk {c}: its data's CRC32C");
+                debug_assert_eq!(data_crc, crate::crc::crc32c(block), "block {o} of chunk {c}: its data's CRC32C");
                 BlockMetadata::new(lba, timestamp, id, sequence, kind)
                     .encode_with_data_crc(data_crc, &mut metadata[o * ms..(o + 1) * ms]);
             }

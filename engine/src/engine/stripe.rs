@@ -93,7 +93,7 @@ impl Engine {
             return self.add_block(info, data, fill);
         }
         for (i, block) in data.chunks_exact(bs).enumerate() {
-            let data_crc = checksums.as_ref().map_or_else(|| crc32c::crc32c(block), |c| c.get(i));
+            let data_crc = checksums.as_ref().map_or_else(|| crate::crc::crc32c(block), |c| c.get(i));
             let info = self.frontend_block(id, lba + i as u64, data_crc);
             self.add_block_bytes(info, block, fill);
         }

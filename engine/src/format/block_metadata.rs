@@ -146,17 +146,17 @@ impl BlockMetadata {
     }
 
     fn checksum(&self, data: &[u8]) -> u32 {
-        self.checksum_with(crc32c::crc32c(data))
+        self.checksum_with(crate::crc::crc32c(data))
     }
 
     /// The block's checksum from the CRC32C of its data alone.
     fn checksum_with(&self, data_crc: u32) -> u32 {
-        crc32c::crc32c_append(data_crc, &self.as_bytes()[..BLOCK_METADATA_CRC_OFFSET])
+        crate::crc::crc32c_append(data_crc, &self.as_bytes()[..BLOCK_METADATA_CRC_OFFSET])
     }
 
     /// Writes the metadata of `data` into `out` (the block's OOB area, >= 32 bytes).
     pub fn encode(self, data: &[u8], out: &mut [u8]) {
-        self.encode_with_data_crc(crc32c::crc32c(data), out);
+        self.encode_with_data_crc(crate::crc::crc32c(data), out);
     }
 
     /// As `encode`, given the CRC32C of the block's data (computed by the frontend, or

@@ -275,7 +275,7 @@ impl CheckpointImage {
             }
         }
         debug_assert_eq!(out.len() as u64, image_bytes);
-        let crc = crc32c::crc32c(&out[CHECKPOINT_CRC_START..]);
+        let crc = crate::crc::crc32c(&out[CHECKPOINT_CRC_START..]);
         out[CHECKPOINT_CRC_START - 4..CHECKPOINT_CRC_START].copy_from_slice(&crc.to_le_bytes());
         out.resize(padded as usize, 0);
         out
@@ -332,7 +332,7 @@ impl CheckpointImage {
             )));
         }
         let image = &bytes[..recorded as usize];
-        let computed = crc32c::crc32c(&image[CHECKPOINT_CRC_START..]);
+        let computed = crate::crc::crc32c(&image[CHECKPOINT_CRC_START..]);
         if header.crc32c.get() != computed {
             return Err(DecodeError::Checksum { stored: header.crc32c.get(), computed });
         }

@@ -86,7 +86,7 @@ pub fn encode_footer_block(header: FooterBlockHeader, entries: &[FooterEntry], b
         block[at..at + FOOTER_ENTRY_BYTES].copy_from_slice(e.as_bytes());
     }
     let end = block.len() - FOOTER_CRC_BYTES;
-    let crc = crc32c::crc32c(&block[..end]);
+    let crc = crate::crc::crc32c(&block[..end]);
     block[end..].copy_from_slice(&crc.to_le_bytes());
 }
 

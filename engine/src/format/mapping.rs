@@ -55,7 +55,7 @@ pub fn encode_mapping_block(array_uuid: [u8; 16], page: u64, entries: &[u32], bl
         let at = MAPPING_BLOCK_HEADER_BYTES + i * MAPPING_ENTRY_BYTES;
         block[at..at + MAPPING_ENTRY_BYTES].copy_from_slice(&entry.to_le_bytes());
     }
-    let crc = crc32c::crc32c(&block[MAPPING_CRC_START..]);
+    let crc = crate::crc::crc32c(&block[MAPPING_CRC_START..]);
     block[MAPPING_CRC_START - 4..MAPPING_CRC_START].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -68,7 +68,7 @@ pub fn decode_mapping_block(block: &[u8], array_uuid: [u8; 16], page: u64) -> Re
     if header.version.get() != FORMAT_VERSION {
         return Err(DecodeError::Version(header.version.get()));
     }
-    let computed = crc32c::crc32c(&block[MAPPING_CRC_START..]);
+    let computed = crate::crc::crc32c(&block[MAPPING_CRC_START..]);
     if header.crc32c.get() != computed {
         return Err(DecodeError::Checksum { stored: header.crc32c.get(), computed });
     }

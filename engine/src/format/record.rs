@@ -44,7 +44,7 @@ pub(super) fn read<T: FromBytes + KnownLayout + Immutable>(bytes: &[u8]) -> Resu
 }
 
 pub(super) fn check_crc(covered: &[u8], stored: u32) -> Result<(), DecodeError> {
-    let computed = crc32c::crc32c(covered);
+    let computed = crate::crc::crc32c(covered);
     if computed == stored {
         Ok(())
     } else {

@@ -48,7 +48,7 @@ impl SegmentHeader {
         self.magic = SEGMENT_HEADER_MAGIC;
         self.version = FORMAT_VERSION.into();
         self.header_bytes = (SEGMENT_HEADER_BYTES as u32).into();
-        self.crc32c = crc32c::crc32c(&self.as_bytes()[..SEGMENT_HEADER_BYTES - 4]).into();
+        self.crc32c = crate::crc::crc32c(&self.as_bytes()[..SEGMENT_HEADER_BYTES - 4]).into();
         self
     }
 

@@ -74,7 +74,7 @@ impl SpareRecord {
         self.magic = SPARE_RECORD_MAGIC;
         self.version = FORMAT_VERSION.into();
         self.record_bytes = (SPARE_RECORD_BYTES as u32).into();
-        self.crc32c = crc32c::crc32c(&self.as_bytes()[..SPARE_RECORD_BYTES - 4]).into();
+        self.crc32c = crate::crc::crc32c(&self.as_bytes()[..SPARE_RECORD_BYTES - 4]).into();
         self
     }
 

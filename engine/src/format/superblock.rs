@@ -92,7 +92,7 @@ impl ArraySuperblock {
         self.magic = ARRAY_SUPERBLOCK_MAGIC;
         self.version = FORMAT_VERSION.into();
         self.superblock_bytes = (ARRAY_SUPERBLOCK_BYTES as u32).into();
-        self.crc32c = crc32c::crc32c(&self.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4]).into();
+        self.crc32c = crate::crc::crc32c(&self.as_bytes()[..ARRAY_SUPERBLOCK_BYTES - 4]).into();
         self
     }
 

@@ -120,6 +120,14 @@ pub fn run(paths: &[PathBuf], options: StartOptions, progress: impl FnMut(Progre
     }
     // The run directory, where the socket goes, checked before the drives are touched.
     run_dir::prepare()?;
+    // Measured now, before the drives are read: every CRC32C from here on uses it.
+    let crc = zapraid_engine::crc::choice();
+    tracing::info!(
+        instruction_ns_per_4k = zapraid_engine::crc::CrcChoice::ns_per_4k(crc.instruction_ns),
+        table_ns_per_4k = zapraid_engine::crc::CrcChoice::ns_per_4k(crc.table_ns),
+        "CRC32C by {}, the faster here",
+        crc.implementation.name()
+    );
     // A name already running is refused before any drive is assembled or recovered (with
     // no name given, the drives' own: their superblocks are read for it, nothing more).
     let asked_name = match &options.name {
