@@ -216,8 +216,9 @@ fn a_new_drive_failing_during_its_rebuild_loses_nothing() {
     run.sim.engine.fail_drive(2);
     run.sim.replace_drive(2, 50).unwrap();
     run.write_round(0..LOGICAL_BLOCKS / 8);
-    for _ in 0..20 {
-        run.sim.step();
+    // Under way: the first blocks are on the new drive.
+    while run.sim.engine.status().rebuild.is_some_and(|r| r.blocks_written == 0) {
+        assert!(run.sim.step(), "the rebuild stalled");
     }
     assert!(run.sim.engine.status().rebuild.is_some(), "the rebuild ended too soon for the test");
     run.sim.drives[2].fail();
@@ -318,22 +319,27 @@ fn a_paced_rebuild_keeps_to_its_rate() {
 /// failed (as a real array's superblock records it rebuilding) and the rebuild resumes
 /// onto the same drive (`Simulator::resume_rebuild`): the segments the first rebuild
 /// completed are kept, not written again (the resumed rebuild writes fewer blocks than a
-/// whole one), the half-written one is rebuilt, and every block reads back, after a
-/// restart too, and with another drive failed afterwards. For each scheme, and with the cut at several points.
+/// whole one), the half-written ones are rebuilt, and every block reads back, after a
+/// restart too, and with another drive failed afterwards. For each scheme, with a segment
+/// rebuilt at a time and the cut at several points, and with several at once (several
+/// zones half written at the cut).
 #[test]
 fn a_rebuild_cut_short_resumes_where_it_left_off() {
     for scheme in schemes() {
         for cut_after_segments in [1, 2] {
-            resume_after_cut(scheme, cut_after_segments);
+            resume_after_cut(scheme, cut_after_segments, 1);
         }
+        resume_after_cut(scheme, 1, 2);
     }
 }
 
-fn resume_after_cut(scheme: Scheme, cut_after_segments: u64) {
+fn resume_after_cut(scheme: Scheme, cut_after_segments: u64, at_once: u32) {
     const DRIVE: usize = 1;
-    let what = format!("{scheme:?}, cut after {cut_after_segments} segments");
+    let what = format!("{scheme:?}, cut after {cut_after_segments} segments, {at_once} segments at once");
     let filled = || {
-        let sim = Simulator::new(geometry(), scheme.config(), 21, None).unwrap();
+        let mut sim = Simulator::new(geometry(), scheme.config(), 21, None).unwrap();
+        sim.engine.set_rebuild_segments_at_once(at_once);
+        assert_eq!(sim.engine.rebuild_segments_at_once(), at_once, "{what}: the drives allow it");
         let mut run = Run { sim, model: HashMap::new(), next_id: 0, round: 0, what: what.clone() };
         for _ in 0..6 {
             run.write_round(0..LOGICAL_BLOCKS);
@@ -366,15 +372,19 @@ fn resume_after_cut(scheme: Scheme, cut_after_segments: u64) {
     let Some(before) = run.sim.engine.status().rebuild else {
         panic!("{what}: the rebuild ended before the cut");
     };
-    // A few steps more: the next segment is half written.
-    for _ in 0..10 {
-        run.sim.step();
+    if at_once == 1 {
+        // A few steps more: the next segment is half written (with several at once, the
+        // others were under way beside the one completed).
+        for _ in 0..10 {
+            run.sim.step();
+        }
     }
     let drives = std::mem::replace(&mut run.sim, Simulator::new(geometry(), scheme.config(), 0, None).unwrap())
         .power_cut()
         .unwrap();
     run.sim = Simulator::recover_with_failed(geometry(), scheme.config(), drives, &[DRIVE])
         .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
+    run.sim.engine.set_rebuild_segments_at_once(at_once);
     run.sim.resume_rebuild(DRIVE).unwrap_or_else(|e| panic!("{what}: resume: {e}"));
     let mut kept = 0;
     let mut resumed_blocks = 0;
@@ -389,6 +399,7 @@ fn resume_after_cut(scheme: Scheme, cut_after_segments: u64) {
     let status = run.sim.engine.status();
     assert!(status.rebuild.is_none() && status.failed_drives.is_empty(), "{what}: {status:?}");
     assert!(kept >= before.segments_rebuilt, "{what}: kept {kept} of {} segments rebuilt", before.segments_rebuilt);
+    assert!(before.segments_rebuilt > 0, "{what}: no segment was complete at the cut, so none could be kept");
     assert!(
         resumed_blocks < whole_blocks,
         "{what}: the resumed rebuild wrote {resumed_blocks} blocks, a whole one {whole_blocks}"

@@ -11,8 +11,8 @@
 # a ublk server that stores nothing (`ublk_null`, the server crate's example: 2 queues,
 # user copy as ours) and fio's own NVMe passthrough reads of the four ZNS drives (what each
 # of our reads sends a drive); a ublk server sending one passthrough read per 4 KiB read
-# pays both, so 1 / (1 / null + 1 / raw) is its ceiling in this boot, printed beside md's
-# figure. Printed: MiB/s, IOPS and p99 completion
+# pays both, so 1 / (1 / null + 1 / raw) is its ceiling in this boot (1.5 drive reads per
+# read with a member failed), printed beside md's figures. Printed: MiB/s, IOPS and p99 completion
 # latency of every job, and the ratio ours / md RAID-5. Everything is emulated under TCG:
 # the ratios, not the absolute figures, are what this says. Reports only: it fails on
 # errors, never on timings.
@@ -157,12 +157,17 @@ paste /tmp/md /tmp/ours1 /tmp/ours2 | awk '
         for (i = 1; i <= NR; i++) print "  " ratio[i]
     }'
 md_read_iops=$(awk '$1 == "randread" { print $3 }' /tmp/md)
+md_degraded_iops=$(awk '$1 == "degraded" { print $3 }' /tmp/md)
 echo "floors (same jobs; MiB/s IOPS p99 ms):"
 echo "  ublk_null, 4 KiB random write:          $null_write"
 echo "  ublk_null, 4 KiB random read:           $null_read"
 echo "  NVMe passthrough reads, 4 ZNS drives:   $raw_read"
-echo "$null_read $raw_read $md_read_iops" | awk '{
+# With one of four RAID-5 members failed, a quarter of the blocks (parity rotates) are
+# rebuilt from the other three: 3/4 x 1 + 1/4 x 3 = 1.5 drive reads per read.
+echo "$null_read $raw_read $md_read_iops $md_degraded_iops" | awk '{
     ceiling = 1 / (1 / $2 + 1 / $5)
     printf "  a ublk server reading each 4 KiB through passthrough: at most %.0f IOPS = %.2f of md RAID-5 reads\n", ceiling, ceiling / $7
+    ceiling = 1 / (1 / $2 + 1.5 / $5)
+    printf "  the same with 1 of 4 members failed (1.5 drive reads per read): at most %.0f IOPS = %.2f of md degraded\n", ceiling, ceiling / $8
 }'
 echo "vsmd: $(($(date +%s) - started)) s in all"

@@ -35,16 +35,18 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<()> {
     say!(
         out,
         "write bound: what the new drive receives over its Zone Write bandwidth in the timing model for writes of \
-         the rebuild's size (consecutive chunks, up to a transfer), one zone at QD 1 (how the rebuild writes) and \
-         the best of 1-8 open zones\n"
+         the rebuild's size (consecutive chunks, up to a transfer), one zone at QD 1 (how a rebuild of one segment \
+         at a time writes) and the best of 1-8 open zones (what a rebuild of several segments at once, the \
+         default, can reach); ZapRAID also rebuilt one segment at a time, side by side\n"
     );
     say!(
         out,
-        "{:<7} {:<15} {:>10} {:>8} {:>11} {:>9} {:>9} {:>11} {:>8} {:>13} {:>12} {:>12}",
+        "{:<7} {:<15} {:>10} {:>8} {:>7} {:>11} {:>9} {:>9} {:>11} {:>8} {:>13} {:>12} {:>12}",
         "chunk",
         "mode",
         "data",
         "segments",
+        "at once",
         "new drive",
         "rebuild",
         "written",
@@ -57,7 +59,8 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<()> {
     let per_100 = "s/100 GiB";
     say!(
         out,
-        "{:<7} {:<15} {:>10} {:>8} {:>11} {:>9} {:>9} {:>11} {:>8} {:>13} {:>12} {:>12}",
+        "{:<7} {:<15} {:>10} {:>8} {:>7} {:>11} {:>9} {:>9} {:>11} {:>8} {:>13} {:>12} {:>12}",
+        "",
         "",
         "",
         "",
@@ -71,13 +74,18 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<()> {
         per_100,
         per_100
     );
-    let mut rows: Vec<(&str, RebuildPoint)> = Vec::new();
+    // Per run its series name in the figure, and its point.
+    let mut rows: Vec<(String, RebuildPoint)> = Vec::new();
+    // The engine's default, for both schemes, then ZapRAID a segment at a time.
+    let (zapraid, _) = full_drive::modes()[0];
+    let runs = full_drive::modes().into_iter().map(|(name, mode)| (name, mode, None));
+    let runs: Vec<_> = runs.chain(std::iter::once((zapraid, full_drive::modes()[0].1, Some(1)))).collect();
     // Progress on a terminal only: in a log or a pipe it would be a line of clutter.
     let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     for chunk in CHUNKS_BYTES {
-        for (name, mode) in full_drive::modes() {
+        for &(name, mode, at_once) in &runs {
             let label = format!("{} KiB {name}", chunk / 1024);
-            let point = rebuild_point(mode, chunk, segments, args.seed, |p| {
+            let point = rebuild_point(mode, chunk, segments, at_once, args.seed, |p| {
                 let status = match p {
                     full_drive::Progress::Filling { bytes_written, bytes } => {
                         format!("filling {} of {}", format_bytes(bytes_written), format_bytes(bytes))
@@ -94,7 +102,11 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<()> {
             if show_progress {
                 eprint!("\r{:<80}\r", "");
             }
-            let at_4k = rows.iter().find(|(n, p)| *n == name && p.chunk_bytes == CHUNKS_BYTES[0]);
+            let series = match at_once {
+                Some(1) => format!("{name}, a segment at a time"),
+                _ => name.to_string(),
+            };
+            let at_4k = rows.iter().find(|(n, p)| *n == series && p.chunk_bytes == CHUNKS_BYTES[0]);
             let vs_4k = match at_4k {
                 Some((_, p)) if chunk != CHUNKS_BYTES[0] => {
                     format!("{:+.1}%", (point.s_per_100_gib() / p.s_per_100_gib() - 1.0) * 100.0)
@@ -109,11 +121,12 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<()> {
             };
             say!(
                 out,
-                "{:<7} {:<15} {:>10} {:>8} {:>11} {:>9.2} {:>9.1} {:>11.1} {:>8} {:>13} {:>12.1} {:>12.1}",
+                "{:<7} {:<15} {:>10} {:>8} {:>7} {:>11} {:>9.2} {:>9.1} {:>11.1} {:>8} {:>13} {:>12.1} {:>12.1}",
                 format!("{} KiB", chunk / 1024),
                 name,
                 format_bytes(point.data_bytes),
                 point.segments,
+                point.segments_at_once,
                 format_bytes(point.new_drive_bytes),
                 point.rebuild_s,
                 point.new_drive_mib_per_s(),
@@ -123,7 +136,7 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<()> {
                 point.one_zone_bound_s_per_100_gib(),
                 point.drive_bound_s_per_100_gib()
             );
-            rows.push((name, point));
+            rows.push((series, point));
         }
     }
     say!(
@@ -311,10 +324,10 @@ pub(super) fn recovery(args: &BenchArgs, out: &mut Out) -> Result<()> {
 
 /// Exp#5 full-drive recovery: seconds per 100 GiB by chunk size and scheme, the paper's
 /// 4 KiB figure (ZapRAID's) marked.
-fn rebuild_figure(rows: &[(&str, RebuildPoint)]) -> Figure {
+fn rebuild_figure(rows: &[(String, RebuildPoint)]) -> Figure {
     let mut names: Vec<&str> = Vec::new();
     for (name, _) in rows {
-        if !names.contains(name) {
+        if !names.contains(&name.as_str()) {
             names.push(name);
         }
     }

@@ -11,8 +11,9 @@
 //! the bound the new drive's write bandwidth sets, its Zone Write bandwidth for writes of
 //! the rebuild's size (consecutive chunks up to a transfer: `rebuild_write_bytes`, 128 KiB
 //! on the ZN540) measured on the same timing model (`zapraid_zns::calibrate`), one zone at
-//! queue depth 1 (how the rebuild writes: a segment at a time, in order) and the best of 1
-//! to 8 open zones (the drive's ceiling).
+//! queue depth 1 (how a rebuild of a segment at a time writes, in order) and the best of 1
+//! to 8 open zones (the drive's ceiling, which a rebuild of several segments at once,
+//! the engine's default, can come near: `segments_at_once`).
 
 use zapraid_zns::calibrate::{measure, Workload, WriteKind, MAX_OPEN_ZONES, REQUESTS_PER_POINT};
 use zapraid_zns::{Geometry, TimingParams};
@@ -68,6 +69,8 @@ pub struct RebuildPoint {
     pub data_bytes: u64,
     /// Segments rebuilt onto the new drive.
     pub segments: u64,
+    /// Segments the rebuild wrote at once (`Engine::rebuild_segments_at_once`).
+    pub segments_at_once: u32,
     /// What the rebuild wrote to the new drive: its chunks (data and parity), headers and
     /// footers.
     pub new_drive_bytes: u64,
@@ -115,15 +118,18 @@ const MIB: f64 = (1u64 << 20) as f64;
 
 /// Fills a (3+1)-RAID-5 of `mode` and `chunk_bytes` chunks with `sealed_segments` full
 /// segments of sequential writes on 62 MiB zones with ZN540 timing, fails drive 0,
-/// replaces it and measures the rebuild; `progress` hears how far it is.
+/// replaces it and measures the rebuild, of `segments_at_once` segments at once (None:
+/// as many as the engine takes by default); `progress` hears how far it is.
 pub fn rebuild_point(
     mode: Mode,
     chunk_bytes: u64,
     sealed_segments: u64,
+    segments_at_once: Option<u32>,
     seed: u64,
     progress: impl FnMut(Progress),
 ) -> Result<RebuildPoint> {
-    Ok(rebuild_on(rebuild_zones(), mode, chunk_bytes, sealed_segments, seed, progress)?.0)
+    let zones = rebuild_zones();
+    Ok(rebuild_on(zones, mode, chunk_bytes, sealed_segments, segments_at_once, seed, progress)?.0)
 }
 
 /// The recovery measurements' zones with the ZN540's transfer limits: the rebuild writes
@@ -187,10 +193,14 @@ fn rebuild_on(
     mode: Mode,
     chunk_bytes: u64,
     sealed_segments: u64,
+    segments_at_once: Option<u32>,
     seed: u64,
     mut progress: impl FnMut(Progress),
 ) -> Result<(RebuildPoint, Simulator, u64)> {
     let (mut sim, blocks) = filled(zones, mode, chunk_bytes, sealed_segments, 0, seed, &mut progress)?;
+    if let Some(segments) = segments_at_once {
+        sim.engine.set_rebuild_segments_at_once(segments);
+    }
     let block = u64::from(zones.block_size_bytes);
     let data_bytes = blocks * block;
     sim.drives[FAILED_DRIVE].fail();
@@ -223,6 +233,7 @@ fn rebuild_on(
         chunk_bytes,
         data_bytes,
         segments,
+        segments_at_once: sim.engine.rebuild_segments_at_once(),
         new_drive_bytes: last.blocks_written * block,
         rebuild_s: rebuild_ns as f64 / 1e9,
         one_zone_write_mib_per_s,
@@ -283,7 +294,7 @@ mod tests {
                 let what = format!("{name}, {chunk_bytes} B chunks");
                 let mut reports = 0;
                 let (point, mut sim, blocks) =
-                    rebuild_on(zones, mode, chunk_bytes, SEALED, SEED, |_| reports += 1).unwrap();
+                    rebuild_on(zones, mode, chunk_bytes, SEALED, None, SEED, |_| reports += 1).unwrap();
                 assert!(reports > 0, "{what}: no progress reported");
                 assert_eq!(point.segments, SEALED, "{what}: {point:?}");
                 assert!(point.new_drive_bytes >= point.data_bytes / 3, "{what}: {point:?}");
@@ -315,7 +326,7 @@ mod tests {
     fn same_seed_same_figures() {
         let zones = Geometry::small(1, 256, 240);
         let run = || {
-            let (point, _, _) = rebuild_on(zones, Mode::ZoneWriteOnly, 8192, 1, 9, |_| {}).unwrap();
+            let (point, _, _) = rebuild_on(zones, Mode::ZoneWriteOnly, 8192, 1, None, 9, |_| {}).unwrap();
             (point.rebuild_s.to_bits(), point.new_drive_bytes, point.segments)
         };
         assert_eq!(run(), run());

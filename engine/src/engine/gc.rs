@@ -114,7 +114,7 @@ impl Engine {
             .flatten()
             .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable && !awaiting(s))
             .filter(|s| !self.kept_for_pages(s.zone))
-            .filter(|s| Some(s.zone) != self.zone_being_rebuilt() && Some(s.zone) != self.zone_being_scrubbed())
+            .filter(|s| !self.is_being_rebuilt(s.zone) && Some(s.zone) != self.zone_being_scrubbed())
             .filter(|s| first(s) || (low && s.valid_blocks <= self.plan.gc_victim_max_live_blocks(&s.layout)))
             .min_by_key(|s| (!first(s), s.valid_blocks, s.sequence))
             .map(|s| (s.zone, s.valid_blocks));

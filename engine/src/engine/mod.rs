@@ -72,7 +72,7 @@ mod stripe;
 pub use crate::config::{Config, L2pConfig, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
 pub use crate::drive_command::DriveCommand;
 pub use machine::Engine;
-pub use rebuild::RebuildStatus;
+pub use rebuild::{rebuild_segments_at_once, RebuildStatus, MAX_REBUILD_SEGMENTS_AT_ONCE};
 pub use request::{Request, RequestId, Response};
 pub use state::scrub::{ScrubReport, ScrubStatus};
 pub use status::{L2pStatus, Status};

@@ -3,11 +3,13 @@
 //!
 //! When the rebuild starts, every existing segment marks the drive `absent`: reads rebuild
 //! its chunks from the others, as for a failed drive. Segments opened from then on are
-//! written to the new drive from the start. Each sealed segment in turn: the new drive's
-//! zone is reset (it may hold a part written before a crash), its header is the others'
+//! written to the new drive from the start. The sealed segments are rebuilt several at
+//! once (`rebuild_segments_at_once`: the drive takes more over several zones than over
+//! one, and each segment's reads keep its sources busy), lowest zone first. Each: the new
+//! drive's zone is reset (it may hold a part written before a crash), its header is the others'
 //! with its own drive index, then chunk position by position (in order, since a zone takes
 //! writes only at its write pointer; consecutive chunks go as one write of up to a
-//! transfer, `write_ready_chunks`) each chunk is reconstructed from the stripe's other
+//! transfer, `chunks`) each chunk is reconstructed from the stripe's other
 //! chunks (found by static offset, or where the compact stripe table says with Zone
 //! Append), data, parity and the blocks' metadata alike, then the footer (from the
 //! reconstructed metadata), and the zone is finished. Only then does the segment stop being
@@ -35,6 +37,7 @@
 //! (`lost::unknown_entries`); with a rate, no write reaches the new drive before the bucket
 //! gave its bytes.
 
+mod chunks;
 mod ending;
 mod pace;
 mod reconstruct;
@@ -42,25 +45,41 @@ mod resume;
 
 use std::collections::BTreeMap;
 
-use zapraid_zns::{Command, Completion, ZoneAction, ZoneTarget};
+use zapraid_zns::{Command, Completion, Geometry, ZoneAction, ZoneTarget};
 
 use crate::format::{FooterEntry, SegmentHeader, NO_LBA};
 
 use super::machine::Engine;
 use super::machine::Op;
-use super::state::rebuild::ChunkSources;
 use super::state::rebuild::DriveRebuild;
 use super::state::rebuild::RebuildOp;
 use super::state::rebuild::Step;
 use super::state::rebuild::ZoneRebuild;
 use super::state::segment::SegmentState;
 use super::state::stop::StopState;
-use crate::drive_command::{chunks_per_transfer, DriveCommand};
+use crate::drive_command::DriveCommand;
 use crate::error::{Error, Result};
+use crate::hybrid::SegmentPlan;
 pub(super) use pace::rebuild_pace;
 
-/// Chunk positions read and reconstructed ahead of the one being written.
-const REBUILD_WINDOW_CHUNKS: u64 = 32;
+/// The most segments a rebuild writes at once. The ZN540's timing model takes 1.7x more
+/// writes over several zones than over one (`docs/experiments/rebuild.md`); beyond a few
+/// zones the drive's chips are the limit, and each segment holds a window of chunks in
+/// memory.
+pub const MAX_REBUILD_SEGMENTS_AT_ONCE: u32 = 4;
+
+/// Segments a rebuild writes at once onto a drive of `geometry` while the array writes its
+/// `engines` engines' open segments of `plan` (each keeps `SegmentPlan::active_zones_needed`
+/// zones open and active) and `other_active_zones` zones besides (a superblock zone): what
+/// the drive's open and active zone limits leave to each engine, at least 1 (the zone a
+/// rebuild always had), at most `MAX_REBUILD_SEGMENTS_AT_ONCE`.
+pub fn rebuild_segments_at_once(geometry: &Geometry, plan: &SegmentPlan, engines: u32, other_active_zones: u32) -> u32 {
+    let engines = engines.max(1);
+    let used = plan.active_zones_needed() * engines;
+    let left = |limit: Option<u32>, extra: u32| limit.map_or(u32::MAX, |l| l.saturating_sub(used + extra) / engines);
+    let left = left(geometry.max_open_zones, 0).min(left(geometry.max_active_zones, other_active_zones));
+    left.clamp(1, MAX_REBUILD_SEGMENTS_AT_ONCE)
+}
 
 /// Progress of a drive rebuild, for `status`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -133,7 +152,7 @@ impl Engine {
             drive,
             resuming,
             segments_kept: 0,
-            current: None,
+            zones: BTreeMap::new(),
             segments_rebuilt: 0,
             blocks_written: 0,
             blocks_unrecoverable: 0,
@@ -169,13 +188,34 @@ impl Engine {
         self.last_rebuild
     }
 
-    /// The zone of the segment being rebuilt, which garbage collection leaves alone.
-    pub(super) fn zone_being_rebuilt(&self) -> Option<u32> {
-        self.drive_rebuild.as_ref()?.current.as_ref().map(|z| z.zone)
+    /// Whether the segment in `zone` is being rebuilt (garbage collection leaves it alone).
+    pub(super) fn is_being_rebuilt(&self, zone: u32) -> bool {
+        self.drive_rebuild.as_ref().is_some_and(|r| r.zones.contains_key(&zone))
     }
 
-    /// Moves the rebuild on: picks the next segment, issues reads within the window and
-    /// writes reconstructed chunks in order. Called from `pump`.
+    /// Says that `engines` engines (the shards of an array, this one among them) write to
+    /// the same drives: the drives' open and active zone limits are theirs to share, so a
+    /// rebuild writes fewer segments at once (`rebuild_segments_at_once`).
+    pub fn share_drives_with(&mut self, engines: u32) {
+        self.rebuild_segments_at_once = rebuild_segments_at_once(&self.geometry, &self.plan, engines, 1);
+    }
+
+    /// Sets the segments a rebuild writes at once (1 to `MAX_REBUILD_SEGMENTS_AT_ONCE`),
+    /// within what the drives' zone limits leave (`share_drives_with`): to compare, or to
+    /// rebuild a segment at a time.
+    pub fn set_rebuild_segments_at_once(&mut self, segments: u32) {
+        let limit = rebuild_segments_at_once(&self.geometry, &self.plan, 1, 1);
+        self.rebuild_segments_at_once = segments.clamp(1, limit);
+    }
+
+    /// Segments a rebuild writes at once.
+    pub fn rebuild_segments_at_once(&self) -> u32 {
+        self.rebuild_segments_at_once
+    }
+
+    /// Moves the rebuild on: starts the next segments while fewer than
+    /// `rebuild_segments_at_once` are under way, and for each one under way issues reads
+    /// within its window and writes reconstructed chunks in order. Called from `pump`.
     pub(super) fn advance_drive_rebuild(&mut self) {
         self.rebuild_pace.clear_wake();
         self.retire_idle_segments();
@@ -188,29 +228,42 @@ impl Engine {
             // on here.
             return;
         }
-        if r.current.is_none() {
-            let next = self
+        let at_once = self.rebuild_segments_at_once as usize;
+        if r.zones.len() < at_once {
+            let under_way = &r.zones;
+            let mut next: Vec<u32> = self
                 .segments
                 .iter()
                 .flatten()
                 .filter(|s| s.absent == Some(drive) && s.state == SegmentState::Sealed && !s.reclaim_first)
                 .map(|s| s.zone)
-                .min();
-            match next {
-                Some(zone) => {
-                    // The header is the segment's first write.
-                    let header_bytes = self.seg(zone).layout.chunk_blocks * self.block_bytes() as u64;
-                    if self.rebuild_pace.take(header_bytes, self.now_ns) {
-                        self.start_zone_rebuild(zone);
-                    }
-                }
-                None => self.end_or_wait(drive),
+                .filter(|zone| !under_way.contains_key(zone))
+                .collect();
+            next.sort_unstable();
+            next.truncate(at_once - r.zones.len());
+            if next.is_empty() && r.zones.is_empty() {
+                return self.end_or_wait(drive);
             }
-            return;
+            for zone in next {
+                // The header is the segment's first write.
+                let header_bytes = self.seg(zone).layout.chunk_blocks * self.block_bytes() as u64;
+                if !self.rebuild_pace.take(header_bytes, self.now_ns) {
+                    break;
+                }
+                self.start_zone_rebuild(zone);
+            }
         }
-        self.issue_rebuild_reads();
-        self.write_ready_chunks();
-        self.write_rebuild_footer();
+        let under_way: Vec<u32> =
+            self.drive_rebuild.as_ref().map_or_else(Vec::new, |r| r.zones.keys().copied().collect());
+        for zone in under_way {
+            // A step of one segment may end the rebuild (a drive failing).
+            if !self.is_being_rebuilt(zone) {
+                continue;
+            }
+            self.issue_rebuild_reads(zone);
+            self.write_ready_chunks(zone);
+            self.write_rebuild_footer(zone);
+        }
     }
 
     fn start_zone_rebuild(&mut self, zone: u32) {
@@ -220,23 +273,26 @@ impl Engine {
         let empty_entry =
             FooterEntry { lba: NO_LBA.into(), timestamp: 0.into(), stripe_id: 0.into(), reserved: 0.into() };
         let rebuild = self.drive_rebuild.as_mut().expect("a rebuild");
-        rebuild.current = Some(ZoneRebuild {
+        let resuming = rebuild.resuming;
+        rebuild.zones.insert(
             zone,
-            step: Step::Resetting,
-            header_sources,
-            next_read: 0,
-            next_write: 0,
-            reading: BTreeMap::new(),
-            ready: BTreeMap::new(),
-            writes_in_flight: 0,
-            footer: vec![empty_entry; (layout.stripes * layout.chunk_blocks) as usize],
-            footer_next: 0,
-            checks_pending: 0,
-            check_failed: false,
-            mapped_here: None,
-        });
-        if rebuild.resuming {
-            self.current().step = Step::Checking;
+            ZoneRebuild {
+                step: Step::Resetting,
+                header_sources,
+                next_read: 0,
+                next_write: 0,
+                reading: BTreeMap::new(),
+                ready: BTreeMap::new(),
+                writes_in_flight: 0,
+                footer: vec![empty_entry; (layout.stripes * layout.chunk_blocks) as usize],
+                footer_next: 0,
+                checks_pending: 0,
+                check_failed: false,
+                mapped_here: None,
+            },
+        );
+        if resuming {
+            self.zone_rebuild(zone).step = Step::Checking;
             return self.check_rebuilt_zone(zone);
         }
         tracing::debug!(drive, zone, "rebuilding a segment");
@@ -246,7 +302,7 @@ impl Engine {
     /// Resets the new drive's zone of the segment, the rebuild's first step on it.
     fn reset_rebuilt_zone(&mut self, zone: u32) {
         let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
-        self.current().step = Step::Resetting;
+        self.zone_rebuild(zone).step = Step::Resetting;
         let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
         self.rebuild_command(zone, drive, RebuildOp::Reset, Command::ManageZone { action: ZoneAction::Reset, target });
     }
@@ -257,14 +313,14 @@ impl Engine {
         self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
     }
 
-    fn current(&mut self) -> &mut ZoneRebuild {
-        self.drive_rebuild.as_mut().and_then(|r| r.current.as_mut()).expect("a segment being rebuilt")
+    fn zone_rebuild(&mut self, zone: u32) -> &mut ZoneRebuild {
+        self.drive_rebuild.as_mut().and_then(|r| r.zones.get_mut(&zone)).expect("a segment being rebuilt")
     }
 
     /// Reads the header block of the next drive holding the segment.
     fn read_rebuild_header(&mut self, zone: u32) {
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-        let Some(source) = self.current().header_sources.pop() else {
+        let Some(source) = self.zone_rebuild(zone).header_sources.pop() else {
             return self.abandon_zone_rebuild(zone, "no drive holding the segment has a readable header");
         };
         let lba = self.geometry.zone_start_lba(zone);
@@ -272,225 +328,6 @@ impl Engine {
         self.seg_mut(zone).commands_in_flight += 1;
         let tag = self.new_tag(Op::Rebuild { zone, op: RebuildOp::Header });
         self.commands.push_back(DriveCommand { drive: source, tag, command, delay_ns: 0 });
-    }
-
-    /// Reads the stripes of the next chunk positions, up to the window. A source drive's
-    /// chunks of consecutive positions that lie next to each other on it go as one read of
-    /// up to a transfer (`drive_command::chunks_per_transfer`); reads wait for room for a
-    /// whole one while others are under way.
-    fn issue_rebuild_reads(&mut self) {
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
-        let z = self.current();
-        if z.step != Step::Chunks {
-            return;
-        }
-        let zone = z.zone;
-        let layout = self.seg(zone).layout;
-        let per_read = chunks_per_transfer(&self.geometry, layout.chunk_blocks);
-        // At least two commands' worth ahead: one being written, the next being read.
-        let window = REBUILD_WINDOW_CHUNKS.max(2 * per_read);
-        let z = self.current();
-        let room = (z.next_write + window).saturating_sub(z.next_read);
-        let left = layout.stripes.saturating_sub(z.next_read);
-        if room < per_read.min(left) && !z.reading.is_empty() {
-            return;
-        }
-        // Per source drive, the run of chunks being gathered: (first position, its place
-        // on the drive, chunks).
-        let mut runs: Vec<Option<(u64, u64, u64)>> = vec![None; layout.drives()];
-        loop {
-            let z = self.current();
-            let position = z.next_read;
-            if position >= layout.stripes || position >= z.next_write + window {
-                break;
-            }
-            z.next_read += 1;
-            let places = self.stripe_places(zone, drive, position);
-            let enough = places.as_ref().is_some_and(|p| p.others.len() >= layout.data_chunks);
-            let Some(places) = places.filter(|_| enough && layout.parity_chunks > 0) else {
-                self.unrecoverable_chunk(zone, position);
-                continue;
-            };
-            let sources = ChunkSources {
-                stripe_number: places.stripe_number,
-                shards: (0..layout.drives()).map(|_| None).collect(),
-                pending: places.others.len(),
-            };
-            self.current().reading.insert(position, sources);
-            for (source, at) in places.others {
-                match &mut runs[source] {
-                    Some((first, first_at, chunks))
-                        if *first + *chunks == position && *first_at + *chunks == at && *chunks < per_read =>
-                    {
-                        *chunks += 1
-                    }
-                    run => {
-                        if let Some(done) = run.replace((position, at, 1)) {
-                            self.read_run(zone, source, done);
-                        }
-                    }
-                }
-            }
-        }
-        for (source, run) in runs.into_iter().enumerate() {
-            if let Some(run) = run {
-                self.read_run(zone, source, run);
-            }
-        }
-    }
-
-    /// Reads `chunks` chunks from `source`, of the positions from `position` on, which lie
-    /// next to each other on it from place `at`.
-    fn read_run(&mut self, zone: u32, source: usize, (position, at, chunks): (u64, u64, u64)) {
-        let layout = self.seg(zone).layout;
-        let blocks = (chunks * layout.chunk_blocks) as usize;
-        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-        let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + at * layout.chunk_blocks;
-        let command = Command::Read { lba, data: vec![0; blocks * bs], metadata: vec![0; blocks * ms] };
-        self.rebuild_command(zone, source, RebuildOp::Read { position, source, chunks }, command);
-    }
-
-    /// A read of `source`'s chunks of the positions from `position` on completed: each one
-    /// intact goes to its stripe's sources, and a stripe with every source read is
-    /// reconstructed.
-    fn rebuild_read_done(&mut self, zone: u32, position: u64, source: usize, chunks: u64, completion: Completion) {
-        let cb = self.seg(zone).layout.chunk_blocks as usize;
-        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-        let (chunk_bytes, chunk_meta_bytes) = (cb * bs, cb * ms);
-        let Completion { result, mut data, mut metadata, .. } = completion;
-        // What a drive returns is checked, never trusted: a short buffer is no chunk.
-        let whole = result.is_ok()
-            && data.len() == chunks as usize * chunk_bytes
-            && metadata.len() == chunks as usize * chunk_meta_bytes;
-        for i in 0..chunks {
-            let p = position + i;
-            let Some(sources) = self.current().reading.get_mut(&p) else { continue };
-            sources.pending -= 1;
-            let chunk = match (whole, chunks) {
-                (false, _) => None,
-                (true, 1) => Some((std::mem::take(&mut data), std::mem::take(&mut metadata))),
-                (true, _) => {
-                    let (from, meta_from) = (i as usize * chunk_bytes, i as usize * chunk_meta_bytes);
-                    let chunk_data = data[from..from + chunk_bytes].to_vec();
-                    Some((chunk_data, metadata[meta_from..meta_from + chunk_meta_bytes].to_vec()))
-                }
-            };
-            if let Some((d, m)) = chunk.filter(|(d, m)| reconstruct::chunk_blocks_decode(d, m, bs, ms)) {
-                sources.shards[source] = Some((d, m));
-            }
-            if sources.pending == 0 {
-                let sources = self.current().reading.remove(&p).expect("being read");
-                self.reconstruct_chunk(zone, p, sources);
-            }
-        }
-    }
-
-    /// A chunk no stripe can give back: blocks whose metadata does not decode, so that reads
-    /// of them fail instead of returning wrong data.
-    fn unrecoverable_chunk(&mut self, zone: u32, position: u64) {
-        let cb = self.seg(zone).layout.chunk_blocks as usize;
-        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-        let r = self.drive_rebuild.as_mut().expect("a rebuild");
-        r.blocks_unrecoverable += cb as u64;
-        tracing::error!(drive = r.drive, zone, position, "a chunk cannot be rebuilt: its stripe lost too many chunks");
-        self.rebuild_blocks_unrecoverable += cb as u64;
-        self.note_holes(zone);
-        // Its footer entries say so (`lost::unknown_entries`): a start or a page rebuild
-        // reading the footer takes these blocks for damaged ones, never for padding, and
-        // records lost the LBAs the table mapped to them.
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
-        let mut mapped = self.current().mapped_here.take().unwrap_or_else(|| self.lbas_mapped_on(zone, drive));
-        let first = self.seg(zone).layout.data_start_blocks() + position * cb as u64;
-        let entries = self.unknown_entries(zone, drive, first..first + cb as u64, &mut mapped);
-        let z = self.current();
-        z.mapped_here = Some(mapped);
-        let at = position as usize * cb;
-        z.footer[at..at + cb].copy_from_slice(&entries);
-        z.ready.insert(position, (vec![0; cb * bs], vec![0; cb * ms]));
-    }
-
-    /// Writes reconstructed chunks in position order, then the footer. Consecutive ready
-    /// chunks go as one Zone Write of up to a transfer (`drive_command::chunks_per_transfer`):
-    /// the zone takes one write at a time, so while one is in flight the next waits until
-    /// it is full (or reaches the segment's last chunk), and the one after it carries what
-    /// came meanwhile.
-    fn write_ready_chunks(&mut self) {
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
-        loop {
-            let z = self.current();
-            if z.step != Step::Chunks {
-                return;
-            }
-            let (zone, first) = (z.zone, z.next_write);
-            let layout = self.seg(zone).layout;
-            let per_write = chunks_per_transfer(&self.geometry, layout.chunk_blocks);
-            let z = self.current();
-            let run = (first..layout.stripes).take(per_write as usize).take_while(|p| z.ready.contains_key(p)).count();
-            let run = run as u64;
-            let ends_segment = first + run == layout.stripes;
-            if run == 0 || (z.writes_in_flight > 0 && run < per_write && !ends_segment) {
-                break;
-            }
-            let blocks = run * layout.chunk_blocks;
-            if !self.rebuild_pace.take(blocks * self.block_bytes() as u64, self.now_ns) {
-                break;
-            }
-            let z = self.current();
-            let parts: Vec<_> = (first..first + run).map(|p| z.ready.remove(&p).expect("ready")).collect();
-            z.next_write += run;
-            let (data, metadata) = match run {
-                1 => parts.into_iter().next().expect("one chunk"),
-                _ => {
-                    let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-                    self.buffers.join(parts, blocks as usize * bs, blocks as usize * ms)
-                }
-            };
-            let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + first * layout.chunk_blocks;
-            self.rebuild_write(zone, drive, blocks, lba, data, metadata);
-        }
-        let z = self.current();
-        let zone = z.zone;
-        let layout = self.seg(zone).layout;
-        if self.current().next_write < layout.stripes {
-            return;
-        }
-        self.current().step = Step::Footer;
-    }
-
-    /// Writes the footer from the reconstructed metadata, piece by piece, once every
-    /// chunk's write went out.
-    fn write_rebuild_footer(&mut self) {
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
-        let z = self.current();
-        if z.step != Step::Footer {
-            return;
-        }
-        let zone = z.zone;
-        let (layout, sequence) = (self.seg(zone).layout, self.seg(zone).sequence);
-        let footer = std::mem::take(&mut self.current().footer);
-        let max_blocks = u64::from(self.geometry.max_transfer_blocks);
-        loop {
-            let first = self.current().footer_next;
-            if first >= layout.footer_blocks {
-                break;
-            }
-            let piece_bytes = (layout.footer_blocks - first).min(max_blocks) * self.block_bytes() as u64;
-            if !self.rebuild_pace.take(piece_bytes, self.now_ns) {
-                break;
-            }
-            let (blocks, data, metadata) = self.footer_piece(sequence, drive, first, layout.footer_blocks, &footer);
-            let lba = self.geometry.zone_start_lba(zone) + layout.footer_start_blocks() + first;
-            self.rebuild_write(zone, drive, blocks, lba, data, metadata);
-            self.current().footer_next = first + blocks;
-        }
-        self.current().footer = footer;
-    }
-
-    fn rebuild_write(&mut self, zone: u32, drive: usize, blocks: u64, lba: u64, data: Vec<u8>, metadata: Vec<u8>) {
-        self.current().writes_in_flight += 1;
-        self.seg_mut(zone).commands_in_flight += 1;
-        let op = Op::Rebuild { zone, op: RebuildOp::Write { blocks } };
-        self.zone_write(drive, zone, op, Command::Write { lba, data, metadata });
     }
 
     /// A rebuild command completed.
@@ -514,12 +351,12 @@ impl Engine {
             tracing::error!(drive, zone, "the drive being rebuilt failed; the rebuild stops");
             return self.abandon_drive_rebuild();
         }
-        if self.drive_rebuild.as_ref().and_then(|r| r.current.as_ref()).is_none_or(|z| z.zone != zone) {
+        if !self.is_being_rebuilt(zone) {
             return; // abandoned meanwhile
         }
         match op {
             RebuildOp::Reset => {
-                self.current().step = Step::Header;
+                self.zone_rebuild(zone).step = Step::Header;
                 self.read_rebuild_header(zone);
             }
             RebuildOp::Header => {
@@ -535,16 +372,16 @@ impl Engine {
                 let (data, metadata) = self.header_chunk(&header, layout.chunk_blocks as usize);
                 let lba = self.geometry.zone_start_lba(zone);
                 self.rebuild_write(zone, drive, layout.chunk_blocks, lba, data, metadata);
-                self.current().step = Step::Chunks;
+                self.zone_rebuild(zone).step = Step::Chunks;
             }
             RebuildOp::Read { position, source, chunks } => {
                 self.rebuild_read_done(zone, position, source, chunks, completion);
             }
             RebuildOp::Write { blocks } => {
-                self.current().writes_in_flight -= 1;
+                self.zone_rebuild(zone).writes_in_flight -= 1;
                 self.drive_rebuild.as_mut().expect("a rebuild").blocks_written += blocks;
                 let footer_blocks = self.seg(zone).layout.footer_blocks;
-                let z = self.current();
+                let z = self.zone_rebuild(zone);
                 if z.step == Step::Footer && z.writes_in_flight == 0 && z.footer_next >= footer_blocks {
                     z.step = Step::Finishing;
                     let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
@@ -556,7 +393,7 @@ impl Engine {
             RebuildOp::Finish => {
                 self.seg_mut(zone).absent = None;
                 let r = self.drive_rebuild.as_mut().expect("a rebuild");
-                r.current = None;
+                r.zones.remove(&zone);
                 r.segments_rebuilt += 1;
                 self.gc_check_needed = true;
             }

@@ -96,7 +96,8 @@ impl ShardedSimulator {
         let mut built = Vec::new();
         for shard in 0..map.shards() {
             let span = Self::span(&map, &geometry, shard)?;
-            let engine = Engine::format(span.geometry(geometry), map.shard_config(shard, config))?;
+            let mut engine = Engine::format(span.geometry(geometry), map.shard_config(shard, config))?;
+            engine.share_drives_with(map.shards() as u32);
             built.push(Shard {
                 engine,
                 span,

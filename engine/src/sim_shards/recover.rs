@@ -114,7 +114,8 @@ impl Start {
             let recovery_report = recovery.report();
             // The next checkpoint follows the one the start used (`Simulator`).
             let checkpoints = CheckpointCopies::after(recovery_report.checkpoint_generation);
-            let engine = recovery.finish().map_err(|error| map.array_error(shard, error))?;
+            let mut engine = recovery.finish().map_err(|error| map.array_error(shard, error))?;
+            engine.share_drives_with(map.shards() as u32);
             let running_during_rebuild = false;
             built.push(Shard { engine, span, recovery_report, checkpoints, running_during_rebuild, core: None });
         }

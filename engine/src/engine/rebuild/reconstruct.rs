@@ -54,14 +54,14 @@ impl Engine {
             let kind = if lost < k { BlockKind::of_data_lba(lba) } else { BlockKind::Parity };
             BlockMetadata::new(lba, timestamp, stripe_id, sequence, kind)
                 .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
-            self.current().footer[position as usize * cb + o] = FooterEntry {
+            self.zone_rebuild(zone).footer[position as usize * cb + o] = FooterEntry {
                 lba: lba.into(),
                 timestamp: timestamp.into(),
                 stripe_id: stripe_id.into(),
                 reserved: 0.into(),
             };
         }
-        self.current().ready.insert(position, (data, metadata));
+        self.zone_rebuild(zone).ready.insert(position, (data, metadata));
     }
 }
 

@@ -64,7 +64,7 @@ impl Engine {
             reads.push((Some(first), zone_start + layout.footer_start_blocks() + first, blocks));
             first += blocks;
         }
-        self.current().checks_pending = reads.len();
+        self.zone_rebuild(zone).checks_pending = reads.len();
         tracing::debug!(drive, zone, "checking what an earlier rebuild wrote of a segment");
         for (footer_first, lba, blocks) in reads {
             let n = blocks as usize;
@@ -76,7 +76,7 @@ impl Engine {
     /// A check read completed: once all have, the segment is kept or rebuilt.
     pub(super) fn zone_check_done(&mut self, zone: u32, footer_first: Option<u64>, completion: Completion) {
         let Some(r) = self.drive_rebuild.as_ref() else { return };
-        if r.current.as_ref().is_none_or(|z| z.zone != zone || z.step != Step::Checking) {
+        if r.zones.get(&zone).is_none_or(|z| z.step != Step::Checking) {
             return; // abandoned meanwhile
         }
         let drive = r.drive;
@@ -85,7 +85,7 @@ impl Engine {
                 None => self.header_is_this_drives(zone, drive, &completion.data),
                 Some(_) => self.footer_blocks_are_this_drives(zone, drive, &completion.data),
             };
-        let z = self.current();
+        let z = self.zone_rebuild(zone);
         z.checks_pending -= 1;
         z.check_failed |= !intact;
         if z.checks_pending > 0 {
@@ -97,7 +97,7 @@ impl Engine {
         }
         tracing::debug!(drive, zone, "the segment was rebuilt before: kept");
         self.drive_rebuild.as_mut().expect("a rebuild").segments_kept += 1;
-        let z = self.current();
+        let z = self.zone_rebuild(zone);
         z.step = Step::Finishing;
         z.footer = Vec::new();
         let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
@@ -122,7 +122,7 @@ impl Engine {
             if header.segment_sequence.get() != sequence || header.drive_index.get() as usize != drive {
                 return false;
             }
-            let footer = &mut self.current().footer;
+            let footer = &mut self.zone_rebuild(zone).footer;
             let from = header.first_block.get() as usize;
             let Some(slots) = from.checked_add(entries.len()).and_then(|to| footer.get_mut(from..to)) else {
                 return false;
@@ -141,7 +141,7 @@ impl Engine {
     fn adopt_footer_placement(&mut self, zone: u32, drive: usize) -> bool {
         let seg = self.seg(zone);
         let (layout, Some(table)) = (seg.layout, seg.table.as_ref()) else { return true };
-        let footer = self.drive_rebuild.as_ref().and_then(|r| r.current.as_ref()).expect("checking").footer.clone();
+        let footer = self.drive_rebuild.as_ref().and_then(|r| r.zones.get(&zone)).expect("checking").footer.clone();
         let cb = layout.chunk_blocks;
         // Per position: where its stripe (as the table has it) is in the footer, and its id.
         let mut placement = Vec::new();

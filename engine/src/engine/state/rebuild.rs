@@ -1,6 +1,6 @@
-//! A drive rebuild under way (`DriveRebuild`), the segment it is at and its step
-//! (`ZoneRebuild`, `Step`), the chunks read to reconstruct one (`ChunkSources`), and what
-//! each of its commands is for (`RebuildOp`). The rebuild itself is `rebuild`'s.
+//! A drive rebuild under way (`DriveRebuild`), the segments it is rebuilding and the step
+//! of each (`ZoneRebuild`, `Step`), the chunks read to reconstruct one (`ChunkSources`),
+//! and what each of its commands is for (`RebuildOp`). The rebuild itself is `rebuild`'s.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +15,8 @@ pub(in crate::engine) struct DriveRebuild {
     pub(in crate::engine) resuming: bool,
     /// Segments kept that way.
     pub(in crate::engine) segments_kept: u64,
-    pub(in crate::engine) current: Option<ZoneRebuild>,
+    /// The segments being rebuilt, by zone: at most `Engine::rebuild_segments_at_once`.
+    pub(in crate::engine) zones: BTreeMap<u32, ZoneRebuild>,
     pub(in crate::engine) segments_rebuilt: u64,
     pub(in crate::engine) blocks_written: u64,
     pub(in crate::engine) blocks_unrecoverable: u64,
@@ -40,9 +41,8 @@ pub(in crate::engine) enum Step {
     Finishing,
 }
 
-/// The segment being rebuilt onto the new drive.
+/// A segment being rebuilt onto the new drive.
 pub(in crate::engine) struct ZoneRebuild {
-    pub(in crate::engine) zone: u32,
     pub(in crate::engine) step: Step,
     /// Drives the header may be read from, the next to try first.
     pub(in crate::engine) header_sources: Vec<usize>,

@@ -101,6 +101,7 @@ pub fn recover_shards(assembled: &mut Assembled) -> Result<RecoveredShards> {
                         let checkpoints = CheckpointDrives::Parts(&mut checkpoint_drives[..]);
                         let (mut engine, report): (Engine, RecoveryReport) =
                             recover_engine(&mut drives, checkpoints, &mut place, input)?;
+                        engine.share_drives_with(map.shards() as u32);
                         if let Some(drive) = resumed {
                             resume(&mut engine, &mut drives[drive], drive)?;
                         }

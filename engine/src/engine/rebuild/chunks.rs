@@ -1,0 +1,250 @@
+//! A segment's chunks on their way to the new drive: read from the drives holding the
+//! stripe (a source drive's chunks of consecutive positions that lie next to each other
+//! on it as one read of up to a transfer), reconstructed (`reconstruct`), and written in
+//! position order (consecutive ready chunks as one Zone Write of up to a transfer), then
+//! the footer from the reconstructed metadata. Each segment being rebuilt runs its own
+//! pipeline; several run at once (`Engine::rebuild_segments_at_once`), each in its own zone.
+//!
+//! Invariants: a segment's reads stay within `REBUILD_WINDOW_CHUNKS` (or two transfers)
+//! of its writes; its zone on the new drive is written in order, one write in flight at a
+//! time unless the next one is a whole transfer; with a rate, no write goes out before the
+//! bucket gave its bytes.
+
+use zapraid_zns::{Command, Completion};
+
+use super::reconstruct;
+use crate::drive_command::chunks_per_transfer;
+use crate::engine::machine::{Engine, Op};
+use crate::engine::state::rebuild::{ChunkSources, RebuildOp, Step};
+
+/// Chunk positions read and reconstructed ahead of the one being written.
+const REBUILD_WINDOW_CHUNKS: u64 = 32;
+
+impl Engine {
+    /// Reads the stripes of the next chunk positions, up to the window. A source drive's
+    /// chunks of consecutive positions that lie next to each other on it go as one read of
+    /// up to a transfer (`drive_command::chunks_per_transfer`); reads wait for room for a
+    /// whole one while others are under way.
+    pub(super) fn issue_rebuild_reads(&mut self, zone: u32) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        if self.zone_rebuild(zone).step != Step::Chunks {
+            return;
+        }
+        let layout = self.seg(zone).layout;
+        let per_read = chunks_per_transfer(&self.geometry, layout.chunk_blocks);
+        // At least two commands' worth ahead: one being written, the next being read.
+        let window = REBUILD_WINDOW_CHUNKS.max(2 * per_read);
+        let z = self.zone_rebuild(zone);
+        let room = (z.next_write + window).saturating_sub(z.next_read);
+        let left = layout.stripes.saturating_sub(z.next_read);
+        if room < per_read.min(left) && !z.reading.is_empty() {
+            return;
+        }
+        // Per source drive, the run of chunks being gathered: (first position, its place
+        // on the drive, chunks).
+        let mut runs: Vec<Option<(u64, u64, u64)>> = vec![None; layout.drives()];
+        loop {
+            let z = self.zone_rebuild(zone);
+            let position = z.next_read;
+            if position >= layout.stripes || position >= z.next_write + window {
+                break;
+            }
+            z.next_read += 1;
+            let places = self.stripe_places(zone, drive, position);
+            let enough = places.as_ref().is_some_and(|p| p.others.len() >= layout.data_chunks);
+            let Some(places) = places.filter(|_| enough && layout.parity_chunks > 0) else {
+                self.unrecoverable_chunk(zone, position);
+                continue;
+            };
+            let sources = ChunkSources {
+                stripe_number: places.stripe_number,
+                shards: (0..layout.drives()).map(|_| None).collect(),
+                pending: places.others.len(),
+            };
+            self.zone_rebuild(zone).reading.insert(position, sources);
+            for (source, at) in places.others {
+                match &mut runs[source] {
+                    Some((first, first_at, chunks))
+                        if *first + *chunks == position && *first_at + *chunks == at && *chunks < per_read =>
+                    {
+                        *chunks += 1
+                    }
+                    run => {
+                        if let Some(done) = run.replace((position, at, 1)) {
+                            self.read_run(zone, source, done);
+                        }
+                    }
+                }
+            }
+        }
+        for (source, run) in runs.into_iter().enumerate() {
+            if let Some(run) = run {
+                self.read_run(zone, source, run);
+            }
+        }
+    }
+
+    /// Reads `chunks` chunks from `source`, of the positions from `position` on, which lie
+    /// next to each other on it from place `at`.
+    fn read_run(&mut self, zone: u32, source: usize, (position, at, chunks): (u64, u64, u64)) {
+        let layout = self.seg(zone).layout;
+        let blocks = (chunks * layout.chunk_blocks) as usize;
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + at * layout.chunk_blocks;
+        let command = Command::Read { lba, data: vec![0; blocks * bs], metadata: vec![0; blocks * ms] };
+        self.rebuild_command(zone, source, RebuildOp::Read { position, source, chunks }, command);
+    }
+
+    /// A read of `source`'s chunks of the positions from `position` on completed: each one
+    /// intact goes to its stripe's sources, and a stripe with every source read is
+    /// reconstructed.
+    pub(super) fn rebuild_read_done(
+        &mut self,
+        zone: u32,
+        position: u64,
+        source: usize,
+        chunks: u64,
+        completion: Completion,
+    ) {
+        let cb = self.seg(zone).layout.chunk_blocks as usize;
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let (chunk_bytes, chunk_meta_bytes) = (cb * bs, cb * ms);
+        let Completion { result, mut data, mut metadata, .. } = completion;
+        // What a drive returns is checked, never trusted: a short buffer is no chunk.
+        let whole = result.is_ok()
+            && data.len() == chunks as usize * chunk_bytes
+            && metadata.len() == chunks as usize * chunk_meta_bytes;
+        for i in 0..chunks {
+            let p = position + i;
+            let Some(sources) = self.zone_rebuild(zone).reading.get_mut(&p) else { continue };
+            sources.pending -= 1;
+            let chunk = match (whole, chunks) {
+                (false, _) => None,
+                (true, 1) => Some((std::mem::take(&mut data), std::mem::take(&mut metadata))),
+                (true, _) => {
+                    let (from, meta_from) = (i as usize * chunk_bytes, i as usize * chunk_meta_bytes);
+                    let chunk_data = data[from..from + chunk_bytes].to_vec();
+                    Some((chunk_data, metadata[meta_from..meta_from + chunk_meta_bytes].to_vec()))
+                }
+            };
+            if let Some((d, m)) = chunk.filter(|(d, m)| reconstruct::chunk_blocks_decode(d, m, bs, ms)) {
+                sources.shards[source] = Some((d, m));
+            }
+            if sources.pending == 0 {
+                let sources = self.zone_rebuild(zone).reading.remove(&p).expect("being read");
+                self.reconstruct_chunk(zone, p, sources);
+            }
+        }
+    }
+
+    /// A chunk no stripe can give back: blocks whose metadata does not decode, so that reads
+    /// of them fail instead of returning wrong data.
+    pub(super) fn unrecoverable_chunk(&mut self, zone: u32, position: u64) {
+        let cb = self.seg(zone).layout.chunk_blocks as usize;
+        let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+        let r = self.drive_rebuild.as_mut().expect("a rebuild");
+        r.blocks_unrecoverable += cb as u64;
+        tracing::error!(drive = r.drive, zone, position, "a chunk cannot be rebuilt: its stripe lost too many chunks");
+        self.rebuild_blocks_unrecoverable += cb as u64;
+        self.note_holes(zone);
+        // Its footer entries say so (`lost::unknown_entries`): a start or a page rebuild
+        // reading the footer takes these blocks for damaged ones, never for padding, and
+        // records lost the LBAs the table mapped to them.
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let mut mapped = self.zone_rebuild(zone).mapped_here.take().unwrap_or_else(|| self.lbas_mapped_on(zone, drive));
+        let first = self.seg(zone).layout.data_start_blocks() + position * cb as u64;
+        let entries = self.unknown_entries(zone, drive, first..first + cb as u64, &mut mapped);
+        let z = self.zone_rebuild(zone);
+        z.mapped_here = Some(mapped);
+        let at = position as usize * cb;
+        z.footer[at..at + cb].copy_from_slice(&entries);
+        z.ready.insert(position, (vec![0; cb * bs], vec![0; cb * ms]));
+    }
+
+    /// Writes reconstructed chunks in position order, then the footer. Consecutive ready
+    /// chunks go as one Zone Write of up to a transfer (`drive_command::chunks_per_transfer`):
+    /// the zone takes one write at a time, so while one is in flight the next waits until
+    /// it is full (or reaches the segment's last chunk), and the one after it carries what
+    /// came meanwhile.
+    pub(super) fn write_ready_chunks(&mut self, zone: u32) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let layout = self.seg(zone).layout;
+        let per_write = chunks_per_transfer(&self.geometry, layout.chunk_blocks);
+        loop {
+            let z = self.zone_rebuild(zone);
+            if z.step != Step::Chunks {
+                return;
+            }
+            let first = z.next_write;
+            let run = (first..layout.stripes).take(per_write as usize).take_while(|p| z.ready.contains_key(p)).count();
+            let run = run as u64;
+            let ends_segment = first + run == layout.stripes;
+            if run == 0 || (z.writes_in_flight > 0 && run < per_write && !ends_segment) {
+                break;
+            }
+            let blocks = run * layout.chunk_blocks;
+            if !self.rebuild_pace.take(blocks * self.block_bytes() as u64, self.now_ns) {
+                break;
+            }
+            let z = self.zone_rebuild(zone);
+            let parts: Vec<_> = (first..first + run).map(|p| z.ready.remove(&p).expect("ready")).collect();
+            z.next_write += run;
+            let (data, metadata) = match run {
+                1 => parts.into_iter().next().expect("one chunk"),
+                _ => {
+                    let (bs, ms) = (self.block_bytes(), self.meta_bytes());
+                    self.buffers.join(parts, blocks as usize * bs, blocks as usize * ms)
+                }
+            };
+            let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + first * layout.chunk_blocks;
+            self.rebuild_write(zone, drive, blocks, lba, data, metadata);
+        }
+        let z = self.zone_rebuild(zone);
+        if z.next_write < layout.stripes {
+            return;
+        }
+        z.step = Step::Footer;
+    }
+
+    /// Writes the footer from the reconstructed metadata, piece by piece, once every
+    /// chunk's write went out.
+    pub(super) fn write_rebuild_footer(&mut self, zone: u32) {
+        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        if self.zone_rebuild(zone).step != Step::Footer {
+            return;
+        }
+        let (layout, sequence) = (self.seg(zone).layout, self.seg(zone).sequence);
+        let footer = std::mem::take(&mut self.zone_rebuild(zone).footer);
+        let max_blocks = u64::from(self.geometry.max_transfer_blocks);
+        loop {
+            let first = self.zone_rebuild(zone).footer_next;
+            if first >= layout.footer_blocks {
+                break;
+            }
+            let piece_bytes = (layout.footer_blocks - first).min(max_blocks) * self.block_bytes() as u64;
+            if !self.rebuild_pace.take(piece_bytes, self.now_ns) {
+                break;
+            }
+            let (blocks, data, metadata) = self.footer_piece(sequence, drive, first, layout.footer_blocks, &footer);
+            let lba = self.geometry.zone_start_lba(zone) + layout.footer_start_blocks() + first;
+            self.rebuild_write(zone, drive, blocks, lba, data, metadata);
+            self.zone_rebuild(zone).footer_next = first + blocks;
+        }
+        self.zone_rebuild(zone).footer = footer;
+    }
+
+    pub(super) fn rebuild_write(
+        &mut self,
+        zone: u32,
+        drive: usize,
+        blocks: u64,
+        lba: u64,
+        data: Vec<u8>,
+        metadata: Vec<u8>,
+    ) {
+        self.zone_rebuild(zone).writes_in_flight += 1;
+        self.seg_mut(zone).commands_in_flight += 1;
+        let op = Op::Rebuild { zone, op: RebuildOp::Write { blocks } };
+        self.zone_write(drive, zone, op, Command::Write { lba, data, metadata });
+    }
+}
