@@ -4,7 +4,7 @@
 
     scripts/rooms.py server/src --order error,drives,records,assemble,run,export,ops,control,service
     scripts/rooms.py cli/src
-    scripts/rooms.py engine/src --order error,format,checksum,parity,layout,hybrid,capacity,stripe_table,l2p,pool,config,drive_command,recovery,engine,shard,cpu_cost,sim,sim_shards
+    scripts/rooms.py engine/src --order error,crc,format,checksum,parity,placement,layout,hybrid,capacity,stripe_table,l2p,pool,config,drive_command,recovery,engine,shard,cpu_cost,sim,sim_shards
 
 An edge is a `use` line (`crate::`, `super::`, `self::`, or a child module's name) or a
 `crate::` path in code, from the file it is in to the file of the module it names; a

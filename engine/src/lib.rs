@@ -12,27 +12,30 @@
 //! bottom up:
 //!
 //! 1. `error`: the crate's one error type.
-//! 2. `format`: the bytes on the drives (superblock, spare record, segment header, footer
+//! 2. `crc`: CRC32C, by whichever of two implementations measured faster at first use.
+//! 3. `format`: the bytes on the drives (superblock, spare record, segment header, footer
 //!    blocks, block metadata, checkpoint image, mapping block), decoded as untrusted.
-//! 3. `checksum`: block checksums a frontend computes and checks on its own thread.
-//! 4. `parity`: the erasure codes over k data and m parity chunks.
-//! 5. `layout`: RAID levels, the code each takes, and where every chunk of a segment lives.
-//! 6. `hybrid`: the open segments of each chunk size, and where a stripe goes.
-//! 7. `capacity`: the space and zone budget (what garbage collection and recovery keep).
-//! 8. `stripe_table`: the compact stripe table of a Zone Append segment.
-//! 9. `l2p`: the L2P table, its pages and their memory budget.
-//! 10. `pool`: byte buffers the data path reuses.
-//! 11. `config`: what an array is configured with.
-//! 12. `drive_command`: one command for one drive, what the state machines hand their driver.
-//! 13. `recovery`: the engine's state read back from the drives (and a lost L2P page's
+//! 4. `checksum`: block checksums a frontend computes and checks on its own thread.
+//! 5. `parity`: the erasure codes over k data and m parity chunks.
+//! 6. `placement`: which drives of an array wider than its stripes each segment takes
+//!    (declustered, docs/internals/declustered.md).
+//! 7. `layout`: RAID levels, the code each takes, and where every chunk of a segment lives.
+//! 8. `hybrid`: the open segments of each chunk size, and where a stripe goes.
+//! 9. `capacity`: the space and zone budget (what garbage collection and recovery keep).
+//! 10. `stripe_table`: the compact stripe table of a Zone Append segment.
+//! 11. `l2p`: the L2P table, its pages and their memory budget.
+//! 12. `pool`: byte buffers the data path reuses.
+//! 13. `config`: what an array is configured with.
+//! 14. `drive_command`: one command for one drive, what the state machines hand their driver.
+//! 15. `recovery`: the engine's state read back from the drives (and a lost L2P page's
 //!     entries read back from the log).
-//! 14. `engine`: the running engine, and its start from what recovery found.
-//! 15. `shard`: the shard map: an array as S engines, which shard an LBA and a zone belong
+//! 16. `engine`: the running engine, and its start from what recovery found.
+//! 17. `shard`: the shard map: an array as S engines, which shard an LBA and a zone belong
 //!     to, requests split and joined (docs/internals/shards.md).
-//! 16. `cpu_cost`: what the engine's work costs the simulated core, and where its figures
+//! 18. `cpu_cost`: what the engine's work costs the simulated core, and where its figures
 //!     come from.
-//! 17. `sim`: the deterministic simulator over emulated drives.
-//! 18. `sim_shards`: the deterministic simulator of S engine shards over one set of drives.
+//! 19. `sim`: the deterministic simulator over emulated drives.
+//! 20. `sim_shards`: the deterministic simulator of S engine shards over one set of drives.
 //!
 //! No unsafe code but one CPU cache hint (`l2p::prefetch_line`), allowed where it is.
 #![deny(unsafe_code)]
@@ -50,6 +53,7 @@ pub mod hybrid;
 pub mod l2p;
 pub mod layout;
 pub mod parity;
+pub mod placement;
 mod pool;
 pub mod recovery;
 pub mod shard;
