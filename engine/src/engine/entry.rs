@@ -54,7 +54,7 @@ impl Engine {
         l2p.set_budget_pages(config.l2p.budget_bytes.map(|b| budget_pages(b, geometry.block_size_bytes)));
         let rebuild_pace = rebuild::rebuild_pace(&geometry, &plan.layouts());
         // One engine, and a zone kept active besides (a driver's superblock zone); a driver
-        // running several engines over the drives says so (`set_rebuild_segments_at_once`).
+        // running several engines over the drives says so (`share_drives_with`).
         let rebuild_segments_at_once = rebuild::rebuild_segments_at_once(&geometry, &plan, 1, 1);
         Ok(Engine {
             layout,
@@ -81,6 +81,7 @@ impl Engine {
             drive_rebuild: None,
             rebuild_pace,
             rebuild_segments_at_once,
+            rebuild_segments_limit: rebuild_segments_at_once,
             rebuilds_completed: 0,
             last_rebuild: None,
             rebuild_blocks_unrecoverable: 0,

@@ -115,8 +115,10 @@ pub struct Engine {
     pub(super) drive_rebuild: Option<rebuild::DriveRebuild>,
     /// The rebuilds' rate limit (`set_rebuild_rate`).
     pub(super) rebuild_pace: pace::Pace,
-    /// Segments a rebuild writes at once (`rebuild::rebuild_segments_at_once`).
+    /// Segments a rebuild writes at once (`rebuild::rebuild_segments_at_once`), and the
+    /// most the drives' zone limits leave this engine (`share_drives_with`).
     pub(super) rebuild_segments_at_once: u32,
+    pub(super) rebuild_segments_limit: u32,
     pub(super) rebuilds_completed: u64,
     /// The last rebuild completed, as its progress stood at the end (`last_rebuild`).
     pub(super) last_rebuild: Option<super::rebuild::RebuildStatus>,

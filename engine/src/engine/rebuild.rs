@@ -55,7 +55,7 @@ use super::state::rebuild::DriveRebuild;
 use super::state::rebuild::RebuildOp;
 use super::state::rebuild::Step;
 use super::state::rebuild::ZoneRebuild;
-use super::state::segment::SegmentState;
+use super::state::segment::{Segment, SegmentState};
 use super::state::stop::StopState;
 use crate::drive_command::DriveCommand;
 use crate::error::{Error, Result};
@@ -197,15 +197,15 @@ impl Engine {
     /// the same drives: the drives' open and active zone limits are theirs to share, so a
     /// rebuild writes fewer segments at once (`rebuild_segments_at_once`).
     pub fn share_drives_with(&mut self, engines: u32) {
-        self.rebuild_segments_at_once = rebuild_segments_at_once(&self.geometry, &self.plan, engines, 1);
+        self.rebuild_segments_limit = rebuild_segments_at_once(&self.geometry, &self.plan, engines, 1);
+        self.rebuild_segments_at_once = self.rebuild_segments_limit;
     }
 
-    /// Sets the segments a rebuild writes at once (1 to `MAX_REBUILD_SEGMENTS_AT_ONCE`),
-    /// within what the drives' zone limits leave (`share_drives_with`): to compare, or to
-    /// rebuild a segment at a time.
+    /// Sets the segments a rebuild writes at once, at least 1 and at most what the drives'
+    /// zone limits leave this engine (`share_drives_with`): to compare, or to rebuild a
+    /// segment at a time.
     pub fn set_rebuild_segments_at_once(&mut self, segments: u32) {
-        let limit = rebuild_segments_at_once(&self.geometry, &self.plan, 1, 1);
-        self.rebuild_segments_at_once = segments.clamp(1, limit);
+        self.rebuild_segments_at_once = segments.clamp(1, self.rebuild_segments_limit);
     }
 
     /// Segments a rebuild writes at once.
@@ -228,7 +228,13 @@ impl Engine {
             // on here.
             return;
         }
-        let at_once = self.rebuild_segments_at_once as usize;
+        // A resumed rebuild's drive may hold zones left open by segments written to it since
+        // the first rebuild started (recovered open, stopped short): active until garbage
+        // collection reclaims them, they take from the rebuild's room under the drives'
+        // active zone limit. The rebuild always keeps its one segment.
+        let left_open = |s: &&Segment| s.absent == Some(drive) && (s.state != SegmentState::Sealed || s.reclaim_first);
+        let left_open = if r.resuming { self.segments.iter().flatten().filter(left_open).count() } else { 0 };
+        let at_once = (self.rebuild_segments_at_once as usize).saturating_sub(left_open).max(1);
         if r.zones.len() < at_once {
             let under_way = &r.zones;
             let mut next: Vec<u32> = self
