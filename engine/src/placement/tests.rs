@@ -123,7 +123,7 @@ fn the_same_shape_gives_the_same_placement_and_records_round_trip() {
         assert_eq!(p, Placement::recorded(n, w, s, p.bases().to_vec()).unwrap());
     }
     // Another shape, other bases.
-    assert_ne!(Placement::new(9, 5, 1).unwrap().bases(), &Placement::new(9, 4, 1).unwrap().bases()[..]);
+    assert_ne!(Placement::new(9, 5, 1).unwrap().bases(), Placement::new(9, 4, 1).unwrap().bases());
 }
 
 #[test]
