@@ -119,7 +119,9 @@ fn wait_for(world: &World, what: &str, done: impl Fn(&serde_json::Value) -> bool
 #[test]
 fn a_second_failure_during_a_rebuild_is_refused_and_when_forced_the_loss_is_counted() {
     let _serial = serial();
-    let mut world = World::new("raid5", 4, 16, 1200);
+    // More segments than a rebuild takes at once (`MAX_REBUILD_SEGMENTS_AT_ONCE`): those
+    // it has read before the second failure come back whole, the others cannot.
+    let mut world = World::new("raid5", 4, 32, 3000);
     world.write_and_verify(Some(1), 1);
     world.start(&[], &[]);
     world.ok(&["fail", "rp", "1"]);
