@@ -16,10 +16,9 @@ use std::os::fd::RawFd;
 
 use libublk::io::{BufDescList, UblkDev, UblkIOCtx, UblkQueue};
 use libublk::{BufDesc, UblkFlags, UblkIORes};
+use zapraid_server::export::ublk::{UblkOptions, DEFAULT_QUEUE_DEPTH};
 
 const SECTOR_SHIFT: u32 = 9;
-/// The largest request the kernel sends, as zapraid's device takes.
-const MAX_IO_BYTES: u32 = 512 << 10;
 
 struct Options {
     queues: u16,
@@ -28,7 +27,7 @@ struct Options {
 }
 
 fn parse_args() -> Result<Options, String> {
-    let mut options = Options { queues: 1, depth: 64, size_bytes: 4 << 30 };
+    let mut options = Options { queues: 1, depth: DEFAULT_QUEUE_DEPTH, size_bytes: 4 << 30 };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} wants a value"))?;
@@ -108,12 +107,14 @@ fn main() {
         eprintln!("ublk_null: /dev/ublk-control is missing: load the ublk_drv module (Linux >= 6.0)");
         std::process::exit(1);
     }
+    // The largest request the kernel sends, as zapraid's device takes.
+    let max_io_bytes = UblkOptions::default().max_io_bytes;
     let ctrl = match libublk::ctrl::UblkCtrlBuilder::default()
         .name("ublk_null")
         .id(-1)
         .nr_queues(options.queues)
         .depth(options.depth)
-        .io_buf_bytes(MAX_IO_BYTES)
+        .io_buf_bytes(max_io_bytes)
         .ctrl_flags(u64::from(libublk::sys::UBLK_F_USER_COPY))
         .dev_flags(UblkFlags::UBLK_DEV_F_ADD_DEV)
         .build()
@@ -127,7 +128,7 @@ fn main() {
     let size_bytes = options.size_bytes;
     let tgt_init = move |dev: &mut UblkDev| {
         dev.set_default_params(size_bytes);
-        dev.tgt.params.basic.max_sectors = MAX_IO_BYTES >> SECTOR_SHIFT;
+        dev.tgt.params.basic.max_sectors = max_io_bytes >> SECTOR_SHIFT;
         Ok(())
     };
     let device_fn = |ctrl: &libublk::ctrl::UblkCtrl| println!("/dev/ublkb{}", ctrl.dev_info().dev_id);

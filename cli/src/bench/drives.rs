@@ -77,9 +77,9 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<()> {
     // Per run its series name in the figure, and its point.
     let mut rows: Vec<(String, RebuildPoint)> = Vec::new();
     // The engine's default, for both schemes, then ZapRAID a segment at a time.
-    let (zapraid, _) = full_drive::modes()[0];
+    let (zapraid, zapraid_mode) = full_drive::modes()[0];
     let runs = full_drive::modes().into_iter().map(|(name, mode)| (name, mode, None));
-    let runs: Vec<_> = runs.chain(std::iter::once((zapraid, full_drive::modes()[0].1, Some(1)))).collect();
+    let runs: Vec<_> = runs.chain(std::iter::once((zapraid, zapraid_mode, Some(1)))).collect();
     // Progress on a terminal only: in a log or a pipe it would be a line of clutter.
     let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     for chunk in CHUNKS_BYTES {

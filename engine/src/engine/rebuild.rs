@@ -237,16 +237,16 @@ impl Engine {
         let at_once = (self.rebuild_segments_at_once as usize).saturating_sub(left_open).max(1);
         if r.zones.len() < at_once {
             let under_way = &r.zones;
-            let mut next: Vec<u32> = self
+            // Segments are kept by zone: the lowest zones come first.
+            let next: Vec<u32> = self
                 .segments
                 .iter()
                 .flatten()
                 .filter(|s| s.absent == Some(drive) && s.state == SegmentState::Sealed && !s.reclaim_first)
                 .map(|s| s.zone)
                 .filter(|zone| !under_way.contains_key(zone))
+                .take(at_once - r.zones.len())
                 .collect();
-            next.sort_unstable();
-            next.truncate(at_once - r.zones.len());
             if next.is_empty() && r.zones.is_empty() {
                 return self.end_or_wait(drive);
             }
