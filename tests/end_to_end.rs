@@ -19,6 +19,7 @@ fn geometry() -> Geometry {
         max_active_zones: Some(10),
         zone_append_max_blocks: 8,
         max_transfer_blocks: 16,
+        transfer_granule_blocks: 0,
     }
 }
 

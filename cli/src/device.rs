@@ -145,11 +145,15 @@ pub fn print_info(out: &mut impl Write, g: &Geometry, zones: &[ZoneDescriptor], 
     )?;
     writeln!(
         out,
-        "  limits          open {}, active {}, append {}, transfer {}",
+        "  limits          open {}, active {}, append {}, transfer {}{}",
         limit(g.max_open_zones),
         limit(g.max_active_zones),
         format_bytes(u64::from(g.zone_append_max_blocks) * block),
-        format_bytes(u64::from(g.max_transfer_blocks) * block)
+        format_bytes(u64::from(g.max_transfer_blocks) * block),
+        match g.transfer_granule_blocks {
+            0 => String::new(),
+            granule => format!(" (above {}: whole multiples of it)", format_bytes(u64::from(granule) * block)),
+        }
     )?;
     let written: u64 = zones.iter().map(|z| z.written_blocks().min(z.capacity_blocks)).sum();
     writeln!(

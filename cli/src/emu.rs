@@ -118,6 +118,7 @@ fn qemu_geometry() -> Geometry {
         max_active_zones: Some(14),
         zone_append_max_blocks: (APPEND_LIMIT / BLOCK) as u32,
         max_transfer_blocks: (MAX_TRANSFER / BLOCK) as u32,
+        transfer_granule_blocks: 0,
     }
 }
 

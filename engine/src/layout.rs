@@ -337,6 +337,13 @@ impl Layout {
                 if uses_append { "Zone Append" } else { "transfer" }
             ));
         }
+        if !geometry.transfer_takes(chunk_blocks) {
+            let granule = geometry.transfer_granule_blocks;
+            return bad(format!(
+                "chunk of {chunk_blocks} blocks: the drives take commands of more than {granule} blocks only in \
+                 whole multiples of {granule} (choose a chunk of at most {granule} blocks or a multiple of it)"
+            ));
+        }
         let cap = geometry.zone_capacity_blocks;
         let header_blocks = chunk_blocks;
         let entries_per_block = footer_entries_per_block(geometry.block_size_bytes) as u64;
@@ -505,6 +512,10 @@ mod tests {
         assert!(Layout::new(&g, RaidLevel::Raid01 { drives: 3 }, Mode::ZoneWriteOnly, 4096).is_err());
         assert!(Layout::new(&g, RaidLevel::Erasure { k: 4, m: 5 }, Mode::ZoneWriteOnly, 4096).is_err());
         assert!(Layout::new(&g, RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly, 6000).is_err());
+        let granular = Geometry { transfer_granule_blocks: 8, ..g };
+        let err = Layout::new(&granular, RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly, 12 * 4096).unwrap_err();
+        assert!(err.to_string().contains("multiples of 8"), "{err}");
+        assert!(Layout::new(&granular, RaidLevel::Raid5 { drives: 4 }, Mode::ZoneWriteOnly, 16 * 4096).is_ok());
     }
 
     #[test]

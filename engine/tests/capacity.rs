@@ -390,3 +390,13 @@ fn a_sealed_segment_whose_finish_was_lost_is_finished_at_restart() {
 fn a_block_moved_into_a_torn_stripe_reads_from_its_old_copy() {
     run(RaidLevel::Erasure { k: 2, m: 3 }, Mode::ZapRaid { group_size: 4 }, 32, 30, 2, 7747904143295016835).unwrap();
 }
+
+/// A run whose drives take even counts of blocks only (`common::geometry`), so that a
+/// footer of 3 blocks goes as 2 and 1 and the zone's Zone Finish comes later: the next
+/// segment filled while it was still in flight, and the one after it opened, a third
+/// active zone on drives that allow two; every drive was failed. A slot now opens a
+/// segment only when the sealed ones' finishes have completed.
+#[test]
+fn a_segment_opens_only_after_the_last_ones_finish_completed() {
+    run(RaidLevel::Raid01 { drives: 4 }, Mode::ZoneAppendOnly, 16, 60, 2, 0).unwrap();
+}

@@ -97,9 +97,21 @@ fn array(merge_appends: bool) -> (Engine, Vec<EmulatedDrive>) {
 
 /// An array of `config` over in-memory test drives.
 fn array_of(config: Config) -> (Engine, Vec<EmulatedDrive>) {
-    let engine = Engine::format(geometry(), config).unwrap();
-    let drives = (0..DRIVES).map(|d| EmulatedDrive::memory(geometry(), d as u64).unwrap()).collect();
+    array_on(geometry(), config)
+}
+
+/// An array of `config` over in-memory drives of `geometry`.
+fn array_on(geometry: Geometry, config: Config) -> (Engine, Vec<EmulatedDrive>) {
+    let engine = Engine::format(geometry, config).unwrap();
+    let drives = (0..DRIVES).map(|d| EmulatedDrive::memory(geometry, d as u64).unwrap()).collect();
     (engine, drives)
+}
+
+/// The test drives with a granule of 3 blocks: commands of 1-3, 6, 9, 12 or 15 blocks (as
+/// NVMe passthrough with 64 B metadata takes 1-8 or multiples of 8). 3, so that a
+/// rebuild's full runs of 16 and tails of 8 chunks are counts the drives refuse.
+fn granular_geometry() -> Geometry {
+    Geometry { transfer_granule_blocks: 3, ..geometry() }
 }
 
 #[test]
@@ -114,6 +126,32 @@ fn a_write_of_several_stripes_goes_as_one_append_per_drive() {
     expected.sort();
     assert_eq!(sorted, expected, "one append of every stripe's chunk per drive: {appends:?}");
     read_back(&mut engine, &mut drives);
+}
+
+#[test]
+fn merged_appends_are_cut_to_counts_the_granule_allows() {
+    let (mut engine, mut drives) = array_on(granular_geometry(), config(true));
+    run(&mut engine, &mut drives, &|_, _| false);
+    // Seven stripes: seven chunks per drive, which the drives take as 6 and 1, not 7.
+    let stripes = 7;
+    let data: Vec<u8> = (0..stripes * 3).flat_map(|lba| common::named_block(lba, 1)).collect();
+    engine.submit(1, Request::Write { lba: 0, data }, 0);
+    let appends = run(&mut engine, &mut drives, &|_, _| false);
+    assert!(responses(&mut engine).iter().any(|r| r.id == 1 && r.result.is_ok()), "the write is acknowledged");
+    assert!((0..DRIVES).all(|d| !engine.is_failed(d)), "no drive refused a command");
+    for drive in 0..DRIVES {
+        let mut sizes: Vec<u64> = appends.iter().filter(|(d, _)| *d == drive).map(|(_, b)| *b).collect();
+        sizes.sort();
+        assert_eq!(sizes, [1, 6], "drive {drive}: {appends:?}");
+    }
+    engine.submit(2, Request::Read { lba: 0, blocks: stripes * 3 }, 0);
+    run(&mut engine, &mut drives, &|_, _| false);
+    let answer = responses(&mut engine).into_iter().find(|r| r.id == 2).expect("the read is answered");
+    let data = answer.result.unwrap_or_else(|e| panic!("read: {e}"));
+    for lba in 0..stripes * 3 {
+        let block = &data[lba as usize * BLOCK..(lba as usize + 1) * BLOCK];
+        assert!(block == common::named_block(lba, 1).as_slice(), "block {lba} reads back what was written");
+    }
 }
 
 #[test]
@@ -147,11 +185,23 @@ struct Largest {
 
 #[test]
 fn a_rebuild_reads_and_writes_several_chunks_per_command() {
+    rebuild_in_commands_of_several_chunks(geometry());
+}
+
+#[test]
+fn a_rebuild_cuts_its_commands_to_counts_the_granule_allows() {
+    rebuild_in_commands_of_several_chunks(granular_geometry());
+}
+
+/// Fills an array over drives of `geometry`, rebuilds a drive and reads every block
+/// back with another failed: the rebuild's reads and writes carry several chunks each,
+/// and every one is a count the drives take.
+fn rebuild_in_commands_of_several_chunks(geometry: Geometry) {
     const FAILED: usize = 1;
     // Zone Writes throughout (the rebuild's chunks are at their stripes' offsets), zones
     // of 60 blocks: a few sealed segments from a fill of the array.
     let base = common::config(RaidLevel::Raid5 { drives: DRIVES }, Mode::ZoneWriteOnly, 1, 120);
-    let (mut engine, mut drives) = array_of(Config { merge_appends: true, ..base });
+    let (mut engine, mut drives) = array_on(geometry, Config { merge_appends: true, ..base });
     // Every block written three times over: segments sealed full for the rebuild to read.
     let (fill_blocks, rounds) = (120, 3);
     for round in 1..=rounds {
@@ -164,27 +214,37 @@ fn a_rebuild_reads_and_writes_several_chunks_per_command() {
     run(&mut engine, &mut drives, &|_, _| false);
     assert!(responses(&mut engine).iter().all(|r| r.result.is_ok()), "the fill is acknowledged");
     engine.fail_drive(FAILED);
-    drives[FAILED] = EmulatedDrive::memory(geometry(), 99).unwrap();
+    drives[FAILED] = EmulatedDrive::memory(geometry, 99).unwrap();
     engine.rebuild_drive(FAILED).unwrap();
     let mut largest = Largest::default();
-    let mut seen = |drive: usize, command: &Command| match command {
-        Command::Read { data, .. } if drive != FAILED => {
-            largest.read_blocks = largest.read_blocks.max((data.len() / BLOCK) as u64)
+    let mut refused = Vec::new();
+    let mut seen = |drive: usize, command: &Command| {
+        if let Command::Read { data, .. } | Command::Write { data, .. } = command {
+            let blocks = (data.len() / BLOCK) as u64;
+            if !geometry.transfer_takes(blocks) {
+                refused.push(blocks);
+            }
         }
-        Command::Write { data, .. } if drive == FAILED => {
-            largest.write_blocks = largest.write_blocks.max((data.len() / BLOCK) as u64)
+        match command {
+            Command::Read { data, .. } if drive != FAILED => {
+                largest.read_blocks = largest.read_blocks.max((data.len() / BLOCK) as u64)
+            }
+            Command::Write { data, .. } if drive == FAILED => {
+                largest.write_blocks = largest.write_blocks.max((data.len() / BLOCK) as u64)
+            }
+            _ => {}
         }
-        _ => {}
     };
     while engine.rebuild_status().is_some() {
         engine.tick(0);
         run_seeing(&mut engine, &mut drives, &|_, _| false, &mut seen);
     }
+    assert!(refused.is_empty(), "commands of counts the drives refuse: {refused:?}");
     assert_eq!(engine.status().rebuilds_completed, 1, "the rebuild completed");
     // One-block chunks, and the test drives take 16 blocks per transfer.
     assert!(largest.read_blocks > 1, "reads of several chunks: the largest was {} blocks", largest.read_blocks);
     assert!(largest.write_blocks > 1, "writes of several chunks: the largest was {} blocks", largest.write_blocks);
-    assert!(largest.read_blocks.max(largest.write_blocks) <= u64::from(geometry().max_transfer_blocks));
+    assert!(largest.read_blocks.max(largest.write_blocks) <= u64::from(geometry.max_transfer_blocks));
     // Another drive fails: every block now comes from the rebuilt one or its stripe.
     engine.fail_drive(3);
     for lba in 0..fill_blocks {

@@ -178,6 +178,9 @@ impl Superblock {
             max_active_zones: limit(self.max_active_zones),
             zone_append_max_blocks: self.zone_append_max_blocks.get(),
             max_transfer_blocks: self.max_transfer_blocks.get(),
+            // A drive file takes any count of blocks: the granule is a passthrough quirk
+            // (`Geometry::transfer_granule_blocks`), not recorded here.
+            transfer_granule_blocks: 0,
         }
     }
 }

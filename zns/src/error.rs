@@ -56,6 +56,9 @@ pub enum Error {
     #[error("transfer of {blocks} blocks exceeds the drive's limit of {limit} blocks")]
     TransferTooLarge { blocks: u64, limit: u32 },
 
+    #[error("transfer of {blocks} blocks is not a whole multiple of the drive's granule of {granule_blocks} blocks")]
+    TransferNotWhole { blocks: u64, granule_blocks: u32 },
+
     #[error("{blocks} blocks at LBA {lba} lie outside the namespace ({total_blocks} blocks)")]
     LbaOutOfRange { lba: u64, blocks: u64, total_blocks: u64 },
 

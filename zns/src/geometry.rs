@@ -37,6 +37,12 @@ pub struct Geometry {
     pub zone_append_max_blocks: u32,
     /// Largest read or write in blocks (the NVMe MDTS limit).
     pub max_transfer_blocks: u32,
+    /// 0: a command may move any count of blocks up to the limits above. g > 0: a command
+    /// of more than g blocks must move a whole multiple of g. Passthrough commands with
+    /// separate metadata need it on Linux 6.12 with QEMU 7.2, which lose the metadata of
+    /// larger transfers that are not whole 512 B of it (`nvme`); `transfer_takes` and
+    /// `transfer_blocks_at_most` apply it.
+    pub transfer_granule_blocks: u32,
 }
 
 impl Geometry {
@@ -92,6 +98,47 @@ impl Geometry {
             return bad("maximum transfer size must be at least one block".into());
         }
         Ok(())
+    }
+
+    /// Whether one read or write of `blocks` blocks is within what the drive takes.
+    pub fn transfer_takes(&self, blocks: u64) -> bool {
+        (1..=u64::from(self.max_transfer_blocks)).contains(&blocks) && self.granule_allows(blocks)
+    }
+
+    /// Whether one Zone Append of `blocks` blocks is within what the drive takes (ZASL,
+    /// one transfer and the granule).
+    pub fn append_takes(&self, blocks: u64) -> bool {
+        blocks <= u64::from(self.zone_append_max_blocks) && self.transfer_takes(blocks)
+    }
+
+    /// The most blocks, at most `blocks` and at least one, that one read or write moves:
+    /// how a longer range is cut into commands.
+    pub fn transfer_blocks_at_most(&self, blocks: u64) -> u64 {
+        self.granule_fit(blocks.min(u64::from(self.max_transfer_blocks)))
+    }
+
+    /// `transfer_takes` as an error saying which limit a command of `blocks` blocks breaks.
+    pub fn check_transfer(&self, blocks: u64) -> Result<()> {
+        if blocks > u64::from(self.max_transfer_blocks) {
+            return Err(Error::TransferTooLarge { blocks, limit: self.max_transfer_blocks });
+        }
+        if !self.granule_allows(blocks) {
+            return Err(Error::TransferNotWhole { blocks, granule_blocks: self.transfer_granule_blocks });
+        }
+        Ok(())
+    }
+
+    fn granule_allows(&self, blocks: u64) -> bool {
+        let granule = u64::from(self.transfer_granule_blocks);
+        granule == 0 || blocks <= granule || blocks.is_multiple_of(granule)
+    }
+
+    /// The largest count at most `blocks` (and at least one) the granule allows.
+    fn granule_fit(&self, blocks: u64) -> u64 {
+        let granule = u64::from(self.transfer_granule_blocks);
+        let fitted = if granule == 0 || blocks <= granule { blocks } else { blocks / granule * granule };
+        debug_assert!(self.granule_allows(fitted.max(1)));
+        fitted.max(1)
     }
 
     /// First LBA of `zone`.
@@ -157,6 +204,7 @@ impl Geometry {
             max_active_zones: Some(14),
             zone_append_max_blocks: 32,
             max_transfer_blocks: 32,
+            transfer_granule_blocks: 0,
         }
     }
 
@@ -173,6 +221,7 @@ impl Geometry {
             max_active_zones: Some(14),
             zone_append_max_blocks: 32,
             max_transfer_blocks: 64,
+            transfer_granule_blocks: 0,
         }
     }
 }
@@ -214,5 +263,25 @@ mod tests {
         assert_eq!(g.zone_of(299), Some(2));
         assert_eq!(g.zone_of(400), None);
         assert_eq!(g.total_blocks(), 400);
+    }
+
+    #[test]
+    fn granule_cuts_commands_to_whole_multiples() {
+        let any = Geometry::small(4, 100, 80);
+        assert!((1..=64).all(|b| any.transfer_takes(b)));
+        assert!(!any.transfer_takes(0) && !any.transfer_takes(65));
+        assert_eq!(any.transfer_blocks_at_most(13), 13);
+        assert!(any.append_takes(32) && !any.append_takes(33));
+        let g = Geometry { transfer_granule_blocks: 8, ..any };
+        let taken: Vec<u64> = (1..=70).filter(|b| g.transfer_takes(*b)).collect();
+        let want: Vec<u64> = (1..=8).chain((16..=64).step_by(8)).collect();
+        assert_eq!(taken, want);
+        assert!(g.append_takes(24) && !g.append_takes(13) && !g.append_takes(40));
+        for blocks in 1..=200 {
+            let fitted = g.transfer_blocks_at_most(blocks);
+            assert!(g.transfer_takes(fitted) && fitted <= blocks, "{blocks} -> {fitted}");
+            assert!((fitted + 1..=blocks).all(|b| !g.transfer_takes(b)), "{blocks}: {fitted} is the largest");
+        }
+        assert_eq!(g.transfer_blocks_at_most(0), 1);
     }
 }

@@ -20,6 +20,7 @@ fn geometry() -> Geometry {
         max_active_zones: Some(3),
         zone_append_max_blocks: 4,
         max_transfer_blocks: 4,
+        transfer_granule_blocks: 0,
     }
 }
 

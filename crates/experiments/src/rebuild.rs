@@ -138,6 +138,7 @@ pub(super) fn rebuild_zones() -> Geometry {
     let zn540 = Geometry::zn540();
     Geometry {
         max_transfer_blocks: zn540.max_transfer_blocks,
+        transfer_granule_blocks: 0,
         zone_append_max_blocks: zn540.zone_append_max_blocks,
         ..recovery_zones()
     }

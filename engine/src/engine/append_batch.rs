@@ -10,7 +10,7 @@
 //! came in.
 //!
 //! A command holds at most what the drive takes in one Zone Append (ZASL) and one
-//! transfer (MDTS). A merged command's data is one buffer the chunks are copied into (the
+//! transfer (MDTS), in a count of blocks its granule allows (`Geometry::append_takes`). A merged command's data is one buffer the chunks are copied into (the
 //! copy is cheaper than a command); it is not pooled, its length varying with the batch.
 //! A merged command that fails fails each of its chunks, as the commands alone would.
 //! `Config::merge_appends` off: one chunk per command, the paper's ZapRAID.
@@ -20,7 +20,7 @@
 
 use zapraid_zns::{Command, Completion};
 
-use crate::drive_command::{chunks_per_append, DriveCommand};
+use crate::drive_command::{append_chunks_at_most, chunks_per_append, DriveCommand};
 
 use super::machine::{Engine, Op};
 use super::schedule::landed_at;
@@ -56,29 +56,41 @@ impl Engine {
         self.append_batches.iter().all(|b| b.is_empty())
     }
 
+    /// Sends `drive`'s batch: as one command when the drive takes its size, else as the
+    /// fewest commands it takes (a granule allows 8 or 16 blocks but not 13: 8 and 5).
     fn flush_append(&mut self, drive: usize) {
-        let batch = &mut self.append_batches[drive];
-        let Some(seg_index) = batch.segment.take() else { return };
+        let Some(seg_index) = self.append_batches[drive].segment.take() else { return };
+        let chunk_blocks = self.seg(seg_index).layout.chunk_blocks;
         let zone_start_lba = self.geometry.zone_start_lba(self.seg(seg_index).zone);
+        let mut stripes = std::mem::take(&mut self.append_batches[drive].stripes);
+        let mut chunks = std::mem::take(&mut self.append_batches[drive].chunks);
+        let mut first = 0;
+        while first < stripes.len() {
+            let left = (stripes.len() - first) as u64;
+            let take = append_chunks_at_most(&self.geometry, chunk_blocks, left) as usize;
+            debug_assert!(self.geometry.append_takes(take as u64 * chunk_blocks), "a command the drive takes");
+            let (op, data, metadata) = if take == 1 {
+                let ChunkBuffers { data, metadata } = &mut chunks[first];
+                (Op::Chunk { stripe: stripes[first], drive }, std::mem::take(data), std::mem::take(metadata))
+            } else {
+                let part = &mut chunks[first..first + take];
+                let data_bytes = part.iter().map(|c| c.data.len()).sum();
+                let metadata_bytes = part.iter().map(|c| c.metadata.len()).sum();
+                let parts = part.iter_mut().map(|c| (std::mem::take(&mut c.data), std::mem::take(&mut c.metadata)));
+                let (data, metadata) = self.buffers.join(parts, data_bytes, metadata_bytes);
+                (Op::Chunks { stripes: stripes[first..first + take].to_vec(), drive }, data, metadata)
+            };
+            let tag = self.new_tag(op);
+            let command = Command::Append { zone_start_lba, data, metadata };
+            self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+            first += take;
+        }
+        // The emptied vectors go back for the next batch (no allocation in steady state).
+        stripes.clear();
+        chunks.clear();
         let batch = &mut self.append_batches[drive];
-        let (op, data, metadata) = if batch.stripes.len() == 1 {
-            let stripe = batch.stripes.pop().expect("one stripe");
-            let ChunkBuffers { data, metadata } = batch.chunks.pop().expect("one chunk per stripe");
-            (Op::Chunk { stripe, drive }, data, metadata)
-        } else {
-            let data_bytes = batch.chunks.iter().map(|c| c.data.len()).sum();
-            let metadata_bytes = batch.chunks.iter().map(|c| c.metadata.len()).sum();
-            let capacity = batch.stripes.capacity();
-            let stripes = std::mem::replace(&mut batch.stripes, Vec::with_capacity(capacity));
-            let mut chunks = std::mem::take(&mut batch.chunks);
-            let parts = chunks.drain(..).map(|c| (c.data, c.metadata));
-            let (data, metadata) = self.buffers.join(parts, data_bytes, metadata_bytes);
-            self.append_batches[drive].chunks = chunks;
-            (Op::Chunks { stripes, drive }, data, metadata)
-        };
-        let tag = self.new_tag(op);
-        let command = Command::Append { zone_start_lba, data, metadata };
-        self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+        batch.stripes = stripes;
+        batch.chunks = chunks;
     }
 
     /// A merged Zone Append completed: each of its chunks landed (or failed) as it would

@@ -55,7 +55,9 @@ impl Engine {
                 if completion.result.is_err() {
                     self.fail_drive(drive);
                 }
-                self.seg_mut(segment).commands_in_flight -= 1;
+                let seg = self.seg_mut(segment);
+                seg.commands_in_flight -= 1;
+                seg.finishes_in_flight -= 1;
             }
             Op::PageRebuild { tag, zone } => self.page_rebuild_completion(drive, tag, zone, completion),
             Op::Reset { segment } => {

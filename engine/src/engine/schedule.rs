@@ -210,9 +210,15 @@ impl Engine {
         // are full.
         let in_class = |s: &usize| self.plan.slots[*s].class == class;
         let empty_slot = (0..self.slots.len()).filter(in_class).find(|s| self.slots[*s].is_none());
+        // A slot that may not open its segment yet waits for a sealed segment's Zone
+        // Finish, which frees an active zone: the array is not full.
+        let mut waiting_for_finish = false;
         if let Some(slot) = empty_slot {
             if self.free_zones.len() > self.zones_to_leave(gc) {
-                return self.open_new_segment(slot);
+                if self.room_to_open_segment() {
+                    return self.open_new_segment(slot);
+                }
+                waiting_for_finish = true;
             }
         }
         if let Some(slot) = self.accepting_slot(class) {
@@ -226,7 +232,7 @@ impl Engine {
             return true;
         }
         let open_in_class = (0..self.slots.len()).any(|s| self.plan.slots[s].class == class && self.slots[s].is_some());
-        if open_in_class || relocating {
+        if open_in_class || relocating || waiting_for_finish {
             return false; // a segment of the class takes it later, or the relocation frees a zone
         }
         if self.maybe_start_gc() {

@@ -11,7 +11,7 @@
 
 use zapraid_zns::{Command, ZoneAction, ZoneTarget};
 
-use crate::capacity::{RECOVERY_RESERVED_ZONES, SEALING_SEGMENTS_PER_OPEN};
+use crate::capacity::RECOVERY_RESERVED_ZONES;
 use crate::drive_command::DriveCommand;
 use crate::format::{
     encode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata, FooterBlockHeader, FooterEntry,
@@ -33,11 +33,7 @@ impl Engine {
             self.restoring_reserve || self.free_zones.len() >= RECOVERY_RESERVED_ZONES,
             "the recovery reserve is used only after a restart"
         );
-        debug_assert!(
-            self.segments.iter().flatten().filter(|s| s.state == SegmentState::Sealing).count()
-                <= (SEALING_SEGMENTS_PER_OPEN * self.plan.open_segments()) as usize,
-            "more segments being sealed than drives are asked to keep active"
-        );
+        debug_assert!(self.room_to_open_segment(), "more zones active than drives are asked to keep active");
         let sequence = self.next_sequence;
         self.next_sequence += 1;
         self.checkpoints.segments_opened += 1;
@@ -108,12 +104,31 @@ impl Engine {
     }
 
     /// Finishes or resets a segment's zone on one drive.
+    /// Whether a slot may open a segment now and its drives stay within the active zones
+    /// the plan asks of them (`SegmentPlan::active_zones_needed`): the open segments, the
+    /// new one and those not finished yet. A sealed segment's zones stay active until its
+    /// Zone Finish completes, and a drive may run the next segment's header first.
+    pub(super) fn room_to_open_segment(&self) -> bool {
+        let open = self.slots.iter().flatten().count();
+        open + 1 + self.unfinished_segments() <= self.plan.active_zones_needed() as usize
+    }
+
+    /// Segments full of data whose zones are still active: sealing, or sealed with a Zone
+    /// Finish in flight. (Counted when a slot would open a segment, once per segment.)
+    fn unfinished_segments(&self) -> usize {
+        let unfinished = |s: &&Segment| s.state == SegmentState::Sealing || s.finishes_in_flight > 0;
+        self.segments.iter().flatten().filter(unfinished).count()
+    }
+
     pub(super) fn zone_command(&mut self, drive: usize, zone: u32, action: ZoneAction) {
         let op = match action {
             ZoneAction::Reset => Op::Reset { segment: zone },
             _ => Op::Finish { segment: zone },
         };
         self.seg_mut(zone).commands_in_flight += 1;
+        if matches!(op, Op::Finish { .. }) {
+            self.seg_mut(zone).finishes_in_flight += 1;
+        }
         let tag = self.new_tag(op);
         let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
         let command = Command::ManageZone { action, target };
@@ -176,7 +191,7 @@ impl Engine {
     ) -> (u64, Vec<u8>, Vec<u8>) {
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let per_block = footer_entries_per_block(self.geometry.block_size_bytes) as u64;
-        let blocks = (total - first).min(u64::from(self.geometry.max_transfer_blocks));
+        let blocks = self.geometry.transfer_blocks_at_most(total - first);
         let mut data = vec![0u8; blocks as usize * bs];
         let mut metadata = vec![0u8; blocks as usize * ms];
         for b in 0..blocks {

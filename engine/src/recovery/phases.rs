@@ -164,12 +164,11 @@ impl Recovery {
 
     /// Reads zone-relative blocks `from..to` of a zone in transfers the drive takes.
     pub(super) fn read_range(&mut self, drive: usize, zone: u32, from: u64, to: u64, op: impl Fn(u64) -> Op) {
-        let max = u64::from(self.geometry.max_transfer_blocks);
         let (bs, ms) = self.block_and_metadata_bytes();
         let zone_start = self.geometry.zone_start_lba(zone);
         let mut at = from;
         while at < to {
-            let blocks = (to - at).min(max);
+            let blocks = self.geometry.transfer_blocks_at_most(to - at);
             let data = vec![0; blocks as usize * bs];
             let metadata = vec![0; blocks as usize * ms];
             self.issue(drive, op(at), Command::Read { lba: zone_start + at, data, metadata });

@@ -30,6 +30,10 @@ pub fn geometry(zone_count: u32, max_open_zones: u32, max_active_zones: u32) -> 
         max_active_zones: Some(max_active_zones),
         zone_append_max_blocks: 8,
         max_transfer_blocks: 16,
+        // Commands of 1-2 blocks or even counts, as NVMe passthrough takes 1-8 or
+        // multiples of 8 (`Geometry::transfer_granule_blocks`): every engine test cuts its
+        // commands to a granule.
+        transfer_granule_blocks: 2,
     }
 }
 

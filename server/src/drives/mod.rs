@@ -101,6 +101,7 @@ pub(crate) fn geometry_differences(g: &Geometry, first: &Geometry) -> String {
         ("max active zones", limit(g.max_active_zones), limit(first.max_active_zones)),
         ("Zone Append limit (blocks)", g.zone_append_max_blocks.to_string(), first.zone_append_max_blocks.to_string()),
         ("transfer limit (blocks)", g.max_transfer_blocks.to_string(), first.max_transfer_blocks.to_string()),
+        ("transfer granule (blocks)", g.transfer_granule_blocks.to_string(), first.transfer_granule_blocks.to_string()),
     ];
     fields
         .iter()

@@ -292,7 +292,7 @@ fn newest_of_copy<D: CheckpointDrive>(
 /// one transfer, and not past `blocks`.
 fn transfer_blocks(raw: &Geometry, index: u64, blocks: u64) -> u64 {
     let left_in_zone = raw.zone_capacity_blocks - index % raw.zone_capacity_blocks;
-    (blocks - index).min(left_in_zone).min(u64::from(raw.max_transfer_blocks))
+    raw.transfer_blocks_at_most((blocks - index).min(left_in_zone))
 }
 
 /// `blocks` blocks of a copy from block `index` on, in one command.

@@ -54,7 +54,7 @@ pub fn superblock_writes(sb: &ArraySuperblock, g: &Geometry, lba: u64) -> Vec<Co
 pub fn record_writes(record: &[u8], g: &Geometry, lba: u64) -> Vec<Command> {
     let block = record_block(record, g.block_size_bytes as usize);
     let metadata = vec![0u8; g.metadata_bytes_per_block as usize];
-    if u64::from(g.max_transfer_blocks) >= SUPERBLOCK_COPIES {
+    if g.transfer_takes(SUPERBLOCK_COPIES) {
         let data = block.repeat(SUPERBLOCK_COPIES as usize);
         vec![Command::Write { lba, data, metadata: metadata.repeat(SUPERBLOCK_COPIES as usize) }]
     } else {

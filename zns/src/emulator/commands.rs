@@ -99,9 +99,7 @@ impl EmulatedDrive {
 
     pub(super) fn read(&mut self, lba: u64, data: &mut [u8], metadata: &mut [u8]) -> Result<Done> {
         let blocks = self.geometry.blocks_in_buffers(data, metadata)?;
-        if blocks > u64::from(self.geometry.max_transfer_blocks) {
-            return Err(Error::TransferTooLarge { blocks, limit: self.geometry.max_transfer_blocks });
-        }
+        self.geometry.check_transfer(blocks)?;
         let zone = self.zone_index(lba, blocks)?;
         let stored = self.zones[zone as usize];
         if stored.state == ZoneState::Offline {
@@ -125,9 +123,7 @@ impl EmulatedDrive {
     /// Zone Write (`lba` given) or Zone Append (`lba` None) into `zone`.
     pub(super) fn write(&mut self, zone: u32, lba: Option<u64>, data: &[u8], metadata: &[u8]) -> Result<Done> {
         let blocks = self.geometry.blocks_in_buffers(data, metadata)?;
-        if blocks > u64::from(self.geometry.max_transfer_blocks) {
-            return Err(Error::TransferTooLarge { blocks, limit: self.geometry.max_transfer_blocks });
-        }
+        self.geometry.check_transfer(blocks)?;
         let stored = self.zones[zone as usize];
         match stored.state {
             ZoneState::Full => return Err(Error::ZoneIsFull { zone }),

@@ -37,8 +37,9 @@ pub(super) const IDENTIFY_BYTES: usize = 4096;
 /// CAP register, which passthrough cannot read; every ZNS drive known uses 4 KiB.
 pub(super) const MEMORY_PAGE_BYTES: u64 = 4096;
 
-/// Most per-block metadata one command carries (see where the transfer limit is set).
-pub(super) const METADATA_TRANSFER_MAX_BYTES: u64 = 512;
+/// Above this much metadata a command carries whole multiples of it (see where the
+/// transfer limit and granule are set).
+pub(super) const METADATA_TRANSFER_GRANULE_BYTES: u64 = 512;
 /// MOR/MAR value meaning "no limit".
 pub(super) const NO_RESOURCE_LIMIT: u32 = u32::MAX;
 /// Entries of the submission queue (and commands worth keeping in flight).

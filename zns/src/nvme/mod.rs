@@ -254,16 +254,21 @@ impl NvmeDrive {
             (None, None) => FALLBACK_TRANSFER_BYTES / u64::from(block_size_bytes),
         };
         // A passthrough command's separate metadata: more than a page of it is refused
-        // with EINVAL (128 blocks x 64 B on QEMU's NVMe), and a transfer of more than 512
-        // bytes of it that is not a multiple of 512 comes back wrong without any error
-        // (Linux 6.12 with QEMU 7.2: 9 blocks x 64 B lose their metadata, 8 and 16 keep
-        // it; the conformance check "metadata of every transfer size reads back" finds
-        // it). Commands carry at most 512 bytes of metadata.
+        // with EINVAL (128 blocks x 64 B on QEMU's NVMe), so a transfer carries at most a
+        // page of it. And a transfer of more than 512 B of it that is not a whole multiple
+        // of 512 B comes back wrong without any error, written or read, by Zone Write or
+        // Zone Append (Linux 6.12 with QEMU 7.2, 64 B per block: every count from 9 to 63
+        // blocks that is not a multiple of 8 loses its metadata, 1-8 and every multiple of
+        // 8 up to 64 keep it; the conformance check "metadata of every transfer size reads
+        // back" finds it). So above 512 B, commands move whole multiples of 512 B of it.
         let metadata_bytes = u64::from(u16::from_le(lbaf.ms));
-        let max_transfer_blocks = match METADATA_TRANSFER_MAX_BYTES.checked_div(metadata_bytes) {
+        let max_transfer_blocks = match MEMORY_PAGE_BYTES.checked_div(metadata_bytes) {
             Some(blocks) => max_transfer_blocks.min(blocks.max(1)),
             None => max_transfer_blocks,
         };
+        let granule_blocks = METADATA_TRANSFER_GRANULE_BYTES.checked_div(metadata_bytes).unwrap_or(0);
+        let transfer_granule_blocks =
+            if (2..max_transfer_blocks).contains(&granule_blocks) { granule_blocks } else { 0 };
         let append_blocks = if zns_ctrl.zasl == 0 {
             max_transfer_blocks
         } else {
@@ -281,6 +286,7 @@ impl NvmeDrive {
             max_active_zones: limit(zns_ns.mar),
             zone_append_max_blocks: u32::try_from(append_blocks).unwrap_or(u32::MAX),
             max_transfer_blocks: u32::try_from(max_transfer_blocks).unwrap_or(u32::MAX),
+            transfer_granule_blocks: u32::try_from(transfer_granule_blocks).unwrap_or(0),
         };
         let mut drive = Self::with_ring(path, Arc::new(file), nsid, geometry)?;
         let zone0 = crate::device::execute(&mut drive, Command::ReportZones { start_lba: 0, max_zones: 1 });
@@ -338,13 +344,11 @@ impl NvmeDrive {
     }
 
     /// Blocks a data command moves, refusing more than one transfer (the metadata of one
-    /// transfer fits the one page `MetadataBuffer` gives it).
+    /// transfer fits the one page `MetadataBuffer` gives it) and counts off the granule,
+    /// whose metadata the kernel and QEMU would lose without an error.
     fn checked_blocks(&self, data: &[u8], metadata: &[u8]) -> Result<u64> {
         let blocks = self.geometry.blocks_in_buffers(data, metadata)?;
-        let limit = self.geometry.max_transfer_blocks;
-        if blocks > u64::from(limit) {
-            return Err(Error::TransferTooLarge { blocks, limit });
-        }
+        self.geometry.check_transfer(blocks)?;
         Ok(blocks)
     }
 

@@ -13,7 +13,7 @@
 use zapraid_zns::{Command, Completion};
 
 use super::reconstruct;
-use crate::drive_command::chunks_per_transfer;
+use crate::drive_command::{chunks_per_transfer, transfer_chunks_at_most};
 use crate::engine::machine::{Engine, Op};
 use crate::engine::state::rebuild::{ChunkSources, RebuildOp, Step};
 
@@ -85,14 +85,19 @@ impl Engine {
     }
 
     /// Reads `chunks` chunks from `source`, of the positions from `position` on, which lie
-    /// next to each other on it from place `at`.
-    fn read_run(&mut self, zone: u32, source: usize, (position, at, chunks): (u64, u64, u64)) {
+    /// next to each other on it from place `at`: in one read, or in as few as the drive
+    /// takes (a run cut short need not be a count its granule allows).
+    fn read_run(&mut self, zone: u32, source: usize, (mut position, mut at, mut left): (u64, u64, u64)) {
         let layout = self.seg(zone).layout;
-        let blocks = (chunks * layout.chunk_blocks) as usize;
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-        let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + at * layout.chunk_blocks;
-        let command = Command::Read { lba, data: vec![0; blocks * bs], metadata: vec![0; blocks * ms] };
-        self.rebuild_command(zone, source, RebuildOp::Read { position, source, chunks }, command);
+        while left > 0 {
+            let chunks = transfer_chunks_at_most(&self.geometry, layout.chunk_blocks, left);
+            let blocks = (chunks * layout.chunk_blocks) as usize;
+            let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + at * layout.chunk_blocks;
+            let command = Command::Read { lba, data: vec![0; blocks * bs], metadata: vec![0; blocks * ms] };
+            self.rebuild_command(zone, source, RebuildOp::Read { position, source, chunks }, command);
+            (position, at, left) = (position + chunks, at + chunks, left - chunks);
+        }
     }
 
     /// A read of `source`'s chunks of the positions from `position` on completed: each one
@@ -182,6 +187,8 @@ impl Engine {
             if run == 0 || (z.writes_in_flight > 0 && run < per_write && !ends_segment) {
                 break;
             }
+            // As much of the run as one write takes; the rest goes next time round.
+            let run = transfer_chunks_at_most(&self.geometry, layout.chunk_blocks, run);
             let blocks = run * layout.chunk_blocks;
             if !self.rebuild_pace.take(blocks * self.block_bytes() as u64, self.now_ns) {
                 break;
@@ -215,13 +222,13 @@ impl Engine {
         }
         let (layout, sequence) = (self.seg(zone).layout, self.seg(zone).sequence);
         let footer = std::mem::take(&mut self.zone_rebuild(zone).footer);
-        let max_blocks = u64::from(self.geometry.max_transfer_blocks);
         loop {
             let first = self.zone_rebuild(zone).footer_next;
             if first >= layout.footer_blocks {
                 break;
             }
-            let piece_bytes = (layout.footer_blocks - first).min(max_blocks) * self.block_bytes() as u64;
+            let piece_bytes =
+                self.geometry.transfer_blocks_at_most(layout.footer_blocks - first) * self.block_bytes() as u64;
             if !self.rebuild_pace.take(piece_bytes, self.now_ns) {
                 break;
             }

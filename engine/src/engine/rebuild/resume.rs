@@ -57,10 +57,9 @@ impl Engine {
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let zone_start = self.geometry.zone_start_lba(zone);
         let mut reads = vec![(None, zone_start, 1)];
-        let max_blocks = u64::from(self.geometry.max_transfer_blocks).max(1);
         let mut first = 0;
         while first < layout.footer_blocks {
-            let blocks = (layout.footer_blocks - first).min(max_blocks);
+            let blocks = self.geometry.transfer_blocks_at_most(layout.footer_blocks - first);
             reads.push((Some(first), zone_start + layout.footer_start_blocks() + first, blocks));
             first += blocks;
         }

@@ -42,6 +42,9 @@ pub(in crate::engine) struct Segment {
     /// Reads and zone commands in flight on this segment's zones: its zones are reset only
     /// when none are left (drives may reorder commands in flight).
     pub(in crate::engine) commands_in_flight: u32,
+    /// Zone Finish commands in flight on this segment's zones: until they complete, its
+    /// zones still count against the drives' active zone limit, though it is sealed.
+    pub(in crate::engine) finishes_in_flight: u32,
     /// Recovered while open: its live blocks are to be rewritten into a new segment and its
     /// zones reclaimed, whether or not space is short.
     pub(in crate::engine) reclaim_first: bool,
@@ -94,6 +97,7 @@ impl Segment {
             group_virtual: vec![0; drives],
             valid_blocks: 0,
             commands_in_flight: 0,
+            finishes_in_flight: 0,
             reclaim_first: false,
             unreclaimable: false,
             write_failed: false,
