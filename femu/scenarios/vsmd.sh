@@ -7,12 +7,13 @@
 # what the random jobs then read and overwrite), then for RUNTIME seconds each 4 KiB random
 # writes, random reads, and random reads with one member failed (2 jobs, one pinned to each
 # of the guest's CPUs, QD 16 each, direct, io_uring, all over the region). Ours runs twice,
-# formatted with 1 and with 2 engine shards. Then two floors, with the 4 KiB random jobs:
-# a ublk server that stores nothing (`ublk_null`, the server crate's example: 2 queues,
-# user copy as ours) and fio's own NVMe passthrough reads of the four ZNS drives (what each
-# of our reads sends a drive); a ublk server sending one passthrough read per 4 KiB read
-# pays both, so 1 / (1 / null + 1 / raw) is its ceiling in this boot (1.5 drive reads per
-# read with a member failed), printed beside md's figures. Printed: MiB/s, IOPS and p99 completion
+# formatted with 1 and with 2 engine shards. Then two floors: a ublk server that stores
+# nothing (`ublk_null`, the server crate's example: 2 queues, user copy as ours), with the
+# fill and the 4 KiB random jobs (no ublk server fills or writes faster than it), and fio's
+# own NVMe passthrough reads of the four ZNS drives (what each of our reads sends a drive);
+# a ublk server sending one passthrough read per 4 KiB read pays both, so
+# 1 / (1 / null + 1 / raw) is its ceiling in this boot (1.5 drive reads per read with a
+# member failed), printed beside md's figures. Printed: MiB/s, IOPS and p99 completion
 # latency of every job, and the ratio ours / md RAID-5. Everything is emulated under TCG:
 # the ratios, not the absolute figures, are what this says. Reports only: it fails on
 # errors, never on timings.
@@ -125,6 +126,9 @@ null_dev=$(cat /tmp/null.dev)
 [ -b "$null_dev" ] || fail "ublk_null made no device"
 floor_random="--bs=4k --numjobs=2 --cpus_allowed=0-1 --cpus_allowed_policy=split --iodepth=16 --time_based --runtime=$runtime --randrepeat=0 --group_reporting --output-format=json"
 # shellcheck disable=SC2086 # the option list is meant to split
+/usr/bin/fio --name=null-seqfill --filename="$null_dev" --ioengine=io_uring --direct=1 --size=$region --iodepth=16 \
+    --group_reporting --output-format=json --rw=write --bs=1M --numjobs=1 > /tmp/null-seqfill.json
+# shellcheck disable=SC2086
 for rw in randwrite randread; do
     /usr/bin/fio --name=null-$rw --filename="$null_dev" --ioengine=io_uring --direct=1 --size=$region --rw=$rw $floor_random > "/tmp/null-$rw.json"
 done
@@ -133,6 +137,7 @@ wait "$null_pid" || true
 # shellcheck disable=SC2086
 /usr/bin/fio --name=raw-randread --filename="$(echo $zns | tr ' ' ':')" --ioengine=io_uring_cmd --cmd_type=nvme \
     --size=256M --rw=randread $floor_random > /tmp/raw-randread.json
+null_fill=$(fio_figures /tmp/null-seqfill.json write) || fail "$null_fill"
 null_write=$(fio_figures /tmp/null-randwrite.json write) || fail "$null_write"
 null_read=$(fio_figures /tmp/null-randread.json read) || fail "$null_read"
 raw_read=$(fio_figures /tmp/raw-randread.json read) || fail "$raw_read"
@@ -158,7 +163,10 @@ paste /tmp/md /tmp/ours1 /tmp/ours2 | awk '
     }'
 md_read_iops=$(awk '$1 == "randread" { print $3 }' /tmp/md)
 md_degraded_iops=$(awk '$1 == "degraded" { print $3 }' /tmp/md)
+md_fill=$(awk '$1 == "seqfill" { print $2 }' /tmp/md)
 echo "floors (same jobs; MiB/s IOPS p99 ms):"
+echo "  ublk_null, 1 MiB sequential fill:       $null_fill"
+echo "$null_fill $md_fill" | awk '{ printf "  so no ublk server fills faster than %.1f MiB/s = %.2f of md RAID-5\n", $1, $1 / $4 }'
 echo "  ublk_null, 4 KiB random write:          $null_write"
 echo "  ublk_null, 4 KiB random read:           $null_read"
 echo "  NVMe passthrough reads, 4 ZNS drives:   $raw_read"

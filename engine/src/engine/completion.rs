@@ -69,7 +69,7 @@ impl Engine {
                 self.reset_done();
             }
             Op::Read { .. } => unreachable!("read completions go to read_done"),
-            Op::Rebuild { zone, op } => self.rebuild_done(drive, zone, op, completion),
+            Op::Rebuild { zone, rebuild, op } => self.rebuild_done(drive, zone, rebuild, op, completion),
             Op::Scrub(read) => self.scrub_read_done(drive, read, completion),
             Op::DegradedShard { rebuild, drive, zone } => {
                 self.seg_mut(zone).commands_in_flight -= 1;

@@ -83,6 +83,7 @@ impl Engine {
             rebuild_segments_at_once,
             rebuild_segments_limit: rebuild_segments_at_once,
             rebuilds_completed: 0,
+            rebuilds_started: 0,
             last_rebuild: None,
             rebuild_blocks_unrecoverable: 0,
             scrub: None,

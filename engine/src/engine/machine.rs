@@ -62,9 +62,11 @@ pub(super) enum Op {
     },
     /// A chunk read by the scrub.
     Scrub(scrub::ScrubRead),
-    /// A command of the drive rebuild, on the segment in `zone`.
+    /// A command of drive rebuild number `rebuild` (`DriveRebuild::number`), on the
+    /// segment in `zone`.
     Rebuild {
         zone: u32,
+        rebuild: u64,
         op: rebuild::RebuildOp,
     },
     /// Resetting a reclaimed segment's zone on one drive.
@@ -120,6 +122,8 @@ pub struct Engine {
     pub(super) rebuild_segments_at_once: u32,
     pub(super) rebuild_segments_limit: u32,
     pub(super) rebuilds_completed: u64,
+    /// Rebuilds started since the engine started: the number of the next one's commands.
+    pub(super) rebuilds_started: u64,
     /// The last rebuild completed, as its progress stood at the end (`last_rebuild`).
     pub(super) last_rebuild: Option<super::rebuild::RebuildStatus>,
     /// Blocks rebuilds could not reconstruct since the start (written as holes).

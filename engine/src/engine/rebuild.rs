@@ -148,8 +148,10 @@ impl Engine {
         let open: Vec<u32> = self.slots.iter_mut().filter_map(Option::take).collect();
         self.retiring.extend(open);
         self.forget_checkpoint_base(); // recorded in the superblock: a new generation
+        self.rebuilds_started += 1;
         self.drive_rebuild = Some(DriveRebuild {
             drive,
+            number: self.rebuilds_started,
             resuming,
             segments_kept: 0,
             zones: BTreeMap::new(),
@@ -315,8 +317,19 @@ impl Engine {
 
     fn rebuild_command(&mut self, zone: u32, drive: usize, op: RebuildOp, command: Command) {
         self.seg_mut(zone).commands_in_flight += 1;
-        let tag = self.new_tag(Op::Rebuild { zone, op });
+        let tag = self.new_tag(Op::Rebuild { zone, rebuild: self.rebuild_number(), op });
         self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+    }
+
+    /// The running rebuild's number (`DriveRebuild::number`).
+    pub(super) fn rebuild_number(&self) -> u64 {
+        self.drive_rebuild.as_ref().expect("a rebuild").number
+    }
+
+    /// Whether a command of rebuild `number` belongs to one that stopped: its completion
+    /// counts for nothing now (another may run, onto another drive in the same place).
+    pub(super) fn rebuild_stopped(&self, number: u64) -> bool {
+        self.drive_rebuild.as_ref().is_none_or(|r| r.number != number)
     }
 
     fn zone_rebuild(&mut self, zone: u32) -> &mut ZoneRebuild {
@@ -332,22 +345,30 @@ impl Engine {
         let lba = self.geometry.zone_start_lba(zone);
         let command = Command::Read { lba, data: vec![0; bs], metadata: vec![0; ms] };
         self.seg_mut(zone).commands_in_flight += 1;
-        let tag = self.new_tag(Op::Rebuild { zone, op: RebuildOp::Header });
+        let tag = self.new_tag(Op::Rebuild { zone, rebuild: self.rebuild_number(), op: RebuildOp::Header });
         self.commands.push_back(DriveCommand { drive: source, tag, command, delay_ns: 0 });
     }
 
-    /// A rebuild command completed.
-    pub(super) fn rebuild_done(&mut self, drive: usize, zone: u32, op: RebuildOp, completion: Completion) {
+    /// A command of rebuild `number` completed.
+    pub(super) fn rebuild_done(&mut self, drive: usize, zone: u32, number: u64, op: RebuildOp, completion: Completion) {
         self.seg_mut(zone).commands_in_flight -= 1;
+        if matches!(op, RebuildOp::Write { .. }) {
+            self.zone_write_done(drive, zone);
+        }
+        if self.rebuild_stopped(number) {
+            // Only what it says of a drive that still works counts: a read of it failed.
+            let working = !self.failed[drive] && self.drive_rebuild.as_ref().is_none_or(|r| r.drive != drive);
+            if working && matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
+                self.fail_drive(drive);
+            }
+            return;
+        }
         if let RebuildOp::Check { footer_first } = op {
             // What the new drive holds is checked, never trusted: a failed read is a zone
             // to rebuild, not a failed drive.
             return self.zone_check_done(zone, footer_first, completion);
         }
         let target = self.drive_rebuild.as_ref().map(|r| r.drive);
-        if matches!(op, RebuildOp::Write { .. }) {
-            self.zone_write_done(drive, zone);
-        }
         if target != Some(drive) && completion.result.is_err() {
             if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
                 self.fail_drive(drive);

@@ -53,13 +53,24 @@ impl Engine {
     }
 
     /// The Zone Write in flight on `drive`'s `zone` completed: the next one waiting goes.
+    /// A waiting write of a rebuild that stopped is never sent: the drive in its place
+    /// may be another now, and another rebuild may write this zone.
     pub(super) fn zone_write_done(&mut self, drive: usize, zone: u32) {
-        let waiting = self.zone_writes.get_mut(&(drive, zone)).expect("a Zone Write was in flight");
-        match waiting.pop_front() {
-            Some((tag, command)) => self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 }),
-            None => {
+        loop {
+            let waiting = self.zone_writes.get_mut(&(drive, zone)).expect("a Zone Write was in flight");
+            let Some((tag, command)) = waiting.pop_front() else {
                 self.zone_writes.remove(&(drive, zone));
+                return;
+            };
+            if let Some(&Op::Rebuild { rebuild, .. }) = self.ops.get(tag) {
+                if self.rebuild_stopped(rebuild) {
+                    self.ops.remove(tag);
+                    self.seg_mut(zone).commands_in_flight -= 1;
+                    continue;
+                }
             }
+            self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+            return;
         }
     }
 

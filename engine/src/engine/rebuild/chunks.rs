@@ -251,7 +251,7 @@ impl Engine {
     ) {
         self.zone_rebuild(zone).writes_in_flight += 1;
         self.seg_mut(zone).commands_in_flight += 1;
-        let op = Op::Rebuild { zone, op: RebuildOp::Write { blocks } };
+        let op = Op::Rebuild { zone, rebuild: self.rebuild_number(), op: RebuildOp::Write { blocks } };
         self.zone_write(drive, zone, op, Command::Write { lba, data, metadata });
     }
 }

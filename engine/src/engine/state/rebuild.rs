@@ -10,6 +10,9 @@ use crate::format::FooterEntry;
 
 pub(in crate::engine) struct DriveRebuild {
     pub(in crate::engine) drive: usize,
+    /// Which rebuild since the engine started: its commands carry it, so that those of a
+    /// rebuild that stopped, completing during the next, count for nothing in it.
+    pub(in crate::engine) number: u64,
     /// The drive holds what an earlier rebuild wrote: each segment's zone on it is checked
     /// first (`resume`), and kept if that rebuild completed it.
     pub(in crate::engine) resuming: bool,
