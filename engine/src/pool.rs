@@ -9,7 +9,8 @@
 //! at most `MAX_LENGTHS` lengths and `MAX_POOLED_BYTES_PER_LENGTH` bytes per length are
 //! kept, and no buffer of more than twice its length in capacity, so the pool's memory
 //! stays bounded whatever the array does (a burst of reads
-//! returns at most that much to it; the rest is freed).
+//! returns at most that much to it; the rest is freed). Merged commands' buffers (`join`),
+//! whose length varies, are kept apart by capacity, at most `MAX_JOINED_BYTES` of them.
 
 /// Distinct buffer lengths kept: a block, a block's metadata, a chunk and a chunk's
 /// metadata per chunk class, and the parity fields of a stripe fit easily.
@@ -17,10 +18,46 @@ const MAX_LENGTHS: usize = 16;
 /// Bytes of free buffers kept per length: a few groups' worth of 4 KiB-block stripes.
 const MAX_POOLED_BYTES_PER_LENGTH: usize = 32 << 20;
 
+/// Capacity of merged commands' buffers kept (`join`), data and metadata each: what a
+/// few queue depths of 256 KiB commands hold.
+const MAX_JOINED_BYTES: usize = 32 << 20;
+
 /// Free lists of byte buffers by length. See the module documentation.
 #[derive(Default)]
 pub(crate) struct BufferPool {
     lists: Vec<FreeList>,
+    /// Buffers of merged commands, whose length varies with their parts: kept by
+    /// capacity, not length, and grown to the length asked. Else every merged command
+    /// allocates and frees a buffer of up to a transfer (256 KiB), which the allocator
+    /// may return to the system and fault in again.
+    joined_data: Joined,
+    joined_metadata: Joined,
+}
+
+/// Emptied buffers of merged commands and the sum of their capacities.
+#[derive(Default)]
+struct Joined {
+    buffers: Vec<Vec<u8>>,
+    capacity_bytes: usize,
+}
+
+impl Joined {
+    /// An empty buffer with room for `len` bytes.
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        let mut buffer = self.buffers.pop().unwrap_or_default();
+        self.capacity_bytes -= buffer.capacity();
+        buffer.clear();
+        buffer.reserve(len);
+        buffer
+    }
+
+    fn give(&mut self, buffer: Vec<u8>) {
+        let capacity = buffer.capacity();
+        if capacity > 0 && self.capacity_bytes + capacity <= MAX_JOINED_BYTES {
+            self.capacity_bytes += capacity;
+            self.buffers.push(buffer);
+        }
+    }
 }
 
 struct FreeList {
@@ -50,19 +87,16 @@ impl BufferPool {
         buffer
     }
 
-    /// Takes back a buffer no longer needed; kept for reuse while the pool has room for
-    /// its length, freed otherwise.
     /// One data and one metadata buffer holding `parts`' in order, for a command of
     /// several chunks (`data_bytes`, `metadata_bytes`: their sums); the parts' buffers
-    /// come back to the pool. The joined ones are allocated, not taken: their length
-    /// varies with the parts, and they are dropped, not given back, when done.
+    /// come back to the pool. The joined ones come back with `give_joined`.
     pub(crate) fn join(
         &mut self,
         parts: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>,
         data_bytes: usize,
         metadata_bytes: usize,
     ) -> (Vec<u8>, Vec<u8>) {
-        let (mut data, mut metadata) = (Vec::with_capacity(data_bytes), Vec::with_capacity(metadata_bytes));
+        let (mut data, mut metadata) = (self.joined_data.take(data_bytes), self.joined_metadata.take(metadata_bytes));
         for (part_data, part_metadata) in parts {
             data.extend_from_slice(&part_data);
             metadata.extend_from_slice(&part_metadata);
@@ -73,6 +107,15 @@ impl BufferPool {
         (data, metadata)
     }
 
+    /// Takes back a merged command's buffers (`join`), kept for the next while the
+    /// pool's bound allows.
+    pub(crate) fn give_joined(&mut self, data: Vec<u8>, metadata: Vec<u8>) {
+        self.joined_data.give(data);
+        self.joined_metadata.give(metadata);
+    }
+
+    /// Takes back a buffer no longer needed; kept for reuse while the pool has room for
+    /// its length, freed otherwise.
     pub(crate) fn give(&mut self, buffer: Vec<u8>) {
         let len = buffer.len();
         // A buffer cut down from a larger one (a frontend's) would keep its capacity
@@ -129,6 +172,25 @@ mod tests {
         }
         assert_eq!(pool.lists.len(), MAX_LENGTHS);
         assert!(pool.lists.iter().all(|l| l.buffers.iter().all(|b| b.len() == l.len)));
+    }
+
+    #[test]
+    fn a_merged_commands_buffers_are_taken_again_whatever_their_length() {
+        let mut pool = BufferPool::default();
+        let parts = |n: usize| (0..n).map(|i| (vec![i as u8; 4096], vec![i as u8; 64])).collect::<Vec<_>>();
+        let (data, metadata) = pool.join(parts(8), 8 * 4096, 8 * 64);
+        assert_eq!((data[4096], metadata[64], data.len()), (1, 1, 8 * 4096));
+        let address = data.as_ptr();
+        pool.give_joined(data, metadata);
+        let (data, metadata) = pool.join(parts(3), 3 * 4096, 3 * 64);
+        assert_eq!((data.as_ptr(), data.len(), metadata.len()), (address, 3 * 4096, 3 * 64));
+        assert_eq!((data[2 * 4096], metadata[2 * 64]), (2, 2), "the parts, not what was there before");
+        // Bounded: buffers beyond MAX_JOINED_BYTES are freed.
+        for _ in 0..=MAX_JOINED_BYTES / (1 << 20) {
+            pool.give_joined(vec![0; 1 << 20], Vec::new());
+        }
+        assert!(pool.joined_data.capacity_bytes <= MAX_JOINED_BYTES);
+        assert!(pool.joined_metadata.buffers.len() <= 1, "empty buffers are not kept");
     }
 
     #[test]

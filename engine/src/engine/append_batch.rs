@@ -97,7 +97,8 @@ impl Engine {
     /// have alone. Whether anything else can have become possible (`chunk_done`).
     pub(super) fn chunks_done(&mut self, stripes: Vec<u64>, drive: usize, completion: Completion) -> bool {
         debug_assert!(stripes.len() > 1, "a single chunk goes as Op::Chunk");
-        let Completion { result, .. } = completion;
+        let Completion { result, data, metadata, .. } = completion;
+        self.buffers.give_joined(data, metadata);
         let landed = landed_at(result);
         let first = *stripes.first().expect("a merged append holds chunks");
         let seg_index = self.stripes[&first].segment.expect("a stripe in flight was issued into a segment");
