@@ -96,12 +96,14 @@ drive_mib() {
     tr -d '\n' < "/tmp/zw$1.json" | sed 's/.*"write" *: *{[^}]*"bw_bytes" *: *\([0-9]*\).*/\1/' \
         | awk '{ printf "%.1f", $1 / 1048576 }'
 }
-# The chunk size, and the largest write the rebuild makes on these drives (8 blocks: a
-# passthrough command carries at most 512 B of their 64 B-per-block metadata).
+# The chunk size, and the largest write the rebuild makes: the drive's transfer limit as
+# `device info` gives it (a page of the 64 B-per-block metadata on these drives).
+largest=$(zapraid device info "$NEW" | sed -n 's/.*, transfer \([0-9]*\) \([KM]\)iB.*/\1\2/p')
+[ -n "$largest" ] || fail "no transfer limit in zapraid device info $NEW"
 drive_4k=$(drive_mib 4k)
-drive_32k=$(drive_mib 32k)
+drive_largest=$(drive_mib "$largest")
 zapraid device reset "$NEW" --erase >/dev/null
-echo "$NEW alone: $drive_4k MiB/s of 4 KiB Zone Writes, $drive_32k MiB/s of 32 KiB"
+echo "$NEW alone: $drive_4k MiB/s of 4 KiB Zone Writes, $drive_largest MiB/s of ${largest}iB"
 
 step "replace drive 1 by $NEW while fio runs"
 zapraid replace z /dev/ng1n1 $NEW || fail "replace"
@@ -138,7 +140,7 @@ mib_per_s=$(echo "$done_line" | sed -n 's/.*mib_per_s=\([0-9.]*\).*/\1/p')
 if [ -n "$mib_per_s" ]; then
     echo "rebuild: $(echo "$done_line" | sed -n 's/.*\(blocks_written=[0-9]*\).*\(seconds=[0-9.]*\).*/\1 \2/p')," \
         "$mib_per_s MiB/s under fio's load; $NEW alone: $drive_4k MiB/s of 4 KiB Zone Writes (the chunk" \
-        "size), $drive_32k MiB/s of 32 KiB (its largest write)"
+        "size), $drive_largest MiB/s of ${largest}iB (its largest write)"
 else
     echo "rebuild: the server logged no MiB/s for it ('$done_line'): unknown"
 fi

@@ -35,6 +35,16 @@ fn memory_backend_conforms() {
     }
 }
 
+/// A drive that takes commands of more than 8 blocks only in whole multiples of 8, as
+/// NVMe passthrough does with 64 B of metadata per block: every check sizes its commands
+/// to that. (Memory only: a drive file does not record the granule.)
+#[test]
+fn a_backend_with_a_transfer_granule_conforms() {
+    let geometry = Geometry { transfer_granule_blocks: 8, ..Geometry::small(24, 64, 60) };
+    let mut drive = EmulatedDrive::memory(geometry, 9).unwrap();
+    assert_passed(&format!("memory {geometry:?}"), &conformance::run(&mut drive));
+}
+
 #[test]
 fn virtual_time_backend_conforms() {
     let mut drive =

@@ -151,8 +151,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         // QEMU drives with little or no metadata refuse reads of the full limit (EINVAL),
         // a separate question this check is not about.
         const BLOCKS: u64 = 42;
-        let big =
-            BLOCKS.min(u64::from(self.geometry.max_transfer_blocks)).min(self.geometry.zone_capacity_blocks / 4).max(1);
+        let big = self.geometry.transfer_blocks_at_most(BLOCKS.min(self.geometry.zone_capacity_blocks / 4));
         if self.geometry.zone_capacity_blocks < 2 * big + 8 {
             return Err(Check::Skip("zone capacity too small".into()));
         }
@@ -377,7 +376,7 @@ impl<D: ZonedDevice + ?Sized> Suite<'_, D> {
         let start = g.zone_start_lba(zone);
         let mut written = 0;
         while written < cap - 1 {
-            let blocks = (cap - 1 - written).min(u64::from(g.max_transfer_blocks));
+            let blocks = g.transfer_blocks_at_most(cap - 1 - written);
             self.write(start + written, blocks, 8)?;
             written += blocks;
         }

@@ -212,7 +212,7 @@ pub fn check_after_crash<D: ZonedDevice + ?Sized>(device: &mut D, verify: &mut B
             let written = if z.state == ZoneState::Full { z.capacity_blocks } else { z.written_blocks() };
             let mut done = 0;
             while done < written {
-                let blocks = (written - done).min(u64::from(geometry.max_transfer_blocks));
+                let blocks = geometry.transfer_blocks_at_most(written - done);
                 let lba = z.start_lba + done;
                 let (data, metadata) = suite.read(lba, blocks)?;
                 let block = geometry.block_size_bytes as usize;
