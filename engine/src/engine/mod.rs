@@ -68,6 +68,7 @@ mod state;
 mod status;
 mod stop;
 mod stripe;
+mod zone_writes;
 
 pub use crate::config::{Config, L2pConfig, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
 pub use crate::drive_command::DriveCommand;

@@ -14,15 +14,14 @@
 //! The loop (`settle`: `pump`, then L2P write-back) runs after every event that can have
 //! given it work; `nothing_to_schedule` and `background_idle` say which cannot.
 //!
-//! Invariants: at most one Zone Write in flight per drive's zone (later ones wait in order);
-//! every chunk of a group lands inside the group's region.
+//! Invariants: every chunk of a group lands inside the group's region (Zone Writes go one
+//! at a time per drive's zone: `zone_writes`).
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, VecDeque};
 
 use zapraid_zns::{Command, Completion, Done};
 
-use crate::drive_command::DriveCommand;
 use crate::error::Error;
 use crate::format::{BlockKind, BlockMetadata, FooterEntry};
 use crate::hybrid::ChunkClass;
@@ -40,40 +39,6 @@ use super::state::stripe::{ChunkBuffers, Fill, Stripe};
 const HYBRID_APPEND_STRIPES_IN_FLIGHT: u64 = 4;
 
 impl Engine {
-    /// Issues a Zone Write, or queues it behind the one in flight on that drive's zone.
-    pub(super) fn zone_write(&mut self, drive: usize, zone: u32, op: Op, command: Command) {
-        let tag = self.new_tag(op);
-        match self.zone_writes.get_mut(&(drive, zone)) {
-            Some(waiting) => waiting.push_back((tag, command)),
-            None => {
-                self.zone_writes.insert((drive, zone), VecDeque::new());
-                self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
-            }
-        }
-    }
-
-    /// The Zone Write in flight on `drive`'s `zone` completed: the next one waiting goes.
-    /// A waiting write of a rebuild that stopped is never sent: the drive in its place
-    /// may be another now, and another rebuild may write this zone.
-    pub(super) fn zone_write_done(&mut self, drive: usize, zone: u32) {
-        loop {
-            let waiting = self.zone_writes.get_mut(&(drive, zone)).expect("a Zone Write was in flight");
-            let Some((tag, command)) = waiting.pop_front() else {
-                self.zone_writes.remove(&(drive, zone));
-                return;
-            };
-            if let Some(&Op::Rebuild { rebuild, .. }) = self.ops.get(tag) {
-                if self.rebuild_stopped(rebuild) {
-                    self.ops.remove(tag);
-                    self.seg_mut(zone).commands_in_flight -= 1;
-                    continue;
-                }
-            }
-            self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
-            return;
-        }
-    }
-
     /// No garbage collection, rebuild, scrub (even one pausing for its rate) or stop under
     /// way, nor a segment waiting to be closed, nor pages to read after a start from a
     /// checkpoint: nothing that waits for commands to finish.
