@@ -103,7 +103,6 @@ impl Engine {
         (data, metadata)
     }
 
-    /// Finishes or resets a segment's zone on one drive.
     /// Whether a slot may open a segment now and its drives stay within the active zones
     /// the plan asks of them (`SegmentPlan::active_zones_needed`): the open segments, the
     /// new one and those not finished yet. A sealed segment's zones stay active until its
@@ -114,12 +113,14 @@ impl Engine {
     }
 
     /// Segments full of data whose zones are still active: sealing, or sealed with a Zone
-    /// Finish in flight. (Counted when a slot would open a segment, once per segment.)
+    /// Finish in flight. (Counted only when a slot would open a segment: a scan of the
+    /// segments, not a count kept on every change.)
     fn unfinished_segments(&self) -> usize {
         let unfinished = |s: &&Segment| s.state == SegmentState::Sealing || s.finishes_in_flight > 0;
         self.segments.iter().flatten().filter(unfinished).count()
     }
 
+    /// Finishes or resets a segment's zone on one drive.
     pub(super) fn zone_command(&mut self, drive: usize, zone: u32, action: ZoneAction) {
         let op = match action {
             ZoneAction::Reset => Op::Reset { segment: zone },
