@@ -10,8 +10,9 @@
 //! came in.
 //!
 //! A command holds at most what the drive takes in one Zone Append (ZASL) and one
-//! transfer (MDTS), in a count of blocks its granule allows (`Geometry::append_takes`). A merged command's data is one buffer the chunks are copied into (the
-//! copy is cheaper than a command); it is not pooled, its length varying with the batch.
+//! transfer (MDTS), in a count of blocks its granule allows (`Geometry::append_takes`). A
+//! merged command's data is one buffer the chunks are copied into (the copy is cheaper
+//! than a command), which comes back to the pool by capacity (`BufferPool::join`).
 //! A merged command that fails fails each of its chunks, as the commands alone would.
 //! `Config::merge_appends` off: one chunk per command, the paper's ZapRAID.
 //!
