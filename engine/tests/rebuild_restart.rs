@@ -1,9 +1,9 @@
 //! A rebuild stopped (its new drive failed) and started again onto another drive while
 //! commands of the first were still in flight: their completions arrive during the
 //! second rebuild, and must count for nothing in it. Before rebuild commands carried the
-//! rebuild they belong to, a late Zone Finish of the first marked a segment rebuilt that
-//! the second had not written, and a late write took one off the second's writes in
-//! flight.
+//! rebuild they belong to, they were taken for the second's (a late Zone Finish could
+//! mark a segment rebuilt that the second had not written), and a second failure after
+//! the rebuild lost blocks: "block 1: 2 of 4 chunks of a stripe are lost".
 //!
 //! Driven by hand over in-memory drives (`zapraid_zns::execute`), so that the test decides
 //! which commands complete when.
