@@ -102,7 +102,7 @@ impl Geometry {
 
     /// Whether one read or write of `blocks` blocks is within what the drive takes.
     pub fn transfer_takes(&self, blocks: u64) -> bool {
-        (1..=u64::from(self.max_transfer_blocks)).contains(&blocks) && self.granule_allows(blocks)
+        blocks >= 1 && self.check_transfer(blocks).is_ok()
     }
 
     /// Whether one Zone Append of `blocks` blocks is within what the drive takes (ZASL,
