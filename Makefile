@@ -23,7 +23,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	python3 scripts/rooms.py server/src --order error,drives,records,assemble,run,export,ops,control,service
 	python3 scripts/rooms.py cli/src
-	python3 scripts/rooms.py engine/src --order error,crc,format,checksum,parity,placement,layout,hybrid,capacity,stripe_table,l2p,pool,config,drive_command,recovery,engine,shard,cpu_cost,sim,sim_shards
+	python3 scripts/rooms.py engine/src --order error,crc,format,checksum,parity,placement,layout,hybrid,capacity,stripe_table,l2p,pool,config,drive_command,lanes,recovery,engine,shard,cpu_cost,sim,sim_shards
 
 unit:
 	./scripts/run-tests.sh

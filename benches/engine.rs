@@ -43,6 +43,7 @@ fn array(level: RaidLevel) -> Simulator {
         logical_blocks: LOGICAL_BLOCKS,
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
         merge_appends: true,
+        declustering: Default::default(),
         l2p: L2pConfig::default(),
         array_uuid: [0x2a; 16],
     };

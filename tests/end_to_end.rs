@@ -36,6 +36,7 @@ fn config(level: RaidLevel, mode: Mode) -> Config {
         array_uuid: [1; 16],
         lookup_ps_per_entry: 0,
         merge_appends: true,
+        declustering: Default::default(),
         l2p: zapraid::engine::L2pConfig::default(),
     }
 }

@@ -493,6 +493,7 @@ fn simulator_target(args: &ReplayArgs, footprint_blocks: Option<u64>) -> Result<
         array_uuid: [0x7e; 16],
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
         merge_appends: true,
+        declustering: Default::default(),
         l2p: zapraid_engine::L2pConfig::default(),
     };
     let g = simulator_geometry(args, &mut config, footprint_blocks)?;

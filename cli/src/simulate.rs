@@ -131,6 +131,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         array_uuid: [1; 16],
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
         merge_appends: true,
+        declustering: Default::default(),
         l2p: zapraid_engine::L2pConfig::default(),
     };
     let mut sim = Simulator::new(g, config, args.seed, Some(TimingParams::zn540()))?;

@@ -1,7 +1,7 @@
 //! What an array is configured with when the engine is made (`Engine::format`,
-//! recovery): its level, mode, chunks, open segments, logical size, stripe timeout and the
-//! L2P table's memory budget. `Engine::format` checks a configuration against the drives'
-//! geometry; nothing here reads a drive.
+//! recovery): its level, mode, chunks, open segments, logical size, stripe timeout, the
+//! L2P table's memory budget and how many drives it spreads over. `Engine::format` checks
+//! a configuration against the drives' geometry; nothing here reads a drive.
 
 use crate::hybrid::OpenSegments;
 use crate::layout::{Mode, RaidLevel};
@@ -30,6 +30,40 @@ pub struct Config {
     /// ZapRAID, which the experiments reproduce (Exp#1-#10); arrays the CLI formats merge.
     /// Nothing on the drives depends on it.
     pub merge_appends: bool,
+    /// How many drives the array spreads its segments over (`Declustering`).
+    pub declustering: Declustering,
+}
+
+/// An array wider than its stripes (issue 35): `drives` N drives, each segment on k + m
+/// of them (`placement`), with `distributed_spares` drives' worth of zones kept free
+/// across all of them. The default, N = 0, is the classic array of exactly k + m drives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Declustering {
+    /// N; 0: k + m (classic).
+    pub drives: u32,
+    pub distributed_spares: u32,
+}
+
+impl Declustering {
+    /// The classic array: every segment on all k + m drives.
+    pub const CLASSIC: Declustering = Declustering { drives: 0, distributed_spares: 0 };
+
+    /// Segments each zone index of the drives holds for stripes of `width` drives (G: a
+    /// row's groups, `placement`); 1 for a classic array, 0 for a shape that cannot be.
+    pub fn segments_per_zone(self, width: usize) -> u32 {
+        let drives = self.drives_for(width);
+        let for_stripes = drives.saturating_sub(self.distributed_spares as usize);
+        (for_stripes / width.max(1)) as u32
+    }
+
+    /// The array's drives for stripes of `width` drives.
+    pub fn drives_for(self, width: usize) -> usize {
+        if self.drives == 0 {
+            width
+        } else {
+            self.drives as usize
+        }
+    }
 }
 
 /// How much of the L2P table stays in memory.

@@ -27,15 +27,17 @@
 //! 12. `pool`: byte buffers the data path reuses.
 //! 13. `config`: what an array is configured with.
 //! 14. `drive_command`: one command for one drive, what the state machines hand their driver.
-//! 15. `recovery`: the engine's state read back from the drives (and a lost L2P page's
+//! 15. `lanes`: a segment's lanes and number mapped to the drives and zones of an array
+//!     wider than its stripes, on commands and their completions.
+//! 16. `recovery`: the engine's state read back from the drives (and a lost L2P page's
 //!     entries read back from the log).
-//! 16. `engine`: the running engine, and its start from what recovery found.
-//! 17. `shard`: the shard map: an array as S engines, which shard an LBA and a zone belong
+//! 17. `engine`: the running engine, and its start from what recovery found.
+//! 18. `shard`: the shard map: an array as S engines, which shard an LBA and a zone belong
 //!     to, requests split and joined (docs/internals/shards.md).
-//! 18. `cpu_cost`: what the engine's work costs the simulated core, and where its figures
+//! 19. `cpu_cost`: what the engine's work costs the simulated core, and where its figures
 //!     come from.
-//! 19. `sim`: the deterministic simulator over emulated drives.
-//! 20. `sim_shards`: the deterministic simulator of S engine shards over one set of drives.
+//! 20. `sim`: the deterministic simulator over emulated drives.
+//! 21. `sim_shards`: the deterministic simulator of S engine shards over one set of drives.
 //!
 //! No unsafe code but one CPU cache hint (`l2p::prefetch_line`), allowed where it is.
 #![deny(unsafe_code)]
@@ -51,6 +53,7 @@ pub mod error;
 pub mod format;
 pub mod hybrid;
 pub mod l2p;
+pub mod lanes;
 pub mod layout;
 pub mod parity;
 pub mod placement;
@@ -64,8 +67,8 @@ pub mod stripe_table;
 pub use checksum::{BlockChecksums, ReadChecks};
 pub use drive_command::{chunks_per_append, chunks_per_transfer};
 pub use engine::{
-    Config, DriveCommand, Engine, L2pConfig, L2pStatus, RebuildStatus, Request, RequestId, Response, ScrubReport,
-    ScrubStatus, Status, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
+    Config, Declustering, DriveCommand, Engine, L2pConfig, L2pStatus, RebuildStatus, Request, RequestId, Response,
+    ScrubReport, ScrubStatus, Status, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
 };
 pub use error::{Error, Result};
 pub use hybrid::{ChunkClass, OpenSegments, SegmentPlan};

@@ -78,7 +78,8 @@ impl Simulator {
         discard: bool,
     ) -> Result<Self> {
         let engine = Engine::format(geometry, config)?;
-        let capacity = engine.plan().capacity_blocks(geometry.zone_count);
+        let segments = geometry.zone_count * config.declustering.segments_per_zone(engine.layout().drives());
+        let capacity = engine.plan().capacity_blocks(segments);
         if config.logical_blocks > capacity {
             return Err(crate::error::Error::InvalidConfig {
                 reason: format!(
@@ -91,7 +92,7 @@ impl Simulator {
         let core =
             timing.is_some().then(|| Core::new(CpuCosts::calibrated(config.level), 0, geometry.block_size_bytes));
         let mut drives = Vec::new();
-        for i in 0..engine.layout().drives() {
+        for i in 0..engine.drive_count() {
             let drive_seed = seed.wrapping_add(i as u64);
             let drive = if discard {
                 EmulatedDrive::discarding(geometry, drive_seed)

@@ -293,6 +293,7 @@ fn run_open(
         array_uuid: [5; 16],
         lookup_ps_per_entry: 0,
         merge_appends: true,
+        declustering: Default::default(),
         l2p: zapraid_engine::L2pConfig::default(),
     };
     let what = format!(

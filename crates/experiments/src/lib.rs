@@ -117,6 +117,7 @@ pub fn config(mode: Mode, chunk_bytes: u64, logical_blocks: u64) -> Config {
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
         // The paper's ZapRAID: one Zone Append per chunk (`Config::merge_appends`).
         merge_appends: false,
+        declustering: Default::default(),
         l2p: zapraid_engine::L2pConfig::default(),
     }
 }

@@ -25,6 +25,7 @@ fn simulator_of(geometry: Geometry) -> Simulator {
         array_uuid: [7; 16],
         lookup_ps_per_entry: 0,
         merge_appends: true,
+        declustering: Default::default(),
         l2p: zapraid_engine::L2pConfig::default(),
     };
     let capacity =

@@ -1,7 +1,8 @@
 //! The completions of drive commands other than data chunks and reads (`on_completion`
 //! takes those): headers, footers, zone finishes and resets, and the commands of the
 //! drive rebuild, the scrub and degraded reads, each sent to the role it belongs to. A
-//! header, footer, finish or reset that fails fails its drive.
+//! header, footer, finish or reset that fails fails its drive. `drive` here is the
+//! command's lane in its segment (`lanes`).
 
 use zapraid_zns::{Completion, ZoneAction};
 
@@ -15,7 +16,7 @@ impl Engine {
             Op::Header { segment } => {
                 self.zone_write_done(drive, segment);
                 if completion.result.is_err() {
-                    self.fail_drive(drive);
+                    self.fail_lane(segment, drive);
                 }
                 self.seg_mut(segment).header_pending -= 1;
             }
@@ -23,7 +24,7 @@ impl Engine {
             Op::Footer { segment, drive, next_block, place: place @ FooterPlace::Stop { blocks, .. } } => {
                 self.zone_write_done(drive, segment);
                 if completion.result.is_err() {
-                    self.fail_drive(drive);
+                    self.fail_lane(segment, drive);
                 }
                 if completion.result.is_ok() && next_block < blocks {
                     self.write_footer_blocks(segment, drive, next_block, place);
@@ -34,13 +35,13 @@ impl Engine {
             Op::Footer { segment, drive, next_block, place: FooterPlace::Sealing { .. } } => {
                 self.zone_write_done(drive, segment);
                 if completion.result.is_err() {
-                    self.fail_drive(drive);
+                    self.fail_lane(segment, drive);
                 }
                 if completion.result.is_ok() && next_block < self.seg(segment).layout.footer_blocks {
                     self.write_footer_piece(segment, drive, next_block);
                 } else {
                     self.seg_mut(segment).footer_pending -= 1;
-                    if !self.failed[drive] {
+                    if !self.lane_failed(segment, drive) {
                         self.zone_command(drive, segment, ZoneAction::Finish);
                     }
                     let seg = self.seg_mut(segment);
@@ -53,7 +54,7 @@ impl Engine {
             }
             Op::Finish { segment } => {
                 if completion.result.is_err() {
-                    self.fail_drive(drive);
+                    self.fail_lane(segment, drive);
                 }
                 let seg = self.seg_mut(segment);
                 seg.commands_in_flight -= 1;
@@ -62,7 +63,7 @@ impl Engine {
             Op::PageRebuild { tag, zone } => self.page_rebuild_completion(drive, tag, zone, completion),
             Op::Reset { segment } => {
                 if completion.result.is_err() {
-                    self.fail_drive(drive);
+                    self.fail_lane(segment, drive);
                 }
                 self.seg_mut(segment).commands_in_flight -= 1;
                 self.relocation.as_mut().expect("resets belong to a relocation").resets_pending -= 1;
@@ -73,7 +74,7 @@ impl Engine {
             Op::Scrub(read) => self.scrub_read_done(drive, read, completion),
             Op::DegradedShard { rebuild, drive, zone } => {
                 self.seg_mut(zone).commands_in_flight -= 1;
-                self.rebuild_shard_done(rebuild, drive, completion);
+                self.rebuild_shard_done(rebuild, zone, drive, completion);
             }
         }
     }

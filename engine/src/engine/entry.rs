@@ -13,8 +13,10 @@ use crate::error::{Error, Result};
 use crate::format::MAX_DRIVES;
 use crate::hybrid::{ChunkClass, SegmentPlan};
 use crate::l2p::{L2pTable, Physical};
+use crate::lanes::Lanes;
 use crate::layout::Layout;
 use crate::parity::ParityCodec;
+use crate::placement::Placement;
 
 use super::machine::{Engine, Op, CLASSES};
 use super::mapping::budget_pages;
@@ -26,6 +28,10 @@ use super::{mapping, rebuild};
 
 impl Engine {
     /// A new, empty array over drives of `geometry` (every zone empty).
+    ///
+    /// `geometry` is each drive's; an array wider than its stripes (`Config::declustering`)
+    /// numbers its segments across the drives' zones (`lanes`), and the engine's geometry
+    /// counts those as its zones.
     pub fn format(geometry: Geometry, config: Config) -> Result<Self> {
         let plan = SegmentPlan::new(&geometry, config.level, config.mode, config.chunk_bytes, config.open_segments)?;
         let layout = *plan.primary();
@@ -34,6 +40,23 @@ impl Engine {
         if n > MAX_DRIVES {
             return Err(Error::InvalidConfig { reason: format!("{n} drives, at most {MAX_DRIVES}") });
         }
+        let drives = config.declustering.drives_for(n);
+        let lanes = if drives == n && config.declustering.distributed_spares == 0 {
+            Lanes::classic(n, geometry.zone_count, geometry.zone_size_blocks)
+        } else {
+            let placement = Placement::new(drives as u32, n as u32, config.declustering.distributed_spares)?;
+            Lanes::new(&placement, geometry.zone_count, geometry.zone_size_blocks)
+        };
+        if !lanes.is_classic() && config.l2p.budget_bytes.is_some() {
+            // A page rebuilt from the log reads each segment as if a drive were the same
+            // lane of every segment (`page_rebuild`, `recovery::scan`).
+            return Err(Error::Unavailable {
+                reason: "a declustered array with an L2P memory budget is not built yet: it keeps the whole \
+                         table in memory"
+                    .to_string(),
+            });
+        }
+        let geometry = Geometry { zone_count: lanes.segments(), ..geometry };
         let per_segment = plan.layouts().iter().map(Layout::data_blocks_per_segment).min().unwrap_or(0);
         let capacity = per_segment * u64::from(geometry.zone_count);
         if config.logical_blocks == 0 || config.logical_blocks > capacity {
@@ -71,7 +94,8 @@ impl Engine {
             next_sequence: 1,
             next_timestamp: 1,
             now_ns: 0,
-            failed: vec![false; n],
+            failed: vec![false; lanes.drives()],
+            lanes,
             open_stripes: [None, None],
             queued: [VecDeque::new(), VecDeque::new()],
             gc_open_stripe: None,
@@ -179,6 +203,14 @@ impl Engine {
         self.l2p.peek(lba).flatten()
     }
 
+    /// The drive and the drive's LBA holding `at` (a segment's lane and block, as `locate`
+    /// gives it). For tests and tools.
+    pub fn drive_block(&self, at: Physical) -> (usize, u64) {
+        let zone_size = self.geometry.zone_size_blocks;
+        let row = u64::from(self.lanes.row(at.zone));
+        (self.lanes.drive(at.zone, at.drive), row * zone_size + at.offset)
+    }
+
     /// Where the newest mapping block of page `page` of the L2P table is, if the page was
     /// ever written back. For tests and tools.
     pub fn locate_page(&self, page: u32) -> Option<Physical> {
@@ -188,12 +220,31 @@ impl Engine {
     /// Marks a drive failed: nothing more is sent to it, its chunks are rebuilt on read.
     /// A drive being rebuilt that fails stops its rebuild.
     pub fn fail_drive(&mut self, drive: usize) {
+        if drive >= self.failed.len() {
+            debug_assert!(false, "drive {drive} of {}", self.failed.len());
+            return;
+        }
         self.failed[drive] = true;
         self.forget_checkpoint_base(); // the failure is recorded: a new superblock generation
         if self.drive_rebuild.as_ref().is_some_and(|r| r.drive == drive) {
             tracing::error!(drive, "the drive being rebuilt failed; the rebuild stops");
             self.drive_rebuild = None;
         }
+    }
+
+    /// Fails the drive holding lane `lane` of the segment in `zone` (a command of it failed).
+    pub(super) fn fail_lane(&mut self, zone: u32, lane: usize) {
+        self.fail_drive(self.lanes.drive(zone, lane));
+    }
+
+    /// Whether the drive holding lane `lane` of the segment in `zone` failed.
+    pub(super) fn lane_failed(&self, zone: u32, lane: usize) -> bool {
+        self.failed[self.lanes.drive(zone, lane)]
+    }
+
+    /// The array's drives (N: k + m, or more for a declustered array).
+    pub fn drive_count(&self) -> usize {
+        self.lanes.drives()
     }
 
     pub fn is_failed(&self, drive: usize) -> bool {
@@ -211,8 +262,10 @@ impl Engine {
         [stripes, self.scrub_timer_ns(), self.rebuild_wake_ns()].into_iter().flatten().min()
     }
 
+    /// The next command for a drive: its drive and zone the array's (`lanes`).
     pub fn poll_command(&mut self) -> Option<DriveCommand> {
-        self.commands.pop_front()
+        let command = self.commands.pop_front()?;
+        Some(self.lanes.outbound(command))
     }
 
     pub fn poll_response(&mut self) -> Option<Response> {
@@ -287,9 +340,11 @@ impl Engine {
         self.ops.insert(op)
     }
 
-    /// Takes a device completion for `drive`.
-    pub fn on_completion(&mut self, drive: usize, completion: Completion, now_ns: u64) {
+    /// Takes a device completion for `drive` (one of the array's N drives).
+    pub fn on_completion(&mut self, drive: usize, mut completion: Completion, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
+        // From here on, `drive` is the command's lane in its segment.
+        let drive = self.lanes.inbound(drive, &mut completion);
         let Some(op) = self.ops.remove(completion.tag) else {
             debug_assert!(false, "completion for unknown tag {}", completion.tag);
             return;

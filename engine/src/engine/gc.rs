@@ -267,7 +267,7 @@ impl Engine {
         if self.reset_waits_for_checkpoint(zone) {
             return;
         }
-        let live: Vec<usize> = (0..self.layout.drives()).filter(|d| !self.failed[*d]).collect();
+        let live: Vec<usize> = (0..self.layout.drives()).filter(|d| !self.lane_failed(zone, *d)).collect();
         let r = self.relocation.as_mut().expect("relocating");
         r.resetting = true;
         r.resets_pending = live.len();

@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::drive_command::DriveCommand;
 use crate::hybrid::SegmentPlan;
 use crate::l2p::{L2pTable, Physical};
+use crate::lanes::Lanes;
 use crate::layout::Layout;
 use crate::parity::ParityCodec;
 
@@ -102,7 +103,10 @@ pub struct Engine {
     pub(super) next_sequence: u64,
     pub(super) next_timestamp: u64,
     pub(super) now_ns: u64,
+    /// Per drive of the array (N of them, not lanes): failed.
     pub(super) failed: Vec<bool>,
+    /// Where each segment's lanes lie on the drives (`lanes`).
+    pub(super) lanes: Lanes,
     /// Per chunk class, the stripe frontend writes fill, and stripes encoded and waiting.
     pub(super) open_stripes: [Option<OpenStripe>; CLASSES],
     pub(super) queued: [VecDeque<u64>; CLASSES],

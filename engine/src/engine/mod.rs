@@ -70,7 +70,7 @@ mod stop;
 mod stripe;
 mod zone_writes;
 
-pub use crate::config::{Config, L2pConfig, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
+pub use crate::config::{Config, Declustering, L2pConfig, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
 pub use crate::drive_command::DriveCommand;
 pub use machine::Engine;
 pub use rebuild::{rebuild_segments_at_once, RebuildStatus, MAX_REBUILD_SEGMENTS_AT_ONCE};

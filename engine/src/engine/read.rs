@@ -154,7 +154,7 @@ impl Engine {
         } else {
             self.buffers.give(data);
             if matches!(result, Err(zapraid_zns::Error::DeviceFailed)) {
-                self.fail_drive(physical.drive);
+                self.fail_lane(physical.zone, physical.drive);
             }
             self.rebuild_block(read, block, physical);
             true
@@ -266,7 +266,7 @@ impl Engine {
         }
     }
 
-    pub(super) fn rebuild_shard_done(&mut self, rebuild: u64, drive: usize, completion: Completion) {
+    pub(super) fn rebuild_shard_done(&mut self, rebuild: u64, zone: u32, drive: usize, completion: Completion) {
         let Completion { result, data, metadata, .. } = completion;
         let Some(r) = self.block_rebuilds.get_mut(&rebuild) else {
             self.buffers.give(data);
@@ -282,7 +282,8 @@ impl Engine {
             _ => {
                 self.buffers.give(data);
                 if matches!(result, Err(zapraid_zns::Error::DeviceFailed)) {
-                    self.failed[drive] = true;
+                    let failed = self.lanes.drive(zone, drive);
+                    self.failed[failed] = true;
                 }
             }
         }

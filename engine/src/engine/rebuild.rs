@@ -121,6 +121,17 @@ impl Engine {
         if let Some(r) = &self.drive_rebuild {
             return Err(Error::Unavailable { reason: format!("drive {} is being rebuilt", r.drive) });
         }
+        if !self.lanes.is_classic() {
+            // The rebuild below takes a drive to be the same lane of every segment.
+            return Err(Error::Unavailable {
+                reason: format!(
+                    "drive {drive} is one of {} drives over stripes of {}: rebuilding a drive of a declustered \
+                     array is not built yet",
+                    self.lanes.drives(),
+                    self.layout.drives()
+                ),
+            });
+        }
         self.failed[drive] = false;
         // A relocated segment whose zones are being reset (on the drives that worked: not
         // this one) is about to leave its zone empty for new segments, which are written
@@ -357,9 +368,10 @@ impl Engine {
         }
         if self.rebuild_stopped(number) {
             // Only what it says of a drive that still works counts: a read of it failed.
-            let working = !self.failed[drive] && self.drive_rebuild.as_ref().is_none_or(|r| r.drive != drive);
+            let working =
+                !self.lane_failed(zone, drive) && self.drive_rebuild.as_ref().is_none_or(|r| r.drive != drive);
             if working && matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
-                self.fail_drive(drive);
+                self.fail_lane(zone, drive);
             }
             return;
         }
@@ -371,7 +383,7 @@ impl Engine {
         let target = self.drive_rebuild.as_ref().map(|r| r.drive);
         if target != Some(drive) && completion.result.is_err() {
             if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
-                self.fail_drive(drive);
+                self.fail_lane(zone, drive);
             }
         } else if completion.result.is_err() {
             // The new drive refuses writes: the rebuild cannot go on.

@@ -429,7 +429,7 @@ impl Engine {
         }
         let failed = landed_at.is_none();
         if failed {
-            self.fail_drive(drive);
+            self.fail_lane(seg_index, drive);
         }
         if !finished {
             return failed;

@@ -334,7 +334,7 @@ impl Engine {
     pub(super) fn scrub_read_done(&mut self, drive: usize, read: ScrubRead, completion: Completion) {
         self.seg_mut(read.zone).commands_in_flight -= 1;
         if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
-            self.fail_drive(drive);
+            self.fail_lane(read.zone, drive);
         }
         let Some(c) = self.scrub.as_mut().and_then(|s| s.current.as_mut()).filter(|c| c.zone == read.zone) else {
             return;

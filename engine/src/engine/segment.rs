@@ -54,7 +54,7 @@ impl Engine {
         let (mode, _) = layout.mode.code();
         let (bs, cb) = (self.block_bytes(), layout.chunk_blocks as usize);
         for drive in 0..n {
-            if self.failed[drive] {
+            if self.lane_failed(zone, drive) {
                 continue;
             }
             let header = SegmentHeader {
@@ -214,10 +214,10 @@ impl Engine {
         self.segment_of_zone(zone).map(|s| s.layout)
     }
 
-    /// Whether `drive` holds the chunks of the segment in `zone`: it works, and it is not
-    /// a drive being rebuilt that has not received them yet.
+    /// Whether lane `drive` of the segment in `zone` holds its chunks: its drive works,
+    /// and it is not a drive being rebuilt that has not received them yet.
     pub(super) fn holds(&self, zone: u32, drive: usize) -> bool {
-        !self.failed[drive] && self.segment_of_zone(zone).is_none_or(|s| s.absent != Some(drive))
+        !self.lane_failed(zone, drive) && self.segment_of_zone(zone).is_none_or(|s| s.absent != Some(drive))
     }
 
     pub(super) fn segment_of_zone(&self, zone: u32) -> Option<&Segment> {

@@ -229,6 +229,12 @@ impl Recovery {
     pub fn with_failed_drives(geometry: Geometry, config: Config, failed_drives: &[usize]) -> Result<Self> {
         let plan = SegmentPlan::new(&geometry, config.level, config.mode, config.chunk_bytes, config.open_segments)?;
         let layout = *plan.primary();
+        if config.declustering.drives_for(layout.drives()) != layout.drives() {
+            // Recovery reads each drive's zones as the same lane of one segment.
+            return Err(Error::Unavailable {
+                reason: "reading a declustered array back from its drives is not built yet".to_string(),
+            });
+        }
         let mut recovery = Recovery {
             geometry,
             config,

@@ -227,6 +227,7 @@ fn shards_get_their_own_uuid_but_one_shard_the_arrays() {
         logical_blocks: 100,
         lookup_ps_per_entry: 0,
         merge_appends: true,
+        declustering: Default::default(),
         l2p: Default::default(),
         array_uuid: [7; 16],
     };

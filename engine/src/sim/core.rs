@@ -153,6 +153,7 @@ mod tests {
             array_uuid: [3; 16],
             lookup_ps_per_entry: 0,
             merge_appends: true,
+            declustering: Default::default(),
             l2p: crate::engine::L2pConfig::default(),
         }
     }

@@ -153,6 +153,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         logical_blocks: newest.logical_blocks.get(),
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
         merge_appends: true,
+        declustering: Default::default(),
         l2p: zapraid_engine::L2pConfig {
             budget_bytes: Some(newest.l2p_budget_bytes.get()).filter(|b| *b > 0),
             page_entries: None,

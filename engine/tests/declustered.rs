@@ -1,0 +1,188 @@
+//! Declustered arrays (issue 35): N drives, each segment on k + m of them
+//! (`Config::declustering`, `placement`, `lanes`). Writes, garbage collection, reads,
+//! degraded reads with drives failed, and a damaged block rebuilt, all against a reference
+//! map of what each block holds; every drive of the array holds segments.
+
+use std::collections::HashMap;
+
+use zapraid_engine::{Config, Declustering, Mode, OpenSegments, RaidLevel, Request, Simulator};
+use zapraid_zns::{Geometry, ZoneState};
+
+mod common;
+use common::BLOCK;
+
+const LOGICAL_BLOCKS: u64 = 240;
+
+/// Each drive's zones: with 2 segments per zone index, the array has twice as many.
+const ZONES: u32 = 8;
+
+fn geometry() -> Geometry {
+    common::geometry(ZONES, 8, 10)
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Scheme {
+    level: RaidLevel,
+    drives: u32,
+    spares: u32,
+    mode: Mode,
+    chunk_blocks: u64,
+    open: OpenSegments,
+}
+
+impl Scheme {
+    fn config(&self) -> Config {
+        Config {
+            open_segments: self.open,
+            declustering: Declustering { drives: self.drives, distributed_spares: self.spares },
+            ..common::config(self.level, self.mode, self.chunk_blocks, LOGICAL_BLOCKS)
+        }
+    }
+}
+
+fn schemes() -> Vec<Scheme> {
+    let single = OpenSegments::SINGLE;
+    let hybrid = OpenSegments { small: 2, large: 1, large_chunk_bytes: 2 * BLOCK as u64 };
+    // 4+1 on 11 drives and 4+2 on 13, one distributed spare: two segments per row.
+    let shapes = [(RaidLevel::Raid5 { drives: 5 }, 11), (RaidLevel::Raid6 { drives: 6 }, 13)];
+    let mut schemes = Vec::new();
+    for (level, drives) in shapes {
+        for mode in [Mode::ZapRaid { group_size: 4 }, Mode::ZoneWriteOnly, Mode::ZoneAppendOnly] {
+            for chunk_blocks in [1, 2] {
+                schemes.push(Scheme { level, drives, spares: 1, mode, chunk_blocks, open: single });
+            }
+        }
+        let mode = Mode::ZapRaid { group_size: 4 };
+        schemes.push(Scheme { level, drives, spares: 1, mode, chunk_blocks: 1, open: hybrid });
+    }
+    schemes
+}
+
+/// A run against a reference map of what each block holds.
+struct Run {
+    sim: Simulator,
+    model: HashMap<u64, Vec<u8>>,
+    next_id: u64,
+    round: u64,
+    what: String,
+}
+
+impl Run {
+    fn new(scheme: Scheme) -> Run {
+        let sim = Simulator::new(geometry(), scheme.config(), 11, None)
+            .unwrap_or_else(|e| panic!("{scheme:?}: the array cannot be made: {e}"));
+        Run { sim, model: HashMap::new(), next_id: 0, round: 0, what: format!("{scheme:?}") }
+    }
+
+    /// Writes of 1 to 5 blocks over `lbas`, all in flight at once, then waits for them.
+    fn write_round(&mut self, lbas: std::ops::Range<u64>) {
+        self.round += 1;
+        let mut lba = lbas.start;
+        while lba < lbas.end {
+            let blocks = (1 + (lba + self.round) % 5).min(lbas.end - lba);
+            let data: Vec<u8> = (lba..lba + blocks).flat_map(|l| common::named_block(l, self.round)).collect();
+            for l in lba..lba + blocks {
+                self.model.insert(l, common::named_block(l, self.round));
+            }
+            self.sim.submit(self.next_id, Request::Write { lba, data });
+            self.next_id += 1;
+            lba += blocks;
+        }
+        for response in self.sim.run_until_idle() {
+            assert!(response.result.is_ok(), "{}: a write failed: {:?}", self.what, response.result);
+        }
+    }
+
+    fn verify(&mut self, when: &str) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
+        let got = self.sim.run_until_response(id).expect("read answered").result;
+        let got = got.unwrap_or_else(|e| panic!("{} {when}: read failed: {e}", self.what));
+        for lba in 0..LOGICAL_BLOCKS {
+            let want = self.model.get(&lba).cloned().unwrap_or_else(|| vec![0; BLOCK]);
+            assert!(got[lba as usize * BLOCK..][..BLOCK] == want[..], "{} {when}: LBA {lba} differs", self.what);
+        }
+    }
+
+    /// Drives with at least one zone written.
+    fn drives_written(&self) -> usize {
+        self.sim.drives.iter().filter(|d| d.zones().iter().any(|z| z.state != ZoneState::Empty)).count()
+    }
+}
+
+fn run_scheme(scheme: Scheme) {
+    let mut run = Run::new(scheme);
+    assert_eq!(run.sim.drives.len(), scheme.drives as usize);
+    assert_eq!(run.sim.engine.drive_count(), scheme.drives as usize);
+    // Twice the array's segments' worth: garbage collection makes room.
+    for _ in 0..20 {
+        run.write_round(0..LOGICAL_BLOCKS);
+    }
+    run.verify("after the writes");
+    let status = run.sim.engine.status();
+    assert!(status.segments_reclaimed > 0, "{}: garbage collection never ran: {status:?}", run.what);
+    assert_eq!(run.drives_written(), scheme.drives as usize, "{}: every drive holds segments", run.what);
+
+    // A damaged block is rebuilt from the other drives of its stripe, wherever they are.
+    let at = run.sim.engine.locate(7).expect("LBA 7 is mapped");
+    let (drive, lba) = run.sim.engine.drive_block(at);
+    run.sim.drives[drive].corrupt_block(lba, 100).unwrap();
+    run.verify("with a damaged block");
+    // The read rewrote the damaged block's row elsewhere: let that finish before a drive
+    // fails (a damaged block and a failed drive in one stripe are two faults).
+    run.sim.run_until_idle();
+    assert_eq!(run.sim.engine.status().read_blocks_repaired, 1, "{}", run.what);
+
+    // Drives fail, as many as parity covers: every block still reads, and writes go on.
+    let m = scheme.level.tolerated_failures();
+    for drive in [2usize, 9].into_iter().take(m) {
+        run.sim.drives[drive].fail();
+        run.sim.engine.fail_drive(drive);
+        run.verify(&format!("with drive {drive} failed"));
+    }
+    for _ in 0..4 {
+        run.write_round(0..LOGICAL_BLOCKS / 2);
+    }
+    run.verify("after writes with drives failed");
+    let failed: Vec<usize> = run.sim.engine.status().failed_drives;
+    assert_eq!(failed.len(), m, "{}: only the pulled drives failed: {failed:?}", run.what);
+
+    // Rebuilding a drive of a declustered array is refused, plainly, not attempted.
+    let refused = run.sim.engine.rebuild_drive(2).expect_err("refused");
+    assert!(refused.to_string().contains("not built yet"), "{}: {refused}", run.what);
+}
+
+#[test]
+fn declustered_arrays_read_back_what_was_written() {
+    for scheme in schemes() {
+        run_scheme(scheme);
+    }
+}
+
+/// A scrub of a declustered array reads every chunk from the drive that holds it and
+/// finds nothing wrong with a clean array.
+#[test]
+fn a_scrub_of_a_declustered_array_is_clean() {
+    let scheme = schemes()[0];
+    let mut run = Run::new(scheme);
+    for _ in 0..3 {
+        run.write_round(0..LOGICAL_BLOCKS);
+    }
+    run.sim.start_scrub(None).unwrap();
+    run.sim.run_until_idle();
+    let report = run.sim.engine.scrub_status().last.expect("a scrub finished");
+    assert!(report.segments_checked > 2 && report.blocks_checked > 0, "{report:?}");
+    assert_eq!((report.blocks_damaged, report.parity_mismatches), (0, 0), "{report:?}");
+    run.verify("after the scrub");
+}
+
+/// N = k + m given explicitly is the classic array.
+#[test]
+fn an_array_as_wide_as_its_stripes_is_classic() {
+    let scheme = Scheme { drives: 5, spares: 0, ..schemes()[0] };
+    let mut run = Run::new(scheme);
+    run.write_round(0..LOGICAL_BLOCKS);
+    run.verify("classic");
+    assert!(run.sim.engine.status().zones == ZONES, "a segment per zone");
+}
