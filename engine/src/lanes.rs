@@ -48,9 +48,13 @@ pub struct Lanes {
     /// Per (row, drive), the segment and lane there as `segment * width + lane`, or
     /// `NO_SEGMENT` (rows x drives); empty for a classic array.
     at_drive: Vec<u32>,
-    /// The segment of each command sent and not completed (declustered arrays only): a
-    /// completion's lane, and an append's LBA, map back through it.
-    in_flight: HashMap<Tag, u32>,
+    /// Per row, the drives at its spare positions in the placement's order (rows x
+    /// spare positions): where a failed drive's lanes of that row may move.
+    row_spares: Vec<u8>,
+    /// The segment and lane of each command sent and not completed (declustered arrays
+    /// only): a completion, and an append's LBA, map back through them, also when the
+    /// lane has moved to another drive since (`move_lane`).
+    in_flight: HashMap<Tag, (u32, usize)>,
 }
 
 impl Lanes {
@@ -67,10 +71,14 @@ impl Lanes {
             zone_size_blocks,
             segment_drives: Vec::new(),
             at_drive: Vec::new(),
+            row_spares: Vec::new(),
             in_flight: HashMap::default(),
         };
         if lanes.is_classic() {
             return lanes;
+        }
+        for row in 0..rows {
+            lanes.row_spares.extend(placement.spare_drives(u64::from(row)).into_iter().map(|d| d as u8));
         }
         lanes.segment_drives = Vec::with_capacity(rows as usize * groups as usize * width);
         lanes.at_drive = vec![NO_SEGMENT; rows as usize * drives];
@@ -98,6 +106,7 @@ impl Lanes {
             zone_size_blocks,
             segment_drives: Vec::new(),
             at_drive: Vec::new(),
+            row_spares: Vec::new(),
             in_flight: HashMap::default(),
         }
     }
@@ -164,8 +173,9 @@ impl Lanes {
         let segment = (*lba / zs) as u32;
         let row = self.row(segment);
         *lba = *lba - u64::from(segment) * zs + u64::from(row) * zs;
-        command.drive = self.drive(segment, command.drive);
-        let earlier = self.in_flight.insert(command.tag, segment);
+        let lane = command.drive;
+        command.drive = self.drive(segment, lane);
+        let earlier = self.in_flight.insert(command.tag, (segment, lane));
         debug_assert!(earlier.is_none(), "tag {} sent twice", command.tag);
         command
     }
@@ -177,13 +187,49 @@ impl Lanes {
         if self.is_classic() {
             return drive;
         }
-        let Some(segment) = self.in_flight.remove(&completion.tag) else { return drive };
+        let Some((segment, lane)) = self.in_flight.remove(&completion.tag) else { return drive };
         let zs = self.zone_size_blocks;
         if let Ok(Done::Written { lba, .. }) = &mut completion.result {
             let row = self.row(segment);
             *lba = *lba - u64::from(row) * zs + u64::from(segment) * zs;
         }
-        self.lane(segment, drive).expect("a completion comes from the drive its command was sent to")
+        lane
+    }
+
+    /// A drive at one of the spare positions of `segment`'s row that holds no segment of
+    /// the row and has not failed (`failed`, per drive): where its lane on a failed drive
+    /// may move. The placement's order of the row's spare positions decides among them,
+    /// so that the moves spread over the drives as the rows do.
+    pub fn spare_for(&self, segment: u32, failed: &[bool]) -> Option<usize> {
+        if self.is_classic() {
+            return None;
+        }
+        let row = self.row(segment) as usize;
+        let per_row = self.row_spares.len() / self.rows.max(1) as usize;
+        self.row_spares[row * per_row..(row + 1) * per_row]
+            .iter()
+            .map(|&d| usize::from(d))
+            .find(|&d| !failed[d] && self.at_drive[row * self.drives + d] == NO_SEGMENT)
+    }
+
+    /// Moves lane `lane` of `segment` to `drive`, which holds no segment of its row:
+    /// commands of the lane go there from now on.
+    pub fn move_lane(&mut self, segment: u32, lane: usize, drive: usize) {
+        assert!(!self.is_classic(), "a classic array's lanes are its drives");
+        let row = self.row(segment) as usize;
+        let from = self.drive(segment, lane);
+        debug_assert_eq!(self.at_drive[row * self.drives + drive], NO_SEGMENT, "the drive is free in the row");
+        self.at_drive[row * self.drives + from] = NO_SEGMENT;
+        self.at_drive[row * self.drives + drive] = segment * self.width as u32 + lane as u32;
+        self.segment_drives[segment as usize * self.width + lane] = drive as u8;
+    }
+
+    /// Whether any segment has a lane on `drive`.
+    pub fn holds_any(&self, drive: usize) -> bool {
+        if self.is_classic() {
+            return drive < self.width;
+        }
+        self.at_drive.chunks_exact(self.drives).any(|row| row[drive] != NO_SEGMENT)
     }
 }
 

@@ -147,10 +147,91 @@ fn run_scheme(scheme: Scheme) {
     run.verify("after writes with drives failed");
     let failed: Vec<usize> = run.sim.engine.status().failed_drives;
     assert_eq!(failed.len(), m, "{}: only the pulled drives failed: {failed:?}", run.what);
+}
 
-    // Rebuilding a drive of a declustered array is refused, plainly, not attempted.
-    let refused = run.sim.engine.rebuild_drive(2).expect_err("refused");
-    assert!(refused.to_string().contains("not built yet"), "{}: {refused}", run.what);
+/// A drive fails and is rebuilt into distributed spare space while writes and reads go
+/// on: no segment keeps a lane on it, the array is fully redundant again without a new
+/// drive, and m more drives may fail with every block still read back. Then the first
+/// drive is replaced by a new one, rebuilt lane by lane (each segment's lane on it).
+fn spare_rebuild(scheme: Scheme) {
+    let mut run = Run::new(scheme);
+    for _ in 0..12 {
+        run.write_round(0..LOGICAL_BLOCKS);
+    }
+    let failed = 4;
+    run.sim.drives[failed].fail();
+    run.sim.engine.fail_drive(failed);
+    run.write_round(0..LOGICAL_BLOCKS / 4);
+    run.sim.engine.rebuild_into_spares(failed).unwrap_or_else(|e| panic!("{}: into spares: {e}", run.what));
+    let rebuilding = run.sim.engine.rebuild_status().expect("a rebuild runs");
+    assert!(rebuilding.segments_left > 0, "{}: nothing to rebuild: {rebuilding:?}", run.what);
+    run.verify("as the rebuild into spare space starts");
+    for _ in 0..2 {
+        run.write_round(LOGICAL_BLOCKS / 4..LOGICAL_BLOCKS / 2);
+        run.verify("while the drive is rebuilt into spare space");
+    }
+    run.sim.run_until_idle();
+    let status = run.sim.engine.status();
+    assert!(status.rebuild.is_none(), "{}: the rebuild did not finish: {status:?}", run.what);
+    assert_eq!(status.rebuilds_completed, 1, "{}", run.what);
+    assert_eq!(run.sim.engine.drives_in_spare_space(), vec![failed], "{}", run.what);
+    run.verify("after the rebuild into spare space");
+    // Fully redundant again: as many more drives as parity covers may fail.
+    let m = scheme.level.tolerated_failures();
+    let others: Vec<usize> = [1usize, 8].into_iter().take(m).collect();
+    for &drive in &others {
+        run.sim.drives[drive].fail();
+        run.sim.engine.fail_drive(drive);
+    }
+    run.verify(&format!("with drives {others:?} failed after the rebuild into spare space"));
+    run.write_round(0..LOGICAL_BLOCKS / 4);
+    run.verify("after writes with those drives failed");
+}
+
+#[test]
+fn a_failed_drive_is_rebuilt_into_distributed_spare_space() {
+    for scheme in schemes() {
+        spare_rebuild(scheme);
+    }
+}
+
+/// A drive of a declustered array replaced by a new one is rebuilt lane by lane: each
+/// segment's chunks on it, whichever lane they are, and then another drive may fail.
+#[test]
+fn a_replaced_drive_of_a_declustered_array_is_rebuilt() {
+    for scheme in schemes() {
+        let mut run = Run::new(scheme);
+        for _ in 0..12 {
+            run.write_round(0..LOGICAL_BLOCKS);
+        }
+        run.sim.drives[6].fail();
+        run.sim.engine.fail_drive(6);
+        run.verify("with drive 6 failed");
+        run.sim.replace_drive(6, 99).unwrap_or_else(|e| panic!("{}: replace: {e}", run.what));
+        run.write_round(0..LOGICAL_BLOCKS / 2);
+        run.verify("while drive 6 is rebuilt");
+        run.sim.run_until_idle();
+        let status = run.sim.engine.status();
+        assert!(status.rebuild.is_none() && status.failed_drives.is_empty(), "{}: {status:?}", run.what);
+        let m = scheme.level.tolerated_failures();
+        for drive in [0usize, 10].into_iter().take(m) {
+            run.sim.drives[drive].fail();
+            run.sim.engine.fail_drive(drive);
+        }
+        run.verify("with others failed after the replace");
+    }
+}
+
+/// A classic array has no spare space to rebuild into: refused, plainly.
+#[test]
+fn a_classic_array_has_no_spare_space() {
+    let scheme = Scheme { drives: 5, spares: 0, ..schemes()[0] };
+    let mut run = Run::new(scheme);
+    run.write_round(0..LOGICAL_BLOCKS);
+    run.sim.drives[1].fail();
+    run.sim.engine.fail_drive(1);
+    let refused = run.sim.engine.rebuild_into_spares(1).expect_err("refused");
+    assert!(refused.to_string().contains("no distributed spare space"), "{refused}");
 }
 
 #[test]

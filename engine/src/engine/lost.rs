@@ -275,14 +275,14 @@ impl Engine {
     /// their relocation could not write: one under way when the rebuild started, while too
     /// many drives were down, fails after it and is not tried again by the start, though
     /// the new drive now takes writes. True if the rebuild is to wait for them.
-    pub(super) fn retry_unreclaimable(&mut self, drive: usize) -> bool {
+    pub(super) fn retry_unreclaimable(&mut self) -> bool {
         let r = self.drive_rebuild.as_mut().expect("a rebuild");
         if r.retried_unreclaimable {
             return false;
         }
         r.retried_unreclaimable = true;
         let mut retried = false;
-        for s in self.segments.iter_mut().flatten().filter(|s| s.write_failed && (s.absent == Some(drive) || s.holes)) {
+        for s in self.segments.iter_mut().flatten().filter(|s| s.write_failed && (s.absent.is_some() || s.holes)) {
             retried |= std::mem::take(&mut s.unreclaimable);
         }
         if retried {

@@ -42,6 +42,7 @@ mod ending;
 mod pace;
 mod reconstruct;
 mod resume;
+mod spares;
 
 use std::collections::BTreeMap;
 
@@ -67,6 +68,11 @@ pub(super) use pace::rebuild_pace;
 /// zones the drive's chips are the limit, and each segment holds a window of chunks in
 /// memory.
 pub const MAX_REBUILD_SEGMENTS_AT_ONCE: u32 = 4;
+
+/// The most segments a rebuild of a declustered array writes at once, over all the drives
+/// it writes (each within `rebuild_segments_at_once`): each segment holds a window of
+/// chunks in memory (`chunks`).
+pub const MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE: usize = 64;
 
 /// Segments a rebuild writes at once onto a drive of `geometry` while the array writes its
 /// `engines` engines' open segments of `plan` (each keeps `SegmentPlan::active_zones_needed`
@@ -115,23 +121,7 @@ impl Engine {
     /// Starts a rebuild onto a drive that may hold part of an earlier one (`resume`), or
     /// onto an empty drive.
     fn start_drive_rebuild(&mut self, drive: usize, resuming: bool) -> Result<()> {
-        if drive >= self.failed.len() || !self.failed[drive] {
-            return Err(Error::InvalidConfig { reason: format!("drive {drive} has not failed: nothing to rebuild") });
-        }
-        if let Some(r) = &self.drive_rebuild {
-            return Err(Error::Unavailable { reason: format!("drive {} is being rebuilt", r.drive) });
-        }
-        if !self.lanes.is_classic() {
-            // The rebuild below takes a drive to be the same lane of every segment.
-            return Err(Error::Unavailable {
-                reason: format!(
-                    "drive {drive} is one of {} drives over stripes of {}: rebuilding a drive of a declustered \
-                     array is not built yet",
-                    self.lanes.drives(),
-                    self.layout.drives()
-                ),
-            });
-        }
+        self.check_rebuild_can_start(drive)?;
         self.failed[drive] = false;
         // A relocated segment whose zones are being reset (on the drives that worked: not
         // this one) is about to leave its zone empty for new segments, which are written
@@ -142,20 +132,48 @@ impl Engine {
             let zone = r.zone;
             self.zone_command(drive, zone, ZoneAction::Reset);
         }
-        for segment in self.segments.iter_mut().flatten() {
-            segment.absent = Some(drive);
-            // A relocation that could not write (too few drives) may now: the new drive
-            // takes writes. Tried again, or the rebuild would wait for it for ever.
-            if std::mem::take(&mut segment.unreclaimable) {
-                self.reclaim_pending = true;
-                self.gc_check_needed = true;
-            }
-            if segment.stopped_short && !segment.reclaim_first {
-                segment.reclaim_first = true;
-                self.reclaim_pending = true;
-                self.gc_check_needed = true;
-            }
+        let holding: Vec<(u32, usize)> = (0..self.lanes.segments())
+            .filter_map(|zone| Some((zone, self.lanes.lane(zone, drive)?)))
+            .filter(|(zone, _)| self.segments[*zone as usize].is_some())
+            .collect();
+        for (zone, lane) in holding {
+            self.mark_absent(zone, lane);
         }
+        self.begin_drive_rebuild(drive, resuming, false);
+        Ok(())
+    }
+
+    /// Why a rebuild of `drive` cannot start now, if it cannot.
+    pub(super) fn check_rebuild_can_start(&self, drive: usize) -> Result<()> {
+        if drive >= self.failed.len() || !self.failed[drive] {
+            return Err(Error::InvalidConfig { reason: format!("drive {drive} has not failed: nothing to rebuild") });
+        }
+        if let Some(r) = &self.drive_rebuild {
+            return Err(Error::Unavailable { reason: format!("drive {} is being rebuilt", r.drive) });
+        }
+        Ok(())
+    }
+
+    /// Marks lane `lane` of the segment in `zone` as not holding its chunks until the
+    /// rebuild writes them (reads rebuild them from the other lanes meanwhile).
+    pub(super) fn mark_absent(&mut self, zone: u32, lane: usize) {
+        let segment = self.seg_mut(zone);
+        segment.absent = Some(lane);
+        // A relocation that could not write (too few drives) may now: the new drive
+        // takes writes. Tried again, or the rebuild would wait for it for ever.
+        let retry = std::mem::take(&mut segment.unreclaimable);
+        let reclaim = segment.stopped_short && !segment.reclaim_first;
+        segment.reclaim_first |= reclaim;
+        if retry || reclaim {
+            self.reclaim_pending = true;
+            self.gc_check_needed = true;
+        }
+    }
+
+    /// The rebuild of `drive` starts, its segments marked absent: the open segments are
+    /// retired (their slots open new ones, which hold the drive's lanes where they are
+    /// now), and the superblock records it.
+    pub(super) fn begin_drive_rebuild(&mut self, drive: usize, resuming: bool, into_spares: bool) {
         let open: Vec<u32> = self.slots.iter_mut().filter_map(Option::take).collect();
         self.retiring.extend(open);
         self.forget_checkpoint_base(); // recorded in the superblock: a new generation
@@ -171,16 +189,16 @@ impl Engine {
             blocks_unrecoverable: 0,
             retried_unreclaimable: false,
             waiting_unreclaimable: false,
+            into_spares,
         });
-        tracing::info!(drive, resuming, "rebuild started");
+        tracing::info!(drive, resuming, into_spares, "rebuild started");
         self.settle();
-        Ok(())
     }
 
     /// Progress of the running rebuild, if any.
     pub fn rebuild_status(&self) -> Option<RebuildStatus> {
         let r = self.drive_rebuild.as_ref()?;
-        let left = || self.segments.iter().flatten().filter(|s| s.absent == Some(r.drive));
+        let left = || self.segments.iter().flatten().filter(|s| s.absent.is_some());
         Some(RebuildStatus {
             drive: r.drive,
             segments_rebuilt: r.segments_rebuilt,
@@ -245,21 +263,42 @@ impl Engine {
         // the first rebuild started (recovered open, stopped short): active until garbage
         // collection reclaims them, they take from the rebuild's room under the drives'
         // active zone limit. The rebuild always keeps its one segment.
-        let left_open = |s: &&Segment| s.absent == Some(drive) && (s.state != SegmentState::Sealed || s.reclaim_first);
+        let left_open = |s: &&Segment| s.absent.is_some() && (s.state != SegmentState::Sealed || s.reclaim_first);
         let left_open = if r.resuming { self.segments.iter().flatten().filter(left_open).count() } else { 0 };
-        let at_once = (self.rebuild_segments_at_once as usize).saturating_sub(left_open).max(1);
+        // Per drive written: what its zone limits leave. A declustered array's segments
+        // are written to many drives (their spare space, or each segment's lane on the
+        // new drive), each within that.
+        let per_drive = (self.rebuild_segments_at_once as usize).saturating_sub(left_open).max(1);
+        let at_once = if self.lanes.is_classic() {
+            per_drive
+        } else {
+            (per_drive * self.lanes.drives()).min(MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE)
+        };
         if r.zones.len() < at_once {
             let under_way = &r.zones;
+            let mut writing = vec![0usize; self.lanes.drives()];
+            for &zone in under_way.keys() {
+                writing[self.rebuild_drive_of(zone)] += 1;
+            }
             // Segments are kept by zone: the lowest zones come first.
-            let next: Vec<u32> = self
+            let mut next = Vec::new();
+            let candidates = self
                 .segments
                 .iter()
                 .flatten()
-                .filter(|s| s.absent == Some(drive) && s.state == SegmentState::Sealed && !s.reclaim_first)
+                .filter(|s| s.absent.is_some() && s.state == SegmentState::Sealed && !s.reclaim_first)
                 .map(|s| s.zone)
-                .filter(|zone| !under_way.contains_key(zone))
-                .take(at_once - r.zones.len())
-                .collect();
+                .filter(|zone| !under_way.contains_key(zone));
+            for zone in candidates {
+                if next.len() + r.zones.len() >= at_once {
+                    break;
+                }
+                let target = self.rebuild_drive_of(zone);
+                if writing[target] < per_drive {
+                    writing[target] += 1;
+                    next.push(zone);
+                }
+            }
             if next.is_empty() && r.zones.is_empty() {
                 return self.end_or_wait(drive);
             }
@@ -286,7 +325,7 @@ impl Engine {
     }
 
     fn start_zone_rebuild(&mut self, zone: u32) {
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let drive = self.rebuild_lane(zone);
         let layout = self.seg(zone).layout;
         let header_sources: Vec<usize> = (0..layout.drives()).filter(|d| self.holds(zone, *d)).collect();
         let empty_entry =
@@ -320,7 +359,7 @@ impl Engine {
 
     /// Resets the new drive's zone of the segment, the rebuild's first step on it.
     fn reset_rebuilt_zone(&mut self, zone: u32) {
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let drive = self.rebuild_lane(zone);
         self.zone_rebuild(zone).step = Step::Resetting;
         let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
         self.rebuild_command(zone, drive, RebuildOp::Reset, Command::ManageZone { action: ZoneAction::Reset, target });
@@ -330,6 +369,31 @@ impl Engine {
         self.seg_mut(zone).commands_in_flight += 1;
         let tag = self.new_tag(Op::Rebuild { zone, rebuild: self.rebuild_number(), op });
         self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+    }
+
+    /// The lane of the segment in `zone` the running rebuild writes: the drive rebuilt
+    /// onto a new drive is the same lane of every segment; rebuilt into spare space, the
+    /// lane it held in that segment, which the segment keeps `absent` until rebuilt.
+    pub(super) fn rebuild_target(&self, zone: u32) -> Option<usize> {
+        let r = self.drive_rebuild.as_ref()?;
+        if self.lanes.is_classic() {
+            Some(r.drive)
+        } else {
+            self.segment_of_zone(zone)?.absent
+        }
+    }
+
+    /// The drive a segment being rebuilt is written to: its absent lane's.
+    fn rebuild_drive_of(&self, zone: u32) -> usize {
+        let lane = self.seg(zone).absent.expect("a segment to rebuild is absent on a lane");
+        self.lanes.drive(zone, lane)
+    }
+
+    /// The lane a segment being rebuilt is rebuilt on.
+    pub(super) fn rebuild_lane(&self, zone: u32) -> usize {
+        let lane = self.rebuild_target(zone).expect("a segment being rebuilt");
+        debug_assert_eq!(self.seg(zone).absent, Some(lane), "a segment being rebuilt is absent on its lane");
+        lane
     }
 
     /// The running rebuild's number (`DriveRebuild::number`).
@@ -368,8 +432,7 @@ impl Engine {
         }
         if self.rebuild_stopped(number) {
             // Only what it says of a drive that still works counts: a read of it failed.
-            let working =
-                !self.lane_failed(zone, drive) && self.drive_rebuild.as_ref().is_none_or(|r| r.drive != drive);
+            let working = !self.lane_failed(zone, drive) && self.rebuild_target(zone) != Some(drive);
             if working && matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
                 self.fail_lane(zone, drive);
             }
@@ -380,14 +443,18 @@ impl Engine {
             // to rebuild, not a failed drive.
             return self.zone_check_done(zone, footer_first, completion);
         }
-        let target = self.drive_rebuild.as_ref().map(|r| r.drive);
+        let target = self.rebuild_target(zone);
         if target != Some(drive) && completion.result.is_err() {
             if matches!(completion.result, Err(zapraid_zns::Error::DeviceFailed)) {
                 self.fail_lane(zone, drive);
             }
         } else if completion.result.is_err() {
-            // The new drive refuses writes: the rebuild cannot go on.
+            // The new drive (or a drive's spare space) refuses writes: the rebuild cannot
+            // go on. A spare's drive is one of the array's: it has failed.
             tracing::error!(drive, zone, "the drive being rebuilt failed; the rebuild stops");
+            if self.drive_rebuild.as_ref().is_some_and(|r| r.into_spares) {
+                self.fail_lane(zone, drive);
+            }
             return self.abandon_drive_rebuild();
         }
         if !self.is_being_rebuilt(zone) {

@@ -26,7 +26,7 @@ impl Engine {
     /// up to a transfer (`drive_command::chunks_per_transfer`); reads wait for room for a
     /// whole one while others are under way.
     pub(super) fn issue_rebuild_reads(&mut self, zone: u32) {
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let drive = self.rebuild_lane(zone);
         if self.zone_rebuild(zone).step != Step::Chunks {
             return;
         }
@@ -155,7 +155,7 @@ impl Engine {
         // Its footer entries say so (`lost::unknown_entries`): a start or a page rebuild
         // reading the footer takes these blocks for damaged ones, never for padding, and
         // records lost the LBAs the table mapped to them.
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let drive = self.rebuild_lane(zone);
         let mut mapped = self.zone_rebuild(zone).mapped_here.take().unwrap_or_else(|| self.lbas_mapped_on(zone, drive));
         let first = self.seg(zone).layout.data_start_blocks() + position * cb as u64;
         let entries = self.unknown_entries(zone, drive, first..first + cb as u64, &mut mapped);
@@ -172,7 +172,7 @@ impl Engine {
     /// it is full (or reaches the segment's last chunk), and the one after it carries what
     /// came meanwhile.
     pub(super) fn write_ready_chunks(&mut self, zone: u32) {
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let drive = self.rebuild_lane(zone);
         let layout = self.seg(zone).layout;
         let per_write = chunks_per_transfer(&self.geometry, layout.chunk_blocks);
         loop {
@@ -216,7 +216,7 @@ impl Engine {
     /// Writes the footer from the reconstructed metadata, piece by piece, once every
     /// chunk's write went out.
     pub(super) fn write_rebuild_footer(&mut self, zone: u32) {
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let drive = self.rebuild_lane(zone);
         if self.zone_rebuild(zone).step != Step::Footer {
             return;
         }

@@ -25,22 +25,22 @@ impl Engine {
     /// No segment is left to write to the new drive: ends the rebuild, or waits for the
     /// segments garbage collection is to reclaim.
     pub(in crate::engine) fn end_or_wait(&mut self, drive: usize) {
-        let whole = |s: &Segment| s.absent != Some(drive) && (!s.holes || s.unreclaimable);
+        let whole = |s: &Segment| s.absent.is_none() && (!s.holes || s.unreclaimable);
         if self.segments.iter().flatten().all(whole) {
             return self.end_drive_rebuild();
         }
-        let stuck = |s: &Segment| (s.absent != Some(drive) && !s.holes) || s.unreclaimable;
+        let stuck = |s: &Segment| (s.absent.is_none() && !s.holes) || s.unreclaimable;
         if !self.segments.iter().flatten().all(stuck) {
             return; // the rest are open, being sealed or relocated, or to be reclaimed
         }
-        if self.retry_unreclaimable(drive) {
+        if self.retry_unreclaimable() {
             return;
         }
         // Every segment left off the drive is one garbage collection could not reclaim:
         // its blocks cannot be written elsewhere (too many drives down), or a page of the
         // table it holds can be neither read nor rebuilt nor written elsewhere. Ending over
         // it would lose it at the next start: the rebuild waits.
-        let off = self.segments.iter().flatten().filter(|s| s.absent == Some(drive)).count();
+        let off = self.segments.iter().flatten().filter(|s| s.absent.is_some()).count();
         debug_assert!(off > 0, "not whole, yet every segment is on the drive");
         let r = self.drive_rebuild.as_mut().expect("a rebuild");
         if !std::mem::replace(&mut r.waiting_unreclaimable, true) {
@@ -59,7 +59,7 @@ impl Engine {
         self.last_rebuild = self.rebuild_status();
         let r = self.drive_rebuild.take().expect("a rebuild");
         let drive = r.drive;
-        debug_assert!(self.segments.iter().flatten().all(|s| s.absent != Some(drive)), "a segment is off the drive");
+        debug_assert!(self.segments.iter().flatten().all(|s| s.absent.is_none()), "a segment is off the drive");
         self.rebuilds_completed += 1;
         if r.blocks_unrecoverable > 0 {
             // The drive is in service, with holes where its stripes lost too much: their

@@ -12,7 +12,7 @@ impl Engine {
     /// Rebuilds one chunk of the new drive from the stripe's other chunks: data and the
     /// blocks' (LBA, timestamp) fields, then their metadata and footer entries.
     pub(super) fn reconstruct_chunk(&mut self, zone: u32, position: u64, sources: ChunkSources) {
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let drive = self.rebuild_lane(zone);
         let seg = self.seg(zone);
         let (layout, sequence) = (seg.layout, seg.sequence);
         let (n, k, cb) = (layout.drives(), layout.data_chunks, layout.chunk_blocks as usize);

@@ -52,7 +52,7 @@ impl Engine {
 
     /// Reads the new drive's header block and footer of the segment in `zone`.
     pub(super) fn check_rebuilt_zone(&mut self, zone: u32) {
-        let drive = self.drive_rebuild.as_ref().expect("a rebuild").drive;
+        let drive = self.rebuild_lane(zone);
         let layout = self.seg(zone).layout;
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let zone_start = self.geometry.zone_start_lba(zone);
@@ -78,7 +78,7 @@ impl Engine {
         if r.zones.get(&zone).is_none_or(|z| z.step != Step::Checking) {
             return; // abandoned meanwhile
         }
-        let drive = r.drive;
+        let drive = self.rebuild_lane(zone);
         let intact = completion.result.is_ok()
             && match footer_first {
                 None => self.header_is_this_drives(zone, drive, &completion.data),

@@ -30,6 +30,9 @@ pub(in crate::engine) struct DriveRebuild {
     /// so in the log): only then does `status` count them as what it waits for, not while
     /// garbage collection tries them once more.
     pub(in crate::engine) waiting_unreclaimable: bool,
+    /// The drive's lanes are rebuilt into distributed spare space on the other drives
+    /// (`rebuild::spares`), not onto a new drive in its place: it stays failed.
+    pub(in crate::engine) into_spares: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,67 @@
+//! Rebuilding a failed drive into distributed spare space (issue 35): an array wider than
+//! its stripes keeps, in every row, zones that no segment takes (`placement`'s spare
+//! positions). Each segment number with a lane on the failed drive moves that lane to a
+//! drive at a spare position of its row that works and holds nothing of the row
+//! (`Lanes::spare_for`); segments that exist are marked absent on the lane and rebuilt
+//! there by the same machinery as a rebuild onto a new drive (their chunks read from
+//! every survivor of their stripes, spread over all the drives), and segments opened from
+//! then on write the lane to its new drive at once. The failed drive stays failed: when
+//! the rebuild ends no segment has a lane on it, and the array is fully redundant again
+//! ("optimal, spare space used").
+//!
+//! Invariants: a lane moves only to a drive that holds no segment of its row, so a
+//! segment's drives stay distinct; either every segment number with a lane on the drive
+//! finds spare space or nothing moves.
+
+use crate::engine::machine::Engine;
+use crate::error::{Error, Result};
+
+impl Engine {
+    /// Starts rebuilding failed drive `drive` into distributed spare space. Refused for a
+    /// classic array (no spare space: replace the drive), when a rebuild runs, when the
+    /// drive has not failed, and when a row holding a lane of the drive has no working
+    /// spare position left (a drive's worth of spare space already used).
+    pub fn rebuild_into_spares(&mut self, drive: usize) -> Result<()> {
+        self.check_rebuild_can_start(drive)?;
+        if self.lanes.is_classic() {
+            return Err(Error::InvalidConfig {
+                reason: format!(
+                    "the array is as wide as its stripes ({} drives): it has no distributed spare space; replace \
+                     drive {drive} instead",
+                    self.layout.drives()
+                ),
+            });
+        }
+        let mut moves = Vec::new();
+        for segment in 0..self.lanes.segments() {
+            let Some(lane) = self.lanes.lane(segment, drive) else { continue };
+            let Some(spare) = self.lanes.spare_for(segment, &self.failed) else {
+                return Err(Error::Unavailable {
+                    reason: format!(
+                        "zone {} of the drives has no spare space left for drive {drive}'s chunks: replace the \
+                         drive instead",
+                        self.lanes.row(segment)
+                    ),
+                });
+            };
+            moves.push((segment, lane, spare));
+        }
+        for &(segment, lane, spare) in &moves {
+            self.lanes.move_lane(segment, lane, spare);
+            if self.segments[segment as usize].is_some() {
+                self.mark_absent(segment, lane);
+            }
+        }
+        tracing::info!(drive, segments = moves.len(), "rebuilding into distributed spare space");
+        self.begin_drive_rebuild(drive, false, true);
+        Ok(())
+    }
+
+    /// Failed drives no segment has a lane on any more: rebuilt into spare space.
+    pub fn drives_in_spare_space(&self) -> Vec<usize> {
+        let rebuilding = self.drive_rebuild.as_ref().map(|r| r.drive);
+        (0..self.failed.len())
+            .filter(|&d| self.failed[d] && Some(d) != rebuilding && !self.lanes.holds_any(d))
+            .collect()
+    }
+}
