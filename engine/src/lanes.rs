@@ -23,9 +23,11 @@
 //! segment its command was sent for.
 
 use rustc_hash::FxHashMap as HashMap;
-use zapraid_zns::{Command, Completion, Done, Tag, ZoneTarget};
+use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneTarget};
 
+use crate::config::Declustering;
 use crate::drive_command::DriveCommand;
+use crate::error::Result;
 use crate::placement::Placement;
 
 /// No segment at this place of a row: a spare position.
@@ -96,6 +98,17 @@ impl Lanes {
         lanes
     }
 
+    /// The map of an array of stripes of `width` drives spread as `declustering` says,
+    /// over drives of `geometry`.
+    pub fn for_array(width: usize, declustering: Declustering, geometry: &Geometry) -> Result<Lanes> {
+        let drives = declustering.drives_for(width);
+        if drives == width && declustering.distributed_spares == 0 {
+            return Ok(Lanes::classic(width, geometry.zone_count, geometry.zone_size_blocks));
+        }
+        let placement = Placement::new(drives as u32, width as u32, declustering.distributed_spares)?;
+        Ok(Lanes::new(&placement, geometry.zone_count, geometry.zone_size_blocks))
+    }
+
     /// The map of a classic array of `width` drives: the identity.
     pub fn classic(width: usize, rows: u32, zone_size_blocks: u64) -> Lanes {
         Lanes {
@@ -156,7 +169,8 @@ impl Lanes {
     }
 
     /// A command of the engine (lane, segment blocks) as its drive takes it (drive, the
-    /// row's zone). The command's segment is kept for its completion.
+    /// row's zone). The command's segment is kept for its completion. A command of a
+    /// whole drive names the array's drive already and goes as it is.
     pub fn outbound(&mut self, mut command: DriveCommand) -> DriveCommand {
         if self.is_classic() {
             return command;
@@ -166,9 +180,8 @@ impl Lanes {
             Command::Read { lba, .. } | Command::Write { lba, .. } => lba,
             Command::Append { zone_start_lba, .. } => zone_start_lba,
             Command::ManageZone { target: ZoneTarget::Zone { start_lba }, .. } => start_lba,
-            Command::ManageZone { target: ZoneTarget::All, .. } | Command::ReportZones { .. } => {
-                unreachable!("the engine addresses single segments' zones, never a whole drive")
-            }
+            // A whole drive's (recovery's zone reports): its drive is the array's already.
+            Command::ManageZone { target: ZoneTarget::All, .. } | Command::ReportZones { .. } => return command,
         };
         let segment = (*lba / zs) as u32;
         let row = self.row(segment);
@@ -222,6 +235,21 @@ impl Lanes {
         self.at_drive[row * self.drives + from] = NO_SEGMENT;
         self.at_drive[row * self.drives + drive] = segment * self.width as u32 + lane as u32;
         self.segment_drives[segment as usize * self.width + lane] = drive as u8;
+    }
+
+    /// The segment and lane at zone `row` of `drive`, if a segment has a lane there (not
+    /// a spare position).
+    pub fn at(&self, row: u32, drive: usize) -> Option<(u32, usize)> {
+        if self.is_classic() {
+            return (drive < self.width).then_some((row, drive));
+        }
+        let at = *self.at_drive.get(row as usize * self.drives + drive)?;
+        (at != NO_SEGMENT).then_some((at / self.width as u32, at as usize % self.width))
+    }
+
+    /// Zones each drive gives the segments.
+    pub fn rows(&self) -> u32 {
+        self.rows
     }
 
     /// Whether any segment has a lane on `drive`.

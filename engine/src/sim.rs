@@ -162,6 +162,14 @@ impl Simulator {
         Ok(())
     }
 
+    /// Starts rebuilding failed drive `drive` into distributed spare space
+    /// (`Engine::rebuild_into_spares`); `step` drives it on.
+    pub fn rebuild_into_spares(&mut self, drive: usize) -> Result<()> {
+        self.engine.rebuild_into_spares(drive)?;
+        self.dispatch();
+        Ok(())
+    }
+
     /// Starts a scrub (`Engine::start_scrub`); `step` drives it on.
     pub fn start_scrub(&mut self, rate_bytes_per_s: Option<u64>) -> Result<()> {
         self.engine.start_scrub(rate_bytes_per_s)?;

@@ -183,6 +183,7 @@ fn a_rebuild_retries_the_relocation_that_failed_before_it_ends() {
         open: OpenSegments::SINGLE,
         l2p: None,
         hostile: true,
+        declustering: Default::default(),
     };
     let status = run_with_l2p(setup, &ops, 8627880815668644065).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(status.blocks_lost, 1, "LBA 0 is recorded lost");

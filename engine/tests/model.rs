@@ -102,9 +102,44 @@ proptest! {
         let Case { level, mode, chunk_blocks, ops, seed, zones } = case;
         let l2p = Some(SmallL2p { page_entries, budget_pages });
         let geometry = common::geometry(zones, 6, 8);
-        let setup = Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p, hostile: false };
+        let setup = Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p, hostile: false, declustering: Default::default() };
         let status = run_with_l2p(setup, &ops, seed)?;
         prop_assert!(status.l2p.cached_pages <= budget_pages as usize || status.l2p.pinned_over_budget);
+    }
+}
+
+/// Declustered shapes (issue 35): stripes of each level placed over more drives, with one
+/// distributed spare, two or three segments per row.
+fn declustered_shapes() -> Vec<(RaidLevel, u32)> {
+    vec![
+        (RaidLevel::Raid0 { drives: 3 }, 7),
+        (RaidLevel::Raid1 { drives: 3 }, 7),
+        (RaidLevel::Raid5 { drives: 4 }, 9),
+        (RaidLevel::Raid5 { drives: 5 }, 11),
+        (RaidLevel::Raid6 { drives: 5 }, 16),
+        (RaidLevel::Erasure { k: 3, m: 3 }, 13),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    /// Declustered arrays against the reference model: the plain property's operations
+    /// over arrays wider than their stripes, drive failures among all their drives (up to
+    /// m), and rebuilds into distributed spare space, across clean restarts and power cuts.
+    #[test]
+    fn declustered_engine_matches_reference_model(
+        (level, drives) in proptest::sample::select(declustered_shapes()),
+        mode in proptest::sample::select(modes()),
+        chunk_blocks in 1..=2u64,
+        ops in proptest::collection::vec(declustered_op(), 1..60),
+        seed in any::<u64>(),
+        zones in proptest::sample::select(vec![FEW_ZONES, 12]),
+    ) {
+        let geometry = common::geometry(zones, 6, 8);
+        let declustering = zapraid_engine::Declustering { drives, distributed_spares: 1 };
+        let open = OpenSegments::SINGLE;
+        let setup = Setup { geometry, level, mode, chunk_blocks, open, l2p: None, hostile: false, declustering };
+        run_with_l2p(setup, &ops, seed)?;
     }
 }
 
@@ -138,8 +173,16 @@ fn engine_with_faults_beyond_parity_matches_reference_model() {
         &strategy,
         |(level, mode, chunk_blocks, ops, seed, zones)| {
             let geometry = common::geometry(zones, 6, 8);
-            let setup =
-                Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p: None, hostile: true };
+            let setup = Setup {
+                geometry,
+                level,
+                mode,
+                chunk_blocks,
+                open: OpenSegments::SINGLE,
+                l2p: None,
+                hostile: true,
+                declustering: Default::default(),
+            };
             run_with_l2p(setup, &ops, seed).map(|_| ())
         },
     );
@@ -180,8 +223,16 @@ fn garbage_collection_with_a_tiny_l2p_budget_keeps_every_block() {
             let failure = (level.tolerated_failures() > 0).then_some(1);
             let ops = overwrite_workload(600, failure);
             let l2p = Some(SmallL2p { page_entries: 8, budget_pages: 2 });
-            let setup =
-                Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p, hostile: false };
+            let setup = Setup {
+                geometry,
+                level,
+                mode,
+                chunk_blocks: 1,
+                open: OpenSegments::SINGLE,
+                l2p,
+                hostile: false,
+                declustering: Default::default(),
+            };
             let status = run_with_l2p(setup, &ops, 9).unwrap();
             assert!(status.segments_reclaimed > 0, "{level:?} {mode:?}: nothing reclaimed: {status:?}");
             assert!(status.l2p.mapping_reads > 0 && status.l2p.mapping_writes > 0, "{level:?} {mode:?}: {status:?}");
@@ -222,8 +273,16 @@ fn crashes_after_a_start_from_a_checkpoint_keep_every_block() {
             }
             let geometry = common::geometry(FEW_ZONES + 2, 6, 8);
             let l2p = Some(SmallL2p { page_entries: 8, budget_pages: 2 });
-            let setup =
-                Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p, hostile: false };
+            let setup = Setup {
+                geometry,
+                level,
+                mode,
+                chunk_blocks: 1,
+                open: OpenSegments::SINGLE,
+                l2p,
+                hostile: false,
+                declustering: Default::default(),
+            };
             run_with_l2p(setup, &ops, 3).unwrap();
         }
     }

@@ -56,7 +56,19 @@ impl Case {
         let sharding = Sharding { shards: self.shards, unit_blocks: UNIT };
         let geometry = common::geometry(sharding.zones(self.zones), 6 * self.shards, 8 * self.shards);
         let Case { level, mode, chunk_blocks, .. } = *self;
-        (sharding, Setup { geometry, level, mode, chunk_blocks, open: OpenSegments::SINGLE, l2p, hostile })
+        (
+            sharding,
+            Setup {
+                geometry,
+                level,
+                mode,
+                chunk_blocks,
+                open: OpenSegments::SINGLE,
+                l2p,
+                hostile,
+                declustering: Default::default(),
+            },
+        )
     }
 }
 

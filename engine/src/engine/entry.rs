@@ -16,7 +16,6 @@ use crate::l2p::{L2pTable, Physical};
 use crate::lanes::Lanes;
 use crate::layout::Layout;
 use crate::parity::ParityCodec;
-use crate::placement::Placement;
 
 use super::machine::{Engine, Op, CLASSES};
 use super::mapping::budget_pages;
@@ -40,13 +39,7 @@ impl Engine {
         if n > MAX_DRIVES {
             return Err(Error::InvalidConfig { reason: format!("{n} drives, at most {MAX_DRIVES}") });
         }
-        let drives = config.declustering.drives_for(n);
-        let lanes = if drives == n && config.declustering.distributed_spares == 0 {
-            Lanes::classic(n, geometry.zone_count, geometry.zone_size_blocks)
-        } else {
-            let placement = Placement::new(drives as u32, n as u32, config.declustering.distributed_spares)?;
-            Lanes::new(&placement, geometry.zone_count, geometry.zone_size_blocks)
-        };
+        let lanes = Lanes::for_array(n, config.declustering, &geometry)?;
         if !lanes.is_classic() && config.l2p.budget_bytes.is_some() {
             // A page rebuilt from the log reads each segment as if a drive were the same
             // lane of every segment (`page_rebuild`, `recovery::scan`).
@@ -95,6 +88,8 @@ impl Engine {
             next_timestamp: 1,
             now_ns: 0,
             failed: vec![false; lanes.drives()],
+            spared: vec![false; lanes.drives()],
+            completing_drive: None,
             lanes,
             open_stripes: [None, None],
             queued: [VecDeque::new(), VecDeque::new()],
@@ -225,6 +220,8 @@ impl Engine {
             return;
         }
         self.failed[drive] = true;
+        self.move_free_lanes_off(drive);
+        self.note_spared(drive);
         self.forget_checkpoint_base(); // the failure is recorded: a new superblock generation
         if self.drive_rebuild.as_ref().is_some_and(|r| r.drive == drive) {
             tracing::error!(drive, "the drive being rebuilt failed; the rebuild stops");
@@ -232,9 +229,11 @@ impl Engine {
         }
     }
 
-    /// Fails the drive holding lane `lane` of the segment in `zone` (a command of it failed).
+    /// Fails the drive holding lane `lane` of the segment in `zone` (a command of it failed):
+    /// while a completion is taken, the drive it came from, where the command went.
     pub(super) fn fail_lane(&mut self, zone: u32, lane: usize) {
-        self.fail_drive(self.lanes.drive(zone, lane));
+        let drive = self.completing_drive.unwrap_or_else(|| self.lanes.drive(zone, lane));
+        self.fail_drive(drive);
     }
 
     /// Whether the drive holding lane `lane` of the segment in `zone` failed.
@@ -343,12 +342,14 @@ impl Engine {
     /// Takes a device completion for `drive` (one of the array's N drives).
     pub fn on_completion(&mut self, drive: usize, mut completion: Completion, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
+        let from = drive;
         // From here on, `drive` is the command's lane in its segment.
         let drive = self.lanes.inbound(drive, &mut completion);
         let Some(op) = self.ops.remove(completion.tag) else {
             debug_assert!(false, "completion for unknown tag {}", completion.tag);
             return;
         };
+        self.completing_drive = Some(from);
         let progress = match op {
             Op::Chunk { stripe, drive } => self.chunk_done(stripe, drive, completion),
             Op::Chunks { stripes, drive } => self.chunks_done(stripes, drive, completion),
@@ -361,6 +362,7 @@ impl Engine {
                 true
             }
         };
+        self.completing_drive = None;
         if progress {
             self.settle();
         }

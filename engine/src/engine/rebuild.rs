@@ -123,6 +123,7 @@ impl Engine {
     fn start_drive_rebuild(&mut self, drive: usize, resuming: bool) -> Result<()> {
         self.check_rebuild_can_start(drive)?;
         self.failed[drive] = false;
+        self.spared[drive] = false;
         // A relocated segment whose zones are being reset (on the drives that worked: not
         // this one) is about to leave its zone empty for new segments, which are written
         // to this drive too. A resumed rebuild's drive may hold a part of that segment (the

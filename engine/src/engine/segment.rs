@@ -27,7 +27,7 @@ impl Engine {
     /// Opens a segment for `slot` in the first empty zone and writes its headers.
     pub(super) fn open_new_segment(&mut self, slot: usize) -> bool {
         debug_assert!(self.slots[slot].is_none(), "a slot holds one open segment");
-        let Some(zone) = self.free_zones.pop_front() else { return false };
+        let Some(zone) = self.take_free_segment_number() else { return false };
         self.gc_check_needed = true; // empty zones may now be low
         debug_assert!(
             self.restoring_reserve || self.free_zones.len() >= RECOVERY_RESERVED_ZONES,

@@ -13,8 +13,10 @@ use super::state::segment::{Segment, SegmentState};
 impl Recovery {
     /// The recovered engine, once `is_done`.
     pub fn finish(self) -> Result<Engine> {
-        let Concluded { geometry, config, recovered, checkpoint, sequences, zones_to_finish } = self.conclude()?;
+        let Concluded { geometry, lanes, config, recovered, checkpoint, sequences, zones_to_finish } =
+            self.conclude()?;
         let mut engine = Engine::format(geometry, config)?;
+        engine.lanes = lanes;
         engine.install_recovered(recovered);
         if let Some(image) = checkpoint {
             engine.install_checkpoint(&image, |zone, sequence| sequences.get(&zone) == Some(&sequence))?;
@@ -56,8 +58,20 @@ impl Engine {
         self.recovery_repairs = recovered.repairs;
         self.lost = recovered.lost.into_iter().collect();
         self.start_report = recovered.report;
-        for drive in recovered.failed_drives {
+        // Drives rebuilt into spare space first: their empty segment numbers' lanes had
+        // spare space to move to before, and must again (no segment may land on them).
+        let (spared, others): (Vec<usize>, Vec<usize>) =
+            recovered.failed_drives.iter().partition(|d| recovered.spared_drives.contains(d));
+        for drive in spared.into_iter().chain(others) {
             self.fail_drive(drive);
+        }
+        for drive in recovered.spared_drives {
+            if !self.spared[drive] {
+                tracing::warn!(
+                    drive,
+                    "a drive rebuilt into spare space holds lanes again: no spare space left for them"
+                );
+            }
         }
     }
 

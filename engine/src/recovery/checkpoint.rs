@@ -130,7 +130,7 @@ impl Recovery {
             let layout = self.layout_of(s.zone);
             let table_bytes = CompactStripeTable::encoded_bytes(&layout);
             if s.appending && s.table.is_empty() {
-                if layout.uses_append() && self.failed.iter().any(|f| *f) {
+                if layout.uses_append() && self.failed_lanes(s.zone).iter().any(|f| *f) {
                     return Some(format!(
                         "a drive has failed, and the segment in zone {} was open at the checkpoint, which kept no \
                          places of its chunks",

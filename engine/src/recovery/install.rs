@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::format::{split_lost_lba, CheckpointImage, NO_LBA};
 use crate::l2p::Physical;
+use crate::lanes::Lanes;
 use crate::parity::ParityCodec;
 use crate::stripe_table::CompactStripeTable;
 use zapraid_zns::{Geometry, ZoneState};
@@ -72,7 +73,8 @@ impl Recovery {
         let found = &self.found[&zone];
         let damaged: Vec<Found> =
             [&self.damaged, &self.damaged_fields].iter().filter_map(|d| d.get(&zone)).flatten().copied().collect();
-        assemble::assemble_zone(&layout, codec, zone, found, &damaged, &self.failed, &data_end, recorded.as_ref())
+        let failed = self.failed_lanes(zone);
+        assemble::assemble_zone(&layout, codec, zone, found, &damaged, &failed, &data_end, recorded.as_ref())
     }
 
     /// What recovery found, once `is_done`, for the engine to be built from
@@ -196,7 +198,7 @@ impl Recovery {
             .filter(|(lba, _)| !best.contains(*lba))
             .collect();
         lost.extend(best.lost());
-        let failed_drives: Vec<usize> = (0..n).filter(|d| self.failed[*d]).collect();
+        let failed_drives: Vec<usize> = (0..self.failed.len()).filter(|d| self.failed[*d]).collect();
         let recovered = Recovered {
             segments,
             mappings: best.into_mappings().collect(),
@@ -205,6 +207,7 @@ impl Recovery {
             next_sequence,
             next_timestamp,
             failed_drives: failed_drives.clone(),
+            spared_drives: (0..self.spared.len()).filter(|d| self.spared[*d]).collect(),
             repairs,
             report: self.report,
         };
@@ -213,14 +216,15 @@ impl Recovery {
         // active resources (drives allow only what the engine needs, `capacity`).
         let mut zones_to_finish = Vec::new();
         for &zone in self.segments.keys() {
-            for drive in (0..n).filter(|d| !failed_drives.contains(d)) {
+            for drive in (0..n).filter(|lane| !self.lane_failed(zone, *lane)) {
                 if !self.sealed[&zone] || self.reports[drive][zone as usize].state != ZoneState::Full {
                     zones_to_finish.push((drive, zone));
                 }
             }
         }
         Ok(Concluded {
-            geometry: self.geometry,
+            geometry: self.drive_geometry,
+            lanes: self.lanes,
             config: self.config,
             recovered,
             checkpoint,
@@ -232,7 +236,10 @@ impl Recovery {
 
 /// The end of a recovery: what the engine is built from (`Recovery::finish`).
 pub(crate) struct Concluded {
+    /// Each drive's geometry (the engine numbers its segments from it, `crate::lanes`).
     pub geometry: Geometry,
+    /// Where the segments' lanes lie, with those found moved into spare space.
+    pub lanes: Lanes,
     pub config: Config,
     pub recovered: Recovered,
     /// The checkpoint the start began from, installed after `recovered`, and the sequence

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::format::{decode_footer_block, CheckpointImage, SegmentHeader};
 use crate::hybrid::{ChunkClass, SegmentPlan};
 use crate::l2p::Physical;
+use crate::lanes::Lanes;
 use crate::layout::Layout;
 use crate::stripe_table::CompactStripeTable;
 
@@ -40,6 +41,8 @@ pub(crate) struct Recovered {
     pub next_sequence: u64,
     pub next_timestamp: u64,
     pub failed_drives: Vec<usize>,
+    /// Of those, the drives rebuilt into spare space (`Recovery::set_spared_drives`).
+    pub spared_drives: Vec<usize>,
     pub repairs: Repairs,
     pub report: RecoveryReport,
 }
@@ -140,11 +143,18 @@ pub(super) enum Op {
         first_offset: u64,
     },
     Reset,
+    /// The header block of zone `row` of a drive of a declustered array, read to learn
+    /// which segment and lane it holds (`lanes`); sent to the drive as it is.
+    PlacementHeader {
+        row: u32,
+    },
 }
 
 #[derive(PartialEq, Eq)]
 pub(super) enum Phase {
     Reports,
+    /// A declustered array's drives' headers, read to learn where lanes moved (`lanes`).
+    Placement,
     Headers,
     FooterProbes,
     StopProbes,
@@ -156,7 +166,21 @@ pub(super) enum Phase {
 
 /// The recovery state machine. See the module documentation.
 pub struct Recovery {
+    /// The engine's numbering: segments as zones, lanes as drives (`crate::lanes`); for a
+    /// classic array the drives' own geometry.
     pub(super) geometry: Geometry,
+    /// Each drive's geometry, as given.
+    pub(super) drive_geometry: Geometry,
+    /// Where each segment's lanes lie on the array's drives, with the lanes found moved
+    /// into spare space (`lanes`).
+    pub(super) lanes: Lanes,
+    /// Per drive of the array, its zone report.
+    pub(super) drive_reports: Vec<Vec<ZoneDescriptor>>,
+    /// Commands to whole drives, or to a drive's own zones (`Op::PlacementHeader`), sent
+    /// as they are; the others are the engine's numbering, mapped by `lanes`.
+    pub(super) drive_commands: VecDeque<DriveCommand>,
+    /// What the placement phase read: per drive and row, the header there.
+    pub(super) placement_headers: Vec<(usize, u32, SegmentHeader)>,
     pub(super) config: Config,
     /// The array's open segments and the layouts its segments may have.
     pub(super) plan: SegmentPlan,
@@ -168,6 +192,7 @@ pub struct Recovery {
     pub(super) commands: VecDeque<DriveCommand>,
     pub(super) ops: HashMap<Tag, (usize, Op)>,
     pub(super) next_tag: Tag,
+    /// Per lane, per segment: the zone report of the drive holding it (`lanes`).
     pub(super) reports: Vec<Vec<ZoneDescriptor>>,
     /// Per zone, the sequence its headers agree on.
     pub(super) segments: BTreeMap<u32, u64>,
@@ -197,8 +222,11 @@ pub struct Recovery {
     pub(super) data_end: HashMap<(u32, usize), u64>,
     /// Zones and drives whose footer or stop footer was damaged: read block by block.
     pub(super) rescan: BTreeSet<(u32, usize)>,
-    /// Drives that did not answer their zone report.
+    /// Per drive of the array: failed (recorded so, or it did not answer its zone report).
     pub(super) failed: Vec<bool>,
+    /// Per drive of a declustered array: failed and rebuilt into spare space before, so
+    /// that no segment has a lane on it (`set_spared_drives`).
+    pub(super) spared: Vec<bool>,
     pub(super) report: RecoveryReport,
     pub(super) error: Option<Error>,
     /// A checkpoint offered (`use_checkpoint`); kept once it is found to match the drives.
@@ -229,14 +257,17 @@ impl Recovery {
     pub fn with_failed_drives(geometry: Geometry, config: Config, failed_drives: &[usize]) -> Result<Self> {
         let plan = SegmentPlan::new(&geometry, config.level, config.mode, config.chunk_bytes, config.open_segments)?;
         let layout = *plan.primary();
-        if config.declustering.drives_for(layout.drives()) != layout.drives() {
-            // Recovery reads each drive's zones as the same lane of one segment.
-            return Err(Error::Unavailable {
-                reason: "reading a declustered array back from its drives is not built yet".to_string(),
-            });
-        }
+        let lanes = Lanes::for_array(layout.drives(), config.declustering, &geometry)?;
+        let drive_geometry = geometry;
+        let geometry = Geometry { zone_count: lanes.segments(), ..geometry };
+        let drives = lanes.drives();
         let mut recovery = Recovery {
             geometry,
+            drive_geometry,
+            lanes,
+            drive_reports: vec![Vec::new(); drives],
+            drive_commands: VecDeque::new(),
+            placement_headers: Vec::new(),
             config,
             plan,
             layout,
@@ -257,7 +288,8 @@ impl Recovery {
             open_extents: BTreeMap::new(),
             data_end: HashMap::new(),
             rescan: BTreeSet::new(),
-            failed: vec![false; layout.drives()],
+            failed: vec![false; drives],
+            spared: vec![false; drives],
             report: RecoveryReport::default(),
             error: None,
             checkpoint: None,
@@ -266,25 +298,43 @@ impl Recovery {
             scan_only: false,
             known_places: HashMap::new(),
         };
-        let tolerated = config.level.tolerated_failures();
         for &drive in failed_drives {
-            if drive >= layout.drives() {
-                return Err(Error::InvalidConfig { reason: format!("failed drive {drive} of {}", layout.drives()) });
+            if drive >= drives {
+                return Err(Error::InvalidConfig { reason: format!("failed drive {drive} of {drives}") });
             }
             recovery.failed[drive] = true;
         }
-        let failed = recovery.failed.iter().filter(|f| **f).count();
-        if failed > tolerated {
-            return Err(Error::TooManyErasures { lost: failed, total: layout.drives(), tolerated });
-        }
-        for drive in recovery.live_drives() {
-            recovery.issue(drive, Op::Report, Command::ReportZones { start_lba: 0, max_zones: geometry.zone_count });
+        recovery.check_failures()?;
+        let rows = drive_geometry.zone_count;
+        for drive in recovery.working_drives() {
+            recovery.issue_to_drive(drive, Op::Report, Command::ReportZones { start_lba: 0, max_zones: rows });
         }
         Ok(recovery)
     }
 
+    /// Says which failed drives of a declustered array were rebuilt into distributed spare
+    /// space (a real array records them in its superblock): a segment number with a lane
+    /// on one of them holds no segment (its lanes all moved off before), so one whose
+    /// other lanes are all on failed drives too is empty, not lost. Before any completion.
+    pub fn set_spared_drives(&mut self, spared: &[usize]) -> Result<()> {
+        for &drive in spared {
+            if drive >= self.spared.len() || !self.failed[drive] || self.lanes.is_classic() {
+                return Err(Error::InvalidConfig {
+                    reason: format!("drive {drive} is not a failed drive of a declustered array"),
+                });
+            }
+            self.spared[drive] = true;
+        }
+        Ok(())
+    }
+
+    /// The next command for a drive: its drive and zone the array's (`crate::lanes`).
     pub fn poll_command(&mut self) -> Option<DriveCommand> {
-        self.commands.pop_front()
+        if let Some(command) = self.drive_commands.pop_front() {
+            return Some(command);
+        }
+        let command = self.commands.pop_front()?;
+        Some(self.lanes.outbound(command))
     }
 
     /// Drives recovery one round on real or emulated drives: submits what it asks for,
@@ -336,6 +386,17 @@ impl Recovery {
         self.commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
     }
 
+    /// Like `issue`, to drive `drive` of the array and its own zones, not mapped by lane.
+    pub(super) fn issue_to_drive(&mut self, drive: usize, op: Op, command: Command) {
+        if let Command::Read { data, .. } = &command {
+            self.report.blocks_read += (data.len() / self.geometry.block_size_bytes as usize) as u64;
+        }
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        self.ops.insert(tag, (drive, op));
+        self.drive_commands.push_back(DriveCommand { drive, tag, command, delay_ns: 0 });
+    }
+
     pub(super) fn fail(&mut self, error: Error) {
         self.error.get_or_insert(error);
     }
@@ -351,18 +412,18 @@ impl Recovery {
         Error::Corrupt { drive, zone, offset_blocks, structure, reason }
     }
 
-    pub fn on_completion(&mut self, drive: usize, completion: Completion) {
+    /// Takes a completion from drive `drive` of the array.
+    pub fn on_completion(&mut self, drive: usize, mut completion: Completion) {
+        // From here on, `drive` is the lane of a command in the engine's numbering.
+        let drive = self.lanes.inbound(drive, &mut completion);
         let Some((_, op)) = self.ops.remove(&completion.tag) else { return };
         let result = match completion.result {
             Ok(done) => done,
             Err(_) if matches!(op, Op::Report) => {
                 // A drive that cannot report its zones is gone; the stripes rebuild it.
                 self.failed[drive] = true;
-                let failed = self.failed.iter().filter(|f| **f).count();
-                let tolerated = self.config.level.tolerated_failures();
-                if failed > tolerated {
-                    let n = self.layout.drives();
-                    self.fail(Error::TooManyErasures { lost: failed, total: n, tolerated });
+                if let Err(e) = self.check_failures() {
+                    self.fail(e);
                 }
                 return self.advance();
             }
@@ -380,9 +441,12 @@ impl Recovery {
         };
         match op {
             Op::Report => match result {
-                Done::Zones(zones) if zones.len() == self.geometry.zone_count as usize => self.reports[drive] = zones,
+                Done::Zones(zones) if zones.len() == self.drive_geometry.zone_count as usize => {
+                    self.drive_reports[drive] = zones
+                }
                 other => self.fail(self.corrupt(drive, 0, 0, "zone report", format!("{other:?}"))),
             },
+            Op::PlacementHeader { row } => self.take_placement_header(drive, row, &completion.data),
             Op::Header { zone } => match SegmentHeader::decode(&completion.data) {
                 Ok(header) => self.headers.entry(zone).or_default()[drive] = Some(header),
                 // Checked against the other drives' headers once all are in.
@@ -425,8 +489,16 @@ impl Recovery {
             return;
         }
         match self.phase {
-            Phase::Reports if self.scan_only => self.probe_footers(),
-            Phase::Reports => self.read_headers(),
+            Phase::Reports if self.lanes.is_classic() => {
+                self.reports = std::mem::take(&mut self.drive_reports);
+                if self.scan_only {
+                    self.probe_footers()
+                } else {
+                    self.read_headers()
+                }
+            }
+            Phase::Reports => self.read_placement_headers(),
+            Phase::Placement => self.adopt_lanes_and_read_headers(),
             Phase::Headers => self.judge_headers_and_probe_footers(),
             Phase::FooterProbes => self.judge_segments_and_read_contents(),
             Phase::StopProbes => self.read_open_segments(),
@@ -438,8 +510,24 @@ impl Recovery {
         }
     }
 
-    pub(super) fn live_drives(&self) -> Vec<usize> {
-        (0..self.layout.drives()).filter(|d| !self.failed[*d]).collect()
+    /// The array's drives that work.
+    pub(super) fn working_drives(&self) -> Vec<usize> {
+        (0..self.failed.len()).filter(|d| !self.failed[*d]).collect()
+    }
+
+    /// The lanes of the segment in `zone` whose drives work.
+    pub(super) fn live_drives(&self, zone: u32) -> Vec<usize> {
+        (0..self.layout.drives()).filter(|&lane| !self.lane_failed(zone, lane)).collect()
+    }
+
+    /// Whether the drive holding lane `lane` of the segment in `zone` failed.
+    pub(super) fn lane_failed(&self, zone: u32, lane: usize) -> bool {
+        self.failed[self.lanes.drive(zone, lane)]
+    }
+
+    /// Per lane of the segment in `zone`: its drive failed.
+    pub(super) fn failed_lanes(&self, zone: u32) -> Vec<bool> {
+        (0..self.layout.drives()).map(|lane| self.lane_failed(zone, lane)).collect()
     }
 
     pub(super) fn written(&self, drive: usize, zone: u32) -> u64 {

@@ -49,6 +49,7 @@
 mod assemble;
 mod checkpoint;
 mod install;
+mod lanes;
 mod machine;
 mod phases;
 mod scan;

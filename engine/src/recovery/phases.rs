@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use zapraid_zns::{Command, ZoneAction, ZoneState, ZoneTarget};
 
 use super::machine::{Op, Phase, Recovery};
+use crate::error::Error;
 use crate::layout::Layout;
 
 impl Recovery {
@@ -21,9 +22,18 @@ impl Recovery {
     pub(super) fn read_headers(&mut self) {
         self.phase = Phase::Headers;
         let n = self.layout.drives();
-        let live = self.live_drives();
         let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
         for zone in 0..self.geometry.zone_count {
+            let live = self.live_drives(zone);
+            if live.is_empty() {
+                // Every drive of the segment number failed: empty if one of them had been
+                // rebuilt into spare space (no lane is left there), else unknowable.
+                if (0..n).any(|lane| self.spared[self.lanes.drive(zone, lane)]) {
+                    continue;
+                }
+                let tolerated = self.config.level.tolerated_failures();
+                return self.fail(Error::TooManyErasures { lost: n, total: n, tolerated });
+            }
             let past_header = live.iter().all(|d| self.written(*d, zone) >= self.plan.min_header_blocks());
             if !past_header {
                 continue;
@@ -52,6 +62,9 @@ impl Recovery {
             self.segments.insert(zone, sequence);
             self.zone_layouts.insert(zone, (layout, class));
         }
+        if let Err(e) = self.check_failures() {
+            return self.fail(e);
+        }
         self.judge_checkpoint();
         self.probe_footers();
     }
@@ -60,13 +73,13 @@ impl Recovery {
     /// zones are written past their footer on every drive.
     pub(super) fn probe_footers(&mut self) {
         self.phase = Phase::FooterProbes;
-        let live = self.live_drives();
         let (bs, ms) = self.block_and_metadata_bytes();
         let zones: Vec<u32> = self.segments.keys().copied().collect();
         for zone in zones {
             if self.checkpointed(zone).is_some() {
                 continue;
             }
+            let live = self.live_drives(zone);
             let layout = self.layout_of(zone);
             let footer_end = layout.footer_start_blocks() + layout.footer_blocks;
             if live.iter().all(|d| self.written(*d, zone) >= footer_end) {
@@ -82,9 +95,9 @@ impl Recovery {
 
     pub(super) fn judge_segments_and_read_contents(&mut self) {
         self.phase = Phase::StopProbes;
-        let live = self.live_drives();
         let zones: Vec<(u32, u64)> = self.segments.iter().map(|(z, s)| (*z, *s)).collect();
         for (zone, sequence) in zones {
+            let live = self.live_drives(zone);
             if let Some(sealed) = self.checkpointed(zone).map(|s| s.sealed) {
                 self.sealed.insert(zone, sealed);
                 self.found.insert(zone, Vec::new());
@@ -180,6 +193,8 @@ impl Recovery {
     pub(super) fn take_unreadable(&mut self, drive: usize, op: Op) {
         match op {
             Op::Report | Op::Reset => {}
+            // The zone's lane stays where the placement puts it.
+            Op::PlacementHeader { .. } => {}
             // The header stays missing, the probe stays unmatched: both are judged with the
             // other drives' once all are in.
             Op::Header { .. } | Op::FooterProbe { .. } => {}
@@ -261,7 +276,7 @@ impl Recovery {
             if self.segments.contains_key(&zone) {
                 continue;
             }
-            for drive in self.live_drives() {
+            for drive in self.live_drives(zone) {
                 if self.written(drive, zone) > 0 || self.reports[drive][zone as usize].state != ZoneState::Empty {
                     let start_lba = self.geometry.zone_start_lba(zone);
                     let target = ZoneTarget::Zone { start_lba };
@@ -269,6 +284,7 @@ impl Recovery {
                 }
             }
         }
+        self.reset_zones_of_no_lane();
         self.advance();
     }
 }

@@ -16,7 +16,7 @@ use zapraid_zns::Geometry;
 use super::assemble::DataBlock;
 use super::machine::Recovery;
 use crate::config::Config;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::hybrid::ChunkClass;
 use crate::layout::Layout;
 use crate::parity::ParityCodec;
@@ -59,6 +59,14 @@ impl Recovery {
         segments: &[ScanSegment],
     ) -> Result<Self> {
         let mut scan = Self::with_failed_drives(geometry, config, failed_drives)?;
+        if !scan.lanes.is_classic() {
+            // The scan would need the running engine's lanes, moved ones included; a
+            // declustered array keeps its whole table in memory (`Engine::format`).
+            return Err(Error::Unavailable {
+                reason: "reading a page of the L2P table back from a declustered array's log is not built yet"
+                    .to_string(),
+            });
+        }
         scan.scan_only = true;
         let n = scan.layout.drives();
         for s in segments {

@@ -31,9 +31,10 @@ fn odd_one_out<T: PartialEq>(shapes: &[(usize, T)]) -> Option<usize> {
 }
 
 impl Recovery {
-    /// Damaged structures tolerated per stripe: what parity covers beyond the failed drives.
-    pub(super) fn damage_budget(&self) -> usize {
-        let failed = self.failed.iter().filter(|f| **f).count();
+    /// Damaged structures tolerated per stripe of the segment in `zone`: what parity
+    /// covers beyond its failed drives.
+    pub(super) fn damage_budget(&self, zone: u32) -> usize {
+        let failed = self.failed_lanes(zone).iter().filter(|f| **f).count();
         self.config.level.tolerated_failures().saturating_sub(failed)
     }
 
@@ -43,7 +44,7 @@ impl Recovery {
     /// are damage, tolerated on as many drives as parity covers.
     pub(super) fn agreed_sequence(&mut self, zone: u32) -> std::result::Result<(u64, Layout, ChunkClass), Error> {
         let n = self.layout.drives();
-        let live = self.live_drives();
+        let live = self.live_drives(zone);
         let headers = &self.headers[&zone];
         let mut shapes: Vec<(usize, (u64, Layout, ChunkClass))> = Vec::with_capacity(n);
         let mut damaged = Vec::new();
@@ -86,7 +87,7 @@ impl Recovery {
             return Err(self.corrupt(drive, zone, 0, "segment header", HEADERS_DISAGREE.to_string()));
         }
         let agreed = shapes.first().map(|(_, shape)| *shape);
-        let budget = self.damage_budget();
+        let budget = self.damage_budget(zone);
         match agreed {
             Some(shape) if damaged.len() <= budget => {
                 self.report.damaged_headers += damaged.len() as u64;

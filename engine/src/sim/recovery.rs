@@ -13,6 +13,13 @@ use crate::cpu_cost::CpuCosts;
 use crate::engine::Config;
 use crate::error::Result;
 
+/// Drives a start is told of: failed, and of those, rebuilt into spare space.
+#[derive(Clone, Copy, Default)]
+struct DriveStates<'a> {
+    failed: &'a [usize],
+    spared: &'a [usize],
+}
+
 impl Simulator {
     /// Recovers the array from `drives` (after a clean stop or a power cut) and continues
     /// with the recovered engine, once the background work recovery leaves (closing and
@@ -50,7 +57,22 @@ impl Simulator {
         failed_drives: &[usize],
         checkpoint: Option<crate::format::CheckpointImage>,
     ) -> Result<Self> {
-        match Self::run_recovery(geometry, config, drives, None, failed_drives, checkpoint)? {
+        Self::recover_with_spared(geometry, config, drives, failed_drives, &[], checkpoint)
+    }
+
+    /// Like `recover_with_checkpoint`, with failed drives of a declustered array that
+    /// were rebuilt into distributed spare space (`Engine::drives_in_spare_space`; a real
+    /// array records them in its superblock): no segment has a lane on them.
+    pub fn recover_with_spared(
+        geometry: Geometry,
+        config: Config,
+        drives: Vec<EmulatedDrive>,
+        failed_drives: &[usize],
+        spared_drives: &[usize],
+        checkpoint: Option<crate::format::CheckpointImage>,
+    ) -> Result<Self> {
+        let failed = DriveStates { failed: failed_drives, spared: spared_drives };
+        match Self::run_recovery(geometry, config, drives, None, failed, checkpoint)? {
             Ok(sim) => Ok(sim),
             Err(_) => unreachable!("recovery without an interruption ran to the end"),
         }
@@ -76,7 +98,7 @@ impl Simulator {
         completions: usize,
         checkpoint: Option<crate::format::CheckpointImage>,
     ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
-        Self::run_recovery(geometry, config, drives, Some(completions), &[], checkpoint)
+        Self::run_recovery(geometry, config, drives, Some(completions), DriveStates::default(), checkpoint)
     }
 
     fn run_recovery(
@@ -84,10 +106,11 @@ impl Simulator {
         config: Config,
         mut drives: Vec<EmulatedDrive>,
         interrupt_after: Option<usize>,
-        failed_drives: &[usize],
+        states: DriveStates,
         checkpoint: Option<crate::format::CheckpointImage>,
     ) -> Result<std::result::Result<Self, Vec<EmulatedDrive>>> {
-        let mut recovery = crate::recovery::Recovery::with_failed_drives(geometry, config, failed_drives)?;
+        let mut recovery = crate::recovery::Recovery::with_failed_drives(geometry, config, states.failed)?;
+        recovery.set_spared_drives(states.spared)?;
         if let Some(image) = checkpoint {
             let blocks = image.image_len().div_ceil(u64::from(geometry.block_size_bytes));
             recovery.use_checkpoint(image, blocks);

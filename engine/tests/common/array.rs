@@ -49,6 +49,7 @@ pub trait Array: Sized {
         config: Config,
         drives: Vec<EmulatedDrive>,
         failed: &[usize],
+        spared: &[usize],
         checkpoints: Vec<Option<CheckpointImage>>,
     ) -> Result<Self>;
     /// A start cut by a power loss after `completions` completions: the drives then, or
@@ -84,6 +85,10 @@ pub trait Array: Sized {
     fn fail_drive(&mut self, drive: usize);
     fn replace_drive(&mut self, drive: usize, seed: u64) -> Result<()>;
     fn resume_rebuild(&mut self, drive: usize) -> Result<()>;
+    /// Rebuilds failed `drive` into distributed spare space (a declustered array).
+    fn rebuild_into_spares(&mut self, drive: usize) -> Result<()>;
+    /// Failed drives no segment has a lane on any more.
+    fn drives_in_spare_space(&self) -> Vec<usize>;
     fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>);
     fn start_scrub(&mut self, rate_bytes_per_s: Option<u64>) -> Result<()>;
     /// Where `lba` lives now, the zone numbered on the whole drive.
@@ -112,9 +117,10 @@ impl Array for Simulator {
         config: Config,
         drives: Vec<EmulatedDrive>,
         failed: &[usize],
+        spared: &[usize],
         checkpoints: Vec<Option<CheckpointImage>>,
     ) -> Result<Self> {
-        Simulator::recover_with_checkpoint(geometry, config, drives, failed, one(checkpoints))
+        Simulator::recover_with_spared(geometry, config, drives, failed, spared, one(checkpoints))
     }
 
     fn recover_interrupted(
@@ -183,6 +189,12 @@ impl Array for Simulator {
     fn resume_rebuild(&mut self, drive: usize) -> Result<()> {
         Simulator::resume_rebuild(self, drive)
     }
+    fn rebuild_into_spares(&mut self, drive: usize) -> Result<()> {
+        Simulator::rebuild_into_spares(self, drive)
+    }
+    fn drives_in_spare_space(&self) -> Vec<usize> {
+        self.engine.drives_in_spare_space()
+    }
     fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>) {
         Simulator::set_rebuild_rate(self, rate_bytes_per_s)
     }
@@ -230,8 +242,10 @@ impl Array for ShardedSimulator {
         config: Config,
         drives: Vec<EmulatedDrive>,
         failed: &[usize],
+        spared: &[usize],
         checkpoints: Vec<Option<CheckpointImage>>,
     ) -> Result<Self> {
+        debug_assert!(spared.is_empty(), "sharded arrays are not declustered");
         let Sharding { shards, unit_blocks } = sharding;
         ShardedSimulator::recover_unsettled(geometry, config, shards, unit_blocks, drives, failed, checkpoints)
     }
@@ -301,6 +315,12 @@ impl Array for ShardedSimulator {
     }
     fn resume_rebuild(&mut self, drive: usize) -> Result<()> {
         ShardedSimulator::resume_rebuild(self, drive)
+    }
+    fn rebuild_into_spares(&mut self, _: usize) -> Result<()> {
+        Err(zapraid_engine::Error::Unavailable { reason: "sharded arrays are not declustered".to_string() })
+    }
+    fn drives_in_spare_space(&self) -> Vec<usize> {
+        Vec::new()
     }
     fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>) {
         ShardedSimulator::set_rebuild_rate(self, rate_bytes_per_s)

@@ -59,6 +59,9 @@ impl Engine {
         self.last_rebuild = self.rebuild_status();
         let r = self.drive_rebuild.take().expect("a rebuild");
         let drive = r.drive;
+        if r.into_spares {
+            self.note_spared(drive);
+        }
         debug_assert!(self.segments.iter().flatten().all(|s| s.absent.is_none()), "a segment is off the drive");
         self.rebuilds_completed += 1;
         if r.blocks_unrecoverable > 0 {

@@ -57,11 +57,59 @@ impl Engine {
         Ok(())
     }
 
-    /// Failed drives no segment has a lane on any more: rebuilt into spare space.
+    /// Moves the lanes that segment numbers holding no segment have on failed drive
+    /// `drive` into spare space where their rows have some: the segments opened there
+    /// later are whole from the start. A declustered array does so when a drive fails
+    /// and at a start (the moves of empty segment numbers are recorded nowhere).
+    pub(in crate::engine) fn move_free_lanes_off(&mut self, drive: usize) {
+        if self.lanes.is_classic() {
+            return;
+        }
+        let mut moved = 0;
+        for segment in 0..self.lanes.segments() {
+            if self.segments[segment as usize].is_some() {
+                continue;
+            }
+            let Some(lane) = self.lanes.lane(segment, drive) else { continue };
+            if let Some(spare) = self.lanes.spare_for(segment, &self.failed) {
+                self.lanes.move_lane(segment, lane, spare);
+                moved += 1;
+            }
+        }
+        tracing::debug!(drive, moved, "empty segment numbers' lanes moved into spare space");
+    }
+
+    /// Failed drives no segment number has a lane on any more (rebuilt into spare space,
+    /// or failed holding no segment): a start is to be told of them
+    /// (`Recovery::set_spared_drives`; a real array records them in its superblock).
     pub fn drives_in_spare_space(&self) -> Vec<usize> {
-        let rebuilding = self.drive_rebuild.as_ref().map(|r| r.drive);
-        (0..self.failed.len())
-            .filter(|&d| self.failed[d] && Some(d) != rebuilding && !self.lanes.holds_any(d))
-            .collect()
+        (0..self.spared.len()).filter(|&d| self.spared[d]).collect()
+    }
+
+    /// Marks failed `drive` spared if no segment number has a lane on it (and no rebuild
+    /// writes its lanes).
+    pub(in crate::engine) fn note_spared(&mut self, drive: usize) {
+        let rebuilding = self.drive_rebuild.as_ref().is_some_and(|r| r.drive == drive);
+        if !self.lanes.is_classic() && self.failed[drive] && !rebuilding && !self.lanes.holds_any(drive) {
+            self.spared[drive] = true;
+        }
+    }
+
+    /// The next empty segment number to open a segment in: the first with no lane on a
+    /// spared drive, so that those stay empty; the first of all if every one has (its
+    /// drives then hold a lane again, and are spared no more).
+    pub(in crate::engine) fn take_free_segment_number(&mut self) -> Option<u32> {
+        if !self.spared.iter().any(|s| *s) {
+            return self.free_zones.pop_front();
+        }
+        let clear = |zone: &u32| self.lanes.drives_of(*zone).all(|d| !self.spared[d]);
+        let at = self.free_zones.iter().position(clear).unwrap_or(0);
+        let zone = self.free_zones.remove(at)?;
+        for drive in self.lanes.drives_of(zone).collect::<Vec<_>>() {
+            if std::mem::take(&mut self.spared[drive]) {
+                tracing::warn!(drive, zone, "no spare space left for a segment: it holds a lane on a failed drive");
+            }
+        }
+        Some(zone)
     }
 }

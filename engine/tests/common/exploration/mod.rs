@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use zapraid_engine::{Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator};
+use zapraid_engine::{Config, Declustering, L2pConfig, Mode, OpenSegments, RaidLevel, Request, SegmentPlan, Simulator};
 use zapraid_zns::Geometry;
 
 use crate::common;
@@ -44,6 +44,8 @@ pub struct Scheme {
     /// The (small) chunk.
     pub chunk_blocks: u64,
     pub open: OpenSegments,
+    /// Over how many drives (`Declustering::CLASSIC`: k + m).
+    pub declustering: Declustering,
 }
 
 impl std::fmt::Display for Scheme {
@@ -52,13 +54,23 @@ impl std::fmt::Display for Scheme {
         if self.open.is_hybrid() {
             write!(f, " Ns={} Nl={}", self.open.small, self.open.large)?;
         }
+        if self.declustering != Declustering::CLASSIC {
+            let Declustering { drives, distributed_spares } = self.declustering;
+            write!(f, " over {drives} drives, {distributed_spares} distributed spare(s)")?;
+        }
         Ok(())
     }
 }
 
 impl Scheme {
     pub fn single(level: RaidLevel, mode: Mode) -> Self {
-        Scheme { level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE }
+        Scheme { level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, declustering: Declustering::CLASSIC }
+    }
+
+    /// The same over `drives` drives with one distributed spare.
+    #[allow(dead_code)] // crash_declustered.rs's, not every binary's
+    pub fn declustered(self, drives: u32) -> Self {
+        Scheme { declustering: Declustering { drives, distributed_spares: 1 }, ..self }
     }
 
     /// One open segment of chunks of `chunk_blocks` blocks.
@@ -69,7 +81,7 @@ impl Scheme {
     /// Hybrid open segments: small chunks of 1 block, large of `LARGE_CHUNK_BLOCKS`.
     pub fn hybrid(level: RaidLevel, mode: Mode, small: u32, large: u32) -> Self {
         let open = OpenSegments { small, large, large_chunk_bytes: LARGE_CHUNK_BLOCKS * BLOCK as u64 };
-        Scheme { level, mode, chunk_blocks: 1, open }
+        Scheme { level, mode, chunk_blocks: 1, open, declustering: Declustering::CLASSIC }
     }
 
     /// Zones for runs that fill the array many times over.
@@ -104,7 +116,7 @@ pub fn sharded_geometry(sharding: Sharding, zones: u32) -> Geometry {
 
 pub fn config(scheme: Scheme) -> Config {
     let single = common::config(scheme.level, scheme.mode, scheme.chunk_blocks, LOGICAL_BLOCKS);
-    Config { open_segments: scheme.open, ..single }
+    Config { open_segments: scheme.open, declustering: scheme.declustering, ..single }
 }
 
 /// Block contents that name their write: (LBA, write number).
@@ -249,6 +261,12 @@ impl<A: Array> Run<A> {
                 self.sim.replace_drive(r.drive, seed ^ 0x9e3).unwrap_or_else(|e| panic!("{label}: replace: {e}"));
                 *cut_after_steps = cut_after_steps.saturating_add(steps);
             }
+            if let Some(r) = twists.into_spares.filter(|r| r.before_write == i) {
+                self.sim.fail_drive(r.drive);
+                let label = &self.label;
+                self.sim.rebuild_into_spares(r.drive).unwrap_or_else(|e| panic!("{label}: into spares: {e}"));
+                *cut_after_steps = cut_after_steps.saturating_add(steps);
+            }
             self.write(rng);
             if rng.random_bool(0.3) {
                 // Let some of it complete before more arrives.
@@ -321,6 +339,11 @@ pub struct Twists {
     /// A drive fails and a new one takes its place before this write: the power cut lands
     /// during (or after) its rebuild, `cut_after_steps` counted from the replacement.
     pub replace: Option<DriveFailure>,
+    /// A declustered array's drive fails and is rebuilt into distributed spare space
+    /// before this write: the power cut lands during (or after) that rebuild,
+    /// `cut_after_steps` counted from its start. The start is told the drive failed (and
+    /// whether it was rebuilt into spare space), and the rebuild is started again.
+    pub into_spares: Option<DriveFailure>,
     /// The L2P table offloaded after every start: (entries per page, pages of budget).
     /// Such runs keep checkpoints: every clean stop leaves one, every later start is
     /// offered the newest, and the run ends with a clean stop and a start from it.
@@ -341,6 +364,7 @@ impl Default for Twists {
             cut_reclaim_after_steps: None,
             stop_then_cut_after_steps: None,
             replace: None,
+            into_spares: None,
             l2p: None,
         }
     }
@@ -397,6 +421,12 @@ pub fn explore_on<A: Array>(
     // with an odd one another new drive takes its place.
     let rebuilding: Vec<usize> = run.sim.status().rebuild.map(|r| r.drive).into_iter().collect();
     CUTS_DURING_REBUILD.fetch_add(rebuilding.len(), std::sync::atomic::Ordering::Relaxed);
+    // A drive rebuilt into spare space stays failed; the start is told whether its
+    // rebuild ended (no lane left on it).
+    let into_spares: Vec<usize> =
+        twists.into_spares.filter(|r| r.before_write < writes).map(|r| r.drive).into_iter().collect();
+    let spared = run.sim.drives_in_spare_space();
+    let rebuilding: Vec<usize> = rebuilding.into_iter().filter(|d| !into_spares.contains(d)).collect();
     checkpoints.note_running(&mut run.sim, &what);
     let stopped = run.sim.is_stopped();
     let mut cuts_in_flight = in_flight(&run.sim);
@@ -430,7 +460,8 @@ pub fn explore_on<A: Array>(
         }
     }
     let offer = checkpoints.offer(shards);
-    let mut sim = A::recover(sharding, geometry(), config(scheme), drives, &rebuilding, offer)
+    let failed: Vec<usize> = rebuilding.iter().chain(&into_spares).copied().collect();
+    let mut sim = A::recover(sharding, geometry(), config(scheme), drives, &failed, &spared, offer)
         .unwrap_or_else(|e| panic!("{what}: recovery: {e}"));
     checkpoints.judge(&sim, expect, &format!("{what}, recovery"));
     if !rebuilding.is_empty() && sim.recovery_reports().iter().any(|r| r.checkpoint_generation.is_some()) {
@@ -444,6 +475,10 @@ pub fn explore_on<A: Array>(
             sim.replace_drive(drive, seed ^ 0x9e4).unwrap_or_else(|e| panic!("{what}: rebuild again: {e}"));
         }
     }
+    for &drive in &into_spares {
+        // Started again: whatever the cut left on the failed drive moves into spare space.
+        sim.rebuild_into_spares(drive).unwrap_or_else(|e| panic!("{what}: into spares again: {e}"));
+    }
     if let Some(steps) = cut_reclaim_after_steps {
         for _ in 0..steps {
             if !sim.step() {
@@ -453,7 +488,7 @@ pub fn explore_on<A: Array>(
         checkpoints.note_running(&mut sim, &what);
         cuts_in_flight += in_flight(&sim);
         let drives = sim.power_cut().unwrap();
-        sim = A::recover(sharding, geometry(), config(scheme), drives, &[], checkpoints.offer(shards))
+        sim = A::recover(sharding, geometry(), config(scheme), drives, &[], &[], checkpoints.offer(shards))
             .unwrap_or_else(|e| panic!("{what}: recovery after a cut during reclaim: {e}"));
         checkpoints.judge(&sim, Expect::Either, &format!("{what}, recovery after a cut during reclaim"));
         sim.run_until_idle();
@@ -486,7 +521,7 @@ pub fn explore_on<A: Array>(
     let drives = std::mem::replace(&mut run.sim, A::create(sharding, geometry(), config(scheme), 0).unwrap())
         .power_cut()
         .unwrap();
-    run.sim = A::recover(sharding, geometry(), config(scheme), drives, &[], checkpoints.offer(shards))
+    run.sim = A::recover(sharding, geometry(), config(scheme), drives, &[], &[], checkpoints.offer(shards))
         .unwrap_or_else(|e| panic!("{what}: second recovery: {e}"));
     // Writes were acknowledged since any stop: a checkpoint still offered is used with the
     // segments written after it replayed, unless garbage collection reset one it names.
@@ -503,7 +538,7 @@ pub fn explore_on<A: Array>(
         let drives = std::mem::replace(&mut run.sim, A::create(sharding, geometry(), config(scheme), 0).unwrap())
             .power_cut()
             .unwrap();
-        run.sim = A::recover(sharding, geometry(), config(scheme), drives, &[], checkpoints.offer(shards))
+        run.sim = A::recover(sharding, geometry(), config(scheme), drives, &[], &[], checkpoints.offer(shards))
             .unwrap_or_else(|e| panic!("{what}: start after the last stop: {e}"));
         checkpoints.judge(&run.sim, expect, &format!("{what}, start after the last stop"));
         run.sim.run_until_idle();

@@ -247,6 +247,7 @@ impl Faults {
         what: &str,
     ) -> Result<Option<A>, TestCaseError> {
         let out: Vec<usize> = Self::drives_out(sim).into_iter().collect();
+        let spared = sim.drives_in_spare_space();
         let beyond = out.len() > self.m;
         self.resume = sim.status().rebuild.map(|r| r.drive).filter(|&d| !sim.drives()[d].is_failed());
         let mut drives = sim.take_drives();
@@ -255,7 +256,7 @@ impl Faults {
                 drive.power_cut().map_err(|e| TestCaseError::fail(format!("{what}: power cut of drive {i}: {e}")))?;
             }
         }
-        match A::recover(sharding, geometry, config, drives, &out, checkpoints) {
+        match A::recover(sharding, geometry, config, drives, &out, &spared, checkpoints) {
             Ok(started) => Ok(Some(started)),
             Err(_) if self.hostile && beyond => Ok(None),
             Err(e) => Err(TestCaseError::fail(format!("{what}: start: {e}"))),

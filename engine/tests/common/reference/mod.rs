@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::prelude::*;
-use zapraid_engine::{Config, L2pConfig, Mode, OpenSegments, RaidLevel, Request, Simulator, Status};
+use zapraid_engine::{Config, Declustering, L2pConfig, Mode, OpenSegments, RaidLevel, Request, Simulator, Status};
 use zapraid_zns::Geometry;
 
 use crate::common::array::{Array, Sharding};
@@ -77,6 +77,11 @@ pub(crate) enum Op {
     Scrub {
         paced: bool,
     },
+    /// Declustered runs: rebuilds the `drive`th of the failed drives into distributed
+    /// spare space (refused while a rebuild runs, or without spare space left).
+    IntoSpares {
+        drive: usize,
+    },
 }
 
 pub(crate) const LOGICAL_BLOCKS: u64 = 96;
@@ -136,6 +141,16 @@ pub(crate) fn config(level: RaidLevel, mode: Mode, chunk_blocks: u64, open: Open
     Config { open_segments: open, ..common::config(level, mode, chunk_blocks, LOGICAL_BLOCKS) }
 }
 
+/// The operations of declustered runs: those of `op` over up to 16 drives, and rebuilds
+/// into distributed spare space.
+pub(crate) fn declustered_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        14 => op(),
+        1 => (0..16usize).prop_map(|drive| Op::FailDrive { drive }),
+        2 => (0..4usize).prop_map(|drive| Op::IntoSpares { drive }),
+    ]
+}
+
 pub(crate) fn block_bytes(lba: u64, fill: u8) -> Vec<u8> {
     (0..BLOCK).map(|i| fill ^ (lba as u8).wrapping_mul(31) ^ (i as u8)).collect()
 }
@@ -159,7 +174,20 @@ pub(crate) fn run_on(
     ops: &[Op],
     seed: u64,
 ) -> Result<Status, TestCaseError> {
-    run_with_l2p(Setup { geometry, level, mode, chunk_blocks, open, l2p: None, hostile: false }, ops, seed)
+    run_with_l2p(
+        Setup {
+            geometry,
+            level,
+            mode,
+            chunk_blocks,
+            open,
+            l2p: None,
+            hostile: false,
+            declustering: Default::default(),
+        },
+        ops,
+        seed,
+    )
 }
 
 /// A bounded L2P table: pages of a few entries, a budget of a few pages.
@@ -179,6 +207,8 @@ pub(crate) struct Setup {
     pub(crate) l2p: Option<SmallL2p>,
     /// Faults beyond parity, replacements and scrubs (`faults`).
     pub(crate) hostile: bool,
+    /// How many drives the array spreads its segments over (classic: k + m).
+    pub(crate) declustering: Declustering,
 }
 
 /// A write submitted in the batch under way, and whether the array was beyond tolerance
@@ -255,13 +285,13 @@ pub(crate) fn run_sharded<A: Array>(
     ops: &[Op],
     seed: u64,
 ) -> Result<Status, TestCaseError> {
-    let Setup { geometry, level, mode, chunk_blocks, open, l2p, hostile } = setup;
+    let Setup { geometry, level, mode, chunk_blocks, open, l2p, hostile, declustering } = setup;
     let l2p_config = l2p.map_or_else(L2pConfig::default, |small| L2pConfig {
         budget_bytes: Some(small.budget_pages * BLOCK as u64),
         page_entries: Some(small.page_entries),
         checkpoint: true,
     });
-    let config = Config { l2p: l2p_config, ..config(level, mode, chunk_blocks, open) };
+    let config = Config { l2p: l2p_config, declustering, ..config(level, mode, chunk_blocks, open) };
     let mut sim = A::create(sharding, geometry, config, seed).unwrap();
     let m = level.tolerated_failures();
     let drives = sim.drives().len();
@@ -336,10 +366,19 @@ pub(crate) fn run_sharded<A: Array>(
                 }
             }
             Op::FailDrive { drive } => {
+                // At most m drives out, also on a declustered array whose failed drives were
+                // rebuilt into spare space (failures beyond that are `declustered.rs`'s).
                 let drive = drive % drives;
                 let out = Faults::drives_out(&sim);
                 if out.len() < m && !out.contains(&drive) {
                     faults.fail(&mut sim, drive);
+                }
+            }
+            Op::IntoSpares { drive } => {
+                let failed: Vec<usize> = (0..drives).filter(|d| sim.is_failed(*d)).collect();
+                if let Some(&drive) = failed.get(drive % failed.len().max(1)) {
+                    // Refused while a rebuild runs, or where a row has no spare space left.
+                    let _ = sim.rebuild_into_spares(drive);
                 }
             }
             Op::ForceFail { drive } if hostile => {
