@@ -247,6 +247,33 @@ impl Lanes {
         (at != NO_SEGMENT).then_some((at / self.width as u32, at as usize % self.width))
     }
 
+    /// Segments per row (G).
+    pub fn groups(&self) -> u32 {
+        self.groups
+    }
+
+    /// Spare positions per row.
+    pub fn spare_positions_per_row(&self) -> u32 {
+        (self.row_spares.len() / self.rows.max(1) as usize) as u32
+    }
+
+    /// Zones at spare positions on working drives (`failed`, per drive), and of those,
+    /// zones a lane moved to takes.
+    pub fn spare_zones(&self, failed: &[bool]) -> (u64, u64) {
+        let per_row = self.spare_positions_per_row() as usize;
+        let (mut total, mut used) = (0, 0);
+        for row in 0..self.rows as usize {
+            for &d in &self.row_spares[row * per_row..(row + 1) * per_row] {
+                let d = usize::from(d);
+                if !failed[d] {
+                    total += 1;
+                    used += u64::from(self.at_drive[row * self.drives + d] != NO_SEGMENT);
+                }
+            }
+        }
+        (total, used)
+    }
+
     /// Zones each drive gives the segments.
     pub fn rows(&self) -> u32 {
         self.rows

@@ -175,6 +175,11 @@ fn spare_rebuild(scheme: Scheme) {
     assert!(status.rebuild.is_none(), "{}: the rebuild did not finish: {status:?}", run.what);
     assert_eq!(status.rebuilds_completed, 1, "{}", run.what);
     assert_eq!(run.sim.engine.drives_in_spare_space(), vec![failed], "{}", run.what);
+    let spread = status.declustered.expect("a declustered array says so");
+    assert_eq!((spread.drives, spread.distributed_spares), (scheme.drives, 1), "{}", run.what);
+    assert_eq!(spread.drives_in_spare_space, vec![failed], "{}", run.what);
+    // The failed drive's lanes now take spare zones.
+    assert!(spread.spare_zones_used > 0 && spread.spare_zones_used <= spread.spare_zones, "{}: {spread:?}", run.what);
     run.verify("after the rebuild into spare space");
     // Fully redundant again: as many more drives as parity covers may fail.
     let m = scheme.level.tolerated_failures();
@@ -265,7 +270,8 @@ fn an_array_as_wide_as_its_stripes_is_classic() {
     let mut run = Run::new(scheme);
     run.write_round(0..LOGICAL_BLOCKS);
     run.verify("classic");
-    assert!(run.sim.engine.status().zones == ZONES, "a segment per zone");
+    let status = run.sim.engine.status();
+    assert!(status.zones == ZONES && status.declustered.is_none(), "a segment per zone: {status:?}");
 }
 
 /// The drives after a power cut (`Simulator::power_cut`; after a clean stop if `clean`),

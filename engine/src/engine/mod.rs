@@ -76,4 +76,4 @@ pub use machine::Engine;
 pub use rebuild::{rebuild_segments_at_once, RebuildStatus, MAX_REBUILD_SEGMENTS_AT_ONCE};
 pub use request::{Request, RequestId, Response};
 pub use state::scrub::{ScrubReport, ScrubStatus};
-pub use status::{L2pStatus, Status};
+pub use status::{DeclusteredStatus, L2pStatus, Status};

@@ -47,6 +47,28 @@ pub struct Status {
     pub segments_with_holes: u32,
     /// Blocks rebuilds since the start could not reconstruct.
     pub rebuild_blocks_unrecoverable: u64,
+    /// An array wider than its stripes: its placement and where its spare space stands
+    /// (None for a classic array).
+    pub declustered: Option<DeclusteredStatus>,
+}
+
+/// A declustered array's placement and distributed spare space (`lanes`, `placement`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeclusteredStatus {
+    /// N, the array's drives, and the k + m each segment takes.
+    pub drives: u32,
+    pub stripe_drives: u32,
+    /// Segments per zone index (groups per row) and zones per drive kept as spare space
+    /// (per row: N - groups x stripe).
+    pub segments_per_row: u32,
+    pub spare_zones_per_row: u32,
+    /// Distributed spares the array was formatted with (S drives' worth).
+    pub distributed_spares: u32,
+    /// Spare zones on working drives, and of those, zones a moved lane takes.
+    pub spare_zones: u64,
+    pub spare_zones_used: u64,
+    /// Failed drives no segment number has a lane on (rebuilt into spare space).
+    pub drives_in_spare_space: Vec<usize>,
 }
 
 /// The L2P table's cache (`l2p`, `mapping`).
@@ -138,6 +160,7 @@ impl Engine {
             mapped_blocks: segments().map(|s| s.valid_blocks).sum::<u64>().saturating_sub(l2p.pages_on_drives),
             l2p,
             failed_drives: (0..self.failed.len()).filter(|d| self.failed[*d]).collect(),
+            declustered: self.declustered_status(),
             segments_reclaimed: self.segments_reclaimed,
             blocks_relocated: self.blocks_relocated,
             segments_to_reclaim: segments().filter(|s| s.reclaim_first).count() as u32,
@@ -152,5 +175,24 @@ impl Engine {
             segments_with_holes: self.segments_with_holes(),
             rebuild_blocks_unrecoverable: self.rebuild_blocks_unrecoverable,
         }
+    }
+}
+
+impl Engine {
+    fn declustered_status(&self) -> Option<DeclusteredStatus> {
+        if self.lanes.is_classic() {
+            return None;
+        }
+        let (spare_zones, spare_zones_used) = self.lanes.spare_zones(&self.failed);
+        Some(DeclusteredStatus {
+            drives: self.lanes.drives() as u32,
+            stripe_drives: self.layout.drives() as u32,
+            segments_per_row: self.lanes.groups(),
+            spare_zones_per_row: self.lanes.spare_positions_per_row(),
+            distributed_spares: self.config.declustering.distributed_spares,
+            spare_zones,
+            spare_zones_used,
+            drives_in_spare_space: self.drives_in_spare_space(),
+        })
     }
 }

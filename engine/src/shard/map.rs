@@ -130,6 +130,20 @@ impl ShardMap {
 
     /// Shard `shard`'s engine configuration: the array's, with its own logical blocks and
     /// UUID (see the module documentation).
+    /// Refuses what shards cannot run: a declustered array (`Config::declustering`): each
+    /// shard's drive parts would need the array's placement over every shard's zones.
+    pub fn check_config(&self, array: &Config) -> Result<()> {
+        if self.shards > 1 && array.declustering != crate::config::Declustering::CLASSIC {
+            return Err(Error::InvalidConfig {
+                reason: format!(
+                    "{} shards over a declustered array: sharding a declustered array is not built yet",
+                    self.shards
+                ),
+            });
+        }
+        Ok(())
+    }
+
     pub fn shard_config(&self, shard: usize, array: Config) -> Config {
         let mut array_uuid = array.array_uuid;
         if self.shards > 1 {

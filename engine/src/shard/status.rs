@@ -78,6 +78,8 @@ fn sum(shards: &[Status]) -> Status {
         rebuild_rate_bytes_per_s: first.rebuild_rate_bytes_per_s,
         blocks_lost: add(|s| s.blocks_lost),
         segments_with_holes: add32(|s| s.segments_with_holes),
+        // Sharded arrays are classic (`ShardMap::check_config`).
+        declustered: None,
         rebuild_blocks_unrecoverable: add(|s| s.rebuild_blocks_unrecoverable),
     }
 }

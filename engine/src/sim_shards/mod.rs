@@ -124,6 +124,7 @@ impl ShardedSimulator {
     /// limits and capacity.
     fn checked_map(geometry: Geometry, config: Config, shards: u32, unit_blocks: u64) -> Result<ShardMap> {
         let map = ShardMap::new(shards, unit_blocks, config.logical_blocks, &geometry)?;
+        map.check_config(&config)?;
         let plan = SegmentPlan::new(&geometry, config.level, config.mode, config.chunk_bytes, config.open_segments)?;
         map.check_zone_limits(&geometry, &plan, 0)?;
         map.check_capacity(&plan)?;
