@@ -31,9 +31,11 @@
 //! so there are P bases, chosen one after the other from candidates drawn by a fixed
 //! generator (`PLACEMENT_SEED`, splitmix64): each is the candidate that leaves the summed
 //! pair counts most even (least largest count, then least sum of squares). The choice
-//! depends only on (N, w, S) and the generator, so it is deterministic; an array records
-//! its bases (they are data the drives depend on), so a later change of the search never
-//! moves an existing array's segments.
+//! depends only on (N, w, S) and the generator, so it is deterministic. An array records
+//! (N, S) and its bases' CRC32C (`bases_crc32c`) in its superblock; a start makes the
+//! placement again from (N, w, S) and refuses one whose CRC differs (`checked`), so a
+//! later change of the search can never silently move an existing array's segments: a
+//! build whose search differs refuses the array instead.
 //!
 //! N = w is today's array: one base, the identity, not developed, one group per row, no
 //! spare position: every segment on drives 0..w in order, exactly as before.
@@ -150,6 +152,33 @@ impl Placement {
             }
         }
         Ok(Placement { drives, width, distributed_spares, groups, bases })
+    }
+
+    /// The placement an array recorded as (N, w, S) and its bases' CRC32C (the
+    /// superblock's `placement_crc32c`): made again by the search, refused if its bases'
+    /// CRC differs (the search changed since the array was formatted: its segments would be
+    /// looked for on the wrong drives).
+    pub fn checked(drives: u32, width: u32, distributed_spares: u32, bases_crc32c: u32) -> Result<Placement> {
+        let placement = Placement::new(drives, width, distributed_spares)?;
+        let made = placement.bases_crc32c();
+        if made != bases_crc32c {
+            return Err(invalid(format!(
+                "the placement of {drives} drives, stripes of {width}, {distributed_spares} distributed spare(s) \
+                 has bases of CRC32C {made:#010x}, the array recorded {bases_crc32c:#010x}: this build's placement \
+                 search differs from the one that formatted it"
+            )));
+        }
+        Ok(placement)
+    }
+
+    /// CRC32C of the bases' bytes, base after base in order: what an array records of
+    /// its placement (`ArraySuperblock::placement_crc32c`). 0 for a classic placement
+    /// (N = w), whose segments are on drives 0..w whatever the search.
+    pub fn bases_crc32c(&self) -> u32 {
+        if self.drives == self.width {
+            return 0;
+        }
+        self.bases.iter().fold(0, |crc, base| crate::crc::crc32c_append(crc, base))
     }
 
     /// Groups per row, or why the shape cannot be.

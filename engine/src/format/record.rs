@@ -6,8 +6,14 @@ use zerocopy::{FromBytes, Immutable, KnownLayout};
 
 /// Version of every structure in this module.
 pub const FORMAT_VERSION: u32 = 1;
-/// Most drives in an array (k + m), bounded by the header's zone table.
+/// Most drives in a stripe (k + m), bounded by the segment header's zone and lane tables;
+/// a classic array (as wide as its stripes) has at most this many drives. Data on the
+/// drives depends on it (the tables' sizes): never to change.
 pub const MAX_DRIVES: usize = 36;
+/// Most drives in a declustered array (N, wider than its stripes): the superblock's failed
+/// and rebuilding drives are bits of a u64. Data on the drives depends on it: never to
+/// change.
+pub const MAX_ARRAY_DRIVES: usize = 64;
 
 /// Why a structure did not decode.
 #[derive(Clone, Debug, PartialEq, Eq)]

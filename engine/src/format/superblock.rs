@@ -2,11 +2,16 @@
 //! failed and rebuilding drives, in generations; byte table in docs/FORMAT.md. Decoding
 //! checks magic, version, size and CRC32C, and that the shape is one this format holds:
 //! a superblock read from a drive is untrusted.
+//!
+//! An array is *classic* (N = k + m drives: every segment on all of them) or *declustered*
+//! (N > k + m: each segment on k + m of them, `crate::placement`); a declustered array
+//! records N, its distributed spares S and its placement's CRC32C, from which a start makes
+//! the placement again and checks it.
 
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use super::record::{check_sealed, drive_shape_is_valid, read, DecodeError, FORMAT_VERSION};
+use super::record::{check_sealed, read, DecodeError, FORMAT_VERSION, MAX_ARRAY_DRIVES, MAX_DRIVES};
 
 /// The most open segments an array may have (each takes open and active zones).
 pub const MAX_OPEN_SEGMENTS: u32 = 16;
@@ -28,8 +33,11 @@ pub struct ArraySuperblock {
     pub version: U32,
     pub superblock_bytes: U32,
     pub array_uuid: [u8; 16],
+    /// This drive's place in the array, below `drive_count`.
     pub drive_index: U32,
+    /// N, the array's drives: k + m for a classic array, more for a declustered one.
     pub drive_count: U32,
+    /// k and m: a stripe (a segment) takes k + m drives (`stripe_width`).
     pub data_chunks: U32,
     pub parity_chunks: U32,
     pub level: u8,
@@ -71,10 +79,21 @@ pub struct ArraySuperblock {
     pub shard_count: U32,
     /// The interleave unit of the shards' logical space, in blocks (0 with one shard).
     pub shard_unit_blocks: U32,
+    /// S, the drives' worth of spare space each row of a declustered array's placement
+    /// keeps (`crate::placement`); 0 for a classic array. Superblocks written before this
+    /// field read as 0. Never changes after format.
+    pub distributed_spares: U32,
+    /// CRC32C of a declustered array's placement bases (`Placement::bases_crc32c`), made
+    /// at format from (N, k + m, S); a start makes the placement again and refuses one
+    /// whose CRC differs. 0 for a classic array, and in superblocks written before it.
+    pub placement_crc32c: U32,
     pub crc32c: U32,
 }
 
-pub const ARRAY_SUPERBLOCK_BYTES: usize = 172;
+pub const ARRAY_SUPERBLOCK_BYTES: usize = 180;
+/// Superblocks written before declustered arrays: the fields up to `shard_unit_blocks`,
+/// then the CRC.
+pub const PRE_DECLUSTERED_ARRAY_SUPERBLOCK_BYTES: usize = 172;
 /// Superblocks written before `shard_count`: the fields up to `l2p_budget_bytes`, then
 /// the CRC.
 pub const PRE_SHARD_ARRAY_SUPERBLOCK_BYTES: usize = 164;
@@ -84,6 +103,13 @@ pub const LEGACY_ARRAY_SUPERBLOCK_BYTES: usize = 148;
 /// Superblocks written before `l2p_budget_bytes`: the fields up to `rebuilding_drives`,
 /// then the CRC.
 pub const PRE_L2P_ARRAY_SUPERBLOCK_BYTES: usize = 156;
+/// Every older layout that still decodes (the fields it lacks read as 0).
+pub const OLDER_ARRAY_SUPERBLOCK_SIZES: [usize; 4] = [
+    LEGACY_ARRAY_SUPERBLOCK_BYTES,
+    PRE_L2P_ARRAY_SUPERBLOCK_BYTES,
+    PRE_SHARD_ARRAY_SUPERBLOCK_BYTES,
+    PRE_DECLUSTERED_ARRAY_SUPERBLOCK_BYTES,
+];
 const _: () = assert!(std::mem::size_of::<ArraySuperblock>() == ARRAY_SUPERBLOCK_BYTES);
 
 impl ArraySuperblock {
@@ -99,10 +125,7 @@ impl ArraySuperblock {
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         // `superblock_bytes` follows the magic and the version.
         let size = bytes.get(12..16).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-        let s: ArraySuperblock = if let Some(
-            old @ (LEGACY_ARRAY_SUPERBLOCK_BYTES | PRE_L2P_ARRAY_SUPERBLOCK_BYTES | PRE_SHARD_ARRAY_SUPERBLOCK_BYTES),
-        ) = size
-        {
+        let s: ArraySuperblock = if let Some(old) = size.filter(|size| OLDER_ARRAY_SUPERBLOCK_SIZES.contains(size)) {
             // An older layout: the fields it lacks read as 0, its CRC right after its fields.
             let legacy = bytes.get(..old).ok_or(DecodeError::Short { needed: old, got: bytes.len() })?;
             let covered = &legacy[..old - 4];
@@ -123,31 +146,31 @@ impl ArraySuperblock {
             )?;
             s
         };
-        let drives = s.drive_count.get() as usize;
-        if !matches!(
-            s.superblock_bytes.get() as usize,
-            ARRAY_SUPERBLOCK_BYTES
-                | PRE_SHARD_ARRAY_SUPERBLOCK_BYTES
-                | PRE_L2P_ARRAY_SUPERBLOCK_BYTES
-                | LEGACY_ARRAY_SUPERBLOCK_BYTES
-        ) || !drive_shape_is_valid(drives, s.drive_index.get(), s.data_chunks.get(), s.parity_chunks.get())
+        let drives = s.drive_count.get();
+        let size = s.superblock_bytes.get() as usize;
+        if !(size == ARRAY_SUPERBLOCK_BYTES || OLDER_ARRAY_SUPERBLOCK_SIZES.contains(&size))
+            || !s.shape_is_valid()
+            // A zapraid before declustered arrays wrote only classic ones.
+            || (size != ARRAY_SUPERBLOCK_BYTES && s.is_declustered())
             || s.chunk_bytes.get() == 0
             || s.group_size.get() == 0
             || s.mode > 2
             || s.logical_blocks.get() == 0
-            || s.failed_drives.get() >> drives != 0
-            || s.rebuilding_drives.get() >> drives != 0
+            || bits_from(s.failed_drives.get(), drives) != 0
+            || bits_from(s.rebuilding_drives.get(), drives) != 0
             || u32::from(s.small_segments) + u32::from(s.large_segments) > MAX_OPEN_SEGMENTS
             || (s.large_segments > 0 && s.large_chunk_bytes.get() <= s.chunk_bytes.get())
             || s.shard_count.get() > MAX_SHARDS
             || (s.shard_count.get() > 1 && s.shard_unit_blocks.get() == 0)
         {
             return Err(DecodeError::Field(format!(
-                "inconsistent shape: drive {} of {drives}, {}+{}, chunk {} bytes, group {}, mode {}, {} shards of {} \
-                 blocks",
+                "inconsistent shape: drive {} of {drives}, {}+{}, {} distributed spare(s), placement CRC {:#010x}, \
+                 chunk {} bytes, group {}, mode {}, {} shards of {} blocks, in the {size}-byte layout",
                 s.drive_index.get(),
                 s.data_chunks.get(),
                 s.parity_chunks.get(),
+                s.distributed_spares.get(),
+                s.placement_crc32c.get(),
                 s.chunk_bytes.get(),
                 s.group_size.get(),
                 s.mode,
@@ -156,6 +179,36 @@ impl ArraySuperblock {
             )));
         }
         Ok(s)
+    }
+
+    /// k + m: the drives each segment takes (N, `drive_count`, for a classic array).
+    pub fn stripe_width(&self) -> u32 {
+        self.data_chunks.get().saturating_add(self.parity_chunks.get())
+    }
+
+    /// Whether the array is wider than its stripes (N > k + m): its segments are placed
+    /// on the drives by `crate::placement`, as `distributed_spares` and `placement_crc32c`
+    /// record.
+    pub fn is_declustered(&self) -> bool {
+        self.drive_count.get() > self.stripe_width()
+    }
+
+    /// Whether the drives, the stripe, the spares and the placement's CRC are an array this
+    /// format holds (the sums widened: the fields are untrusted). A stripe of 1 to
+    /// `MAX_DRIVES` drives; a classic array as wide, with no spares and no placement CRC;
+    /// a declustered one of at most `MAX_ARRAY_DRIVES` drives that leave k + m after its
+    /// spares; the drive index below N.
+    fn shape_is_valid(&self) -> bool {
+        let drives = u64::from(self.drive_count.get());
+        let width = u64::from(self.data_chunks.get()) + u64::from(self.parity_chunks.get());
+        let spares = u64::from(self.distributed_spares.get());
+        let stripe = (1..=MAX_DRIVES as u64).contains(&width) && u64::from(self.drive_index.get()) < drives;
+        let array = if drives == width {
+            spares == 0 && self.placement_crc32c.get() == 0
+        } else {
+            drives > width && drives <= MAX_ARRAY_DRIVES as u64 && drives >= width + spares
+        };
+        stripe && array
     }
 
     /// Engine shards the array runs (1 for arrays formatted before shards).
@@ -168,4 +221,9 @@ impl ArraySuperblock {
         let end = self.name.iter().position(|b| *b == 0).unwrap_or(self.name.len());
         String::from_utf8_lossy(&self.name[..end]).into_owned()
     }
+}
+
+/// The bits of `mask` from bit `drives` up (none when `drives` is 64 or more).
+fn bits_from(mask: u64, drives: u32) -> u64 {
+    mask.checked_shr(drives).unwrap_or(0)
 }

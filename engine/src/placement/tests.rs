@@ -137,6 +137,35 @@ fn an_array_as_wide_as_its_stripes_is_todays() {
     }
 }
 
+/// The bases' CRC32C of 11 drives, stripes of 5, 1 distributed spare, as arrays record
+/// it. A change of this value means the placement search changed (seed, generator,
+/// candidates, bases or their scoring): arrays on drives depend on it, and a start would
+/// refuse every declustered array formatted before the change.
+const PINNED_BASES_CRC32C_11_5_1: u32 = 0xc2b7_1ad7;
+
+#[test]
+fn the_bases_crc_is_stable_and_checked_at_start() {
+    let p = Placement::new(11, 5, 1).unwrap();
+    let crc = p.bases_crc32c();
+    assert_eq!(crc, PINNED_BASES_CRC32C_11_5_1, "the placement search changed: {crc:#010x}");
+    // CRC32C of the bases' bytes, base after base.
+    assert_eq!(crc, crate::crc::crc32c(&p.bases().concat()));
+    assert_eq!(Placement::checked(11, 5, 1, crc).unwrap(), p);
+    let err = Placement::checked(11, 5, 1, crc ^ 1).unwrap_err();
+    assert!(err.to_string().contains("search differs"), "{err}");
+    // Other shapes, other bases (S = 0 has the same two groups per row, so the same
+    // bases: the superblock records S beside the CRC); a classic placement's is 0,
+    // whatever the search.
+    assert_eq!(Placement::new(11, 5, 0).unwrap().bases_crc32c(), crc);
+    for (n, w, s) in [(11, 5, 2), (11, 4, 1), (12, 5, 1)] {
+        assert_ne!(Placement::new(n, w, s).unwrap().bases_crc32c(), crc, "{n} drives, {w} wide, {s} spares");
+    }
+    for w in WIDTHS {
+        assert_eq!(Placement::new(w, w, 0).unwrap().bases_crc32c(), 0);
+        assert!(Placement::checked(w, w, 0, 0).is_ok());
+    }
+}
+
 #[test]
 fn shapes_that_cannot_be_are_refused() {
     for (n, w, s) in [(4, 5, 0), (6, 5, 2), (5, 0, 0), (256, 5, 1), (5, 5, 1)] {

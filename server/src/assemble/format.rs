@@ -255,6 +255,8 @@ pub fn format_with_spares(
             l2p_budget_bytes: options.l2p_budget_bytes.unwrap_or(0).into(),
             shard_count: if shards > 1 { shards } else { 0 }.into(),
             shard_unit_blocks: (unit_blocks as u32).into(),
+            distributed_spares: 0.into(),
+            placement_crc32c: 0.into(),
             crc32c: 0.into(),
         };
         // One open segment stays recorded as zeros: a default array's superblock is byte for

@@ -251,6 +251,8 @@ mod tests {
             l2p_budget_bytes: 0.into(),
             shard_count: 0.into(),
             shard_unit_blocks: 0.into(),
+            distributed_spares: 0.into(),
+            placement_crc32c: 0.into(),
             crc32c: 0.into(),
         }
         .seal()

@@ -11,6 +11,8 @@ use super::DecodeError;
 mod checkpoint;
 mod footers;
 mod records;
+mod segment_header;
+mod superblock;
 
 impl zapraid_fuzz::FieldError for DecodeError {
     fn field_reason(&self) -> Option<&str> {
