@@ -389,3 +389,38 @@ fn a_rebuild_into_spare_space_cut_short_is_started_again() {
         run.verify("with another drive failed after the rebuild started again");
     }
 }
+
+/// Each zone of a declustered segment starts with a header naming the segment's number
+/// and every lane's drive (280 bytes, docs/FORMAT.md); after a rebuild into spare space,
+/// the rebuilt lane's header names its new drive.
+#[test]
+fn segment_headers_name_their_lanes_drives() {
+    use zapraid_engine::format::{SegmentHeader, DECLUSTERED_SEGMENT_HEADER_BYTES};
+    let scheme = schemes()[0];
+    let mut run = Run::new(scheme);
+    for _ in 0..6 {
+        run.write_round(0..LOGICAL_BLOCKS);
+    }
+    let failed = 2;
+    run.sim.drives[failed].fail();
+    run.sim.engine.fail_drive(failed);
+    run.sim.rebuild_into_spares(failed).unwrap();
+    run.sim.run_until_idle();
+    let geometry = geometry();
+    let mut headers = 0;
+    for drive in (0..run.sim.drives.len()).filter(|d| *d != failed) {
+        for row in 0..ZONES {
+            if run.sim.drives[drive].zones()[row as usize].state == ZoneState::Empty {
+                continue;
+            }
+            let block = common::read_block(&mut run.sim.drives[drive], geometry.zone_start_lba(row));
+            let (header, lanes) = SegmentHeader::decode_with_lanes(&block).expect("a header");
+            assert_eq!(header.header_bytes.get() as usize, DECLUSTERED_SEGMENT_HEADER_BYTES);
+            let lane = header.drive_index.get() as usize;
+            assert_eq!(lanes.drive_of_lane(lane), Some(drive as u32), "drive {drive} zone {row}: {lanes:?}");
+            assert_eq!(lanes.segment_number.get() / 2, row, "two segments per row");
+            headers += 1;
+        }
+    }
+    assert!(headers > 10, "{headers} headers read");
+}

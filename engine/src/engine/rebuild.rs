@@ -474,9 +474,10 @@ impl Engine {
                 };
                 let drive = target.expect("a rebuild");
                 header.drive_index = (drive as u32).into();
-                let header = header.seal();
+                // Its lanes as they lie now: the rebuilt lane on its new drive.
+                let header = header.sealed_bytes(&self.segment_lanes(zone));
                 let layout = self.seg(zone).layout;
-                let (data, metadata) = self.header_chunk(&header, layout.chunk_blocks as usize);
+                let (data, metadata) = self.header_chunk(&header, sequence, layout.chunk_blocks as usize);
                 let lba = self.geometry.zone_start_lba(zone);
                 self.rebuild_write(zone, drive, layout.chunk_blocks, lba, data, metadata);
                 self.zone_rebuild(zone).step = Step::Chunks;

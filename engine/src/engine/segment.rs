@@ -15,7 +15,7 @@ use crate::capacity::RECOVERY_RESERVED_ZONES;
 use crate::drive_command::DriveCommand;
 use crate::format::{
     encode_footer_block, footer_entries_per_block, BlockKind, BlockMetadata, FooterBlockHeader, FooterEntry,
-    SegmentHeader, MAX_DRIVES, NO_LBA,
+    SegmentHeader, SegmentLanes, MAX_DRIVES, NO_LBA,
 };
 use crate::layout::Layout;
 use crate::stripe_table::CompactStripeTable;
@@ -49,8 +49,10 @@ impl Engine {
         debug_assert!(self.segments[zone as usize].is_none(), "a free zone holds no segment");
         self.segments[zone as usize] = Some(segment);
         self.slots[slot] = Some(index);
+        // Each lane's drive's zone: the segment's row (its number, for a classic array).
         let mut zones = [0u32.into(); MAX_DRIVES];
-        zones.iter_mut().take(n).for_each(|z| *z = zone.into());
+        zones.iter_mut().take(n).for_each(|z| *z = self.lanes.row(zone).into());
+        let lanes = self.segment_lanes(zone);
         let (mode, _) = layout.mode.code();
         let (bs, cb) = (self.block_bytes(), layout.chunk_blocks as usize);
         for drive in 0..n {
@@ -80,8 +82,8 @@ impl Engine {
                 reserved1: 0.into(),
                 crc32c: 0.into(),
             }
-            .seal();
-            let (data, metadata) = self.header_chunk(&header, cb);
+            .sealed_bytes(&lanes);
+            let (data, metadata) = self.header_chunk(&header, sequence, cb);
             let lba = self.geometry.zone_start_lba(zone);
             self.seg_mut(index).header_pending += 1;
             self.zone_write(drive, zone, Op::Header { segment: index }, Command::Write { lba, data, metadata });
@@ -91,16 +93,23 @@ impl Engine {
 
     /// A segment's header region on one drive: `header` in the first block of a chunk of
     /// `chunk_blocks` blocks, with their metadata.
-    pub(super) fn header_chunk(&self, header: &SegmentHeader, chunk_blocks: usize) -> (Vec<u8>, Vec<u8>) {
+    pub(super) fn header_chunk(&self, header: &[u8], sequence: u64, chunk_blocks: usize) -> (Vec<u8>, Vec<u8>) {
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let mut data = vec![0u8; chunk_blocks * bs];
-        data[..std::mem::size_of::<SegmentHeader>()].copy_from_slice(zerocopy::IntoBytes::as_bytes(header));
+        data[..header.len()].copy_from_slice(header);
         let mut metadata = vec![0u8; chunk_blocks * ms];
         for o in 0..chunk_blocks {
-            BlockMetadata::new(NO_LBA, 0, 0, header.segment_sequence.get(), BlockKind::Header)
+            BlockMetadata::new(NO_LBA, 0, 0, sequence, BlockKind::Header)
                 .encode(&data[o * bs..(o + 1) * bs], &mut metadata[o * ms..(o + 1) * ms]);
         }
         (data, metadata)
+    }
+
+    /// What the header of the segment in `zone` says of its lanes: its number and each
+    /// lane's drive now (a classic array's: the 240-byte header's own, `sealed_bytes`).
+    pub(super) fn segment_lanes(&self, zone: u32) -> SegmentLanes {
+        let drives: Vec<u32> = self.lanes.drives_of(zone).map(|d| d as u32).collect();
+        SegmentLanes::new(zone, self.lanes.drives() as u32, &drives)
     }
 
     /// Whether a slot may open a segment now and its drives stay within the active zones

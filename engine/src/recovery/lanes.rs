@@ -2,7 +2,7 @@
 //! placement says where each segment's lanes start out, but a rebuild into distributed
 //! spare space (`engine::rebuild::spares`) moves a failed drive's lanes to drives at spare
 //! positions of their rows, and segments opened since write them there. Each zone of each
-//! drive that holds anything starts with a segment header naming its segment (its zones)
+//! drive that holds anything starts with a segment header naming its segment number
 //! and lane (its drive index): this phase reads them all and moves a lane where a header
 //! says it is, then hands the other phases each lane's zone report in the engine's
 //! numbering, so that they read a declustered array as a classic one.
@@ -48,8 +48,10 @@ impl Recovery {
 
     /// A zone's first block: kept if it is a segment header of this array.
     pub(super) fn take_placement_header(&mut self, drive: usize, row: u32, data: &[u8]) {
-        match SegmentHeader::decode(data) {
-            Ok(h) if h.array_uuid == self.config.array_uuid => self.placement_headers.push((drive, row, h)),
+        match SegmentHeader::decode_with_lanes(data) {
+            Ok((h, lanes)) if h.array_uuid == self.config.array_uuid => {
+                self.placement_headers.push((drive, row, h, lanes.segment_number.get()))
+            }
             // Damaged or foreign headers are judged with the segment's others later, at the
             // lane the placement gives.
             _ => {}
@@ -72,8 +74,8 @@ impl Recovery {
         let mut sequences: HashMap<u32, HashMap<u64, usize>> = HashMap::new();
         let mut finished: HashMap<u32, usize> = HashMap::new();
         let mut moved = Vec::new();
-        for &(drive, row, h) in &headers {
-            let (segment, lane) = (h.zones[0].get(), h.drive_index.get() as usize);
+        for &(drive, row, h, segment) in &headers {
+            let lane = h.drive_index.get() as usize;
             if segment >= self.lanes.segments() || self.lanes.row(segment) != row || lane >= width {
                 continue; // not a lane of this row: its zone is reset as holding none
             }

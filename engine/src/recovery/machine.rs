@@ -179,8 +179,9 @@ pub struct Recovery {
     /// Commands to whole drives, or to a drive's own zones (`Op::PlacementHeader`), sent
     /// as they are; the others are the engine's numbering, mapped by `lanes`.
     pub(super) drive_commands: VecDeque<DriveCommand>,
-    /// What the placement phase read: per drive and row, the header there.
-    pub(super) placement_headers: Vec<(usize, u32, SegmentHeader)>,
+    /// What the placement phase read: per drive and row, the header there and the
+    /// segment number it names.
+    pub(super) placement_headers: Vec<(usize, u32, SegmentHeader, u32)>,
     pub(super) config: Config,
     /// The array's open segments and the layouts its segments may have.
     pub(super) plan: SegmentPlan,

@@ -79,12 +79,25 @@ pub fn kind_of(drive: &mut zapraid_zns::EmulatedDrive, lba: u64) -> Option<zapra
     metadata_of(drive, lba).map(|(_, kind)| kind)
 }
 
+/// The data of the block at `lba` of `drive`.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn read_block(drive: &mut zapraid_zns::EmulatedDrive, lba: u64) -> Vec<u8> {
+    read_one(drive, lba).data
+}
+
 /// A block's metadata on `drive` at `lba` and the kind it gives, if it decodes.
 #[allow(dead_code)] // not every test binary uses every helper
 pub fn metadata_of(
     drive: &mut zapraid_zns::EmulatedDrive,
     lba: u64,
 ) -> Option<(zapraid_engine::format::BlockMetadata, zapraid_engine::format::BlockKind)> {
+    let completion = read_one(drive, lba);
+    zapraid_engine::format::BlockMetadata::decode(&completion.data, &completion.metadata).ok()
+}
+
+/// The completion of a read of the block at `lba` of `drive`, data and metadata.
+#[allow(dead_code)] // not every test binary uses every helper
+fn read_one(drive: &mut zapraid_zns::EmulatedDrive, lba: u64) -> zapraid_zns::Completion {
     use zapraid_zns::ZonedDevice;
     let g = drive.geometry();
     let (data, metadata) = (vec![0; g.block_size_bytes as usize], vec![0; g.metadata_bytes_per_block as usize]);
@@ -93,6 +106,5 @@ pub fn metadata_of(
     while out.is_empty() {
         drive.wait(&mut out);
     }
-    let completion = out.pop().expect("one completion");
-    zapraid_engine::format::BlockMetadata::decode(&completion.data, &completion.metadata).ok()
+    out.pop().expect("one completion")
 }
