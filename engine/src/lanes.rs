@@ -65,17 +65,9 @@ impl Lanes {
     pub fn new(placement: &Placement, rows: u32, zone_size_blocks: u64) -> Lanes {
         let (width, drives, groups) =
             (placement.width() as usize, placement.drives() as usize, placement.groups_per_row());
-        let mut lanes = Lanes {
-            width,
-            drives,
-            groups,
-            rows,
-            zone_size_blocks,
-            segment_drives: Vec::new(),
-            at_drive: Vec::new(),
-            row_spares: Vec::new(),
-            in_flight: HashMap::default(),
-        };
+        let mut lanes = Lanes::classic(width, rows, zone_size_blocks);
+        lanes.drives = drives;
+        lanes.groups = groups;
         if lanes.is_classic() {
             return lanes;
         }

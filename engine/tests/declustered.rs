@@ -105,6 +105,28 @@ impl Run {
         }
     }
 
+    /// `rounds` writes of every block.
+    fn fill(&mut self, rounds: usize) {
+        for _ in 0..rounds {
+            self.write_round(0..LOGICAL_BLOCKS);
+        }
+    }
+
+    /// Pulls `drive` (it fails every command) and tells the engine.
+    fn pull(&mut self, drive: usize) {
+        self.sim.drives[drive].fail();
+        self.sim.engine.fail_drive(drive);
+    }
+
+    /// `rounds` writes of every block, then `drive` pulled and its rebuild into spare
+    /// space started.
+    fn fill_and_spare(&mut self, rounds: usize, drive: usize) {
+        self.fill(rounds);
+        self.pull(drive);
+        let what = &self.what;
+        self.sim.rebuild_into_spares(drive).unwrap_or_else(|e| panic!("{what}: into spares: {e}"));
+    }
+
     /// Drives with at least one zone written.
     fn drives_written(&self) -> usize {
         self.sim.drives.iter().filter(|d| d.zones().iter().any(|z| z.state != ZoneState::Empty)).count()
@@ -116,9 +138,7 @@ fn run_scheme(scheme: Scheme) {
     assert_eq!(run.sim.drives.len(), scheme.drives as usize);
     assert_eq!(run.sim.engine.drive_count(), scheme.drives as usize);
     // Twice the array's segments' worth: garbage collection makes room.
-    for _ in 0..20 {
-        run.write_round(0..LOGICAL_BLOCKS);
-    }
+    run.fill(20);
     run.verify("after the writes");
     let status = run.sim.engine.status();
     assert!(status.segments_reclaimed > 0, "{}: garbage collection never ran: {status:?}", run.what);
@@ -137,8 +157,7 @@ fn run_scheme(scheme: Scheme) {
     // Drives fail, as many as parity covers: every block still reads, and writes go on.
     let m = scheme.level.tolerated_failures();
     for drive in [2usize, 9].into_iter().take(m) {
-        run.sim.drives[drive].fail();
-        run.sim.engine.fail_drive(drive);
+        run.pull(drive);
         run.verify(&format!("with drive {drive} failed"));
     }
     for _ in 0..4 {
@@ -155,12 +174,9 @@ fn run_scheme(scheme: Scheme) {
 /// drive is replaced by a new one, rebuilt lane by lane (each segment's lane on it).
 fn spare_rebuild(scheme: Scheme) {
     let mut run = Run::new(scheme);
-    for _ in 0..12 {
-        run.write_round(0..LOGICAL_BLOCKS);
-    }
+    run.fill(12);
     let failed = 4;
-    run.sim.drives[failed].fail();
-    run.sim.engine.fail_drive(failed);
+    run.pull(failed);
     run.write_round(0..LOGICAL_BLOCKS / 4);
     run.sim.rebuild_into_spares(failed).unwrap_or_else(|e| panic!("{}: into spares: {e}", run.what));
     let rebuilding = run.sim.engine.rebuild_status().expect("a rebuild runs");
@@ -185,8 +201,7 @@ fn spare_rebuild(scheme: Scheme) {
     let m = scheme.level.tolerated_failures();
     let others: Vec<usize> = [1usize, 8].into_iter().take(m).collect();
     for &drive in &others {
-        run.sim.drives[drive].fail();
-        run.sim.engine.fail_drive(drive);
+        run.pull(drive);
     }
     run.verify(&format!("with drives {others:?} failed after the rebuild into spare space"));
     run.write_round(0..LOGICAL_BLOCKS / 4);
@@ -206,11 +221,8 @@ fn a_failed_drive_is_rebuilt_into_distributed_spare_space() {
 fn a_replaced_drive_of_a_declustered_array_is_rebuilt() {
     for scheme in schemes() {
         let mut run = Run::new(scheme);
-        for _ in 0..12 {
-            run.write_round(0..LOGICAL_BLOCKS);
-        }
-        run.sim.drives[6].fail();
-        run.sim.engine.fail_drive(6);
+        run.fill(12);
+        run.pull(6);
         run.verify("with drive 6 failed");
         run.sim.replace_drive(6, 99).unwrap_or_else(|e| panic!("{}: replace: {e}", run.what));
         run.write_round(0..LOGICAL_BLOCKS / 2);
@@ -220,8 +232,7 @@ fn a_replaced_drive_of_a_declustered_array_is_rebuilt() {
         assert!(status.rebuild.is_none() && status.failed_drives.is_empty(), "{}: {status:?}", run.what);
         let m = scheme.level.tolerated_failures();
         for drive in [0usize, 10].into_iter().take(m) {
-            run.sim.drives[drive].fail();
-            run.sim.engine.fail_drive(drive);
+            run.pull(drive);
         }
         run.verify("with others failed after the replace");
     }
@@ -233,8 +244,7 @@ fn a_classic_array_has_no_spare_space() {
     let scheme = Scheme { drives: 5, spares: 0, ..schemes()[0] };
     let mut run = Run::new(scheme);
     run.write_round(0..LOGICAL_BLOCKS);
-    run.sim.drives[1].fail();
-    run.sim.engine.fail_drive(1);
+    run.pull(1);
     let refused = run.sim.rebuild_into_spares(1).expect_err("refused");
     assert!(refused.to_string().contains("no distributed spare space"), "{refused}");
 }
@@ -252,9 +262,7 @@ fn declustered_arrays_read_back_what_was_written() {
 fn a_scrub_of_a_declustered_array_is_clean() {
     let scheme = schemes()[0];
     let mut run = Run::new(scheme);
-    for _ in 0..3 {
-        run.write_round(0..LOGICAL_BLOCKS);
-    }
+    run.fill(3);
     run.sim.start_scrub(None).unwrap();
     run.sim.run_until_idle();
     let report = run.sim.engine.scrub_status().last.expect("a scrub finished");
@@ -295,9 +303,7 @@ fn restart(run: &mut Run, scheme: Scheme, failed: &[usize], clean: bool) {
 fn a_declustered_array_restarts() {
     for scheme in schemes() {
         let mut run = Run::new(scheme);
-        for _ in 0..10 {
-            run.write_round(0..LOGICAL_BLOCKS);
-        }
+        run.fill(10);
         restart(&mut run, scheme, &[], true);
         run.verify("after a clean stop and a start");
         run.write_round(0..LOGICAL_BLOCKS / 3);
@@ -311,28 +317,20 @@ fn a_declustered_array_restarts() {
 /// A start finds the lanes a rebuild moved into spare space from the segment headers:
 /// after the rebuild and a power cut, with the failed drive still failed, another drive
 /// fails and every block still reads back (had the start left those lanes on the failed
-/// drive, their stripes would have lost two chunks). A power cut in the middle of a
-/// rebuild into spare space leaves the lanes not finished on the failed drive; the
-/// rebuild started again completes them.
+/// drive, their stripes would have lost two chunks).
 #[test]
 fn a_start_finds_lanes_moved_into_spare_space() {
     for scheme in schemes() {
         let mut run = Run::new(scheme);
-        for _ in 0..12 {
-            run.write_round(0..LOGICAL_BLOCKS);
-        }
         let failed = 3;
-        run.sim.drives[failed].fail();
-        run.sim.engine.fail_drive(failed);
-        run.sim.rebuild_into_spares(failed).unwrap();
+        run.fill_and_spare(12, failed);
         run.sim.run_until_idle();
         assert_eq!(run.sim.engine.drives_in_spare_space(), vec![failed], "{}: {:?}", run.what, run.sim.engine.status());
         run.write_round(0..LOGICAL_BLOCKS / 2);
         restart(&mut run, scheme, &[failed], false);
         run.verify("after a start with the drive rebuilt into spare space");
         let another = 7;
-        run.sim.drives[another].fail();
-        run.sim.engine.fail_drive(another);
+        run.pull(another);
         run.verify("with another drive failed after the start");
     }
 }
@@ -343,13 +341,8 @@ fn a_start_finds_lanes_moved_into_spare_space() {
 fn a_rebuild_into_spare_space_started_again_after_a_start_has_nothing_to_write() {
     let scheme = schemes()[0];
     let mut run = Run::new(scheme);
-    for _ in 0..12 {
-        run.write_round(0..LOGICAL_BLOCKS);
-    }
     let failed = 3;
-    run.sim.drives[failed].fail();
-    run.sim.engine.fail_drive(failed);
-    run.sim.rebuild_into_spares(failed).unwrap();
+    run.fill_and_spare(12, failed);
     run.sim.run_until_idle();
     restart(&mut run, scheme, &[failed], true);
     run.sim.rebuild_into_spares(failed).unwrap();
@@ -367,13 +360,8 @@ fn a_rebuild_into_spare_space_started_again_after_a_start_has_nothing_to_write()
 fn a_rebuild_into_spare_space_cut_short_is_started_again() {
     for scheme in schemes() {
         let mut run = Run::new(scheme);
-        for _ in 0..12 {
-            run.write_round(0..LOGICAL_BLOCKS);
-        }
         let failed = 5;
-        run.sim.drives[failed].fail();
-        run.sim.engine.fail_drive(failed);
-        run.sim.rebuild_into_spares(failed).unwrap();
+        run.fill_and_spare(12, failed);
         // Cut once the rebuild has written something, and not everything.
         while run.sim.engine.rebuild_status().is_some_and(|r| r.blocks_written < 40) && run.sim.step() {}
         let rebuilding = run.sim.engine.rebuild_status().expect("the rebuild is under way");
@@ -384,8 +372,7 @@ fn a_rebuild_into_spare_space_cut_short_is_started_again() {
         run.sim.run_until_idle();
         assert_eq!(run.sim.engine.drives_in_spare_space(), vec![failed], "{}", run.what);
         let another = 0;
-        run.sim.drives[another].fail();
-        run.sim.engine.fail_drive(another);
+        run.pull(another);
         run.verify("with another drive failed after the rebuild started again");
     }
 }
@@ -398,13 +385,8 @@ fn segment_headers_name_their_lanes_drives() {
     use zapraid_engine::format::{SegmentHeader, DECLUSTERED_SEGMENT_HEADER_BYTES};
     let scheme = schemes()[0];
     let mut run = Run::new(scheme);
-    for _ in 0..6 {
-        run.write_round(0..LOGICAL_BLOCKS);
-    }
     let failed = 2;
-    run.sim.drives[failed].fail();
-    run.sim.engine.fail_drive(failed);
-    run.sim.rebuild_into_spares(failed).unwrap();
+    run.fill_and_spare(6, failed);
     run.sim.run_until_idle();
     let geometry = geometry();
     let mut headers = 0;

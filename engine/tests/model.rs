@@ -223,16 +223,7 @@ fn garbage_collection_with_a_tiny_l2p_budget_keeps_every_block() {
             let failure = (level.tolerated_failures() > 0).then_some(1);
             let ops = overwrite_workload(600, failure);
             let l2p = Some(SmallL2p { page_entries: 8, budget_pages: 2 });
-            let setup = Setup {
-                geometry,
-                level,
-                mode,
-                chunk_blocks: 1,
-                open: OpenSegments::SINGLE,
-                l2p,
-                hostile: false,
-                declustering: Default::default(),
-            };
+            let setup = Setup::one_block_chunks(geometry, level, mode, l2p);
             let status = run_with_l2p(setup, &ops, 9).unwrap();
             assert!(status.segments_reclaimed > 0, "{level:?} {mode:?}: nothing reclaimed: {status:?}");
             assert!(status.l2p.mapping_reads > 0 && status.l2p.mapping_writes > 0, "{level:?} {mode:?}: {status:?}");
@@ -273,16 +264,7 @@ fn crashes_after_a_start_from_a_checkpoint_keep_every_block() {
             }
             let geometry = common::geometry(FEW_ZONES + 2, 6, 8);
             let l2p = Some(SmallL2p { page_entries: 8, budget_pages: 2 });
-            let setup = Setup {
-                geometry,
-                level,
-                mode,
-                chunk_blocks: 1,
-                open: OpenSegments::SINGLE,
-                l2p,
-                hostile: false,
-                declustering: Default::default(),
-            };
+            let setup = Setup::one_block_chunks(geometry, level, mode, l2p);
             run_with_l2p(setup, &ops, 3).unwrap();
         }
     }

@@ -211,6 +211,16 @@ pub(crate) struct Setup {
     pub(crate) declustering: Declustering,
 }
 
+impl Setup {
+    /// A classic array of one open segment of one-block chunks, not hostile.
+    #[allow(dead_code)] // not every binary that includes the harness uses it
+    pub(crate) fn one_block_chunks(geometry: Geometry, level: RaidLevel, mode: Mode, l2p: Option<SmallL2p>) -> Setup {
+        let open = OpenSegments::SINGLE;
+        let declustering = Declustering::CLASSIC;
+        Setup { geometry, level, mode, chunk_blocks: 1, open, l2p, hostile: false, declustering }
+    }
+}
+
 /// A write submitted in the batch under way, and whether the array was beyond tolerance
 /// then.
 struct Submitted {
