@@ -53,10 +53,10 @@ pub struct Lanes {
     /// Per row, the drives at its spare positions in the placement's order (rows x
     /// spare positions): where a failed drive's lanes of that row may move.
     row_spares: Vec<u8>,
-    /// The segment and lane of each command sent and not completed (declustered arrays
-    /// only): a completion, and an append's LBA, map back through them, also when the
-    /// lane has moved to another drive since (`move_lane`).
-    in_flight: HashMap<Tag, (u32, usize)>,
+    /// The segment, lane and drive of each command sent and not completed (declustered
+    /// arrays only): a completion, and an append's LBA, map back through them, also when
+    /// the lane has moved to another drive since (`move_lane`).
+    in_flight: HashMap<Tag, (u32, usize, usize)>,
 }
 
 impl Lanes {
@@ -180,25 +180,28 @@ impl Lanes {
         *lba = *lba - u64::from(segment) * zs + u64::from(row) * zs;
         let lane = command.drive;
         command.drive = self.drive(segment, lane);
-        let earlier = self.in_flight.insert(command.tag, (segment, lane));
+        let earlier = self.in_flight.insert(command.tag, (segment, lane, command.drive));
         debug_assert!(earlier.is_none(), "tag {} sent twice", command.tag);
         command
     }
 
     /// A completion from `drive` as the engine takes it: its lane, and an append's LBA
-    /// within the segment's blocks. A tag not sent through `outbound` is left alone (the
-    /// caller tells unknown tags).
-    pub fn inbound(&mut self, drive: usize, completion: &mut Completion) -> usize {
+    /// within the segment's blocks; and the drive its command was sent to (None for a
+    /// classic array, whose lanes never move). A tag not sent through `outbound` is left
+    /// alone (the caller tells unknown tags). An append's LBA outside its zone stays
+    /// outside the segment's blocks (the engine refuses it).
+    pub fn inbound(&mut self, drive: usize, completion: &mut Completion) -> (usize, Option<usize>) {
         if self.is_classic() {
-            return drive;
+            return (drive, None);
         }
-        let Some((segment, lane)) = self.in_flight.remove(&completion.tag) else { return drive };
+        let Some((segment, lane, sent)) = self.in_flight.remove(&completion.tag) else { return (drive, None) };
         let zs = self.zone_size_blocks;
         if let Ok(Done::Written { lba, .. }) = &mut completion.result {
-            let row = self.row(segment);
-            *lba = *lba - u64::from(row) * zs + u64::from(segment) * zs;
+            let row_start = u64::from(self.row(segment)) * zs;
+            let within = lba.checked_sub(row_start).unwrap_or(u64::MAX - u64::from(segment) * zs);
+            *lba = within.saturating_add(u64::from(segment) * zs);
         }
-        lane
+        (lane, Some(sent))
     }
 
     /// A drive at one of the spare positions of `segment`'s row that holds no segment of
@@ -338,7 +341,7 @@ mod tests {
         assert!(matches!(out.command, Command::Append { zone_start_lba: 600, .. }));
         let mut completion =
             Completion { tag: 5, result: Ok(Done::Written { lba: 642, blocks: 1 }), data: vec![], metadata: vec![] };
-        assert_eq!(lanes.inbound(drive, &mut completion), lane);
+        assert_eq!(lanes.inbound(drive, &mut completion), (lane, Some(drive)));
         assert!(matches!(completion.result, Ok(Done::Written { lba, .. }) if lba == start + 42));
     }
 }

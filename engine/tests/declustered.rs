@@ -76,6 +76,14 @@ impl Run {
 
     /// Writes of 1 to 5 blocks over `lbas`, all in flight at once, then waits for them.
     fn write_round(&mut self, lbas: std::ops::Range<u64>) {
+        self.submit_round(lbas);
+        for response in self.sim.run_until_idle() {
+            assert!(response.result.is_ok(), "{}: a write failed: {:?}", self.what, response.result);
+        }
+    }
+
+    /// The writes of `write_round`, submitted and not waited for.
+    fn submit_round(&mut self, lbas: std::ops::Range<u64>) {
         self.round += 1;
         let mut lba = lbas.start;
         while lba < lbas.end {
@@ -87,9 +95,6 @@ impl Run {
             self.sim.submit(self.next_id, Request::Write { lba, data });
             self.next_id += 1;
             lba += blocks;
-        }
-        for response in self.sim.run_until_idle() {
-            assert!(response.result.is_ok(), "{}: a write failed: {:?}", self.what, response.result);
         }
     }
 
@@ -405,4 +410,141 @@ fn segment_headers_name_their_lanes_drives() {
         }
     }
     assert!(headers > 10, "{headers} headers read");
+}
+
+/// RAID-6 4+2 over 14 drives with two distributed spares.
+fn raid6_two_spares() -> Scheme {
+    Scheme {
+        level: RaidLevel::Raid6 { drives: 6 },
+        drives: 14,
+        spares: 2,
+        mode: Mode::ZapRaid { group_size: 4 },
+        chunk_blocks: 1,
+        open: OpenSegments::SINGLE,
+    }
+}
+
+/// Found in review: a late error completion of a command the failed drive had in flight
+/// (`fail_drive` of that drive again) stopped its rebuild into spare space, and the drive
+/// was then reported in spare space with segments not rebuilt (two more failures of a
+/// RAID-6 then lost 62 blocks). The rebuild goes on; two more drives may fail after it.
+#[test]
+fn a_late_failure_of_the_drive_does_not_stop_its_rebuild_into_spare_space() {
+    let scheme = raid6_two_spares();
+    let mut run = Run::new(scheme);
+    let failed = 3;
+    run.fill_and_spare(3, failed);
+    run.sim.engine.fail_drive(failed);
+    assert!(run.sim.engine.rebuild_status().is_some(), "the rebuild goes on");
+    run.sim.run_until_idle();
+    assert_eq!(run.sim.engine.status().rebuilds_completed, 1);
+    assert_eq!(run.sim.engine.drives_in_spare_space(), vec![failed]);
+    run.pull(0);
+    run.pull(9);
+    run.verify("with two more drives failed after the rebuild into spare space");
+}
+
+/// Found in review: a spare drive that fails while a rebuild into spare space writes to
+/// it stops that rebuild with segments still lacking their moved lane on other drives; a
+/// rebuild of the spare drive then overwrote which lane a segment lacked, and reads
+/// trusted an empty zone. Now that rebuild is refused while a segment lacks another
+/// lane; the first drive's rebuild started again moves the lanes whose target failed and
+/// finishes, then the other drive's; then two more drives may fail. (The drive that fails
+/// mid-rebuild is one the rebuild has commands in flight on: a target or a source.)
+#[test]
+fn a_spare_target_failing_mid_rebuild_is_rebuilt_after_the_first_drive() {
+    let scheme = raid6_two_spares();
+    let mut run = Run::new(scheme);
+    let failed = 3;
+    run.fill_and_spare(12, failed);
+    for _ in 0..3 {
+        run.sim.step();
+    }
+    // A drive the rebuild is busy with (reading from it, or writing moved lanes to it).
+    let busy = |d: &usize| *d != failed && zapraid_zns::ZonedDevice::in_flight(&run.sim.drives[*d]) > 0;
+    let target = (0..scheme.drives as usize).find(busy).expect("the rebuild has commands in flight");
+    run.pull(target);
+    run.sim.run_until_idle();
+    run.verify("with the spare target failed");
+    let first = run.sim.rebuild_into_spares(target);
+    if let Err(e) = &first {
+        assert!(e.to_string().contains("still lacks its chunks"), "{e}");
+    }
+    run.sim.run_until_idle();
+    run.sim.rebuild_into_spares(failed).unwrap();
+    run.sim.run_until_idle();
+    if first.is_err() {
+        run.sim.rebuild_into_spares(target).unwrap();
+        run.sim.run_until_idle();
+    }
+    let mut spared = run.sim.engine.drives_in_spare_space();
+    spared.sort_unstable();
+    let mut both = vec![failed, target];
+    both.sort_unstable();
+    assert_eq!(spared, both, "{:?}", run.sim.engine.status());
+    run.verify("with both rebuilt into spare space");
+    let others: Vec<usize> = (0..scheme.drives as usize).filter(|d| !both.contains(d)).take(2).collect();
+    for drive in others {
+        run.pull(drive);
+    }
+    run.verify("with two more drives failed");
+}
+
+/// Found in review: a segment opened after a drive's lanes moved into spare space, cut by
+/// a power loss while it was being sealed (some of its zones finished, the moved lane's
+/// not yet), had that lane put back on the failed drive at the start and its zone, the
+/// lane's only copy, reset; one more failure then failed 90 reads. The start now takes the
+/// lane where the segment's other headers say it was opened. Seeds and cut points where
+/// the review saw it (RAID-5 4+1 over 12 drives, two spares, ZN540 timing).
+#[test]
+fn a_segment_cut_while_sealing_keeps_its_lane_in_spare_space() {
+    use zapraid_engine::l2p::Physical;
+    let scheme = Scheme { drives: 12, spares: 2, ..schemes()[0] };
+    for (seed, mut skip) in [(12u64, 6usize), (15, 9)] {
+        let timing = Some(zapraid_zns::TimingParams::zn540());
+        let sim = Simulator::new(geometry(), scheme.config(), seed, timing).unwrap();
+        let mut run = Run { sim, model: HashMap::new(), next_id: 0, round: 0, what: format!("seed {seed}") };
+        let lane_drive =
+            |run: &Run, zone: u32, lane: usize| run.sim.engine.drive_block(Physical { zone, drive: lane, offset: 0 });
+        let placed: Vec<Vec<usize>> =
+            (0..ZONES * 2).map(|e| (0..5).map(|l| lane_drive(&run, e, l).0).collect()).collect();
+        run.fill(3);
+        let failed = 3;
+        run.pull(failed);
+        run.sim.rebuild_into_spares(failed).unwrap();
+        run.sim.run_until_idle();
+        // Step writes until a segment with a moved lane is sealing: another of its zones
+        // full, the moved lane's not.
+        let zs = geometry().zone_size_blocks;
+        let full = |run: &Run, zone: u32, lane: usize| {
+            let (drive, lba) = lane_drive(run, zone, lane);
+            run.sim.drives[drive].zones()[(lba / zs) as usize].state == ZoneState::Full
+        };
+        let mut found = None;
+        'writes: for _ in 0..40 {
+            run.submit_round(0..LOGICAL_BLOCKS);
+            while run.sim.step() {
+                for zone in run.sim.engine.zones_holding_segments() {
+                    let Some(lane) = (0..5).find(|&l| lane_drive(&run, zone, l).0 != placed[zone as usize][l]) else {
+                        continue;
+                    };
+                    if !full(&run, zone, lane) && (0..5).any(|o| o != lane && full(&run, zone, o)) {
+                        if skip == 0 {
+                            found = Some((zone, lane, lane_drive(&run, zone, lane).0));
+                            break 'writes;
+                        }
+                        skip -= 1;
+                    }
+                }
+            }
+        }
+        let Some((zone, lane, spare)) = found else { panic!("seed {seed}: no segment cut while sealing") };
+        let spared = run.sim.engine.drives_in_spare_space();
+        let placeholder = Simulator::new(geometry(), scheme.config(), 0, None).unwrap();
+        let drives = std::mem::replace(&mut run.sim, placeholder).power_cut().unwrap();
+        run.sim =
+            Simulator::recover_with_spared(geometry(), scheme.config(), drives, &[failed], &spared, None).unwrap();
+        run.sim.run_until_idle();
+        assert_eq!(lane_drive(&run, zone, lane).0, spare, "seed {seed}: the lane went back to the failed drive");
+    }
 }

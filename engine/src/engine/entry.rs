@@ -213,7 +213,8 @@ impl Engine {
     }
 
     /// Marks a drive failed: nothing more is sent to it, its chunks are rebuilt on read.
-    /// A drive being rebuilt that fails stops its rebuild.
+    /// A new drive being rebuilt that fails stops its rebuild; a drive being rebuilt into
+    /// spare space failed already (its late completions say so again).
     pub fn fail_drive(&mut self, drive: usize) {
         if drive >= self.failed.len() {
             debug_assert!(false, "drive {drive} of {}", self.failed.len());
@@ -223,7 +224,7 @@ impl Engine {
         self.move_free_lanes_off(drive);
         self.note_spared(drive);
         self.forget_checkpoint_base(); // the failure is recorded: a new superblock generation
-        if self.drive_rebuild.as_ref().is_some_and(|r| r.drive == drive) {
+        if self.drive_rebuild.as_ref().is_some_and(|r| r.drive == drive && !r.into_spares) {
             tracing::error!(drive, "the drive being rebuilt failed; the rebuild stops");
             self.drive_rebuild = None;
         }
@@ -342,14 +343,13 @@ impl Engine {
     /// Takes a device completion for `drive` (one of the array's N drives).
     pub fn on_completion(&mut self, drive: usize, mut completion: Completion, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
-        let from = drive;
         // From here on, `drive` is the command's lane in its segment.
-        let drive = self.lanes.inbound(drive, &mut completion);
+        let (drive, sent_to) = self.lanes.inbound(drive, &mut completion);
         let Some(op) = self.ops.remove(completion.tag) else {
             debug_assert!(false, "completion for unknown tag {}", completion.tag);
             return;
         };
-        self.completing_drive = Some(from);
+        self.completing_drive = sent_to;
         let progress = match op {
             Op::Chunk { stripe, drive } => self.chunk_done(stripe, drive, completion),
             Op::Chunks { stripes, drive } => self.chunks_done(stripes, drive, completion),

@@ -287,6 +287,7 @@ impl Engine {
         debug_assert_eq!(self.seg(zone).commands_in_flight, 0);
         self.segments[zone as usize] = None;
         self.free_zones.push_back(zone);
+        self.move_lanes_off_failed_drives(zone);
         self.update_restoring_reserve();
         self.segments_reclaimed += 1;
         self.relocation = None;

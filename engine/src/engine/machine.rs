@@ -107,9 +107,9 @@ pub struct Engine {
     pub(super) failed: Vec<bool>,
     /// Where each segment's lanes lie on the drives (`lanes`).
     pub(super) lanes: Lanes,
-    /// While a completion is taken: the drive it came from. A lane may have moved to
-    /// another drive since its command was sent (`rebuild::spares`): a failed command
-    /// fails the drive it went to, not the lane's drive now.
+    /// While a completion of a declustered array is taken: the drive its command was sent
+    /// to. A lane may have moved to another drive since (`rebuild::spares`): a failed
+    /// command fails the drive it went to, not the lane's drive now.
     pub(super) completing_drive: Option<usize>,
     /// Per drive of a declustered array: failed, and no segment number has a lane on it
     /// (`rebuild::spares`): no segment opens on it while another may open.

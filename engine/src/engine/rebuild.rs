@@ -122,6 +122,17 @@ impl Engine {
     /// onto an empty drive.
     fn start_drive_rebuild(&mut self, drive: usize, resuming: bool) -> Result<()> {
         self.check_rebuild_can_start(drive)?;
+        if resuming && !self.lanes.is_classic() {
+            // A resumed rebuild checks the drive's zones by segment number (`resume`).
+            return Err(Error::Unavailable {
+                reason: "resuming the rebuild of a declustered array's drive is not built yet".to_string(),
+            });
+        }
+        let holding: Vec<(u32, usize)> = (0..self.lanes.segments())
+            .filter_map(|zone| Some((zone, self.lanes.lane(zone, drive)?)))
+            .filter(|(zone, _)| self.segments[*zone as usize].is_some())
+            .collect();
+        self.check_absent_lanes(&holding)?;
         self.failed[drive] = false;
         self.spared[drive] = false;
         // A relocated segment whose zones are being reset (on the drives that worked: not
@@ -133,10 +144,6 @@ impl Engine {
             let zone = r.zone;
             self.zone_command(drive, zone, ZoneAction::Reset);
         }
-        let holding: Vec<(u32, usize)> = (0..self.lanes.segments())
-            .filter_map(|zone| Some((zone, self.lanes.lane(zone, drive)?)))
-            .filter(|(zone, _)| self.segments[*zone as usize].is_some())
-            .collect();
         for (zone, lane) in holding {
             self.mark_absent(zone, lane);
         }
@@ -277,6 +284,7 @@ impl Engine {
         };
         if r.zones.len() < at_once {
             let under_way = &r.zones;
+            let classic = self.lanes.is_classic();
             let mut writing = vec![0usize; self.lanes.drives()];
             for &zone in under_way.keys() {
                 writing[self.rebuild_drive_of(zone)] += 1;
@@ -288,6 +296,9 @@ impl Engine {
                 .iter()
                 .flatten()
                 .filter(|s| s.absent.is_some() && s.state == SegmentState::Sealed && !s.reclaim_first)
+                // A declustered segment's zones finished first: a start takes a lane the
+                // rebuild moved only once the segment's other zones are (`recovery::lanes`).
+                .filter(|s| classic || s.finishes_in_flight == 0)
                 .map(|s| s.zone)
                 .filter(|zone| !under_way.contains_key(zone));
             for zone in candidates {

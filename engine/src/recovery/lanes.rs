@@ -7,14 +7,15 @@
 //! says it is, then hands the other phases each lane's zone report in the engine's
 //! numbering, so that they read a declustered array as a classic one.
 //!
-//! A lane is taken as moved only where its header's sequence is the one the segment's
-//! other lanes give, and, if one of those zones is finished (the segment was sealed
-//! before: its moved lane was written by a rebuild), where its own zone is finished too (a
-//! rebuild into spare space finishes a zone once all of it is written). A zone a rebuild
-//! had only begun, or one of an older segment, leaves the lane where it was (on the failed
-//! drive: read from the others), and its zone is reset as holding no lane; a rebuild into
-//! spare space started again then moves and rebuilds it once more. A segment open since
-//! the move wrote the lane where it moved, as its others: taken as it is.
+//! A lane is taken as moved only where its header's sequence is the one most of the
+//! segment's headers give, and either another of the segment's headers names that drive
+//! for the lane (the segment was opened with the lane there: written as its others were)
+//! or its own zone is finished (a rebuild wrote it, and a rebuild finishes a zone once
+//! all of it is written; it rebuilds a segment only once the segment's zones are
+//! finished). A zone a rebuild had only begun, or one of an older segment, leaves the
+//! lane where it was (on the failed drive: read from the others), and its zone is reset
+//! as holding no lane; a rebuild into spare space started again then moves and rebuilds
+//! it once more.
 //!
 //! Invariants: a lane moves only to a working drive holding no lane of its row; no more
 //! lanes of a segment are on failed drives than its level tolerates, or the start fails.
@@ -50,7 +51,7 @@ impl Recovery {
     pub(super) fn take_placement_header(&mut self, drive: usize, row: u32, data: &[u8]) {
         match SegmentHeader::decode_with_lanes(data) {
             Ok((h, lanes)) if h.array_uuid == self.config.array_uuid => {
-                self.placement_headers.push((drive, row, h, lanes.segment_number.get()))
+                self.placement_headers.push((drive, row, h, lanes))
             }
             // Damaged or foreign headers are judged with the segment's others later, at the
             // lane the placement gives.
@@ -69,32 +70,36 @@ impl Recovery {
     fn adopt_moved_lanes(&mut self) {
         let headers = std::mem::take(&mut self.placement_headers);
         let width = self.layout.drives();
-        // Per segment, how many of its headers name each sequence, and whether one of its
-        // zones is finished.
+        // Per segment, how many of its headers name each sequence.
         let mut sequences: HashMap<u32, HashMap<u64, usize>> = HashMap::new();
-        let mut finished: HashMap<u32, usize> = HashMap::new();
         let mut moved = Vec::new();
-        for &(drive, row, h, segment) in &headers {
-            let lane = h.drive_index.get() as usize;
+        for (at, &(drive, row, h, lanes)) in headers.iter().enumerate() {
+            let (segment, lane) = (lanes.segment_number.get(), h.drive_index.get() as usize);
             if segment >= self.lanes.segments() || self.lanes.row(segment) != row || lane >= width {
                 continue; // not a lane of this row: its zone is reset as holding none
             }
-            let full = self.drive_reports[drive][row as usize].state == ZoneState::Full;
             *sequences.entry(segment).or_default().entry(h.segment_sequence.get()).or_default() += 1;
-            *finished.entry(segment).or_default() += usize::from(full);
             if self.lanes.drive(segment, lane) != drive {
-                moved.push((segment, lane, drive, h.segment_sequence.get(), full));
+                let full = self.drive_reports[drive][row as usize].state == ZoneState::Full;
+                moved.push((segment, lane, drive, h.segment_sequence.get(), full, at));
             }
         }
         moved.sort_unstable();
-        for (segment, lane, drive, sequence, full) in moved {
+        for (segment, lane, drive, sequence, full, at) in moved {
             // The sequence most of the segment's headers give (the newest of a tie).
             let agreed = sequences[&segment].iter().max_by_key(|(seq, n)| (**n, **seq)).map(|(seq, _)| *seq);
             let free = self.lanes.at(self.lanes.row(segment), drive).is_none();
-            // A lane whose segment has a finished zone elsewhere was written by a rebuild
-            // (the segment was sealed before): it counts once its own zone is finished.
-            let whole = full || finished[&segment] == 0;
-            if agreed == Some(sequence) && free && whole && !self.failed[drive] {
+            // Opened with the lane there already: another of its headers names that drive
+            // for it, and the lane was written as the others were. Else a rebuild wrote it,
+            // and it counts once the rebuild finished its zone.
+            let opened_there = headers.iter().enumerate().any(|(other, (d, _, h, lanes))| {
+                other != at
+                    && *d != drive
+                    && lanes.segment_number.get() == segment
+                    && h.segment_sequence.get() == sequence
+                    && lanes.drive_of_lane(lane) == Some(drive as u32)
+            });
+            if agreed == Some(sequence) && free && (full || opened_there) && !self.failed[drive] {
                 tracing::info!(segment, lane, drive, "a lane found moved into spare space");
                 self.lanes.move_lane(segment, lane, drive);
             }

@@ -10,7 +10,7 @@ use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneDescriptor, Zone
 use crate::config::Config;
 use crate::drive_command::DriveCommand;
 use crate::error::{Error, Result};
-use crate::format::{decode_footer_block, CheckpointImage, SegmentHeader};
+use crate::format::{decode_footer_block, CheckpointImage, SegmentHeader, SegmentLanes};
 use crate::hybrid::{ChunkClass, SegmentPlan};
 use crate::l2p::Physical;
 use crate::lanes::Lanes;
@@ -181,7 +181,7 @@ pub struct Recovery {
     pub(super) drive_commands: VecDeque<DriveCommand>,
     /// What the placement phase read: per drive and row, the header there and the
     /// segment number it names.
-    pub(super) placement_headers: Vec<(usize, u32, SegmentHeader, u32)>,
+    pub(super) placement_headers: Vec<(usize, u32, SegmentHeader, SegmentLanes)>,
     pub(super) config: Config,
     /// The array's open segments and the layouts its segments may have.
     pub(super) plan: SegmentPlan,
@@ -416,7 +416,7 @@ impl Recovery {
     /// Takes a completion from drive `drive` of the array.
     pub fn on_completion(&mut self, drive: usize, mut completion: Completion) {
         // From here on, `drive` is the lane of a command in the engine's numbering.
-        let drive = self.lanes.inbound(drive, &mut completion);
+        let (drive, _) = self.lanes.inbound(drive, &mut completion);
         let Some((_, op)) = self.ops.remove(&completion.tag) else { return };
         let result = match completion.result {
             Ok(done) => done,

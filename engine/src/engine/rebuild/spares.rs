@@ -34,7 +34,11 @@ impl Engine {
         }
         let mut moves = Vec::new();
         for segment in 0..self.lanes.segments() {
-            let Some(lane) = self.lanes.lane(segment, drive) else { continue };
+            // Its lane on the drive; or a lane an earlier rebuild into spare space left
+            // waiting on a drive that failed since (its target): moved again.
+            let waiting = self.segments[segment as usize].as_ref().and_then(|s| s.absent);
+            let waiting_on_failed = waiting.filter(|&w| self.lane_failed(segment, w));
+            let Some(lane) = self.lanes.lane(segment, drive).or(waiting_on_failed) else { continue };
             let Some(spare) = self.lanes.spare_for(segment, &self.failed) else {
                 return Err(Error::Unavailable {
                     reason: format!(
@@ -46,6 +50,8 @@ impl Engine {
             };
             moves.push((segment, lane, spare));
         }
+        let marks: Vec<(u32, usize)> = moves.iter().map(|&(segment, lane, _)| (segment, lane)).collect();
+        self.check_absent_lanes(&marks)?;
         for &(segment, lane, spare) in &moves {
             self.lanes.move_lane(segment, lane, spare);
             if self.segments[segment as usize].is_some() {
@@ -54,6 +60,24 @@ impl Engine {
         }
         tracing::info!(drive, segments = moves.len(), "rebuilding into distributed spare space");
         self.begin_drive_rebuild(drive, false, true);
+        Ok(())
+    }
+
+    /// Refuses marking these (segment, lane) absent where the segment lacks another lane
+    /// already, on a working drive (an earlier rebuild stopped short there): a segment is
+    /// rebuilt one lane at a time.
+    pub(in crate::engine) fn check_absent_lanes(&self, marks: &[(u32, usize)]) -> Result<()> {
+        for &(segment, lane) in marks {
+            let Some(s) = self.segments[segment as usize].as_ref() else { continue };
+            if let Some(waiting) = s.absent.filter(|&w| w != lane && !self.lane_failed(segment, w)) {
+                return Err(Error::Unavailable {
+                    reason: format!(
+                        "a segment still lacks its chunks on drive {} (a rebuild stopped short): rebuild that first",
+                        self.lanes.drive(segment, waiting)
+                    ),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -79,6 +103,24 @@ impl Engine {
         tracing::debug!(drive, moved, "empty segment numbers' lanes moved into spare space");
     }
 
+    /// Moves the lanes empty segment number `segment` has on failed drives into spare
+    /// space where its row has some (it was just reclaimed): the segment opened there next
+    /// is whole from the start.
+    pub(in crate::engine) fn move_lanes_off_failed_drives(&mut self, segment: u32) {
+        if self.lanes.is_classic() {
+            return;
+        }
+        debug_assert!(self.segments[segment as usize].is_none(), "only an empty segment number's lanes move");
+        let on_failed: Vec<(usize, usize)> =
+            self.lanes.drives_of(segment).enumerate().filter(|(_, d)| self.failed[*d]).collect();
+        for (lane, drive) in on_failed {
+            if let Some(spare) = self.lanes.spare_for(segment, &self.failed) {
+                self.lanes.move_lane(segment, lane, spare);
+                self.note_spared(drive);
+            }
+        }
+    }
+
     /// Failed drives no segment number has a lane on any more (rebuilt into spare space,
     /// or failed holding no segment): a start is to be told of them
     /// (`Recovery::set_spared_drives`; a real array records them in its superblock).
@@ -86,11 +128,13 @@ impl Engine {
         (0..self.spared.len()).filter(|&d| self.spared[d]).collect()
     }
 
-    /// Marks failed `drive` spared if no segment number has a lane on it (and no rebuild
-    /// writes its lanes).
+    /// Marks failed `drive` spared if no segment number has a lane on it, no rebuild
+    /// writes its lanes, and no segment waits for a lane to be rebuilt (one that moved off
+    /// it may: a rebuild stopped short).
     pub(in crate::engine) fn note_spared(&mut self, drive: usize) {
         let rebuilding = self.drive_rebuild.as_ref().is_some_and(|r| r.drive == drive);
-        if !self.lanes.is_classic() && self.failed[drive] && !rebuilding && !self.lanes.holds_any(drive) {
+        let lacking = || self.segments.iter().flatten().any(|s| s.absent.is_some());
+        if !self.lanes.is_classic() && self.failed[drive] && !rebuilding && !self.lanes.holds_any(drive) && !lacking() {
             self.spared[drive] = true;
         }
     }
