@@ -66,6 +66,23 @@ fn power_cuts_during_a_rebuild_into_spare_space_keep_every_acknowledged_write() 
     eprintln!("{explored} runs cut during or after a rebuild into spare space");
 }
 
+/// A drive of a declustered array replaced by a new one part way through the writes (each
+/// segment's lane on it rebuilt); power is cut during or after that rebuild, and the start
+/// is nested (cut again part way through) in half the runs.
+#[test]
+fn power_cuts_during_a_declustered_replace_keep_every_acknowledged_write() {
+    for scheme in declustered_schemes() {
+        let drives = scheme.declustering.drives as usize;
+        for i in 0..ZAPRAID_SPARE_RUNS {
+            let mut rng = ChaCha8Rng::seed_from_u64(i ^ 0x4e9);
+            let replace = DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(20..60) };
+            let interrupt_recovery = rng.random_bool(0.5).then(|| rng.random_range(1..40));
+            let twists = Twists { replace: Some(replace), interrupt_recovery, ..Twists::default() };
+            explore_with(scheme, i, 80, rng.random_range(0..200), twists);
+        }
+    }
+}
+
 /// Pinned (found by the exploration above): a lane moved into spare space while a command
 /// of it was in flight to the failed drive; that command's failure, completing after the
 /// move, failed the lane's new drive, which then missed every write of the lanes on it,

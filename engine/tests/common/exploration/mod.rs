@@ -468,7 +468,8 @@ pub fn explore_on<A: Array>(
         CHECKPOINTED_STARTS_DURING_REBUILD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     for &drive in &rebuilding {
-        if seed.is_multiple_of(2) {
+        // (Resuming a declustered array's rebuild is not built: another new drive.)
+        if seed.is_multiple_of(2) && scheme.declustering == Declustering::CLASSIC {
             RESUMED_REBUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             sim.resume_rebuild(drive).unwrap_or_else(|e| panic!("{what}: resume the rebuild: {e}"));
         } else {
