@@ -16,6 +16,7 @@
 mod checkpoints;
 pub(crate) mod core;
 mod recovery;
+mod traffic;
 
 use std::collections::BTreeMap;
 
@@ -25,6 +26,7 @@ use zapraid_zns::{
 
 pub use self::checkpoints::CheckpointCopies;
 use self::core::{Core, Input};
+pub use self::traffic::DriveTraffic;
 use crate::cpu_cost::CpuCosts;
 use crate::engine::{Config, DriveCommand, Engine, Request, RequestId, Response};
 use crate::error::Result;
@@ -52,6 +54,8 @@ pub struct Simulator {
     block_size_bytes: u32,
     /// The engine's simulated core (None: its work takes no virtual time).
     core: Option<Core>,
+    /// What each drive served (`traffic`), by drive index.
+    traffic: Vec<DriveTraffic>,
 }
 
 impl Simulator {
@@ -91,8 +95,9 @@ impl Simulator {
         }
         let core =
             timing.is_some().then(|| Core::new(CpuCosts::calibrated(config.level), 0, geometry.block_size_bytes));
+        let engine_drives = engine.drive_count();
         let mut drives = Vec::new();
-        for i in 0..engine.drive_count() {
+        for i in 0..engine_drives {
             let drive_seed = seed.wrapping_add(i as u64);
             let drive = if discard {
                 EmulatedDrive::discarding(geometry, drive_seed)
@@ -118,6 +123,7 @@ impl Simulator {
             running_checkpoint_during_rebuild: false,
             checkpoints: CheckpointCopies::after(None),
             block_size_bytes: geometry.block_size_bytes,
+            traffic: vec![DriveTraffic::default(); engine_drives],
             core,
         })
     }
@@ -401,9 +407,13 @@ impl Simulator {
     fn deliver_completions(&mut self) -> bool {
         let mut completions: Vec<(usize, Completion)> = Vec::new();
         let mut out = Vec::new();
+        let block_bytes = u64::from(self.block_size_bytes);
         for (i, drive) in self.drives.iter_mut().enumerate() {
             out.clear();
             drive.reap(&mut out);
+            for completion in &out {
+                self.traffic[i].count(completion, block_bytes);
+            }
             completions.extend(out.drain(..).map(|c| (i, c)));
         }
         let any = !completions.is_empty();
@@ -451,6 +461,12 @@ impl Simulator {
                 false
             }
         }
+    }
+
+    /// What each drive served so far, by drive index (`traffic`: bytes read and written by
+    /// the commands that completed; a replacement drive continues its predecessor's count).
+    pub fn drive_traffic(&self) -> &[DriveTraffic] {
+        &self.traffic
     }
 
     /// Runs until nothing is left to happen; returns the responses produced.

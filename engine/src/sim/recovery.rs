@@ -8,6 +8,7 @@ use zapraid_zns::{EmulatedDrive, Geometry};
 
 use super::checkpoints::CheckpointCopies;
 use super::core::Core;
+use super::traffic::DriveTraffic;
 use super::Simulator;
 use crate::cpu_cost::CpuCosts;
 use crate::engine::Config;
@@ -133,6 +134,7 @@ impl Simulator {
         let now_ns = drives.iter().map(EmulatedDrive::now_ns).max().unwrap_or(0);
         let timed = drives.iter().any(|d| d.timing_params().is_some());
         let core = timed.then(|| Core::new(CpuCosts::calibrated(config.level), now_ns, geometry.block_size_bytes));
+        let drives_count = drives.len();
         let mut sim = Simulator {
             engine,
             drives,
@@ -144,6 +146,7 @@ impl Simulator {
             checkpoints,
             running_checkpoint_during_rebuild: false,
             block_size_bytes: geometry.block_size_bytes,
+            traffic: vec![DriveTraffic::default(); drives_count],
             core,
         };
         sim.engine.tick(now_ns);
