@@ -23,8 +23,12 @@
 //! - Exp#8 (garbage collection): throughput and write amplification against reserved
 //!   space, in `gc`.
 //! - Exp#9 (L2P offload): writes with the L2P table's memory budget at 25-100%, in `l2p`.
+//! - Declustered arrays (issue 35): a failed drive rebuilt into distributed spare space
+//!   against a classic array's rebuild onto a new drive, beside the LANL dRAID study, in
+//!   `declustered`.
 
 pub mod cpu;
+pub mod declustered;
 pub mod gc;
 pub mod hybrid;
 pub mod l2p;
