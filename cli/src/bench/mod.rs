@@ -6,7 +6,8 @@
 //! in order, and `Out`, which prints each experiment's lines and keeps them with its
 //! figures for the report. The experiments are in `paper` (Exp#1-#3, #7, CPU cost),
 //! `drives` (Exp#5: crash recovery, rebuild, rebuild under load), `levels` (Exp#4),
-//! `scale` (Exp#6), `gc` (Exp#8), `l2p` (Exp#9), `traces` (Exp#10), and the engine's own
+//! `scale` (Exp#6), `gc` (Exp#8), `l2p` (Exp#9), `traces` (Exp#10), `declustered`
+//! (issue 35: rebuilding into distributed spare space, beside the LANL dRAID study), and the engine's own
 //! CPU cost in `cpu`, with the real server path's in `server_path` (every thread's CPU
 //! time from `thread_cpu`).
 
@@ -21,6 +22,7 @@ macro_rules! say {
 }
 
 mod cpu;
+mod declustered;
 mod drives;
 mod gc;
 mod l2p;
@@ -77,6 +79,14 @@ enum Experiment {
     /// Exp#10: Alibaba trace replay, ZapRAID vs ZoneWrite-Only vs ZoneAppend-Only on one
     /// open segment (4, 16 KiB chunks) and on (2,2) and (1,3) hybrid segments.
     Exp10,
+    /// Declustered arrays (issue 35): stripes 4+1 and 8+2 on 5, 8, 12, 16, 24 drives with
+    /// one distributed spare, drive 0 rebuilt into spare space (onto a new drive at N = k +
+    /// m, the classic array): rebuild time per 100 GiB of the failed drive's contents (the
+    /// chunks and headers and footers of its segments, what the rebuild writes), speedup
+    /// over the classic array against the ideal from the drives' bandwidth, load imbalance
+    /// from the drives' counters, users' IOPS and p99 at 400 and 100 MiB/s, MTTDL (the
+    /// LANL study's model), the issue's checks (--json).
+    Declustered,
     /// The engine alone on one core over instant drives: 4 KiB writes, reads and degraded
     /// reads per second, allocations per request; then the real server path (engine
     /// thread, drive driver, frontend threads) over drive files on tmpfs: writes per
@@ -85,7 +95,7 @@ enum Experiment {
 }
 
 /// What `all` runs, in order (Exp#7 within `paper`).
-const ALL: [Experiment; 9] = [
+const ALL: [Experiment; 10] = [
     Experiment::Paper,
     Experiment::Exp4,
     Experiment::Recovery,
@@ -95,6 +105,7 @@ const ALL: [Experiment; 9] = [
     Experiment::Exp8,
     Experiment::Exp9,
     Experiment::Exp10,
+    Experiment::Declustered,
 ];
 
 impl Experiment {
@@ -144,7 +155,8 @@ pub struct BenchArgs {
     /// the core count); each is compared with 1 shard in the same run.
     #[arg(long, value_name = "S,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
     shards: Vec<u32>,
-    /// Write `cpu`'s figures as JSON to FILE (a run that could not be made: null).
+    /// Write `cpu`'s or `declustered`'s figures as JSON to FILE (a figure that could not be
+    /// measured: null).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Alibaba 2020 trace for Exp#10 (plain or .gz; its writes are replayed); default: a
@@ -263,6 +275,7 @@ fn runner(e: Experiment) -> Option<(Option<&'static str>, Runner)> {
         Experiment::Exp8 => (Some("Exp#8: garbage collection"), gc::exp8),
         Experiment::Exp9 => (Some("Exp#9: L2P table offload"), l2p::exp9_run),
         Experiment::Exp10 => (Some("Exp#10: Alibaba trace replay"), traces::exp10),
+        Experiment::Declustered => (Some("Declustered arrays: rebuilding into spare space"), declustered::declustered),
         Experiment::Cpu => (Some("The engine's CPU cost"), cpu::cpu),
     })
 }
@@ -276,7 +289,11 @@ fn run_one(e: Experiment, args: &BenchArgs, out: &mut Out) -> Result<()> {
     }
     // `paper` says it in its first section; the CPU cost has no simulator.
     if !matches!(e, Experiment::Paper | Experiment::Cpu) {
-        let levels = if e == Experiment::Exp4 { levels_run() } else { vec![PAPER_LEVEL] };
+        let levels = match e {
+            Experiment::Exp4 => levels_run(),
+            Experiment::Declustered => zapraid_experiments::declustered::STRIPES.iter().map(|s| s.level()).collect(),
+            _ => vec![PAPER_LEVEL],
+        };
         say!(out, "{}", engine_core_line(&levels));
     }
     run(args, out)
@@ -295,6 +312,10 @@ fn levels_run() -> Vec<RaidLevel> {
 fn refuse_unused_options(args: &BenchArgs, order: &[Experiment]) -> Result<()> {
     let runs_hybrid = order.contains(&Experiment::Hybrid) || (order.contains(&Experiment::Paper) && !args.writes_only);
     let runs_cpu = order.contains(&Experiment::Cpu);
+    let runs_declustered = order.contains(&Experiment::Declustered);
+    if args.json.is_some() && runs_cpu && runs_declustered {
+        anyhow::bail!("--json writes the figures of one experiment: run cpu and declustered apart");
+    }
     let options: [(&str, bool, bool, &str); 5] = [
         ("--writes-only", args.writes_only, order.contains(&Experiment::Paper), "paper"),
         (
@@ -305,7 +326,7 @@ fn refuse_unused_options(args: &BenchArgs, order: &[Experiment]) -> Result<()> {
         ),
         ("--trace", args.trace.is_some(), order.contains(&Experiment::Exp10), "exp10"),
         ("--shards", !args.shards.is_empty(), runs_cpu, "cpu"),
-        ("--json", args.json.is_some(), runs_cpu, "cpu"),
+        ("--json", args.json.is_some(), runs_cpu || runs_declustered, "cpu and declustered"),
     ];
     for (option, given, used, users) in options {
         if given && !used {
