@@ -80,7 +80,9 @@ fn help_lists_every_experiment() {
     let dir = tempfile::tempdir().unwrap();
     let out = zapraid_in(dir.path(), &["bench", "--help"]);
     let help = text(&out);
-    for name in ["paper", "exp4", "exp5", "exp6", "hybrid", "exp8", "exp9", "exp10", "cpu", "all", "--plot"] {
+    for name in
+        ["paper", "exp4", "exp5", "exp6", "hybrid", "exp8", "exp9", "exp10", "cpu", "declustered", "all", "--plot"]
+    {
         assert!(help.contains(name), "{name}: {help}");
     }
 }
