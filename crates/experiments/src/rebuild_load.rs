@@ -189,8 +189,9 @@ fn load_point_on(
     })
 }
 
-/// The user workload: `USER_QUEUE_DEPTH` random 4 KiB reads and writes in flight.
-struct Workload {
+/// The user workload: `USER_QUEUE_DEPTH` random 4 KiB reads and writes in flight (also
+/// `declustered`'s users during a rebuild).
+pub(crate) struct Workload {
     blocks: u64,
     block_bytes: u64,
     seed: u64,
@@ -198,12 +199,12 @@ struct Workload {
     next_id: RequestId,
     /// Per request in flight: when it was issued and whether it reads.
     in_flight: HashMap<RequestId, (u64, bool)>,
-    read_ns: Vec<u64>,
-    write_ns: Vec<u64>,
+    pub(crate) read_ns: Vec<u64>,
+    pub(crate) write_ns: Vec<u64>,
 }
 
 impl Workload {
-    fn new(blocks: u64, block_bytes: u64, seed: u64) -> Self {
+    pub(crate) fn new(blocks: u64, block_bytes: u64, seed: u64) -> Self {
         Workload {
             blocks,
             block_bytes,
@@ -220,7 +221,7 @@ impl Workload {
         (self.read_ns.len() + self.write_ns.len()) as u64
     }
 
-    fn keep_full(&mut self, sim: &mut Simulator) {
+    pub(crate) fn keep_full(&mut self, sim: &mut Simulator) {
         while (self.in_flight.len() as u64) < USER_QUEUE_DEPTH {
             let lba = self.random.below(self.blocks - USER_REQUEST_BLOCKS + 1);
             let read = self.random.below(100) < USER_READ_PERCENT;
@@ -239,7 +240,7 @@ impl Workload {
     }
 
     /// Takes the answers of the last step.
-    fn take(&mut self, sim: &mut Simulator) -> Result<()> {
+    pub(crate) fn take(&mut self, sim: &mut Simulator) -> Result<()> {
         for response in sim.take_responses() {
             let Some((issued_ns, read)) = self.in_flight.remove(&response.id) else { continue };
             response.result?;

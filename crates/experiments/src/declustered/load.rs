@@ -1,5 +1,5 @@
-//! Users during a rate-limited rebuild, as Exp#5's rebuild under load drives them
-//! (`rebuild_load`): 4 KiB random requests over the whole array, `USER_READ_PERCENT`%
+//! Users during a rate-limited rebuild, Exp#5's rebuild under load's own
+//! (`rebuild_load::Workload`): 4 KiB random requests over the whole array, `USER_READ_PERCENT`%
 //! reads, `USER_QUEUE_DEPTH` in flight, from the moment drive 0 is replaced (classic) or
 //! rebuilt into spare space (declustered) until its rebuild is done; the rebuild is paced to
 //! write at most the rate (`Engine::set_rebuild_rate`: the bytes it writes, to the new
@@ -8,16 +8,12 @@
 //! Invariants: every user request succeeds, else the measurement is an error; latencies
 //! are from submission to answer in virtual time.
 
-use std::collections::HashMap;
-
-use super::measure::{fail_and_rebuild, filled, stamped, RebuildRun};
+use super::measure::{fail_and_rebuild, filled, RebuildRun};
 use super::{Scale, Stripe};
+use crate::percentile;
 use crate::rebuild::Progress;
-use crate::rebuild_load::{USER_QUEUE_DEPTH, USER_READ_PERCENT};
-use crate::{percentile, XorShift};
-use zapraid_engine::engine::{Request, RequestId};
+use crate::rebuild_load::Workload;
 use zapraid_engine::error::Result;
-use zapraid_engine::sim::Simulator;
 use zapraid_zns::ZonedDevice;
 
 /// Empty zones per drive beyond what the data needs, for the segments users' writes fill
@@ -25,8 +21,6 @@ use zapraid_zns::ZonedDevice;
 /// it reclaimed 79 segments under the classic 4+1's users, who got 114,000 IOPS instead
 /// of 172,000). Zones never written cost the simulator nothing.
 const EXTRA_ROWS: u32 = 64;
-/// The first user request's id: past the fill's.
-const FIRST_USER_ID: RequestId = 1 << 40;
 
 /// Users' figures during one rate-limited rebuild.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,7 +53,7 @@ pub(super) fn under_load(
     let (mut sim, blocks) = filled(stripe, drives, scale, scale.load_segments, EXTRA_ROWS, seed, progress)?;
     let block_bytes = u64::from(sim.drives[0].geometry().block_size_bytes);
     let classic = drives == stripe.width();
-    let mut users = Users::new(blocks, block_bytes, seed);
+    let mut users = Workload::new(blocks, block_bytes, seed);
     let reclaimed_before = sim.engine.status().segments_reclaimed;
     let rebuild = fail_and_rebuild(
         &mut sim,
@@ -89,62 +83,4 @@ pub(super) fn under_load(
         segments_reclaimed: sim.engine.status().segments_reclaimed - reclaimed_before,
         rebuild,
     })
-}
-
-/// `USER_QUEUE_DEPTH` random 4 KiB reads and writes in flight over `blocks` blocks.
-struct Users {
-    blocks: u64,
-    block_bytes: u64,
-    seed: u64,
-    random: XorShift,
-    next_id: RequestId,
-    /// Per request in flight: when it was issued and whether it reads.
-    in_flight: HashMap<RequestId, (u64, bool)>,
-    read_ns: Vec<u64>,
-    write_ns: Vec<u64>,
-}
-
-impl Users {
-    fn new(blocks: u64, block_bytes: u64, seed: u64) -> Users {
-        Users {
-            blocks,
-            block_bytes,
-            seed,
-            random: XorShift(seed | 1),
-            next_id: FIRST_USER_ID,
-            in_flight: HashMap::new(),
-            read_ns: Vec::new(),
-            write_ns: Vec::new(),
-        }
-    }
-
-    fn keep_full(&mut self, sim: &mut Simulator) {
-        while (self.in_flight.len() as u64) < USER_QUEUE_DEPTH {
-            let lba = self.random.below(self.blocks);
-            let read = self.random.below(100) < USER_READ_PERCENT;
-            let request = if read {
-                Request::Read { lba, blocks: 1 }
-            } else {
-                Request::Write { lba, data: stamped(lba, 1, self.seed ^ self.next_id, self.block_bytes as usize) }
-            };
-            self.in_flight.insert(self.next_id, (sim.now_ns(), read));
-            sim.submit(self.next_id, request);
-            self.next_id += 1;
-        }
-    }
-
-    /// Takes the answers of the last step.
-    fn take(&mut self, sim: &mut Simulator) -> Result<()> {
-        for response in sim.take_responses() {
-            let Some((issued_ns, read)) = self.in_flight.remove(&response.id) else { continue };
-            response.result?;
-            let latency_ns = sim.now_ns() - issued_ns;
-            if read {
-                self.read_ns.push(latency_ns);
-            } else {
-                self.write_ns.push(latency_ns);
-            }
-        }
-        Ok(())
-    }
 }
