@@ -172,19 +172,35 @@ pub(super) fn filled(
     let geometry = Geometry { zone_count: layout.zones_for_capacity(blocks) + extra_zones, ..zones };
     let config = config(mode, chunk_bytes, blocks);
     let mut sim = Simulator::new(geometry, config, seed, Some(TimingParams::zn540()))?;
+    fill_sequentially(&mut sim, (blocks, block, request_blocks), PROGRESS_REQUESTS, progress, |lba| {
+        (lba..lba + request_blocks).flat_map(|l| fill_block(l, seed, block as usize)).collect()
+    })?;
+    Ok((sim, blocks))
+}
+
+/// Writes blocks 0..`blocks` of `sim` (blocks of `block` bytes) in order,
+/// `request_blocks` per request (the data `data_at` gives for the request at each LBA),
+/// `FILL_QUEUE_DEPTH` in flight, saying how far it is every `progress_requests` requests,
+/// and lets the array settle.
+pub(super) fn fill_sequentially(
+    sim: &mut Simulator,
+    (blocks, block, request_blocks): (u64, u64, u64),
+    progress_requests: u64,
+    progress: &mut impl FnMut(Progress),
+    mut data_at: impl FnMut(u64) -> Vec<u8>,
+) -> Result<()> {
     let data_bytes = blocks * block;
     let mut next_lba = 0;
-    closed_loop(&mut sim, blocks / request_blocks, FILL_QUEUE_DEPTH, request_blocks * block, |_| {
+    closed_loop(sim, blocks / request_blocks, FILL_QUEUE_DEPTH, request_blocks * block, |_| {
         let lba = next_lba;
         next_lba += request_blocks;
-        if (lba / request_blocks).is_multiple_of(PROGRESS_REQUESTS) {
+        if (lba / request_blocks).is_multiple_of(progress_requests) {
             progress(Progress::Filling { bytes_written: lba * block, bytes: data_bytes });
         }
-        let data = (lba..lba + request_blocks).flat_map(|l| fill_block(l, seed, block as usize)).collect();
-        Request::Write { lba, data }
+        Request::Write { lba, data: data_at(lba) }
     })?;
-    settle(&mut sim)?;
-    Ok((sim, blocks))
+    settle(sim)?;
+    Ok(())
 }
 
 /// Like `rebuild_point`, on drives whose zones are shaped like `zones` (as many as the data

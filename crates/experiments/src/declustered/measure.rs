@@ -12,15 +12,13 @@
 use zapraid_zns::{Geometry, TimingParams, ZonedDevice};
 
 use super::{Scale, Stripe, CHUNK_BYTES, FAILED_DRIVE};
-use crate::rebuild::{Progress, PROGRESS_STEPS, REPLACEMENT_SEED_OFFSET};
-use crate::{closed_loop, config, settle};
-use zapraid_engine::engine::{Config, Declustering, Request};
+use crate::config;
+use crate::rebuild::{fill_sequentially, Progress, PROGRESS_STEPS, REPLACEMENT_SEED_OFFSET};
+use zapraid_engine::engine::{Config, Declustering};
 use zapraid_engine::error::{Error, Result};
 use zapraid_engine::layout::{Layout, Mode, DEFAULT_GROUP_SIZE};
 use zapraid_engine::sim::{DriveTraffic, Simulator};
 
-/// Requests of the fill in flight at once.
-const FILL_QUEUE_DEPTH: u64 = 16;
 /// Fill requests between progress reports.
 const PROGRESS_REQUESTS: u64 = 1 << 10;
 
@@ -80,17 +78,9 @@ pub(super) fn filled(
     let block = u64::from(zones.block_size_bytes);
     // One stripe's data per request: whole segments are a whole number of requests.
     let request_blocks = layout.data_chunks as u64 * layout.chunk_blocks;
-    let data_bytes = blocks * block;
-    let mut next_lba = 0;
-    closed_loop(&mut sim, blocks / request_blocks, FILL_QUEUE_DEPTH, request_blocks * block, |_| {
-        let lba = next_lba;
-        next_lba += request_blocks;
-        if (lba / request_blocks).is_multiple_of(PROGRESS_REQUESTS) {
-            progress(Progress::Filling { bytes_written: lba * block, bytes: data_bytes });
-        }
-        Request::Write { lba, data: stamped(lba, request_blocks, seed, block as usize) }
+    fill_sequentially(&mut sim, (blocks, block, request_blocks), PROGRESS_REQUESTS, progress, |lba| {
+        stamped(lba, request_blocks, seed, block as usize)
     })?;
-    settle(&mut sim)?;
     Ok((sim, blocks))
 }
 
