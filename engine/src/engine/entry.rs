@@ -233,8 +233,13 @@ impl Engine {
     /// Fails the drive holding lane `lane` of the segment in `zone` (a command of it failed):
     /// while a completion is taken, the drive it came from, where the command went.
     pub(super) fn fail_lane(&mut self, zone: u32, lane: usize) {
-        let drive = self.completing_drive.unwrap_or_else(|| self.lanes.drive(zone, lane));
-        self.fail_drive(drive);
+        self.fail_drive(self.failing_drive(zone, lane));
+    }
+
+    /// The drive a failed command of lane `lane` of the segment in `zone` fails: while a
+    /// completion is taken, the drive it was sent to; else the lane's drive now.
+    pub(super) fn failing_drive(&self, zone: u32, lane: usize) -> usize {
+        self.completing_drive.unwrap_or_else(|| self.lanes.drive(zone, lane))
     }
 
     /// Whether the drive holding lane `lane` of the segment in `zone` failed.

@@ -282,7 +282,7 @@ impl Engine {
             _ => {
                 self.buffers.give(data);
                 if matches!(result, Err(zapraid_zns::Error::DeviceFailed)) {
-                    let failed = self.completing_drive.unwrap_or_else(|| self.lanes.drive(zone, drive));
+                    let failed = self.failing_drive(zone, drive);
                     self.failed[failed] = true;
                 }
             }
