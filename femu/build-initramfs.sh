@@ -27,6 +27,22 @@ for applet in $("$root/bin/busybox" --list); do
     [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
 done
 
+# copy_modules DIR MODULE...: modules into /lib/modules/DIR (`.`: those /init loads; others
+# a scenario loads itself) with their load order (dependencies first); those built into
+# the kernel are left out.
+copy_modules() {
+    local dir="$root/lib/modules/$1"; shift
+    mkdir -p "$dir"
+    : > "$dir/load-order"
+    for m in "$@"; do
+        src="$kernel/lib/modules/$kver/kernel/$m.ko.xz"
+        [ -f "$src" ] || continue   # built into this kernel
+        name=$(basename "$m").ko
+        xz -dc "$src" > "$dir/$name"
+        echo "$name" >> "$dir/load-order"
+    done
+}
+
 # Modules in load order (dependencies first).
 MODULES=(
     drivers/nvme/common/nvme-keyring drivers/nvme/common/nvme-auth
@@ -34,14 +50,7 @@ MODULES=(
     drivers/block/ublk_drv
     lib/crc16 crypto/crc32c_generic lib/libcrc32c fs/mbcache fs/jbd2/jbd2 fs/ext4/ext4
 )
-: > "$root/lib/modules/load-order"
-for m in "${MODULES[@]}"; do
-    src="$kernel/lib/modules/$kver/kernel/$m.ko.xz"
-    [ -f "$src" ] || continue   # built into this kernel, or not needed by it
-    name=$(basename "$m").ko
-    xz -dc "$src" > "$root/lib/modules/$name"
-    echo "$name" >> "$root/lib/modules/load-order"
-done
+copy_modules . "${MODULES[@]}"
 
 # Linux md RAID-5 (md_mod, raid456 and what raid456 needs), for the vsmd scenario, which
 # compares the block device with md: kept apart and loaded by that scenario alone, since
@@ -52,15 +61,15 @@ MD_MODULES=(
     crypto/async_tx/async_xor lib/raid6/raid6_pq crypto/async_tx/async_pq
     crypto/async_tx/async_raid6_recov drivers/md/raid456
 )
-mkdir -p "$root/lib/modules/md"
-: > "$root/lib/modules/md/load-order"
-for m in "${MD_MODULES[@]}"; do
-    src="$kernel/lib/modules/$kver/kernel/$m.ko.xz"
-    [ -f "$src" ] || continue   # built into this kernel
-    name=$(basename "$m").ko
-    xz -dc "$src" > "$root/lib/modules/md/$name"
-    echo "$name" >> "$root/lib/modules/md/load-order"
-done
+copy_modules md "${MD_MODULES[@]}"
+
+# NVMe over TCP, target and host, and what a storage node's network needs (veth pairs, a
+# token bucket per link), for the remote scenario (issue 36): loaded by it alone.
+NET_MODULES=(
+    fs/configfs/configfs drivers/nvme/target/nvmet drivers/nvme/target/nvmet-tcp
+    drivers/nvme/host/nvme-fabrics drivers/nvme/host/nvme-tcp drivers/net/veth net/sched/sch_tbf
+)
+copy_modules net "${NET_MODULES[@]}"
 
 # Binaries and the shared libraries they load, at the same paths as on the host.
 copy_with_libs() {
@@ -79,6 +88,13 @@ for bin in "$@"; do
 done
 # e2fsprogs' tools, not busybox's smaller applets of the same names (/usr/bin comes first
 # in the guest's PATH).
+# iproute2's ip and tc (network namespaces, veth pairs, tbf) for the remote scenario, as
+# /usr/bin/ip2 and /usr/bin/tc2: busybox's applets of those names stay what scripts get.
+for tool in ip tc; do
+    path=$(PATH="$PATH:/sbin:/usr/sbin" command -v "$tool" || true)
+    [ -n "$path" ] || { echo "build-initramfs: iproute2's $tool not found on the host" >&2; exit 1; }
+    copy_with_libs "$(readlink -f "$path")" "/usr/bin/${tool}2"
+done
 for tool in fio mke2fs fsck.ext4 e2fsck md5sum debugfs; do
     path=$(PATH="$PATH:/sbin:/usr/sbin" command -v "$tool" || true)
     [ -n "$path" ] || { echo "build-initramfs: $tool not found on the host" >&2; exit 1; }

@@ -2,8 +2,10 @@
 # Boots the guest (QEMU under TCG) with N emulated NVMe ZNS drives and runs one scenario
 # in it; prints the guest's console and exits with the scenario's exit status.
 #
-#   femu/run.sh [--drives N] [--metadata BYTES] [--zone-size 64M] [--zone-capacity 62M]
+#   femu/run.sh [--drives N] [--metadata BYTES] [--metadata-interleaved] [--zone-size 64M] [--zone-capacity 62M]
 #               [--drive-size 2G] [--max-open 14] [--max-active 14] [--zasl 5]
+#               (--metadata-interleaved: the zoned drives' metadata interleaved with data,
+#                extended LBAs, as NVMe over Fabrics carries it; QEMU's mset=1)
 #               [--bare-drives N]   (N more drives without per-block metadata, after the others)
 #               [--conv-drives N]   (N conventional NVMe namespaces, not zoned, after those: each
 #                                    on its own controller like the zoned ones, of the same size
@@ -14,7 +16,7 @@
 #               [--timeout SECONDS] INITRAMFS SCENARIO [ARG...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-drives=4 bare_drives=0 conv_drives=0 conv_metadata=0 metadata=64 zone_size=64M zone_capacity=62M drive_size=2G max_open=14 max_active=14 zasl=5 timeout=900
+mset=0 drives=4 bare_drives=0 conv_drives=0 conv_metadata=0 metadata=64 zone_size=64M zone_capacity=62M drive_size=2G max_open=14 max_active=14 zasl=5 timeout=900
 while [ $# -gt 0 ]; do
     case $1 in
         --drives) drives=$2; shift 2 ;;
@@ -22,6 +24,7 @@ while [ $# -gt 0 ]; do
         --conv-drives) conv_drives=$2; shift 2 ;;
         --conv-metadata) conv_metadata=$2; shift 2 ;;
         --metadata) metadata=$2; shift 2 ;;
+        --metadata-interleaved) mset=1; shift ;;
         --zone-size) zone_size=$2; shift 2 ;;
         --zone-capacity) zone_capacity=$2; shift 2 ;;
         --drive-size) drive_size=$2; shift 2 ;;
@@ -41,12 +44,12 @@ trap 'rm -rf "$work"' EXIT
 qemu_args=()
 for ((i = 0; i < drives + bare_drives; i++)); do
     truncate -s "$drive_size" "$work/d$i.img"
-    ms=$metadata
-    [ "$i" -lt "$drives" ] || ms=0
+    ms=$metadata ext=$mset
+    [ "$i" -lt "$drives" ] || { ms=0; ext=0; }
     qemu_args+=(
         -drive "file=$work/d$i.img,id=z$i,format=raw,if=none"
         -device "nvme,id=nvme$i,serial=zns$i,zoned.zasl=$zasl"
-        -device "nvme-ns,drive=z$i,bus=nvme$i,nsid=1,logical_block_size=4096,physical_block_size=4096,zoned=true,zoned.zone_size=$zone_size,zoned.zone_capacity=$zone_capacity,zoned.max_open=$max_open,zoned.max_active=$max_active,ms=$ms"
+        -device "nvme-ns,drive=z$i,bus=nvme$i,nsid=1,logical_block_size=4096,physical_block_size=4096,zoned=true,zoned.zone_size=$zone_size,zoned.zone_capacity=$zone_capacity,zoned.max_open=$max_open,zoned.max_active=$max_active,ms=$ms,mset=$ext"
     )
 done
 for ((i = 0; i < conv_drives; i++)); do

@@ -29,7 +29,11 @@ use crate::geometry::Geometry;
 use crate::zone::ZoneTarget;
 
 mod command;
+mod extended;
+mod metadata_buffer;
 mod split;
+
+use metadata_buffer::MetadataBuffer;
 
 pub use command::*;
 
@@ -40,74 +44,11 @@ struct Flight {
     /// The metadata the device reads or writes: a page-aligned copy of the caller's (see
     /// `MetadataBuffer`), or scratch when the caller gave none but the format has some.
     metadata: MetadataBuffer,
+    /// On a namespace of extended LBAs, the data and metadata interleaved (`extended`):
+    /// what the device reads or writes instead.
+    interleaved: Vec<u8>,
     report: Vec<u8>,
     context: CommandContext,
-}
-
-/// Storage of every `MetadataBuffer` of at most a page: the page and the room to align it.
-/// Reused from command to command (`NvmeDrive::spare_metadata`), so a command allocates
-/// no metadata buffer in steady state.
-const POOLED_METADATA_STORAGE_BYTES: usize = 2 * MEMORY_PAGE_BYTES as usize;
-
-/// A metadata buffer that does not cross a memory page boundary. NVMe PCIe passes
-/// metadata as one contiguous region (MPTR), and the kernel maps a passthrough
-/// command's metadata as one integrity segment: a user buffer that spans two pages needs
-/// two, which the kernel must bounce or refuse. Page-aligned and at most one page long
-/// (the transfer limit sees to that), it never does.
-struct MetadataBuffer {
-    storage: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl MetadataBuffer {
-    /// No metadata at all, allocating nothing: for commands that move no blocks.
-    fn none() -> Self {
-        MetadataBuffer { storage: Vec::new(), start: 0, len: 0 }
-    }
-
-    /// A buffer of `len` bytes with unspecified contents, in storage from `spare` when it
-    /// has some (every buffer of at most a page has storage of `POOLED_METADATA_STORAGE_BYTES`).
-    fn new(len: usize, spare: &mut Vec<Vec<u8>>) -> Self {
-        // Longer than a page only with more metadata per block than a page, which the
-        // transfer limit allows as one block: then it cannot help crossing.
-        let page = MEMORY_PAGE_BYTES as usize;
-        let storage_len = len.max(page) + page;
-        let pooled = (storage_len == POOLED_METADATA_STORAGE_BYTES).then(|| spare.pop()).flatten();
-        let storage = pooled.unwrap_or_else(|| vec![0u8; storage_len]);
-        debug_assert_eq!(storage.len(), storage_len, "spare storage is of the pooled size");
-        let start = (page - storage.as_ptr() as usize % page) % page;
-        MetadataBuffer { storage, start, len }
-    }
-
-    /// The buffer for a data command of `blocks` blocks: a copy of the caller's metadata,
-    /// or zeros when the caller gave none (`per_block` bytes a block, maybe 0).
-    fn for_command(caller: &[u8], blocks: u64, per_block: usize, spare: &mut Vec<Vec<u8>>) -> Self {
-        if caller.is_empty() {
-            let mut buffer = Self::new(blocks as usize * per_block, spare);
-            buffer.as_mut().fill(0);
-            return buffer;
-        }
-        let mut buffer = Self::new(caller.len(), spare);
-        buffer.as_mut().copy_from_slice(caller);
-        buffer
-    }
-
-    /// Gives the storage back to `spare` for the next command, if it is of the pooled
-    /// size and the pool has room.
-    fn recycle(self, spare: &mut Vec<Vec<u8>>) {
-        if self.storage.len() == POOLED_METADATA_STORAGE_BYTES && spare.len() < RING_ENTRIES as usize {
-            spare.push(self.storage);
-        }
-    }
-
-    fn as_mut(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.start + self.len]
-    }
-
-    fn as_slice(&self) -> &[u8] {
-        &self.storage[self.start..self.start + self.len]
-    }
 }
 
 /// An NVMe ZNS namespace reached through io_uring passthrough.
@@ -129,6 +70,9 @@ pub struct NvmeDrive {
     cqes: Vec<(u64, i32, u64)>,
     /// Completed commands' metadata storage, for the next commands (`MetadataBuffer`).
     spare_metadata: Vec<Vec<u8>>,
+    /// Metadata interleaved with data (extended LBAs, `extended`): as NVMe over Fabrics
+    /// carries it.
+    interleaved: bool,
 }
 
 fn identify(
@@ -221,13 +165,18 @@ impl NvmeDrive {
         if format > usize::from(id_ns.nlbaf) || format >= id_ns.lbaf.len() {
             return Err(unsupported(format!("LBA format index {format} past the {} formats", id_ns.nlbaf + 1)));
         }
-        if id_ns.flbas & FLBAS_EXTENDED_METADATA != 0 {
-            return Err(unsupported(
-                "metadata is interleaved with data (extended LBA); zapraid needs a separate metadata buffer".into(),
-            ));
-        }
+        let interleaved = id_ns.flbas & FLBAS_EXTENDED_METADATA != 0;
         let lbaf = id_ns.lbaf[format];
         let ds = u32::from(lbaf.ds);
+        if ds == 0 {
+            // Seen through Linux's NVMe target (nvmet passthrough, over TCP): it blanks
+            // every LBA format with metadata in what it passes on of Identify Namespace.
+            return Err(unsupported(format!(
+                "its LBA format {format} is blank (no data size): a fabrics target hid it, as Linux's NVMe \
+                 target does with formats that have metadata; zapraid needs per-block metadata \
+                 (docs/manual/remote-drives.md)"
+            )));
+        }
         if !(9..=16).contains(&ds) {
             return Err(unsupported(format!("LBA data size 2^{ds} bytes")));
         }
@@ -241,11 +190,18 @@ impl NvmeDrive {
             let raw = u32::from_le(raw);
             (raw != NO_RESOURCE_LIMIT).then(|| raw + 1)
         };
+        // A transfer of extended LBAs moves each block's metadata with it.
+        let metadata_bytes = u64::from(u16::from_le(lbaf.ms));
+        let transfer_block_bytes = u64::from(block_size_bytes) + if interleaved { metadata_bytes } else { 0 };
         let pages_to_blocks = |log2_pages: u8| {
             let bytes = MEMORY_PAGE_BYTES << u32::from(log2_pages).min(20);
-            (bytes / u64::from(block_size_bytes)).max(1)
+            (bytes / transfer_block_bytes).max(1)
         };
-        let kernel_blocks = kernel_max_transfer_bytes(path).map(|b| (b / u64::from(block_size_bytes)).max(1));
+        // An interleaved buffer (not page-aligned, nor a whole number of pages) may span
+        // one page more than its bytes: the kernel's segment limit counts pages.
+        let spill = if interleaved { MEMORY_PAGE_BYTES } else { 0 };
+        let kernel_blocks =
+            kernel_max_transfer_bytes(path).map(|b| (b.saturating_sub(spill) / transfer_block_bytes).max(1));
         let mdts_blocks = (id_ctrl.mdts != 0).then(|| pages_to_blocks(id_ctrl.mdts));
         const FALLBACK_TRANSFER_BYTES: u64 = 128 * 1024;
         let max_transfer_blocks = match (mdts_blocks, kernel_blocks) {
@@ -261,18 +217,26 @@ impl NvmeDrive {
         // blocks that is not a multiple of 8 loses its metadata, 1-8 and every multiple of
         // 8 up to 64 keep it; the conformance check "metadata of every transfer size reads
         // back" finds it). So above 512 B, commands move whole multiples of 512 B of it.
-        let metadata_bytes = u64::from(u16::from_le(lbaf.ms));
-        let max_transfer_blocks = match MEMORY_PAGE_BYTES.checked_div(metadata_bytes) {
+        // (Interleaved metadata travels in the data buffer: neither limit applies.)
+        let separate_metadata_bytes = if interleaved { 0 } else { metadata_bytes };
+        let max_transfer_blocks = match MEMORY_PAGE_BYTES.checked_div(separate_metadata_bytes) {
             Some(blocks) => max_transfer_blocks.min(blocks.max(1)),
             None => max_transfer_blocks,
         };
+        // The granule holds for interleaved metadata too (QEMU 7.2 with mset=1 loses it
+        // the same way: 1-8 blocks and multiples of 8 keep it, 9-15 do not; the
+        // conformance check finds it).
         let granule_blocks = METADATA_TRANSFER_GRANULE_BYTES.checked_div(metadata_bytes).unwrap_or(0);
         let transfer_granule_blocks =
             if (2..max_transfer_blocks).contains(&granule_blocks) { granule_blocks } else { 0 };
+        // The Zone Append size limit counts data only, interleaved metadata or not (as
+        // QEMU checks it; the conformance check "append over the size limit fails" finds
+        // a drive that counts otherwise).
         let append_blocks = if zns_ctrl.zasl == 0 {
             max_transfer_blocks
         } else {
-            pages_to_blocks(zns_ctrl.zasl).min(max_transfer_blocks)
+            let bytes = MEMORY_PAGE_BYTES << u32::from(zns_ctrl.zasl).min(20);
+            (bytes / u64::from(block_size_bytes)).max(1).min(max_transfer_blocks)
         };
         let mut geometry = Geometry {
             block_size_bytes,
@@ -289,6 +253,10 @@ impl NvmeDrive {
             transfer_granule_blocks: u32::try_from(transfer_granule_blocks).unwrap_or(0),
         };
         let mut drive = Self::with_ring(path, Arc::new(file), nsid, geometry)?;
+        drive.interleaved = interleaved;
+        if interleaved {
+            tracing::info!(drive = %path.display(), "metadata interleaved with data (extended LBAs)");
+        }
         let zone0 = crate::device::execute(&mut drive, Command::ReportZones { start_lba: 0, max_zones: 1 });
         match zone0.result? {
             Done::Zones(zones) if zones.len() == 1 => geometry.zone_capacity_blocks = zones[0].capacity_blocks,
@@ -317,7 +285,14 @@ impl NvmeDrive {
             ready: VecDeque::new(),
             cqes: Vec::with_capacity(RING_ENTRIES as usize),
             spare_metadata: Vec::new(),
+            interleaved: false,
         })
+    }
+
+    /// Whether the namespace interleaves each block's metadata with its data (extended
+    /// LBAs), as NVMe over Fabrics carries it (`extended`).
+    pub fn metadata_interleaved(&self) -> bool {
+        self.interleaved
     }
 
     fn context(&self, opcode: u8, lba: u64, blocks: u64) -> CommandContext {
@@ -360,7 +335,9 @@ impl NvmeDrive {
         }
         let nsid = self.nsid;
         let meta_per_block = self.geometry.metadata_bytes_per_block as usize;
+        let block_bytes = self.geometry.block_size_bytes as usize;
         let mut flight_meta = MetadataBuffer::none();
+        let mut interleaved = Vec::new();
         let mut report = Vec::new();
         let opcode = if matches!(command, Command::Read { .. }) { opcodes::READ } else { opcodes::WRITE };
         let (cmd, context) = match &mut command {
@@ -369,9 +346,16 @@ impl NvmeDrive {
                     Ok(blocks) => blocks,
                     Err(e) => return self.fail_now(tag, command, e),
                 };
-                flight_meta = MetadataBuffer::for_command(metadata, blocks, meta_per_block, &mut self.spare_metadata);
-                let meta = flight_meta.as_mut();
-                (data_command(opcode, nsid, *lba, blocks, data, meta), self.context(opcode, *lba, blocks))
+                if self.interleaved {
+                    interleaved = extended::interleave(data, metadata, blocks as usize, block_bytes, meta_per_block);
+                    let cmd = data_command(opcode, nsid, *lba, blocks, &mut interleaved, &mut []);
+                    (cmd, self.context(opcode, *lba, blocks))
+                } else {
+                    flight_meta =
+                        MetadataBuffer::for_command(metadata, blocks, meta_per_block, &mut self.spare_metadata);
+                    let meta = flight_meta.as_mut();
+                    (data_command(opcode, nsid, *lba, blocks, data, meta), self.context(opcode, *lba, blocks))
+                }
             }
             Command::Append { zone_start_lba, data, metadata } => {
                 let blocks = match self.checked_blocks(data, metadata) {
@@ -379,8 +363,14 @@ impl NvmeDrive {
                     Err(e) => return self.fail_now(tag, command, e),
                 };
                 let zslba = *zone_start_lba;
-                flight_meta = MetadataBuffer::for_command(metadata, blocks, meta_per_block, &mut self.spare_metadata);
-                let cmd = data_command(opcodes::ZONE_APPEND, nsid, zslba, blocks, data, flight_meta.as_mut());
+                let cmd = if self.interleaved {
+                    interleaved = extended::interleave(data, metadata, blocks as usize, block_bytes, meta_per_block);
+                    data_command(opcodes::ZONE_APPEND, nsid, zslba, blocks, &mut interleaved, &mut [])
+                } else {
+                    flight_meta =
+                        MetadataBuffer::for_command(metadata, blocks, meta_per_block, &mut self.spare_metadata);
+                    data_command(opcodes::ZONE_APPEND, nsid, zslba, blocks, data, flight_meta.as_mut())
+                };
                 (cmd, self.context(opcodes::ZONE_APPEND, zslba, blocks))
             }
             Command::ManageZone { action, target } => {
@@ -414,7 +404,7 @@ impl NvmeDrive {
         unsafe {
             self.ring.submission().push(&entry).expect("submission queue has room");
         }
-        self.flights[slot] = Some(Flight { tag, command, metadata: flight_meta, report, context });
+        self.flights[slot] = Some(Flight { tag, command, metadata: flight_meta, interleaved, report, context });
         self.in_kernel += 1;
     }
 
@@ -446,8 +436,12 @@ impl NvmeDrive {
             };
             let ctx = flight.context;
             let (result, data, metadata) = match flight.command {
-                Command::Read { data, mut metadata, .. } => {
-                    if !metadata.is_empty() {
+                Command::Read { mut data, mut metadata, .. } => {
+                    if self.interleaved {
+                        let (bs, ms) =
+                            (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block);
+                        extended::split_interleaved(&flight.interleaved, &mut data, &mut metadata, bs, ms as usize);
+                    } else if !metadata.is_empty() {
                         metadata.copy_from_slice(flight.metadata.as_slice());
                     }
                     (outcome.map(|()| Done::Read), data, metadata)

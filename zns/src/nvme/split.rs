@@ -23,7 +23,8 @@ impl NvmeDrive {
         spans
             .into_iter()
             .map(|span| {
-                let part = Self::with_ring(&self.path, Arc::clone(&self.file), self.nsid, self.geometry)?;
+                let mut part = Self::with_ring(&self.path, Arc::clone(&self.file), self.nsid, self.geometry)?;
+                part.interleaved = self.interleaved;
                 Ok(DrivePart::new(part, span))
             })
             .collect()
