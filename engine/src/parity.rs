@@ -127,6 +127,29 @@ impl ParityCodec {
         }
     }
 
+    /// CRC32C of a block `reconstruct_into` rebuilds in missing chunk `lost`, from the
+    /// CRC32C of the blocks at the same offset of the stripe's chunks (`crcs`, k + m of
+    /// them, `None` for a missing one), where the code makes it a function of them: XOR
+    /// (the one missing chunk is the XOR of all the others) and copies (the survivor it is
+    /// copied from); None for Reed-Solomon, or where `reconstruct_into` would refuse.
+    /// `zero_block_crc`: CRC32C of a zero block of the blocks' length.
+    pub fn rebuilt_block_crc(&self, lost: usize, crcs: &[Option<u32>], zero_block_crc: u32) -> Option<u32> {
+        debug_assert_eq!(crcs.len(), self.k + self.m, "k + m chunks");
+        debug_assert!(crcs.get(lost).is_some_and(Option::is_none), "chunk {lost} is missing");
+        match &self.code {
+            Code::Xor => {
+                let (xor, count) = crcs.iter().flatten().fold((0, 0), |(xor, count), crc| (xor ^ crc, count + 1));
+                (count + 1 == crcs.len()).then(|| crate::checksum::xor_of_crcs(xor, count, zero_block_crc))
+            }
+            Code::Mirror => crcs.iter().flatten().next().copied(),
+            Code::Pairwise => {
+                let partner = if lost < self.k { lost + self.k } else { lost - self.k };
+                crcs.get(partner).copied().flatten()
+            }
+            Code::None | Code::ReedSolomon(_) => None,
+        }
+    }
+
     /// Fills in the missing (`None`) chunks of a stripe of k + m chunks, data first, in
     /// new buffers (see `reconstruct_into` to rebuild into the caller's).
     pub fn reconstruct(&self, chunks: &mut [Option<Vec<u8>>]) -> Result<()> {
@@ -238,6 +261,35 @@ mod tests {
         let mut prefs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
         codec.encode(&refs, &mut prefs);
         data.into_iter().chain(parity).collect()
+    }
+
+    /// A rebuilt block's CRC from the others' is the CRC of what `reconstruct_into`
+    /// rebuilds, for every code that gives one, for every single lost chunk.
+    #[test]
+    fn a_rebuilt_blocks_crc_follows_from_the_others() {
+        const LEN: usize = 4096;
+        let zero_block_crc = crate::crc::crc32c(&[0u8; LEN]);
+        let codecs = [(3, 1), (4, 1), (1, 2), (4, 2)].map(|(k, m)| ParityCodec::new(k, m).unwrap());
+        let pairwise = ParityCodec::pairwise_mirror(2).unwrap();
+        for codec in codecs.iter().chain([&pairwise]) {
+            let (k, m) = (codec.data_chunks(), codec.parity_chunks());
+            let mut full = stripe(k, m, LEN, (k * 5 + m) as u64);
+            if matches!(codec.code, Code::Pairwise) {
+                let data: Vec<Vec<u8>> = full[..k].to_vec();
+                full.truncate(k);
+                full.extend(data);
+            }
+            for lost in 0..k + m {
+                let crcs: Vec<Option<u32>> =
+                    full.iter().enumerate().map(|(i, c)| (i != lost).then(|| crate::crc::crc32c(c))).collect();
+                let got = codec.rebuilt_block_crc(lost, &crcs, zero_block_crc);
+                let reed_solomon = matches!(codec.code, Code::ReedSolomon(_));
+                assert_eq!(got.is_none(), reed_solomon, "{k}+{m}, chunk {lost} lost");
+                if let Some(crc) = got {
+                    assert_eq!(crc, crate::crc::crc32c(&full[lost]), "{k}+{m}, chunk {lost} lost");
+                }
+            }
+        }
     }
 
     /// The engine encodes into and rebuilds into reused buffers holding an earlier

@@ -348,7 +348,7 @@ impl Simulator {
 
     fn submit_to_drive(&mut self, cmd: DriveCommand) {
         if let Some(core) = self.core.as_mut() {
-            core.submitted(cmd.drive, cmd.tag, &cmd.command);
+            core.submitted(cmd.drive, cmd.tag, &cmd.command, self.engine.rebuild_command_chunk_blocks(cmd.tag));
         }
         self.drives[cmd.drive].submit(cmd.tag, cmd.command);
     }

@@ -4,7 +4,8 @@
 //! request counted by the binary's allocator (`alloc_count`) beside them; then the
 //! engine's time split into per-event costs, each a fixed part and a part per block, from
 //! more runs of larger requests and chunks: the calibration of the simulator's engine core
-//! (`zapraid_engine::cpu_cost`), beside the costs the simulator uses. Then the real server
+//! (`zapraid_engine::cpu_cost`), beside the costs the simulator uses; then the drive
+//! rebuild's cost, measured and solved the same way (`cpu_rebuild`). Then the real server
 //! path (`server_path`): 4 KiB random writes through the engine thread over drive files
 //! on tmpfs from frontend threads standing in for the ublk queues, for each shard count of
 //! `--shards`: writes per second, p50/p99/p99.99 latency, the CPU time of every thread,
@@ -109,11 +110,13 @@ pub(super) fn cpu(args: &BenchArgs, out: &mut Out) -> Result<()> {
         );
     }
     say!(out);
+    let rebuild = super::cpu_rebuild::rebuild(args, out)?;
     let server = server_path_runs(args, out)?;
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "requests_per_engine_only_cell": requests,
             "engine_only": engine_json,
+            "rebuild": rebuild,
             "server_path": server,
         });
         let text = serde_json::to_string_pretty(&json)?;

@@ -27,8 +27,13 @@ use std::time::{Duration, Instant};
 use zapraid_zns::{Command, Completion, Done, Geometry, ZoneAction, ZoneTarget};
 
 mod calibrate;
+mod rebuild;
 
 pub use self::calibrate::{calibrate, Calibration, Solved};
+pub use self::rebuild::{
+    calibrate_rebuild, median_rebuild, rebuild_cpu, Parity, RebuildCalibration, RebuildCpuFigure, RebuildShape,
+    AT_ONCE_IN_SEGMENTS,
+};
 
 use super::{config, XorShift};
 use zapraid_engine::checksum::BlockChecksums;
@@ -99,12 +104,13 @@ impl std::fmt::Display for Shape {
     }
 }
 
-/// A drive that completes every command at once, in order.
+/// A drive that completes every command at once, in order (a failed one fails them).
 struct InstantDrive {
     geometry: Geometry,
     /// Block data and metadata by LBA, or nothing kept (reads return zeros).
     data: Option<(Vec<u8>, Vec<u8>)>,
     write_pointers: Vec<u64>,
+    failed: bool,
 }
 
 impl InstantDrive {
@@ -117,7 +123,7 @@ impl InstantDrive {
             )
         });
         let write_pointers = (0..geometry.zone_count).map(|z| geometry.zone_start_lba(z)).collect();
-        InstantDrive { geometry, data, write_pointers }
+        InstantDrive { geometry, data, write_pointers, failed: false }
     }
 
     fn store(&mut self, lba: u64, data: &[u8], metadata: &[u8]) {
@@ -130,6 +136,10 @@ impl InstantDrive {
     }
 
     fn execute(&mut self, tag: u64, command: Command) -> Completion {
+        if self.failed {
+            let result = Err(zapraid_zns::Error::DeviceFailed);
+            return Completion { tag, result, data: Vec::new(), metadata: Vec::new() };
+        }
         let bs = u64::from(self.geometry.block_size_bytes);
         let zone_size_blocks = self.geometry.zone_size_blocks;
         let zone_of = |lba: u64| (lba / zone_size_blocks) as usize;
@@ -181,7 +191,8 @@ struct Bench {
     recycled: Vec<Vec<u8>>,
     /// Reused batches: commands the engine emitted, their completions, requests built.
     commands: Vec<(usize, u64, Command)>,
-    completions: Vec<(usize, Completion)>,
+    /// With the kind (index of `executed_commands`) of each the rebuild's.
+    completions: Vec<(usize, Completion, Option<usize>)>,
     requests: Vec<Request>,
     responses: Vec<Response>,
     /// Time spent in the drives' and the frontend's parts (`figure` takes it off).
@@ -192,14 +203,28 @@ struct Bench {
     /// The commands executed and their blocks, by kind: writes, reads, zone commands.
     executed_commands: [u64; 3],
     executed_blocks: [u64; 3],
+    /// Of those, the drive rebuild's (`Engine::is_rebuild_command`).
+    rebuild_commands: [u64; 3],
+    rebuild_blocks: [u64; 3],
+    /// Whole chunks the rebuild's writes carried (`CpuCosts::rebuild_chunk_ns`).
+    rebuild_write_chunks: u64,
+    /// Whether each completion of the rebuild's is timed, by kind, into
+    /// `rebuild_completion_time` (two clock reads per completion: the rebuild runs only).
+    time_rebuild_completions: bool,
+    rebuild_completion_time: [Duration; 3],
 }
 
 impl Bench {
     fn new(level: RaidLevel, keep_data: bool, chunk_bytes: u64) -> Result<Bench> {
         let geometry = cpu_geometry(keep_data);
         let config: Config = config(Mode::ZapRaid { group_size: DEFAULT_GROUP_SIZE }, chunk_bytes, LOGICAL_BLOCKS);
-        let engine = Engine::format(geometry, Config { level, ..config })?;
-        let drives = (0..engine.layout().drives()).map(|_| InstantDrive::new(geometry, keep_data)).collect();
+        Bench::over(geometry, Config { level, ..config }, keep_data)
+    }
+
+    /// An engine formatted over instant drives of `geometry`, one per drive of the array.
+    fn over(geometry: Geometry, config: Config, keep_data: bool) -> Result<Bench> {
+        let engine = Engine::format(geometry, config)?;
+        let drives = (0..engine.drive_count()).map(|_| InstantDrive::new(geometry, keep_data)).collect();
         Ok(Bench {
             engine,
             drives,
@@ -214,6 +239,11 @@ impl Bench {
             submit_time: Duration::ZERO,
             executed_commands: [0; 3],
             executed_blocks: [0; 3],
+            rebuild_commands: [0; 3],
+            rebuild_blocks: [0; 3],
+            rebuild_write_chunks: 0,
+            time_rebuild_completions: false,
+            rebuild_completion_time: [Duration::ZERO; 3],
         })
     }
 
@@ -221,6 +251,12 @@ impl Bench {
     /// commands emitted are executed as a batch (drive time), then their completions go
     /// back to the engine in order.
     fn run(&mut self) -> Result<()> {
+        self.run_until(&mut |_| false).map(|_| ())
+    }
+
+    /// As `run`, but stops after the round of completions after which `done` holds of the
+    /// engine (whether it did); `done` is timed with the drives' part, not the engine's.
+    fn run_until(&mut self, done: &mut dyn FnMut(&Engine) -> bool) -> Result<bool> {
         loop {
             while let Some(command) = self.engine.poll_command() {
                 self.commands.push((command.drive, command.tag, command.command));
@@ -232,17 +268,37 @@ impl Bench {
             for (drive, tag, command) in self.commands.drain(..) {
                 let (kind, blocks) = CompletionKind::of(&command, BLOCK_BYTES);
                 let kind = match kind {
-                    CompletionKind::Write => 0,
-                    CompletionKind::Read => 1,
-                    CompletionKind::Zone => 2,
+                    CompletionKind::Write | CompletionKind::RebuildWrite => 0,
+                    CompletionKind::Read | CompletionKind::RebuildRead => 1,
+                    CompletionKind::Zone | CompletionKind::RebuildZone => 2,
                 };
                 self.executed_commands[kind] += 1;
                 self.executed_blocks[kind] += blocks;
-                self.completions.push((drive, self.drives[drive].execute(tag, command)));
+                let rebuild = self.engine.rebuild_command_chunk_blocks(tag);
+                if let Some(chunk_blocks) = rebuild {
+                    self.rebuild_commands[kind] += 1;
+                    self.rebuild_blocks[kind] += blocks;
+                    if kind == 0 {
+                        self.rebuild_write_chunks += blocks / chunk_blocks.max(1);
+                    }
+                }
+                let rebuild = rebuild.is_some();
+                let timed = (rebuild && self.time_rebuild_completions).then_some(kind);
+                self.completions.push((drive, self.drives[drive].execute(tag, command), timed));
             }
             self.drive_time += started.elapsed();
-            for (drive, completion) in self.completions.drain(..) {
+            for (drive, completion, timed) in self.completions.drain(..) {
+                let started = timed.map(|_| Instant::now());
                 self.engine.on_completion(drive, completion, 0);
+                if let (Some(kind), Some(started)) = (timed, started) {
+                    self.rebuild_completion_time[kind] += started.elapsed();
+                }
+            }
+            let started = Instant::now();
+            let stop = done(&self.engine);
+            self.drive_time += started.elapsed();
+            if stop {
+                return Ok(true);
             }
         }
         while let Some(response) = self.engine.poll_response() {
@@ -266,7 +322,7 @@ impl Bench {
             self.completed.push(response.id);
         }
         self.frontend_time += started.elapsed();
-        Ok(())
+        Ok(false)
     }
 
     /// Keeps `QUEUE_DEPTH` requests from `next` in flight until `requests` completed;
@@ -316,6 +372,10 @@ impl Bench {
         self.submit_time = Duration::ZERO;
         self.executed_commands = [0; 3];
         self.executed_blocks = [0; 3];
+        self.rebuild_commands = [0; 3];
+        self.rebuild_blocks = [0; 3];
+        self.rebuild_write_chunks = 0;
+        self.rebuild_completion_time = [Duration::ZERO; 3];
         Instant::now()
     }
 

@@ -30,9 +30,10 @@ pub(crate) struct Core {
     /// Responses emitted, with the time they are released at (never decreasing: the core
     /// takes one event at a time and releases at its end).
     pub(crate) responses: VecDeque<(u64, Response)>,
-    /// The kind of each command on a drive, by (drive, tag): a completion is charged by
-    /// the command it completes (a failed one says nothing of its kind).
-    in_flight: HashMap<(usize, u64), (CompletionKind, u64)>,
+    /// The kind of each command on a drive, its blocks and, the rebuild's, its chunks'
+    /// blocks, by (drive, tag): a completion is charged by the command it completes (a
+    /// failed one says nothing of its kind).
+    in_flight: HashMap<(usize, u64), (CompletionKind, u64, u64)>,
     block_bytes: u64,
     /// Time the core spent on events, in all.
     pub(crate) busy_ns: u64,
@@ -52,9 +53,16 @@ impl Core {
         }
     }
 
-    /// Notes a command going to a drive, to charge its completion by kind.
-    pub(crate) fn submitted(&mut self, drive: usize, tag: u64, command: &Command) {
-        self.in_flight.insert((drive, tag), CompletionKind::of(command, self.block_bytes));
+    /// Notes a command going to a drive, to charge its completion by kind: the drive
+    /// rebuild's (`rebuild_chunk_blocks`, its segment's chunk size, as
+    /// `Engine::rebuild_command_chunk_blocks` says) at the rebuild's cost.
+    pub(crate) fn submitted(&mut self, drive: usize, tag: u64, command: &Command, rebuild_chunk_blocks: Option<u64>) {
+        let (kind, blocks) = CompletionKind::of(command, self.block_bytes);
+        let entry = match rebuild_chunk_blocks {
+            Some(chunk_blocks) => (kind.of_rebuild(), blocks, chunk_blocks),
+            None => (kind, blocks, 0),
+        };
+        self.in_flight.insert((drive, tag), entry);
     }
 
     /// What handling `input` costs (a completion of a command the core did not see
@@ -66,9 +74,13 @@ impl Core {
                 self.costs.request_ns(kind, blocks)
             }
             Input::Completion(drive, completion) => {
-                let (kind, blocks) =
-                    self.in_flight.remove(&(*drive, completion.tag)).unwrap_or((CompletionKind::Write, 1));
-                self.costs.completion_ns(kind, blocks)
+                let (kind, blocks, chunk_blocks) =
+                    self.in_flight.remove(&(*drive, completion.tag)).unwrap_or((CompletionKind::Write, 1, 0));
+                let chunks_ns = match kind {
+                    CompletionKind::RebuildWrite => self.costs.rebuild_chunks_ns(blocks, chunk_blocks),
+                    _ => 0,
+                };
+                self.costs.completion_ns(kind, blocks) + chunks_ns
             }
         }
     }
@@ -223,12 +235,30 @@ mod tests {
         };
         let mut core = Core::new(costs, 0, BLOCK_BYTES as u32);
         let append = Command::Append { zone_start_lba: 0, data: vec![0; 4 * BLOCK_BYTES], metadata: Vec::new() };
-        core.submitted(0, 1, &append);
+        core.submitted(0, 1, &append, None);
         let reset = Command::ManageZone { action: ZoneAction::Reset, target: ZoneTarget::Zone { start_lba: 0 } };
-        core.submitted(0, 2, &reset);
+        core.submitted(0, 2, &reset, None);
         let done = |tag| Completion { tag, result: Ok(Done::ZoneManaged), data: Vec::new(), metadata: Vec::new() };
         assert_eq!(core.cost_ns(&Input::Completion(0, done(1))), 500 + 4 * 7);
         assert_eq!(core.cost_ns(&Input::Completion(0, done(2))), 200);
+        // The rebuild's read and write of 8 blocks on chunks of 2: their own costs, the
+        // write's four chunks each theirs; its zone commands theirs (none here).
+        core.costs = CpuCosts {
+            rebuild_read_completion: Cost::new(40, 3),
+            rebuild_write_completion: Cost::new(60, 5),
+            rebuild_chunk_ns: 11,
+            ..costs
+        };
+        let read = Command::Read { lba: 0, data: vec![0; 8 * BLOCK_BYTES], metadata: Vec::new() };
+        let write = Command::Write { lba: 0, data: vec![0; 8 * BLOCK_BYTES], metadata: Vec::new() };
+        core.submitted(1, 3, &read, Some(2));
+        core.submitted(1, 4, &write, Some(2));
+        core.submitted(1, 5, &reset, Some(2));
+        core.submitted(1, 6, &read, None);
+        assert_eq!(core.cost_ns(&Input::Completion(1, done(3))), 40 + 8 * 3);
+        assert_eq!(core.cost_ns(&Input::Completion(1, done(4))), 60 + 8 * 5 + 4 * 11);
+        assert_eq!(core.cost_ns(&Input::Completion(1, done(5))), 0, "the rebuild's zone command: its own cost");
+        assert_eq!(core.cost_ns(&Input::Completion(1, done(6))), 0, "a read completion not the rebuild's");
         let write = Request::Write { lba: 0, data: vec![0; 2 * BLOCK_BYTES] };
         assert_eq!(core.cost_ns(&Input::Request(1, write)), 1_000 + 2 * 10);
         assert_eq!(core.cost_ns(&Input::Request(2, Request::Flush)), 300);

@@ -319,8 +319,9 @@ impl ShardedSimulator {
     /// Sends shard `shard`'s command to its drive through the shard's window (its core
     /// notes its kind, to charge its completion).
     fn send(&mut self, shard: usize, command: DriveCommand) {
+        let rebuild = self.shards[shard].engine.rebuild_command_chunk_blocks(command.tag);
         if let Some(core) = self.shards[shard].core.as_mut() {
-            core.submitted(command.drive, command.tag, &command.command);
+            core.submitted(command.drive, command.tag, &command.command, rebuild);
         }
         let tag = self.next_tag;
         self.next_tag += 1;

@@ -164,7 +164,7 @@ pub fn calibrate(
 
 /// Solves the square system whose rows are [coefficients..., value] by Gaussian elimination
 /// with partial pivoting; a system the runs cannot tell apart is an error naming `what`.
-fn solve<const N: usize>(mut rows: Vec<Vec<f64>>, what: &str) -> Result<[f64; N]> {
+pub(in crate::cpu) fn solve<const N: usize>(mut rows: Vec<Vec<f64>>, what: &str) -> Result<[f64; N]> {
     debug_assert!(rows.len() == N && rows.iter().all(|r| r.len() == N + 1), "a square system");
     let singular = || Error::InvalidConfig {
         reason: format!("the {what} calibration runs cannot separate the fixed costs from the per-block ones"),
@@ -193,7 +193,7 @@ fn solve<const N: usize>(mut rows: Vec<Vec<f64>>, what: &str) -> Result<[f64; N]
 }
 
 /// Nanoseconds as charged: a negative part (noise) is charged as zero.
-fn ns(x: f64) -> u64 {
+pub(in crate::cpu) fn ns(x: f64) -> u64 {
     x.max(0.0).round() as u64
 }
 
@@ -213,6 +213,11 @@ impl Calibration {
             write_completion,
             read_completion: Cost::new(0, ns(self.read_completion_ns)),
             zone_completion_ns: write_completion.fixed_ns,
+            // Solved apart, from rebuilds (`rebuild`).
+            rebuild_read_completion: Cost::default(),
+            rebuild_write_completion: Cost::default(),
+            rebuild_chunk_ns: 0,
+            rebuild_zone_completion_ns: write_completion.fixed_ns,
         }
     }
 

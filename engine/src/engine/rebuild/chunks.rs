@@ -10,17 +10,53 @@
 //! time unless the next one is a whole transfer; with a rate, no write goes out before the
 //! bucket gave its bytes.
 
+use std::sync::Arc;
+
 use zapraid_zns::{Command, Completion};
 
-use super::reconstruct;
+use super::{reconstruct, MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE};
 use crate::drive_command::{chunks_per_transfer, transfer_chunks_at_most};
 use crate::engine::machine::{Engine, Op};
 use crate::engine::state::rebuild::{ChunkSources, RebuildOp, Step};
+use crate::layout::Layout;
+use crate::pool::BufferPool;
 
 /// Chunk positions read and reconstructed ahead of the one being written.
 const REBUILD_WINDOW_CHUNKS: u64 = 32;
 
+/// Chunk positions a segment reads ahead of the one being written, its reads carrying at
+/// most `per_read` chunks: at least two commands' worth, one being written, the next
+/// being read.
+fn window_chunks(per_read: u64) -> u64 {
+    REBUILD_WINDOW_CHUNKS.max(2 * per_read)
+}
+
 impl Engine {
+    /// The rebuild's own pool of buffers: reads, rebuilt chunks and writes of up to
+    /// `MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE` segments at once (fewer for a classic
+    /// array), each a window of chunk positions of k + m chunks (read, and rebuilt) at
+    /// most: what it may hold at once is what it keeps, per length and of joined writes.
+    pub(super) fn rebuild_buffers_pool(&self) -> BufferPool {
+        let segments = if self.lanes.is_classic() {
+            self.rebuild_segments_at_once as usize
+        } else {
+            MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE
+        };
+        let bs = self.block_bytes() as u64;
+        let held = |layout: &Layout| {
+            let per_read = chunks_per_transfer(&self.geometry, layout.chunk_blocks);
+            window_chunks(per_read) * layout.drives() as u64 * layout.chunk_blocks * bs
+        };
+        let per_segment = self.plan.layouts().iter().map(held).max().unwrap_or(0);
+        let bytes = usize::try_from(per_segment).unwrap_or(usize::MAX).saturating_mul(segments);
+        BufferPool::bounded(bytes, bytes)
+    }
+
+    /// The running rebuild's buffers (`rebuild_buffers_pool`).
+    pub(super) fn rebuild_buffers(&mut self) -> &mut BufferPool {
+        &mut self.drive_rebuild.as_mut().expect("a rebuild").buffers
+    }
+
     /// Reads the stripes of the next chunk positions, up to the window. A source drive's
     /// chunks of consecutive positions that lie next to each other on it go as one read of
     /// up to a transfer (`drive_command::chunks_per_transfer`); reads wait for room for a
@@ -31,10 +67,9 @@ impl Engine {
             return;
         }
         let layout = self.seg(zone).layout;
-        let per_read = chunks_per_transfer(&self.geometry, layout.chunk_blocks);
-        // At least two commands' worth ahead: one being written, the next being read.
-        let window = REBUILD_WINDOW_CHUNKS.max(2 * per_read);
         let z = self.zone_rebuild(zone);
+        let per_read = z.chunks_per_transfer;
+        let window = window_chunks(per_read);
         let room = (z.next_write + window).saturating_sub(z.next_read);
         let left = layout.stripes.saturating_sub(z.next_read);
         if room < per_read.min(left) && !z.reading.is_empty() {
@@ -50,7 +85,7 @@ impl Engine {
                 break;
             }
             z.next_read += 1;
-            let places = self.stripe_places(zone, drive, position);
+            let places = self.rebuild_stripe_places(zone, drive, position);
             let enough = places.as_ref().is_some_and(|p| p.others.len() >= layout.data_chunks);
             let Some(places) = places.filter(|_| enough && layout.parity_chunks > 0) else {
                 self.unrecoverable_chunk(zone, position);
@@ -94,15 +129,21 @@ impl Engine {
             let chunks = transfer_chunks_at_most(&self.geometry, layout.chunk_blocks, left);
             let blocks = (chunks * layout.chunk_blocks) as usize;
             let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + at * layout.chunk_blocks;
-            let command = Command::Read { lba, data: vec![0; blocks * bs], metadata: vec![0; blocks * ms] };
+            // Pooled buffers: the drive overwrites them whole (a short read is no chunk).
+            let command = Command::Read {
+                lba,
+                data: self.rebuild_buffers().take(blocks * bs),
+                metadata: self.rebuild_buffers().take(blocks * ms),
+            };
             self.rebuild_command(zone, source, RebuildOp::Read { position, source, chunks }, command);
             (position, at, left) = (position + chunks, at + chunks, left - chunks);
         }
     }
 
     /// A read of `source`'s chunks of the positions from `position` on completed: each one
-    /// intact goes to its stripe's sources, and a stripe with every source read is
-    /// reconstructed.
+    /// intact (every block checked, once) goes to its stripe's sources, and a stripe with
+    /// every source read is reconstructed. The chunks keep the read's buffer, shared, and
+    /// give it back to the pool once the last of them is used.
     pub(super) fn rebuild_read_done(
         &mut self,
         zone: u32,
@@ -114,31 +155,43 @@ impl Engine {
         let cb = self.seg(zone).layout.chunk_blocks as usize;
         let (bs, ms) = (self.block_bytes(), self.meta_bytes());
         let (chunk_bytes, chunk_meta_bytes) = (cb * bs, cb * ms);
-        let Completion { result, mut data, mut metadata, .. } = completion;
+        let Completion { result, data, metadata, .. } = completion;
         // What a drive returns is checked, never trusted: a short buffer is no chunk.
         let whole = result.is_ok()
             && data.len() == chunks as usize * chunk_bytes
             && metadata.len() == chunks as usize * chunk_meta_bytes;
+        let read = Arc::new(data);
         for i in 0..chunks {
             let p = position + i;
-            let Some(sources) = self.zone_rebuild(zone).reading.get_mut(&p) else { continue };
-            sources.pending -= 1;
-            let chunk = match (whole, chunks) {
-                (false, _) => None,
-                (true, 1) => Some((std::mem::take(&mut data), std::mem::take(&mut metadata))),
-                (true, _) => {
+            if !self.zone_rebuild(zone).reading.contains_key(&p) {
+                continue;
+            }
+            let checked = whole
+                .then(|| {
                     let (from, meta_from) = (i as usize * chunk_bytes, i as usize * chunk_meta_bytes);
-                    let chunk_data = data[from..from + chunk_bytes].to_vec();
-                    Some((chunk_data, metadata[meta_from..meta_from + chunk_meta_bytes].to_vec()))
-                }
-            };
-            if let Some((d, m)) = chunk.filter(|(d, m)| reconstruct::chunk_blocks_decode(d, m, bs, ms)) {
-                sources.shards[source] = Some((d, m));
+                    let metadata = &metadata[meta_from..meta_from + chunk_meta_bytes];
+                    let pool = self.rebuild_buffers();
+                    reconstruct::check_source_chunk(&read, from, chunk_bytes, metadata, (bs, ms), pool)
+                })
+                .flatten();
+            let sources = self.zone_rebuild(zone).reading.get_mut(&p).expect("being read");
+            sources.pending -= 1;
+            if checked.is_some() {
+                sources.shards[source] = checked;
             }
             if sources.pending == 0 {
                 let sources = self.zone_rebuild(zone).reading.remove(&p).expect("being read");
                 self.reconstruct_chunk(zone, p, sources);
             }
+        }
+        self.rebuild_buffers().give(metadata);
+        self.give_read_back(read);
+    }
+
+    /// A read's data buffer no chunk uses any longer goes back to the pool.
+    pub(super) fn give_read_back(&mut self, read: Arc<Vec<u8>>) {
+        if let Ok(data) = Arc::try_unwrap(read) {
+            self.rebuild_buffers().give(data);
         }
     }
 
@@ -163,7 +216,9 @@ impl Engine {
         z.mapped_here = Some(mapped);
         let at = position as usize * cb;
         z.footer[at..at + cb].copy_from_slice(&entries);
-        z.ready.insert(position, (vec![0; cb * bs], vec![0; cb * ms]));
+        let (data, metadata) =
+            (self.rebuild_buffers().take_zeroed(cb * bs), self.rebuild_buffers().take_zeroed(cb * ms));
+        self.zone_rebuild(zone).ready.insert(position, (data, metadata));
     }
 
     /// Writes reconstructed chunks in position order, then the footer. Consecutive ready
@@ -174,7 +229,7 @@ impl Engine {
     pub(super) fn write_ready_chunks(&mut self, zone: u32) {
         let drive = self.rebuild_lane(zone);
         let layout = self.seg(zone).layout;
-        let per_write = chunks_per_transfer(&self.geometry, layout.chunk_blocks);
+        let per_write = self.zone_rebuild(zone).chunks_per_transfer;
         loop {
             let z = self.zone_rebuild(zone);
             if z.step != Step::Chunks {
@@ -200,7 +255,7 @@ impl Engine {
                 1 => parts.into_iter().next().expect("one chunk"),
                 _ => {
                     let (bs, ms) = (self.block_bytes(), self.meta_bytes());
-                    self.buffers.join(parts, blocks as usize * bs, blocks as usize * ms)
+                    self.rebuild_buffers().join(parts, blocks as usize * bs, blocks as usize * ms)
                 }
             };
             let lba = self.geometry.zone_start_lba(zone) + layout.data_start_blocks() + first * layout.chunk_blocks;
