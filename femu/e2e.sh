@@ -33,6 +33,8 @@ scenario() {
 scenario "conformance, 2 drives, 64 B metadata" --drives 2 --metadata 64 "$initramfs" conformance
 scenario "conformance, 16 B metadata" --drives 1 --metadata 16 "$initramfs" conformance
 scenario "conformance, no metadata" --drives 1 --metadata 0 "$initramfs" conformance
+scenario "conformance, 64 B metadata interleaved (extended LBAs, as NVMe over Fabrics carries it)" --drives 1 --metadata 64 --metadata-interleaved "$initramfs" conformance
+scenario "engine alone over NVMe with interleaved metadata: write, stop/start, fail, degraded, restart" --drives 4 --metadata 64 --metadata-interleaved "$initramfs" engine
 scenario "conformance, small zone limits" --drives 1 --max-open 4 --max-active 6 --zone-capacity 48M "$initramfs" conformance
 scenario "device benchmark vs fio" --drives 1 --metadata 0 --timeout 900 "$initramfs" bench
 scenario "engine alone over NVMe: write, stop/start, fail, degraded, restart" --drives 4 --metadata 64 "$initramfs" engine
@@ -40,6 +42,7 @@ scenario "block device: ext4, stop/start, fail, kill -9, fio verify, RAID-6" --d
 scenario "hybrid open segments (2 x 8K + 2 x 16K chunks): limits, selftest, ext4, fio verify, failed drive" --drives 4 --metadata 64 --timeout 1200 "$initramfs" hybrid
 scenario "bounded L2P table: checkpointed starts, ext4, fio verify, kill -9 replay, degraded start" --drives 4 --metadata 64 --timeout 1200 "$initramfs" l2p
 scenario "replace a failed drive under ext4 and fio verify (5 drives), then fail another" --drives 5 --metadata 64 --timeout 1800 "$initramfs" replace
+scenario "declustered: RAID-5 (4+1) over 8 drives, 1 distributed spare, ext4, fio verify, 2 drives failed into spare space" --drives 8 --metadata 64 --drive-size 1G --timeout 1800 "$initramfs" declustered
 scenario "trace replay onto the block device and the drives, then scrub and verify" --drives 4 --metadata 64 --timeout 1200 "$initramfs" replay
 scenario "format refuses drives without metadata" --drives 4 --metadata 0 "$initramfs" refuse-bare
 scenario "block device throughput vs a raw drive" --drives 4 --bare-drives 1 --metadata 64 --timeout 900 "$initramfs" blockperf

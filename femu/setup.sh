@@ -9,7 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache="$here/.cache"
-HOST_PACKAGES=(qemu-system-x86 busybox-static cpio xz-utils fio e2fsprogs linux-perf)
+HOST_PACKAGES=(qemu-system-x86 busybox-static cpio xz-utils fio e2fsprogs linux-perf iproute2)
 if [ "${1:-}" = --apps ]; then
     HOST_PACKAGES+=(sysbench postgresql-15)
 fi

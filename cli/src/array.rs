@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use zapraid_engine::Declustering;
 use zapraid_server::assemble::identify::first_superblock;
 use zapraid_server::assemble::{format_with_spares, FormatOptions, NewlyMissing};
 use zapraid_server::control::{self, run_dir};
@@ -73,6 +74,17 @@ pub struct FormatArgs {
     /// at once (docs/manual/shards.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=255))]
     shards: u32,
+    /// Drives each stripe takes (k + m), fewer than the drives given: a declustered array
+    /// (docs/manual/declustered.md). Each segment takes this many of the drives, chosen
+    /// so that every pair of drives shares segments evenly, and a failed drive is rebuilt
+    /// from all the others at once. Without it a stripe takes every drive.
+    #[arg(long, value_name = "DRIVES")]
+    stripe_width: Option<u32>,
+    /// Drives' worth of zones a declustered array keeps empty across all its drives: a
+    /// drive that fails is rebuilt into them at once, without a new one, and the array is
+    /// fully redundant again (with --stripe-width).
+    #[arg(long, value_name = "S", default_value_t = 0, requires = "stripe_width")]
+    distributed_spares: u32,
 }
 
 #[derive(Args)]
@@ -155,8 +167,13 @@ pub struct FailArgs {
 }
 
 pub fn run_format(args: FormatArgs) -> Result<()> {
-    let level = raid_level(args.level, args.drives.len());
+    let width = args.stripe_width.map_or(args.drives.len(), |w| w as usize);
+    let level = raid_level(args.level, width);
     let mode = write_mode(args.mode, args.group_size);
+    let declustering = match args.stripe_width {
+        Some(_) => Declustering { drives: args.drives.len() as u32, distributed_spares: args.distributed_spares },
+        None => Declustering::CLASSIC,
+    };
     let options = FormatOptions {
         level,
         mode,
@@ -166,6 +183,7 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
         force: args.force,
         l2p_budget_bytes: args.l2p_memory,
         shards: args.shards,
+        declustering,
     };
     let progress = bar(args.drives.len() as u64, "formatting drives");
     let formatted = format_with_spares(&args.drives, &args.spares, &options, |done, total| {
@@ -176,13 +194,17 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
     })?;
     progress.finish_and_clear();
     println!(
-        "formatted array \"{}\" ({}): {}, {}, {}, {} drives{}, {} usable ({} blocks of {} B)",
+        "formatted array \"{}\" ({}): {}, {}, {}, {} drives{}{}, {} usable ({} blocks of {} B)",
         args.name,
         uuid_text(&formatted.uuid),
         level,
         options.mode,
         chunks_text(options.chunk_bytes, &options.open_segments),
         args.drives.len(),
+        match args.stripe_width {
+            Some(_) => format!(" declustered, {} distributed spare(s)", args.distributed_spares),
+            None => String::new(),
+        },
         if args.shards > 1 { format!(", {} engine shards", args.shards) } else { String::new() },
         format_bytes(formatted.logical_blocks * u64::from(formatted.block_size_bytes)),
         formatted.logical_blocks,
@@ -493,13 +515,20 @@ pub(crate) fn find_drive(drives: &[serde_json::Value], path: &str) -> Option<usi
 
 /// What a background start says of drives missing, from its status document: "array
 /// \"NAME\" runs degraded: drive 1 missing (recorded failed)" (the server's log says
-/// which were recorded at this start, and which drives given it did not use).
+/// which were recorded at this start, and which drives given it did not use). A
+/// declustered array's drives in distributed spare space are said as such: without only
+/// those the array is whole.
 fn missing_line(name: &str, status: &serde_json::Value) -> Option<String> {
-    let missing: Vec<String> = status["drives"]
-        .as_array()?
+    let missing: Vec<&serde_json::Value> =
+        status["drives"].as_array()?.iter().filter(|d| d["missing"].as_bool() == Some(true)).collect();
+    let spared = |d: &serde_json::Value| d["in_spare_space"].as_bool() == Some(true);
+    let each: Vec<String> = missing
         .iter()
-        .filter(|d| d["missing"].as_bool() == Some(true))
-        .map(|d| format!("drive {} missing (recorded failed)", d["index"]))
+        .map(|d| match spared(d) {
+            true => format!("drive {} missing (its chunks in distributed spare space)", d["index"]),
+            false => format!("drive {} missing (recorded failed)", d["index"]),
+        })
         .collect();
-    (!missing.is_empty()).then(|| format!("array \"{name}\" runs degraded: {}", missing.join(", ")))
+    let runs = if missing.iter().all(|d| spared(d)) { "runs without drives it needs no more" } else { "runs degraded" };
+    (!each.is_empty()).then(|| format!("array \"{name}\" {runs}: {}", each.join(", ")))
 }

@@ -101,8 +101,8 @@ pub fn run_inspect(args: InspectArgs) -> Result<()> {
             let c =
                 execute(drive.as_mut(), Command::Read { lba: z.start_lba, data: vec![0; bs], metadata: vec![0; ms] });
             let shard = shard_of(z.zone).map_or(String::new(), |s| format!("shard {s}: "));
-            match c.result.ok().map(|_| SegmentHeader::decode(&c.data)) {
-                Some(Ok(h)) => format!("{shard}{}", report::segment_header_text(&h)),
+            match c.result.ok().map(|_| SegmentHeader::decode_with_lanes(&c.data)) {
+                Some(Ok((h, lanes))) => format!("{shard}{}", report::segment_header_text(&h, &lanes)),
                 Some(Err(e)) => format!("no valid segment header ({e})"),
                 None => "header unreadable".into(),
             }

@@ -3,10 +3,10 @@
 //! programs; the engine's `Display` forms say them the one way).
 
 use serde_json::Value;
-use zapraid_engine::format::{ArraySuperblock, SegmentHeader};
+use zapraid_engine::format::{ArraySuperblock, SegmentHeader, SegmentLanes};
 use zapraid_engine::{ChunkClass, Mode, OpenSegments, RaidLevel};
 use zapraid_server::assemble::degraded::drives_text;
-use zapraid_server::records::superblock::failed_drives;
+use zapraid_server::records::superblock::{failed_drives, spared_drives};
 use zapraid_server::records::uuid_text;
 
 use crate::hybrid::open_segments_text;
@@ -65,10 +65,15 @@ pub fn lost_line(s: &Value) -> Option<String> {
 /// Prints one running array's status document for people.
 pub fn print_status(s: &Value) {
     let c = &s["capacity"];
+    let spare_space_used = s["declustered"]["spare_space_used"].as_bool() == Some(true);
+    let state = match s["state"].as_str().unwrap_or("?") {
+        "optimal" if spare_space_used => "optimal, spare space used".to_string(),
+        state => state.to_string(),
+    };
     println!(
         "{}: {} ({}), {}, device {}",
         s["name"].as_str().unwrap_or("?"),
-        s["state"].as_str().unwrap_or("?"),
+        state,
         s["uuid"].as_str().unwrap_or("?"),
         layout_of_status(s),
         s["device"].as_str().unwrap_or("none")
@@ -86,7 +91,11 @@ pub fn print_status(s: &Value) {
             (_, Some(path)) => path,
             (_, None) => "?",
         };
-        println!("  drive {}: {path} {}", d["index"], d["state"].as_str().unwrap_or("?"));
+        let spared = if d["in_spare_space"].as_bool() == Some(true) { " (rebuilt into spare space)" } else { "" };
+        println!("  drive {}: {path} {}{spared}", d["index"], d["state"].as_str().unwrap_or("?"));
+    }
+    if let Some(line) = declustered_line(&s["declustered"]) {
+        println!("  {line}");
     }
     if let Some(line) = crate::spare::spares_line(s) {
         println!("  {line}");
@@ -168,14 +177,42 @@ pub fn start_line(start: &Value) -> String {
     }
 }
 
+/// A declustered array's placement and spare space in one line: "declustered: stripes of
+/// 5 over 8 drives, 1 segment and 3 spare zones per zone index; spare space 40 of 300 zones
+/// used", or `None` for a classic array.
+pub fn declustered_line(d: &Value) -> Option<String> {
+    let count = |field: &str| d[field].as_u64();
+    let segments = count("segments_per_zone_index")?;
+    let mut line = format!(
+        "declustered: stripes of {} over {} drives, {segments} {} and {} spare zone(s) per zone index; spare \
+         space {} of {} zones used",
+        count("stripe_drives")?,
+        count("drives")?,
+        if segments == 1 { "segment" } else { "segments" },
+        count("spare_zones_per_zone_index")?,
+        count("spare_zones_used")?,
+        count("spare_zones")?,
+    );
+    let rebalance = count("segments_to_rebalance").unwrap_or(0);
+    if rebalance > 0 {
+        line += &format!("; rebalancing: {rebalance} segment(s) to move back to their home drives");
+    }
+    let beyond = count("segments_beyond_parity").unwrap_or(0);
+    if beyond > 0 {
+        line += &format!("; {beyond} segment(s) lack more chunks than parity covers");
+    }
+    Some(line)
+}
+
 /// The running rebuild in one line: "rebuild of drive 1: 40.0% (4 of 10 segments),
 /// 12.5 MiB written, 3.1 MiB/s, ETA 6 s" (rate and ETA once known), or `None`.
 pub fn rebuild_line(r: &Value) -> Option<String> {
     let drive = r["drive"].as_u64()?;
     let done = r["segments_rebuilt"].as_u64().unwrap_or(0);
     let total = done + r["segments_left"].as_u64().unwrap_or(0);
+    let into = if r["into_spare_space"].as_bool() == Some(true) { " into distributed spare space" } else { "" };
     let mut line = format!(
-        "rebuild of drive {drive}: {:.1}% ({done} of {total} segments), {} written",
+        "rebuild of drive {drive}{into}: {:.1}% ({done} of {total} segments), {} written",
         r["percent_done"].as_f64().unwrap_or(0.0),
         format_bytes(r["bytes_written"].as_u64().unwrap_or(0))
     );
@@ -207,8 +244,13 @@ pub fn rebuild_line(r: &Value) -> Option<String> {
 /// A drive's array superblock in one line (after "superblock: ").
 pub fn superblock_text(sb: &ArraySuperblock) -> String {
     let drives = sb.drive_count.get() as usize;
-    let level = RaidLevel::from_code(sb.level, drives, sb.parity_chunks.get() as usize)
+    let level = RaidLevel::from_code(sb.level, sb.stripe_width() as usize, sb.parity_chunks.get() as usize)
         .map_or_else(|| format!("unknown level code {}", sb.level), |l| l.to_string());
+    let level = if sb.is_declustered() {
+        format!("{level} declustered, {} distributed spare(s)", sb.distributed_spares.get())
+    } else {
+        level
+    };
     let mode = Mode::from_code(sb.mode, sb.group_size.get())
         .map_or_else(|| format!("unknown mode code {}", sb.mode), |m| m.to_string());
     let chunk_bytes = u64::from(sb.chunk_bytes.get());
@@ -221,6 +263,10 @@ pub fn superblock_text(sb: &ArraySuperblock) -> String {
     let failed = match rebuilding.as_slice() {
         [] => failed,
         rebuilding => format!("{failed}, rebuilding {}", drives_text(rebuilding)),
+    };
+    let failed = match spared_drives(sb).as_slice() {
+        [] => failed,
+        spared => format!("{failed}, in distributed spare space {}", drives_text(spared)),
     };
     format!(
         "array \"{}\" {}, drive {} of {drives}, {level}, {mode}, chunk {chunk_bytes} B, open segments: {open}, \
@@ -241,7 +287,7 @@ pub fn superblock_text(sb: &ArraySuperblock) -> String {
 
 /// A segment header in one line (`inspect`): its place, shape, chunk class and how it is
 /// written (each segment of an array with several open segments says its own).
-pub fn segment_header_text(h: &SegmentHeader) -> String {
+pub fn segment_header_text(h: &SegmentHeader, lanes: &SegmentLanes) -> String {
     let class = match ChunkClass::from_code(h.segment_class) {
         Some(ChunkClass::Small) => "small chunks".to_string(),
         Some(ChunkClass::Large) => "large chunks".to_string(),
@@ -255,11 +301,23 @@ pub fn segment_header_text(h: &SegmentHeader) -> String {
         SEGMENT_MODE_ONE_GROUP => "Zone Append, one group",
         _ => "unknown mode",
     };
+    let stripe = h.drive_count.get();
+    // A declustered array's header (280 bytes) names the segment and each lane's drive.
+    let place = if lanes.array_drives.get() > stripe {
+        let drives: Vec<String> = lanes.lane_drives.iter().take(stripe as usize).map(|d| d.to_string()).collect();
+        format!(
+            "segment {}, lane {} of {stripe} (lanes on drives {} of {})",
+            lanes.segment_number.get(),
+            h.drive_index.get(),
+            drives.join(" "),
+            lanes.array_drives.get()
+        )
+    } else {
+        format!("drive {} of {stripe}", h.drive_index.get())
+    };
     format!(
-        "sequence {}, drive {} of {}, {}+{}, chunk {} blocks, G {}, {class}, {written}",
+        "sequence {}, {place}, {}+{}, chunk {} blocks, G {}, {class}, {written}",
         h.segment_sequence.get(),
-        h.drive_index.get(),
-        h.drive_count.get(),
         h.data_chunks.get(),
         h.parity_chunks.get(),
         h.chunk_blocks.get(),

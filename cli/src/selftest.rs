@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
+use zapraid_engine::Declustering;
 use zapraid_server::assemble::{format, FormatOptions};
 
 use crate::array::DEFAULT_GROUP_SIZE;
@@ -70,6 +71,7 @@ pub fn run_selftest(args: SelftestArgs) -> Result<()> {
         force: true,
         l2p_budget_bytes: args.l2p_memory,
         shards: args.shards,
+        declustering: Declustering::CLASSIC,
     };
     let formatted = format(&args.drives, &options, |_, _| {})?;
     if let Some(writes) = args.random_writes {

@@ -47,6 +47,9 @@ pub struct Lanes {
     zone_size_blocks: u64,
     /// Per segment, its drives lane by lane (segments x width); empty for a classic array.
     segment_drives: Vec<u8>,
+    /// The same as the placement made it, before any lane moved (its *home* drives):
+    /// where an empty segment number's lanes go back to once their drives work.
+    home_drives: Vec<u8>,
     /// Per (row, drive), the segment and lane there as `segment * width + lane`, or
     /// `NO_SEGMENT` (rows x drives); empty for a classic array.
     at_drive: Vec<u32>,
@@ -87,6 +90,7 @@ impl Lanes {
                 }
             }
         }
+        lanes.home_drives = lanes.segment_drives.clone();
         lanes
     }
 
@@ -110,8 +114,27 @@ impl Lanes {
             rows,
             zone_size_blocks,
             segment_drives: Vec::new(),
+            home_drives: Vec::new(),
             at_drive: Vec::new(),
             row_spares: Vec::new(),
+            in_flight: HashMap::default(),
+        }
+    }
+
+    /// The map as it stands (lanes moved included), with no command in flight: for a scan
+    /// of the running engine's log (`Recovery::scan_segments`), whose commands the
+    /// engine's own map translates.
+    pub fn snapshot(&self) -> Lanes {
+        Lanes {
+            width: self.width,
+            drives: self.drives,
+            groups: self.groups,
+            rows: self.rows,
+            zone_size_blocks: self.zone_size_blocks,
+            segment_drives: self.segment_drives.clone(),
+            home_drives: self.home_drives.clone(),
+            at_drive: self.at_drive.clone(),
+            row_spares: self.row_spares.clone(),
             in_flight: HashMap::default(),
         }
     }
@@ -153,6 +176,20 @@ impl Lanes {
         let row = self.row(segment) as usize;
         let at = *self.at_drive.get(row * self.drives + drive)?;
         (at != NO_SEGMENT && at / self.width as u32 == segment).then_some(at as usize % self.width)
+    }
+
+    /// The drive the placement put lane `lane` of `segment` on (`drive` until it moves).
+    pub fn home(&self, segment: u32, lane: usize) -> usize {
+        debug_assert!(lane < self.width && segment < self.segments());
+        if self.is_classic() {
+            return lane;
+        }
+        usize::from(self.home_drives[segment as usize * self.width + lane])
+    }
+
+    /// Whether no segment has a lane at zone `row` of `drive`.
+    pub fn is_free_at(&self, row: u32, drive: usize) -> bool {
+        !self.is_classic() && self.at_drive[row as usize * self.drives + drive] == NO_SEGMENT
     }
 
     /// Every drive of `segment`, lane by lane.

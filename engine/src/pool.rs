@@ -11,6 +11,8 @@
 //! stays bounded whatever the array does (a burst of reads
 //! returns at most that much to it; the rest is freed). Merged commands' buffers (`join`),
 //! whose length varies, are kept apart by capacity, at most `MAX_JOINED_BYTES` of them.
+//! A pool made with bounds of its own (`bounded`: a drive rebuild's, which keeps a window
+//! of reads in flight for each of up to 64 segments at once) keeps those instead.
 
 /// Distinct buffer lengths kept: a block, a block's metadata, a chunk and a chunk's
 /// metadata per chunk class, and the parity fields of a stripe fit easily.
@@ -23,9 +25,11 @@ const MAX_POOLED_BYTES_PER_LENGTH: usize = 32 << 20;
 const MAX_JOINED_BYTES: usize = 32 << 20;
 
 /// Free lists of byte buffers by length. See the module documentation.
-#[derive(Default)]
 pub(crate) struct BufferPool {
     lists: Vec<FreeList>,
+    /// Bytes of free buffers kept per length (`MAX_POOLED_BYTES_PER_LENGTH`, unless made
+    /// with another bound: `bounded`).
+    bytes_per_length: usize,
     /// Buffers of merged commands, whose length varies with their parts: kept by
     /// capacity, not length, and grown to the length asked. Else every merged command
     /// allocates and frees a buffer of up to a transfer (256 KiB), which the allocator
@@ -34,17 +38,29 @@ pub(crate) struct BufferPool {
     joined_metadata: Joined,
 }
 
-/// Emptied buffers of merged commands and the sum of their capacities.
-#[derive(Default)]
+impl Default for BufferPool {
+    fn default() -> Self {
+        BufferPool::bounded(MAX_POOLED_BYTES_PER_LENGTH, MAX_JOINED_BYTES)
+    }
+}
+
+/// Emptied buffers of merged commands and the sum of their capacities, at most
+/// `max_bytes`.
 struct Joined {
     buffers: Vec<Vec<u8>>,
     capacity_bytes: usize,
+    max_bytes: usize,
 }
 
 impl Joined {
-    /// An empty buffer with room for `len` bytes.
+    /// An empty buffer with room for `len` bytes: the last one kept that has the room, if
+    /// any (one too small would be grown, an allocation and the old one freed).
     fn take(&mut self, len: usize) -> Vec<u8> {
-        let mut buffer = self.buffers.pop().unwrap_or_default();
+        let fits = self.buffers.iter().rposition(|b| b.capacity() >= len);
+        let mut buffer = match fits {
+            Some(at) => self.buffers.swap_remove(at),
+            None => self.buffers.pop().unwrap_or_default(),
+        };
         self.capacity_bytes -= buffer.capacity();
         buffer.clear();
         buffer.reserve(len);
@@ -53,7 +69,7 @@ impl Joined {
 
     fn give(&mut self, buffer: Vec<u8>) {
         let capacity = buffer.capacity();
-        if capacity > 0 && self.capacity_bytes + capacity <= MAX_JOINED_BYTES {
+        if capacity > 0 && self.capacity_bytes + capacity <= self.max_bytes {
             self.capacity_bytes += capacity;
             self.buffers.push(buffer);
         }
@@ -62,13 +78,20 @@ impl Joined {
 
 struct FreeList {
     len: usize,
-    /// Buffers kept at most: `MAX_POOLED_BYTES_PER_LENGTH / len`, at least one (worked
+    /// Buffers kept at most: the pool's bytes per length over `len`, at least one (worked
     /// out once: a division per `give` showed in profiles).
     keep: usize,
     buffers: Vec<Vec<u8>>,
 }
 
 impl BufferPool {
+    /// A pool keeping at most `bytes_per_length` bytes of free buffers per length and
+    /// `joined_bytes` of merged commands' (data and metadata each).
+    pub(crate) fn bounded(bytes_per_length: usize, joined_bytes: usize) -> BufferPool {
+        let joined = || Joined { buffers: Vec::new(), capacity_bytes: 0, max_bytes: joined_bytes };
+        BufferPool { lists: Vec::new(), bytes_per_length, joined_data: joined(), joined_metadata: joined() }
+    }
+
     /// A buffer of `len` bytes with unspecified contents (the caller overwrites them).
     pub(crate) fn take(&mut self, len: usize) -> Vec<u8> {
         match self.lists.iter_mut().find(|l| l.len == len).and_then(|l| l.buffers.pop()) {
@@ -126,7 +149,7 @@ impl BufferPool {
         let index = match self.lists.iter().position(|l| l.len == len) {
             Some(index) => index,
             None if self.lists.len() < MAX_LENGTHS => {
-                let keep = (MAX_POOLED_BYTES_PER_LENGTH / len).max(1);
+                let keep = (self.bytes_per_length / len).max(1);
                 self.lists.push(FreeList { len, keep, buffers: Vec::new() });
                 self.lists.len() - 1
             }
@@ -191,6 +214,20 @@ mod tests {
         }
         assert!(pool.joined_data.capacity_bytes <= MAX_JOINED_BYTES);
         assert!(pool.joined_metadata.buffers.len() <= 1, "empty buffers are not kept");
+    }
+
+    /// A merged command takes a kept buffer large enough for it before a smaller one
+    /// (which it would have to grow: an allocation).
+    #[test]
+    fn a_merged_command_takes_a_buffer_with_room_first() {
+        let mut pool = BufferPool::bounded(1 << 20, 1 << 20);
+        let large = Vec::with_capacity(8 * 4096);
+        let address = large.as_ptr();
+        pool.give_joined(large, Vec::new());
+        pool.give_joined(Vec::with_capacity(4096), Vec::new());
+        let parts = (0..8).map(|i| (vec![i as u8; 4096], Vec::new()));
+        let (data, _) = pool.join(parts, 8 * 4096, 0);
+        assert_eq!((data.as_ptr(), data.len()), (address, 8 * 4096));
     }
 
     #[test]

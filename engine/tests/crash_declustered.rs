@@ -83,6 +83,55 @@ fn power_cuts_during_a_declustered_replace_keep_every_acknowledged_write() {
     }
 }
 
+/// A drive fails and is rebuilt into spare space part way through the writes, then a new
+/// drive takes its place and garbage collection moves the segments in spare space back to
+/// it (the rebalance); power is cut during or after that, and the start is nested in half
+/// the runs.
+#[test]
+fn power_cuts_during_a_rebalance_keep_every_acknowledged_write() {
+    let mut rebalancing = 0;
+    for scheme in declustered_schemes() {
+        let drives = scheme.declustering.drives as usize;
+        // A relocation of these small segments takes few steps: cuts land within a few of
+        // the replacement, over more runs.
+        for i in 0..4 * ZAPRAID_SPARE_RUNS {
+            let mut rng = ChaCha8Rng::seed_from_u64(i ^ 0xba1a);
+            // Late enough that sealed segments go into spare space (open ones are reclaimed).
+            let rebalance =
+                DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(150..220) };
+            let interrupt_recovery = rng.random_bool(0.5).then(|| rng.random_range(1..40));
+            let twists = Twists { rebalance: Some(rebalance), interrupt_recovery, ..Twists::default() };
+            explore_with(scheme, i, 240, rng.random_range(0..16), twists);
+            rebalancing += 1;
+        }
+    }
+    let during = CUTS_DURING_REBALANCE.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("{rebalancing} runs cut during or after a rebalance, {during} of them with segments still to move");
+    assert!(during > 0, "no cut caught a rebalance under way");
+}
+
+/// A declustered array with its L2P table offloaded (pages of a few entries, a budget of a
+/// page or two): power cuts at steps of a workload that writes mapping blocks, during a
+/// rebuild into spare space in half the runs; every start is offered the newest checkpoint.
+#[test]
+fn power_cuts_of_declustered_arrays_with_a_bounded_l2p_table_keep_every_acknowledged_write() {
+    let mut used = 0;
+    for scheme in declustered_schemes() {
+        let drives = scheme.declustering.drives as usize;
+        for i in 0..ZAPRAID_SPARE_RUNS {
+            let mut rng = ChaCha8Rng::seed_from_u64(i ^ 0x12b);
+            let l2p = (rng.random_range(4..16u64), rng.random_range(1..3u64));
+            let into_spares = rng
+                .random_bool(0.5)
+                .then(|| DriveFailure { drive: rng.random_range(0..drives), before_write: rng.random_range(20..60) });
+            let twists = Twists { l2p: Some(l2p), into_spares, ..Twists::default() };
+            let run = explore_with(scheme, i, 80, rng.random_range(0..300), twists);
+            used += run.checkpoints_used;
+        }
+    }
+    eprintln!("declustered runs with a bounded L2P table: {used} starts from a checkpoint");
+}
+
 /// Pinned (found by the exploration above): a lane moved into spare space while a command
 /// of it was in flight to the failed drive; that command's failure, completing after the
 /// move, failed the lane's new drive, which then missed every write of the lanes on it,

@@ -24,19 +24,6 @@ fn config() -> Config {
     Config { l2p, ..base }
 }
 
-/// Reads every logical block, a page at a time, and checks it holds `expect(lba)`.
-fn read_all(sim: &mut Simulator, id: &mut u64, expect: impl Fn(u64) -> Vec<u8>) {
-    for lba in (0..LOGICAL_BLOCKS).step_by(PAGE_ENTRIES as usize) {
-        sim.submit(*id, Request::Read { lba, blocks: PAGE_ENTRIES });
-        let response = sim.run_until_response(*id).expect("every read is answered");
-        *id += 1;
-        let got = response.result.unwrap_or_else(|e| panic!("reading LBAs {lba}..+{PAGE_ENTRIES}: {e}"));
-        for (i, block) in got.chunks_exact(BLOCK).enumerate() {
-            assert!(block == expect(lba + i as u64).as_slice(), "LBA {} reads back other data", lba + i as u64);
-        }
-    }
-}
-
 #[test]
 fn a_mapping_block_damaged_beyond_parity_is_rebuilt_from_the_footers() {
     let geometry = || common::geometry(ZONES, 8, 10);
@@ -72,7 +59,7 @@ fn a_mapping_block_damaged_beyond_parity_is_rebuilt_from_the_footers() {
         sim.drives[drive].corrupt_block(lba, 11).unwrap();
     }
 
-    read_all(&mut sim, &mut id, expect);
+    common::read_all_checked(&mut sim, &mut id, LOGICAL_BLOCKS, PAGE_ENTRIES, expect);
     let status = sim.engine.status();
     assert_eq!(status.l2p.pages_rebuilt, 1, "the damaged page was rebuilt once");
     assert_eq!(status.mapped_blocks, LOGICAL_BLOCKS, "every block is still counted live");
@@ -85,6 +72,6 @@ fn a_mapping_block_damaged_beyond_parity_is_rebuilt_from_the_footers() {
     let drives = sim.power_cut().unwrap();
     let mut sim = Simulator::recover_with_checkpoint(geometry(), config(), drives, &[], checkpoint).unwrap();
     assert!(sim.recovery_report.checkpoint_generation.is_some(), "started from the checkpoint");
-    read_all(&mut sim, &mut id, expect);
+    common::read_all_checked(&mut sim, &mut id, LOGICAL_BLOCKS, PAGE_ENTRIES, expect);
     assert_eq!(sim.engine.status().l2p.pages_rebuilt, 0);
 }

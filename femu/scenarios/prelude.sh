@@ -31,3 +31,47 @@ nvme_index() {
     done
     fail "no NVMe controller with serial $1"
 }
+# fio_passes_in_background DIR: fio with verification in the background, a new file per
+# pass (DIR/fioN.dat, so that a stale block of an earlier pass, right offset and checksum,
+# old data, cannot pass for a new one), each written with $FIO_OPTS and verified as it goes
+# and all again at the end, until /tmp/fio.stop exists and two passes are done; the passes
+# done go to /tmp/fio.passes. Fails if fio ends within 5 s. wait_for_fio_passes stops it
+# and fails if a pass's verification failed.
+fio_passes_in_background() {
+    fio_dir=$1
+    rm -f /tmp/fio.stop /tmp/fio.passes
+    (
+        pass=0
+        while :; do
+            pass=$((pass + 1))
+            started=$(date +%s)
+            if ! $FIO --name=pass$pass --filename="$1/fio$pass.dat" $FIO_OPTS --do_verify=1 --verify_backlog=512 \
+                --randseed=$pass > /tmp/fio.$pass.out 2>&1; then
+                echo "fio pass $pass FAILED:"; cat /tmp/fio.$pass.out
+                exit 1
+            fi
+            echo "fio pass $pass: $FIO_SIZE_MIB MiB written and verified in $(($(date +%s) - started)) s"
+            echo $pass > /tmp/fio.passes
+            [ -e /tmp/fio.stop ] && [ $pass -ge 2 ] && exit 0
+        done
+    ) &
+    fio_pid=$!
+    sleep 5
+    kill -0 $fio_pid 2>/dev/null || { wait $fio_pid || true; fail "fio ended within 5 s"; }
+}
+# It then adds every pass's file to /tmp/sums, and verify_last_fio_pass has fio verify
+# the last one again.
+wait_for_fio_passes() {
+    touch /tmp/fio.stop
+    wait $fio_pid || fail "fio's verification failed"
+    passes=$(cat /tmp/fio.passes)
+    echo "fio: $passes passes written and verified"
+    pass=1
+    while [ $pass -le "$passes" ]; do md5sum "$fio_dir/fio$pass.dat" >> /tmp/sums; pass=$((pass + 1)); done
+    sync
+}
+verify_last_fio_pass() {
+    $FIO --name=pass$passes --filename="$fio_dir/fio$passes.dat" $FIO_OPTS --verify_only --randseed=$passes \
+        > /tmp/fio.verify.out 2>&1 || { cat /tmp/fio.verify.out; fail "fio --verify_only of fio$passes.dat"; }
+    echo "fio --verify_only of fio$passes.dat passed"
+}

@@ -61,25 +61,7 @@ sync
 zapraid status z
 
 step "fio --verify=crc32c in the background, a new file per pass"
-rm -f /tmp/fio.stop /tmp/fio.passes
-(
-    pass=0
-    while :; do
-        pass=$((pass + 1))
-        started=$(date +%s)
-        if ! $FIO --name=pass$pass --filename=/mnt/r/fio$pass.dat $FIO_OPTS --do_verify=1 --verify_backlog=512 \
-            --randseed=$pass > /tmp/fio.$pass.out 2>&1; then
-            echo "fio pass $pass FAILED:"; cat /tmp/fio.$pass.out
-            exit 1
-        fi
-        echo "fio pass $pass: $FIO_SIZE_MIB MiB written and verified in $(($(date +%s) - started)) s"
-        echo $pass > /tmp/fio.passes
-        [ -e /tmp/fio.stop ] && [ $pass -ge 2 ] && exit 0
-    done
-) &
-fio_pid=$!
-sleep 5
-kill -0 $fio_pid 2>/dev/null || { wait $fio_pid || true; fail "fio ended within 5 s"; }
+fio_passes_in_background /mnt/r
 
 step "fail drive 1 while fio runs"
 zapraid fail z /dev/ng1n1
@@ -149,21 +131,13 @@ zapraid status z --json | grep -q "\"path\":\"$NEW\"" || fail "status --json doe
 kill -0 $fio_pid 2>/dev/null && echo "fio still running after the rebuild: let it finish its pass"
 
 step "wait for fio (every pass verified)"
-touch /tmp/fio.stop
-wait $fio_pid || fail "fio's verification failed"
-passes=$(cat /tmp/fio.passes)
-echo "fio: $passes passes written and verified"
-pass=1
-while [ $pass -le "$passes" ]; do md5sum /mnt/r/fio$pass.dat >> /tmp/sums; pass=$((pass + 1)); done
-sync
+wait_for_fio_passes
 
 step "fail drive 2: what drive 1 held now comes from $NEW"
 zapraid fail z /dev/ng2n1
 echo 3 > /proc/sys/vm/drop_caches
 verify "drive 1 rebuilt onto $NEW, drive 2 failed"
-$FIO --name=pass$passes --filename=/mnt/r/fio$passes.dat $FIO_OPTS --verify_only --randseed=$passes \
-    > /tmp/fio.verify.out 2>&1 || { cat /tmp/fio.verify.out; fail "fio --verify_only of fio$passes.dat"; }
-echo "fio --verify_only of fio$passes.dat passed"
+verify_last_fio_pass
 umount /mnt/r
 $FSCK -fn "$dev" || fail "fsck found errors with drive 2 failed"
 echo "fsck clean"

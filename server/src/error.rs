@@ -42,6 +42,16 @@ pub enum Error {
     #[error("{}", unsurvivable_text(*level, failed, *rebuilding, *drive))]
     Unsurvivable { level: zapraid_engine::RaidLevel, failed: Vec<usize>, rebuilding: Option<usize>, drive: usize },
 
+    /// A drive failure that would leave segments of a declustered array short of more
+    /// chunks than parity covers, asked for without force (`run::failures`).
+    #[error(
+        "failing drive {drive} would leave {segments} segment(s) of the {level} declustered array short of more \
+         chunks than parity covers (their other drives failed, or hold chunks a rebuild has not written yet): \
+         their blocks would read as errors; wait for the rebuild to end (zapraid status), or add --force to fail \
+         it anyway"
+    )]
+    SegmentsBeyondParity { level: zapraid_engine::RaidLevel, drive: usize, segments: u64 },
+
     /// Drives absent at start that the array may not start without (`degraded`).
     #[error("array \"{array}\" cannot start: {reason}")]
     MissingDrives { array: String, reason: String },

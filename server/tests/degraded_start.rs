@@ -73,7 +73,7 @@ fn a_drive_gone_is_refused_then_recorded_failed_and_rebuilt_on_read() {
         assert_eq!(generation(&paths[0]), before, "a refused start wrote a superblock");
     }
     let mut assembled = assemble_with(&paths, NewlyMissing::RecordFailed).unwrap();
-    assert_eq!(assembled.absent, [AbsentDrive { index: 1, recorded_before: false }]);
+    assert_eq!(assembled.absent, [AbsentDrive { index: 1, recorded_before: false, in_spare_space: false }]);
     assert_eq!(assembled.failed, [1]);
     assert_eq!(assembled.paths[1], None);
     assert_eq!(assembled.unusable.len(), 1, "the path given for drive 1 is said as not used");
@@ -84,7 +84,7 @@ fn a_drive_gone_is_refused_then_recorded_failed_and_rebuilt_on_read() {
     }
     run(assembled, Some(2), 2);
     let assembled = assemble(&without).unwrap();
-    assert_eq!(assembled.absent, [AbsentDrive { index: 1, recorded_before: true }]);
+    assert_eq!(assembled.absent, [AbsentDrive { index: 1, recorded_before: true, in_spare_space: false }]);
     run(assembled, None, 2);
     for p in &without {
         assert_eq!(generation(p), (before.0 + 1, vec![1]), "{}: recorded once", p.display());

@@ -22,6 +22,7 @@ macro_rules! say {
 }
 
 mod cpu;
+mod cpu_rebuild;
 mod declustered;
 mod drives;
 mod gc;

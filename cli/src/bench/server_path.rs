@@ -132,6 +132,7 @@ pub(super) fn start_server_path(
         force: false,
         l2p_budget_bytes: None,
         shards: u32::try_from(shards).context("too many shards")?,
+        declustering: zapraid_engine::Declustering::CLASSIC,
     };
     format(&paths, &options, |_, _| {})?;
     let session = Session::start(assemble(&paths)?)?;

@@ -118,6 +118,14 @@ impl World {
         }
     }
 
+    /// Runs `scrub --wait` and checks it read stripes and found nothing damaged.
+    pub fn scrub_clean(&self) {
+        self.ok(&["scrub", "rp", "--wait"]);
+        let last = &self.status()["scrub"]["last"];
+        assert!(last["stripes_checked"].as_u64().unwrap() > 0, "{last}");
+        assert_eq!((&last["blocks_damaged"], &last["parity_mismatches"]), (&0.into(), &0.into()), "{last}");
+    }
+
     /// What `inspect` says of a drive's superblock.
     pub fn superblock_line(&self, drive: usize) -> String {
         let said = self.ok(&["inspect", &self.drives[drive]]);

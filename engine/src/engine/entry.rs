@@ -40,15 +40,6 @@ impl Engine {
             return Err(Error::InvalidConfig { reason: format!("{n} drives, at most {MAX_DRIVES}") });
         }
         let lanes = Lanes::for_array(n, config.declustering, &geometry)?;
-        if !lanes.is_classic() && config.l2p.budget_bytes.is_some() {
-            // A page rebuilt from the log reads each segment as if a drive were the same
-            // lane of every segment (`page_rebuild`, `recovery::scan`).
-            return Err(Error::Unavailable {
-                reason: "a declustered array with an L2P memory budget is not built yet: it keeps the whole \
-                         table in memory"
-                    .to_string(),
-            });
-        }
         let geometry = Geometry { zone_count: lanes.segments(), ..geometry };
         let per_segment = plan.layouts().iter().map(Layout::data_blocks_per_segment).min().unwrap_or(0);
         let capacity = per_segment * u64::from(geometry.zone_count);
@@ -117,6 +108,7 @@ impl Engine {
             start_report: Default::default(),
             read_blocks_repaired: 0,
             blocks_relocated: 0,
+            blocks_rebalanced: 0,
             stop: StopState::Running,
             checkpoints: Default::default(),
             stripes: HashMap::default(),
@@ -271,6 +263,25 @@ impl Engine {
     pub fn poll_command(&mut self) -> Option<DriveCommand> {
         let command = self.commands.pop_front()?;
         Some(self.lanes.outbound(command))
+    }
+
+    /// Whether the command of `tag`, emitted and not yet completed, is the drive
+    /// rebuild's (its header and chunk reads, its chunk, header and footer writes, its
+    /// zone commands, the checks of a resumed one): a simulator charges its completion the
+    /// rebuild's cost (`cpu_cost`), asked as the command goes out. Any other tag (another
+    /// path's command, or one completed) is not.
+    pub fn is_rebuild_command(&self, tag: Tag) -> bool {
+        self.rebuild_command_chunk_blocks(tag).is_some()
+    }
+
+    /// The chunk size, in blocks, of the segment the rebuild's command of `tag` is for, if
+    /// it is the rebuild's (`is_rebuild_command`): the rebuild's work per chunk (a stripe
+    /// reconstructed) is charged by the chunks its writes carry.
+    pub fn rebuild_command_chunk_blocks(&self, tag: Tag) -> Option<u64> {
+        match self.ops.get(tag) {
+            Some(Op::Rebuild { zone, .. }) => Some(self.segment_of_zone(*zone).map_or(1, |s| s.layout.chunk_blocks)),
+            _ => None,
+        }
     }
 
     pub fn poll_response(&mut self) -> Option<Response> {

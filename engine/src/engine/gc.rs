@@ -105,8 +105,9 @@ impl Engine {
             return false; // nothing due: spare the scan of every segment
         }
         self.gc_check_needed = false;
-        self.reclaim_pending = self.reclaim_left() || self.holes_left();
+        self.reclaim_pending = self.reclaim_left() || self.holes_left() || self.segments_to_rebalance() > 0;
         let first = |s: &Segment| s.reclaim_first || s.holes;
+        let worth = |s: &Segment| low && s.valid_blocks <= self.plan.gc_victim_max_live_blocks(&s.layout);
         let awaiting = |s: &Segment| s.awaiting_writes.iter().any(|lba| self.in_flight_lbas.contains_key(lba));
         let victim = self
             .segments
@@ -115,8 +116,9 @@ impl Engine {
             .filter(|s| s.state == SegmentState::Sealed && !s.unreclaimable && !awaiting(s))
             .filter(|s| !self.kept_for_pages(s.zone))
             .filter(|s| !self.is_being_rebuilt(s.zone) && Some(s.zone) != self.zone_being_scrubbed())
-            .filter(|s| first(s) || (low && s.valid_blocks <= self.plan.gc_victim_max_live_blocks(&s.layout)))
-            .min_by_key(|s| (!first(s), s.valid_blocks, s.sequence))
+            .filter(|s| first(s) || worth(s) || s.rebalance)
+            // Rebalancing (`rebalance`) only when nothing more pressing is due.
+            .min_by_key(|s| (!first(s), !worth(s), s.valid_blocks, s.sequence))
             .map(|s| (s.zone, s.valid_blocks));
         let Some((zone, valid_blocks)) = victim else { return false };
         // A victim that maps nothing needs no room when no repair waits in the relocation
@@ -168,6 +170,11 @@ impl Engine {
                     self.start_read_at(ReadOrigin::Relocation(from), mapping::mapping_lba(page), vec![Some(from)]);
                 }
                 continue;
+            }
+            // A rebalance goes at the rebuild's rate (`rebalance`): each block it moves
+            // takes its bytes first.
+            if !self.rebalance_may_read(zone) {
+                break;
             }
             match self.scan_step(&mut scan) {
                 ScanStep::Live { lba, at, page } => {
@@ -287,7 +294,9 @@ impl Engine {
         debug_assert_eq!(self.seg(zone).commands_in_flight, 0);
         self.segments[zone as usize] = None;
         self.free_zones.push_back(zone);
-        self.move_lanes_off_failed_drives(zone);
+        for drive in self.settle_free_lanes(zone) {
+            self.note_spared(drive);
+        }
         self.update_restoring_reserve();
         self.segments_reclaimed += 1;
         self.relocation = None;
@@ -336,6 +345,9 @@ impl Engine {
                 self.lost.insert(lba, timestamp);
             } else {
                 self.blocks_relocated += 1; // a marker stands for no block moved
+                if self.seg(from.zone).rebalance {
+                    self.blocks_rebalanced += 1;
+                }
             }
         }
         self.relocation_unpin(lba);

@@ -155,6 +155,8 @@ pub struct Engine {
     pub(super) restoring_reserve: bool,
     pub(super) segments_reclaimed: u64,
     pub(super) blocks_relocated: u64,
+    /// Of those, blocks of segments moved back to their home drives (`rebalance`).
+    pub(super) blocks_rebalanced: u64,
     pub(super) recovery_repairs: crate::recovery::Repairs,
     /// What the start read (from a checkpoint, or every segment).
     pub(super) start_report: crate::recovery::RecoveryReport,

@@ -29,6 +29,8 @@
 //! - `completion`: completions of commands other than chunks and reads, routed to their
 //!   role;
 //! - `rebuild`: a failed drive rebuilt onto a new one, online;
+//! - `rebalance`: a declustered array's segments in spare space moved back to their home
+//!   drives by garbage collection once those work again;
 //! - `scrub`: every segment read and checked, damaged rows' live blocks rewritten,
 //!   and the rewrite of damaged blocks frontend reads came across;
 //! - `stop`: the clean stop and its stop footers;
@@ -55,6 +57,7 @@ mod machine;
 mod mapping;
 mod page_rebuild;
 mod read;
+mod rebalance;
 mod rebuild;
 mod repair;
 mod request;
@@ -73,7 +76,9 @@ mod zone_writes;
 pub use crate::config::{Config, Declustering, L2pConfig, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY};
 pub use crate::drive_command::DriveCommand;
 pub use machine::Engine;
-pub use rebuild::{rebuild_segments_at_once, RebuildStatus, MAX_REBUILD_SEGMENTS_AT_ONCE};
+pub use rebuild::{
+    rebuild_segments_at_once, RebuildStatus, MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE, MAX_REBUILD_SEGMENTS_AT_ONCE,
+};
 pub use request::{Request, RequestId, Response};
 pub use state::scrub::{ScrubReport, ScrubStatus};
 pub use status::{DeclusteredStatus, L2pStatus, Status};

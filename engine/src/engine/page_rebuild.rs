@@ -27,7 +27,7 @@
 
 use std::ops::Range;
 
-use zapraid_zns::{Command, Completion, Tag};
+use zapraid_zns::{Command, Completion, Geometry, Tag};
 
 use crate::drive_command::DriveCommand;
 use crate::error::Error;
@@ -55,15 +55,22 @@ impl Engine {
         for seg in self.segments.iter().flatten() {
             if seg.footer.is_empty() {
                 let (zone, sequence, layout, class) = (seg.zone, seg.sequence, seg.layout, seg.class);
-                on_drives.push(ScanSegment { zone, sequence, layout, class, table: seg.table.clone() });
+                // A declustered array's lane being rebuilt is the segment's own (a classic
+                // array's drive being rebuilt is passed as failed, below).
+                let absent = seg.absent.filter(|_| !self.lanes.is_classic());
+                on_drives.push(ScanSegment { zone, sequence, layout, class, table: seg.table.clone(), absent });
             } else {
                 offer_footer_records(seg, &lbas, &mut newest);
             }
         }
-        // A drive being rebuilt does not hold every segment's chunks yet: read like a failed one.
-        let rebuilding = self.drive_rebuild.as_ref().map(|r| r.drive);
+        // A drive being rebuilt does not hold every segment's chunks yet: read like a failed
+        // one (a declustered array's: the segments' absent lanes, above).
+        let rebuilding = self.drive_rebuild.as_ref().map(|r| r.drive).filter(|_| self.lanes.is_classic());
         let failed: Vec<usize> = (0..self.failed.len()).filter(|&d| self.failed[d] || Some(d) == rebuilding).collect();
-        match Recovery::scan_segments(self.geometry, self.config, &failed, &on_drives) {
+        // A scan, as a start, is given the drives' geometry (a declustered array's engine
+        // numbers more segments than the drives have zones).
+        let drives = Geometry { zone_count: self.lanes.rows(), ..self.geometry };
+        match Recovery::scan_segments(drives, self.config, &failed, &self.lanes, &on_drives) {
             Ok(scan) => {
                 self.mapping.rebuild = Some(PageRebuild { page, lbas, read_error: error, scan, newest });
                 self.pump_page_rebuild();

@@ -37,9 +37,11 @@
 //! (`lost::unknown_entries`); with a rate, no write reaches the new drive before the bucket
 //! gave its bytes.
 
+mod advance;
 mod chunks;
 mod ending;
 mod pace;
+mod places;
 mod reconstruct;
 mod resume;
 mod spares;
@@ -50,7 +52,7 @@ use std::collections::BTreeMap;
 
 use zapraid_zns::{Command, Completion, Geometry, ZoneAction, ZoneTarget};
 
-use crate::format::{FooterEntry, SegmentHeader, NO_LBA};
+use crate::format::SegmentHeader;
 
 use super::machine::Engine;
 use super::machine::Op;
@@ -58,8 +60,6 @@ use super::state::rebuild::DriveRebuild;
 use super::state::rebuild::RebuildOp;
 use super::state::rebuild::Step;
 use super::state::rebuild::ZoneRebuild;
-use super::state::segment::{Segment, SegmentState};
-use super::state::stop::StopState;
 use crate::drive_command::DriveCommand;
 use crate::error::{Error, Result};
 use crate::hybrid::SegmentPlan;
@@ -123,6 +123,9 @@ pub struct RebuildStatus {
     pub blocks_written: u64,
     /// Blocks that could not be reconstructed (their stripes lost more than parity covers).
     pub blocks_unrecoverable: u64,
+    /// Whether the failed drive's chunks go into distributed spare space
+    /// (`rebuild_into_spares`) rather than onto a new drive in its place.
+    pub into_spares: bool,
 }
 
 impl Engine {
@@ -151,6 +154,10 @@ impl Engine {
         self.check_absent_lanes(&holding)?;
         self.failed[drive] = false;
         self.spared[drive] = false;
+        // Empty segment numbers whose lanes moved off the drive go back to it, and the
+        // whole segments moved off it are relocated back over time (`rebalance`).
+        self.move_free_lanes_off(drive);
+        self.mark_segments_to_rebalance();
         // A relocated segment whose zones are being reset (on the drives that worked: not
         // this one) is about to leave its zone empty for new segments, which are written
         // to this drive too. A resumed rebuild's drive may hold a part of that segment (the
@@ -214,6 +221,10 @@ impl Engine {
             retried_unreclaimable: false,
             waiting_unreclaimable: false,
             into_spares,
+            buffers: self.rebuild_buffers_pool(),
+            focus: None,
+            advance_all: false,
+            nothing_to_start: None,
         });
         tracing::info!(drive, resuming, into_spares, "rebuild started");
         self.settle();
@@ -235,6 +246,7 @@ impl Engine {
             segments_kept: r.segments_kept,
             blocks_written: r.blocks_written,
             blocks_unrecoverable: r.blocks_unrecoverable,
+            into_spares: r.into_spares,
         })
     }
 
@@ -282,125 +294,8 @@ impl Engine {
         zone_room(&self.geometry, &self.plan, 1, 1).clamp(set, MAX_DECLUSTERED_REBUILD_SEGMENTS_PER_DRIVE.max(set))
     }
 
-    /// Moves the rebuild on: starts the next segments while fewer than
-    /// `rebuild_segments_at_once` are under way, and for each one under way issues reads
-    /// within its window and writes reconstructed chunks in order. Called from `pump`.
-    pub(super) fn advance_drive_rebuild(&mut self) {
-        self.rebuild_pace.clear_wake();
-        self.retire_idle_segments();
-        let Some(r) = self.drive_rebuild.as_ref() else { return };
-        let drive = r.drive;
-        if self.stop != StopState::Running {
-            // A stop, or a running checkpoint draining, lets the steps under way complete
-            // and starts no other; after a stop the next start resumes the rebuild (the
-            // segment checked, or rebuilt from its beginning), after a checkpoint it goes
-            // on here.
-            return;
-        }
-        // A resumed rebuild's drive may hold zones left open by segments written to it since
-        // the first rebuild started (recovered open, stopped short): active until garbage
-        // collection reclaims them, they take from the rebuild's room under the drives'
-        // active zone limit. The rebuild always keeps its one segment.
-        let left_open = |s: &&Segment| s.absent.is_some() && (s.state != SegmentState::Sealed || s.reclaim_first);
-        let left_open = if r.resuming { self.segments.iter().flatten().filter(left_open).count() } else { 0 };
-        // Per drive written: what its zone limits leave. A declustered array's segments
-        // are written to many drives (their spare space, or each segment's lane on the
-        // new drive), each within that.
-        let per_drive = (self.rebuild_segments_per_drive() as usize).saturating_sub(left_open).max(1);
-        let at_once = if self.lanes.is_classic() {
-            per_drive
-        } else {
-            (per_drive * self.lanes.drives()).min(MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE)
-        };
-        if r.zones.len() < at_once {
-            let under_way = &r.zones;
-            let classic = self.lanes.is_classic();
-            let mut writing = vec![0usize; self.lanes.drives()];
-            for &zone in under_way.keys() {
-                writing[self.rebuild_drive_of(zone)] += 1;
-            }
-            // Segments are kept by zone: the lowest zones come first.
-            let mut next = Vec::new();
-            let candidates = self
-                .segments
-                .iter()
-                .flatten()
-                .filter(|s| s.absent.is_some() && s.state == SegmentState::Sealed && !s.reclaim_first)
-                // A declustered segment's zones finished first: a start takes a lane the
-                // rebuild moved only once the segment's other zones are (`recovery::lanes`).
-                .filter(|s| classic || s.finishes_in_flight == 0)
-                .map(|s| s.zone)
-                .filter(|zone| !under_way.contains_key(zone));
-            for zone in candidates {
-                if next.len() + r.zones.len() >= at_once {
-                    break;
-                }
-                let target = self.rebuild_drive_of(zone);
-                if writing[target] < per_drive {
-                    writing[target] += 1;
-                    next.push(zone);
-                }
-            }
-            if next.is_empty() && r.zones.is_empty() {
-                return self.end_or_wait(drive);
-            }
-            for zone in next {
-                // The header is the segment's first write.
-                let header_bytes = self.seg(zone).layout.chunk_blocks * self.block_bytes() as u64;
-                if !self.rebuild_pace.take(header_bytes, self.now_ns) {
-                    break;
-                }
-                self.start_zone_rebuild(zone);
-            }
-        }
-        let under_way: Vec<u32> =
-            self.drive_rebuild.as_ref().map_or_else(Vec::new, |r| r.zones.keys().copied().collect());
-        for zone in under_way {
-            // A step of one segment may end the rebuild (a drive failing).
-            if !self.is_being_rebuilt(zone) {
-                continue;
-            }
-            self.issue_rebuild_reads(zone);
-            self.write_ready_chunks(zone);
-            self.write_rebuild_footer(zone);
-        }
-    }
-
-    fn start_zone_rebuild(&mut self, zone: u32) {
-        let drive = self.rebuild_lane(zone);
-        let layout = self.seg(zone).layout;
-        let header_sources: Vec<usize> = (0..layout.drives()).filter(|d| self.holds(zone, *d)).collect();
-        let empty_entry =
-            FooterEntry { lba: NO_LBA.into(), timestamp: 0.into(), stripe_id: 0.into(), reserved: 0.into() };
-        let rebuild = self.drive_rebuild.as_mut().expect("a rebuild");
-        let resuming = rebuild.resuming;
-        rebuild.zones.insert(
-            zone,
-            ZoneRebuild {
-                step: Step::Resetting,
-                header_sources,
-                next_read: 0,
-                next_write: 0,
-                reading: BTreeMap::new(),
-                ready: BTreeMap::new(),
-                writes_in_flight: 0,
-                footer: vec![empty_entry; (layout.stripes * layout.chunk_blocks) as usize],
-                footer_next: 0,
-                checks_pending: 0,
-                check_failed: false,
-                mapped_here: None,
-            },
-        );
-        if resuming {
-            self.zone_rebuild(zone).step = Step::Checking;
-            return self.check_rebuilt_zone(zone);
-        }
-        tracing::debug!(drive, zone, "rebuilding a segment");
-        self.reset_rebuilt_zone(zone);
-    }
-
     /// Resets the new drive's zone of the segment, the rebuild's first step on it.
-    fn reset_rebuilt_zone(&mut self, zone: u32) {
+    pub(super) fn reset_rebuilt_zone(&mut self, zone: u32) {
         let drive = self.rebuild_lane(zone);
         self.zone_rebuild(zone).step = Step::Resetting;
         let target = ZoneTarget::Zone { start_lba: self.geometry.zone_start_lba(zone) };
@@ -502,6 +397,10 @@ impl Engine {
         if !self.is_being_rebuilt(zone) {
             return; // abandoned meanwhile
         }
+        if completion.result.is_ok() {
+            // Only this segment can move on for it (`advance`).
+            self.drive_rebuild.as_mut().expect("a rebuild").focus = Some(zone);
+        }
         match op {
             RebuildOp::Reset => {
                 self.zone_rebuild(zone).step = Step::Header;
@@ -527,6 +426,17 @@ impl Engine {
                 self.rebuild_read_done(zone, position, source, chunks, completion);
             }
             RebuildOp::Write { blocks } => {
+                // Its buffers go back to the pool: a chunk's by length, a joined write's
+                // (`write_ready_chunks`) or a footer piece's by capacity.
+                let Completion { data, metadata, .. } = completion;
+                let chunk = blocks == self.seg(zone).layout.chunk_blocks;
+                let buffers = &mut self.drive_rebuild.as_mut().expect("a rebuild").buffers;
+                if chunk {
+                    buffers.give(data);
+                    buffers.give(metadata);
+                } else {
+                    buffers.give_joined(data, metadata);
+                }
                 self.zone_rebuild(zone).writes_in_flight -= 1;
                 self.drive_rebuild.as_mut().expect("a rebuild").blocks_written += blocks;
                 let footer_blocks = self.seg(zone).layout.footer_blocks;

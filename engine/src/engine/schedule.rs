@@ -92,6 +92,10 @@ impl Engine {
     /// Moves queued stripes into open segments while they have room (relocated stripes
     /// first), starts groups and segments as they free up.
     pub(super) fn pump(&mut self) {
+        // The rebuild and the rebalance (`advance_drive_rebuild`, `advance_relocation`)
+        // look again at what waits for the rate limit's bucket: each refusal notes anew
+        // when to wake.
+        self.rebuild_pace.clear_wake();
         // Retired segments closed now are garbage collection's to reclaim in this pass: an
         // idle array has no later pass to wait for.
         self.retire_idle_segments();

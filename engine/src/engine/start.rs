@@ -65,6 +65,8 @@ impl Engine {
         for drive in spared.into_iter().chain(others) {
             self.fail_drive(drive);
         }
+        // Segments a replaced drive is to take back (marks are not recorded on the drives).
+        self.mark_segments_to_rebalance();
         for drive in recovered.spared_drives {
             if !self.spared[drive] {
                 tracing::warn!(

@@ -5,6 +5,7 @@
 use super::machine::Engine;
 use super::rebuild::RebuildStatus;
 use super::state::scrub::ScrubStatus;
+use super::state::segment::Segment;
 
 /// What the array holds and has done, for `zapraid status` and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -69,6 +70,14 @@ pub struct DeclusteredStatus {
     pub spare_zones_used: u64,
     /// Failed drives no segment number has a lane on (rebuilt into spare space).
     pub drives_in_spare_space: Vec<usize>,
+    /// Segments lacking more lanes than parity covers (`Engine::segments_beyond_parity`):
+    /// some of their blocks cannot be read.
+    pub segments_beyond_parity: u64,
+    /// Segments with a lane in spare space whose home drive works again, waiting to be
+    /// moved back by garbage collection (`rebalance`).
+    pub segments_to_rebalance: u64,
+    /// Live blocks the rebalance moved since the start.
+    pub blocks_rebalanced: u64,
 }
 
 /// The L2P table's cache (`l2p`, `mapping`).
@@ -179,6 +188,27 @@ impl Engine {
 }
 
 impl Engine {
+    /// Segments that lack more lanes than parity covers (on failed drives, or waiting for
+    /// a rebuild to write them), if drive `also_failing` failed too: their blocks cannot
+    /// all be read. What a drive failure may be refused by on a declustered array, where
+    /// each segment has its own drives.
+    pub fn segments_beyond_parity(&self, also_failing: Option<usize>) -> u64 {
+        let tolerated = self.config.level.tolerated_failures();
+        let lacking = |zone: u32, s: &Segment| {
+            (0..self.layout.drives())
+                .filter(|&lane| {
+                    let drive = self.lanes.drive(zone, lane);
+                    self.failed[drive] || Some(drive) == also_failing || s.absent == Some(lane)
+                })
+                .count()
+        };
+        let segments = self.segments.iter().enumerate();
+        segments
+            .filter_map(|(zone, s)| Some((zone as u32, s.as_ref()?)))
+            .filter(|(z, s)| lacking(*z, s) > tolerated)
+            .count() as u64
+    }
+
     fn declustered_status(&self) -> Option<DeclusteredStatus> {
         if self.lanes.is_classic() {
             return None;
@@ -193,6 +223,9 @@ impl Engine {
             spare_zones,
             spare_zones_used,
             drives_in_spare_space: self.drives_in_spare_space(),
+            segments_beyond_parity: self.segments_beyond_parity(None),
+            segments_to_rebalance: self.segments_to_rebalance(),
+            blocks_rebalanced: self.blocks_rebalanced,
         })
     }
 }

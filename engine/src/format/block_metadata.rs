@@ -170,13 +170,22 @@ impl BlockMetadata {
     /// Decodes the metadata of a block and checks it against the block's data: a torn,
     /// stale-format or corrupted block fails here.
     pub fn decode(data: &[u8], oob: &[u8]) -> Result<(Self, BlockKind), DecodeError> {
+        Self::decode_with_data_crc(data, oob).map(|(m, kind, _)| (m, kind))
+    }
+
+    /// As `decode`, also giving the CRC32C of the block's data it computed to check it:
+    /// for a caller that derives another block's checksum from it (a block the rebuild
+    /// reconstructs by XOR or copy, `ParityCodec::rebuilt_block_crc`), so the data is
+    /// checksummed once.
+    pub fn decode_with_data_crc(data: &[u8], oob: &[u8]) -> Result<(Self, BlockKind, u32), DecodeError> {
         let (m, kind) = Self::decode_unverified(oob)?;
+        let data_crc = crate::crc::crc32c(data);
         let stored = m.crc32c.get();
-        let computed = m.checksum(data);
+        let computed = m.checksum_with(data_crc);
         if stored != computed {
             return Err(DecodeError::Checksum { stored, computed });
         }
-        Ok((m, kind))
+        Ok((m, kind, data_crc))
     }
 
     /// As `decode`, leaving the checksum to whoever checks the data later (`verifies`):

@@ -87,10 +87,19 @@ pub struct ArraySuperblock {
     /// at format from (N, k + m, S); a start makes the placement again and refuses one
     /// whose CRC differs. 0 for a classic array, and in superblocks written before it.
     pub placement_crc32c: U32,
+    /// Failed drives of a declustered array whose chunks were all rebuilt into distributed
+    /// spare space, bit i for drive i (each failed in `failed_drives` too): no segment has
+    /// a lane on them, so a start knows a segment number whose other drives all failed is
+    /// empty (`Recovery::set_spared_drives`). 0 for a classic array, and in superblocks
+    /// written before it (`PRE_SPARED_ARRAY_SUPERBLOCK_BYTES`).
+    pub spared_drives: U64,
     pub crc32c: U32,
 }
 
-pub const ARRAY_SUPERBLOCK_BYTES: usize = 180;
+pub const ARRAY_SUPERBLOCK_BYTES: usize = 188;
+/// Superblocks written before `spared_drives`: the fields up to `placement_crc32c`, then
+/// the CRC (the first layout of declustered arrays).
+pub const PRE_SPARED_ARRAY_SUPERBLOCK_BYTES: usize = 180;
 /// Superblocks written before declustered arrays: the fields up to `shard_unit_blocks`,
 /// then the CRC.
 pub const PRE_DECLUSTERED_ARRAY_SUPERBLOCK_BYTES: usize = 172;
@@ -104,11 +113,12 @@ pub const LEGACY_ARRAY_SUPERBLOCK_BYTES: usize = 148;
 /// then the CRC.
 pub const PRE_L2P_ARRAY_SUPERBLOCK_BYTES: usize = 156;
 /// Every older layout that still decodes (the fields it lacks read as 0).
-pub const OLDER_ARRAY_SUPERBLOCK_SIZES: [usize; 4] = [
+pub const OLDER_ARRAY_SUPERBLOCK_SIZES: [usize; 5] = [
     LEGACY_ARRAY_SUPERBLOCK_BYTES,
     PRE_L2P_ARRAY_SUPERBLOCK_BYTES,
     PRE_SHARD_ARRAY_SUPERBLOCK_BYTES,
     PRE_DECLUSTERED_ARRAY_SUPERBLOCK_BYTES,
+    PRE_SPARED_ARRAY_SUPERBLOCK_BYTES,
 ];
 const _: () = assert!(std::mem::size_of::<ArraySuperblock>() == ARRAY_SUPERBLOCK_BYTES);
 
@@ -151,7 +161,10 @@ impl ArraySuperblock {
         if !(size == ARRAY_SUPERBLOCK_BYTES || OLDER_ARRAY_SUPERBLOCK_SIZES.contains(&size))
             || !s.shape_is_valid()
             // A zapraid before declustered arrays wrote only classic ones.
-            || (size != ARRAY_SUPERBLOCK_BYTES && s.is_declustered())
+            || (size < PRE_SPARED_ARRAY_SUPERBLOCK_BYTES && s.is_declustered())
+            // Only a declustered array's failed drives are in spare space.
+            || s.spared_drives.get() & !s.failed_drives.get() != 0
+            || (s.spared_drives.get() != 0 && !s.is_declustered())
             || s.chunk_bytes.get() == 0
             || s.group_size.get() == 0
             || s.mode > 2

@@ -146,6 +146,7 @@ fn classic_superblock() -> ArraySuperblock {
         shard_unit_blocks: 0.into(),
         distributed_spares: 0.into(),
         placement_crc32c: 0.into(),
+        spared_drives: 0.into(),
         crc32c: 0.into(),
     }
 }
@@ -169,19 +170,32 @@ fn declustered_array_superblock_round_trips_and_every_bit_flip_is_detected() {
         parity_chunks: 1.into(),
         distributed_spares: 1.into(),
         placement_crc32c: 0xc2b7_1ad7.into(),
-        failed_drives: (1 << 10).into(),
+        failed_drives: (1 << 10 | 1 << 3).into(),
+        spared_drives: (1 << 3).into(),
         ..classic_superblock()
     }
     .seal();
-    assert_eq!(s.as_bytes().len(), 180);
+    assert_eq!(s.as_bytes().len(), 188);
     let decoded = ArraySuperblock::decode(s.as_bytes()).unwrap();
     assert_eq!(decoded.as_bytes(), s.as_bytes());
     assert!(decoded.is_declustered() && decoded.stripe_width() == 5);
     assert_eq!((decoded.distributed_spares.get(), decoded.placement_crc32c.get()), (1, 0xc2b7_1ad7));
+    assert_eq!(decoded.spared_drives.get(), 1 << 3);
     flips_detected(s.as_bytes(), |b| ArraySuperblock::decode(b).is_ok());
+    // A spared drive is a failed one, and only a declustered array has them.
+    let unfailed = ArraySuperblock { spared_drives: (1 << 4).into(), ..s }.seal();
+    assert!(ArraySuperblock::decode(unfailed.as_bytes()).is_err());
+    let classic = ArraySuperblock { spared_drives: 1.into(), failed_drives: 1.into(), ..classic_superblock() }.seal();
+    assert!(ArraySuperblock::decode(classic.as_bytes()).is_err());
+    // The first declustered layout (180 bytes) reads with no drive spared.
+    let first = ArraySuperblock { superblock_bytes: 180.into(), ..s };
+    let mut bytes = first.as_bytes()[..176].to_vec();
+    bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+    let decoded = ArraySuperblock::decode(&bytes).unwrap();
+    assert!(decoded.is_declustered() && decoded.spared_drives.get() == 0);
 }
 
-/// Every older layout (148, 156, 164 and 172 bytes, the CRC after its last field) reads
+/// Every older layout (148, 156, 164, 172 and 180 bytes, the CRC after its last field) reads
 /// with the fields it lacks 0, a damaged one is refused, and a classic array's superblock
 /// sealed again differs from the 172-byte one only in its size and its CRC's place.
 #[test]
@@ -205,7 +219,7 @@ fn older_array_superblocks_read_with_the_newer_fields_zero() {
             let resealed = decoded.seal();
             let new = resealed.as_bytes();
             assert_eq!((&new[..12], &new[16..old - 4]), (&bytes[..12], &bytes[16..old - 4]));
-            assert_eq!(&new[old - 4..ARRAY_SUPERBLOCK_BYTES - 4], [0; 8]);
+            assert_eq!(&new[old - 4..ARRAY_SUPERBLOCK_BYTES - 4], [0; 16]);
         }
     }
 }
@@ -244,6 +258,7 @@ fn legacy_array_superblock_reads_with_no_drive_rebuilding() {
         shard_unit_blocks: 0.into(),
         distributed_spares: 0.into(),
         placement_crc32c: 0.into(),
+        spared_drives: 0.into(),
         crc32c: 0.into(),
     };
     let covered = LEGACY_ARRAY_SUPERBLOCK_BYTES - 4;

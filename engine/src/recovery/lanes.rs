@@ -108,7 +108,7 @@ impl Recovery {
 
     /// Per lane, per segment: the zone report of the drive holding it, in the engine's
     /// numbering (a failed drive's: empty, never read).
-    fn lane_reports(&self) -> Vec<Vec<ZoneDescriptor>> {
+    pub(super) fn lane_reports(&self) -> Vec<Vec<ZoneDescriptor>> {
         let zone_size = self.geometry.zone_size_blocks;
         (0..self.layout.drives())
             .map(|lane| {

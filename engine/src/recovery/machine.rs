@@ -245,6 +245,12 @@ pub struct Recovery {
     /// Of a scan, the engine's stripe tables of appending segments (`ScanSegment::table`):
     /// the places of chunks no drive read can give, ahead of any a checkpoint recorded.
     pub(super) known_places: HashMap<u32, CompactStripeTable>,
+    /// Of a scan of a declustered array, per segment the lane a rebuild has not written
+    /// yet (`ScanSegment::absent`): read like a failed drive's.
+    pub(super) absent_lanes: HashMap<u32, usize>,
+    /// A scan's segment commands are in the engine's numbering (lane, segment): the
+    /// running engine's map translates them, and its completions come back translated.
+    pub(super) engine_numbering: bool,
 }
 
 impl Recovery {
@@ -298,6 +304,8 @@ impl Recovery {
             checkpoint_floor: (0, 0),
             scan_only: false,
             known_places: HashMap::new(),
+            absent_lanes: HashMap::new(),
+            engine_numbering: false,
         };
         for &drive in failed_drives {
             if drive >= drives {
@@ -335,6 +343,9 @@ impl Recovery {
             return Some(command);
         }
         let command = self.commands.pop_front()?;
+        if self.engine_numbering {
+            return Some(command);
+        }
         Some(self.lanes.outbound(command))
     }
 
@@ -416,7 +427,10 @@ impl Recovery {
     /// Takes a completion from drive `drive` of the array.
     pub fn on_completion(&mut self, drive: usize, mut completion: Completion) {
         // From here on, `drive` is the lane of a command in the engine's numbering.
-        let (drive, _) = self.lanes.inbound(drive, &mut completion);
+        let drive = match self.engine_numbering {
+            true => drive,
+            false => self.lanes.inbound(drive, &mut completion).0,
+        };
         let Some((_, op)) = self.ops.remove(&completion.tag) else { return };
         let result = match completion.result {
             Ok(done) => done,
@@ -498,6 +512,11 @@ impl Recovery {
                     self.read_headers()
                 }
             }
+            // A scan takes the running engine's lanes as they are (`scan_segments`).
+            Phase::Reports if self.scan_only => {
+                self.reports = self.lane_reports();
+                self.probe_footers()
+            }
             Phase::Reports => self.read_placement_headers(),
             Phase::Placement => self.adopt_lanes_and_read_headers(),
             Phase::Headers => self.judge_headers_and_probe_footers(),
@@ -523,7 +542,7 @@ impl Recovery {
 
     /// Whether the drive holding lane `lane` of the segment in `zone` failed.
     pub(super) fn lane_failed(&self, zone: u32, lane: usize) -> bool {
-        self.failed[self.lanes.drive(zone, lane)]
+        self.failed[self.lanes.drive(zone, lane)] || self.absent_lanes.get(&zone) == Some(&lane)
     }
 
     /// Per lane of the segment in `zone`: its drive failed.

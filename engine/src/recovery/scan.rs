@@ -16,8 +16,9 @@ use zapraid_zns::Geometry;
 use super::assemble::DataBlock;
 use super::machine::Recovery;
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hybrid::ChunkClass;
+use crate::lanes::Lanes;
 use crate::layout::Layout;
 use crate::parity::ParityCodec;
 use crate::stripe_table::CompactStripeTable;
@@ -34,6 +35,9 @@ pub(crate) struct ScanSegment {
     /// being rebuilt and not holding the segment yet), whose places the drives' own
     /// records cannot say.
     pub table: Option<CompactStripeTable>,
+    /// The lane a rebuild has not written yet (a declustered array's; a classic array's
+    /// drive being rebuilt is passed as failed): read like a failed drive's.
+    pub absent: Option<usize>,
 }
 
 /// What a scan found in one segment for the LBAs asked about.
@@ -51,21 +55,21 @@ pub(crate) struct ScannedSegment {
 impl Recovery {
     /// A scan of `segments` on drives of `geometry`, `failed_drives` not read (their
     /// blocks' fields come from the parity of the others'). Drive it like a start
-    /// (`poll_command`, `on_completion`, `is_done`), then `finish_scan`.
+    /// (`poll_command`, `on_completion`, `is_done`), then `finish_scan`. A declustered
+    /// array's scan takes the running engine's `lanes` as they stand (lanes moved into
+    /// spare space included) and speaks the engine's numbering: the engine's own map
+    /// translates its commands and completions.
     pub(crate) fn scan_segments(
         geometry: Geometry,
         config: Config,
         failed_drives: &[usize],
+        lanes: &Lanes,
         segments: &[ScanSegment],
     ) -> Result<Self> {
         let mut scan = Self::with_failed_drives(geometry, config, failed_drives)?;
-        if !scan.lanes.is_classic() {
-            // The scan would need the running engine's lanes, moved ones included; a
-            // declustered array keeps its whole table in memory (`Engine::format`).
-            return Err(Error::Unavailable {
-                reason: "reading a page of the L2P table back from a declustered array's log is not built yet"
-                    .to_string(),
-            });
+        if !lanes.is_classic() {
+            scan.lanes = lanes.snapshot();
+            scan.engine_numbering = true;
         }
         scan.scan_only = true;
         let n = scan.layout.drives();
@@ -76,6 +80,9 @@ impl Recovery {
             scan.footer_probes.insert(s.zone, vec![None; n]);
             if let Some(table) = &s.table {
                 scan.known_places.insert(s.zone, table.clone());
+            }
+            if let Some(lane) = s.absent {
+                scan.absent_lanes.insert(s.zone, lane);
             }
         }
         Ok(scan)

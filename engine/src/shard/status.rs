@@ -65,6 +65,7 @@ fn sum(shards: &[Status]) -> Status {
             segments_kept: add(|s| s.rebuild.map_or(0, |r| r.segments_kept)),
             blocks_written: add(|s| s.rebuild.map_or(0, |r| r.blocks_written)),
             blocks_unrecoverable: add(|s| s.rebuild.map_or(0, |r| r.blocks_unrecoverable)),
+            into_spares: r.into_spares,
         }),
         rebuilds_completed: shards.iter().map(|s| s.rebuilds_completed).min().unwrap_or(0),
         scrub: crate::engine::ScrubStatus {

@@ -13,6 +13,7 @@ use zapraid_zns::Geometry;
 
 #[allow(dead_code)] // not every test binary uses every helper
 pub mod array;
+pub mod declustered;
 
 /// Block size of the test drives: small, so that runs are quick.
 pub const BLOCK: usize = 512;
@@ -71,6 +72,27 @@ pub fn named_block(lba: u64, write: u64) -> Vec<u8> {
         *x = (lba as u8).wrapping_mul(31) ^ (write as u8).wrapping_mul(7) ^ i as u8;
     }
     b
+}
+
+/// Reads every one of `logical_blocks` blocks, `blocks_per_read` at a time (a page of the
+/// L2P table, say), and checks each holds `expect(lba)`; `id` numbers the requests.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn read_all_checked(
+    sim: &mut zapraid_engine::Simulator,
+    id: &mut u64,
+    logical_blocks: u64,
+    blocks_per_read: u64,
+    expect: impl Fn(u64) -> Vec<u8>,
+) {
+    for lba in (0..logical_blocks).step_by(blocks_per_read as usize) {
+        sim.submit(*id, zapraid_engine::Request::Read { lba, blocks: blocks_per_read });
+        let response = sim.run_until_response(*id).expect("every read is answered");
+        *id += 1;
+        let got = response.result.unwrap_or_else(|e| panic!("reading LBAs {lba}..+{blocks_per_read}: {e}"));
+        for (i, block) in got.chunks_exact(BLOCK).enumerate() {
+            assert!(block == expect(lba + i as u64).as_slice(), "LBA {} reads back other data", lba + i as u64);
+        }
+    }
 }
 
 /// The kind a block's metadata on `drive` at `lba` gives, if it decodes.

@@ -17,7 +17,8 @@
 use std::path::{Path, PathBuf};
 
 use zapraid_engine::format::ArraySuperblock;
-use zapraid_engine::{Config, Mode, RaidLevel, SegmentPlan, PAPER_LOOKUP_PS_PER_ENTRY};
+use zapraid_engine::placement::Placement;
+use zapraid_engine::{Config, Declustering, Mode, RaidLevel, SegmentPlan, PAPER_LOOKUP_PS_PER_ENTRY};
 use zapraid_zns::{Geometry, MissingDrive, ReservedZones, ZonedDevice};
 
 use super::degraded::{check_absent, record_failed, AbsentDrive, NewlyMissing, UnusableDrive};
@@ -28,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::records::checkpoint::{CheckpointArea, CheckpointPlace};
 use crate::records::identity::uuid_text;
 use crate::records::spare::{spare_text, DamagedSpare};
-use crate::records::superblock::{failed_drives, read_superblock_at};
+use crate::records::superblock::{failed_drives, read_superblock_at, spared_drives};
 
 /// An array's drives in array order, and what it is.
 pub struct Assembled {
@@ -140,8 +141,18 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         }
     }
     let drive_count = newest.drive_count.get() as usize;
-    let level = RaidLevel::from_code(newest.level, drive_count, newest.parity_chunks.get() as usize)
+    let width = newest.stripe_width() as usize;
+    let level = RaidLevel::from_code(newest.level, width, newest.parity_chunks.get() as usize)
         .ok_or_else(|| Error::Config { reason: format!("unknown RAID level code {}", newest.level) })?;
+    let declustering = if newest.is_declustered() {
+        let spares = newest.distributed_spares.get();
+        // The placement is made again from (N, w, S); a CRC that differs from the one
+        // recorded means this zapraid would place segments elsewhere: refused.
+        Placement::checked(drive_count as u32, width as u32, spares, newest.placement_crc32c.get())?;
+        Declustering { drives: drive_count as u32, distributed_spares: spares }
+    } else {
+        Declustering::CLASSIC
+    };
     let mode = Mode::from_code(newest.mode, newest.group_size.get())
         .ok_or_else(|| Error::Config { reason: format!("unknown mode code {}", newest.mode) })?;
     let config = Config {
@@ -153,7 +164,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         logical_blocks: newest.logical_blocks.get(),
         lookup_ps_per_entry: PAPER_LOOKUP_PS_PER_ENTRY,
         merge_appends: true,
-        declustering: Default::default(),
+        declustering,
         l2p: zapraid_engine::L2pConfig {
             budget_bytes: Some(newest.l2p_budget_bytes.get()).filter(|b| *b > 0),
             page_entries: None,
@@ -167,11 +178,21 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
     if absent_indexes.is_empty() && !unusable.is_empty() {
         return Err(unusable.swap_remove(0).error);
     }
-    let recorded_failed = failed_drives(&newest);
+    // A declustered array's drives in distributed spare space hold nothing: they count
+    // neither against the level nor as newly missing.
+    let spared = spared_drives(&newest);
+    let recorded_failed: Vec<usize> = failed_drives(&newest).into_iter().filter(|d| !spared.contains(d)).collect();
     let rebuilding_mask = newest.rebuilding_drives.get();
     let rebuilding: Vec<usize> = (0..drive_count).filter(|d| rebuilding_mask >> d & 1 == 1).collect();
-    let absent =
-        check_absent(&newest.name(), level, &recorded_failed, &rebuilding, &absent_indexes, &unusable, newly_missing)?;
+    let (absent_spared, absent_holding): (Vec<usize>, Vec<usize>) =
+        absent_indexes.iter().partition(|d| spared.contains(d));
+    let mut absent =
+        check_absent(&newest.name(), level, &recorded_failed, &rebuilding, &absent_holding, &unusable, newly_missing)?;
+    absent.extend(absent_spared.into_iter().map(|index| AbsentDrive {
+        index,
+        recorded_before: true,
+        in_spare_space: true,
+    }));
     found.sort_by_key(|(s, _, _, _)| s.drive_index.get());
     // The raw geometry (superblock zones included) a missing drive stands in with, and the
     // array's (`ReservedZones`), the same on every drive present.
@@ -221,7 +242,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
             check_zone_limits(path, &drive.geometry(), &plan, newest.shards())?;
         }
     }
-    let capacity = plan.capacity_blocks(geometry.zone_count);
+    let capacity = plan.capacity_blocks(geometry.zone_count * declustering.segments_per_zone(width));
     if config.logical_blocks > capacity {
         tracing::warn!(
             exported_blocks = config.logical_blocks,

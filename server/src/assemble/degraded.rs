@@ -58,6 +58,9 @@ pub struct AbsentDrive {
     pub index: usize,
     /// The newest superblock recorded it failed already (else it is recorded at this start).
     pub recorded_before: bool,
+    /// A declustered array's drive whose chunks were all rebuilt into distributed spare
+    /// space: the array needs nothing from it.
+    pub in_spare_space: bool,
 }
 
 /// Decides whether an array of `level` may start with the drives `absent` missing and
@@ -74,8 +77,10 @@ pub fn check_absent(
     unusable: &[UnusableDrive],
     newly_missing: NewlyMissing,
 ) -> Result<Vec<AbsentDrive>> {
-    let drives: Vec<AbsentDrive> =
-        absent.iter().map(|&index| AbsentDrive { index, recorded_before: recorded_failed.contains(&index) }).collect();
+    let drives: Vec<AbsentDrive> = absent
+        .iter()
+        .map(|&index| AbsentDrive { index, recorded_before: recorded_failed.contains(&index), in_spare_space: false })
+        .collect();
     let mut down: Vec<usize> = recorded_failed.iter().chain(absent).copied().collect();
     down.sort_unstable();
     down.dedup();
@@ -134,12 +139,19 @@ pub fn absent_line(name: &str, absent: &[AbsentDrive], unusable: &[UnusableDrive
     let each: Vec<String> = absent
         .iter()
         .map(|d| {
-            let when = if d.recorded_before { "recorded failed before" } else { "recorded failed now" };
+            let when = match (d.in_spare_space, d.recorded_before) {
+                (true, _) => "its chunks in distributed spare space",
+                (false, true) => "recorded failed before",
+                (false, false) => "recorded failed now",
+            };
             format!("drive {} missing ({when})", d.index)
         })
         .collect();
     let given = given_text(unusable).map_or_else(String::new, |g| format!("; {g}"));
-    Some(format!("array \"{name}\" runs degraded: {}{given}", each.join(", ")))
+    // Drives in spare space hold nothing the array needs: without others it is whole.
+    let runs =
+        if absent.iter().all(|d| d.in_spare_space) { "runs without drives it needs no more" } else { "runs degraded" };
+    Some(format!("array \"{name}\" {runs}: {}{given}", each.join(", ")))
 }
 
 /// "given but not used: PATH: REASON, PATH: REASON" for drives given and not used.
@@ -256,7 +268,7 @@ mod tests {
     const RAID6: RaidLevel = RaidLevel::Raid6 { drives: 5 };
 
     fn absent(index: usize, recorded_before: bool) -> AbsentDrive {
-        AbsentDrive { index, recorded_before }
+        AbsentDrive { index, recorded_before, in_spare_space: false }
     }
 
     #[test]
@@ -270,7 +282,7 @@ mod tests {
         );
         assert!(matches!(
             check_absent("a", RAID5, &[], &[], &[1], &[], NewlyMissing::RecordFailed).as_deref(),
-            Ok([AbsentDrive { index: 1, recorded_before: false }])
+            Ok([AbsentDrive { index: 1, recorded_before: false, in_spare_space: false }])
         ));
         let e = check_absent("a", RAID6, &[], &[], &[0, 4], &[], NewlyMissing::Refuse).unwrap_err().to_string();
         assert!(e.contains("drives 0 and 4 are missing. If they are gone,"), "{e}");

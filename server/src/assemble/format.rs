@@ -14,9 +14,10 @@
 
 use std::path::{Path, PathBuf};
 
-use zapraid_engine::format::{ArraySuperblock, SpareRecord, BLOCK_METADATA_BYTES};
+use zapraid_engine::format::{ArraySuperblock, SpareRecord, BLOCK_METADATA_BYTES, MAX_ARRAY_DRIVES};
+use zapraid_engine::placement::Placement;
 use zapraid_engine::shard::{ShardMap, DEFAULT_UNIT_BYTES, MAX_SHARDS};
-use zapraid_engine::{Mode, OpenSegments, RaidLevel, SegmentPlan, DEFAULT_STRIPE_TIMEOUT_NS};
+use zapraid_engine::{Declustering, Mode, OpenSegments, RaidLevel, SegmentPlan, DEFAULT_STRIPE_TIMEOUT_NS};
 use zapraid_zns::{execute, Command, Completion, Geometry, ZoneAction, ZoneTarget};
 
 use super::new_drive::{check_new_drive, reset_every_zone};
@@ -49,6 +50,9 @@ pub struct FormatOptions {
     /// Engine shards the array runs (0 or 1: one), recorded in the superblock: they decide
     /// where every block is (`zapraid_engine::shard`).
     pub shards: u32,
+    /// Over how many drives the stripes (of `level`'s drives) spread, and the distributed
+    /// spares (`Declustering::CLASSIC`: every stripe over every drive).
+    pub declustering: Declustering,
 }
 
 /// What `format` made.
@@ -76,6 +80,33 @@ fn segment_plan(
     Ok(SegmentPlan::new(&array_geometry, level, mode, chunk_bytes, open)?)
 }
 
+/// The placement of a declustered array of `drives` drives (None: classic, stripes over
+/// every drive), or why the shape cannot be.
+fn declustered_placement(options: &FormatOptions, drives: usize, shards: u32) -> Result<Option<Placement>> {
+    let (k, m) = options.level.shape();
+    if options.declustering == Declustering::CLASSIC {
+        if k + m != drives {
+            return Err(Error::Config { reason: format!("{} needs {} drives, {drives} given", options.level, k + m) });
+        }
+        return Ok(None);
+    }
+    let Declustering { drives: wide, distributed_spares } = options.declustering;
+    if wide as usize != drives || drives <= k + m || drives > MAX_ARRAY_DRIVES {
+        return Err(Error::Config {
+            reason: format!(
+                "stripes of {} over {drives} drives: a declustered array takes more drives than a stripe, at most                  {MAX_ARRAY_DRIVES}",
+                k + m
+            ),
+        });
+    }
+    if shards > 1 {
+        return Err(Error::Config {
+            reason: "a declustered array runs one engine shard (shards over one are not built for it)".into(),
+        });
+    }
+    Ok(Some(Placement::new(drives as u32, (k + m) as u32, distributed_spares)?))
+}
+
 /// Formats `paths` as one array; `progress(done, total)` is told as each drive is done.
 pub fn format(paths: &[PathBuf], options: &FormatOptions, progress: impl FnMut(usize, usize)) -> Result<Formatted> {
     format_with_spares(paths, &[], options, progress)
@@ -98,11 +129,7 @@ pub fn format_with_spares(
     options.level.validate()?;
     refuse_repeated_drives(&[paths, spares].concat())?;
     let (k, m) = options.level.shape();
-    if k + m != paths.len() {
-        return Err(Error::Config {
-            reason: format!("{} needs {} drives, {} given", options.level, k + m, paths.len()),
-        });
-    }
+    let placement = declustered_placement(options, paths.len(), shards)?;
     let mut drives = Vec::new();
     let mut geometry: Option<Geometry> = None;
     let mut plan: Option<SegmentPlan> = None;
@@ -184,7 +211,10 @@ pub fn format_with_spares(
     let unit_blocks = if shards > 1 { ShardMap::unit_blocks_of(DEFAULT_UNIT_BYTES, raw.block_size_bytes) } else { 0 };
     // What garbage collection and recovery need stays unexported (engine/src/capacity.rs),
     // in each shard's zones.
-    let engine_geometry = Geometry { zone_count: array_zones, ..raw };
+    // A declustered array's engine numbers its segments across the drives' zones: each
+    // zone index holds a row's segments (`zapraid_engine::lanes`).
+    let segments_per_zone = placement.as_ref().map_or(1, Placement::groups_per_row);
+    let engine_geometry = Geometry { zone_count: array_zones * segments_per_zone, ..raw };
     let logical_blocks = if array_zones < shards {
         0
     } else {
@@ -255,8 +285,9 @@ pub fn format_with_spares(
             l2p_budget_bytes: options.l2p_budget_bytes.unwrap_or(0).into(),
             shard_count: if shards > 1 { shards } else { 0 }.into(),
             shard_unit_blocks: (unit_blocks as u32).into(),
-            distributed_spares: 0.into(),
-            placement_crc32c: 0.into(),
+            distributed_spares: options.declustering.distributed_spares.into(),
+            placement_crc32c: placement.as_ref().map_or(0, Placement::bases_crc32c).into(),
+            spared_drives: 0.into(),
             crc32c: 0.into(),
         };
         // One open segment stays recorded as zeros: a default array's superblock is byte for

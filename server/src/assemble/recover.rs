@@ -16,14 +16,17 @@ use super::assembly::Assembled;
 use crate::drives::Drive;
 use crate::error::{Error, Result};
 use crate::records::checkpoint::{invalidate, read_newest, CheckpointDrive, CheckpointMark, CheckpointPlace};
+use crate::records::superblock::spared_drives;
 
 /// Rebuilds the engine from the drives (after a clean stop or a crash). Errors name zones
 /// as the drives number them (`zapraid inspect`), not as the engine does.
 pub fn recover(assembled: &mut Assembled) -> Result<Engine> {
+    let spared = spared_drives(&assembled.superblock);
     let input = EngineStart {
         geometry: assembled.geometry,
         config: assembled.config,
         failed: &assembled.failed,
+        spared: &spared,
         superblock_generation: assembled.superblock.generation.get(),
         drive_zone_offset: assembled.superblock.reserved_zones.get(),
     };
@@ -40,6 +43,8 @@ pub struct EngineStart<'a> {
     pub geometry: zapraid_zns::Geometry,
     pub config: zapraid_engine::Config,
     pub failed: &'a [usize],
+    /// Of those, a declustered array's drives in distributed spare space.
+    pub spared: &'a [usize],
     pub superblock_generation: u64,
     /// The drive's zone number of the engine's zone 0 (errors name the drive's).
     pub drive_zone_offset: u32,
@@ -63,6 +68,7 @@ pub fn recover_engine<C: CheckpointDrive>(
     let with_drive_zones = |error| engine_error_on_drive_zones(error, input.drive_zone_offset);
     let mut recovery =
         Recovery::with_failed_drives(input.geometry, input.config, input.failed).map_err(with_drive_zones)?;
+    recovery.set_spared_drives(input.spared).map_err(with_drive_zones)?;
     // A rebuild in progress is no reason to replay: the drive being rebuilt counts failed,
     // and the rebuild checks what it holds of each segment as it resumes (a checkpoint
     // taken while it ran carries the open segments' stripe tables, as with a failed drive).

@@ -24,6 +24,7 @@ use crate::run::failures::FailOutcome;
 use crate::run::message::{query_status, EngineSender, Message};
 use run_dir::run_dir;
 
+mod declustered;
 pub mod l2p;
 pub mod run_dir;
 pub mod scrub;

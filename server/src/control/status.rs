@@ -2,7 +2,7 @@
 //! socket's `status`): the array's identity from its superblock beside the engine's and
 //! driver's counters, every figure a named field with its unit in the name.
 
-use super::{l2p, scrub};
+use super::{declustered, l2p, scrub};
 use crate::ops::identity::Identity;
 use crate::run::status::ArrayStatus;
 
@@ -11,6 +11,7 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
     let block = u64::from(s.block_size_bytes);
     let (data_drives, parity_drives) = identity.level.shape();
     let failed = &s.engine.failed_drives;
+    let holding_chunks = declustered::failed_holding_chunks(s);
     let drives: Vec<serde_json::Value> = identity
         .drives
         .iter()
@@ -21,6 +22,9 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
                 "index": i,
                 "path": path,
                 "canonical_path": identity.canonical_drives.get(i).cloned().flatten(),
+                // A declustered array's failed drive whose chunks were all rebuilt into
+                // distributed spare space (it stays failed, holding nothing).
+                "in_spare_space": !holding_chunks.contains(&i) && failed.contains(&i),
                 "state": if failed.contains(&i) {
                     "failed"
                 } else if s.engine.rebuild.is_some_and(|r| r.drive == i) {
@@ -33,8 +37,13 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         })
         .collect();
     // Data is lost when blocks are recorded lost or known to be (segments with holes), or
-    // when more drives failed than the level survives.
-    let beyond_tolerance = failed.len() > identity.level.tolerated_failures();
+    // when more drives failed than the level survives: for a declustered array, when a
+    // segment lacks more chunks than parity covers (drives rebuilt into spare space hold
+    // none).
+    let beyond_tolerance = match &s.engine.declustered {
+        Some(d) => d.segments_beyond_parity > 0,
+        None => failed.len() > identity.level.tolerated_failures(),
+    };
     let data_lost = s.engine.blocks_lost > 0 || s.engine.segments_with_holes > 0 || beyond_tolerance;
     let state = if s.stopping {
         "stopping"
@@ -42,7 +51,7 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         "data_lost"
     } else if s.engine.rebuild.is_some() {
         "rebuilding"
-    } else if failed.is_empty() {
+    } else if holding_chunks.is_empty() {
         "optimal"
     } else {
         "degraded"
@@ -71,6 +80,8 @@ pub fn status_json(identity: &Identity, s: &ArrayStatus) -> serde_json::Value {
         "state": state,
         "rebuilding": s.engine.rebuild.is_some(),
         "rebuild": rebuild_json(s),
+        // A declustered array's placement and distributed spare space (null: classic).
+        "declustered": declustered::status_json(s),
         // Blocks recorded lost (reads of them fail until they are written again), segments
         // still to be reclaimed that hold more such blocks, blocks rebuilds could not
         // reconstruct since the start, and whether more drives failed than the level
@@ -169,6 +180,8 @@ fn rebuild_json(s: &ArrayStatus) -> serde_json::Value {
         .then(|| elapsed_s / measured as f64 * r.segments_left as f64);
     serde_json::json!({
         "drive": r.drive,
+        // Into a declustered array's distributed spare space, or onto a new drive.
+        "into_spare_space": r.into_spares,
         "segments_rebuilt": r.segments_rebuilt,
         "segments_left": r.segments_left,
         "segments_unreclaimable": r.segments_unreclaimable,
@@ -287,6 +300,7 @@ mod tests {
             segments_kept: 0,
             blocks_written: 512,
             blocks_unrecoverable: 0,
+            into_spares: false,
         });
         let s = status_json(&id, &status);
         let r = &s["rebuild"];

@@ -204,8 +204,14 @@ pub fn supply(spares: &Spares, identity: &Mutex<Identity>, engine: &EngineSender
         let id = identity.lock().expect("identity");
         (id.level, id.drive_geometry, id.reserved_zones)
     };
-    if failed.len() > level.tolerated_failures() {
-        // The array's data is lost: nothing to rebuild from.
+    // The array's data is lost: nothing to rebuild from. A declustered array's segments
+    // each have their own drives (and drives in spare space hold nothing): it is lost
+    // where a segment lacks more chunks than parity covers.
+    let lost = match &status.engine.declustered {
+        Some(d) => d.segments_beyond_parity > 0,
+        None => failed.len() > level.tolerated_failures(),
+    };
+    if lost {
         return Supplied::Nothing;
     }
     let Some((path, mut device)) = spares.take_ready() else { return Supplied::Nothing };

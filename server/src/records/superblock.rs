@@ -109,7 +109,17 @@ pub fn read_superblock(drive: &mut dyn ZonedDevice) -> Option<ArraySuperblock> {
 
 /// The drives a superblock says have failed.
 pub fn failed_drives(sb: &ArraySuperblock) -> Vec<usize> {
-    (0..sb.drive_count.get() as usize).filter(|d| sb.failed_drives.get() >> d & 1 == 1).collect()
+    drives_in(sb.failed_drives.get(), sb)
+}
+
+/// The drives a superblock says are in distributed spare space (failed too).
+pub fn spared_drives(sb: &ArraySuperblock) -> Vec<usize> {
+    drives_in(sb.spared_drives.get(), sb)
+}
+
+/// The drives of `sb`'s array whose bit is set in `mask`.
+fn drives_in(mask: u64, sb: &ArraySuperblock) -> Vec<usize> {
+    (0..sb.drive_count.get() as usize).filter(|d| mask >> d & 1 == 1).collect()
 }
 
 /// What a drive without a valid array superblock holds.
@@ -253,6 +263,7 @@ mod tests {
             shard_unit_blocks: 0.into(),
             distributed_spares: 0.into(),
             placement_crc32c: 0.into(),
+            spared_drives: 0.into(),
             crc32c: 0.into(),
         }
         .seal()

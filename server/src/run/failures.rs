@@ -4,6 +4,11 @@
 //! survives, which would lose the array's data, unless forced. A drive being rebuilt
 //! counts as failed here: until its rebuild ends it holds only part of what it should, so
 //! a second failure loses every stripe it has not been given yet.
+//!
+//! A declustered array (wider than its stripes) survives as its segments do: each has its
+//! own k + m drives, so a failure is refused when some segment would lack more chunks than
+//! parity covers (`Engine::segments_beyond_parity`), whatever the count of failed drives
+//! (drives rebuilt into distributed spare space hold no chunk any more).
 
 use zapraid_engine::RaidLevel;
 
@@ -44,6 +49,30 @@ pub fn check_fail(
         return Ok(FailOutcome::DataLost);
     }
     Err(Error::Unsurvivable { level, failed: failed.to_vec(), rebuilding, drive })
+}
+
+/// Whether drive `drive` of a declustered array of `drives` drives and stripes of `level`
+/// may be failed, with `failed` failed already, when failing it would leave
+/// `segments_beyond_parity` segments short of more chunks than parity covers.
+pub fn check_declustered_fail(
+    level: RaidLevel,
+    drives: usize,
+    failed: &[usize],
+    drive: usize,
+    segments_beyond_parity: u64,
+    force: bool,
+) -> Result<FailOutcome> {
+    if drive >= drives {
+        return Err(Error::NoSuchDrive { drive, drives });
+    }
+    if failed.contains(&drive) {
+        return Err(Error::AlreadyFailed { drive });
+    }
+    match (segments_beyond_parity, force) {
+        (0, _) => Ok(FailOutcome::Degraded),
+        (_, true) => Ok(FailOutcome::DataLost),
+        (segments, false) => Err(Error::SegmentsBeyondParity { level, drive, segments }),
+    }
 }
 
 #[cfg(test)]
@@ -102,6 +131,21 @@ mod tests {
         assert_eq!(check_fail(raid6, &[], Some(2), 0, false).unwrap(), FailOutcome::Degraded);
         let e = check_fail(raid6, &[0], Some(2), 3, false).unwrap_err().to_string();
         assert!(e.contains("and drive 0 has failed already, and drive 2 is being rebuilt"), "{e}");
+    }
+
+    #[test]
+    fn a_declustered_array_refuses_a_failure_by_its_segments() {
+        let raid5 = RaidLevel::Raid5 { drives: 5 };
+        // Two drives down of eight, but no segment lacks two chunks: carried out.
+        assert_eq!(check_declustered_fail(raid5, 8, &[1], 4, 0, false).unwrap(), FailOutcome::Degraded);
+        let e = check_declustered_fail(raid5, 8, &[1], 4, 3, false).unwrap_err().to_string();
+        assert!(e.starts_with("failing drive 4 would leave 3 segment(s) of the RAID-5 (4+1) declustered array"), "{e}");
+        assert_eq!(check_declustered_fail(raid5, 8, &[1], 4, 3, true).unwrap(), FailOutcome::DataLost);
+        assert_eq!(
+            check_declustered_fail(raid5, 8, &[], 8, 0, false).unwrap_err().to_string(),
+            "no drive 8: the array has drives 0 to 7"
+        );
+        assert!(check_declustered_fail(raid5, 8, &[1], 1, 0, false).is_err());
     }
 
     #[test]

@@ -52,20 +52,21 @@ impl FailureRecord {
         }
     }
 
-    /// The next generation, naming `failed` and `rebuilding`, and the writes that put it
-    /// on each drive not in `skipped` (every copy, in order, at zone 0's write pointer,
-    /// which moves past them). A drive whose zone 0 is full is left out, and said.
+    /// The next generation, naming the drives `failed`, `rebuilding` and `spared` (in
+    /// distributed spare space), and the writes that put it on each drive not in `skipped`
+    /// (every copy, in order, at zone 0's write pointer, which moves past them). A drive
+    /// whose zone 0 is full is left out, and said.
     pub fn next_generation(
         &mut self,
-        failed: u64,
-        rebuilding: u64,
+        drives: RecordedDrives,
         skipped: u64,
         raw: &Geometry,
     ) -> (ArraySuperblock, Vec<(usize, VecDeque<Command>)>) {
         let mut sb = self.superblock;
         sb.generation = (sb.generation.get() + 1).into();
-        sb.failed_drives = failed.into();
-        sb.rebuilding_drives = rebuilding.into();
+        sb.failed_drives = drives.failed.into();
+        sb.rebuilding_drives = drives.rebuilding.into();
+        sb.spared_drives = drives.spared.into();
         let sb = sb.seal();
         let mut writes = Vec::new();
         for i in 0..self.next_lba.len() {
@@ -83,6 +84,27 @@ impl FailureRecord {
             writes.push((i, superblock_writes(&own.seal(), raw, lba).into()));
         }
         (sb, writes)
+    }
+}
+
+/// What a superblock generation records of the drives, a bit per drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordedDrives {
+    pub failed: u64,
+    /// Being rebuilt onto a new drive (each failed too).
+    pub rebuilding: u64,
+    /// A declustered array's failed drives rebuilt into distributed spare space.
+    pub spared: u64,
+}
+
+impl RecordedDrives {
+    /// What `sb` records.
+    pub fn of(sb: &ArraySuperblock) -> Self {
+        RecordedDrives {
+            failed: sb.failed_drives.get(),
+            rebuilding: sb.rebuilding_drives.get(),
+            spared: sb.spared_drives.get(),
+        }
     }
 }
 
@@ -227,7 +249,8 @@ impl SharedRecord {
         let Some(raw) = state.zone0.first().map(|d| d.geometry()) else { return };
         // Not to a failed drive, but to a new drive being rebuilt (its first superblock says so).
         let skipped = engine_failed & !rebuilding;
-        let (sb, writes) = state.record.next_generation(failed, rebuilding, skipped, &raw);
+        let (sb, writes) =
+            state.record.next_generation(RecordedDrives { failed, rebuilding, spared: 0 }, skipped, &raw);
         for (drive, commands) in writes {
             for command in commands {
                 if let Err(e) = execute(state.zone0[drive].as_mut(), command).result {

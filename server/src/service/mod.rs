@@ -294,14 +294,23 @@ fn start_one(
     tell(Progress::Recovered { seconds: started.elapsed().as_secs_f64(), mapped_blocks });
     engine.set_rebuild_rate(options.rebuild_rate_bytes_per_s.filter(|r| *r > 0));
     if let Some(drive) = resumed {
-        reset_unused_zones(assembled, drive, &engine.zones_holding_segments())?;
-        engine.resume_drive_rebuild(drive)?;
         let path = assembled.paths[drive].as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-        tracing::warn!(
-            drive,
-            path,
-            "the rebuild cut short resumes: segments it completed are kept once checked, the others rebuilt"
-        );
+        if assembled.superblock.is_declustered() {
+            // Resuming is not built for a declustered array (its zones hold segments by
+            // row, `Engine::resume_drive_rebuild`): the drive is emptied and its rebuild
+            // begins again. Recovery read nothing from it.
+            reset_unused_zones(assembled, drive, &[])?;
+            engine.rebuild_drive(drive)?;
+            tracing::warn!(drive, path, "the rebuild cut short begins again from the start (a declustered array)");
+        } else {
+            reset_unused_zones(assembled, drive, &engine.zones_holding_segments())?;
+            engine.resume_drive_rebuild(drive)?;
+            tracing::warn!(
+                drive,
+                path,
+                "the rebuild cut short resumes: segments it completed are kept once checked, the others rebuilt"
+            );
+        }
         tell(Progress::RebuildResumed { drive, path: &path });
     }
     let record = FailureRecord::of(assembled);

@@ -31,6 +31,7 @@ pub fn raid5_drive_files(
         force: false,
         l2p_budget_bytes,
         shards,
+        declustering: zapraid_engine::Declustering::CLASSIC,
     };
     (dir, paths, options)
 }

@@ -63,6 +63,8 @@ impl Engine {
             self.note_spared(drive);
         }
         debug_assert!(self.segments.iter().flatten().all(|s| s.absent.is_none()), "a segment is off the drive");
+        // Segments whole again may have a lane in spare space whose home works now.
+        self.mark_segments_to_rebalance();
         self.rebuilds_completed += 1;
         if r.blocks_unrecoverable > 0 {
             // The drive is in service, with holes where its stripes lost too much: their

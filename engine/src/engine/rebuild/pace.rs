@@ -34,9 +34,10 @@ impl Engine {
         self.rebuild_pace.capacity_bytes()
     }
 
-    /// When a paced rebuild may go on, if it waits for its bucket.
+    /// When a paced rebuild (or rebalance, `rebalance`) may go on, if it waits for its
+    /// bucket.
     pub(in crate::engine) fn rebuild_wake_ns(&self) -> Option<u64> {
-        let running = self.drive_rebuild.is_some() && self.stop == StopState::Running;
+        let running = (self.drive_rebuild.is_some() && self.stop == StopState::Running) || self.rebalancing();
         self.rebuild_pace.wake_at_ns().filter(|at| running && *at > self.now_ns)
     }
 }

@@ -81,44 +81,54 @@ impl Engine {
         Ok(())
     }
 
-    /// Moves the lanes that segment numbers holding no segment have on failed drive
-    /// `drive` into spare space where their rows have some: the segments opened there
-    /// later are whole from the start. A declustered array does so when a drive fails
-    /// and at a start (the moves of empty segment numbers are recorded nowhere).
+    /// Settles the lanes of the empty segment numbers that have one on `drive` (it just
+    /// failed, or came back: `settle_free_lanes`). A declustered array does so when a
+    /// drive fails, when one is replaced, and at a start (the moves of empty segment
+    /// numbers are recorded nowhere: a start finds them where this puts them).
     pub(in crate::engine) fn move_free_lanes_off(&mut self, drive: usize) {
         if self.lanes.is_classic() {
             return;
         }
         let mut moved = 0;
         for segment in 0..self.lanes.segments() {
-            if self.segments[segment as usize].is_some() {
-                continue;
-            }
-            let Some(lane) = self.lanes.lane(segment, drive) else { continue };
-            if let Some(spare) = self.lanes.spare_for(segment, &self.failed) {
-                self.lanes.move_lane(segment, lane, spare);
-                moved += 1;
+            let touches = (0..self.layout.drives())
+                .any(|lane| self.lanes.drive(segment, lane) == drive || self.lanes.home(segment, lane) == drive);
+            if self.segments[segment as usize].is_none() && touches {
+                moved += self.settle_free_lanes(segment).len();
             }
         }
-        tracing::debug!(drive, moved, "empty segment numbers' lanes moved into spare space");
+        self.note_spared(drive);
+        tracing::debug!(drive, moved, "empty segment numbers' lanes settled");
     }
 
-    /// Moves the lanes empty segment number `segment` has on failed drives into spare
-    /// space where its row has some (it was just reclaimed): the segment opened there next
-    /// is whole from the start.
-    pub(in crate::engine) fn move_lanes_off_failed_drives(&mut self, segment: u32) {
+    /// Puts the lanes of empty segment number `segment` where the next segment opened
+    /// there is whole: back on its home drive (the placement's) when that works and its
+    /// zone of the row is free, else off a failed drive into spare space where the row has
+    /// some. Garbage collection calls it as it frees a number, so that the segments moved
+    /// into spare space go back to a replaced drive over time. Returns the drives lanes
+    /// left.
+    pub(in crate::engine) fn settle_free_lanes(&mut self, segment: u32) -> Vec<usize> {
         if self.lanes.is_classic() {
-            return;
+            return Vec::new();
         }
         debug_assert!(self.segments[segment as usize].is_none(), "only an empty segment number's lanes move");
-        let on_failed: Vec<(usize, usize)> =
-            self.lanes.drives_of(segment).enumerate().filter(|(_, d)| self.failed[*d]).collect();
-        for (lane, drive) in on_failed {
-            if let Some(spare) = self.lanes.spare_for(segment, &self.failed) {
-                self.lanes.move_lane(segment, lane, spare);
-                self.note_spared(drive);
+        let row = self.lanes.row(segment);
+        let mut left = Vec::new();
+        for lane in 0..self.layout.drives() {
+            let (now, home) = (self.lanes.drive(segment, lane), self.lanes.home(segment, lane));
+            let to = if now != home && !self.failed[home] && self.lanes.is_free_at(row, home) {
+                Some(home)
+            } else if self.failed[now] {
+                self.lanes.spare_for(segment, &self.failed)
+            } else {
+                None
+            };
+            if let Some(to) = to {
+                self.lanes.move_lane(segment, lane, to);
+                left.push(now);
             }
         }
+        left
     }
 
     /// Failed drives no segment number has a lane on any more (rebuilt into spare space,

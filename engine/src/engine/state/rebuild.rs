@@ -3,10 +3,12 @@
 //! and what each of its commands is for (`RebuildOp`). The rebuild itself is `rebuild`'s.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::format::FooterEntry;
+use crate::format::{FooterEntry, FIELD_BYTES};
+use crate::pool::BufferPool;
 
 pub(in crate::engine) struct DriveRebuild {
     pub(in crate::engine) drive: usize,
@@ -33,6 +35,20 @@ pub(in crate::engine) struct DriveRebuild {
     /// The drive's lanes are rebuilt into distributed spare space on the other drives
     /// (`rebuild::spares`), not onto a new drive in its place: it stays failed.
     pub(in crate::engine) into_spares: bool,
+    /// The rebuild's own buffers (its reads, the chunks it rebuilds, its writes), bounded
+    /// by what its segments' windows hold at once (`rebuild::chunks`), dropped with it.
+    pub(in crate::engine) buffers: BufferPool,
+    /// The segment whose command's completion is the event being taken, if it is one of
+    /// the rebuild's that succeeded: only that segment can move on for it
+    /// (`rebuild::advance`).
+    pub(in crate::engine) focus: Option<u32>,
+    /// An event not the rebuild's came while it could not move on (a stop, a checkpoint
+    /// draining): the next one advances every segment under way.
+    pub(in crate::engine) advance_all: bool,
+    /// The segments under way and at once when the last look for segments to start found
+    /// none: until one of them changes, or an event not the rebuild's comes, none is
+    /// looked for again (a look goes over every segment).
+    pub(in crate::engine) nothing_to_start: Option<(usize, usize)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +66,9 @@ pub(in crate::engine) enum Step {
 /// A segment being rebuilt onto the new drive.
 pub(in crate::engine) struct ZoneRebuild {
     pub(in crate::engine) step: Step,
+    /// Chunks of the segment one read or write carries at most
+    /// (`drive_command::chunks_per_transfer`).
+    pub(in crate::engine) chunks_per_transfer: u64,
     /// Drives the header may be read from, the next to try first.
     pub(in crate::engine) header_sources: Vec<usize>,
     pub(in crate::engine) next_read: u64,
@@ -66,6 +85,9 @@ pub(in crate::engine) struct ZoneRebuild {
     /// While `Checking`: reads left, and whether one found the zone incomplete.
     pub(in crate::engine) checks_pending: usize,
     pub(in crate::engine) check_failed: bool,
+    /// The stripe table of the group its reads are in, inverted (`rebuild::places`),
+    /// once a read needed it.
+    pub(in crate::engine) group_places: Option<GroupPlaces>,
     /// Zone-relative offset -> LBA of the blocks on the drive the table maps, looked up
     /// once the first chunk that cannot be reconstructed comes (`lost::unknown_entries`).
     pub(in crate::engine) mapped_here: Option<HashMap<u64, u64>>,
@@ -73,9 +95,63 @@ pub(in crate::engine) struct ZoneRebuild {
 
 pub(in crate::engine) struct ChunkSources {
     pub(in crate::engine) stripe_number: u64,
-    /// Per drive, its chunk of the stripe (data, metadata), once read intact.
-    pub(in crate::engine) shards: Vec<Option<(Vec<u8>, Vec<u8>)>>,
+    /// Per drive, its chunk of the stripe, once read intact.
+    pub(in crate::engine) shards: Vec<Option<SourceChunk>>,
     pub(in crate::engine) pending: usize,
+}
+
+/// A chunk of a stripe as read from one of the drives holding it and checked there, every
+/// block's checksum verified once, as it arrived (`rebuild::chunks`): what reconstruction
+/// takes from it, so that nothing of it is decoded or checksummed again.
+pub(in crate::engine) struct SourceChunk {
+    /// The data of the read that carried it, shared by every chunk that read carried (a
+    /// read of several chunks is not copied apart), and where the chunk starts in it.
+    pub(in crate::engine) read: Arc<Vec<u8>>,
+    pub(in crate::engine) offset: usize,
+    /// Its blocks' (LBA, timestamp) fields as the parity codec takes them
+    /// (`FIELD_BYTES` per block, in order), then its blocks' data CRC32Cs, computed
+    /// checking them (`CRC_BYTES` each, little-endian): one pooled buffer.
+    pub(in crate::engine) checked: Vec<u8>,
+    pub(in crate::engine) blocks: usize,
+    /// The stripe ID its blocks' metadata carries.
+    pub(in crate::engine) stripe_id: u32,
+}
+
+/// A position within a group that holds no chunk of a stripe (not recorded).
+pub(in crate::engine) const NO_POSITION: u32 = u32::MAX;
+
+/// One group's stripe table inverted (`rebuild::places`): per lane and stripe ID of the
+/// group, the position within the group of the lane's chunk of that stripe.
+pub(in crate::engine) struct GroupPlaces {
+    pub(in crate::engine) group: u64,
+    pub(in crate::engine) group_size: usize,
+    pub(in crate::engine) positions: Vec<u32>,
+}
+
+impl GroupPlaces {
+    /// Where `lane` holds stripe `stripe_id` of the group, if it does.
+    pub(in crate::engine) fn position(&self, lane: usize, stripe_id: u32) -> Option<u64> {
+        let at = *self.positions.get(lane * self.group_size + stripe_id as usize)?;
+        (at != NO_POSITION).then_some(u64::from(at))
+    }
+}
+
+/// Bytes of a data CRC32C in `SourceChunk::checked`.
+pub(in crate::engine) const CRC_BYTES: usize = 4;
+
+impl SourceChunk {
+    /// Its blocks' fields, as the parity codec takes them.
+    pub(in crate::engine) fn fields(&self) -> &[u8] {
+        &self.checked[..self.blocks * FIELD_BYTES]
+    }
+
+    /// Block `block`'s data CRC32C.
+    pub(in crate::engine) fn data_crc(&self, block: usize) -> u32 {
+        let at = self.blocks * FIELD_BYTES + block * CRC_BYTES;
+        let mut bytes = [0u8; CRC_BYTES];
+        bytes.copy_from_slice(&self.checked[at..at + CRC_BYTES]);
+        u32::from_le_bytes(bytes)
+    }
 }
 
 /// What a rebuild command was for.

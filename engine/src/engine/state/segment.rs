@@ -48,6 +48,9 @@ pub(in crate::engine) struct Segment {
     /// Recovered while open: its live blocks are to be rewritten into a new segment and its
     /// zones reclaimed, whether or not space is short.
     pub(in crate::engine) reclaim_first: bool,
+    /// A declustered array's segment with a lane in spare space whose home drive works
+    /// again (`rebalance`): relocated when garbage collection has nothing more pressing.
+    pub(in crate::engine) rebalance: bool,
     /// A relocation of it failed (its blocks could not be written elsewhere): not chosen
     /// again.
     pub(in crate::engine) unreclaimable: bool,
@@ -99,6 +102,7 @@ impl Segment {
             commands_in_flight: 0,
             finishes_in_flight: 0,
             reclaim_first: false,
+            rebalance: false,
             unreclaimable: false,
             write_failed: false,
             holes: false,

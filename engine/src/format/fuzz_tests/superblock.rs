@@ -91,6 +91,9 @@ pub(super) fn valid_superblock() -> impl Strategy<Value = ArraySuperblock> {
                 shard_unit_blocks: if shards > 1 { unit } else { 0 }.into(),
                 distributed_spares: spares.into(),
                 placement_crc32c: if declustered { placement_crc } else { 0 }.into(),
+                // Some of the failed drives (bits of another field picked): only a
+                // declustered array's.
+                spared_drives: if declustered { failed & mask & rebuilding.rotate_left(7) } else { 0 }.into(),
                 crc32c: 0.into(),
             }
             .seal()
@@ -108,6 +111,7 @@ fn as_classic(mut s: ArraySuperblock) -> ArraySuperblock {
     s.rebuilding_drives = (s.rebuilding_drives.get() & drive_mask(width)).into();
     s.distributed_spares = 0.into();
     s.placement_crc32c = 0.into();
+    s.spared_drives = 0.into();
     s
 }
 

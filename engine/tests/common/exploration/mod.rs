@@ -96,6 +96,8 @@ impl Scheme {
 pub static CUTS_DURING_REBUILD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 /// Of those, the rebuilds resumed onto the drive cut short (the others onto a new drive).
 pub static RESUMED_REBUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Cuts that caught a declustered array's rebalance with segments still to move back.
+pub static CUTS_DURING_REBALANCE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 /// Starts after a power cut during a rebuild that began from a checkpoint (one taken while
 /// the rebuild ran, or before it).
 pub static CHECKPOINTED_STARTS_DURING_REBUILD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -267,6 +269,16 @@ impl<A: Array> Run<A> {
                 self.sim.rebuild_into_spares(r.drive).unwrap_or_else(|e| panic!("{label}: into spares: {e}"));
                 *cut_after_steps = cut_after_steps.saturating_add(steps);
             }
+            if let Some(r) = twists.rebalance.filter(|r| r.before_write == i) {
+                self.sim.fail_drive(r.drive);
+                let label = &self.label;
+                self.sim.rebuild_into_spares(r.drive).unwrap_or_else(|e| panic!("{label}: into spares: {e}"));
+                while self.sim.status().rebuild.is_some() && self.sim.step() {}
+                self.collect_acks();
+                let label = &self.label;
+                self.sim.replace_drive(r.drive, seed ^ 0xba1).unwrap_or_else(|e| panic!("{label}: replace: {e}"));
+                *cut_after_steps = cut_after_steps.saturating_add(steps);
+            }
             self.write(rng);
             if rng.random_bool(0.3) {
                 // Let some of it complete before more arrives.
@@ -344,6 +356,11 @@ pub struct Twists {
     /// `cut_after_steps` counted from its start. The start is told the drive failed (and
     /// whether it was rebuilt into spare space), and the rebuild is started again.
     pub into_spares: Option<DriveFailure>,
+    /// A declustered array's drive fails before this write and is rebuilt into
+    /// distributed spare space to the end; then a new drive takes its place, and garbage
+    /// collection moves the segments in spare space back to it (`rebalance`): the power
+    /// cut lands during (or after) that, `cut_after_steps` counted from the replacement.
+    pub rebalance: Option<DriveFailure>,
     /// The L2P table offloaded after every start: (entries per page, pages of budget).
     /// Such runs keep checkpoints: every clean stop leaves one, every later start is
     /// offered the newest, and the run ends with a clean stop and a start from it.
@@ -365,6 +382,7 @@ impl Default for Twists {
             stop_then_cut_after_steps: None,
             replace: None,
             into_spares: None,
+            rebalance: None,
             l2p: None,
         }
     }
@@ -421,6 +439,8 @@ pub fn explore_on<A: Array>(
     // with an odd one another new drive takes its place.
     let rebuilding: Vec<usize> = run.sim.status().rebuild.map(|r| r.drive).into_iter().collect();
     CUTS_DURING_REBUILD.fetch_add(rebuilding.len(), std::sync::atomic::Ordering::Relaxed);
+    let rebalancing = run.sim.status().declustered.is_some_and(|d| d.segments_to_rebalance > 0);
+    CUTS_DURING_REBALANCE.fetch_add(usize::from(rebalancing), std::sync::atomic::Ordering::Relaxed);
     // A drive rebuilt into spare space stays failed; the start is told whether its
     // rebuild ended (no lane left on it).
     let into_spares: Vec<usize> =

@@ -263,11 +263,15 @@ impl Faults {
         }
     }
 
-    /// Resumes the rebuild a stop or crash cut short.
+    /// Resumes the rebuild a stop or crash cut short; a declustered array's (resuming is
+    /// not built for it) begins again onto another new drive, as the server does.
     pub(crate) fn resume_rebuild<A: Array>(&mut self, sim: &mut A, what: &str) -> Result<(), TestCaseError> {
         if let Some(drive) = self.resume.take() {
-            sim.resume_rebuild(drive)
-                .map_err(|e| TestCaseError::fail(format!("{what}: resume the rebuild of drive {drive}: {e}")))?;
+            let again = match sim.status().declustered {
+                Some(_) => sim.replace_drive(drive, 0x5eed ^ drive as u64),
+                None => sim.resume_rebuild(drive),
+            };
+            again.map_err(|e| TestCaseError::fail(format!("{what}: resume the rebuild of drive {drive}: {e}")))?;
         }
         Ok(())
     }

@@ -86,6 +86,9 @@ pub(crate) enum Op {
 
 pub(crate) const LOGICAL_BLOCKS: u64 = 96;
 
+/// Steps a declustered `Op::Replace` lets a rebuild under way take to finish first.
+const MAX_STEPS_TO_FINISH_A_REBUILD: usize = 1_000_000;
+
 /// The drives of the model tests: 24 zones of 6 blocks' capacity, 8 in size.
 pub(crate) fn geometry() -> Geometry {
     common::geometry(24, 6, 8)
@@ -148,6 +151,8 @@ pub(crate) fn declustered_op() -> impl Strategy<Value = Op> {
         14 => op(),
         1 => (0..16usize).prop_map(|drive| Op::FailDrive { drive }),
         2 => (0..4usize).prop_map(|drive| Op::IntoSpares { drive }),
+        // A drive in spare space replaced: its segments move back (the rebalance).
+        1 => (0..4usize).prop_map(|drive| Op::Replace { drive, paced: false }),
     ]
 }
 
@@ -385,8 +390,14 @@ pub(crate) fn run_sharded<A: Array>(
                 }
             }
             Op::IntoSpares { drive } => {
-                let failed: Vec<usize> = (0..drives).filter(|d| sim.is_failed(*d)).collect();
+                // A pulled drive no command has found failed yet is failed first, as the
+                // server's `fail` does before it rebuilds into spare space.
+                let pulled = |d: &usize| sim.is_failed(*d) || sim.drives()[*d].is_failed();
+                let failed: Vec<usize> = (0..drives).filter(pulled).collect();
                 if let Some(&drive) = failed.get(drive % failed.len().max(1)) {
+                    if !sim.is_failed(drive) {
+                        sim.fail_drive(drive);
+                    }
                     // Refused while a rebuild runs, or where a row has no spare space left.
                     let _ = sim.rebuild_into_spares(drive);
                 }
@@ -399,6 +410,22 @@ pub(crate) fn run_sharded<A: Array>(
             }
             Op::Replace { drive, paced } if hostile => {
                 faults.replace(&mut sim, *drive, *paced, seed ^ ((step as u64) << 8), &what)?;
+            }
+            Op::Replace { drive, .. } if declustering != Declustering::CLASSIC => {
+                // A drive rebuilt into spare space, replaced by a new one: it holds nothing
+                // to rebuild, serves at once, and the segments it held move back to it.
+                // A rebuild under way (into spare space) is let finish first.
+                let mut steps = 0;
+                while sim.status().rebuild.is_some() && steps < MAX_STEPS_TO_FINISH_A_REBUILD && sim.step() {
+                    steps += 1;
+                }
+                let spared = sim.drives_in_spare_space();
+                if let Some(&drive) = spared.get(drive % spared.len().max(1)) {
+                    if sim.status().rebuild.is_none() {
+                        sim.replace_drive(drive, seed ^ ((step as u64) << 8))
+                            .map_err(|e| TestCaseError::fail(format!("{what}: replace drive {drive}: {e}")))?;
+                    }
+                }
             }
             Op::Scrub { paced } if hostile => {
                 // Refused while one runs (or the array stops): nothing to check then.

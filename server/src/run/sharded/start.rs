@@ -84,6 +84,8 @@ pub fn recover_shards(assembled: &mut Assembled) -> Result<RecoveredShards> {
                     geometry: Geometry { zone_count: zones.end - zones.start, ..geometry },
                     config: shard_config(&map, s, config),
                     failed,
+                    // Shards run classic arrays only (`ShardMap::check_config`).
+                    spared: &[],
                     superblock_generation,
                     drive_zone_offset: reserved + zones.start,
                 };

@@ -24,7 +24,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use zapraid_engine::{Engine, Request};
 use zapraid_zns::{Completion, ReservedZones, ZonedDevice};
 
-use super::failures::{check_fail, FailOutcome};
+use super::failures::{check_declustered_fail, check_fail, FailOutcome};
 use super::message::{EngineSender, Message, ReplyTo, ThreadSender, Way, MESSAGE_QUEUE_CAPACITY};
 use super::status::{percentiles, push_sample, ArrayStatus};
 use super::wake::Doorbell;
@@ -150,6 +150,8 @@ struct EngineLoop {
     rebuilding: u64,
     /// When the running rebuild started, for its rate.
     rebuild_started: Option<Instant>,
+    /// A declustered array's rebuilds into distributed spare space (`spares`).
+    spares: spares::SpareRebuilds,
     /// When the last scrub started, for its rate while it runs.
     scrub_started: Option<Instant>,
     /// Told of every superblock generation recorded (`Message::WatchGenerations`).
@@ -196,6 +198,7 @@ impl EngineLoop {
             // A rebuild resumed at start (`service::run`) runs already.
             rebuilding: engine_rebuilding,
             rebuild_started: (engine_rebuilding != 0).then(Instant::now),
+            spares: Default::default(),
             scrub_started: None,
             watchers: Vec::new(),
             engine_writes: 0,
@@ -226,6 +229,10 @@ impl EngineLoop {
         let lendable = notified || this.drives.iter().all(|d| d.completes_on_reap());
         this.lease.set_lendable(lendable);
         tracing::info!(completion_eventfd = notified, "engine thread running");
+        // A failed drive of a declustered array still holding chunks (a rebuild into spare
+        // space cut short) starts again now, not at the first request.
+        this.rebuild_into_spares_when_needed();
+        this.dispatch();
         loop {
             if this.lease.wanted() {
                 // A host runs the engine until it gives it back (`lease`).
@@ -263,6 +270,7 @@ impl EngineLoop {
         // Commands dispatched after the reap are handed to the kernel by the next turn's.
         dispatched += self.dispatch();
         self.watch_rebuild();
+        self.rebuild_into_spares_when_needed();
         self.record_failures();
         dispatched += self.dispatch(); // a running checkpoint that waited for the records
         let answered = self.answer();
@@ -299,6 +307,7 @@ impl EngineLoop {
         self.engine.tick(now);
         self.dispatch();
         self.watch_rebuild();
+        self.rebuild_into_spares_when_needed();
         self.record_failures();
         self.dispatch(); // a running checkpoint that waited for the records
         self.answer();
@@ -351,7 +360,13 @@ impl EngineLoop {
             Message::FailDrive { drive, force, done } => {
                 let failed: Vec<usize> = (0..self.drives.len()).filter(|d| self.engine.is_failed(*d)).collect();
                 let rebuilding = self.engine.rebuild_status().map(|r| r.drive);
-                let result = check_fail(self.engine.layout().level, &failed, rebuilding, drive, force);
+                let level = self.engine.layout().level;
+                let result = if self.drives.len() > self.engine.layout().drives() {
+                    let beyond = self.engine.segments_beyond_parity(Some(drive));
+                    check_declustered_fail(level, self.drives.len(), &failed, drive, beyond, force)
+                } else {
+                    check_fail(level, &failed, rebuilding, drive, force)
+                };
                 if let Ok(outcome) = &result {
                     match outcome {
                         FailOutcome::Degraded => tracing::warn!(drive, "drive marked failed"),
@@ -543,6 +558,7 @@ mod record;
 mod scrub;
 mod shard;
 mod shard_link;
+mod spares;
 
 pub use shard_link::ShardLink;
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The engine thread's superblock generations: whenever the drives the engine counts
-//! failed, or the drives being rebuilt, differ from what the superblock records, a new
+//! failed, the drives being rebuilt, or the failed drives in distributed spare space
+//! (`Engine::drives_in_spare_space`) differ from what the superblock records, a new
 //! generation naming them is appended to every working drive (and to a new drive being
 //! rebuilt), and the watchers (`Message::WatchGenerations`) are told.
 //!
@@ -9,6 +10,7 @@
 use zapraid_zns::ZonedDevice;
 
 use super::*;
+use crate::run::record::RecordedDrives;
 
 impl EngineLoop {
     /// Drives the engine counts failed.
@@ -22,12 +24,17 @@ impl EngineLoop {
         self.engine_failed_mask() | self.rebuilding
     }
 
+    /// What the superblock is to record of the drives now.
+    fn drives_to_record(&self) -> RecordedDrives {
+        let spared = self.engine.drives_in_spare_space().into_iter().fold(0, |mask, d| mask | 1 << d);
+        RecordedDrives { failed: self.failed_mask(), rebuilding: self.rebuilding, spared }
+    }
+
     pub(super) fn recorded(&self) -> bool {
         if let Some(link) = &self.shard {
             return self.shard_recorded(link);
         }
-        self.failed_mask() == self.record.superblock.failed_drives.get()
-            && self.rebuilding == self.record.superblock.rebuilding_drives.get()
+        self.drives_to_record() == RecordedDrives::of(&self.record.superblock)
     }
 
     /// Appends a superblock generation naming the failed and rebuilding drives to every
@@ -44,12 +51,12 @@ impl EngineLoop {
     }
 
     fn record_once(&mut self) {
-        let failed = self.failed_mask();
+        let drives = self.drives_to_record();
         // Written to the drives not failed, and to a new drive being rebuilt (its first
         // superblock says it is being rebuilt).
         let skipped = self.engine_failed_mask() & !self.rebuilding;
         let g = self.drives[0].geometry();
-        let (sb, mut writes) = self.record.next_generation(failed, self.rebuilding, skipped, &g);
+        let (sb, mut writes) = self.record.next_generation(drives, skipped, &g);
         loop {
             let mut pending = 0;
             for (i, commands) in &mut writes {
@@ -68,9 +75,10 @@ impl EngineLoop {
         }
         tracing::warn!(
             generation = sb.generation.get(),
-            failed_drives = failed,
-            rebuilding_drives = self.rebuilding,
-            "failed and rebuilding drives recorded in the superblock"
+            failed_drives = drives.failed,
+            rebuilding_drives = drives.rebuilding,
+            spared_drives = drives.spared,
+            "failed, rebuilding and spared drives recorded in the superblock"
         );
         self.record.superblock = sb;
         // A start refuses an incremental checkpoint whose base goes with an older superblock.

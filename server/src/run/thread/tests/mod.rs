@@ -34,6 +34,7 @@ fn drive_files_of(zones: Geometry, group_size: u32) -> (tempfile::TempDir, Geome
         force: false,
         l2p_budget_bytes: None,
         shards: 1,
+        declustering: zapraid_engine::Declustering::CLASSIC,
     };
     (dir, g, paths, options)
 }
