@@ -171,7 +171,7 @@ pub fn run_format(args: FormatArgs) -> Result<()> {
     let level = raid_level(args.level, width);
     let mode = write_mode(args.mode, args.group_size);
     let declustering = match args.stripe_width {
-        Some(_) => Declustering { drives: args.drives.len() as u32, distributed_spares: args.distributed_spares },
+        Some(_) => Declustering::wide(args.drives.len() as u32, args.distributed_spares),
         None => Declustering::CLASSIC,
     };
     let options = FormatOptions {

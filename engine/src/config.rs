@@ -4,6 +4,7 @@
 //! a configuration against the drives' geometry; nothing here reads a drive.
 
 use crate::hybrid::OpenSegments;
+use crate::lanes::MAX_PLACEMENT_EPOCHS;
 use crate::layout::{Mode, RaidLevel};
 
 /// Array configuration.
@@ -42,11 +43,27 @@ pub struct Declustering {
     /// N; 0: k + m (classic).
     pub drives: u32,
     pub distributed_spares: u32,
+    /// The drives the array had before each grow (`zapraid grow`), oldest first, 0 past
+    /// the last: each an earlier placement some rows may still be in (`lanes`).
+    pub grown_from: [u8; MAX_PLACEMENT_EPOCHS - 1],
 }
 
 impl Declustering {
     /// The classic array: every segment on all k + m drives.
-    pub const CLASSIC: Declustering = Declustering { drives: 0, distributed_spares: 0 };
+    pub const CLASSIC: Declustering = Declustering::wide(0, 0);
+
+    /// An array of `drives` drives with `distributed_spares` drives' worth of spare space,
+    /// never grown.
+    pub const fn wide(drives: u32, distributed_spares: u32) -> Declustering {
+        Declustering { drives, distributed_spares, grown_from: [0; MAX_PLACEMENT_EPOCHS - 1] }
+    }
+
+    /// The drives of each placement the array has had, oldest first: the earlier ones
+    /// (`grown_from`), then N.
+    pub fn epoch_drives(self, width: usize) -> impl Iterator<Item = usize> {
+        let earlier = self.grown_from.into_iter().take_while(|&n| n != 0).map(usize::from);
+        earlier.chain(std::iter::once(self.drives_for(width)))
+    }
 
     /// Segments each zone index of the drives holds for stripes of `width` drives (G: a
     /// row's groups, `placement`); 1 for a classic array, 0 for a shape that cannot be.

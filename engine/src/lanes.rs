@@ -15,12 +15,23 @@
 //!   row 0:  d3 d0 d5 | d1 d6 d2 | d4   segment 0 = (d3, d0, d5), segment 1 = (d1, d6, d2)
 //! ```
 //!
+//! A grown array (`zapraid grow`, `lanes/epochs.rs`) has several placements, one per
+//! *epoch* (the drives it had after format and after each grow), and each row is in one
+//! of them. Each epoch numbers its segments in a range of its own, after the earlier
+//! epochs' (`first + r G_e + g`), so a segment's number, recorded in its headers and in
+//! the L2P table, never changes and says which placement it is in. A row holding a
+//! segment of an older epoch stays in it (the new drives are spare positions there)
+//! until garbage collection has emptied it; then it takes the newest placement. The
+//! numbers of the epochs a row is not in are *unusable*: no command names them.
+//!
 //! A classic array (N = w) maps both ways as the identity (segment = zone, lane = drive),
 //! and `outbound` and `inbound` leave commands alone: it behaves exactly as before.
 //!
-//! Invariants: a segment number maps to one row and group; a drive holds at most one
-//! segment of a row (a row's groups are disjoint); a completion maps back through the
-//! segment its command was sent for.
+//! Invariants: a usable segment number maps to one row and group; a drive holds at most
+//! one segment of a row (a row's groups are disjoint); a completion maps back through the
+//! segment its command was sent for; no command names an unusable number.
+
+mod epochs;
 
 use rustc_hash::FxHashMap as HashMap;
 use zapraid_zns::{Command, Completion, Done, Geometry, Tag, ZoneTarget};
@@ -30,6 +41,9 @@ use crate::drive_command::DriveCommand;
 use crate::error::Result;
 use crate::placement::Placement;
 
+use epochs::Epoch;
+pub use epochs::MAX_PLACEMENT_EPOCHS;
+
 /// No segment at this place of a row: a spare position.
 const NO_SEGMENT: u32 = u32::MAX;
 
@@ -38,14 +52,18 @@ const NO_SEGMENT: u32 = u32::MAX;
 pub struct Lanes {
     /// k + m: lanes per segment.
     width: usize,
-    /// N: the array's drives.
+    /// N: the array's drives (the newest epoch's).
     drives: usize,
-    /// Segment groups per row (G).
-    groups: u32,
+    /// The placements, oldest first (one for an array never grown; none for a classic
+    /// array), each with its range of segment numbers and its rows' spare positions.
+    epochs: Vec<Epoch>,
+    /// Per row, the epoch it is in (an index of `epochs`); empty for a classic array.
+    row_epoch: Vec<u8>,
     /// Zones each drive gives the segments (rows).
     rows: u32,
     zone_size_blocks: u64,
-    /// Per segment, its drives lane by lane (segments x width); empty for a classic array.
+    /// Per segment number, its drives lane by lane (numbers x width); empty for a classic
+    /// array. Meaningful for usable numbers only.
     segment_drives: Vec<u8>,
     /// The same as the placement made it, before any lane moved (its *home* drives):
     /// where an empty segment number's lanes go back to once their drives work.
@@ -53,9 +71,6 @@ pub struct Lanes {
     /// Per (row, drive), the segment and lane there as `segment * width + lane`, or
     /// `NO_SEGMENT` (rows x drives); empty for a classic array.
     at_drive: Vec<u32>,
-    /// Per row, the drives at its spare positions in the placement's order (rows x
-    /// spare positions): where a failed drive's lanes of that row may move.
-    row_spares: Vec<u8>,
     /// The segment, lane and drive of each command sent and not completed (declustered
     /// arrays only): a completion, and an append's LBA, map back through them, also when
     /// the lane has moved to another drive since (`move_lane`).
@@ -66,31 +81,48 @@ impl Lanes {
     /// The map of an array placed by `placement` whose drives give the segments `rows`
     /// zones of `zone_size_blocks` blocks each.
     pub fn new(placement: &Placement, rows: u32, zone_size_blocks: u64) -> Lanes {
-        let (width, drives, groups) =
-            (placement.width() as usize, placement.drives() as usize, placement.groups_per_row());
+        Lanes::grown(std::slice::from_ref(placement), rows, zone_size_blocks)
+    }
+
+    /// The map of an array placed by `placements` in turn (format's, then each grow's,
+    /// all of the same stripe and spares): every row in the newest until a start finds one
+    /// holding an older epoch's segment (`set_row_epoch`).
+    pub fn grown(placements: &[Placement], rows: u32, zone_size_blocks: u64) -> Lanes {
+        let newest = placements.last().expect("at least one placement");
+        let (width, drives) = (newest.width() as usize, newest.drives() as usize);
         let mut lanes = Lanes::classic(width, rows, zone_size_blocks);
-        lanes.drives = drives;
-        lanes.groups = groups;
-        if lanes.is_classic() {
+        if drives == width {
             return lanes;
         }
-        for row in 0..rows {
-            lanes.row_spares.extend(placement.spare_drives(u64::from(row)).into_iter().map(|d| d as u8));
+        lanes.drives = drives;
+        let mut first = 0u32;
+        for placement in placements {
+            debug_assert_eq!(placement.width() as usize, width, "every epoch has the array's stripe");
+            debug_assert!(placement.drives() as usize <= drives, "an array only grows");
+            let epoch = Epoch::new(placement, first, rows, drives);
+            first += epoch.segments(rows);
+            lanes.epochs.push(epoch);
         }
-        lanes.segment_drives = Vec::with_capacity(rows as usize * groups as usize * width);
-        lanes.at_drive = vec![NO_SEGMENT; rows as usize * drives];
-        for row in 0..rows {
-            for group in 0..groups {
-                let segment = row * groups + group;
-                for (lane, drive) in placement.segment_drives(u64::from(row), group).into_iter().enumerate() {
-                    lanes.segment_drives.push(drive as u8);
-                    let at = &mut lanes.at_drive[row as usize * drives + drive as usize];
-                    debug_assert_eq!(*at, NO_SEGMENT, "a drive holds one segment of a row");
-                    *at = segment * width as u32 + lane as u32;
+        let numbers = first as usize;
+        lanes.segment_drives = vec![u8::MAX; numbers * width];
+        for epoch in &lanes.epochs {
+            for row in 0..rows {
+                for group in 0..epoch.groups {
+                    let segment = epoch.segment(row, group) as usize;
+                    let drives = epoch.placement.segment_drives(u64::from(row), group);
+                    for (lane, drive) in drives.into_iter().enumerate() {
+                        lanes.segment_drives[segment * width + lane] = drive as u8;
+                    }
                 }
             }
         }
         lanes.home_drives = lanes.segment_drives.clone();
+        lanes.at_drive = vec![NO_SEGMENT; rows as usize * drives];
+        let newest = (lanes.epochs.len() - 1) as u8;
+        lanes.row_epoch = vec![newest; rows as usize];
+        for row in 0..rows {
+            lanes.fill_row(row);
+        }
         lanes
     }
 
@@ -101,8 +133,11 @@ impl Lanes {
         if drives == width && declustering.distributed_spares == 0 {
             return Ok(Lanes::classic(width, geometry.zone_count, geometry.zone_size_blocks));
         }
-        let placement = Placement::new(drives as u32, width as u32, declustering.distributed_spares)?;
-        Ok(Lanes::new(&placement, geometry.zone_count, geometry.zone_size_blocks))
+        let placements = declustering
+            .epoch_drives(width)
+            .map(|n| Placement::new(n as u32, width as u32, declustering.distributed_spares))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Lanes::grown(&placements, geometry.zone_count, geometry.zone_size_blocks))
     }
 
     /// The map of a classic array of `width` drives: the identity.
@@ -110,13 +145,13 @@ impl Lanes {
         Lanes {
             width,
             drives: width,
-            groups: 1,
+            epochs: Vec::new(),
+            row_epoch: Vec::new(),
             rows,
             zone_size_blocks,
             segment_drives: Vec::new(),
             home_drives: Vec::new(),
             at_drive: Vec::new(),
-            row_spares: Vec::new(),
             in_flight: HashMap::default(),
         }
     }
@@ -128,13 +163,13 @@ impl Lanes {
         Lanes {
             width: self.width,
             drives: self.drives,
-            groups: self.groups,
+            epochs: self.epochs.clone(),
+            row_epoch: self.row_epoch.clone(),
             rows: self.rows,
             zone_size_blocks: self.zone_size_blocks,
             segment_drives: self.segment_drives.clone(),
             home_drives: self.home_drives.clone(),
             at_drive: self.at_drive.clone(),
-            row_spares: self.row_spares.clone(),
             in_flight: HashMap::default(),
         }
     }
@@ -149,14 +184,21 @@ impl Lanes {
         self.drives
     }
 
-    /// Segment numbers there are: zones per drive times groups per row.
+    /// Segment numbers there are: zones per drive times groups per row, summed over the
+    /// epochs (usable or not).
     pub fn segments(&self) -> u32 {
-        self.rows * self.groups
+        match self.epochs.last() {
+            None => self.rows,
+            Some(newest) => newest.first + newest.segments(self.rows),
+        }
     }
 
     /// The zone of every drive holding `segment`.
     pub fn row(&self, segment: u32) -> u32 {
-        segment / self.groups
+        match self.epochs.iter().rev().find(|e| segment >= e.first) {
+            None => segment,
+            Some(epoch) => (segment - epoch.first) / epoch.groups,
+        }
     }
 
     /// The drive holding lane `lane` of `segment`.
@@ -249,18 +291,18 @@ impl Lanes {
         if self.is_classic() {
             return None;
         }
-        let row = self.row(segment) as usize;
-        let per_row = self.row_spares.len() / self.rows.max(1) as usize;
-        self.row_spares[row * per_row..(row + 1) * per_row]
+        let row = self.row(segment);
+        self.row_spares(row)
             .iter()
             .map(|&d| usize::from(d))
-            .find(|&d| !failed[d] && self.at_drive[row * self.drives + d] == NO_SEGMENT)
+            .find(|&d| !failed[d] && self.at_drive[row as usize * self.drives + d] == NO_SEGMENT)
     }
 
     /// Moves lane `lane` of `segment` to `drive`, which holds no segment of its row:
     /// commands of the lane go there from now on.
     pub fn move_lane(&mut self, segment: u32, lane: usize, drive: usize) {
         assert!(!self.is_classic(), "a classic array's lanes are its drives");
+        debug_assert!(self.is_usable(segment), "segment {segment} is in its row's placement");
         let row = self.row(segment) as usize;
         let from = self.drive(segment, lane);
         debug_assert_eq!(self.at_drive[row * self.drives + drive], NO_SEGMENT, "the drive is free in the row");
@@ -279,27 +321,26 @@ impl Lanes {
         (at != NO_SEGMENT).then_some((at / self.width as u32, at as usize % self.width))
     }
 
-    /// Segments per row (G).
+    /// Segments per row (G) of the newest placement.
     pub fn groups(&self) -> u32 {
-        self.groups
+        self.epochs.last().map_or(1, |e| e.groups)
     }
 
-    /// Spare positions per row.
+    /// Spare positions per row of the newest placement.
     pub fn spare_positions_per_row(&self) -> u32 {
-        (self.row_spares.len() / self.rows.max(1) as usize) as u32
+        self.epochs.last().map_or(0, |e| e.spares_per_row as u32)
     }
 
     /// Zones at spare positions on working drives (`failed`, per drive), and of those,
     /// zones a lane moved to takes.
     pub fn spare_zones(&self, failed: &[bool]) -> (u64, u64) {
-        let per_row = self.spare_positions_per_row() as usize;
         let (mut total, mut used) = (0, 0);
-        for row in 0..self.rows as usize {
-            for &d in &self.row_spares[row * per_row..(row + 1) * per_row] {
+        for row in 0..self.rows {
+            for &d in self.row_spares(row) {
                 let d = usize::from(d);
                 if !failed[d] {
                     total += 1;
-                    used += u64::from(self.at_drive[row * self.drives + d] != NO_SEGMENT);
+                    used += u64::from(self.at_drive[row as usize * self.drives + d] != NO_SEGMENT);
                 }
             }
         }
@@ -321,64 +362,4 @@ impl Lanes {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_classic_array_maps_as_the_identity() {
-        let placement = Placement::new(4, 4, 0).unwrap();
-        let mut lanes = Lanes::new(&placement, 10, 100);
-        assert!(lanes.is_classic());
-        assert_eq!(lanes.segments(), 10);
-        assert_eq!(lanes.drive(7, 2), 2);
-        assert_eq!(lanes.lane(7, 3), Some(3));
-        let command = DriveCommand {
-            drive: 1,
-            tag: 9,
-            command: Command::Read { lba: 730, data: vec![], metadata: vec![] },
-            delay_ns: 0,
-        };
-        let out = lanes.outbound(command);
-        assert_eq!(out.drive, 1);
-        assert!(matches!(out.command, Command::Read { lba: 730, .. }));
-    }
-
-    #[test]
-    fn commands_and_completions_map_both_ways() {
-        let placement = Placement::new(7, 3, 1).unwrap();
-        let (rows, zs) = (20, 100);
-        let mut lanes = Lanes::new(&placement, rows, zs);
-        assert_eq!(lanes.segments(), 40);
-        for segment in 0..lanes.segments() {
-            let drives: Vec<usize> = lanes.drives_of(segment).collect();
-            let mut distinct = drives.clone();
-            distinct.sort_unstable();
-            distinct.dedup();
-            assert_eq!(distinct.len(), 3, "segment {segment}'s drives {drives:?} are distinct");
-            for (lane, drive) in drives.iter().enumerate() {
-                assert_eq!(lanes.lane(segment, *drive), Some(lane));
-            }
-            let row = u64::from(lanes.row(segment));
-            let group = segment % 2;
-            let placed: Vec<usize> = placement.segment_drives(row, group).into_iter().map(|d| d as usize).collect();
-            assert_eq!(drives, placed);
-        }
-        // Segment 13 (row 6, group 1), lane 2, an append of its zone.
-        let (segment, lane) = (13u32, 2usize);
-        let drive = lanes.drive(segment, lane);
-        let start = u64::from(segment) * zs;
-        let command = DriveCommand {
-            drive: lane,
-            tag: 5,
-            command: Command::Append { zone_start_lba: start, data: vec![], metadata: vec![] },
-            delay_ns: 0,
-        };
-        let out = lanes.outbound(command);
-        assert_eq!(out.drive, drive);
-        assert!(matches!(out.command, Command::Append { zone_start_lba: 600, .. }));
-        let mut completion =
-            Completion { tag: 5, result: Ok(Done::Written { lba: 642, blocks: 1 }), data: vec![], metadata: vec![] };
-        assert_eq!(lanes.inbound(drive, &mut completion), (lane, Some(drive)));
-        assert!(matches!(completion.result, Ok(Done::Written { lba, .. }) if lba == start + 42));
-    }
-}
+mod tests;

@@ -31,7 +31,7 @@ fn config() -> Config {
         page_entries: Some(PAGE_ENTRIES),
         checkpoint: true,
     };
-    Config { l2p, declustering: Declustering { drives: DRIVES, distributed_spares: 1 }, ..base }
+    Config { l2p, declustering: Declustering::wide(DRIVES, 1), ..base }
 }
 
 #[test]

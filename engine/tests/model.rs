@@ -136,7 +136,7 @@ proptest! {
         zones in proptest::sample::select(vec![FEW_ZONES, 12]),
     ) {
         let geometry = common::geometry(zones, 6, 8);
-        let declustering = zapraid_engine::Declustering { drives, distributed_spares: 1 };
+        let declustering = zapraid_engine::Declustering::wide(drives, 1);
         let open = OpenSegments::SINGLE;
         let setup = Setup { geometry, level, mode, chunk_blocks, open, l2p: None, hostile: false, declustering };
         run_with_l2p(setup, &ops, seed)?;
@@ -155,7 +155,7 @@ proptest! {
         budget_pages in 1..=3u64,
     ) {
         let geometry = common::geometry(12, 6, 8);
-        let declustering = zapraid_engine::Declustering { drives, distributed_spares: 1 };
+        let declustering = zapraid_engine::Declustering::wide(drives, 1);
         let l2p = Some(SmallL2p { page_entries, budget_pages });
         let setup = Setup { geometry, level, mode, chunk_blocks: 1, open: OpenSegments::SINGLE, l2p, hostile: false, declustering };
         let status = run_with_l2p(setup, &ops, seed)?;
@@ -384,7 +384,7 @@ fn a_declustered_drive_in_spare_space_replaced_matches_the_model() {
             ops.extend((60..90).map(|i| Op::Write { lba: (i * 11) % 90, blocks: 3, fill: i as u8 }));
             ops.extend([Op::Crash, Op::Read { lba: 0, blocks: 90 }, Op::Restart, Op::Read { lba: 0, blocks: 90 }]);
             let geometry = common::geometry(12, 6, 8);
-            let declustering = zapraid_engine::Declustering { drives, distributed_spares: 1 };
+            let declustering = zapraid_engine::Declustering::wide(drives, 1);
             let setup = Setup {
                 geometry,
                 level,

@@ -42,7 +42,9 @@ impl Engine {
         let lanes = Lanes::for_array(n, config.declustering, &geometry)?;
         let geometry = Geometry { zone_count: lanes.segments(), ..geometry };
         let per_segment = plan.layouts().iter().map(Layout::data_blocks_per_segment).min().unwrap_or(0);
-        let capacity = per_segment * u64::from(geometry.zone_count);
+        // A grown array's numbers of other placements than their rows' hold nothing.
+        let usable = (0..geometry.zone_count).filter(|&z| lanes.is_usable(z)).count() as u64;
+        let capacity = per_segment * usable;
         if config.logical_blocks == 0 || config.logical_blocks > capacity {
             return Err(Error::InvalidConfig {
                 reason: format!("{} logical blocks, the drives hold at most {capacity}", config.logical_blocks),
@@ -74,7 +76,7 @@ impl Engine {
             slots: vec![None; plan.slots.len()],
             plan,
             next_slot: [0; CLASSES],
-            free_zones: (0..geometry.zone_count).collect(),
+            free_zones: (0..geometry.zone_count).filter(|&z| lanes.is_usable(z)).collect(),
             next_sequence: 1,
             next_timestamp: 1,
             now_ns: 0,
@@ -109,6 +111,7 @@ impl Engine {
             read_blocks_repaired: 0,
             blocks_relocated: 0,
             blocks_rebalanced: 0,
+            rows_grown: 0,
             stop: StopState::Running,
             checkpoints: Default::default(),
             stripes: HashMap::default(),

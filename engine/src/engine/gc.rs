@@ -297,6 +297,7 @@ impl Engine {
         for drive in self.settle_free_lanes(zone) {
             self.note_spared(drive);
         }
+        self.move_row_to_newest(self.lanes.row(zone));
         self.update_restoring_reserve();
         self.segments_reclaimed += 1;
         self.relocation = None;

@@ -157,6 +157,8 @@ pub struct Engine {
     pub(super) blocks_relocated: u64,
     /// Of those, blocks of segments moved back to their home drives (`rebalance`).
     pub(super) blocks_rebalanced: u64,
+    /// Rows of a grown array moved to its newest placement while it ran.
+    pub(super) rows_grown: u64,
     pub(super) recovery_repairs: crate::recovery::Repairs,
     /// What the start read (from a checkpoint, or every segment).
     pub(super) start_report: crate::recovery::RecoveryReport,

@@ -78,6 +78,12 @@ pub struct DeclusteredStatus {
     pub segments_to_rebalance: u64,
     /// Live blocks the rebalance moved since the start.
     pub blocks_rebalanced: u64,
+    /// Placements the array has had (1 until a grow, `lanes::epochs`), rows of the drives
+    /// still in an older one than the newest (moved as garbage collection empties them),
+    /// and rows moved to the newest since the start.
+    pub placements: u32,
+    pub rows_to_grow: u64,
+    pub rows_grown: u64,
 }
 
 /// The L2P table's cache (`l2p`, `mapping`).
@@ -226,6 +232,9 @@ impl Engine {
             segments_beyond_parity: self.segments_beyond_parity(None),
             segments_to_rebalance: self.segments_to_rebalance(),
             blocks_rebalanced: self.blocks_rebalanced,
+            placements: self.lanes.epochs() as u32,
+            rows_to_grow: self.rows_to_grow(),
+            rows_grown: self.rows_grown,
         })
     }
 }

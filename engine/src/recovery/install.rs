@@ -183,7 +183,12 @@ impl Recovery {
                 best.offer_lost(d.lba, d.timestamp, sequence, Physical { zone, drive: d.drive, offset: d.offset });
             }
         }
-        let free_zones: Vec<u32> = (0..self.geometry.zone_count).filter(|z| !self.segments.contains_key(z)).collect();
+        // A grown array's rows in the newest placement first: segments opened there need
+        // not move again.
+        let mut free_zones: Vec<u32> = (0..self.geometry.zone_count)
+            .filter(|z| !self.segments.contains_key(z) && self.lanes.is_usable(*z))
+            .collect();
+        free_zones.sort_by_key(|&z| self.lanes.row_is_old(self.lanes.row(z)));
         // Past everything on the drives, and past any checkpoint offered (used or not).
         let next_sequence = self.segments.values().max().map_or(1, |s| s + 1).max(self.checkpoint_floor.0);
         let next_timestamp = next_timestamp.max(self.checkpoint_floor.1);

@@ -26,7 +26,7 @@ use zapraid_zns::{Command, ZoneAction, ZoneDescriptor, ZoneState, ZoneTarget};
 
 use super::machine::{Op, Phase, Recovery};
 use crate::error::{Error, Result};
-use crate::format::SegmentHeader;
+use crate::format::{SegmentHeader, SegmentLanes};
 
 impl Recovery {
     /// Reads the first block of every written zone of every working drive.
@@ -69,13 +69,15 @@ impl Recovery {
 
     fn adopt_moved_lanes(&mut self) {
         let headers = std::mem::take(&mut self.placement_headers);
+        self.adopt_row_epochs(&headers);
         let width = self.layout.drives();
         // Per segment, how many of its headers name each sequence.
         let mut sequences: HashMap<u32, HashMap<u64, usize>> = HashMap::new();
         let mut moved = Vec::new();
         for (at, &(drive, row, h, lanes)) in headers.iter().enumerate() {
             let (segment, lane) = (lanes.segment_number.get(), h.drive_index.get() as usize);
-            if segment >= self.lanes.segments() || self.lanes.row(segment) != row || lane >= width {
+            let usable = segment < self.lanes.segments() && self.lanes.is_usable(segment);
+            if !usable || self.lanes.row(segment) != row || lane >= width {
                 continue; // not a lane of this row: its zone is reset as holding none
             }
             *sequences.entry(segment).or_default().entry(h.segment_sequence.get()).or_default() += 1;
@@ -106,8 +108,33 @@ impl Recovery {
         }
     }
 
+    /// A grown array's rows (`lanes::epochs`): each in the newest epoch whose number a
+    /// header of the row names (a row moves to a newer epoch only once no zone of it holds
+    /// an older one's segment), the newest placement where none does.
+    fn adopt_row_epochs(&mut self, headers: &[(usize, u32, SegmentHeader, SegmentLanes)]) {
+        if self.lanes.epochs() < 2 {
+            return;
+        }
+        let mut newest_named: HashMap<u32, usize> = HashMap::new();
+        for &(_, row, _, lanes) in headers {
+            let segment = lanes.segment_number.get();
+            let Some(epoch) = self.lanes.epoch_of_number(segment) else { continue };
+            if self.lanes.row_segments_in(row, epoch).contains(&segment) {
+                let e = newest_named.entry(row).or_insert(epoch);
+                *e = (*e).max(epoch);
+            }
+        }
+        for (row, epoch) in newest_named {
+            if epoch != self.lanes.row_epoch(row) {
+                tracing::debug!(row, epoch, "a row found in an earlier placement of the grown array");
+                self.lanes.set_row_epoch(row, epoch);
+            }
+        }
+    }
+
     /// Per lane, per segment: the zone report of the drive holding it, in the engine's
-    /// numbering (a failed drive's: empty, never read).
+    /// numbering (a failed drive's: empty, never read; a grown array's number of another
+    /// epoch than its row's: empty).
     pub(super) fn lane_reports(&self) -> Vec<Vec<ZoneDescriptor>> {
         let zone_size = self.geometry.zone_size_blocks;
         (0..self.layout.drives())
@@ -115,9 +142,13 @@ impl Recovery {
                 (0..self.lanes.segments())
                     .map(|segment| {
                         let (drive, row) = (self.lanes.drive(segment, lane), self.lanes.row(segment));
+                        let report = match self.lanes.is_usable(segment) {
+                            true => self.drive_reports[drive].get(row as usize),
+                            false => None,
+                        };
                         let start_lba = self.geometry.zone_start_lba(segment);
                         let capacity_blocks = self.geometry.zone_capacity_blocks;
-                        match self.drive_reports[drive].get(row as usize) {
+                        match report {
                             Some(z) => ZoneDescriptor {
                                 zone: segment,
                                 start_lba,

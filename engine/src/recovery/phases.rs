@@ -24,6 +24,9 @@ impl Recovery {
         let n = self.layout.drives();
         let (bs, ms) = (self.geometry.block_size_bytes as usize, self.geometry.metadata_bytes_per_block as usize);
         for zone in 0..self.geometry.zone_count {
+            if !self.lanes.is_usable(zone) {
+                continue; // a grown array's number of another epoch than its row's
+            }
             let live = self.live_drives(zone);
             if live.is_empty() {
                 // Every drive of the segment number failed: empty if one of them had been
@@ -273,7 +276,7 @@ impl Recovery {
     pub(super) fn reset_unused_zones(&mut self) {
         self.phase = Phase::Resets;
         for zone in 0..self.geometry.zone_count {
-            if self.segments.contains_key(&zone) {
+            if self.segments.contains_key(&zone) || !self.lanes.is_usable(zone) {
                 continue;
             }
             for drive in self.live_drives(zone) {

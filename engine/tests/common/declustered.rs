@@ -34,7 +34,7 @@ impl Scheme {
     pub fn config(&self) -> Config {
         Config {
             open_segments: self.open,
-            declustering: Declustering { drives: self.drives, distributed_spares: self.spares },
+            declustering: Declustering::wide(self.drives, self.spares),
             ..super::config(self.level, self.mode, self.chunk_blocks, LOGICAL_BLOCKS)
         }
     }

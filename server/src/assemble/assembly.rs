@@ -149,7 +149,7 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         // The placement is made again from (N, w, S); a CRC that differs from the one
         // recorded means this zapraid would place segments elsewhere: refused.
         Placement::checked(drive_count as u32, width as u32, spares, newest.placement_crc32c.get())?;
-        Declustering { drives: drive_count as u32, distributed_spares: spares }
+        Declustering::wide(drive_count as u32, spares)
     } else {
         Declustering::CLASSIC
     };

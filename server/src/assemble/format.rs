@@ -90,7 +90,7 @@ fn declustered_placement(options: &FormatOptions, drives: usize, shards: u32) ->
         }
         return Ok(None);
     }
-    let Declustering { drives: wide, distributed_spares } = options.declustering;
+    let Declustering { drives: wide, distributed_spares, .. } = options.declustering;
     if wide as usize != drives || drives <= k + m || drives > MAX_ARRAY_DRIVES {
         return Err(Error::Config {
             reason: format!(

@@ -82,7 +82,7 @@ impl RebuildShape {
         if self.drives == self.width() {
             Declustering::CLASSIC
         } else {
-            Declustering { drives: self.drives, distributed_spares: DISTRIBUTED_SPARES }
+            Declustering::wide(self.drives, DISTRIBUTED_SPARES)
         }
     }
 }

@@ -44,7 +44,7 @@ pub(super) fn declustering(stripe: Stripe, drives: u32) -> Declustering {
     if drives == stripe.width() {
         Declustering::CLASSIC
     } else {
-        Declustering { drives, distributed_spares: super::DISTRIBUTED_SPARES }
+        Declustering::wide(drives, super::DISTRIBUTED_SPARES)
     }
 }
 

@@ -93,7 +93,7 @@ impl Engine {
         for segment in 0..self.lanes.segments() {
             let touches = (0..self.layout.drives())
                 .any(|lane| self.lanes.drive(segment, lane) == drive || self.lanes.home(segment, lane) == drive);
-            if self.segments[segment as usize].is_none() && touches {
+            if self.segments[segment as usize].is_none() && self.lanes.is_usable(segment) && touches {
                 moved += self.settle_free_lanes(segment).len();
             }
         }
@@ -112,6 +112,7 @@ impl Engine {
             return Vec::new();
         }
         debug_assert!(self.segments[segment as usize].is_none(), "only an empty segment number's lanes move");
+        debug_assert!(self.lanes.is_usable(segment), "a number of its row's placement");
         let row = self.lanes.row(segment);
         let mut left = Vec::new();
         for lane in 0..self.layout.drives() {

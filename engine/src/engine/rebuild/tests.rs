@@ -8,7 +8,7 @@ use crate::hybrid::OpenSegments;
 use crate::layout::{Mode, RaidLevel};
 
 fn engine(geometry: Geometry, drives: u32) -> Engine {
-    let declustering = if drives == 5 { Declustering::CLASSIC } else { Declustering { drives, distributed_spares: 1 } };
+    let declustering = if drives == 5 { Declustering::CLASSIC } else { Declustering::wide(drives, 1) };
     let config = Config {
         level: RaidLevel::Raid5 { drives: 5 },
         mode: Mode::ZapRaid { group_size: 4 },

@@ -55,7 +55,7 @@ impl std::fmt::Display for Scheme {
             write!(f, " Ns={} Nl={}", self.open.small, self.open.large)?;
         }
         if self.declustering != Declustering::CLASSIC {
-            let Declustering { drives, distributed_spares } = self.declustering;
+            let Declustering { drives, distributed_spares, .. } = self.declustering;
             write!(f, " over {drives} drives, {distributed_spares} distributed spare(s)")?;
         }
         Ok(())
@@ -70,7 +70,7 @@ impl Scheme {
     /// The same over `drives` drives with one distributed spare.
     #[allow(dead_code)] // crash_declustered.rs's, not every binary's
     pub fn declustered(self, drives: u32) -> Self {
-        Scheme { declustering: Declustering { drives, distributed_spares: 1 }, ..self }
+        Scheme { declustering: Declustering::wide(drives, 1), ..self }
     }
 
     /// One open segment of chunks of `chunk_blocks` blocks.
