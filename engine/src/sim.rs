@@ -176,6 +176,32 @@ impl Simulator {
         Ok(())
     }
 
+    /// Grows the array by `added` new, empty drives of the others' geometry and timing,
+    /// landing concurrent commands with seeds from `seed` (`Engine::grow`).
+    pub fn grow(&mut self, added: usize, seed: u64) -> Result<()> {
+        let like = self
+            .drives
+            .first()
+            .ok_or_else(|| crate::error::Error::InvalidConfig { reason: "an array without drives".to_string() })?;
+        let (geometry, timing) = (like.geometry(), like.timing_params().cloned());
+        let mut new_drives = Vec::with_capacity(added);
+        for i in 0..added {
+            let drive = self.drives.len() + i;
+            let device = |error| crate::error::Error::Device { drive, error };
+            let mut new = EmulatedDrive::memory(geometry, seed + i as u64).map_err(device)?;
+            if let Some(params) = &timing {
+                new = new.with_timing(params.clone()).map_err(device)?;
+            }
+            new.advance_to(self.now_ns);
+            new_drives.push(new);
+        }
+        self.engine.grow((self.drives.len() + added) as u32)?;
+        self.drives.extend(new_drives);
+        self.traffic.resize(self.drives.len(), DriveTraffic::default());
+        self.dispatch();
+        Ok(())
+    }
+
     /// Starts a scrub (`Engine::start_scrub`); `step` drives it on.
     pub fn start_scrub(&mut self, rate_bytes_per_s: Option<u64>) -> Result<()> {
         self.engine.start_scrub(rate_bytes_per_s)?;

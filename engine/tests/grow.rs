@@ -105,6 +105,39 @@ fn a_grown_array_moves_onto_its_new_drives() {
     }
 }
 
+/// The same while the array runs (`Simulator::grow`, `Engine::grow`): writes in flight at
+/// the grow complete, the rows holding nothing take the new placement at once and new
+/// segments go there, the others follow under writes; a power cut mid-way and a start
+/// with the grown config find every row where it was.
+#[test]
+fn an_array_grows_while_it_runs() {
+    for scheme in schemes() {
+        let mut run = Run::new(scheme);
+        run.fill(6);
+        run.submit_round(0..LOGICAL_BLOCKS / 2);
+        run.sim.grow(ADDED_DRIVES as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
+        assert_eq!(run.sim.engine.declustering(), grown(scheme).declustering, "{}", run.what);
+        let spread = run.sim.engine.status().declustered.expect("declustered");
+        assert_eq!((spread.placements, spread.drives), (2, scheme.drives + ADDED_DRIVES), "{}", run.what);
+        assert!(spread.rows_grown > 0, "{}: no empty row took the new placement: {spread:?}", run.what);
+        for response in run.sim.run_until_idle() {
+            assert!(response.result.is_ok(), "{}: a write across the grow failed", run.what);
+        }
+        run.verify("after growing while running");
+        assert!(run.sim.engine.grow(scheme.drives).is_err(), "{}: shrinking refused", run.what);
+
+        run.write_round(0..LOGICAL_BLOCKS / 8);
+        restart_with(&mut run, grown(scheme), 0, false);
+        run.verify("after a power cut during a grow while running");
+        write_until_grown(&mut run);
+        run.fill(12);
+        assert_new_drives_written(&run, scheme);
+        restart_with(&mut run, grown(scheme), 0, true);
+        assert_eq!(run.sim.engine.status().declustered.expect("declustered").rows_to_grow, 0, "{}", run.what);
+        run.verify("after a clean stop once grown");
+    }
+}
+
 /// Power cuts while rows are still in the old placement, with writes in flight: each
 /// start finds each row's placement from the segment headers (a row holding a segment of
 /// the old one stays there), every acknowledged write reads back, and one in flight reads

@@ -52,6 +52,7 @@ mod checkpoint_base;
 mod completion;
 mod entry;
 mod gc;
+mod grow;
 mod lost;
 mod machine;
 mod mapping;

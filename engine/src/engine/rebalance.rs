@@ -14,15 +14,12 @@
 //! rate: each live block it moves takes its bytes from the rebuild's token bucket before
 //! it is read (a rebuild running at the same time shares the bucket).
 //!
-//! A grown array (`zapraid grow`, `lanes::epochs`) moves the same way onto its new drives:
-//! every segment in a row of an older placement is marked, and once garbage collection
-//! has emptied a row, the row takes the newest placement (`move_row_to_newest`) and its
-//! numbers there join the free ones, first in line.
+//! A grown array (`grow.rs`) moves the same way onto its new drives: every segment in a
+//! row of an older placement is marked.
 //!
 //! Invariant: only a sealed, whole segment (no lane waiting for a rebuild) is marked; the
 //! marks are made again at every start and whenever a drive comes back, so none is
-//! recorded on the drives. A row changes placement only while none of its numbers holds
-//! a segment (so its zones on working drives are all reset).
+//! recorded on the drives.
 
 use super::machine::Engine;
 use super::state::segment::SegmentState;
@@ -60,40 +57,6 @@ impl Engine {
             tracing::info!(segments = marked, "segments in spare space to move back to their home drives");
         }
         marked
-    }
-
-    /// Moves row `row` of a grown array to the newest placement if it is in an older one
-    /// and none of its numbers holds a segment: its numbers there go first in line of the
-    /// free ones (segments opened in it need not move again), its old ones are no longer
-    /// used, and its lanes settle off failed drives. Garbage collection calls it as it
-    /// frees a number.
-    pub(super) fn move_row_to_newest(&mut self, row: u32) {
-        if !self.lanes.row_is_old(row) {
-            return;
-        }
-        let old = self.lanes.row_segments(row);
-        if old.clone().any(|z| self.segments[z as usize].is_some()) {
-            return;
-        }
-        self.free_zones.retain(|z| !old.contains(z));
-        self.lanes.set_row_epoch(row, self.lanes.epochs() - 1);
-        let new = self.lanes.row_segments(row);
-        for zone in new.clone().rev() {
-            self.free_zones.push_front(zone);
-        }
-        for zone in new {
-            for drive in self.settle_free_lanes(zone) {
-                self.note_spared(drive);
-            }
-        }
-        self.rows_grown += 1;
-        tracing::debug!(row, "a row of the grown array moved to its newest placement");
-    }
-
-    /// Rows of a grown array still in an older placement than the newest (0 for an array
-    /// never grown).
-    pub fn rows_to_grow(&self) -> u64 {
-        (0..self.lanes.rows()).filter(|&row| !self.lanes.is_classic() && self.lanes.row_is_old(row)).count() as u64
     }
 
     /// Segments marked to move back to their home drives and not moved yet, the one being

@@ -140,6 +140,38 @@ impl Lanes {
         self.fill_row(row);
     }
 
+    /// Adds `placement` (of more drives, the same stripe) as the newest epoch while the
+    /// array runs: its numbers come after every earlier one's, every row stays in the
+    /// epoch it is in (the drives added are spare positions of the rows in older ones),
+    /// and commands in flight keep mapping back as they were sent.
+    pub fn add_epoch(&mut self, placement: &Placement) {
+        let (drives, old_drives) = (placement.drives() as usize, self.drives);
+        assert!(!self.is_classic() && drives > old_drives, "an array grows by drives");
+        assert_eq!(placement.width() as usize, self.width, "the array's stripe");
+        assert!(self.epochs.len() < MAX_PLACEMENT_EPOCHS, "at most {MAX_PLACEMENT_EPOCHS} placements");
+        let rows = self.rows;
+        let mut at_drive = vec![NO_SEGMENT; rows as usize * drives];
+        for row in 0..rows as usize {
+            at_drive[row * drives..row * drives + old_drives]
+                .copy_from_slice(&self.at_drive[row * old_drives..(row + 1) * old_drives]);
+        }
+        self.at_drive = at_drive;
+        self.drives = drives;
+        for epoch in &mut self.epochs {
+            *epoch = Epoch::new(&epoch.placement, epoch.first, rows, drives);
+        }
+        let epoch = Epoch::new(placement, self.segments(), rows, drives);
+        for row in 0..rows {
+            for group in 0..epoch.groups {
+                let drives = placement.segment_drives(u64::from(row), group);
+                self.home_drives.extend(drives.iter().map(|&d| d as u8));
+                self.segment_drives.extend(drives.iter().map(|&d| d as u8));
+            }
+        }
+        self.epochs.push(epoch);
+        debug_assert_eq!(self.segment_drives.len(), self.segments() as usize * self.width);
+    }
+
     /// Fills row `row`'s drives with the lanes of its epoch's numbers where they lie.
     pub(super) fn fill_row(&mut self, row: u32) {
         let drives = self.drives;
