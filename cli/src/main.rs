@@ -6,6 +6,7 @@ mod array;
 mod bench;
 mod device;
 mod emu;
+mod grow;
 mod hybrid;
 mod inspect;
 mod plot;
@@ -85,6 +86,12 @@ enum Top {
     AddSpare(spare::AddSpareArgs),
     /// Take a hot spare out of a running array: its spare record is erased.
     RemoveSpare(spare::RemoveSpareArgs),
+    /// Add drives to a running declustered array (formatted with --stripe-width): new
+    /// drives of its geometry, empty (or --force). New segments use them at once, and
+    /// garbage collection moves the older segments onto them over time (at the rebuild
+    /// rate, if one is set); status shows what is left. The array's capacity stays as it
+    /// was (growing it is not built yet). Give the new drives to `start` from then on.
+    Grow(grow::GrowArgs),
     /// Limit drive rebuilds of a running array to writing so much per second to the new
     /// drive (the running rebuild and later ones, until the array stops; `start
     /// --rebuild-rate` sets it at start), or lift the limit (unlimited): `status` shows
@@ -152,6 +159,7 @@ fn main() {
         Top::Replace(args) => replace::run_replace(args),
         Top::Scrub(args) => scrub::run_scrub(args),
         Top::AddSpare(args) => spare::run_add_spare(args),
+        Top::Grow(args) => grow::run_grow(args),
         Top::RemoveSpare(args) => spare::run_remove_spare(args),
         Top::RebuildRate(args) => replace::run_rebuild_rate(args),
         Top::Inspect(args) => inspect::run_inspect(args),

@@ -194,7 +194,13 @@ pub fn declustered_line(d: &Value) -> Option<String> {
         count("spare_zones")?,
     );
     let rebalance = count("segments_to_rebalance").unwrap_or(0);
-    if rebalance > 0 {
+    let to_grow = count("zone_indexes_to_grow").unwrap_or(0);
+    if to_grow > 0 {
+        line += &format!(
+            "; growing: {to_grow} zone index(es) still in the earlier placement, {rebalance} segment(s) to move onto \
+             the new one"
+        );
+    } else if rebalance > 0 {
         line += &format!("; rebalancing: {rebalance} segment(s) to move back to their home drives");
     }
     let beyond = count("segments_beyond_parity").unwrap_or(0);
@@ -246,7 +252,14 @@ pub fn superblock_text(sb: &ArraySuperblock) -> String {
     let drives = sb.drive_count.get() as usize;
     let level = RaidLevel::from_code(sb.level, sb.stripe_width() as usize, sb.parity_chunks.get() as usize)
         .map_or_else(|| format!("unknown level code {}", sb.level), |l| l.to_string());
-    let level = if sb.is_declustered() {
+    let grown: Vec<String> = sb.grown_from().iter().map(u32::to_string).collect();
+    let level = if sb.is_declustered() && !grown.is_empty() {
+        format!(
+            "{level} declustered, {} distributed spare(s), grown from {} drives",
+            sb.distributed_spares.get(),
+            grown.join(", then ")
+        )
+    } else if sb.is_declustered() {
         format!("{level} declustered, {} distributed spare(s)", sb.distributed_spares.get())
     } else {
         level

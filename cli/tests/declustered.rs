@@ -203,3 +203,68 @@ fn impossible_declustered_shapes_are_refused() {
     let said = world.refused(&args);
     assert!(said.contains("shard"), "{said}");
 }
+
+/// `zapraid grow` (issue 35 item 3): 8 drives of 4+1 with a distributed spare take 4 new
+/// ones while the array runs. The superblock records the shape before; new segments use
+/// the new drives at once and garbage collection moves the rest onto the new placement
+/// with nothing else written; every block reads back on all 12 drives, after a restart,
+/// and once a new drive failed and was rebuilt into spare space. Members, a drive named
+/// twice and a classic array are refused.
+#[test]
+fn eight_drives_grow_to_twelve_while_running() {
+    let _serial = serial();
+    let args = ["--stripe-width", "5", "--distributed-spares", "1"];
+    let mut world = World::formatted("raid5", 8, 40, 2400, &args);
+    let blocks = world.write_and_verify(Some(1), 1).mapped_blocks;
+    world.start(&[], &[]);
+    assert_eq!(world.status()["declustered"]["placements"], 1);
+    let new: Vec<String> = (8..12).map(|i| world.new_drive(&format!("new{i}"))).collect();
+    let member = world.refused(&["grow", "rp", &new[0], &world.drives[2]]);
+    assert!(member.contains("it is drive 2 of this array"), "{member}");
+    let twice = world.refused(&["grow", "rp", &new[0], &new[0]]);
+    assert!(twice.contains("it is named twice"), "{twice}");
+    assert_eq!(world.status()["declustered"]["drives"], 8, "a refused grow changes nothing");
+
+    let mut grow = vec!["grow", "rp"];
+    grow.extend(new.iter().map(String::as_str));
+    let said = world.ok(&grow);
+    assert!(said.contains("grown to 12 drives (4 added)"), "{said}");
+    world.drives.extend(new.iter().cloned());
+    let s = world.status();
+    assert_eq!((s["declustered"]["drives"].as_u64(), s["declustered"]["placements"].as_u64()), (Some(12), Some(2)));
+    assert_eq!(s["drives"].as_array().map(Vec::len), Some(12), "{s}");
+    assert_eq!(s["state"], "optimal", "{s}");
+    // Nothing is written: garbage collection moves every zone index onto the new
+    // placement by itself.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while world.status()["declustered"]["zone_indexes_to_grow"] != 0 {
+        assert!(Instant::now() < deadline, "the grow did not end: {}", world.status());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let human = world.ok(&["status", "rp"]);
+    assert!(human.contains("declustered: stripes of 5 over 12 drives"), "{human}");
+    world.ok(&["stop", "rp"]);
+    let line = world.superblock_line(11);
+    assert!(line.contains("drive 11 of 12, RAID-5 (4+1) declustered, 1 distributed spare(s), grown from 8 drives"));
+    assert!(world.superblock_line(0).contains("drive 0 of 12"), "{}", world.superblock_line(0));
+    let moved = (8..12).filter(|&d| world.ok(&["inspect", &world.drives[d]]).contains("sequence")).count();
+    assert!(moved > 0, "no segment moved onto a new drive");
+
+    // Every block reads back on the 12 drives; written again, it reads back again.
+    assert_eq!(world.write_and_verify(None, 1).mapped_blocks, blocks);
+    let status = world.write_and_verify(Some(2), 2);
+    assert_eq!(status.mapped_blocks, blocks);
+    // A new drive fails and is rebuilt into spare space; every block reads without it.
+    world.start(&[], &[]);
+    world.ok(&["fail", "rp", "10"]);
+    wait_in_spare_space(&world, 10);
+    world.ok(&["stop", "rp"]);
+    assert_eq!(write_and_verify(&world.without(&[10]), world.blocks, None, 2).mapped_blocks, blocks);
+
+    // A classic array does not grow.
+    let classic = World::new("raid5", 5, 40, 600);
+    classic.start(&[], &[]);
+    let extra = classic.new_drive("extra");
+    let refused = classic.refused(&["grow", "rp", &extra]);
+    assert!(refused.contains("only a declustered array grows"), "{refused}");
+}

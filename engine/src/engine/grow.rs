@@ -17,11 +17,12 @@ use crate::lanes::MAX_PLACEMENT_EPOCHS;
 use crate::placement::Placement;
 
 impl Engine {
-    /// Adds drives to a running declustered array, for `drives` drives in all: the drives
-    /// past the array's are new and empty. Refused for a classic array (its segment
-    /// headers do not say where their chunks lie), while a drive rebuild runs, past
-    /// `MAX_PLACEMENT_EPOCHS` placements, and for a shape the placement cannot make.
-    pub fn grow(&mut self, drives: u32) -> Result<()> {
+    /// Whether the array may grow to `drives` drives now, and the placement the drives
+    /// added would take: refused for a classic array (its segment headers do not say where
+    /// their chunks lie), for no more drives, while a drive rebuild runs, past
+    /// `MAX_PLACEMENT_EPOCHS` placements, and for a shape the placement cannot make. A
+    /// driver asks before it records the grown shape on the drives.
+    pub fn check_grow(&self, drives: u32) -> Result<Placement> {
         let refuse = |reason: String| Err(Error::InvalidConfig { reason });
         let before = self.lanes.drives() as u32;
         if self.lanes.is_classic() {
@@ -45,8 +46,17 @@ impl Engine {
             ));
         }
         let width = self.layout.drives() as u32;
-        let spares = self.config.declustering.distributed_spares;
-        let placement = Placement::new(drives, width, spares)?;
+        let placement = Placement::new(drives, width, self.config.declustering.distributed_spares)?;
+        let zones = self.lanes.segments() + self.lanes.rows() * placement.groups_per_row();
+        self.l2p.check_zones(zones)?;
+        Ok(placement)
+    }
+
+    /// Adds drives to a running declustered array, for `drives` drives in all: the drives
+    /// past the array's are new and empty (`check_grow` says when it is refused).
+    pub fn grow(&mut self, drives: u32) -> Result<()> {
+        let placement = self.check_grow(drives)?;
+        let before = self.lanes.drives() as u32;
         let grown = grown_declustering(self.config.declustering, before, drives)?;
         self.l2p.set_zones(self.lanes.segments() + self.lanes.rows() * placement.groups_per_row())?;
         self.lanes.add_epoch(&placement);

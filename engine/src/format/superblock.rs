@@ -93,10 +93,21 @@ pub struct ArraySuperblock {
     /// empty (`Recovery::set_spared_drives`). 0 for a classic array, and in superblocks
     /// written before it (`PRE_SPARED_ARRAY_SUPERBLOCK_BYTES`).
     pub spared_drives: U64,
+    /// The drives a declustered array had before each grow (`zapraid grow`), oldest
+    /// first, 0 past the last (the fourth byte always 0): each an earlier placement some
+    /// of its rows may still be in (`crate::lanes`). All 0 for an array never grown, and
+    /// in superblocks written before it (`PRE_GROW_ARRAY_SUPERBLOCK_BYTES`).
+    pub grown_from: [u8; 4],
+    /// The CRC32C of each earlier placement's bases (as `placement_crc32c` is the newest
+    /// one's), 0 past the last: a start makes each again and checks it.
+    pub grown_placement_crc32c: [U32; 3],
     pub crc32c: U32,
 }
 
-pub const ARRAY_SUPERBLOCK_BYTES: usize = 188;
+pub const ARRAY_SUPERBLOCK_BYTES: usize = 204;
+/// Superblocks written before `grown_from`: the fields up to `spared_drives`, then the
+/// CRC.
+pub const PRE_GROW_ARRAY_SUPERBLOCK_BYTES: usize = 188;
 /// Superblocks written before `spared_drives`: the fields up to `placement_crc32c`, then
 /// the CRC (the first layout of declustered arrays).
 pub const PRE_SPARED_ARRAY_SUPERBLOCK_BYTES: usize = 180;
@@ -113,12 +124,13 @@ pub const LEGACY_ARRAY_SUPERBLOCK_BYTES: usize = 148;
 /// then the CRC.
 pub const PRE_L2P_ARRAY_SUPERBLOCK_BYTES: usize = 156;
 /// Every older layout that still decodes (the fields it lacks read as 0).
-pub const OLDER_ARRAY_SUPERBLOCK_SIZES: [usize; 5] = [
+pub const OLDER_ARRAY_SUPERBLOCK_SIZES: [usize; 6] = [
     LEGACY_ARRAY_SUPERBLOCK_BYTES,
     PRE_L2P_ARRAY_SUPERBLOCK_BYTES,
     PRE_SHARD_ARRAY_SUPERBLOCK_BYTES,
     PRE_DECLUSTERED_ARRAY_SUPERBLOCK_BYTES,
     PRE_SPARED_ARRAY_SUPERBLOCK_BYTES,
+    PRE_GROW_ARRAY_SUPERBLOCK_BYTES,
 ];
 const _: () = assert!(std::mem::size_of::<ArraySuperblock>() == ARRAY_SUPERBLOCK_BYTES);
 
@@ -165,6 +177,7 @@ impl ArraySuperblock {
             // Only a declustered array's failed drives are in spare space.
             || s.spared_drives.get() & !s.failed_drives.get() != 0
             || (s.spared_drives.get() != 0 && !s.is_declustered())
+            || !s.growth_is_valid()
             || s.chunk_bytes.get() == 0
             || s.group_size.get() == 0
             || s.mode > 2
@@ -222,6 +235,30 @@ impl ArraySuperblock {
             drives > width && drives <= MAX_ARRAY_DRIVES as u64 && drives >= width + spares
         };
         stripe && array
+    }
+
+    /// The drive counts before each grow, oldest first (empty for an array never grown).
+    pub fn grown_from(&self) -> Vec<u32> {
+        self.grown_from.iter().take_while(|&&n| n != 0).map(|&n| u32::from(n)).collect()
+    }
+
+    /// Whether the earlier drive counts and their CRCs make sense (untrusted): only a
+    /// declustered array grew, each earlier count was declustered, leaves k + m after the
+    /// spares and is less than the next, zeros only after the last, the reserved byte 0,
+    /// and a CRC exactly for each count.
+    fn growth_is_valid(&self) -> bool {
+        let earlier = self.grown_from();
+        let width = self.stripe_width();
+        let spares = self.distributed_spares.get();
+        let counts_ok = earlier.is_empty()
+            || (self.is_declustered()
+                && earlier.iter().all(|&n| n > width && n >= width.saturating_add(spares))
+                && earlier.windows(2).all(|w| w[0] < w[1])
+                && earlier.last().is_some_and(|&n| n < self.drive_count.get()));
+        let zeros_after = self.grown_from[earlier.len()..].iter().all(|&n| n == 0) && self.grown_from[3] == 0;
+        let crcs = self.grown_placement_crc32c.iter().enumerate();
+        let crcs_ok = crcs.clone().all(|(i, crc)| (i < earlier.len()) == (crc.get() != 0));
+        counts_ok && zeros_after && crcs_ok
     }
 
     /// Engine shards the array runs (1 for arrays formatted before shards).

@@ -147,6 +147,8 @@ fn classic_superblock() -> ArraySuperblock {
         distributed_spares: 0.into(),
         placement_crc32c: 0.into(),
         spared_drives: 0.into(),
+        grown_from: [0; 4],
+        grown_placement_crc32c: [0.into(); 3],
         crc32c: 0.into(),
     }
 }
@@ -175,7 +177,7 @@ fn declustered_array_superblock_round_trips_and_every_bit_flip_is_detected() {
         ..classic_superblock()
     }
     .seal();
-    assert_eq!(s.as_bytes().len(), 188);
+    assert_eq!(s.as_bytes().len(), 204);
     let decoded = ArraySuperblock::decode(s.as_bytes()).unwrap();
     assert_eq!(decoded.as_bytes(), s.as_bytes());
     assert!(decoded.is_declustered() && decoded.stripe_width() == 5);
@@ -193,9 +195,25 @@ fn declustered_array_superblock_round_trips_and_every_bit_flip_is_detected() {
     bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
     let decoded = ArraySuperblock::decode(&bytes).unwrap();
     assert!(decoded.is_declustered() && decoded.spared_drives.get() == 0);
+    // Grown from 8 drives: round trips, every flip detected; the 188-byte layout reads
+    // as never grown.
+    let grown = ArraySuperblock {
+        grown_from: [8, 0, 0, 0],
+        grown_placement_crc32c: [0x0bad_cafe.into(), 0.into(), 0.into()],
+        ..s
+    }
+    .seal();
+    let decoded = ArraySuperblock::decode(grown.as_bytes()).unwrap();
+    assert_eq!((decoded.grown_from(), decoded.grown_placement_crc32c[0].get()), (vec![8], 0x0bad_cafe));
+    flips_detected(grown.as_bytes(), |b| ArraySuperblock::decode(b).is_ok());
+    let before = ArraySuperblock { superblock_bytes: 188.into(), ..grown };
+    let mut bytes = before.as_bytes()[..184].to_vec();
+    bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+    let decoded = ArraySuperblock::decode(&bytes).unwrap();
+    assert!(decoded.is_declustered() && decoded.grown_from().is_empty() && decoded.spared_drives.get() == 1 << 3);
 }
 
-/// Every older layout (148, 156, 164, 172 and 180 bytes, the CRC after its last field) reads
+/// Every older layout (148, 156, 164, 172, 180 and 188 bytes, the CRC after its last field) reads
 /// with the fields it lacks 0, a damaged one is refused, and a classic array's superblock
 /// sealed again differs from the 172-byte one only in its size and its CRC's place.
 #[test]
@@ -219,7 +237,7 @@ fn older_array_superblocks_read_with_the_newer_fields_zero() {
             let resealed = decoded.seal();
             let new = resealed.as_bytes();
             assert_eq!((&new[..12], &new[16..old - 4]), (&bytes[..12], &bytes[16..old - 4]));
-            assert_eq!(&new[old - 4..ARRAY_SUPERBLOCK_BYTES - 4], [0; 16]);
+            assert_eq!(&new[old - 4..ARRAY_SUPERBLOCK_BYTES - 4], [0; 32]);
         }
     }
 }
@@ -259,6 +277,8 @@ fn legacy_array_superblock_reads_with_no_drive_rebuilding() {
         distributed_spares: 0.into(),
         placement_crc32c: 0.into(),
         spared_drives: 0.into(),
+        grown_from: [0; 4],
+        grown_placement_crc32c: [0.into(); 3],
         crc32c: 0.into(),
     };
     let covered = LEGACY_ARRAY_SUPERBLOCK_BYTES - 4;

@@ -163,14 +163,19 @@ impl L2pTable {
     /// Physical addresses over `zones` zones from now on (a grown array numbers more
     /// segments; existing addresses pack as before); an error if they would not fit.
     pub fn set_zones(&mut self, zones: u32) -> Result<()> {
+        self.physical_blocks = self.physical_blocks.max(self.check_zones(zones)?);
+        Ok(())
+    }
+
+    /// The physical blocks of `zones` zones, if their addresses fit the entries.
+    pub fn check_zones(&self, zones: u32) -> Result<u64> {
         let physical = u64::from(zones) * self.drives * self.zone_capacity_blocks;
         if physical >= u64::from(UNMAPPED) {
             return Err(Error::InvalidConfig {
                 reason: format!("{physical} physical blocks do not fit the 4-byte L2P entries"),
             });
         }
-        self.physical_blocks = self.physical_blocks.max(physical);
-        Ok(())
+        Ok(physical)
     }
 
     /// Keeps at most `budget_pages` pages cached (at least one), the rest on the drives.

@@ -149,7 +149,16 @@ pub fn assemble_with(paths: &[PathBuf], newly_missing: NewlyMissing) -> Result<A
         // The placement is made again from (N, w, S); a CRC that differs from the one
         // recorded means this zapraid would place segments elsewhere: refused.
         Placement::checked(drive_count as u32, width as u32, spares, newest.placement_crc32c.get())?;
-        Declustering::wide(drive_count as u32, spares)
+        // And each placement before a grow, which some rows may still be in.
+        let earlier = newest.grown_from();
+        for (n, crc) in earlier.iter().zip(newest.grown_placement_crc32c) {
+            Placement::checked(*n, width as u32, spares, crc.get())?;
+        }
+        let mut declustering = Declustering::wide(drive_count as u32, spares);
+        for (slot, n) in declustering.grown_from.iter_mut().zip(earlier) {
+            *slot = n as u8;
+        }
+        declustering
     } else {
         Declustering::CLASSIC
     };

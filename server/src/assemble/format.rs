@@ -288,6 +288,8 @@ pub fn format_with_spares(
             distributed_spares: options.declustering.distributed_spares.into(),
             placement_crc32c: placement.as_ref().map_or(0, Placement::bases_crc32c).into(),
             spared_drives: 0.into(),
+            grown_from: [0; 4],
+            grown_placement_crc32c: [0.into(); 3],
             crc32c: 0.into(),
         };
         // One open segment stays recorded as zeros: a default array's superblock is byte for

@@ -2,7 +2,9 @@
 //! stripes of k + m, segments and spare zones per zone index) and where its distributed
 //! spare space stands: spare zones on working drives, those a failed drive's chunks took,
 //! the failed drives rebuilt into it, the segments lacking more chunks than parity
-//! covers, and those waiting to move back to a replaced drive (the rebalance). Null for a classic array. The engine keeps the figures
+//! covers, those waiting to move back to a replaced drive (the rebalance), and after a
+//! `grow` the zone indexes still in an earlier placement. Null for a classic array. The
+//! engine keeps the figures
 //! (`zapraid_engine::DeclusteredStatus`); this says them.
 
 use crate::run::status::ArrayStatus;
@@ -26,6 +28,12 @@ pub fn status_json(s: &ArrayStatus) -> serde_json::Value {
         "segments_to_rebalance": d.segments_to_rebalance,
         // Live blocks the rebalance moved since the server started.
         "blocks_rebalanced": d.blocks_rebalanced,
+        // Placements the array has had (1 until a grow), zone indexes still in an earlier
+        // one (garbage collection moves their segments onto the grown placement), and
+        // zone indexes moved to the newest since the server started.
+        "placements": d.placements,
+        "zone_indexes_to_grow": d.rows_to_grow,
+        "zone_indexes_grown": d.rows_grown,
     })
 }
 

@@ -1,9 +1,10 @@
 //! The control socket of a running array: a Unix socket per array, one text command per
 //! connection (`status`, `stop`, `fail N`, `fail N force`,
 //! `replace N force|check [rate=BYTES_PER_S] PATH`, `rebuild-rate BYTES_PER_S|unlimited`,
-//! `scrub [RATE]`, `scrub rate RATE`, `add-spare force|check PATH`, `remove-spare PATH`),
-//! one JSON line back. `zapraid status`, `stop`, `fail`, `replace`, `rebuild-rate`,
-//! `scrub`, `add-spare` and `remove-spare` are its clients.
+//! `scrub [RATE]`, `scrub rate RATE`, `add-spare force|check PATH`, `remove-spare PATH`,
+//! `grow force|check ["PATH", ...]`), one JSON line back. `zapraid status`, `stop`, `fail`,
+//! `replace`, `rebuild-rate`, `scrub`, `add-spare`, `remove-spare` and `grow` are its
+//! clients.
 //!
 //! The room above `ops`: it parses the commands and carries them to `ops` and to the engine
 //! thread (`run::message`), says the answers as JSON (`status`, `scrub`, `l2p`), and keeps
@@ -25,6 +26,7 @@ use crate::run::message::{query_status, EngineSender, Message};
 use run_dir::run_dir;
 
 mod declustered;
+mod grow;
 pub mod l2p;
 pub mod run_dir;
 pub mod scrub;
@@ -154,9 +156,10 @@ fn handle(
         ["add-spare", ..] => add_spare(identity, engine, spares, line.trim_end_matches(['\r', '\n'])),
         ["remove-spare", ..] => remove_spare(spares, line.trim_end_matches(['\r', '\n'])),
         ["scrub", rest @ ..] => scrub::control(engine, rest),
+        ["grow", ..] => grow::control(identity, engine, spares, line.trim_end_matches(['\r', '\n'])),
         _ => error_json(&format!(
             "unknown command \"{}\" (status, stop, fail N, fail N force, replace N force|check [rate=B] PATH, \
-             rebuild-rate B|unlimited, add-spare, remove-spare, scrub [RATE])",
+             rebuild-rate B|unlimited, add-spare, remove-spare, scrub [RATE], grow force|check [PATH, ...])",
             line.trim()
         )),
     };

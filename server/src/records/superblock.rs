@@ -264,6 +264,8 @@ mod tests {
             distributed_spares: 0.into(),
             placement_crc32c: 0.into(),
             spared_drives: 0.into(),
+            grown_from: [0; 4],
+            grown_placement_crc32c: [0.into(); 3],
             crc32c: 0.into(),
         }
         .seal()

@@ -64,6 +64,13 @@ pub enum Message {
         rebuild_rate_bytes_per_s: Option<u64>,
         done: Sender<Result<()>>,
     },
+    /// Add these new drives (checked and emptied, with their paths) to a declustered
+    /// array (`zapraid grow`): the grown shape is recorded on every drive, then the engine
+    /// grows. Answers the array's drives now.
+    Grow {
+        devices: Vec<(ReservedZones<Drive>, std::path::PathBuf)>,
+        done: Sender<Result<usize>>,
+    },
     /// Start a scrub, or change the running one's rate (`zapraid scrub`).
     Scrub {
         request: ScrubRequest,

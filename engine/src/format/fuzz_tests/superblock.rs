@@ -31,7 +31,7 @@ pub(super) fn superblock_fields() -> Vec<zapraid_fuzz::Field> {
         level, mode, small_segments, large_segments, chunk_bytes, group_size, block_size_bytes, reserved_zones,
         logical_blocks, stripe_timeout_ns, created_unix_s, name, generation, failed_drives, large_chunk_bytes,
         rebuilding_drives, l2p_budget_bytes, shard_count, shard_unit_blocks, distributed_spares, placement_crc32c,
-        crc32c)
+        spared_drives, grown_from, grown_placement_crc32c, crc32c)
 }
 
 /// A sealed superblock of random valid fields.
@@ -61,6 +61,11 @@ pub(super) fn valid_superblock() -> impl Strategy<Value = ArraySuperblock> {
         )| {
             let mask = drive_mask(drives);
             let declustered = drives > data + parity;
+            // Grown once, when the bits say so and there was room: from a count between
+            // the least a declustered array of this shape has and N - 1.
+            let least = (data + parity + 1).max(data + parity + spares);
+            let grown = declustered && placement_crc & 1 == 1 && least < drives;
+            let earlier = if grown { least + placement_crc % (drives - least) } else { 0 };
             ArraySuperblock {
                 magic: [0; 8],
                 version: 0.into(),
@@ -94,6 +99,12 @@ pub(super) fn valid_superblock() -> impl Strategy<Value = ArraySuperblock> {
                 // Some of the failed drives (bits of another field picked): only a
                 // declustered array's.
                 spared_drives: if declustered { failed & mask & rebuilding.rotate_left(7) } else { 0 }.into(),
+                grown_from: [earlier as u8, 0, 0, 0],
+                grown_placement_crc32c: [
+                    if grown { placement_crc.rotate_left(5) | 1 } else { 0 }.into(),
+                    0.into(),
+                    0.into(),
+                ],
                 crc32c: 0.into(),
             }
             .seal()
@@ -112,6 +123,8 @@ fn as_classic(mut s: ArraySuperblock) -> ArraySuperblock {
     s.distributed_spares = 0.into();
     s.placement_crc32c = 0.into();
     s.spared_drives = 0.into();
+    s.grown_from = [0; 4];
+    s.grown_placement_crc32c = [0.into(); 3];
     s
 }
 
@@ -153,9 +166,13 @@ fn superblock_is_sound(s: &ArraySuperblock) {
     assert!((1..=MAX_DRIVES as u32).contains(&width) && s.drive_index.get() < drives, "{s:?}");
     if s.is_declustered() {
         assert!(drives <= MAX_ARRAY_DRIVES as u32 && u64::from(drives) >= u64::from(width) + u64::from(spares));
-        assert_eq!(s.superblock_bytes.get() as usize, ARRAY_SUPERBLOCK_BYTES, "only the newest layout: {s:?}");
+        let size = s.superblock_bytes.get() as usize;
+        assert!(size >= PRE_SPARED_ARRAY_SUPERBLOCK_BYTES, "only the declustered layouts: {s:?}");
+        let earlier = s.grown_from();
+        assert!(earlier.windows(2).all(|w| w[0] < w[1]) && earlier.iter().all(|&n| n > width && n < drives), "{s:?}");
     } else {
         assert!(drives == width && spares == 0 && s.placement_crc32c.get() == 0, "{s:?}");
+        assert!(s.grown_from().is_empty(), "only a declustered array grew: {s:?}");
     }
     assert!(s.chunk_bytes.get() > 0 && s.group_size.get() > 0 && s.mode <= 2 && s.logical_blocks.get() > 0, "{s:?}");
     let beyond = !drive_mask(drives);
@@ -174,6 +191,7 @@ fn superblock_is_sound(s: &ArraySuperblock) {
 fn array_superblock_fuzzed_past_its_checksum() {
     let layouts = prop_oneof![
         3 => Just(ARRAY_SUPERBLOCK_BYTES),
+        1 => Just(PRE_GROW_ARRAY_SUPERBLOCK_BYTES),
         1 => Just(PRE_DECLUSTERED_ARRAY_SUPERBLOCK_BYTES),
         1 => Just(PRE_SHARD_ARRAY_SUPERBLOCK_BYTES),
         1 => Just(PRE_L2P_ARRAY_SUPERBLOCK_BYTES),
@@ -254,6 +272,21 @@ fn array_superblock_shape_errors() {
     // A classic array has no spares and no placement.
     refused(classic, |s| s.distributed_spares = 1.into(), "1 distributed spare(s)");
     refused(classic, |s| s.placement_crc32c = 1.into(), "placement CRC 0x00000001");
+    // Grown from 8, then 10 drives: each count declustered, rising, below N, with a CRC.
+    let grown = ArraySuperblock {
+        grown_from: [8, 10, 0, 0],
+        grown_placement_crc32c: [0x1234_5678.into(), 0x9abc_def0.into(), 0.into()],
+        ..wide
+    };
+    assert_eq!(ArraySuperblock::decode(grown.seal().as_bytes()).unwrap().grown_from(), vec![8, 10]);
+    refused(grown, |s| s.grown_from = [10, 8, 0, 0], "drive 10 of 11");
+    refused(grown, |s| s.grown_from = [8, 11, 0, 0], "drive 10 of 11");
+    refused(grown, |s| s.grown_from = [5, 10, 0, 0], "drive 10 of 11");
+    refused(grown, |s| s.grown_from = [8, 0, 10, 0], "drive 10 of 11");
+    refused(grown, |s| s.grown_from[3] = 9, "drive 10 of 11");
+    refused(grown, |s| s.grown_placement_crc32c[1] = 0.into(), "drive 10 of 11");
+    refused(grown, |s| s.grown_placement_crc32c[2] = 1.into(), "drive 10 of 11");
+    refused(classic, |s| s.grown_from = [3, 0, 0, 0], "inconsistent shape");
     // A failed drive past N.
     refused(wide, |s| s.failed_drives = (1 << 11).into(), "drive 10 of 11");
     // An older layout never held a declustered array.

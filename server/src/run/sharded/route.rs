@@ -241,6 +241,11 @@ impl Fanout for Shards {
                 }
                 Ok(())
             }
+            Message::Grow { done, .. } => {
+                let reason = "an array of engine shards is never declustered: it does not grow".to_string();
+                let _ = done.send(Err(Error::Config { reason }));
+                Ok(())
+            }
             Message::Look => {
                 for thread in &self.threads {
                     let _ = thread.send(Message::Look);

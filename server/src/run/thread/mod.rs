@@ -393,6 +393,9 @@ impl EngineLoop {
             Message::Scrub { request, done } => {
                 let _ = done.send(self.scrub(request));
             }
+            Message::Grow { devices, done } => {
+                let _ = done.send(self.grow(devices));
+            }
             Message::WatchGenerations(tx) => self.watchers.push(tx),
             Message::Look => {}
             Message::Stop => {
@@ -551,6 +554,7 @@ impl Drop for EngineLoop {
 }
 
 mod checkpoint_writes;
+mod grow;
 pub mod hosted;
 mod lease;
 mod rebuild;

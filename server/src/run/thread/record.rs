@@ -51,10 +51,15 @@ impl EngineLoop {
     }
 
     fn record_once(&mut self) {
-        let drives = self.drives_to_record();
         // Written to the drives not failed, and to a new drive being rebuilt (its first
         // superblock says it is being rebuilt).
-        let skipped = self.engine_failed_mask() & !self.rebuilding;
+        self.record_generation(self.engine_failed_mask() & !self.rebuilding);
+    }
+
+    /// Appends the next superblock generation (the record's template, naming the drives
+    /// as the engine counts them) to every drive not in `skipped`, and waits for it.
+    pub(super) fn record_generation(&mut self, skipped: u64) {
+        let drives = self.drives_to_record();
         let g = self.drives[0].geometry();
         let (sb, mut writes) = self.record.next_generation(drives, skipped, &g);
         loop {
