@@ -54,7 +54,10 @@ impl Engine {
         if marked > 0 {
             self.reclaim_pending = true;
             self.gc_check_needed = true;
-            tracing::info!(segments = marked, "segments in spare space to move back to their home drives");
+            tracing::info!(
+                segments = marked,
+                "segments to move: back to their home drives from spare space, or onto a grown array's new placement"
+            );
         }
         marked
     }
