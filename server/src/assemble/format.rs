@@ -197,10 +197,13 @@ pub fn format_with_spares(
     // superblock's, one area per shard, sized for the largest a shard can have (every zone
     // it may own a segment). A budget of 0 is none (the superblock records it so, and status
     // says so): no zones are set aside for it.
+    // A declustered array numbers G segments per zone index (`zapraid_engine::lanes`): its
+    // checkpoint holds an entry for each.
+    let segments_per_zone = placement.as_ref().map_or(1, Placement::groups_per_row);
     let checkpoint = options.l2p_budget_bytes.filter(|bytes| *bytes > 0).map(|_| {
         if shards == 1 {
-            let most_logical = plan.capacity_blocks(raw.zone_count.saturating_sub(SUPERBLOCK_ZONES));
-            CheckpointArea::for_array(&raw, &plan, most_logical)
+            let most_segments = raw.zone_count.saturating_sub(SUPERBLOCK_ZONES) * segments_per_zone;
+            CheckpointArea::for_shard(&raw, &plan, most_segments, plan.capacity_blocks(most_segments))
         } else {
             let most_zones = raw.zone_count.saturating_sub(SUPERBLOCK_ZONES).div_ceil(shards);
             CheckpointArea::for_shard(&raw, &plan, most_zones, plan.capacity_blocks(most_zones))
@@ -213,7 +216,6 @@ pub fn format_with_spares(
     // in each shard's zones.
     // A declustered array's engine numbers its segments across the drives' zones: each
     // zone index holds a row's segments (`zapraid_engine::lanes`).
-    let segments_per_zone = placement.as_ref().map_or(1, Placement::groups_per_row);
     let engine_geometry = Geometry { zone_count: array_zones * segments_per_zone, ..raw };
     let logical_blocks = if array_zones < shards {
         0

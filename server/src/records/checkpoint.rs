@@ -124,11 +124,6 @@ impl CheckpointArea {
         CheckpointArea { first_zone: SUPERBLOCK_ZONES, zones_per_copy: bytes.div_ceil(zone_bytes).max(1) as u32 }
     }
 
-    /// As `for_shard`, for an array of one shard over every zone of the drives.
-    pub fn for_array(raw: &Geometry, plan: &SegmentPlan, logical_blocks: u64) -> Self {
-        Self::for_shard(raw, plan, raw.zone_count, logical_blocks)
-    }
-
     /// Which copy a drive zone (raw numbering) belongs to, and whether it is the copy's
     /// first zone (where its header is); None outside the area.
     pub fn copy_of_zone(&self, zone: u32) -> Option<(u32, bool)> {
