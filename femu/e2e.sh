@@ -42,7 +42,7 @@ scenario "block device: ext4, stop/start, fail, kill -9, fio verify, RAID-6" --d
 scenario "hybrid open segments (2 x 8K + 2 x 16K chunks): limits, selftest, ext4, fio verify, failed drive" --drives 4 --metadata 64 --timeout 1200 "$initramfs" hybrid
 scenario "bounded L2P table: checkpointed starts, ext4, fio verify, kill -9 replay, degraded start" --drives 4 --metadata 64 --timeout 1200 "$initramfs" l2p
 scenario "replace a failed drive under ext4 and fio verify (5 drives), then fail another" --drives 5 --metadata 64 --timeout 1800 "$initramfs" replace
-scenario "declustered: RAID-5 (4+1) over 8 drives, 1 distributed spare, ext4, fio verify, 2 drives failed into spare space" --drives 8 --metadata 64 --drive-size 1G --timeout 1800 "$initramfs" declustered
+scenario "declustered: RAID-5 (4+1) over 8 drives, 1 distributed spare, ext4, fio verify, 2 drives failed into spare space, grown onto 2 more" --drives 10 --metadata 64 --drive-size 1G --timeout 1800 "$initramfs" declustered
 scenario "trace replay onto the block device and the drives, then scrub and verify" --drives 4 --metadata 64 --timeout 1200 "$initramfs" replay
 scenario "format refuses drives without metadata" --drives 4 --metadata 0 "$initramfs" refuse-bare
 scenario "block device throughput vs a raw drive" --drives 4 --bare-drives 1 --metadata 64 --timeout 900 "$initramfs" blockperf

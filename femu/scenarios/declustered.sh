@@ -6,11 +6,16 @@
 # new drive, until the array is fully redundant again ("optimal, spare space used"); then
 # drive 5 fails and is rebuilt the same way. Every file verifies, fio's own verification
 # of its last file passes, fsck is clean, and again after a stop and a start without
-# drives 1 and 5, which hold nothing any more.
+# drives 1 and 5, which hold nothing any more. Then the array grows onto two more drives
+# (`zapraid grow`, QEMU drives 8 and 9) while mounted: garbage collection moves every zone
+# index onto the new placement, every file verifies, fsck is clean, and again after a stop
+# and a start on the grown array's drives.
 NAME=z
 . /scenarios/prelude.sh
 D8="/dev/ng0n1 /dev/ng1n1 /dev/ng2n1 /dev/ng3n1 /dev/ng4n1 /dev/ng5n1 /dev/ng6n1 /dev/ng7n1"
 AFTER="/dev/ng0n1 /dev/ng2n1 /dev/ng3n1 /dev/ng4n1 /dev/ng6n1 /dev/ng7n1"
+GROWN="$AFTER /dev/ng8n1 /dev/ng9n1"
+GROW_TIMEOUT=900
 FIO=/usr/bin/fio
 REBUILD_TIMEOUT=900
 # As the replace scenario: a new file per pass, random 4 KiB and 64 KiB direct writes
@@ -115,8 +120,41 @@ zapraid status z | tee /tmp/status.out
 grep -q "^z: optimal, spare space used" /tmp/status.out || fail "after the restart the array is not optimal"
 mount -t ext4 "$dev" /mnt/r
 verify_sums "after stop and start without drives 1 and 5"
+
+step "grow onto drives 8 and 9 while mounted: the zone indexes move onto the new placement"
+since=$(date +%s)
+zapraid grow z /dev/ng8n1 /dev/ng9n1 || fail "grow refused"
+last_print=0
+while :; do
+    left=$(zapraid status z --json | sed -n 's/.*"zone_indexes_to_grow":\([0-9]*\).*/\1/p')
+    now=$(date +%s)
+    [ -n "$left" ] || fail "status --json has no zone_indexes_to_grow"
+    [ "$left" -eq 0 ] && break
+    [ $((now - since)) -lt $GROW_TIMEOUT ] || fail "$left zone indexes still to move after $GROW_TIMEOUT s"
+    if [ $((now - last_print)) -ge 15 ]; then
+        zapraid status z | grep 'declustered:' || true
+        last_print=$now
+    fi
+    sleep 2
+done
+echo "every zone index on the grown placement in about $(($(date +%s) - since)) s"
+zapraid status z | tee /tmp/status.out
+grep -q "declustered: stripes of 5 over 10 drives" /tmp/status.out || fail "status does not show 10 drives"
+echo 3 > /proc/sys/vm/drop_caches
+verify_sums "after the grow"
 umount /mnt/r
-$FSCK -fn "$dev" || fail "fsck found errors after the restart"
+$FSCK -fn "$dev" || fail "fsck found errors after the grow"
+echo "fsck clean"
+zapraid stop z
+zapraid inspect /dev/ng9n1 | head -n 2
+
+step "start on the grown array's drives, verify"
+dev=$(start $GROWN)
+[ -b "$dev" ] || fail "start printed '$dev', not a block device"
+mount -t ext4 "$dev" /mnt/r
+verify_sums "after a stop and a start of the grown array"
+umount /mnt/r
+$FSCK -fn "$dev" || fail "fsck found errors after the grown array's restart"
 echo "fsck clean"
 zapraid stop z
 echo "declustered scenario passed"

@@ -68,10 +68,37 @@ impl Engine {
         for row in 0..self.lanes.rows() {
             self.move_row_to_newest(row);
         }
+        // The open segments lie in rows of the older placement: retired (their slots open
+        // the next ones in the newest, and garbage collection takes them first), or an
+        // idle array would keep them open, and their rows in the older placement, for ever.
+        for slot in 0..self.slots.len() {
+            if let Some(zone) = self.slots[slot].filter(|&z| self.lanes.row_is_old(self.lanes.row(z))) {
+                self.slots[slot] = None;
+                self.retiring.push(zone);
+            }
+        }
         self.mark_segments_to_rebalance();
         self.forget_checkpoint_base(); // the shape changed: a new superblock generation
         tracing::warn!(before, drives, rows_to_grow = self.rows_to_grow(), "the array grew");
+        // The retired segments close and garbage collection starts now: an idle array has
+        // no later event to wait for.
+        self.settle();
         Ok(())
+    }
+
+    /// Marks the segment just sealed in `zone` to move if it lies in a row of an older
+    /// placement (opened there when no number of the newest was free), as the grow marked
+    /// those sealed before it.
+    pub(super) fn mark_if_in_old_row(&mut self, zone: u32) {
+        if self.lanes.is_classic() || !self.lanes.row_is_old(self.lanes.row(zone)) {
+            return;
+        }
+        let seg = self.seg_mut(zone);
+        if seg.absent.is_none() && !seg.rebalance {
+            seg.rebalance = true;
+            self.reclaim_pending = true;
+            self.gc_check_needed = true;
+        }
     }
 
     /// How the array spreads its segments now (N, S, the drives before each grow): what
