@@ -3,7 +3,8 @@
 //! works on and survives a second crash) over arrays wider than their stripes, with power
 //! cut at every step of a window of the workload, and during a rebuild into distributed
 //! spare space (the start is told the drive failed, and whether the rebuild had ended;
-//! the rebuild is started again after it).
+//! the rebuild is started again after it), and during a grow's row moves (every start
+//! given the grown config: `exploration::grow`).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -14,6 +15,7 @@ mod common;
 #[allow(dead_code)] // this binary uses part of the harness crash.rs drives
 mod exploration;
 use common::array::Sharding;
+use exploration::grow::{explore_grow, grow_steps, GrowOutcome, GrowPlan};
 use exploration::*;
 
 /// Declustered schemes: Zone Append and Zone Write, RAID-5 and RAID-6, chunks an append
@@ -143,4 +145,63 @@ fn a_command_in_flight_when_its_lane_moves_fails_the_drive_it_went_to() {
     let scheme = Scheme::single(RaidLevel::Raid6 { drives: 5 }, Mode::ZoneWriteOnly).declustered(11);
     let twists = Twists { into_spares: Some(DriveFailure { drive: 9, before_write: 23 }), ..Twists::default() };
     explore_with(scheme, 8, 80, 152, twists);
+}
+
+/// Grow runs per scheme of `power_cuts_during_a_grow_keep_every_acknowledged_write`
+/// (each some 50 crash states); `ZAPRAID_GROW_RUNS` sets another count.
+const GROW_RUNS: u64 = 4;
+
+fn grow_runs() -> u64 {
+    std::env::var("ZAPRAID_GROW_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(GROW_RUNS)
+}
+
+/// Cuts of each grow run: every `DENSE`th step until the grow's rows have all moved (or
+/// the run's work ends), every `SPARSE`th after.
+const DENSE: usize = 1;
+const SPARSE: usize = 23;
+
+/// A declustered array written in its first placement grows by 1 to 5 drives with writes
+/// in flight, and is written on while garbage collection moves the rows of the old
+/// placement over; power is cut at many steps after the grow (most of them while rows
+/// are still to move), and every start is given the grown config. Some runs grow twice,
+/// have a drive in spare space at the grow, have the first start cut short, run on few
+/// zones (relocation under space pressure too), or keep checkpoints of an offloaded L2P
+/// table.
+#[test]
+fn power_cuts_during_a_grow_keep_every_acknowledged_write() {
+    let mut explored = GrowOutcome::default();
+    for scheme in declustered_schemes() {
+        let drives = scheme.declustering.drives as usize;
+        for seed in 0..grow_runs() {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9407);
+            let plan = GrowPlan {
+                writes_before: rng.random_range(60..160),
+                in_flight: rng.random_range(0..8),
+                added: rng.random_range(1..=5),
+                writes_after: rng.random_range(20..80),
+                again: (seed % 4 == 3).then(|| (rng.random_range(0..20), rng.random_range(1..=5))),
+                spared: (seed % 4 == 1).then(|| rng.random_range(0..drives)),
+                interrupt_recovery: (seed % 3 == 2).then(|| rng.random_range(1..40)),
+                zones: if seed % 2 == 0 { scheme.few_zones() } else { ZONES },
+                l2p: (seed % 4 == 2).then(|| (rng.random_range(4..16), rng.random_range(1..3))),
+            };
+            let (steps, moved) = grow_steps(scheme, seed, plan);
+            let moved = moved.unwrap_or(steps).min(steps);
+            let cuts = (0..moved).step_by(DENSE).chain((moved..=steps).step_by(SPARSE));
+            for cut in cuts {
+                explored += explore_grow(scheme, seed, plan, cut);
+            }
+        }
+    }
+    eprintln!(
+        "grow power cuts: {} crash states, 0 violations; of the first cuts, {} with rows still to move, {} with \
+         segments marked to move, {} with drive commands in flight; {} starts offered a checkpoint, {} used it",
+        explored.states,
+        explored.during_row_moves,
+        explored.segments_moving,
+        explored.in_flight,
+        explored.checkpoints_offered,
+        explored.checkpoints_used
+    );
+    assert!(explored.segments_moving > 0, "no cut caught segments of the old placement to move: {explored:?}");
 }

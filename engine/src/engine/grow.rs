@@ -86,21 +86,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Marks the segment just sealed in `zone` to move if it lies in a row of an older
-    /// placement (opened there when no number of the newest was free), as the grow marked
-    /// those sealed before it.
-    pub(super) fn mark_if_in_old_row(&mut self, zone: u32) {
-        if self.lanes.is_classic() || !self.lanes.row_is_old(self.lanes.row(zone)) {
-            return;
-        }
-        let seg = self.seg_mut(zone);
-        if seg.absent.is_none() && !seg.rebalance {
-            seg.rebalance = true;
-            self.reclaim_pending = true;
-            self.gc_check_needed = true;
-        }
-    }
-
     /// How the array spreads its segments now (N, S, the drives before each grow): what
     /// its superblock records.
     pub fn declustering(&self) -> Declustering {

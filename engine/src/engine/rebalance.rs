@@ -18,8 +18,8 @@
 //! row of an older placement is marked.
 //!
 //! Invariant: only a sealed, whole segment (no lane waiting for a rebuild) is marked; the
-//! marks are made again at every start and whenever a drive comes back, so none is
-//! recorded on the drives.
+//! marks are made again at every start and whenever a drive comes back, and for each
+//! segment as it seals, so none is recorded on the drives.
 
 use super::machine::Engine;
 use super::state::segment::SegmentState;
@@ -36,30 +36,44 @@ impl Engine {
         }
         let mut marked = 0;
         for zone in 0..self.lanes.segments() {
-            let Some(s) = self.segments[zone as usize].as_ref() else { continue };
-            if s.state != SegmentState::Sealed || s.absent.is_some() || s.rebalance {
-                continue;
-            }
-            let row = self.lanes.row(zone);
-            let away = self.lanes.row_is_old(row)
-                || (0..self.layout.drives()).any(|lane| {
-                    let home = self.lanes.home(zone, lane);
-                    self.lanes.drive(zone, lane) != home && !self.failed[home] && self.lanes.is_free_at(row, home)
-                });
-            if away {
-                self.seg_mut(zone).rebalance = true;
-                marked += 1;
-            }
+            marked += u64::from(self.mark_to_rebalance(zone));
         }
         if marked > 0 {
-            self.reclaim_pending = true;
-            self.gc_check_needed = true;
             tracing::info!(
                 segments = marked,
                 "segments to move: back to their home drives from spare space, or onto a grown array's new placement"
             );
         }
         marked
+    }
+
+    /// Marks the segment in `zone` for relocation if it is sealed, whole, not marked yet,
+    /// and away: in a row of an older placement of a grown array, or with a lane off its
+    /// home drive where that drive works and its zone of the row is free. Whether it
+    /// marked it. Called for every segment by `mark_segments_to_rebalance`, and for each
+    /// as it seals: a segment open at a grow seals in its row of the old placement, which
+    /// without this mark stayed there on a running array until the next start (or until
+    /// garbage collection took the segment for space).
+    pub(super) fn mark_to_rebalance(&mut self, zone: u32) -> bool {
+        if self.lanes.is_classic() {
+            return false;
+        }
+        let Some(s) = self.segments[zone as usize].as_ref() else { return false };
+        if s.state != SegmentState::Sealed || s.absent.is_some() || s.rebalance {
+            return false;
+        }
+        let row = self.lanes.row(zone);
+        let away = self.lanes.row_is_old(row)
+            || (0..self.layout.drives()).any(|lane| {
+                let home = self.lanes.home(zone, lane);
+                self.lanes.drive(zone, lane) != home && !self.failed[home] && self.lanes.is_free_at(row, home)
+            });
+        if away {
+            self.seg_mut(zone).rebalance = true;
+            self.reclaim_pending = true;
+            self.gc_check_needed = true;
+        }
+        away
     }
 
     /// Segments marked to move back to their home drives and not moved yet, the one being

@@ -7,7 +7,7 @@
 use zapraid_engine::format::CheckpointImage;
 use zapraid_engine::l2p::Physical;
 use zapraid_engine::sim_shards::ShardedSimulator;
-use zapraid_engine::{Config, RecoveryReport, Request, RequestId, Response, Result, Simulator, Status};
+use zapraid_engine::{Config, Declustering, RecoveryReport, Request, RequestId, Response, Result, Simulator, Status};
 use zapraid_zns::{EmulatedDrive, Geometry};
 
 /// How many shards, in units of how many blocks; one shard is the plain simulator.
@@ -89,6 +89,12 @@ pub trait Array: Sized {
     fn rebuild_into_spares(&mut self, drive: usize) -> Result<()>;
     /// Failed drives no segment has a lane on any more.
     fn drives_in_spare_space(&self) -> Vec<usize>;
+    /// Adds `added` new empty drives to a running declustered array (`Engine::grow`);
+    /// refused (nothing changed) for a classic array, during a drive rebuild, and past
+    /// the placements the engine records.
+    fn grow(&mut self, added: usize, seed: u64) -> Result<()>;
+    /// How the array spreads its segments now (grown: what a start must be given).
+    fn declustering(&self) -> Declustering;
     fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>);
     fn start_scrub(&mut self, rate_bytes_per_s: Option<u64>) -> Result<()>;
     /// Where `lba` lives now, the zone numbered on the whole drive.
@@ -194,6 +200,12 @@ impl Array for Simulator {
     }
     fn drives_in_spare_space(&self) -> Vec<usize> {
         self.engine.drives_in_spare_space()
+    }
+    fn grow(&mut self, added: usize, seed: u64) -> Result<()> {
+        Simulator::grow(self, added, seed)
+    }
+    fn declustering(&self) -> Declustering {
+        self.engine.declustering()
     }
     fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>) {
         Simulator::set_rebuild_rate(self, rate_bytes_per_s)
@@ -321,6 +333,12 @@ impl Array for ShardedSimulator {
     }
     fn drives_in_spare_space(&self) -> Vec<usize> {
         Vec::new()
+    }
+    fn grow(&mut self, _: usize, _: u64) -> Result<()> {
+        Err(zapraid_engine::Error::Unavailable { reason: "sharded arrays are not declustered".to_string() })
+    }
+    fn declustering(&self) -> Declustering {
+        self.shards.first().map_or(Declustering::CLASSIC, |s| s.engine.declustering())
     }
     fn set_rebuild_rate(&mut self, rate_bytes_per_s: Option<u64>) {
         ShardedSimulator::set_rebuild_rate(self, rate_bytes_per_s)

@@ -20,6 +20,7 @@ use crate::common::array::{Array, Sharding};
 use crate::common::BLOCK;
 
 mod checkpoint;
+pub mod grow;
 mod kinds;
 pub mod lost;
 use checkpoint::{Checkpoints, Expect};

@@ -18,7 +18,10 @@ use zapraid_zns::Geometry;
 use crate::common::array::{Array, Sharding};
 use crate::common::{self, BLOCK};
 
+#[allow(dead_code)] // model.rs's, not every binary's that shares the harness
+pub(crate) mod declustered;
 pub(crate) mod faults;
+pub(crate) mod grow;
 mod hostile_end;
 mod kept;
 use faults::{Faults, Inbox};
@@ -82,6 +85,12 @@ pub(crate) enum Op {
     IntoSpares {
         drive: usize,
     },
+    /// Declustered runs: `added` new empty drives join the running array (`grow`), with
+    /// the writes of the batch under way in flight; refused during a drive rebuild and
+    /// past the placements the engine records (nothing changes then).
+    Grow {
+        added: usize,
+    },
 }
 
 pub(crate) const LOGICAL_BLOCKS: u64 = 96;
@@ -144,15 +153,17 @@ pub(crate) fn config(level: RaidLevel, mode: Mode, chunk_blocks: u64, open: Open
     Config { open_segments: open, ..common::config(level, mode, chunk_blocks, LOGICAL_BLOCKS) }
 }
 
-/// The operations of declustered runs: those of `op` over up to 16 drives, and rebuilds
-/// into distributed spare space.
+/// The operations of declustered runs: those of `op` over every drive (up to 31 once
+/// grown), rebuilds into distributed spare space, replacements, and grows by 1 to 5
+/// drives (about one or two a run; the engine refuses those past its placements).
 pub(crate) fn declustered_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         14 => op(),
-        1 => (0..16usize).prop_map(|drive| Op::FailDrive { drive }),
+        1 => (0..64usize).prop_map(|drive| Op::FailDrive { drive }),
         2 => (0..4usize).prop_map(|drive| Op::IntoSpares { drive }),
         // A drive in spare space replaced: its segments move back (the rebalance).
         1 => (0..4usize).prop_map(|drive| Op::Replace { drive, paced: false }),
+        1 => (1..=5usize).prop_map(|added| Op::Grow { added }),
     ]
 }
 
@@ -306,10 +317,11 @@ pub(crate) fn run_sharded<A: Array>(
         page_entries: Some(small.page_entries),
         checkpoint: true,
     });
-    let config = Config { l2p: l2p_config, declustering, ..config(level, mode, chunk_blocks, open) };
+    // Grown by `Op::Grow`: every later start is given the grown config.
+    let mut config = Config { l2p: l2p_config, declustering, ..config(level, mode, chunk_blocks, open) };
     let mut sim = A::create(sharding, geometry, config, seed).unwrap();
     let m = level.tolerated_failures();
-    let drives = sim.drives().len();
+    let mut grown = false;
     let mut faults = Faults::new(hostile, m);
     let mut inbox = Inbox::default();
     let mut kept = Kept::new(sharding);
@@ -333,6 +345,12 @@ pub(crate) fn run_sharded<A: Array>(
             batch.push(Submitted { id, lba: *lba, blocks: *blocks, fill: *fill, beyond: faults.beyond(&sim) });
             continue;
         }
+        if let Op::Grow { added } = op {
+            // The batch's writes stay in flight across it.
+            grown |= grow::grow(&mut sim, &mut config, *added, seed ^ ((step as u64) << 8), &what)?;
+            continue;
+        }
+        let drives = sim.drives().len();
         end_batch(&mut batch, &mut sim, &mut inbox, &mut faults, &mut expected, hostile, &what)?;
         match op {
             Op::Flush => {
@@ -451,6 +469,7 @@ pub(crate) fn run_sharded<A: Array>(
                 };
                 sim = started;
                 STARTS.set(STARTS.get() + 1);
+                grow::started(&sim, &config, grown, &what)?;
                 kept.check_restart(&sim, &what)?;
                 inbox.clear();
                 inbox.settle(&mut sim, &what)?;
@@ -467,6 +486,7 @@ pub(crate) fn run_sharded<A: Array>(
                 };
                 sim = started;
                 STARTS.set(STARTS.get() + 1);
+                grow::started(&sim, &config, grown, &what)?;
                 kept.crashed(&sim, &mut expected, &what)?;
                 CRASH_STARTS.fetch_add(1, Ordering::Relaxed);
                 inbox.clear();
