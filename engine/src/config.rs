@@ -4,8 +4,8 @@
 //! a configuration against the drives' geometry; nothing here reads a drive.
 
 use crate::hybrid::OpenSegments;
-use crate::lanes::MAX_PLACEMENT_EPOCHS;
 use crate::layout::{Mode, RaidLevel};
+use crate::placement::MAX_PLACEMENT_EPOCHS;
 
 /// Array configuration.
 #[derive(Clone, Copy, Debug)]

@@ -31,6 +31,7 @@
 //! one segment of a row (a row's groups are disjoint); a completion maps back through the
 //! segment its command was sent for; no command names an unusable number.
 
+mod epoch;
 mod epochs;
 
 use rustc_hash::FxHashMap as HashMap;
@@ -41,8 +42,8 @@ use crate::drive_command::DriveCommand;
 use crate::error::Result;
 use crate::placement::Placement;
 
-use epochs::Epoch;
-pub use epochs::MAX_PLACEMENT_EPOCHS;
+pub use crate::placement::MAX_PLACEMENT_EPOCHS;
+use epoch::Epoch;
 
 /// No segment at this place of a row: a spare position.
 const NO_SEGMENT: u32 = u32::MAX;

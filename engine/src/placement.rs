@@ -56,6 +56,11 @@ pub const PLACEMENT_BASES: usize = 32;
 /// Candidates drawn for each base. NEVER CHANGE (as the seed).
 const CANDIDATES_PER_BASE: usize = 48;
 
+/// Placements an array may have: format's and three grows (`crate::lanes`, epochs). The
+/// superblock records the earlier epochs' drive counts in as many bytes less one
+/// (docs/FORMAT.md): never to change without a new superblock layout.
+pub const MAX_PLACEMENT_EPOCHS: usize = 4;
+
 /// The most drives an array may have: a drive index fits a byte in the records.
 pub const MAX_PLACEMENT_DRIVES: u32 = 255;
 

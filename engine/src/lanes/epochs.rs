@@ -19,53 +19,9 @@
 //! the one before (so of at least as many groups per row), at most `MAX_PLACEMENT_EPOCHS`;
 //! a row's numbers of the epochs it is not in are unusable and have no lane anywhere.
 
+use super::epoch::Epoch;
 use super::{Lanes, NO_SEGMENT};
-use crate::placement::Placement;
-
-/// Placements an array may have: format's and three grows. The superblock records the
-/// earlier epochs' drive counts in as many bytes less one (docs/FORMAT.md): never to
-/// change without a new superblock layout.
-pub const MAX_PLACEMENT_EPOCHS: usize = 4;
-
-/// One placement of a grown array and its range of segment numbers.
-#[derive(Clone, Debug)]
-pub(super) struct Epoch {
-    pub(super) placement: Placement,
-    /// Its first segment number (the earlier epochs' numbers come before).
-    pub(super) first: u32,
-    /// Segment groups per row (G of this placement).
-    pub(super) groups: u32,
-    /// Spare positions per row: the placement's own, then the drives added after it.
-    pub(super) spares_per_row: usize,
-    /// Per row, the drives at its spare positions in that order (rows x spares_per_row).
-    spares: Vec<u8>,
-}
-
-impl Epoch {
-    /// The epoch of `placement`, its numbers from `first`, on an array of `drives` drives
-    /// now (its drives and those added since).
-    pub(super) fn new(placement: &Placement, first: u32, rows: u32, drives: usize) -> Epoch {
-        let added = placement.drives() as usize..drives;
-        let spares_per_row = placement.spare_positions_per_row() as usize + added.len();
-        let mut spares = Vec::with_capacity(rows as usize * spares_per_row);
-        for row in 0..rows {
-            spares.extend(placement.spare_drives(u64::from(row)).into_iter().map(|d| d as u8));
-            spares.extend(added.clone().map(|d| d as u8));
-        }
-        Epoch { placement: placement.clone(), first, groups: placement.groups_per_row(), spares_per_row, spares }
-    }
-
-    /// Segment numbers of this epoch: one per group of every row.
-    pub(super) fn segments(&self, rows: u32) -> u32 {
-        rows * self.groups
-    }
-
-    /// The number of group `group` of row `row`.
-    pub(super) fn segment(&self, row: u32, group: u32) -> u32 {
-        debug_assert!(group < self.groups);
-        self.first + row * self.groups + group
-    }
-}
+use crate::placement::{Placement, MAX_PLACEMENT_EPOCHS};
 
 impl Lanes {
     /// The epoch whose range holds `segment`.
@@ -75,9 +31,7 @@ impl Lanes {
 
     /// The drives at row `row`'s spare positions, in its placement's order.
     pub(super) fn row_spares(&self, row: u32) -> &[u8] {
-        let epoch = &self.epochs[usize::from(self.row_epoch[row as usize])];
-        let per_row = epoch.spares_per_row;
-        &epoch.spares[row as usize * per_row..(row as usize + 1) * per_row]
+        self.epochs[usize::from(self.row_epoch[row as usize])].row_spares(row)
     }
 
     /// Whether `segment` is a number of its row's epoch (commands may name it): always,
