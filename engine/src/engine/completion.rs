@@ -49,6 +49,7 @@ impl Engine {
                         seg.state = SegmentState::Sealed;
                         seg.footer = Vec::new(); // on the drives now
                         self.gc_check_needed = true; // a new candidate (if padding left room)
+                        self.mark_if_in_old_row(segment);
                     }
                 }
             }

@@ -68,9 +68,19 @@ impl Engine {
         for row in 0..self.lanes.rows() {
             self.move_row_to_newest(row);
         }
+        // The open segments (each in a row of the older placement) are closed, to be
+        // reclaimed first, as a rebuild closes them: their slots open new ones in the newest,
+        // and an idle array's rows need not wait for them to fill.
+        for slot in 0..self.slots.len() {
+            if let Some(zone) = self.slots[slot].take() {
+                self.retiring.push(zone);
+            }
+        }
         self.mark_segments_to_rebalance();
         self.forget_checkpoint_base(); // the shape changed: a new superblock generation
         tracing::warn!(before, drives, rows_to_grow = self.rows_to_grow(), "the array grew");
+        // The rebalance marked starts now, not at the next event (an idle array has none).
+        self.settle();
         Ok(())
     }
 

@@ -59,6 +59,21 @@ impl Engine {
         marked
     }
 
+    /// Marks the segment in `zone`, just sealed, if it is in a row of an older placement
+    /// than the newest (opened there when the newest had no free number, or open at the
+    /// grow): the row moves once garbage collection has relocated it.
+    pub(super) fn mark_if_in_old_row(&mut self, zone: u32) {
+        let s = self.seg(zone);
+        if s.state != SegmentState::Sealed || s.absent.is_some() || s.rebalance {
+            return;
+        }
+        if self.lanes.row_is_old(self.lanes.row(zone)) {
+            self.seg_mut(zone).rebalance = true;
+            self.reclaim_pending = true;
+            self.gc_check_needed = true;
+        }
+    }
+
     /// Segments marked to move back to their home drives and not moved yet, the one being
     /// relocated among them (one a relocation failed for is not tried again).
     pub fn segments_to_rebalance(&self) -> u64 {

@@ -161,6 +161,7 @@ impl Engine {
         if self.seg_mut(seg_index).footer_pending == 0 {
             self.seg_mut(seg_index).state = SegmentState::Sealed;
             self.gc_check_needed = true;
+            self.mark_if_in_old_row(seg_index);
         }
     }
 
