@@ -85,3 +85,32 @@ fn a_grow_cut_by_power_still_ends() {
         }
     }
 }
+
+/// `status`'s zones are the segment numbers the array may use now (`free of zones`): each
+/// free or holding a segment, before, during and after a grow, not the numbers of every
+/// placement (a row uses its own placement's only).
+#[test]
+fn status_counts_the_zones_in_use_after_a_grow() {
+    for scheme in schemes() {
+        let mut run = Run::new(scheme);
+        run.fill(6);
+        let numbers = |run: &Run| {
+            let s = run.sim.engine.status();
+            (s.zones, s.free_zones + s.segments)
+        };
+        let (zones, counted) = numbers(&run);
+        assert_eq!(zones, counted, "{}: before the grow", run.what);
+        run.sim.grow(ADDED_DRIVES as usize, 200).unwrap();
+        run.sim.run_until_idle();
+        let (zones, counted) = numbers(&run);
+        assert_eq!(zones, counted, "{}: during the grow", run.what);
+        for _ in 0..10 {
+            run.sim.run_until_idle();
+        }
+        let s = spread(&run);
+        assert_eq!(s.rows_to_grow, 0, "{}: {s:?}", run.what);
+        let (zones, counted) = numbers(&run);
+        assert_eq!(zones, counted, "{}: once grown", run.what);
+        assert_eq!(zones, common::declustered::ZONES * s.segments_per_row, "{}: once grown", run.what);
+    }
+}
