@@ -58,6 +58,12 @@ impl Engine {
         self.recovery_repairs = recovered.repairs;
         self.lost = recovered.lost.into_iter().collect();
         self.start_report = recovered.report;
+        // A grown array's rows found in an older placement that hold nothing (the start
+        // reset what they held: a relocated segment's zones cut part way through their
+        // resets, a header cut short) take the newest, as they would have while running.
+        for row in 0..self.lanes.rows() {
+            self.move_row_to_newest(row);
+        }
         // Drives rebuilt into spare space first: their empty segment numbers' lanes had
         // spare space to move to before, and must again (no segment may land on them).
         let (spared, others): (Vec<usize>, Vec<usize>) =

@@ -10,6 +10,7 @@ use super::state::segment::Segment;
 /// What the array holds and has done, for `zapraid status` and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Status {
+    /// Segment numbers the array may use now (free or holding a segment).
     pub zones: u32,
     pub free_zones: u32,
     /// Segments holding data (open, sealing, sealed or being relocated).
@@ -166,7 +167,8 @@ impl Engine {
         let segments = || self.segments.iter().flatten();
         let l2p = self.l2p_status();
         Status {
-            zones: self.geometry.zone_count,
+            // The numbers in use: a grown array's rows use their own placement's only.
+            zones: self.lanes.usable_segments(),
             free_zones: self.free_zones.len() as u32,
             segments: segments().count() as u32,
             open_segments: self.slots.iter().flatten().count() as u32,

@@ -43,6 +43,15 @@ impl Lanes {
         segment < self.segments() && usize::from(self.row_epoch[self.row(segment) as usize]) == self.epoch_of(segment)
     }
 
+    /// Segment numbers usable now: each row's in its own epoch (`segments` counts every
+    /// epoch's).
+    pub fn usable_segments(&self) -> u32 {
+        if self.is_classic() {
+            return self.rows;
+        }
+        self.row_epoch.iter().map(|&e| self.epochs[usize::from(e)].groups).sum()
+    }
+
     /// The epochs: 1 for an array never grown (0 for a classic one).
     pub fn epochs(&self) -> usize {
         self.epochs.len()

@@ -152,13 +152,18 @@ impl Engine {
 
     /// The next empty segment number to open a segment in: the first with no lane on a
     /// spared drive, so that those stay empty; the first of all if every one has (its
-    /// drives then hold a lane again, and are spared no more).
+    /// drives then hold a lane again, and are spared no more). Of a grown array, one of a
+    /// row in the newest placement first: a segment opened in an older one would have to
+    /// move again.
     pub(in crate::engine) fn take_free_segment_number(&mut self) -> Option<u32> {
-        if !self.spared.iter().any(|s| *s) {
+        let growing = self.lanes.epochs() > 1;
+        if !growing && !self.spared.iter().any(|s| *s) {
             return self.free_zones.pop_front();
         }
         let clear = |zone: &u32| self.lanes.drives_of(*zone).all(|d| !self.spared[d]);
-        let at = self.free_zones.iter().position(clear).unwrap_or(0);
+        let newest = |zone: &u32| !self.lanes.row_is_old(self.lanes.row(*zone));
+        let at = self.free_zones.iter().position(|z| clear(z) && newest(z));
+        let at = at.or_else(|| self.free_zones.iter().position(clear)).unwrap_or(0);
         let zone = self.free_zones.remove(at)?;
         for drive in self.lanes.drives_of(zone).collect::<Vec<_>>() {
             if std::mem::take(&mut self.spared[drive]) {
