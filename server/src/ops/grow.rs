@@ -4,8 +4,10 @@
 //! thread together (`run::thread::grow`: one new placement for all), and the array's drive
 //! list names them.
 //!
-//! Invariants: nothing is written to any drive before every new drive passed its checks;
-//! a drive named twice, or a hot spare of the array, is refused.
+//! Invariants: nothing is written to any drive before every new drive passed its checks
+//! and the array's status says it may grow (declustered, no drive rebuild running: the
+//! engine thread asks the engine again, `Engine::check_grow`); a drive named twice, or a
+//! hot spare of the array, is refused.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -13,7 +15,7 @@ use std::sync::Mutex;
 use super::identity::Identity;
 use crate::assemble::new_drive::{check_new_drive, reset_every_zone};
 use crate::error::{Error, Result};
-use crate::run::message::{EngineSender, Message};
+use crate::run::message::{query_status, EngineSender, Message};
 
 /// Adds the drives at `paths` to the array: returns how many drives it has now.
 pub fn grow(identity: &Mutex<Identity>, engine: &EngineSender, paths: &[PathBuf], force: bool) -> Result<usize> {
@@ -21,6 +23,28 @@ pub fn grow(identity: &Mutex<Identity>, engine: &EngineSender, paths: &[PathBuf]
         let id = identity.lock().expect("identity");
         (id.drive_geometry, id.canonical_drives.clone(), id.reserved_zones)
     };
+    // Refused before a forced drive is erased: the engine thread checks again.
+    let status = query_status(engine).ok_or(Error::EngineGone)?;
+    let placements = status.engine.declustered.as_ref().map_or(0, |d| d.placements as usize);
+    if placements >= zapraid_engine::lanes::MAX_PLACEMENT_EPOCHS {
+        return Err(Error::Config {
+            reason: format!("the array has grown {} times already, the most it records", placements - 1),
+        });
+    }
+    if status.engine.declustered.is_none() {
+        return Err(Error::Config {
+            reason: format!(
+                "the array is as wide as its stripes ({} drives): only a declustered array grows (format with \
+                 --stripe-width)",
+                members.len()
+            ),
+        });
+    }
+    if let Some(r) = status.engine.rebuild {
+        return Err(Error::Config {
+            reason: format!("drive {} is being rebuilt: grow the array once it is done", r.drive),
+        });
+    }
     let mut checked = Vec::with_capacity(paths.len());
     let array_drives = members.len();
     for path in paths {
