@@ -8,20 +8,9 @@
 
 mod common;
 
-use common::declustered::{geometry, schemes, Run, Scheme, LOGICAL_BLOCKS, ZONES};
+use common::declustered::{geometry, schemes, Run, Scheme, GROW_BY, LOGICAL_BLOCKS, ZONES};
 use zapraid_engine::{Config, Simulator};
 use zapraid_zns::EmulatedDrive;
-
-/// Drives the schemes grow by.
-const ADDED_DRIVES: u32 = 5;
-
-/// `scheme`'s config once grown by `ADDED_DRIVES`.
-fn grown(scheme: Scheme) -> Config {
-    let mut config = scheme.config();
-    config.declustering.grown_from[0] = scheme.drives as u8;
-    config.declustering.drives = scheme.drives + ADDED_DRIVES;
-    config
-}
 
 /// The array started again from its drives (after a clean stop if `clean`) under
 /// `config`, with `added` new empty drives after them; the background work the start
@@ -67,10 +56,10 @@ fn a_grown_array_moves_onto_its_new_drives() {
         let old_drives = run.drives_written();
         assert_eq!(old_drives, scheme.drives as usize, "{}", run.what);
 
-        restart_with(&mut run, grown(scheme), ADDED_DRIVES, true);
+        restart_with(&mut run, scheme.grown(), GROW_BY, true);
         let spread = run.sim.engine.status().declustered.expect("declustered");
         assert_eq!(spread.placements, 2, "{}: {spread:?}", run.what);
-        assert_eq!(spread.drives, scheme.drives + ADDED_DRIVES, "{}", run.what);
+        assert_eq!(spread.drives, scheme.drives + GROW_BY, "{}", run.what);
         assert!(spread.rows_to_grow > 0, "{}: every row held a segment before the grow: {spread:?}", run.what);
         assert!(spread.rows_to_grow < u64::from(ZONES), "{}: a row was empty: {spread:?}", run.what);
         run.verify("after the grow's start");
@@ -86,7 +75,7 @@ fn a_grown_array_moves_onto_its_new_drives() {
 
         // The start finds every row in the new placement, after a power cut too.
         run.write_round(0..LOGICAL_BLOCKS / 3);
-        restart_with(&mut run, grown(scheme), 0, false);
+        restart_with(&mut run, scheme.grown(), 0, false);
         let spread = run.sim.engine.status().declustered.expect("declustered");
         assert_eq!(spread.rows_to_grow, 0, "{}: {spread:?}", run.what);
         run.verify("after a power cut in the grown array");
@@ -115,10 +104,10 @@ fn an_array_grows_while_it_runs() {
         let mut run = Run::new(scheme);
         run.fill(6);
         run.submit_round(0..LOGICAL_BLOCKS / 2);
-        run.sim.grow(ADDED_DRIVES as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
-        assert_eq!(run.sim.engine.declustering(), grown(scheme).declustering, "{}", run.what);
+        run.sim.grow(GROW_BY as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
+        assert_eq!(run.sim.engine.declustering(), scheme.grown().declustering, "{}", run.what);
         let spread = run.sim.engine.status().declustered.expect("declustered");
-        assert_eq!((spread.placements, spread.drives), (2, scheme.drives + ADDED_DRIVES), "{}", run.what);
+        assert_eq!((spread.placements, spread.drives), (2, scheme.drives + GROW_BY), "{}", run.what);
         assert!(spread.rows_grown > 0, "{}: no empty row took the new placement: {spread:?}", run.what);
         for response in run.sim.run_until_idle() {
             assert!(response.result.is_ok(), "{}: a write across the grow failed", run.what);
@@ -127,32 +116,14 @@ fn an_array_grows_while_it_runs() {
         assert!(run.sim.engine.grow(scheme.drives).is_err(), "{}: shrinking refused", run.what);
 
         run.write_round(0..LOGICAL_BLOCKS / 8);
-        restart_with(&mut run, grown(scheme), 0, false);
+        restart_with(&mut run, scheme.grown(), 0, false);
         run.verify("after a power cut during a grow while running");
         write_until_grown(&mut run);
         run.fill(12);
         assert_new_drives_written(&run, scheme);
-        restart_with(&mut run, grown(scheme), 0, true);
+        restart_with(&mut run, scheme.grown(), 0, true);
         assert_eq!(run.sim.engine.status().declustered.expect("declustered").rows_to_grow, 0, "{}", run.what);
         run.verify("after a clean stop once grown");
-    }
-}
-
-/// An array grown while running and then left alone finishes its grow by itself: the
-/// segments open at the grow lie in rows of the old placement and would stay open (their
-/// rows with them) for as long as nothing is written; they are retired and moved (found in
-/// the QEMU guest: one zone index stayed in the old placement, nothing to move).
-#[test]
-fn an_idle_array_finishes_its_grow() {
-    for scheme in schemes() {
-        let mut run = Run::new(scheme);
-        run.fill(6);
-        run.write_round(0..LOGICAL_BLOCKS / 5);
-        run.sim.grow(ADDED_DRIVES as usize, 300).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
-        run.sim.run_until_idle();
-        let spread = run.sim.engine.status().declustered.expect("declustered");
-        assert_eq!((spread.rows_to_grow, spread.segments_to_rebalance), (0, 0), "{}: {spread:?}", run.what);
-        run.verify("after an idle grow");
     }
 }
 
@@ -165,7 +136,7 @@ fn power_cuts_during_a_grow_lose_nothing() {
     for scheme in schemes() {
         let mut run = Run::new(scheme);
         run.fill(10);
-        restart_with(&mut run, grown(scheme), ADDED_DRIVES, false);
+        restart_with(&mut run, scheme.grown(), GROW_BY, false);
         let mut cuts = 0;
         let spread = run.sim.engine.status().declustered.expect("declustered");
         assert!(spread.rows_to_grow > 0, "{}: {spread:?}", run.what);
@@ -183,9 +154,9 @@ fn power_cuts_during_a_grow_lose_nothing() {
             }
             let acknowledged: Vec<u64> =
                 run.sim.take_responses().into_iter().filter(|r| r.result.is_ok()).map(|r| r.id).collect();
-            restart_with(&mut run, grown(scheme), 0, false);
+            restart_with(&mut run, scheme.grown(), 0, false);
             cuts += 1;
-            let got = read_all(&mut run);
+            let got = run.read_all();
             for (id, lbas) in writes {
                 for lba in lbas {
                     let block = &got[lba as usize * common::BLOCK..][..common::BLOCK];
@@ -233,15 +204,6 @@ fn submit_tracked(run: &mut Run, lbas: std::ops::Range<u64>) -> Vec<(u64, std::o
     writes
 }
 
-/// Every block of the array, read in one request.
-fn read_all(run: &mut Run) -> Vec<u8> {
-    let id = run.next_id;
-    run.next_id += 1;
-    run.sim.submit(id, zapraid_engine::Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
-    let got = run.sim.run_until_response(id).expect("read answered").result;
-    got.unwrap_or_else(|e| panic!("{}: read after a power cut: {e}", run.what))
-}
-
 /// Pinned (found by the grow exploration, `crash_declustered.rs`): a segment open at the
 /// grow seals in its row of the old placement, and was marked to move only at the next
 /// start, so on a running array with room to spare (no garbage collection for space) that
@@ -260,7 +222,7 @@ fn a_segment_open_at_a_grow_moves_once_sealed_without_a_restart() {
         let mut run = Run { sim, model: Default::default(), next_id: 0, round: 0, what };
         run.fill(2);
         run.submit_round(0..LOGICAL_BLOCKS / 8);
-        run.sim.grow(ADDED_DRIVES as usize, 300).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
+        run.sim.grow(GROW_BY as usize, 300).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
         run.sim.run_until_idle();
         let mut rounds = 0;
         loop {

@@ -8,19 +8,8 @@
 
 mod common;
 
-use common::declustered::{geometry, schemes, Run, Scheme, LOGICAL_BLOCKS};
+use common::declustered::{geometry, schemes, Run, Scheme, GROW_BY, LOGICAL_BLOCKS};
 use zapraid_engine::{Config, Simulator};
-
-/// Drives the schemes grow by.
-const ADDED_DRIVES: u32 = 5;
-
-/// `scheme`'s config once grown by `ADDED_DRIVES`.
-fn grown(scheme: Scheme) -> Config {
-    let mut config = scheme.config();
-    config.declustering.grown_from[0] = scheme.drives as u8;
-    config.declustering.drives = scheme.drives + ADDED_DRIVES;
-    config
-}
 
 /// The declustered part of the engine's status.
 fn spread(run: &Run) -> zapraid_engine::engine::DeclusteredStatus {
@@ -31,7 +20,7 @@ fn spread(run: &Run) -> zapraid_engine::engine::DeclusteredStatus {
 fn timed_run(scheme: Scheme) -> Run {
     let timing = Some(zapraid_zns::TimingParams::zn540());
     let sim = Simulator::new(geometry(), scheme.config(), 11, timing).expect("the array");
-    Run { sim, model: Default::default(), next_id: 0, round: 0, what: format!("{scheme:?}") }
+    Run::with(sim, format!("{scheme:?}"))
 }
 
 /// Power cut, and a start with `config` from the drives as they are.
@@ -43,14 +32,16 @@ fn cut_and_start(run: &mut Run, config: Config) {
 }
 
 /// A grow while running moves every row to the new placement with nothing else written:
-/// the rebalance's own relocations must not open segments in rows still in the old one
-/// (unmarked, they would stay there for ever).
+/// the segments open at the grow are retired, and the rebalance's own relocations must
+/// not open segments in rows still in the old one (unmarked, they would stay there for
+/// ever). Failed before the fixes (found in the QEMU guest and by this review): 1 to 4
+/// rows left in the old placement with nothing marked to move.
 #[test]
 fn a_grow_ends_with_nothing_written() {
     for scheme in schemes() {
         let mut run = Run::new(scheme);
         run.fill(6);
-        run.sim.grow(ADDED_DRIVES as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
+        run.sim.grow(GROW_BY as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
         for _ in 0..20 {
             run.sim.run_until_idle();
         }
@@ -68,13 +59,13 @@ fn a_grow_cut_by_power_still_ends() {
         for steps in (0..700u64).step_by(7) {
             let mut run = timed_run(scheme);
             run.fill(6);
-            run.sim.grow(ADDED_DRIVES as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
+            run.sim.grow(GROW_BY as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
             for _ in 0..steps {
                 if !run.sim.step() {
                     break;
                 }
             }
-            cut_and_start(&mut run, grown(scheme));
+            cut_and_start(&mut run, scheme.grown());
             for _ in 0..20 {
                 run.sim.run_until_idle();
             }
@@ -104,7 +95,7 @@ fn status_counts_the_zones_in_use_after_a_grow() {
         };
         let (zones, counted) = numbers(&run);
         assert_eq!(zones, counted, "{}: before the grow", run.what);
-        run.sim.grow(ADDED_DRIVES as usize, 200).unwrap();
+        run.sim.grow(GROW_BY as usize, 200).unwrap();
         run.sim.run_until_idle();
         let (zones, counted) = numbers(&run);
         assert_eq!(zones, counted, "{}: during the grow", run.what);
@@ -213,7 +204,7 @@ fn a_drive_fails_while_the_rows_move() {
     for scheme in schemes() {
         let mut run = Run::new(scheme);
         run.fill(6);
-        run.sim.grow(ADDED_DRIVES as usize, 200).unwrap();
+        run.sim.grow(GROW_BY as usize, 200).unwrap();
         assert!(spread(&run).rows_to_grow > 0, "{}", run.what);
         let failed = 2;
         run.pull(failed);
@@ -226,9 +217,9 @@ fn a_drive_fails_while_the_rows_move() {
 
         // A power cut; a start told of the drive.
         run.write_round(0..LOGICAL_BLOCKS / 4);
-        let placeholder = Simulator::new(geometry(), grown(scheme), 0, None).unwrap();
+        let placeholder = Simulator::new(geometry(), scheme.grown(), 0, None).unwrap();
         let drives = std::mem::replace(&mut run.sim, placeholder).power_cut().unwrap();
-        run.sim = Simulator::recover_with_spared(geometry(), grown(scheme), drives, &[failed], &spared, None)
+        run.sim = Simulator::recover_with_spared(geometry(), scheme.grown(), drives, &[failed], &spared, None)
             .unwrap_or_else(|e| panic!("{}: start: {e}", run.what));
         run.verify("after a start with a drive in spare space");
         for _ in 0..60 {
@@ -254,7 +245,7 @@ fn a_drive_fails_while_the_rows_move() {
         run.verify("with the drive replaced");
         let s = spread(&run);
         assert_eq!((s.spare_zones_used, s.segments_to_rebalance), (0, 0), "{}: {s:?}", run.what);
-        cut_and_start(&mut run, grown(scheme));
+        cut_and_start(&mut run, scheme.grown());
         run.verify("after a power cut, the drive replaced");
     }
 }
@@ -270,7 +261,7 @@ fn a_drive_in_spare_space_before_the_grow() {
         run.write_round(0..LOGICAL_BLOCKS / 4);
         run.sim.run_until_idle();
         assert_eq!(run.sim.engine.drives_in_spare_space(), vec![failed], "{}", run.what);
-        run.sim.grow(ADDED_DRIVES as usize, 200).unwrap();
+        run.sim.grow(GROW_BY as usize, 200).unwrap();
         for _ in 0..60 {
             if spread(&run).rows_to_grow == 0 {
                 break;
@@ -280,9 +271,9 @@ fn a_drive_in_spare_space_before_the_grow() {
         let s = spread(&run);
         assert_eq!((s.rows_to_grow, s.drives_in_spare_space.clone()), (0, vec![failed]), "{}: {s:?}", run.what);
         run.verify("grown around a drive in spare space");
-        let placeholder = Simulator::new(geometry(), grown(scheme), 0, None).unwrap();
+        let placeholder = Simulator::new(geometry(), scheme.grown(), 0, None).unwrap();
         let drives = std::mem::replace(&mut run.sim, placeholder).power_cut().unwrap();
-        run.sim = Simulator::recover_with_spared(geometry(), grown(scheme), drives, &[failed], &[failed], None)
+        run.sim = Simulator::recover_with_spared(geometry(), scheme.grown(), drives, &[failed], &[failed], None)
             .unwrap_or_else(|e| panic!("{}: start: {e}", run.what));
         run.verify("after a start, grown around a drive in spare space");
         assert_eq!(run.sim.engine.drives_in_spare_space(), vec![failed], "{}", run.what);
@@ -298,7 +289,7 @@ fn timed_power_cuts_during_a_grow_lose_no_acknowledged_block() {
         for first in (30u64..900).step_by(29) {
             let mut run = timed_run(scheme);
             run.fill(4);
-            run.sim.grow(ADDED_DRIVES as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
+            run.sim.grow(GROW_BY as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
             let mut steps = first;
             for cut in 0..3 {
                 let before = run.model.clone();
@@ -312,8 +303,8 @@ fn timed_power_cuts_during_a_grow_lose_no_acknowledged_block() {
                 }
                 let acknowledged: Vec<u64> =
                     run.sim.take_responses().into_iter().filter(|r| r.result.is_ok()).map(|r| r.id).collect();
-                cut_and_start(&mut run, grown(scheme));
-                let got = read_everything(&mut run);
+                cut_and_start(&mut run, scheme.grown());
+                let got = run.read_all();
                 let (mut lba, mut id) = (lbas.start, first_id);
                 while lba < lbas.end {
                     let blocks = (1 + (lba + run.round) % 5).min(lbas.end - lba);
@@ -339,15 +330,6 @@ fn timed_power_cuts_during_a_grow_lose_no_acknowledged_block() {
     }
 }
 
-/// Every block of the array, read in one request.
-fn read_everything(run: &mut Run) -> Vec<u8> {
-    let id = run.next_id;
-    run.next_id += 1;
-    run.sim.submit(id, zapraid_engine::Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
-    let got = run.sim.run_until_response(id).expect("read answered").result;
-    got.unwrap_or_else(|e| panic!("{}: read after a power cut: {e}", run.what))
-}
-
 /// Drives whose open and active zone limits are exactly what the array asks of them: a
 /// grow with writes in flight (the open segments closed, new ones opened in the new
 /// placement) keeps within them, and no drive fails.
@@ -358,7 +340,7 @@ fn a_grow_keeps_within_tight_zone_limits() {
         let tight = common::geometry(common::declustered::ZONES, needed, needed);
         let sim = Simulator::new(tight, scheme.config(), 11, Some(zapraid_zns::TimingParams::zn540()))
             .unwrap_or_else(|e| panic!("{scheme:?}: {e}"));
-        let mut run = Run { sim, model: Default::default(), next_id: 0, round: 0, what: format!("{scheme:?}") };
+        let mut run = Run::with(sim, format!("{scheme:?}"));
         run.fill(4);
         for round in 0..6u64 {
             run.submit_round(0..LOGICAL_BLOCKS / 2);
@@ -366,7 +348,7 @@ fn a_grow_keeps_within_tight_zone_limits() {
                 run.sim.step();
             }
             if round == 2 {
-                run.sim.grow(ADDED_DRIVES as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
+                run.sim.grow(GROW_BY as usize, 200).unwrap_or_else(|e| panic!("{}: grow: {e}", run.what));
             }
             for response in run.sim.run_until_idle() {
                 assert!(response.result.is_ok(), "{}: a write failed: {:?}", run.what, response.result);

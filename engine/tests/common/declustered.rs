@@ -30,7 +30,18 @@ pub struct Scheme {
     pub open: OpenSegments,
 }
 
+/// Drives the grow tests add (`grow.rs`, `grow_review.rs`).
+pub const GROW_BY: u32 = 5;
+
 impl Scheme {
+    /// The config once grown by `GROW_BY` drives (the drives before recorded).
+    pub fn grown(&self) -> Config {
+        let mut config = self.config();
+        config.declustering.grown_from[0] = self.drives as u8;
+        config.declustering.drives = self.drives + GROW_BY;
+        config
+    }
+
     pub fn config(&self) -> Config {
         Config {
             open_segments: self.open,
@@ -96,6 +107,20 @@ impl Run {
             self.next_id += 1;
             lba += blocks;
         }
+    }
+
+    /// A run over `sim` (made by the caller: timed drives, tight zone limits).
+    pub fn with(sim: Simulator, what: String) -> Run {
+        Run { sim, model: HashMap::new(), next_id: 0, round: 0, what }
+    }
+
+    /// Every block of the array, read in one request.
+    pub fn read_all(&mut self) -> Vec<u8> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.sim.submit(id, Request::Read { lba: 0, blocks: LOGICAL_BLOCKS });
+        let got = self.sim.run_until_response(id).expect("read answered").result;
+        got.unwrap_or_else(|e| panic!("{}: read: {e}", self.what))
     }
 
     pub fn verify(&mut self, when: &str) {
