@@ -165,12 +165,7 @@ fn a_grown_array_with_a_bounded_table_starts_from_its_checkpoint() {
     // A clean stop part way through the moves, and a start from its checkpoint.
     let s = sim.engine.status().declustered.expect("declustered");
     assert!(s.rows_to_grow > 0, "rows still to move at the stop: {s:?}");
-    sim.stop();
-    let checkpoint = sim.stop_checkpoint();
-    assert!(checkpoint.is_some(), "the stop left a checkpoint");
-    let drives = sim.power_cut().unwrap();
-    let mut sim = Simulator::recover_with_checkpoint(geometry, big, drives, &[], checkpoint).unwrap();
-    assert!(sim.recovery_report.checkpoint_generation.is_some(), "started from the checkpoint");
+    let mut sim = stop_and_start_from_checkpoint(sim, big);
     common::read_all_checked(&mut sim, &mut id, BOUNDED_BLOCKS, 16, expect(&want));
     for round in 4..40 {
         if sim.engine.status().declustered.expect("declustered").rows_to_grow == 0 {
@@ -182,17 +177,24 @@ fn a_grown_array_with_a_bounded_table_starts_from_its_checkpoint() {
     let s = sim.engine.status().declustered.expect("declustered");
     assert_eq!(s.rows_to_grow, 0, "{s:?}");
 
-    sim.stop();
-    let checkpoint = sim.stop_checkpoint();
-    assert!(checkpoint.is_some(), "the stop left a checkpoint");
-    let drives = sim.power_cut().unwrap();
-    let mut sim = Simulator::recover_with_checkpoint(geometry, big, drives, &[], checkpoint).unwrap();
-    assert!(sim.recovery_report.checkpoint_generation.is_some(), "started from the checkpoint");
+    let mut sim = stop_and_start_from_checkpoint(sim, big);
     common::read_all_checked(&mut sim, &mut id, BOUNDED_BLOCKS, 16, expect(&want));
     write_blocks(&mut sim, &mut id, &mut want, 0..BOUNDED_BLOCKS / 4, 50);
     let drives = sim.power_cut().unwrap();
     let mut sim = Simulator::recover(geometry, big, drives).unwrap();
     common::read_all_checked(&mut sim, &mut id, BOUNDED_BLOCKS, 16, expect(&want));
+}
+
+/// A clean stop of `sim` and a start under `config` from the checkpoint it left (checked
+/// that it left one and that the start used it).
+fn stop_and_start_from_checkpoint(mut sim: Simulator, config: Config) -> Simulator {
+    sim.stop();
+    let checkpoint = sim.stop_checkpoint();
+    assert!(checkpoint.is_some(), "the stop left a checkpoint");
+    let drives = sim.power_cut().unwrap();
+    let sim = Simulator::recover_with_checkpoint(bounded_geometry(), config, drives, &[], checkpoint).unwrap();
+    assert!(sim.recovery_report.checkpoint_generation.is_some(), "started from the checkpoint");
+    sim
 }
 
 /// An old drive fails while rows are still in the old placement: it is rebuilt into spare
