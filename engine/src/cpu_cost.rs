@@ -112,6 +112,10 @@ pub struct CpuCosts {
     /// A drive rebuild's zone reset or finish completed: a segment's start (its header
     /// read) or end (the next segment started).
     pub rebuild_zone_completion_ns: u64,
+    /// A drive rebuild's job (`RebuildJob`): a chunk position's sources checked, block by
+    /// block, and its chunk rebuilt; per job and per block of its sources. Run on the
+    /// engine's core or on worker cores (`sim::core`).
+    pub rebuild_job: Cost,
 }
 
 /// A request's kind, for its cost.
@@ -205,6 +209,7 @@ pub const RAID5_MEASURED: CpuCosts = CpuCosts {
     rebuild_write_completion: Cost::new(394, 0),
     rebuild_chunk_ns: 230,
     rebuild_zone_completion_ns: 1_522,
+    rebuild_job: Cost::new(0, 0),
 };
 
 /// As `RAID5_MEASURED`, same runs: (4+2)-RAID-6. Write request 51, 37, 0 (-14) ns + 422,
@@ -226,6 +231,7 @@ pub const RAID6_MEASURED: CpuCosts = CpuCosts {
     rebuild_write_completion: Cost::new(333, 0),
     rebuild_chunk_ns: 1_430,
     rebuild_zone_completion_ns: 1_699,
+    rebuild_job: Cost::new(0, 0),
 };
 
 impl CpuCosts {

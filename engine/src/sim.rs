@@ -25,7 +25,7 @@ use zapraid_zns::{
 };
 
 pub use self::checkpoints::CheckpointCopies;
-use self::core::{Core, Input};
+use self::core::{run_rebuild_jobs, Core, Input};
 pub use self::traffic::DriveTraffic;
 use crate::cpu_cost::CpuCosts;
 use crate::engine::{Config, DriveCommand, Engine, Request, RequestId, Response};
@@ -81,7 +81,8 @@ impl Simulator {
         timing: Option<TimingParams>,
         discard: bool,
     ) -> Result<Self> {
-        let engine = Engine::format(geometry, config)?;
+        let mut engine = Engine::format(geometry, config)?;
+        engine.set_rebuild_jobs_offloaded(true); // run and charged here (`core::run_rebuild_jobs`)
         let segments = geometry.zone_count * config.declustering.segments_per_zone(engine.layout().drives());
         let capacity = engine.plan().capacity_blocks(segments);
         if config.logical_blocks > capacity {
@@ -349,6 +350,7 @@ impl Simulator {
     /// Sends what the engine emitted, released at `release_ns` (now, or when the core is
     /// done with the event that emitted it).
     fn dispatch_at(&mut self, release_ns: u64) {
+        let release_ns = run_rebuild_jobs(&mut self.engine, self.core.as_mut(), self.now_ns, release_ns);
         if self.engine.checkpoint_ready() {
             self.write_running_checkpoint();
         }

@@ -32,17 +32,20 @@ pub(super) fn rebuild(args: &BenchArgs, out: &mut Out) -> Result<serde_json::Val
          the engine rebuilds it onto an empty drive in its place (Engine::rebuild_drive) or into the others' \
          distributed spare space (Engine::rebuild_into_spares). Timed: the engine's calls over the middle half of \
          the rebuild (its calls' wall time less the drives' part, less its share of the time the thread waited \
-         for a CPU), the median of {reps} run(s); per block the rebuild read and per block it wrote, and what the \
-         simulator charges its core for the same commands (CpuCosts::calibrated). ZN540 transfer: 32 blocks per \
-         command (a chunk per command where said)."
+         for a CPU), and apart from them the rebuild's jobs (each chunk position's sources checked and its chunk \
+         rebuilt: RebuildJob::run, which the server may run on other cores), the median of {reps} run(s); per \
+         block the rebuild read and per block it wrote (engine and jobs together, what one core does), the jobs' \
+         share of it, and what the simulator charges for the same commands and jobs (CpuCosts::calibrated). ZN540 \
+         transfer: 32 blocks per command (a chunk per command where said)."
     );
     say!(out);
     say!(
         out,
-        "{:<62} {:>11} {:>12} {:>11} {:>8} {:>8}",
+        "{:<62} {:>11} {:>12} {:>5} {:>11} {:>8} {:>8}",
         "rebuild",
         "ns/read blk",
         "ns/write blk",
+        "jobs",
         "charged/rd",
         "charged",
         "allocs/w"
@@ -84,10 +87,11 @@ fn row(out: &mut Out, run: &RebuildCpuFigure) {
     let allocations = run.allocations_per_block_written().map_or("-".to_string(), |a| format!("{a:.2}"));
     say!(
         out,
-        "{:<62} {:>11.0} {:>12.0} {:>11.0} {:>+7.0}% {:>8}",
+        "{:<62} {:>11.0} {:>12.0} {:>4.0}% {:>11.0} {:>+7.0}% {:>8}",
         run.shape.to_string(),
         run.ns_per_block_read(),
         run.ns_per_block_written(),
+        run.job_ns / run.total_ns().max(f64::MIN_POSITIVE) * 100.0,
         charged_per_read,
         (charged_per_read / run.ns_per_block_read() - 1.0) * 100.0,
         allocations
@@ -107,6 +111,10 @@ fn run_json(run: &RebuildCpuFigure) -> serde_json::Value {
         "write_commands": run.write_commands,
         "write_blocks": run.write_blocks,
         "zone_commands": run.zone_commands,
+        "jobs": run.jobs,
+        "job_source_blocks": run.job_blocks,
+        "job_ns": run.job_ns,
+        "engine_ns": run.engine_ns,
         "allocations_per_block_written": run.allocations_per_block_written(),
     })
 }

@@ -212,6 +212,12 @@ struct Bench {
     /// `rebuild_completion_time` (two clock reads per completion: the rebuild runs only).
     time_rebuild_completions: bool,
     rebuild_completion_time: [Duration; 3],
+    /// The rebuild's jobs (`RebuildJob`, run here as the server's engine thread runs
+    /// them), the blocks of their sources, and the time they took (timed apart from the
+    /// engine's: the simulator charges them on their own, `CpuCosts::rebuild_job`).
+    rebuild_jobs: u64,
+    rebuild_job_blocks: u64,
+    rebuild_job_time: Duration,
 }
 
 impl Bench {
@@ -223,7 +229,8 @@ impl Bench {
 
     /// An engine formatted over instant drives of `geometry`, one per drive of the array.
     fn over(geometry: Geometry, config: Config, keep_data: bool) -> Result<Bench> {
-        let engine = Engine::format(geometry, config)?;
+        let mut engine = Engine::format(geometry, config)?;
+        engine.set_rebuild_jobs_offloaded(true);
         let drives = (0..engine.drive_count()).map(|_| InstantDrive::new(geometry, keep_data)).collect();
         Ok(Bench {
             engine,
@@ -244,6 +251,9 @@ impl Bench {
             rebuild_write_chunks: 0,
             time_rebuild_completions: false,
             rebuild_completion_time: [Duration::ZERO; 3],
+            rebuild_jobs: 0,
+            rebuild_job_blocks: 0,
+            rebuild_job_time: Duration::ZERO,
         })
     }
 
@@ -287,13 +297,16 @@ impl Bench {
                 self.completions.push((drive, self.drives[drive].execute(tag, command), timed));
             }
             self.drive_time += started.elapsed();
-            for (drive, completion, timed) in self.completions.drain(..) {
+            let mut completions = std::mem::take(&mut self.completions);
+            for (drive, completion, timed) in completions.drain(..) {
                 let started = timed.map(|_| Instant::now());
                 self.engine.on_completion(drive, completion, 0);
+                let job_time = self.run_rebuild_jobs();
                 if let (Some(kind), Some(started)) = (timed, started) {
-                    self.rebuild_completion_time[kind] += started.elapsed();
+                    self.rebuild_completion_time[kind] += started.elapsed().saturating_sub(job_time);
                 }
             }
+            self.completions = completions;
             let started = Instant::now();
             let stop = done(&self.engine);
             self.drive_time += started.elapsed();
@@ -365,6 +378,25 @@ impl Bench {
         Ok(())
     }
 
+    /// Runs the rebuild's jobs the engine set off and hands it their results (which is the
+    /// engine's work, timed with the completion that set them off); the jobs' own time,
+    /// counted apart (two clock reads per job), is returned.
+    fn run_rebuild_jobs(&mut self) -> Duration {
+        let (mut job_time, mut done) = (Duration::ZERO, Vec::new());
+        while let Some(job) = self.engine.poll_rebuild_job() {
+            self.rebuild_jobs += 1;
+            self.rebuild_job_blocks += job.source_blocks();
+            let started = Instant::now();
+            done.push(job.run());
+            job_time += started.elapsed();
+        }
+        if !done.is_empty() {
+            self.engine.on_rebuild_jobs_done(done, 0);
+        }
+        self.rebuild_job_time += job_time;
+        job_time
+    }
+
     /// Starts the timed part: the clocks of the frontend and drives from zero.
     fn start_clock(&mut self) -> Instant {
         self.drive_time = Duration::ZERO;
@@ -376,6 +408,9 @@ impl Bench {
         self.rebuild_blocks = [0; 3];
         self.rebuild_write_chunks = 0;
         self.rebuild_completion_time = [Duration::ZERO; 3];
+        self.rebuild_jobs = 0;
+        self.rebuild_job_blocks = 0;
+        self.rebuild_job_time = Duration::ZERO;
         Instant::now()
     }
 

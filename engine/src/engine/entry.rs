@@ -68,7 +68,7 @@ impl Engine {
         Ok(Engine {
             layout,
             geometry,
-            codec,
+            codec: std::sync::Arc::new(codec),
             zero_block_crc: crate::crc::crc32c(&vec![0; geometry.block_size_bytes as usize]),
             config,
             l2p,
@@ -91,6 +91,9 @@ impl Engine {
             relocation: None,
             lost: Default::default(),
             drive_rebuild: None,
+            rebuild_jobs_offloaded: false,
+            rebuild_jobs: VecDeque::new(),
+            rebuild_jobs_out: 0,
             rebuild_pace,
             rebuild_segments_at_once,
             rebuild_segments_limit: rebuild_segments_at_once,
@@ -362,6 +365,7 @@ impl Engine {
     /// Takes a device completion for `drive` (one of the array's N drives).
     pub fn on_completion(&mut self, drive: usize, mut completion: Completion, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
+        debug_assert_eq!(self.rebuild_jobs_out, 0, "a driver gives the rebuild's jobs back before the next event");
         // From here on, `drive` is the command's lane in its segment.
         let (drive, sent_to) = self.lanes.inbound(drive, &mut completion);
         let Some(op) = self.ops.remove(completion.tag) else {

@@ -3,6 +3,7 @@
 //! `impl Engine` file of its own, above this one.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 use zapraid_zns::{Command, Geometry, Tag};
@@ -86,7 +87,8 @@ pub(super) enum Op {
 pub struct Engine {
     pub(super) layout: Layout,
     pub(super) geometry: Geometry,
-    pub(super) codec: ParityCodec,
+    /// Shared with the rebuild's jobs (`rebuild::job`), which may run on other threads.
+    pub(super) codec: Arc<ParityCodec>,
     /// CRC32C of a zero block: padding blocks' data CRC, and the term XOR parity's CRC
     /// needs for an even number of blocks (`checksum::xor_of_crcs`).
     pub(super) zero_block_crc: u32,
@@ -126,6 +128,12 @@ pub struct Engine {
     pub(super) lost: std::collections::BTreeMap<u64, u64>,
     /// The drive being rebuilt onto a new drive, and how far it is.
     pub(super) drive_rebuild: Option<rebuild::DriveRebuild>,
+    /// Whether the rebuild's jobs go to the driver (`set_rebuild_jobs_offloaded`), those
+    /// waiting for it, and those it took and has not given back: a driver gives every
+    /// job's result back before it hands the engine another event.
+    pub(super) rebuild_jobs_offloaded: bool,
+    pub(super) rebuild_jobs: VecDeque<super::RebuildJob>,
+    pub(super) rebuild_jobs_out: usize,
     /// The rebuilds' rate limit (`set_rebuild_rate`).
     pub(super) rebuild_pace: pace::Pace,
     /// Segments a rebuild writes at once (`rebuild::rebuild_segments_at_once`), and the

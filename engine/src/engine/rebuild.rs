@@ -40,6 +40,7 @@
 mod advance;
 mod chunks;
 mod ending;
+mod job;
 mod pace;
 mod places;
 mod reconstruct;
@@ -63,6 +64,7 @@ use super::state::rebuild::ZoneRebuild;
 use crate::drive_command::DriveCommand;
 use crate::error::{Error, Result};
 use crate::hybrid::SegmentPlan;
+pub use job::{RebuildJob, RebuildJobDone};
 pub(super) use pace::rebuild_pace;
 
 /// The most segments a rebuild writes at once. The ZN540's timing model takes 1.7x more
@@ -222,7 +224,7 @@ impl Engine {
             waiting_unreclaimable: false,
             into_spares,
             buffers: self.rebuild_buffers_pool(),
-            focus: None,
+            focus: Vec::new(),
             advance_all: false,
             nothing_to_start: None,
         });
@@ -399,7 +401,7 @@ impl Engine {
         }
         if completion.result.is_ok() {
             // Only this segment can move on for it (`advance`).
-            self.drive_rebuild.as_mut().expect("a rebuild").focus = Some(zone);
+            self.drive_rebuild.as_mut().expect("a rebuild").focus.push(zone);
         }
         match op {
             RebuildOp::Reset => {

@@ -7,13 +7,20 @@
 //! busy waits, in arrival order; the engine handles it at max(arrival, core free), and what
 //! it emits is released when the event's cost has elapsed. The simulator decides when to
 //! hand events over (`next_input`); this module keeps the state and does the arithmetic.
+//!
+//! The drive rebuild's jobs (`RebuildJob`: checking a chunk position's sources and
+//! rebuilding its chunk) run as the server runs them (`zapraid_server`'s engine thread):
+//! the jobs an event sets off are shared out over the engine's core and
+//! `rebuild_worker_cores` more, each to the core that is free first, and the engine's
+//! core waits until the last is done (fork-join: `run_rebuild_jobs`). With no worker
+//! cores the engine's core does them all, one after the other.
 
 use std::collections::{HashMap, VecDeque};
 
 use zapraid_zns::{Command, Completion};
 
 use crate::cpu_cost::{CompletionKind, CpuCosts, RequestKind};
-use crate::engine::{Request, RequestId, Response};
+use crate::engine::{Engine, Request, RequestId, Response};
 
 /// An event for the engine, waiting for its core.
 pub(crate) enum Input {
@@ -35,8 +42,12 @@ pub(crate) struct Core {
     /// failed one says nothing of its kind).
     in_flight: HashMap<(usize, u64), (CompletionKind, u64, u64)>,
     block_bytes: u64,
-    /// Time the core spent on events, in all.
+    /// Time the core spent on events, in all (waiting for the rebuild's jobs included).
     pub(crate) busy_ns: u64,
+    /// Cores besides the engine's that run the rebuild's jobs (module doc).
+    pub(crate) rebuild_worker_cores: u32,
+    /// Time the rebuild's jobs took, on every core together.
+    pub(crate) rebuild_jobs_ns: u64,
 }
 
 impl Core {
@@ -50,6 +61,8 @@ impl Core {
             responses: VecDeque::new(),
             in_flight: HashMap::new(),
             busy_ns: 0,
+            rebuild_worker_cores: 0,
+            rebuild_jobs_ns: 0,
         }
     }
 
@@ -135,10 +148,50 @@ impl Core {
         }
     }
 
+    /// How long jobs of `jobs_ns` each take over the engine's core and the worker cores,
+    /// each job to the core free first, in order (list scheduling): the last one's end.
+    fn fork_join_ns(&self, jobs_ns: &[u64]) -> u64 {
+        let cores = 1 + self.rebuild_worker_cores as usize;
+        if cores == 1 {
+            return jobs_ns.iter().sum();
+        }
+        let mut busy = vec![0u64; cores.min(jobs_ns.len().max(1))];
+        for &ns in jobs_ns {
+            let first_free = busy.iter_mut().min().expect("a core");
+            *first_free += ns;
+        }
+        busy.into_iter().max().unwrap_or(0)
+    }
+
     /// Drive completions reaped and not yet handed to the engine.
     pub(crate) fn waiting_completions(&self) -> usize {
         self.waiting.iter().filter(|i| matches!(i, Input::Completion(..))).count()
     }
+}
+
+/// Runs the rebuild's jobs `engine` set off (module doc) and hands it their results; with
+/// a `core`, charges them: the event whose output is released at `release_ns` holds the
+/// core until the last job is done. Returns when the output is released now.
+pub(crate) fn run_rebuild_jobs(engine: &mut Engine, core: Option<&mut Core>, now_ns: u64, release_ns: u64) -> u64 {
+    let (mut jobs_ns, mut done) = (Vec::new(), Vec::new());
+    while let Some(job) = engine.poll_rebuild_job() {
+        if let Some(core) = core.as_deref() {
+            jobs_ns.push(core.costs.rebuild_job.ns(job.source_blocks()));
+        }
+        done.push(job.run());
+    }
+    if !done.is_empty() {
+        engine.on_rebuild_jobs_done(done, now_ns);
+    }
+    let Some(core) = core else { return release_ns };
+    let span_ns = core.fork_join_ns(&jobs_ns);
+    if span_ns == 0 {
+        return release_ns;
+    }
+    core.free_at_ns = core.free_at_ns.max(release_ns) + span_ns;
+    core.busy_ns += span_ns;
+    core.rebuild_jobs_ns += jobs_ns.iter().sum::<u64>();
+    core.free_at_ns
 }
 
 #[cfg(test)]

@@ -130,7 +130,8 @@ impl Simulator {
         // The next checkpoint follows the one the start used (a start that used none
         // empties the area, as a real driver does).
         let checkpoints = CheckpointCopies::after(recovery_report.checkpoint_generation);
-        let engine = recovery.finish()?;
+        let mut engine = recovery.finish()?;
+        engine.set_rebuild_jobs_offloaded(true); // run and charged here (`core::run_rebuild_jobs`)
         let now_ns = drives.iter().map(EmulatedDrive::now_ns).max().unwrap_or(0);
         let timed = drives.iter().any(|d| d.timing_params().is_some());
         let core = timed.then(|| Core::new(CpuCosts::calibrated(config.level), now_ns, geometry.block_size_bytes));

@@ -38,7 +38,7 @@ use crate::format::CheckpointImage;
 use crate::hybrid::SegmentPlan;
 use crate::recovery::RecoveryReport;
 use crate::shard::{Join, ShardMap, ShardedStatus};
-use crate::sim::core::{Core, Input};
+use crate::sim::core::{run_rebuild_jobs, Core, Input};
 
 pub use crate::sim::CheckpointCopies;
 
@@ -98,6 +98,7 @@ impl ShardedSimulator {
             let span = Self::span(&map, &geometry, shard)?;
             let mut engine = Engine::format(span.geometry(geometry), map.shard_config(shard, config))?;
             engine.share_drives_with(map.shards() as u32);
+            engine.set_rebuild_jobs_offloaded(true); // run and charged here (`core::run_rebuild_jobs`)
             built.push(Shard {
                 engine,
                 span,
@@ -293,6 +294,8 @@ impl ShardedSimulator {
     /// its modelled CPU time), responses to their joins (or held by its core), a running
     /// checkpoint written when the shard drained for it (`Simulator::dispatch_at`).
     fn dispatch_at(&mut self, shard: usize, release_ns: u64) {
+        let Shard { engine, core, .. } = &mut self.shards[shard];
+        let release_ns = run_rebuild_jobs(engine, core.as_mut(), self.now_ns, release_ns);
         if self.shards[shard].engine.checkpoint_ready() {
             self.write_running_checkpoint(shard);
         }

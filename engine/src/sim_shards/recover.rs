@@ -116,6 +116,7 @@ impl Start {
             let checkpoints = CheckpointCopies::after(recovery_report.checkpoint_generation);
             let mut engine = recovery.finish().map_err(|error| map.array_error(shard, error))?;
             engine.share_drives_with(map.shards() as u32);
+            engine.set_rebuild_jobs_offloaded(true); // run and charged here (`core::run_rebuild_jobs`)
             let running_during_rebuild = false;
             built.push(Shard { engine, span, recovery_report, checkpoints, running_during_rebuild, core: None });
         }

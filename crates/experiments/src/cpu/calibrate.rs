@@ -218,6 +218,7 @@ impl Calibration {
             rebuild_write_completion: Cost::default(),
             rebuild_chunk_ns: 0,
             rebuild_zone_completion_ns: write_completion.fixed_ns,
+            rebuild_job: Cost::default(),
         }
     }
 

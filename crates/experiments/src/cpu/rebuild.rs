@@ -126,6 +126,13 @@ pub struct RebuildCpuFigure {
     pub read_ns: f64,
     pub write_ns: f64,
     pub zone_ns: f64,
+    /// The rebuild's jobs over that time (`RebuildJob`: a chunk position's sources
+    /// checked and its chunk rebuilt), the blocks of their sources, and their own time
+    /// (not in `engine_ns`: the simulator charges them apart, on the engine's core or on
+    /// worker cores), less their share of the time the thread waited for a CPU.
+    pub jobs: u64,
+    pub job_blocks: u64,
+    pub job_ns: f64,
     /// Heap allocations over the rebuild (None without a counter).
     pub allocations: Option<u64>,
 }
@@ -141,17 +148,26 @@ impl RebuildCpuFigure {
             + write.fixed_ns * self.write_commands
             + write.per_block_ns * self.write_blocks
             + costs.rebuild_chunk_ns * self.write_chunks
-            + costs.rebuild_zone_completion_ns * self.zone_commands) as f64
+            + costs.rebuild_zone_completion_ns * self.zone_commands
+            + costs.rebuild_job.fixed_ns * self.jobs
+            + costs.rebuild_job.per_block_ns * self.job_blocks) as f64
     }
 
-    /// The engine's time per block the rebuild read: all of it over the blocks read.
+    /// The engine's and its jobs' time together: what one core does when it runs the jobs
+    /// itself.
+    pub fn total_ns(&self) -> f64 {
+        self.engine_ns + self.job_ns
+    }
+
+    /// The engine's and its jobs' time per block the rebuild read: all of it over the
+    /// blocks read.
     pub fn ns_per_block_read(&self) -> f64 {
-        self.engine_ns / self.read_blocks.max(1) as f64
+        self.total_ns() / self.read_blocks.max(1) as f64
     }
 
-    /// The engine's time per block the rebuild wrote: all of it over the blocks written.
+    /// The engine's and its jobs' time per block the rebuild wrote.
     pub fn ns_per_block_written(&self) -> f64 {
-        self.engine_ns / self.write_blocks.max(1) as f64
+        self.total_ns() / self.write_blocks.max(1) as f64
     }
 
     /// Heap allocations per block the rebuild wrote.
@@ -252,7 +268,10 @@ pub fn rebuild_cpu(
     let after = allocations();
     let measured = (bench.rebuild_commands, bench.rebuild_blocks, bench.executed_commands);
     let write_chunks = bench.rebuild_write_chunks;
-    let engine_ns = engine_ns(wall, bench.drive_time + bench.frontend_time, waited_ns);
+    let (jobs, job_blocks) = (bench.rebuild_jobs, bench.rebuild_job_blocks);
+    let others = bench.drive_time + bench.frontend_time + bench.rebuild_job_time;
+    let engine_ns = engine_ns(wall, others, waited_ns);
+    let job_ns = bench.rebuild_job_time.as_nanos() as f64 * running_share(wall, waited_ns);
     let timed = bench.rebuild_completion_time.map(|t| t.as_nanos() as f64);
     let share = |kind: usize| engine_ns * timed[kind] / timed.iter().sum::<f64>().max(f64::MIN_POSITIVE);
     bench.run()?;
@@ -278,6 +297,9 @@ pub fn rebuild_cpu(
         read_ns: share(1),
         write_ns: share(0),
         zone_ns: share(2),
+        jobs,
+        job_blocks,
+        job_ns,
         allocations: after.zip(before).map(|(after, before)| after - before),
     })
 }
@@ -286,10 +308,12 @@ pub fn rebuild_cpu(
 /// `waited_ns`, the time this thread waited for a CPU meanwhile (on a machine others load,
 /// taken by them: it falls on each part in proportion to its time).
 fn engine_ns(wall: Duration, others: Duration, waited_ns: u64) -> f64 {
-    let wall_ns = wall.as_nanos() as f64;
-    let engine_wall_ns = wall.saturating_sub(others).as_nanos() as f64;
-    let running = 1.0 - (waited_ns as f64 / wall_ns.max(1.0)).min(1.0);
-    engine_wall_ns * running
+    wall.saturating_sub(others).as_nanos() as f64 * running_share(wall, waited_ns)
+}
+
+/// The share of `wall` this thread ran, not waiting `waited_ns` for a CPU.
+fn running_share(wall: Duration, waited_ns: u64) -> f64 {
+    1.0 - (waited_ns as f64 / (wall.as_nanos() as f64).max(1.0)).min(1.0)
 }
 
 /// The time this thread has waited for a CPU, runnable (the scheduler's, second field of
@@ -326,7 +350,8 @@ impl std::fmt::Display for RebuildCpuFigure {
         write!(
             f,
             "{}: {:.0} ns per block read, {:.0} per block written; per read completion {:.0} ns ({} of {:.1} blocks), \
-             per write completion {:.0} ns ({} of {:.1} blocks), per zone command {:.0} ns ({})",
+             per write completion {:.0} ns ({} of {:.1} blocks), per zone command {:.0} ns ({}), per job {:.0} ns \
+             ({} of {:.1} source blocks)",
             self.shape,
             self.ns_per_block_read(),
             self.ns_per_block_written(),
@@ -337,7 +362,10 @@ impl std::fmt::Display for RebuildCpuFigure {
             self.write_commands,
             per(self.write_blocks as f64, self.write_commands),
             per(self.zone_ns, self.zone_commands),
-            self.zone_commands
+            self.zone_commands,
+            per(self.job_ns, self.jobs),
+            self.jobs,
+            per(self.job_blocks as f64, self.jobs)
         )
     }
 }

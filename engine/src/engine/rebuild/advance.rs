@@ -38,7 +38,7 @@ impl Engine {
         let paced = self.rebuild_pace.rate_bytes_per_s().is_some();
         let Some(r) = self.drive_rebuild.as_mut() else { return };
         let drive = r.drive;
-        let focus = r.focus.take();
+        let mut focus = std::mem::take(&mut r.focus);
         if self.stop != StopState::Running {
             // A stop, or a running checkpoint draining, lets the steps under way complete
             // and starts no other; after a stop the next start resumes the rebuild (the
@@ -47,7 +47,7 @@ impl Engine {
             r.advance_all = true;
             return;
         }
-        let focus = focus.filter(|_| !paced && !std::mem::take(&mut r.advance_all));
+        let focused = !focus.is_empty() && !paced && !std::mem::take(&mut r.advance_all);
         let r = self.drive_rebuild.as_ref().expect("a rebuild");
         // A resumed rebuild's drive may hold zones left open by segments written to it since
         // the first rebuild started (recovered open, stopped short): active until garbage
@@ -64,7 +64,7 @@ impl Engine {
         } else {
             (per_drive * self.lanes.drives()).min(MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE)
         };
-        let looked_in_vain = focus.is_some() && r.nothing_to_start == Some((r.zones.len(), at_once));
+        let looked_in_vain = focused && r.nothing_to_start == Some((r.zones.len(), at_once));
         let mut started = Vec::new();
         if r.zones.len() < at_once && !looked_in_vain {
             let next = self.segments_to_start(per_drive, at_once);
@@ -83,9 +83,13 @@ impl Engine {
                 started.push(zone);
             }
         }
-        let under_way: Vec<u32> = match focus {
-            Some(zone) => std::iter::once(zone).chain(started).collect(),
-            None => self.drive_rebuild.as_ref().map_or_else(Vec::new, |r| r.zones.keys().copied().collect()),
+        let under_way: Vec<u32> = match focused {
+            true => {
+                focus.sort_unstable();
+                focus.dedup();
+                focus.into_iter().chain(started).collect()
+            }
+            false => self.drive_rebuild.as_ref().map_or_else(Vec::new, |r| r.zones.keys().copied().collect()),
         };
         for zone in under_way {
             // A step of one segment may end the rebuild (a drive failing), and the focus

@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use zapraid_zns::{Command, Completion};
 
-use super::{reconstruct, MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE};
+use super::MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE;
 use crate::drive_command::{chunks_per_transfer, transfer_chunks_at_most};
 use crate::engine::machine::{Engine, Op};
-use crate::engine::state::rebuild::{ChunkSources, RebuildOp, Step};
+use crate::engine::state::rebuild::{ChunkSources, JobSource, RebuildOp, Step};
 use crate::layout::Layout;
 use crate::pool::BufferPool;
 
@@ -141,9 +141,9 @@ impl Engine {
     }
 
     /// A read of `source`'s chunks of the positions from `position` on completed: each one
-    /// intact (every block checked, once) goes to its stripe's sources, and a stripe with
-    /// every source read is reconstructed. The chunks keep the read's buffer, shared, and
-    /// give it back to the pool once the last of them is used.
+    /// read whole goes to its stripe's sources (checked by its job: `job`), and a stripe
+    /// with every source read is reconstructed. The chunks share the read's buffers, which
+    /// go back to the pool once the last of them is used.
     pub(super) fn rebuild_read_done(
         &mut self,
         zone: u32,
@@ -160,35 +160,29 @@ impl Engine {
         let whole = result.is_ok()
             && data.len() == chunks as usize * chunk_bytes
             && metadata.len() == chunks as usize * chunk_meta_bytes;
-        let read = Arc::new(data);
+        let (data, metadata) = (Arc::new(data), Arc::new(metadata));
         for i in 0..chunks {
             let p = position + i;
-            if !self.zone_rebuild(zone).reading.contains_key(&p) {
-                continue;
-            }
-            let checked = whole
-                .then(|| {
-                    let (from, meta_from) = (i as usize * chunk_bytes, i as usize * chunk_meta_bytes);
-                    let metadata = &metadata[meta_from..meta_from + chunk_meta_bytes];
-                    let pool = self.rebuild_buffers();
-                    reconstruct::check_source_chunk(&read, from, chunk_bytes, metadata, (bs, ms), pool)
-                })
-                .flatten();
-            let sources = self.zone_rebuild(zone).reading.get_mut(&p).expect("being read");
+            let Some(sources) = self.zone_rebuild(zone).reading.get_mut(&p) else { continue };
             sources.pending -= 1;
-            if checked.is_some() {
-                sources.shards[source] = checked;
+            if whole {
+                sources.shards[source] = Some(JobSource {
+                    data: Arc::clone(&data),
+                    data_offset: i as usize * chunk_bytes,
+                    metadata: Arc::clone(&metadata),
+                    metadata_offset: i as usize * chunk_meta_bytes,
+                });
             }
             if sources.pending == 0 {
                 let sources = self.zone_rebuild(zone).reading.remove(&p).expect("being read");
                 self.reconstruct_chunk(zone, p, sources);
             }
         }
-        self.rebuild_buffers().give(metadata);
-        self.give_read_back(read);
+        self.give_read_back(data);
+        self.give_read_back(metadata);
     }
 
-    /// A read's data buffer no chunk uses any longer goes back to the pool.
+    /// A read's buffer no chunk uses any longer goes back to the pool.
     pub(super) fn give_read_back(&mut self, read: Arc<Vec<u8>>) {
         if let Ok(data) = Arc::try_unwrap(read) {
             self.rebuild_buffers().give(data);

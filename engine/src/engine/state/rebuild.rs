@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::format::{FooterEntry, FIELD_BYTES};
+use crate::format::FooterEntry;
 use crate::pool::BufferPool;
 
 pub(in crate::engine) struct DriveRebuild {
@@ -38,10 +38,10 @@ pub(in crate::engine) struct DriveRebuild {
     /// The rebuild's own buffers (its reads, the chunks it rebuilds, its writes), bounded
     /// by what its segments' windows hold at once (`rebuild::chunks`), dropped with it.
     pub(in crate::engine) buffers: BufferPool,
-    /// The segment whose command's completion is the event being taken, if it is one of
-    /// the rebuild's that succeeded: only that segment can move on for it
-    /// (`rebuild::advance`).
-    pub(in crate::engine) focus: Option<u32>,
+    /// The segments whose commands' completions (or jobs' results) are the event being
+    /// taken, if they are the rebuild's and succeeded: only those segments can move on for
+    /// it (`rebuild::advance`).
+    pub(in crate::engine) focus: Vec<u32>,
     /// An event not the rebuild's came while it could not move on (a stop, a checkpoint
     /// draining): the next one advances every segment under way.
     pub(in crate::engine) advance_all: bool,
@@ -95,26 +95,21 @@ pub(in crate::engine) struct ZoneRebuild {
 
 pub(in crate::engine) struct ChunkSources {
     pub(in crate::engine) stripe_number: u64,
-    /// Per drive, its chunk of the stripe, once read intact.
-    pub(in crate::engine) shards: Vec<Option<SourceChunk>>,
+    /// Per drive, its chunk of the stripe, once read whole (checked by the rebuild job:
+    /// `rebuild::job`).
+    pub(in crate::engine) shards: Vec<Option<JobSource>>,
     pub(in crate::engine) pending: usize,
 }
 
-/// A chunk of a stripe as read from one of the drives holding it and checked there, every
-/// block's checksum verified once, as it arrived (`rebuild::chunks`): what reconstruction
-/// takes from it, so that nothing of it is decoded or checksummed again.
-pub(in crate::engine) struct SourceChunk {
-    /// The data of the read that carried it, shared by every chunk that read carried (a
-    /// read of several chunks is not copied apart), and where the chunk starts in it.
-    pub(in crate::engine) read: Arc<Vec<u8>>,
-    pub(in crate::engine) offset: usize,
-    /// Its blocks' (LBA, timestamp) fields as the parity codec takes them
-    /// (`FIELD_BYTES` per block, in order), then its blocks' data CRC32Cs, computed
-    /// checking them (`CRC_BYTES` each, little-endian): one pooled buffer.
-    pub(in crate::engine) checked: Vec<u8>,
-    pub(in crate::engine) blocks: usize,
-    /// The stripe ID its blocks' metadata carries.
-    pub(in crate::engine) stripe_id: u32,
+/// One source of a job: a chunk of the stripe as a drive returned it, unchecked: `chunk
+/// bytes` of `data` from `data_offset`, its blocks' metadata in `metadata` from
+/// `metadata_offset`. Reads of several chunks are shared by the chunks they carry.
+#[derive(Clone, Debug)]
+pub(in crate::engine) struct JobSource {
+    pub(in crate::engine) data: Arc<Vec<u8>>,
+    pub(in crate::engine) data_offset: usize,
+    pub(in crate::engine) metadata: Arc<Vec<u8>>,
+    pub(in crate::engine) metadata_offset: usize,
 }
 
 /// A position within a group that holds no chunk of a stripe (not recorded).
@@ -133,24 +128,6 @@ impl GroupPlaces {
     pub(in crate::engine) fn position(&self, lane: usize, stripe_id: u32) -> Option<u64> {
         let at = *self.positions.get(lane * self.group_size + stripe_id as usize)?;
         (at != NO_POSITION).then_some(u64::from(at))
-    }
-}
-
-/// Bytes of a data CRC32C in `SourceChunk::checked`.
-pub(in crate::engine) const CRC_BYTES: usize = 4;
-
-impl SourceChunk {
-    /// Its blocks' fields, as the parity codec takes them.
-    pub(in crate::engine) fn fields(&self) -> &[u8] {
-        &self.checked[..self.blocks * FIELD_BYTES]
-    }
-
-    /// Block `block`'s data CRC32C.
-    pub(in crate::engine) fn data_crc(&self, block: usize) -> u32 {
-        let at = self.blocks * FIELD_BYTES + block * CRC_BYTES;
-        let mut bytes = [0u8; CRC_BYTES];
-        bytes.copy_from_slice(&self.checked[at..at + CRC_BYTES]);
-        u32::from_le_bytes(bytes)
     }
 }
 

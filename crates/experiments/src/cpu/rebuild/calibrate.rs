@@ -24,6 +24,12 @@
 //! charge for them is printed against what they measured. The rebuild's zone commands
 //! (a reset and a finish per segment) are charged what they took in the first run, per
 //! command. A part solved below zero is charged as zero and said so.
+//!
+//! The rebuild's jobs (`RebuildJob`: a chunk position's sources checked block by block,
+//! its chunk rebuilt, its metadata made) are timed apart from the engine's completions,
+//! and their cost (`CpuCosts::rebuild_job`), a fixed part per job and a part per block of
+//! its sources, is solved from the first and the third run (4 and 16 KiB chunks: four
+//! times the blocks per job; the second run's jobs are the first's).
 
 use std::fmt;
 
@@ -122,6 +128,8 @@ pub struct RebuildCalibration {
     /// A rebuild's zone command (reset or finish) completion, as the first run measured
     /// it: its time over its count.
     pub zone_command_ns: f64,
+    /// A rebuild job: fixed per job, per block of its sources.
+    pub job: Solved,
 }
 
 /// The median of `reps` rebuilds of `shape` (by the engine's time).
@@ -158,7 +166,19 @@ pub fn calibrate_rebuild(
         .map(|shape| median_rebuild(shape, failed_drive_segments, reps, allocations))
         .collect::<Result<Vec<_>>>()?;
     let zone_command_ns = runs[0].zone_ns / runs[0].zone_commands.max(1) as f64;
-    Ok(RebuildCalibration { parity, runs, checks, read, write, read_chunk_ns, write_chunk_ns, zone_command_ns })
+    let job = solve_jobs(&runs)?;
+    Ok(RebuildCalibration { parity, runs, checks, read, write, read_chunk_ns, write_chunk_ns, zone_command_ns, job })
+}
+
+/// A job's parts from the jobs' time in the first and the third run (module doc): per
+/// block of their sources, T / B = F (J / B) + P.
+fn solve_jobs(runs: &[RebuildCpuFigure]) -> Result<Solved> {
+    let row = |f: &RebuildCpuFigure| {
+        let blocks = f.job_blocks.max(1) as f64;
+        vec![f.jobs as f64 / blocks, 1.0, f.job_ns / blocks]
+    };
+    let [fixed_ns, per_block_ns] = solve(vec![row(&runs[0]), row(&runs[2])], "rebuild job")?;
+    Ok(Solved { fixed_ns, per_block_ns })
 }
 
 /// Each kind's parts from its own completions' time in three runs: a read's and a
@@ -192,6 +212,7 @@ impl RebuildCalibration {
             rebuild_write_completion: cost(&self.write),
             rebuild_chunk_ns: ns(self.read_chunk_ns.max(0.0) + self.write_chunk_ns.max(0.0)),
             rebuild_zone_completion_ns: ns(self.zone_command_ns),
+            rebuild_job: cost(&self.job),
             ..base
         }
     }
@@ -205,6 +226,8 @@ impl RebuildCalibration {
             ("a rebuild write's part per block", self.write.per_block_ns),
             ("a rebuild read's part per chunk position", self.read_chunk_ns),
             ("a rebuild write's part per chunk position", self.write_chunk_ns),
+            ("a rebuild job's fixed part", self.job.fixed_ns),
+            ("a rebuild job's part per block", self.job.per_block_ns),
         ];
         parts
             .iter()
@@ -221,24 +244,26 @@ impl fmt::Display for RebuildCalibration {
         writeln!(
             f,
             "{}: rebuild read completion: {}; rebuild write completion: {} + {} ns per chunk carried (the reads' \
-             {:.0}, the writes' {:.0}); rebuild zone command completion: {} ns",
+             {:.0}, the writes' {:.0}); rebuild zone command completion: {} ns; rebuild job: {}",
             self.parity,
             costs.rebuild_read_completion,
             costs.rebuild_write_completion,
             costs.rebuild_chunk_ns,
             self.read_chunk_ns,
             self.write_chunk_ns,
-            costs.rebuild_zone_completion_ns
+            costs.rebuild_zone_completion_ns,
+            costs.rebuild_job
         )?;
         for line in self.noise() {
             writeln!(f, "  sanity: {line}")?;
         }
         for run in &self.checks {
             let (measured, charged) = (run.ns_per_block_read(), run.charged_ns(&costs) / run.read_blocks.max(1) as f64);
+            let jobs = run.job_ns / run.total_ns().max(f64::MIN_POSITIVE) * 100.0;
             writeln!(
                 f,
                 "  check, {} (not used to solve): the costs charge {charged:.0} ns per block read, measured \
-                 {measured:.0} ({:+.0}%)",
+                 {measured:.0} ({:+.0}%; the jobs {jobs:.0}% of it)",
                 run.shape,
                 (charged / measured - 1.0) * 100.0
             )?;
@@ -281,6 +306,9 @@ mod tests {
                     read_ns,
                     write_ns,
                     zone_ns: 0.0,
+                    jobs: 0,
+                    job_blocks: 0,
+                    job_ns: 0.0,
                     allocations: None,
                 }
             })
