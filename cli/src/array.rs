@@ -131,6 +131,12 @@ pub struct StartArgs {
     /// was formatted with another number (where every block is depends on it).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=255))]
     shards: Option<u32>,
+    /// Threads that check and rebuild chunks beside the engine thread during a drive
+    /// rebuild, so that it is not held to one CPU (0: the engine thread alone). Default:
+    /// one per CPU but the engine thread's, at most 16. An array of several engine
+    /// shards rebuilds each shard on its own thread instead.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=16))]
+    rebuild_threads: Option<u16>,
     /// The array's drives, in any order: their superblocks say where each belongs. The
     /// array's hot spares (format --spare, add-spare) are given among them too: their
     /// spare records say so, and they stay spares until a drive fails.
@@ -244,6 +250,7 @@ pub fn run_start(args: StartArgs) -> Result<()> {
         rebuild_rate_bytes_per_s: args.rebuild_rate.filter(|r| *r > 0),
         l2p_budget_bytes: args.l2p_memory,
         shards: args.shards,
+        rebuild_threads: args.rebuild_threads.map(usize::from),
     };
     let mut spinner: Option<indicatif::ProgressBar> = None;
     service::run(&args.drives, options, move |p| match p {
@@ -339,6 +346,9 @@ fn start_daemon(args: &StartArgs) -> Result<()> {
     }
     if let Some(shards) = args.shards {
         command.args(["--shards", &shards.to_string()]);
+    }
+    if let Some(threads) = args.rebuild_threads {
+        command.args(["--rebuild-threads", &threads.to_string()]);
     }
     command.args(["--queue-depth", &args.queue_depth.to_string()]);
     if args.engine_threads {

@@ -146,7 +146,8 @@ impl World {
         let engine = recover(&mut assembled).unwrap();
         let block = assembled.geometry.block_size_bytes as usize;
         let record = FailureRecord::of(&assembled);
-        let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+        let threads = zapraid_server::run::thread::rebuild_workers::default_threads();
+        let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record, threads).unwrap();
         let (tx, answers) = crossbeam_channel::unbounded::<Answer>();
         let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}), counted: true });
         let ask = |request: Request| {

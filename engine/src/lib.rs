@@ -67,8 +67,9 @@ pub mod stripe_table;
 pub use checksum::{BlockChecksums, ReadChecks};
 pub use drive_command::{chunks_per_append, chunks_per_transfer};
 pub use engine::{
-    Config, Declustering, DriveCommand, Engine, L2pConfig, L2pStatus, RebuildStatus, Request, RequestId, Response,
-    ScrubReport, ScrubStatus, Status, DEFAULT_STRIPE_TIMEOUT_NS, PAPER_LOOKUP_PS_PER_ENTRY,
+    Config, Declustering, DriveCommand, Engine, L2pConfig, L2pStatus, RebuildJob, RebuildJobDone, RebuildStatus,
+    Request, RequestId, Response, ScrubReport, ScrubStatus, Status, DEFAULT_STRIPE_TIMEOUT_NS,
+    PAPER_LOOKUP_PS_PER_ENTRY,
 };
 pub use error::{Error, Result};
 pub use hybrid::{ChunkClass, OpenSegments, SegmentPlan};

@@ -10,8 +10,9 @@
 //! max(arrival, core free) and what it emits (commands, responses) is released when the
 //! event's cost has elapsed (commands carrying `delay_ns` that much later). Timer ticks run
 //! only when the core is free and, like control calls (stop, scrub, rebuild, rate limits),
-//! checkpoints and recovery from the drives, are not charged. Without drive timing (the
-//! correctness tests) the engine takes no virtual time.
+//! checkpoints and recovery from the drives, are not charged. The drive rebuild's jobs
+//! (`RebuildJob`) run fork-join over the engine's core and `set_rebuild_worker_cores` more
+//! (`core`). Without drive timing (the correctness tests) the engine takes no virtual time.
 
 mod checkpoints;
 pub(crate) mod core;
@@ -296,10 +297,30 @@ impl Simulator {
         self.core.as_ref().map_or(0, |core| core.busy_ns)
     }
 
+    /// Gives the drive rebuild's jobs `cores` cores besides the engine's (`core`: as the
+    /// server's `--rebuild-threads`); they are charged only while the engine's core is.
+    pub fn set_rebuild_worker_cores(&mut self, cores: u32) {
+        if let Some(core) = self.core.as_mut() {
+            core.rebuild_worker_cores = cores;
+        }
+    }
+
+    /// Virtual time the drive rebuild's jobs took, on every core together (0 when not
+    /// charged).
+    pub fn rebuild_jobs_ns(&self) -> u64 {
+        self.core.as_ref().map_or(0, |core| core.rebuild_jobs_ns)
+    }
+
     /// What a person reads about the engine's simulated core: one line.
     pub fn engine_core(&self) -> String {
         match self.cpu_costs() {
-            Some(costs) => format!("simulated engine core: one, each event charged ({costs})"),
+            Some(costs) => {
+                let workers = self.core.as_ref().map_or(0, |core| core.rebuild_worker_cores);
+                format!(
+                    "simulated engine core: one, each event charged ({costs}); the rebuild's jobs on it and {workers} \
+                     more core(s)"
+                )
+            }
             None => "simulated engine core: none (the engine's work takes no virtual time)".to_string(),
         }
     }

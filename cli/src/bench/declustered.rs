@@ -12,8 +12,8 @@ use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use zapraid_experiments::declustered::{
     self as d, checks, classic_row, full_drive_contents_bytes, ideal_speedup, measure_row, mttdl, mttdl_years,
-    zn540_capacity_bytes, Bandwidths, Check, Phase, Row, Scale, Shape, Stripe, DRAID_IMBALANCE, RATES_MIB_PER_S,
-    STRIPES,
+    zn540_capacity_bytes, Bandwidths, Charge, Check, Phase, Row, Scale, Shape, Stripe, DRAID_IMBALANCE,
+    RATES_MIB_PER_S, STRIPES,
 };
 use zapraid_experiments::rebuild::Progress;
 
@@ -45,13 +45,12 @@ pub(super) fn declustered(args: &BenchArgs, out: &mut Out) -> Result<()> {
     rebuild_table(out, &rows, &bw);
     reliability_table(out, &rows);
     load_table(out, &rows);
-    let charged = checks(&rows, &bw, true);
-    let drives_only = checks(&rows, &bw, false);
-    print_checks(out, &charged, &drives_only);
+    let all_checks: Vec<(Charge, Vec<Check>)> = Charge::ALL.into_iter().map(|c| (c, checks(&rows, &bw, c))).collect();
+    print_checks(out, &all_checks);
     study(out);
     out.figure(figure(&rows, &bw));
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&to_json(args, &scale, &bw, &rows, &charged, &drives_only))?;
+        let text = serde_json::to_string_pretty(&to_json(args, &scale, &bw, &rows, &all_checks))?;
         std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
@@ -94,15 +93,20 @@ fn preamble(out: &mut Out, args: &BenchArgs, scale: &Scale, bw: &Bandwidths) {
     );
     say!(
         out,
-        "core busy: the share of the rebuild's time the engine's simulated core (one per array, as in every \
-         experiment) was busy; drives only: the same rebuild with the core not charged, what the drives allow\n"
+        "1 core: the engine's simulated core (one per array, as in every experiment) charged for its events and \
+         the rebuild's jobs (each chunk position's sources checked and its chunk rebuilt, `zapraid bench cpu`'s \
+         measured costs); {}: the rebuild's jobs shared out over the engine's core and {} more, fork-join, as the \
+         server's --rebuild-threads runs them (the study's servers have 8 cores); core: the share of the \
+         rebuild's time the engine's core was busy; drives only: the same rebuild with nothing charged, what the \
+         drives allow\n",
+        Charge::Cores.label(),
+        d::REBUILD_WORKER_CORES
     );
 }
 
 fn phase_name(phase: Phase) -> String {
     match phase {
-        Phase::Rebuild { core_charged: true } => "rebuild".into(),
-        Phase::Rebuild { core_charged: false } => "rebuild, drives only".into(),
+        Phase::Rebuild { charge } => format!("rebuild, {}", charge.label()),
         Phase::Load { rate_mib_per_s } => format!("under load at {rate_mib_per_s} MiB/s"),
     }
 }
@@ -139,57 +143,51 @@ fn percent(v: Option<f64>) -> String {
 
 fn rebuild_table(out: &mut Out, rows: &[Row], bw: &Bandwidths) {
     say!(out, "The rebuild alone");
-    say!(
-        out,
-        "{:<6} {:>3}  {:<24} {:>9} {:>10} {:>7} {:>6} {:>6} {:>5} | {:>10} {:>7} {:>6}",
-        "stripe",
-        "N",
-        "array",
-        "rebuilt",
-        "s/100 GiB",
-        "vs cl.",
-        "ideal",
-        "of id.",
-        "core",
-        "drives only",
-        "vs cl.",
-        "of id."
-    );
+    let mut head = format!("{:<6} {:>3}  {:<24} {:>9} {:>6}", "stripe", "N", "array", "rebuilt", "ideal");
+    let mut units = format!("{:<6} {:>3}  {:<24} {:>9} {:>6}", "", "", "", "", "");
+    for charge in Charge::ALL {
+        head.push_str(&format!(" | {:<35}", charge.label()));
+        units.push_str(&format!(" | {:>10} {:>6} {:>6} {:>5}", "s/100 GiB", "vs cl.", "of id.", "core"));
+    }
+    say!(out, "{head}");
+    say!(out, "{units}");
     for r in rows {
         let Some(m) = &r.measured else {
             say!(out, "{:<6} {:>3}  {}", r.stripe.name(), r.drives, array_text(&r.shape));
             continue;
         };
         let classic = classic_row(rows, r.stripe);
-        let speedup = |charged| classic.and_then(|c| r.speedup(c, charged));
-        let share = |charged| classic.and_then(|c| r.share_of_ideal(c, charged, bw));
-        say!(
-            out,
-            "{:<6} {:>3}  {:<24} {:>9} {:>10} {:>7} {:>6.2} {:>6} {:>5} | {:>10} {:>7} {:>6}",
+        let mut line = format!(
+            "{:<6} {:>3}  {:<24} {:>9} {:>6.2}",
             r.stripe.name(),
             r.drives,
             array_text(&r.shape),
             format_bytes(m.charged.rebuilt_bytes),
-            or_dash(m.charged.s_per_100_gib(), 1),
-            or_dash(speedup(true), 2),
-            ideal_speedup(r.stripe, r.drives, bw),
-            percent(share(true)),
-            percent(Some(m.charged.core_busy())),
-            or_dash(m.drives_only.s_per_100_gib(), 1),
-            or_dash(speedup(false), 2),
-            percent(share(false))
+            ideal_speedup(r.stripe, r.drives, bw)
         );
+        for charge in Charge::ALL {
+            let run = m.run(charge);
+            let core = (charge != Charge::DrivesOnly).then(|| run.core_busy());
+            line.push_str(&format!(
+                " | {:>10} {:>6} {:>6} {:>5}",
+                or_dash(run.s_per_100_gib(), 1),
+                or_dash(classic.and_then(|c| r.speedup(c, charge)), 2),
+                percent(classic.and_then(|c| r.share_of_ideal(c, charge, bw))),
+                percent(core)
+            ));
+        }
+        say!(out, "{line}");
     }
     say!(out);
 }
 
-/// MTTDL in years of `r`'s array and of its stripe's classic array, the engine's core
-/// charged or not, with the rebuild time scaled to a full ZN540's contents.
-fn mttdl_pair(rows: &[Row], r: &Row, charged: bool) -> Option<(f64, f64)> {
+/// MTTDL in years of `r`'s array and of its stripe's classic array, charged as `charge`,
+/// with the rebuild time scaled to a full ZN540's contents.
+fn mttdl_pair(rows: &[Row], r: &Row, charge: Charge) -> Option<(f64, f64)> {
     let classic = classic_row(rows, r.stripe)?;
     let years = |row: &Row, of: &Row| {
         let contents = full_drive_contents_bytes(r.stripe, of.drives, &of.shape)?;
-        Some(mttdl_years(r.stripe, row.drives, contents, of.measured.as_ref()?.run(charged).s_per_100_gib()?))
+        Some(mttdl_years(r.stripe, row.drives, contents, of.measured.as_ref()?.run(charge).s_per_100_gib()?))
     };
     // Both over the same C = N drives, as the study compares (only T_mu differs).
     Some((years(r, r)?, years(r, classic)?))
@@ -218,9 +216,9 @@ fn reliability_table(out: &mut Out, rows: &[Row]) {
             _ => "1.000".into(),
         };
         let draid = DRAID_IMBALANCE.iter().find(|(n, _)| *n == r.drives).map(|(_, i)| *i);
-        let (years, classic_years) = mttdl_pair(rows, r, true).unzip();
-        let ratio = mttdl_pair(rows, r, true).map(|(y, c)| y / c);
-        let drives_only = mttdl_pair(rows, r, false).map(|(y, c)| y / c);
+        let (years, classic_years) = mttdl_pair(rows, r, Charge::OneCore).unzip();
+        let ratio = mttdl_pair(rows, r, Charge::OneCore).map(|(y, c)| y / c);
+        let drives_only = mttdl_pair(rows, r, Charge::DrivesOnly).map(|(y, c)| y / c);
         say!(
             out,
             "{:<6} {:>3}  {:>9} {:>9} {:>7} {:>9} | {:>13} {:>13} {:>7} {:>11}",
@@ -292,9 +290,10 @@ fn load_table(out: &mut Out, rows: &[Row]) {
     say!(out);
 }
 
-fn print_checks(out: &mut Out, charged: &[Check], drives_only: &[Check]) {
-    say!(out, "The issue's done-when checks, as measured: the engine's core charged / drives only");
-    for (c, o) in charged.iter().zip(drives_only) {
+fn print_checks(out: &mut Out, all: &[(Charge, Vec<Check>)]) {
+    let labels: Vec<String> = all.iter().map(|(charge, _)| charge.label()).collect();
+    say!(out, "The issue's done-when checks, as measured: {}", labels.join(" / "));
+    for (i, first) in all[0].1.iter().enumerate() {
         let figure = |c: &Check| {
             let value = match c.figure {
                 None => "not measured".to_string(),
@@ -304,7 +303,8 @@ fn print_checks(out: &mut Out, charged: &[Check], drives_only: &[Check]) {
             };
             format!("{value} {}", verdict(c.holds))
         };
-        say!(out, "  {}: {} / {}", c.what, figure(c), figure(o));
+        let figures: Vec<String> = all.iter().filter_map(|(_, checks)| checks.get(i)).map(figure).collect();
+        say!(out, "  {}: {}", first.what, figures.join(" / "));
     }
     say!(out);
 }
@@ -338,8 +338,10 @@ fn figure(rows: &[Row], bw: &Bandwidths) -> Figure {
             points: measured.iter().filter_map(|r| Some((f64::from(r.drives), y(r)?))).collect(),
         };
         let s = stripe.name();
-        speedups.push(line(s.clone(), &|r| classic.and_then(|c| r.speedup(c, true))));
-        speedups.push(line(format!("{s} drives only"), &|r| classic.and_then(|c| r.speedup(c, false))));
+        for charge in Charge::ALL {
+            let name = format!("{s} {}", charge.label());
+            speedups.push(line(name, &|r| classic.and_then(|c| r.speedup(c, charge))));
+        }
         speedups.push(line(format!("{s} ideal"), &|r| Some(ideal_speedup(r.stripe, r.drives, bw))));
     }
     let (least, most) = d::STUDY_THROUGHPUT_SPEEDUP;
@@ -376,7 +378,7 @@ fn figure(rows: &[Row], bw: &Bandwidths) -> Figure {
         .collect();
     let ratios: Vec<BarSeries> = STRIPES
         .iter()
-        .map(|&s| BarSeries::new(s.name(), by_drives(s, &|r| mttdl_pair(rows, r, true).map(|(y, c)| y / c))))
+        .map(|&s| BarSeries::new(s.name(), by_drives(s, &|r| mttdl_pair(rows, r, Charge::OneCore).map(|(y, c)| y / c))))
         .collect();
     let mut users = Vec::new();
     for &s in &STRIPES {
@@ -408,7 +410,7 @@ fn check_json(c: &Check) -> Value {
     json!({ "check": c.what, "figure": c.figure, "holds": c.holds })
 }
 
-fn to_json(args: &BenchArgs, scale: &Scale, bw: &Bandwidths, rows: &[Row], charged: &[Check], only: &[Check]) -> Value {
+fn to_json(args: &BenchArgs, scale: &Scale, bw: &Bandwidths, rows: &[Row], checks: &[(Charge, Vec<Check>)]) -> Value {
     let rows: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -421,20 +423,21 @@ fn to_json(args: &BenchArgs, scale: &Scale, bw: &Bandwidths, rows: &[Row], charg
                 Shape::Impossible(why) => ("impossible", Some(why.clone()), None, None, None),
             };
             let measured = r.measured.as_ref().map(|m| {
-                let run = |charged: bool| {
-                    let run = m.run(charged);
+                let run = |charge: Charge| {
+                    let run = m.run(charge);
                     json!({
                         "rebuild_s": run.rebuild_ns as f64 / 1e9,
                         "rebuilt_bytes": run.rebuilt_bytes,
                         "segments": run.segments,
                         "s_per_100_gib": run.s_per_100_gib(),
-                        "speedup": classic.and_then(|c| r.speedup(c, charged)),
-                        "share_of_ideal": classic.and_then(|c| r.share_of_ideal(c, charged, bw)),
-                        "core_busy": run.core_busy(),
+                        "speedup": classic.and_then(|c| r.speedup(c, charge)),
+                        "share_of_ideal": classic.and_then(|c| r.share_of_ideal(c, charge, bw)),
+                        "core_busy": (charge != Charge::DrivesOnly).then(|| run.core_busy()),
+                        "rebuild_jobs_core_s": (charge != Charge::DrivesOnly).then(|| run.jobs_ns as f64 / 1e9),
                         "read_imbalance": run.read_imbalance(),
                         "write_imbalance": run.write_imbalance(),
-                        "mttdl_years": mttdl_pair(rows, r, charged).map(|p| p.0),
-                        "classic_mttdl_years": mttdl_pair(rows, r, charged).map(|p| p.1),
+                        "mttdl_years": mttdl_pair(rows, r, charge).map(|p| p.0),
+                        "classic_mttdl_years": mttdl_pair(rows, r, charge).map(|p| p.1),
                         "bytes_read_per_drive": run.traffic.iter().map(|t| t.bytes_read).collect::<Vec<_>>(),
                         "bytes_written_per_drive": run.traffic.iter().map(|t| t.bytes_written).collect::<Vec<_>>(),
                     })
@@ -455,7 +458,12 @@ fn to_json(args: &BenchArgs, scale: &Scale, bw: &Bandwidths, rows: &[Row], charg
                         })
                     })
                     .collect();
-                json!({ "core_charged": run(true), "drives_only": run(false), "under_load": loads })
+                json!({
+                    "core_charged": run(Charge::OneCore),
+                    "worker_cores": run(Charge::Cores),
+                    "drives_only": run(Charge::DrivesOnly),
+                    "under_load": loads,
+                })
             });
             json!({
                 "stripe": r.stripe.name(),
@@ -490,10 +498,11 @@ fn to_json(args: &BenchArgs, scale: &Scale, bw: &Bandwidths, rows: &[Row], charg
             "drive_capacity_bytes": zn540_capacity_bytes(),
         },
         "rows": rows,
-        "checks": {
-            "core_charged": charged.iter().map(check_json).collect::<Vec<_>>(),
-            "drives_only": only.iter().map(check_json).collect::<Vec<_>>(),
-        },
+        "rebuild_worker_cores": d::REBUILD_WORKER_CORES,
+        "checks": checks
+            .iter()
+            .map(|(charge, checks)| json!({ "charge": charge.label(), "checks": checks.iter().map(check_json).collect::<Vec<_>>() }))
+            .collect::<Vec<_>>(),
         "study": {
             "recovery_speedup": d::STUDY_RECOVERY_SPEEDUP,
             "throughput_speedup": [d::STUDY_THROUGHPUT_SPEEDUP.0, d::STUDY_THROUGHPUT_SPEEDUP.1],

@@ -55,6 +55,36 @@ pub const FAILED_DRIVE: usize = 0;
 /// The rebuild's rate limits under user load, MiB/s written.
 pub const RATES_MIB_PER_S: [u64; 2] = [400, 100];
 
+/// Cores besides the engine's that run the rebuild's jobs in the `Charge::Cores` runs:
+/// the study's servers' eight (two 4-core Xeon E5620s per node) less the engine's, as the
+/// server's `--rebuild-threads` default gives on such a machine.
+pub const REBUILD_WORKER_CORES: u32 = 7;
+
+/// What a rebuild run is charged for the engine's CPU work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charge {
+    /// One core, the engine's, as in every experiment: its events and the rebuild's jobs.
+    OneCore,
+    /// The engine's core and `REBUILD_WORKER_CORES` more for the rebuild's jobs (fork-join,
+    /// as the server runs them).
+    Cores,
+    /// Nothing: what the drives allow.
+    DrivesOnly,
+}
+
+impl Charge {
+    pub const ALL: [Charge; 3] = [Charge::OneCore, Charge::Cores, Charge::DrivesOnly];
+
+    /// "1 core", "8 cores", "drives only".
+    pub fn label(self) -> String {
+        match self {
+            Charge::OneCore => "1 core".into(),
+            Charge::Cores => format!("{} cores", REBUILD_WORKER_CORES + 1),
+            Charge::DrivesOnly => "drives only".into(),
+        }
+    }
+}
+
 /// The study's figures (ZFS dRAID against RAIDZ on 4 TB disks, cfg = k x (d + p) + s):
 /// recovery 2.89x as fast on average (Fig. 3, 3 x (1+1) + 1).
 pub const STUDY_RECOVERY_SPEEDUP: f64 = 2.89;
@@ -164,8 +194,8 @@ impl Shape {
 /// Which measurement of a row is under way, for progress.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
-    /// The rebuild alone, the engine's core charged or not.
-    Rebuild { core_charged: bool },
+    /// The rebuild alone, charged so.
+    Rebuild { charge: Charge },
     /// Under user load at this rate limit (MiB/s).
     Load { rate_mib_per_s: u64 },
 }
@@ -173,8 +203,10 @@ pub enum Phase {
 /// A row's measurements.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
-    /// The rebuild alone, the engine's core charged (as every experiment) and not.
+    /// The rebuild alone, the engine's core charged (as every experiment), with worker
+    /// cores for its jobs, and not charged.
     pub charged: RebuildRun,
+    pub cores: RebuildRun,
     pub drives_only: RebuildRun,
     /// Under user load, one per `RATES_MIB_PER_S`.
     pub loads: Vec<UnderLoad>,
@@ -204,24 +236,27 @@ pub fn measure_row(
         return Ok(Row { stripe, drives, shape, measured: None });
     }
     let classic = shape == Shape::Classic;
-    let mut alone = |core_charged: bool| -> Result<RebuildRun> {
-        let phase = Phase::Rebuild { core_charged };
+    let mut alone = |charge: Charge| -> Result<RebuildRun> {
+        let phase = Phase::Rebuild { charge };
         let mut report = |p| progress(phase, p);
         let (mut sim, _) = measure::filled(stripe, drives, scale, scale.failed_drive_segments, 0, seed, &mut report)?;
-        if !core_charged {
-            sim.set_cpu_costs(None);
+        match charge {
+            Charge::OneCore => {}
+            Charge::Cores => sim.set_rebuild_worker_cores(REBUILD_WORKER_CORES),
+            Charge::DrivesOnly => sim.set_cpu_costs(None),
         }
         measure::fail_and_rebuild(&mut sim, classic, None, seed, |_| Ok(()), &mut report)
     };
-    let charged = alone(true)?;
-    let drives_only = alone(false)?;
+    let charged = alone(Charge::OneCore)?;
+    let cores = alone(Charge::Cores)?;
+    let drives_only = alone(Charge::DrivesOnly)?;
     let mut loads = Vec::new();
     for rate_mib_per_s in RATES_MIB_PER_S {
         let phase = Phase::Load { rate_mib_per_s };
         let mut report = |p| progress(phase, p);
         loads.push(load::under_load(stripe, drives, scale, rate_mib_per_s << 20, seed, &mut report)?);
     }
-    Ok(Row { stripe, drives, shape, measured: Some(Measured { charged, drives_only, loads }) })
+    Ok(Row { stripe, drives, shape, measured: Some(Measured { charged, cores, drives_only, loads }) })
 }
 
 impl RebuildRun {
@@ -330,26 +365,26 @@ pub struct Check {
 mod tests;
 
 impl Measured {
-    /// The rebuild alone with the engine's core charged, or not.
-    pub fn run(&self, core_charged: bool) -> &RebuildRun {
-        if core_charged {
-            &self.charged
-        } else {
-            &self.drives_only
+    /// The rebuild alone, charged so.
+    pub fn run(&self, charge: Charge) -> &RebuildRun {
+        match charge {
+            Charge::OneCore => &self.charged,
+            Charge::Cores => &self.cores,
+            Charge::DrivesOnly => &self.drives_only,
         }
     }
 }
 
 impl Row {
     /// The speedup of this row's rebuild over `classic`'s (the classic row of its stripe),
-    /// the engine's core charged or not in both.
-    pub fn speedup(&self, classic: &Row, core_charged: bool) -> Option<f64> {
-        speedup(classic.measured.as_ref()?.run(core_charged), self.measured.as_ref()?.run(core_charged))
+    /// both charged alike.
+    pub fn speedup(&self, classic: &Row, charge: Charge) -> Option<f64> {
+        speedup(classic.measured.as_ref()?.run(charge), self.measured.as_ref()?.run(charge))
     }
 
     /// This row's share of its ideal speedup.
-    pub fn share_of_ideal(&self, classic: &Row, core_charged: bool, bw: &Bandwidths) -> Option<f64> {
-        Some(self.speedup(classic, core_charged)? / ideal_speedup(self.stripe, self.drives, bw))
+    pub fn share_of_ideal(&self, classic: &Row, charge: Charge, bw: &Bandwidths) -> Option<f64> {
+        Some(self.speedup(classic, charge)? / ideal_speedup(self.stripe, self.drives, bw))
     }
 }
 
@@ -359,11 +394,11 @@ pub fn classic_row(rows: &[Row], stripe: Stripe) -> Option<&Row> {
 }
 
 /// The done-when checks on `rows` (every stripe's, its classic row among them),
-/// the engine's core charged or not: the speedup at N = 12 with 4+1, every declustered
+/// charged as `charge`: the speedup at N = 12 with 4+1, every declustered
 /// row's share of its ideal speedup, the load imbalance (from the drives' counters) at the
 /// drive counts of `CHECK_IMBALANCE`.
-pub fn checks(rows: &[Row], bw: &Bandwidths, core_charged: bool) -> Vec<Check> {
-    let speedup = |r: &Row| classic_row(rows, r.stripe).and_then(|c| r.speedup(c, core_charged));
+pub fn checks(rows: &[Row], bw: &Bandwidths, charge: Charge) -> Vec<Check> {
+    let speedup = |r: &Row| classic_row(rows, r.stripe).and_then(|c| r.speedup(c, charge));
     let mut checks = Vec::new();
     let four_one = Stripe { data: 4, parity: 1 };
     let at_12 = rows.iter().find(|r| r.stripe == four_one && r.drives == 12).and_then(speedup);
@@ -387,7 +422,7 @@ pub fn checks(rows: &[Row], bw: &Bandwidths, core_charged: bool) -> Vec<Check> {
     }
     for (drives, most) in CHECK_IMBALANCE {
         for r in rows.iter().filter(|r| r.drives == drives && matches!(r.shape, Shape::Declustered { .. })) {
-            let measured = r.measured.as_ref().and_then(|m| m.run(core_charged).read_imbalance());
+            let measured = r.measured.as_ref().and_then(|m| m.run(charge).read_imbalance());
             checks.push(Check {
                 what: format!("{} on {drives} drives: rebuild load imbalance at most {most:.2}", r.stripe.name()),
                 figure: measured,

@@ -78,7 +78,8 @@ pub use crate::config::{Config, Declustering, L2pConfig, DEFAULT_STRIPE_TIMEOUT_
 pub use crate::drive_command::DriveCommand;
 pub use machine::Engine;
 pub use rebuild::{
-    rebuild_segments_at_once, RebuildJob, RebuildJobDone, RebuildStatus, MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE, MAX_REBUILD_SEGMENTS_AT_ONCE,
+    rebuild_segments_at_once, RebuildJob, RebuildJobDone, RebuildStatus, MAX_DECLUSTERED_REBUILD_SEGMENTS_AT_ONCE,
+    MAX_REBUILD_SEGMENTS_AT_ONCE,
 };
 pub use request::{Request, RequestId, Response};
 pub use state::scrub::{ScrubReport, ScrubStatus};

@@ -15,7 +15,7 @@ use super::message::{Answer, Message, ReplyTo};
 use super::record::FailureRecord;
 use super::sharded::{ArrayThreads, ShardedArray};
 use super::status::ArrayStatus;
-use super::thread::EngineThread;
+use super::thread::{rebuild_workers, EngineThread};
 use crate::assemble::assembly::Assembled;
 use crate::assemble::recover::recover;
 use crate::error::{Error, Result};
@@ -30,7 +30,7 @@ pub struct Session {
 
 impl Session {
     /// Recovers the assembled array and starts its engine thread (one per shard for an
-    /// array of several).
+    /// array of several), with the rebuild's worker threads a start gives it by default.
     pub fn start(mut assembled: Assembled) -> Result<Session> {
         let block_bytes = assembled.geometry.block_size_bytes as usize;
         let open_segments = assembled.config.open_segments;
@@ -39,7 +39,14 @@ impl Session {
         } else {
             let engine = recover(&mut assembled)?;
             let record = FailureRecord::of(&assembled);
-            ArrayThreads::One(EngineThread::spawn(engine, assembled.drives, block_bytes as u32, record)?)
+            let rebuild_threads = rebuild_workers::default_threads();
+            ArrayThreads::One(EngineThread::spawn(
+                engine,
+                assembled.drives,
+                block_bytes as u32,
+                record,
+                rebuild_threads,
+            )?)
         };
         let (tx, answers) = crossbeam_channel::unbounded();
         let reply = Arc::new(ReplyTo { tx, wake: Box::new(|| {}), counted: true });

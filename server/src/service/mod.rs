@@ -28,6 +28,7 @@ use crate::records::names::{check_name, start_name};
 use crate::run::message::{query_status, Message};
 use crate::run::record::FailureRecord;
 use crate::run::sharded::{ArrayThreads, ShardedArray};
+use crate::run::thread::rebuild_workers;
 use crate::run::thread::EngineThread;
 
 #[derive(Clone, Debug, Default)]
@@ -50,6 +51,9 @@ pub struct StartOptions {
     /// The engine shards the caller expects (`start --shards`): refused unless the array
     /// was formatted with as many (its superblock records them).
     pub shards: Option<u32>,
+    /// Threads that run a drive rebuild's jobs beside the engine thread of an array of one
+    /// engine (`run::thread::rebuild_workers`; None: one per CPU but the engine thread's).
+    pub rebuild_threads: Option<usize>,
 }
 
 /// What happens during start, for the caller to show.
@@ -315,7 +319,9 @@ fn start_one(
     }
     let record = FailureRecord::of(assembled);
     let drives = std::mem::take(&mut assembled.drives);
-    Ok(ArrayThreads::One(EngineThread::spawn(engine, drives, assembled.geometry.block_size_bytes, record)?))
+    let rebuild_threads = options.rebuild_threads.unwrap_or_else(rebuild_workers::default_threads);
+    let block_size_bytes = assembled.geometry.block_size_bytes;
+    Ok(ArrayThreads::One(EngineThread::spawn(engine, drives, block_size_bytes, record, rebuild_threads)?))
 }
 
 /// Recovers every shard of the array at once and starts their threads.

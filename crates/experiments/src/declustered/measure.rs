@@ -112,8 +112,11 @@ pub struct RebuildRun {
     /// What each drive served during the rebuild (drive 0's replacement in a classic
     /// array; nothing for drive 0 of a declustered one, which stays failed).
     pub traffic: Vec<DriveTraffic>,
-    /// Time the engine's simulated core was busy (0 if not charged).
+    /// Time the engine's simulated core was busy (0 if not charged), the rebuild's jobs it
+    /// ran or waited for included.
     pub core_busy_ns: u64,
+    /// Time the rebuild's jobs took, on every core together (0 if not charged).
+    pub jobs_ns: u64,
 }
 
 /// Fails drive 0 of `sim` and rebuilds it, onto a new drive (a classic array) or into
@@ -131,7 +134,7 @@ pub(super) fn fail_and_rebuild(
     sim.engine.fail_drive(FAILED_DRIVE);
     sim.set_rebuild_rate(rate);
     let before = sim.drive_traffic().to_vec();
-    let (started_ns, busy_before) = (sim.now_ns(), sim.cpu_busy_ns());
+    let (started_ns, busy_before, jobs_before) = (sim.now_ns(), sim.cpu_busy_ns(), sim.rebuild_jobs_ns());
     if classic {
         sim.replace_drive(FAILED_DRIVE, seed.wrapping_add(REPLACEMENT_SEED_OFFSET))?;
     } else {
@@ -165,6 +168,7 @@ pub(super) fn fail_and_rebuild(
         segments,
         traffic,
         core_busy_ns: sim.cpu_busy_ns() - busy_before,
+        jobs_ns: sim.rebuild_jobs_ns() - jobs_before,
     })
 }
 

@@ -73,9 +73,9 @@ fn quick_rows_measure_and_are_sane() {
     assert!(matches!(wide.shape, Shape::Declustered { groups: 2, spare_positions: 2, .. }), "{:?}", wide.shape);
     for (r, is_classic) in [(&classic, true), (&wide, false)] {
         let m = r.measured.as_ref().expect("measured");
-        for core_charged in [true, false] {
-            let run = m.run(core_charged);
-            let what = format!("{} on {}, core charged {core_charged}", r.stripe.name(), r.drives);
+        for charge in Charge::ALL {
+            let run = m.run(charge);
+            let what = format!("{} on {}, {}", r.stripe.name(), r.drives, charge.label());
             check_traffic(&what, run, r.stripe, is_classic);
             assert!(run.s_per_100_gib().is_some_and(|s| s.is_finite() && s > 0.0), "{what}: {run:?}");
             let imbalance = run.read_imbalance().expect("survivors read");
@@ -83,6 +83,10 @@ fn quick_rows_measure_and_are_sane() {
             assert!((imbalance - want).abs() <= within, "{what}: imbalance {imbalance}, the placement's {want}");
         }
         assert!(m.charged.core_busy() > 0.0 && m.drives_only.core_busy() == 0.0, "{m:?}");
+        // The worker cores take the rebuild's jobs off the engine's core: it is busy for
+        // less of a rebuild that takes no longer.
+        assert!(m.cores.core_busy_ns < m.charged.core_busy_ns && m.cores.rebuild_ns <= m.charged.rebuild_ns, "{m:?}");
+        assert!(m.cores.jobs_ns > 0 && m.drives_only.jobs_ns == 0, "{m:?}");
         assert_eq!(m.loads.len(), RATES_MIB_PER_S.len());
         for (load, rate) in m.loads.iter().zip(RATES_MIB_PER_S) {
             assert_eq!(load.rate_bytes_per_s, rate << 20);
@@ -91,10 +95,10 @@ fn quick_rows_measure_and_are_sane() {
             assert!(load.rebuild.rebuilt_bytes > 0, "{load:?}");
         }
     }
-    for core_charged in [true, false] {
-        assert_eq!(classic.speedup(&classic, core_charged), Some(1.0));
-        let faster = wide.speedup(&classic, core_charged).expect("both measured");
-        assert!(faster > 1.0, "core charged {core_charged}: 12 drives rebuild {faster}x as fast as 5");
+    for charge in Charge::ALL {
+        assert_eq!(classic.speedup(&classic, charge), Some(1.0));
+        let faster = wide.speedup(&classic, charge).expect("both measured");
+        assert!(faster > 1.0, "{}: 12 drives rebuild {faster}x as fast as 5", charge.label());
     }
 }
 
@@ -137,12 +141,12 @@ fn shapes() {
 /// A synthetic rebuild of `bytes` in `ns`, drives read as `reads`.
 fn run(ns: u64, bytes: u64, reads: &[u64]) -> RebuildRun {
     let traffic = reads.iter().map(|&r| DriveTraffic { bytes_read: r, ..Default::default() }).collect();
-    RebuildRun { rebuild_ns: ns, rebuilt_bytes: bytes, segments: 1, traffic, core_busy_ns: 0 }
+    RebuildRun { rebuild_ns: ns, rebuilt_bytes: bytes, segments: 1, traffic, core_busy_ns: 0, jobs_ns: 0 }
 }
 
 fn synthetic(stripe: Stripe, drives: u32, ns: u64, reads: &[u64]) -> Row {
     let r = run(ns, 1 << 30, reads);
-    let measured = Measured { charged: r.clone(), drives_only: r, loads: Vec::new() };
+    let measured = Measured { charged: r.clone(), cores: r.clone(), drives_only: r, loads: Vec::new() };
     Row { stripe, drives, shape: Shape::of(stripe, drives), measured: Some(measured) }
 }
 
@@ -161,7 +165,7 @@ fn checks_read_the_rows() {
         synthetic(FOUR_ONE, 12, 1000, &even(12)),
         Row { stripe: FOUR_ONE, drives: 16, shape: Shape::of(FOUR_ONE, 16), measured: None },
     ];
-    let checks = checks(&rows, &bw, true);
+    let checks = checks(&rows, &bw, Charge::OneCore);
     let find = |text: &str| checks.iter().find(|c| c.what.contains(text)).unwrap_or_else(|| panic!("{text}"));
     let at_12 = find("12 drives rebuilds");
     assert_eq!((at_12.figure, at_12.holds), (Some(2.4), false));

@@ -32,6 +32,7 @@ use crate::drives::Drive;
 use crate::error::{Error, Result};
 use crate::records::checkpoint;
 use lease::Lease;
+use rebuild_workers::RebuildWorkers;
 
 /// Tag of superblock writes the engine thread makes itself (no engine tag is this one:
 /// their slot index, the low 32 bits, is never all ones).
@@ -68,14 +69,17 @@ pub struct EngineThread {
 }
 
 impl EngineThread {
-    /// Starts the thread with a recovered (or new) engine over the array's drives.
+    /// Starts the thread with a recovered (or new) engine over the array's drives, and
+    /// `rebuild_threads` threads besides that run the drive rebuild's jobs with it
+    /// (`rebuild_workers`; 0: the engine thread runs them alone).
     pub fn spawn(
         engine: Engine,
         drives: Vec<ReservedZones<Drive>>,
         block_size_bytes: u32,
         record: FailureRecord,
+        rebuild_threads: usize,
     ) -> Result<Self> {
-        Self::spawn_with(engine, drives, block_size_bytes, record, None)
+        Self::spawn_with(engine, drives, block_size_bytes, record, None, rebuild_threads)
     }
 
     /// Starts the thread of shard `link.index` of an array of several, with its recovered
@@ -88,7 +92,8 @@ impl EngineThread {
         record: FailureRecord,
         link: ShardLink,
     ) -> Result<Self> {
-        Self::spawn_with(engine, drives, block_size_bytes, record, Some(link))
+        // Each shard's thread is a core of its own: its rebuild's jobs stay on it.
+        Self::spawn_with(engine, drives, block_size_bytes, record, Some(link), 0)
     }
 
     fn spawn_with(
@@ -97,8 +102,13 @@ impl EngineThread {
         block_size_bytes: u32,
         record: FailureRecord,
         shard: Option<ShardLink>,
+        rebuild_threads: usize,
     ) -> Result<Self> {
         let name = shard.as_ref().map_or("zapraid-engine".to_string(), |link| format!("zapraid-shard{}", link.index));
+        let workers = match rebuild_threads.min(rebuild_workers::MAX_REBUILD_THREADS) {
+            0 => None,
+            threads => Some(RebuildWorkers::spawn(threads, &name)?),
+        };
         let (tx, rx) = crossbeam_channel::bounded(MESSAGE_QUEUE_CAPACITY);
         let wake = Arc::new(Doorbell::new().map_err(|error| Error::Io {
             path: "eventfd".into(),
@@ -109,7 +119,11 @@ impl EngineThread {
         let thread_lease = lease.clone();
         let handle = std::thread::Builder::new()
             .name(name)
-            .spawn(move || EngineLoop::new(engine, drives, block_size_bytes, record, rx, thread_lease, shard).run())
+            .spawn(move || {
+                let mut this = EngineLoop::new(engine, drives, block_size_bytes, record, rx, thread_lease, shard);
+                this.rebuild_workers = workers;
+                this.run()
+            })
             .map_err(|error| Error::Io { path: "engine thread".into(), context: "cannot start", error })?;
         let own = ThreadSender { tx, wake };
         Ok(EngineThread { tx: EngineSender(Way::One(own.clone())), own, handle, lease })
@@ -163,6 +177,10 @@ struct EngineLoop {
     /// How a queue thread borrows the engine to run it itself (`lease`); its doorbell is
     /// the one the thread sleeps on, which its drives and senders signal.
     lease: Lease<EngineLoop>,
+    /// Threads that run the rebuild's jobs with this one (`rebuild_workers`), if any.
+    rebuild_workers: Option<RebuildWorkers>,
+    /// What ends the thread at its next turn: a rebuild worker that died.
+    fatal: Option<Error>,
 }
 
 impl EngineLoop {
@@ -204,6 +222,8 @@ impl EngineLoop {
             engine_writes: 0,
             shard,
             lease,
+            rebuild_workers: None,
+            fatal: None,
         }
     }
 
@@ -228,7 +248,9 @@ impl EngineLoop {
         // wakes it, or where none is ever left in flight (`hosted`).
         let lendable = notified || this.drives.iter().all(|d| d.completes_on_reap());
         this.lease.set_lendable(lendable);
-        tracing::info!(completion_eventfd = notified, "engine thread running");
+        let rebuild_threads = this.rebuild_workers.as_ref().map_or(0, RebuildWorkers::threads);
+        this.engine.set_rebuild_jobs_offloaded(rebuild_threads > 0);
+        tracing::info!(completion_eventfd = notified, rebuild_threads, "engine thread running");
         // A failed drive of a declustered array still holding chunks (a rebuild into spare
         // space cut short) starts again now, not at the first request.
         this.rebuild_into_spares_when_needed();
@@ -241,6 +263,9 @@ impl EngineLoop {
                 continue;
             }
             let progressed = if notified { this.turn_notified() } else { this.turn_blocking() };
+            if let Some(error) = this.fatal.take() {
+                return Err(error);
+            }
             if this.stopping && this.engine.is_stopped() && this.in_flight() == 0 {
                 this.leave_checkpoint();
                 this.answer();
@@ -442,6 +467,12 @@ impl EngineLoop {
                 self.engine.on_completion(drive, c, now);
             }
         }
+        // The rebuild's jobs those completions set off, before the engine's next event.
+        if let Some(workers) = &self.rebuild_workers {
+            if let Err(error) = workers.run(&mut self.engine, now) {
+                self.fatal.get_or_insert(error);
+            }
+        }
         records
     }
 
@@ -558,6 +589,7 @@ mod grow;
 pub mod hosted;
 mod lease;
 mod rebuild;
+pub mod rebuild_workers;
 mod record;
 mod scrub;
 mod shard;

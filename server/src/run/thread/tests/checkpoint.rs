@@ -61,7 +61,7 @@ fn a_crash_after_a_start_from_a_checkpoint_replays_only_what_came_after() {
     let mut assembled = assemble(&paths).unwrap();
     let engine = recover(&mut assembled).unwrap();
     let record = FailureRecord::of(&assembled);
-    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record, REBUILD_THREADS).unwrap();
     let (to, answers) = reply();
     thread.tx.send(Message::Io { tag: 1, request: Request::Write { lba: 0, data: old.clone() }, reply: to }).unwrap();
     answers.recv().unwrap().1.unwrap();
@@ -125,7 +125,7 @@ fn a_clean_stop_leaves_a_checkpoint_the_next_start_begins_from() {
         assert_eq!(kept, report.checkpoint_generation, "run {run}: the checkpoint used is kept, no other");
         reads.push(report.blocks_read);
         let record = FailureRecord::of(&assembled);
-        let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+        let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record, REBUILD_THREADS).unwrap();
         let (to, answers) = reply();
         let request = if run == 0 {
             Request::Write { lba: 0, data: data.clone() }
@@ -154,7 +154,7 @@ fn a_clean_stop_leaves_a_checkpoint_the_next_start_begins_from() {
     let engine = recover(&mut assembled).unwrap();
     assert_eq!(assembled.recovery_report.unwrap().checkpoint_generation, None);
     let record = FailureRecord::of(&assembled);
-    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record, REBUILD_THREADS).unwrap();
     let (to, answers) = reply();
     thread.tx.send(Message::Io { tag: 1, request: Request::Read { lba: 0, blocks: 256 }, reply: to }).unwrap();
     assert!(answers.recv().unwrap().1.unwrap() == data, "after a full replay");
@@ -172,7 +172,7 @@ fn checkpoints_taken_while_running_are_written_by_the_engine_thread() {
     let mut assembled = assemble(&paths).unwrap();
     let engine = recover(&mut assembled).unwrap();
     let record = FailureRecord::of(&assembled);
-    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record, REBUILD_THREADS).unwrap();
     let (lbas, per_write) = (2048u64, 64u64);
     let mut last = vec![0u64; lbas as usize];
     let (to, answers) = reply();
@@ -207,7 +207,7 @@ fn checkpoints_taken_while_running_are_written_by_the_engine_thread() {
     let generation = report.checkpoint_generation.expect("the start began from the stop's checkpoint");
     assert!(generation > 1, "no checkpoint was written while running before the stop's ({generation})");
     let record = FailureRecord::of(&assembled);
-    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record, REBUILD_THREADS).unwrap();
     tag += 1;
     thread.tx.send(Message::Io { tag, request: Request::Read { lba: 0, blocks: lbas }, reply: to }).unwrap();
     let got = answers.recv().unwrap().1.unwrap();
@@ -324,7 +324,7 @@ fn a_stop_during_a_rebuild_leaves_a_checkpoint_the_next_start_begins_from() {
     let reserved_zones = assembled.superblock.reserved_zones.get();
     let engine = recover(&mut assembled).unwrap();
     let record = FailureRecord::of(&assembled);
-    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record, REBUILD_THREADS).unwrap();
     let (to, answers) = reply();
     for (tag, lba) in (1..).zip((0..blocks).step_by(per_write as usize)) {
         let part = data[lba as usize * block..][..per_write as usize * block].to_vec();
@@ -373,7 +373,7 @@ fn a_stop_during_a_rebuild_leaves_a_checkpoint_the_next_start_begins_from() {
     crate::assemble::recover::reset_unused_zones(&mut assembled, REPLACED, &engine.zones_holding_segments()).unwrap();
     engine.resume_drive_rebuild(REPLACED).unwrap();
     let record = FailureRecord::of(&assembled);
-    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record, REBUILD_THREADS).unwrap();
     assert!(read_all(&thread, 100) == data, "every block reads back while the rebuild resumes");
     let started = Instant::now();
     while status(&thread).rebuild.is_some() {
@@ -392,7 +392,7 @@ fn a_stop_during_a_rebuild_leaves_a_checkpoint_the_next_start_begins_from() {
     let engine = recover(&mut assembled).unwrap();
     assert!(assembled.recovery_report.unwrap().checkpoint_generation.is_some());
     let record = FailureRecord::of(&assembled);
-    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record).unwrap();
+    let thread = EngineThread::spawn(engine, assembled.drives, block as u32, record, REBUILD_THREADS).unwrap();
     assert!(read_all(&thread, 102) == data, "every block reads back after the rebuild");
     thread.tx.send(Message::Stop).unwrap();
     thread.join().unwrap();

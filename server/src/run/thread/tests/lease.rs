@@ -140,7 +140,7 @@ fn an_engine_over_drives_that_cannot_signal_is_not_lent() {
     let block_size_bytes = assembled.superblock.block_size_bytes.get();
     let drives =
         assembled.drives.into_iter().map(|d| d.map_inner(|inner| Box::new(Unsignalled(inner)) as Drive)).collect();
-    let thread = EngineThread::spawn(engine, drives, block_size_bytes, record).unwrap();
+    let thread = EngineThread::spawn(engine, drives, block_size_bytes, record, REBUILD_THREADS).unwrap();
     assert!(thread.lease().borrow(Duration::from_secs(30)).is_none());
     // The engine thread still serves.
     let (to, answers) = reply();

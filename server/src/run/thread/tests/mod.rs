@@ -8,6 +8,10 @@ use std::path::PathBuf;
 use zapraid_engine::{Mode, RaidLevel};
 use zapraid_zns::{EmulatedDrive, Geometry};
 
+/// Threads the tests' engine threads run the rebuild's jobs on besides their own
+/// (`rebuild_workers`): the path a start takes on a machine of several CPUs.
+const REBUILD_THREADS: usize = 2;
+
 mod checkpoint;
 mod lease;
 
@@ -144,7 +148,7 @@ fn spawn(mut assembled: Assembled, threaded: bool) -> Result<(EngineThread, Vec<
     } else {
         assembled.drives
     };
-    Ok((EngineThread::spawn(engine, drives, block_size_bytes, record)?, assembled.failed))
+    Ok((EngineThread::spawn(engine, drives, block_size_bytes, record, REBUILD_THREADS)?, assembled.failed))
 }
 
 fn reply() -> (Arc<ReplyTo>, Receiver<Answer>) {
