@@ -8,10 +8,12 @@
 //! command it completes (a Zone Write or Zone Append, a read; a zone command: reset,
 //! finish, report, its fixed part only). A drive rebuild's commands
 //! (`Engine::rebuild_command_chunk_blocks` says which, and their chunks' size) have costs
-//! of their own: a read completion (the blocks checked, the stripes reconstructed), a
+//! of their own: a read completion (its chunks gathered as their stripes' sources), a
 //! write completion, plus a part per chunk the write carries (each chunk position's
-//! stripe found and reconstructed, its metadata and footer entries made), and a zone
-//! command. Timer ticks, checkpoints and recovery from the drives are not charged.
+//! stripe found, its job's result taken, its footer entries made), and a zone command; and
+//! the rebuild's jobs (`RebuildJob`: every source block checked, the chunk rebuilt) a cost
+//! of their own, per job and per block of its sources, charged on the engine's core or
+//! shared out over worker cores (`sim::core`). Timer ticks, checkpoints and recovery from the drives are not charged.
 //!
 //! Where the figures come from: `zapraid bench cpu` drives the engine alone over instant
 //! drives, with requests of 4 and 16 KiB on chunks of 4 and 16 KiB, times its `submit`
@@ -45,10 +47,14 @@
 //! carrying the chunks (the simulator cannot tell which read completes a stripe). Until
 //! 2026-11-28 a rebuild's completions were charged as the frontend's (289 ns per block
 //! read), where the engine took 1,781-2,156 ns per block read (the same harness, the path
-//! as it was); the path now takes 556-816 ns at the ZN540's transfer, 3x less, and is
-//! charged within 2-5% of that for classic RAID-5 rebuilds. Declustered rebuilds (64
-//! segments at once) cost 10-20% more per block than charged, and (8+2)-RAID-6 on 4 KiB
-//! chunks about 18% more (the checks `bench cpu` prints).
+//! as it was); the path now takes 750-1,318 ns per block read at the ZN540's transfer
+//! (engine and jobs together; 3x less before the jobs were cut loose, a little more since:
+//! `RAID5_MEASURED`). The jobs' cost is solved from their own time in the first and the
+//! third run. This machine is shared and its figures vary by up to a third from one
+//! calibration to the next (the checks `bench cpu` prints: classic RAID-5 rebuilds charged
+//! -19% to +25% of what they took); wide arrays' rebuilds (12 drives, 64 segments at once)
+//! took 2-32% more per block than charged, and (8+2)-RAID-6 on 4 KiB chunks 33-36% more:
+//! charged as measured on classic arrays, their figures are that much optimistic.
 
 use std::fmt;
 
@@ -193,11 +199,22 @@ fn blocks_of(bytes: usize, block_bytes: u64) -> u64 {
 ///
 /// The rebuild's costs: `zapraid bench cpu`'s rebuild part (`zapraid_experiments::cpu::
 /// calibrate_rebuild`, 48 segments on the failed drive, each run the median of three),
-/// each part the median of three calibrations, same machine, 2026-11-28, after the rebuild
-/// path was made cheaper: (4+1)-RAID-5. Read completion 504, 473, 544 ns fixed + 519, 536,
-/// 469 ns per block; write completion 368, 394, 401 ns fixed + 0 (-12), 0 (-11), 0 ns per
-/// block; per chunk carried 230, 205, 353 ns; zone command 1,522, 1,565, 1,505 ns. Charged
-/// for a (3+1)-RAID-5's rebuild at 4 KiB chunks about 620 ns per block read, measured 642.
+/// each part the median of three calibrations, same machine, 2026-11-28, once the
+/// rebuild's jobs (`RebuildJob`: a chunk position's sources checked and its chunk rebuilt)
+/// were cut loose from the engine's completions and timed apart: (4+1)-RAID-5. Read
+/// completion 599, 389, 365 ns fixed + 133, 101, 146 ns per block; write completion 734,
+/// 484, 513 ns fixed + 11, 8, 20 ns per block; per chunk carried 397, 615, 637 ns (a job's
+/// result taken, its footer entries made, its chunk's write and the reads the window lets
+/// out); zone command 1,838, 2,160, 2,645 ns; a job 0 (-546), 216, 43 ns fixed + 591,
+/// 461, 637 ns per block of its sources (a block's CRC32C, its metadata decoded, the
+/// parity). Measured per block read, engine and jobs (the median of the three): 836 ns for
+/// a (3+1)-RAID-5 at 4 KiB chunks, 750 for (4+1) at 16 KiB, 882-934 for (4+1) on 12 drives
+/// at 16 KiB (a wide array's rebuild touches more memory at once, 64 segments' windows:
+/// its jobs' data is colder in the CPU's caches). Before the jobs were cut loose (the same
+/// harness, each read's blocks checked as it arrived): read completion 504 ns + 519 ns
+/// per block, write completion 394 ns + 230 ns per chunk, 642 ns per block read for 3+1 at
+/// 4 KiB chunks: moving the checks to the job, where a stripe's sources are all in, costs
+/// some cache locality.
 pub const RAID5_MEASURED: CpuCosts = CpuCosts {
     write_request: Cost::new(0, 342),
     read_request: Cost::new(0, 81),
@@ -205,21 +222,24 @@ pub const RAID5_MEASURED: CpuCosts = CpuCosts {
     write_completion: Cost::new(114, 0),
     read_completion: Cost::new(0, 289),
     zone_completion_ns: 114,
-    rebuild_read_completion: Cost::new(504, 519),
-    rebuild_write_completion: Cost::new(394, 0),
-    rebuild_chunk_ns: 230,
-    rebuild_zone_completion_ns: 1_522,
-    rebuild_job: Cost::new(0, 0),
+    rebuild_read_completion: Cost::new(389, 133),
+    rebuild_write_completion: Cost::new(513, 11),
+    rebuild_chunk_ns: 615,
+    rebuild_zone_completion_ns: 2_160,
+    rebuild_job: Cost::new(43, 591),
 };
 
 /// As `RAID5_MEASURED`, same runs: (4+2)-RAID-6. Write request 51, 37, 0 (-14) ns + 422,
 /// 372, 328 ns per block; write completion 233, 278, 411 ns; read request 0 (-157), 0
 /// (-130), 0 (-65) ns + 87, 81, 64 ns per block; read completion 300, 282, 302 ns per
 /// block. At most 1.2 M writes/s of 4 KiB on 4 KiB chunks. The rebuild's, as
-/// `RAID5_MEASURED`'s, (4+2)-RAID-6: read completion 600, 542, 484 ns fixed + 506, 468,
-/// 540 ns per block; write completion 381, 333, 329 ns fixed + 0 (-19), 0 (-11), 0 (-18)
-/// ns per block; per chunk carried 1,430, 1,572, 1,323 ns (a Reed-Solomon decoding per
-/// stripe); zone command 1,699, 1,607, 1,815 ns.
+/// `RAID5_MEASURED`'s, (4+2)-RAID-6: read completion 333, 364, 417 ns fixed + 87, 88, 110
+/// ns per block; write completion 466, 507, 554 ns fixed + 10, 5, 13 ns per block; per
+/// chunk carried 792, 758, 626 ns; zone command 2,192, 2,147, 1,985 ns; a job 1,277, 1,579,
+/// 638 ns fixed (a Reed-Solomon decoding) + 535, 462, 655 ns per block of its sources.
+/// Measured per block read: 1,042 ns for (4+2) at 4 KiB chunks, 1,318 for (8+2) at 4 KiB,
+/// 756 at 16 KiB. Before the jobs were cut loose: read completion 542 ns + 506 ns per
+/// block, write completion 333 ns + 1,430 ns per chunk.
 pub const RAID6_MEASURED: CpuCosts = CpuCosts {
     write_request: Cost::new(37, 372),
     read_request: Cost::new(0, 81),
@@ -227,11 +247,11 @@ pub const RAID6_MEASURED: CpuCosts = CpuCosts {
     write_completion: Cost::new(278, 0),
     read_completion: Cost::new(0, 300),
     zone_completion_ns: 278,
-    rebuild_read_completion: Cost::new(542, 506),
-    rebuild_write_completion: Cost::new(333, 0),
-    rebuild_chunk_ns: 1_430,
-    rebuild_zone_completion_ns: 1_699,
-    rebuild_job: Cost::new(0, 0),
+    rebuild_read_completion: Cost::new(364, 88),
+    rebuild_write_completion: Cost::new(507, 10),
+    rebuild_chunk_ns: 758,
+    rebuild_zone_completion_ns: 2_147,
+    rebuild_job: Cost::new(1_277, 535),
 };
 
 impl CpuCosts {

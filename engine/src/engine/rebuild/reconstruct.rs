@@ -16,7 +16,12 @@ use std::sync::Arc;
 use super::job::{JobShape, RebuildJob, RebuildJobDone, CHECKED_BYTES_PER_BLOCK};
 use crate::engine::machine::Engine;
 use crate::engine::state::rebuild::{ChunkSources, JobSource, Step};
+use crate::engine::state::stop::StopState;
 use crate::format::{decode_fields, FooterEntry, FIELD_BYTES};
+
+/// Segments whose jobs' results one call takes apart (`on_rebuild_jobs_done`); more, and
+/// the next event moves on every segment.
+const MAX_ZONES_PER_BATCH: usize = 64;
 
 impl Engine {
     /// Whether the rebuild's jobs are handed to the driver (`poll_rebuild_job`) rather than
@@ -33,20 +38,51 @@ impl Engine {
         Some(job)
     }
 
-    /// The results of rebuild jobs (all those one event set off, in one call: the engine
-    /// moves on once for them): the chunks go to be written, and their segments move on.
+    /// The results of rebuild jobs (all those one event set off, in one call): the chunks
+    /// go to be written. Only their segments can move on for them, and only by the steps a
+    /// ready chunk allows (its write, the reads the window then lets out, the footer after
+    /// the last chunk), so those are all that is taken (`advance` does the same for a
+    /// segment whose command completed); nothing else changed, so nothing else is looked
+    /// at: a whole pass of the engine per batch of jobs cost a sixth of the rebuild's CPU.
     pub fn on_rebuild_jobs_done(&mut self, done: impl IntoIterator<Item = RebuildJobDone>, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
+        let mut zones: [u32; MAX_ZONES_PER_BATCH] = [0; MAX_ZONES_PER_BATCH];
+        let (mut count, mut all) = (0, false);
         for done in done {
             debug_assert!(self.rebuild_jobs_out > 0, "a job's result the driver did not take");
             self.rebuild_jobs_out = self.rebuild_jobs_out.saturating_sub(1);
             let zone = done.zone;
-            if self.take_rebuild_job_done(done) {
-                // Only these segments can move on for them (`advance`).
-                self.drive_rebuild.as_mut().expect("a rebuild").focus.push(zone);
+            if self.take_rebuild_job_done(done) && !zones[..count].contains(&zone) {
+                match zones.get_mut(count) {
+                    Some(slot) => (*slot, count) = (zone, count + 1),
+                    None => all = true,
+                }
             }
         }
-        self.settle();
+        if self.stop != StopState::Running {
+            // A stop or a checkpoint draining lets no step start: the next event moves on
+            // every segment, as `advance` does then.
+            if let Some(r) = self.drive_rebuild.as_mut() {
+                r.advance_all = true;
+            }
+            return;
+        }
+        let every: Vec<u32>; // more segments than kept apart: all of them
+        let zones = match all {
+            false => &zones[..count],
+            true => {
+                every = self.drive_rebuild.as_ref().map_or_else(Vec::new, |r| r.zones.keys().copied().collect());
+                &every
+            }
+        };
+        for &zone in zones {
+            if !self.is_being_rebuilt(zone) {
+                continue;
+            }
+            self.write_ready_chunks(zone);
+            self.issue_rebuild_reads(zone);
+            self.write_rebuild_footer(zone);
+        }
     }
 
     /// Every source of the chunk position is in: its job is made, and run now unless the
