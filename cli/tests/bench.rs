@@ -132,14 +132,20 @@ fn bench_cpu_runs_the_server_path_and_accounts_for_every_thread() {
         let (p50, p99, p99_99) =
             (latency["p50"].as_f64().unwrap(), latency["p99"].as_f64().unwrap(), latency["p99_99"].as_f64().unwrap());
         assert!(0.0 < p50 && p50 <= p99 && p99 <= p99_99, "{run}");
-        // Every thread of the process, each with its role: the engine thread, one per
-        // frontend, the main thread; none unknown; their CPU times sum to the figure.
+        // Every thread of the process, each with its role: the engine thread (and its
+        // rebuild workers), one per frontend, the main thread; none unknown; their CPU
+        // times sum to the figure.
         let threads = figure["threads"].as_array().unwrap();
         let mut roles: Vec<&str> = threads.iter().map(|t| t["role"].as_str().unwrap()).collect();
         roles.sort_unstable();
         let mut expected = vec!["main (starts the run, waits)".to_string()];
         match shards {
-            1 => expected.push("engine (and its drives)".to_string()),
+            1 => {
+                expected.push("engine (and its drives)".to_string());
+                // The engine thread's rebuild workers, idle here (no rebuild runs).
+                let workers = zapraid_server::run::thread::rebuild_workers::default_threads();
+                expected.extend((0..workers).map(|i| format!("rebuild worker {i}")));
+            }
             _ => expected.extend((0..shards).map(|i| format!("engine shard {i} (and its drive parts)"))),
         }
         expected.extend((0..frontends).map(|i| format!("frontend {i}")));

@@ -301,7 +301,7 @@ impl Simulator {
     /// server's `--rebuild-threads`); they are charged only while the engine's core is.
     pub fn set_rebuild_worker_cores(&mut self, cores: u32) {
         if let Some(core) = self.core.as_mut() {
-            core.rebuild_worker_cores = cores;
+            core.set_rebuild_worker_cores(cores, self.now_ns);
         }
     }
 
@@ -315,7 +315,7 @@ impl Simulator {
     pub fn engine_core(&self) -> String {
         match self.cpu_costs() {
             Some(costs) => {
-                let workers = self.core.as_ref().map_or(0, |core| core.rebuild_worker_cores);
+                let workers = self.core.as_ref().map_or(0, Core::rebuild_worker_cores);
                 format!(
                     "simulated engine core: one, each event charged ({costs}); the rebuild's jobs on it and {workers} \
                      more core(s)"
@@ -414,6 +414,7 @@ impl Simulator {
             match input {
                 Input::Request(id, request) => self.engine.submit(id, request, now_ns),
                 Input::Completion(drive, completion) => self.engine.on_completion(drive, completion, now_ns),
+                Input::JobsDone(done) => self.engine.on_rebuild_jobs_done(done, now_ns),
             }
             self.dispatch_at(release_ns);
             took = true;
@@ -443,6 +444,7 @@ impl Simulator {
         }
         if let Some(core) = self.core.as_mut() {
             core.release_responses(self.now_ns, &mut self.responses);
+            core.release_jobs(self.now_ns);
         }
         if self.core.as_ref().is_none_or(|core| core.is_free(self.now_ns)) {
             self.engine.tick(self.now_ns);

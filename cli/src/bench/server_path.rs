@@ -35,6 +35,7 @@ use zapraid_server::assemble::{assemble, format, FormatOptions};
 use zapraid_server::export::ublk::DEFAULT_QUEUE_DEPTH;
 use zapraid_server::export::Blocks;
 use zapraid_server::run::thread::hosted::{EngineLease, HostedEngine, Turns};
+use zapraid_server::run::thread::rebuild_workers;
 use zapraid_server::run::wake::Doorbell;
 use zapraid_server::run::{ArrayStatus, EngineSender, ReplyTo, Session};
 use zapraid_zns::{EmulatedDrive, Geometry};
@@ -72,13 +73,16 @@ pub(super) struct ServerPath {
 
 impl ServerPath {
     /// The role of a server thread named `name` (its `comm`), if it is one: the engine
-    /// thread names itself "zapraid-engine" (`EngineThread::spawn`).
+    /// thread names itself "zapraid-engine" (`EngineThread::spawn`), its rebuild workers
+    /// `rebuild_workers::WORKER_NAME` and their index.
     fn role_of(name: &str) -> Option<String> {
-        match name.strip_prefix("zapraid-shard") {
-            _ if name == "zapraid-engine" => Some("engine (and its drives)".to_string()),
-            Some(index) => Some(format!("engine shard {index} (and its drive parts)")),
-            None => None,
+        if name == "zapraid-engine" {
+            return Some("engine (and its drives)".to_string());
         }
+        if let Some(index) = name.strip_prefix(rebuild_workers::WORKER_NAME) {
+            return Some(format!("rebuild worker {index}"));
+        }
+        name.strip_prefix("zapraid-shard").map(|index| format!("engine shard {index} (and its drive parts)"))
     }
 
     fn status(&self) -> Result<ArrayStatus> {

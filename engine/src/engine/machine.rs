@@ -129,8 +129,8 @@ pub struct Engine {
     /// The drive being rebuilt onto a new drive, and how far it is.
     pub(super) drive_rebuild: Option<rebuild::DriveRebuild>,
     /// Whether the rebuild's jobs go to the driver (`set_rebuild_jobs_offloaded`), those
-    /// waiting for it, and those it took and has not given back: a driver gives every
-    /// job's result back before it hands the engine another event.
+    /// waiting for it, and those it took and has not given back (their results may come
+    /// back later, between other events, in any order).
     pub(super) rebuild_jobs_offloaded: bool,
     pub(super) rebuild_jobs: VecDeque<super::RebuildJob>,
     pub(super) rebuild_jobs_out: usize,

@@ -9,23 +9,27 @@
 //! hand events over (`next_input`); this module keeps the state and does the arithmetic.
 //!
 //! The drive rebuild's jobs (`RebuildJob`: checking a chunk position's sources and
-//! rebuilding its chunk) run as the server runs them (`zapraid_server`'s engine thread):
-//! the jobs an event sets off are shared out over the engine's core and
-//! `rebuild_worker_cores` more, each to the core that is free first, and the engine's
-//! core waits until the last is done (fork-join: `run_rebuild_jobs`). With no worker
-//! cores the engine's core does them all, one after the other.
+//! rebuilding its chunk) run as the server runs them (`zapraid_server`'s engine thread
+//! and its rebuild threads, `run_rebuild_jobs`): with no worker cores the engine's core
+//! does the jobs an event sets off, one after the other, before it takes another event;
+//! with `rebuild_worker_cores`, each job goes to the worker core free first, and its
+//! result comes back to the engine as an event of its own when it is done (`JobsDone`,
+//! charged nothing itself: taking a result is in the rebuild write's part per chunk, as
+//! `zapraid bench cpu` measured it), while the engine's core takes other events.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use zapraid_zns::{Command, Completion};
 
 use crate::cpu_cost::{CompletionKind, CpuCosts, RequestKind};
-use crate::engine::{Engine, Request, RequestId, Response};
+use crate::engine::{Engine, RebuildJobDone, Request, RequestId, Response};
 
 /// An event for the engine, waiting for its core.
 pub(crate) enum Input {
     Request(RequestId, Request),
     Completion(usize, Completion),
+    /// Rebuild jobs done on worker cores.
+    JobsDone(Vec<RebuildJobDone>),
 }
 
 pub(crate) struct Core {
@@ -44,8 +48,12 @@ pub(crate) struct Core {
     block_bytes: u64,
     /// Time the core spent on events, in all (waiting for the rebuild's jobs included).
     pub(crate) busy_ns: u64,
-    /// Cores besides the engine's that run the rebuild's jobs (module doc).
-    pub(crate) rebuild_worker_cores: u32,
+    /// Cores besides the engine's that run the rebuild's jobs (module doc), each free from
+    /// the time here on.
+    worker_free_at_ns: Vec<u64>,
+    /// Jobs running on them, by the time they are done (and the order they went out).
+    jobs_running: BTreeMap<(u64, u64), RebuildJobDone>,
+    jobs_sent: u64,
     /// Time the rebuild's jobs took, on every core together.
     pub(crate) rebuild_jobs_ns: u64,
 }
@@ -61,7 +69,9 @@ impl Core {
             responses: VecDeque::new(),
             in_flight: HashMap::new(),
             busy_ns: 0,
-            rebuild_worker_cores: 0,
+            worker_free_at_ns: Vec::new(),
+            jobs_running: BTreeMap::new(),
+            jobs_sent: 0,
             rebuild_jobs_ns: 0,
         }
     }
@@ -95,6 +105,31 @@ impl Core {
                 };
                 self.costs.completion_ns(kind, blocks) + chunks_ns
             }
+            Input::JobsDone(_) => 0,
+        }
+    }
+
+    /// Cores besides the engine's that run the rebuild's jobs.
+    pub(crate) fn rebuild_worker_cores(&self) -> u32 {
+        self.worker_free_at_ns.len() as u32
+    }
+
+    /// Gives the rebuild's jobs `cores` worker cores, free from `now_ns` on.
+    pub(crate) fn set_rebuild_worker_cores(&mut self, cores: u32, now_ns: u64) {
+        self.worker_free_at_ns = vec![now_ns; cores as usize];
+    }
+
+    /// The results of jobs done by `now_ns` become an event waiting for the engine's core.
+    pub(crate) fn release_jobs(&mut self, now_ns: u64) {
+        let mut done = Vec::new();
+        while let Some(entry) = self.jobs_running.first_entry() {
+            if entry.key().0 > now_ns {
+                break;
+            }
+            done.push(entry.remove());
+        }
+        if !done.is_empty() {
+            self.waiting.push_back(Input::JobsDone(done));
         }
     }
 
@@ -124,6 +159,7 @@ impl Core {
     pub(crate) fn stop_charging(&mut self, now_ns: u64, into: &mut Vec<Response>) {
         self.costs = CpuCosts::default();
         self.free_at_ns = self.free_at_ns.min(now_ns);
+        self.release_jobs(u64::MAX);
         self.release_responses(u64::MAX, into);
     }
 
@@ -136,7 +172,8 @@ impl Core {
     pub(crate) fn next_event_ns(&self, now_ns: u64) -> Option<u64> {
         let next_input = (!self.waiting.is_empty()).then_some(self.free_at_ns.max(now_ns));
         let next_response = self.responses.front().map(|(at, _)| *at);
-        [next_input, next_response].into_iter().flatten().min()
+        let next_job = self.jobs_running.keys().next().map(|(at, _)| *at);
+        [next_input, next_response, next_job].into_iter().flatten().min()
     }
 
     /// Responses due by `now_ns`, in order.
@@ -148,19 +185,15 @@ impl Core {
         }
     }
 
-    /// How long jobs of `jobs_ns` each take over the engine's core and the worker cores,
-    /// each job to the core free first, in order (list scheduling): the last one's end.
-    fn fork_join_ns(&self, jobs_ns: &[u64]) -> u64 {
-        let cores = 1 + self.rebuild_worker_cores as usize;
-        if cores == 1 {
-            return jobs_ns.iter().sum();
-        }
-        let mut busy = vec![0u64; cores.min(jobs_ns.len().max(1))];
-        for &ns in jobs_ns {
-            let first_free = busy.iter_mut().min().expect("a core");
-            *first_free += ns;
-        }
-        busy.into_iter().max().unwrap_or(0)
+    /// Sends a job of `cost_ns` that goes out at `release_ns` to the worker core free
+    /// first; its result comes back when it is done (`release_jobs`).
+    fn send_job(&mut self, done: RebuildJobDone, cost_ns: u64, release_ns: u64) {
+        let worker = self.worker_free_at_ns.iter_mut().min().expect("a worker core");
+        let end_ns = (*worker).max(release_ns) + cost_ns;
+        *worker = end_ns;
+        self.jobs_sent += 1;
+        self.jobs_running.insert((end_ns, self.jobs_sent), done);
+        self.rebuild_jobs_ns += cost_ns;
     }
 
     /// Drive completions reaped and not yet handed to the engine.
@@ -169,28 +202,41 @@ impl Core {
     }
 }
 
-/// Runs the rebuild's jobs `engine` set off (module doc) and hands it their results; with
-/// a `core`, charges them: the event whose output is released at `release_ns` holds the
-/// core until the last job is done. Returns when the output is released now.
+/// Runs the rebuild's jobs `engine` set off (module doc), their output released at
+/// `release_ns`: without a `core`, at once, their results handed over; on the engine's
+/// core, which is then busy until they are done; on worker cores, their results coming
+/// back later. Returns when the event's output is released.
 pub(crate) fn run_rebuild_jobs(engine: &mut Engine, core: Option<&mut Core>, now_ns: u64, release_ns: u64) -> u64 {
-    let (mut jobs_ns, mut done) = (Vec::new(), Vec::new());
-    while let Some(job) = engine.poll_rebuild_job() {
-        if let Some(core) = core.as_deref() {
-            jobs_ns.push(core.costs.rebuild_job.ns(job.source_blocks()));
+    let mut done = Vec::new();
+    let Some(core) = core else {
+        while let Some(job) = engine.poll_rebuild_job() {
+            done.push(job.run());
         }
-        done.push(job.run());
+        if !done.is_empty() {
+            engine.on_rebuild_jobs_done(done, now_ns);
+        }
+        return release_ns;
+    };
+    let mut jobs_ns = 0;
+    while let Some(job) = engine.poll_rebuild_job() {
+        let cost_ns = core.costs.rebuild_job.ns(job.source_blocks());
+        // The job runs here, now: its result is the same whenever it is taken.
+        let result = job.run();
+        match core.rebuild_worker_cores() {
+            0 => {
+                jobs_ns += cost_ns;
+                done.push(result);
+            }
+            _ => core.send_job(result, cost_ns, release_ns),
+        }
     }
-    if !done.is_empty() {
-        engine.on_rebuild_jobs_done(done, now_ns);
-    }
-    let Some(core) = core else { return release_ns };
-    let span_ns = core.fork_join_ns(&jobs_ns);
-    if span_ns == 0 {
+    if done.is_empty() {
         return release_ns;
     }
-    core.free_at_ns = core.free_at_ns.max(release_ns) + span_ns;
-    core.busy_ns += span_ns;
-    core.rebuild_jobs_ns += jobs_ns.iter().sum::<u64>();
+    engine.on_rebuild_jobs_done(done, now_ns);
+    core.free_at_ns = core.free_at_ns.max(release_ns) + jobs_ns;
+    core.busy_ns += jobs_ns;
+    core.rebuild_jobs_ns += jobs_ns;
     core.free_at_ns
 }
 

@@ -65,6 +65,7 @@ impl ShardedSimulator {
             match input {
                 Input::Request(id, request) => engine.submit(id, request, now_ns),
                 Input::Completion(drive, completion) => engine.on_completion(drive, completion, now_ns),
+                Input::JobsDone(done) => engine.on_rebuild_jobs_done(done, now_ns),
             }
             self.dispatch_at(shard, release_ns);
             took = true;
@@ -76,6 +77,7 @@ impl ShardedSimulator {
         let Some(core) = self.shards[shard].core.as_mut() else { return };
         let mut released = Vec::new();
         core.release_responses(self.now_ns, &mut released);
+        core.release_jobs(self.now_ns);
         for response in released {
             self.answer(response);
         }

@@ -7,9 +7,14 @@
 //! parity gave back. A stripe that lost more than parity covers gives a chunk whose
 //! metadata does not decode (`unrecoverable_chunk`).
 //!
+//! A driver may run the jobs at once or on other threads, and give their results back
+//! later, between other events, in any order: a segment with jobs out waits for their
+//! results (the next event that moves it on), as it waits for its commands.
+//!
 //! Invariants: a job's result counts only for the rebuild and segment it was made for,
-//! still under way (else it is dropped, buffers and all); a position's job is out at most
-//! once, between its sources' last read and its chunk's place in `ready`.
+//! still under way at the step that made it (else it is dropped, buffers and all); a
+//! position's job is out at most once, between its sources' last read and its chunk's
+//! place in `ready`.
 
 use std::sync::Arc;
 
@@ -30,22 +35,29 @@ impl Engine {
         self.rebuild_jobs_offloaded = offloaded;
     }
 
+    /// Jobs the driver took and has not given back.
+    pub fn rebuild_jobs_out(&self) -> usize {
+        self.rebuild_jobs_out
+    }
+
     /// The next rebuild job to run, while the jobs are offloaded: the driver runs it
-    /// (`RebuildJob::run`, on any thread) and gives its result to `on_rebuild_jobs_done`.
+    /// (`RebuildJob::run`, on any thread) and gives its result to `on_rebuild_jobs_done`,
+    /// now or later.
     pub fn poll_rebuild_job(&mut self) -> Option<RebuildJob> {
         let job = self.rebuild_jobs.pop_front()?;
         self.rebuild_jobs_out += 1;
         Some(job)
     }
 
-    /// The results of rebuild jobs (all those one event set off, in one call): the chunks
-    /// go to be written. Only their segments can move on for them, and only by the steps a
+    /// The results of rebuild jobs (as many as the driver has, in one call): the chunks go
+    /// to be written. Only their segments can move on for them, and only by the steps a
     /// ready chunk allows (its write, the reads the window then lets out, the footer after
     /// the last chunk), so those are all that is taken (`advance` does the same for a
     /// segment whose command completed); nothing else changed, so nothing else is looked
     /// at: a whole pass of the engine per batch of jobs cost a sixth of the rebuild's CPU.
     pub fn on_rebuild_jobs_done(&mut self, done: impl IntoIterator<Item = RebuildJobDone>, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
+        debug_assert!(self.rebuild_jobs.is_empty(), "jobs are handed out before their results come back");
         let mut zones: [u32; MAX_ZONES_PER_BATCH] = [0; MAX_ZONES_PER_BATCH];
         let (mut count, mut all) = (0, false);
         for done in done {

@@ -95,9 +95,11 @@ impl HostedEngine {
     }
 
     /// Whether anything waits for the engine that a sleeping host would not be woken
-    /// for: messages are rung for only once the host has announced its sleep.
+    /// for: messages and the rebuild workers' results are rung for only once the host has
+    /// announced its sleep.
     pub fn has_messages(&self) -> bool {
-        !self.0.get().rx.is_empty()
+        let engine = self.0.get();
+        !engine.rx.is_empty() || engine.rebuild_workers.as_ref().is_some_and(super::RebuildWorkers::has_results)
     }
 
     /// For a host that sleeps on the doorbell itself (not in io_uring): sleeps until rung

@@ -105,16 +105,16 @@ impl EngineThread {
         rebuild_threads: usize,
     ) -> Result<Self> {
         let name = shard.as_ref().map_or("zapraid-engine".to_string(), |link| format!("zapraid-shard{}", link.index));
-        let workers = match rebuild_threads.min(rebuild_workers::MAX_REBUILD_THREADS) {
-            0 => None,
-            threads => Some(RebuildWorkers::spawn(threads, &name)?),
-        };
         let (tx, rx) = crossbeam_channel::bounded(MESSAGE_QUEUE_CAPACITY);
         let wake = Arc::new(Doorbell::new().map_err(|error| Error::Io {
             path: "eventfd".into(),
             context: "cannot create",
             error,
         })?);
+        let workers = match rebuild_threads.min(rebuild_workers::MAX_REBUILD_THREADS) {
+            0 => None,
+            threads => Some(RebuildWorkers::spawn(threads, wake.clone())?),
+        };
         let lease = Lease::new(wake.clone());
         let thread_lease = lease.clone();
         let handle = std::thread::Builder::new()
@@ -231,8 +231,24 @@ impl EngineLoop {
         self.started.elapsed().as_nanos() as u64
     }
 
+    /// Drive commands in flight, and rebuild jobs out (`rebuild_workers`).
     fn in_flight(&self) -> usize {
-        self.drives.iter().map(|d| d.in_flight()).sum()
+        let jobs = self.rebuild_workers.as_ref().map_or(0, RebuildWorkers::out);
+        self.drives.iter().map(|d| d.in_flight()).sum::<usize>() + jobs
+    }
+
+    /// Gives the engine the rebuild jobs' results the workers sent (waiting up to `wait`
+    /// for one); returns how many.
+    fn take_rebuild_results(&mut self, wait: Option<Duration>) -> usize {
+        let Some(workers) = self.rebuild_workers.as_mut() else { return 0 };
+        let now = self.started.elapsed().as_nanos() as u64;
+        match workers.take(&mut self.engine, now, wait) {
+            Ok(taken) => taken,
+            Err(error) => {
+                self.fatal.get_or_insert(error);
+                0
+            }
+        }
     }
 
     fn run(self) -> Result<()> {
@@ -277,8 +293,9 @@ impl EngineLoop {
                     this.engine.next_timer_ns().map(|at| Duration::from_nanos(at.saturating_sub(this.now_ns())));
                 // Bounded, so that a channel whose senders are all gone is noticed.
                 let timeout = timer.map_or(IDLE_WAKE_INTERVAL, |t| t.min(IDLE_WAKE_INTERVAL));
-                let (rx, lease) = (&this.rx, &this.lease);
-                lease.bell().sleep(timeout, || !rx.is_empty() || lease.wanted());
+                let (rx, lease, workers) = (&this.rx, &this.lease, this.rebuild_workers.as_ref());
+                let results = || workers.is_some_and(RebuildWorkers::has_results);
+                lease.bell().sleep(timeout, || !rx.is_empty() || lease.wanted() || results());
             }
         }
     }
@@ -290,6 +307,7 @@ impl EngineLoop {
         let messages = self.take_waiting_messages();
         let mut dispatched = self.dispatch();
         let (reaped, _) = self.poll_drives(false);
+        let reaped = reaped + self.take_rebuild_results(None);
         let now = self.now_ns();
         self.engine.tick(now);
         // Commands dispatched after the reap are handed to the kernel by the next turn's.
@@ -327,7 +345,10 @@ impl EngineLoop {
         }
         messages += self.take_waiting_messages();
         self.dispatch();
-        self.poll_drives(messages == 0);
+        let (reaped, _) = self.poll_drives(messages == 0);
+        // Only rebuild jobs out: wait for their results, not for a drive.
+        let idle = messages == 0 && reaped == 0 && self.drives.iter().all(|d| d.in_flight() == 0);
+        self.take_rebuild_results(idle.then_some(IDLE_WAKE_INTERVAL));
         let now = self.now_ns();
         self.engine.tick(now);
         self.dispatch();
@@ -467,11 +488,9 @@ impl EngineLoop {
                 self.engine.on_completion(drive, c, now);
             }
         }
-        // The rebuild's jobs those completions set off, before the engine's next event.
-        if let Some(workers) = &self.rebuild_workers {
-            if let Err(error) = workers.run(&mut self.engine, now) {
-                self.fatal.get_or_insert(error);
-            }
+        // The rebuild's jobs those completions set off go to the workers.
+        if let Some(workers) = self.rebuild_workers.as_mut() {
+            workers.hand_out(&mut self.engine);
         }
         records
     }

@@ -1,21 +1,22 @@
 //! The drive rebuild's worker threads: the rebuild's jobs (`RebuildJob`: a chunk
 //! position's sources checked block by block and its chunk rebuilt, most of a rebuild's
-//! CPU time) run on them as well as on the engine thread, so that a rebuild is not held
-//! to one core (ScalaRAID's point: every core serves the array).
+//! CPU time) run on them, so that a rebuild is not held to the engine thread's one core
+//! (ScalaRAID's point: every core serves the array).
 //!
-//! Fork-join, once per batch of completions (`run`): the engine thread hands the jobs
-//! those completions set off to the workers' queue, takes jobs from the same queue itself
-//! until it is empty, then waits for the workers' results and gives them all to the engine
-//! in one call. The engine never sees another event while a job is out (its contract:
-//! `Engine::poll_rebuild_job`), and no job outlives the turn that made it, so a stop, a
-//! drive failure or a checkpoint finds none in flight. Jobs own their buffers and share
-//! only read-only data, so workers take no lock but the queue's.
+//! The engine thread hands out the jobs its completions set off (`hand_out`) and goes on
+//! with other events; a worker runs a job, sends its result back and rings the engine
+//! thread's doorbell, and the engine thread takes the results at its next turn (`take`),
+//! as it takes the drives' completions. Jobs own their buffers and share only read-only
+//! data, so the workers take no lock but their queues'. A job out counts as work in
+//! flight: the engine thread does not end while one is out.
 //!
 //! The simulator charges the same scheme (`zapraid_engine::sim`, `rebuild_worker_cores`).
 //!
-//! Invariants: every job handed out comes back before `run` returns; the workers end when
-//! the pool is dropped (their queue closes).
+//! Invariants: every job handed out comes back once, unless a worker died, which ends the
+//! engine thread (`take` says so); the workers end when the pool is dropped (their queue
+//! closes).
 
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -23,13 +24,15 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use zapraid_engine::{Engine, RebuildJob, RebuildJobDone};
 
 use crate::error::{Error, Result};
+use crate::run::wake::Doorbell;
 
 /// The most rebuild worker threads an engine thread starts (the default being one fewer
 /// than the CPUs, `default_threads`): past the drives' speed more only wait.
 pub const MAX_REBUILD_THREADS: usize = 16;
 
-/// How often the engine thread, waiting for the workers' results, checks that they run.
-const WORKER_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// What a worker thread's name starts with (its index follows): Linux keeps 15 bytes of a
+/// thread's name, where `top` and `/proc` show it.
+pub const WORKER_NAME: &str = "zapraid-rbld";
 
 /// Worker threads besides the engine thread by default: one per CPU but the engine
 /// thread's, at most `MAX_REBUILD_THREADS`.
@@ -40,65 +43,93 @@ pub fn default_threads() -> usize {
 
 pub(super) struct RebuildWorkers {
     jobs: Option<Sender<RebuildJob>>,
-    /// The same queue, for the engine thread to take jobs from while the workers do.
-    queue: Receiver<RebuildJob>,
     done: Receiver<RebuildJobDone>,
+    /// Jobs handed out whose results have not been taken.
+    out: usize,
     handles: Vec<JoinHandle<()>>,
 }
 
 impl RebuildWorkers {
-    /// Starts `threads` workers (at least one), named after the engine thread `name`.
-    pub(super) fn spawn(threads: usize, name: &str) -> Result<RebuildWorkers> {
+    /// Starts `threads` workers (at least one), named `WORKER_NAME` and their index; each
+    /// rings `bell` when it sends a result.
+    pub(super) fn spawn(threads: usize, bell: Arc<Doorbell>) -> Result<RebuildWorkers> {
         debug_assert!((1..=MAX_REBUILD_THREADS).contains(&threads), "{threads} rebuild workers");
         let (jobs, queue) = crossbeam_channel::unbounded::<RebuildJob>();
         let (done_tx, done) = crossbeam_channel::unbounded();
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
-            let (queue, done_tx) = (queue.clone(), done_tx.clone());
+            let (queue, done_tx, bell) = (queue.clone(), done_tx.clone(), bell.clone());
             let handle = std::thread::Builder::new()
-                .name(format!("{name}-rebuild{i}"))
+                .name(format!("{WORKER_NAME}{i}"))
                 .spawn(move || {
                     for job in queue.iter() {
                         if done_tx.send(job.run()).is_err() {
                             return; // the engine thread is gone
                         }
+                        bell.ring();
                     }
                 })
                 .map_err(|error| Error::Io { path: "rebuild worker thread".into(), context: "cannot start", error })?;
             handles.push(handle);
         }
-        Ok(RebuildWorkers { jobs: Some(jobs), queue, done, handles })
+        Ok(RebuildWorkers { jobs: Some(jobs), done, out: 0, handles })
     }
 
-    /// Runs the jobs `engine` has set off (module doc) and gives it their results.
-    /// Returns how many ran; an error if a worker died (a bug: its job cannot come back).
-    pub(super) fn run(&self, engine: &mut Engine, now_ns: u64) -> Result<usize> {
+    /// Hands the jobs `engine` has set off to the workers; returns how many.
+    pub(super) fn hand_out(&mut self, engine: &mut Engine) -> usize {
         let jobs = self.jobs.as_ref().expect("the queue is open until drop");
         let mut handed = 0;
         while let Some(job) = engine.poll_rebuild_job() {
             // The workers hold the queue's other end while the pool lives.
-            jobs.send(job).map_err(|_| Error::EngineGone)?;
-            handed += 1;
+            if jobs.send(job).is_ok() {
+                handed += 1;
+            }
         }
-        if handed == 0 {
+        self.out += handed;
+        handed
+    }
+
+    /// Gives `engine` the results the workers sent, waiting up to `wait` for the first if
+    /// none is there and jobs are out; returns how many. An error if a worker died with
+    /// jobs out (a bug: their results cannot come).
+    pub(super) fn take(&mut self, engine: &mut Engine, now_ns: u64, wait: Option<Duration>) -> Result<usize> {
+        if self.out == 0 {
             return Ok(0);
         }
-        let mut done = Vec::with_capacity(handed);
-        while let Ok(job) = self.queue.try_recv() {
-            done.push(job.run());
-        }
-        while done.len() < handed {
-            match self.done.recv_timeout(WORKER_CHECK_INTERVAL) {
-                Ok(result) => done.push(result),
-                Err(RecvTimeoutError::Timeout) if self.handles.iter().all(|h| !h.is_finished()) => {}
-                Err(_) => {
-                    tracing::error!("a rebuild worker thread ended with jobs out: the engine thread stops");
-                    return Err(Error::EngineGone);
+        let mut done: Vec<RebuildJobDone> = self.done.try_iter().collect();
+        if done.is_empty() {
+            if let Some(wait) = wait {
+                match self.done.recv_timeout(wait) {
+                    Ok(result) => done.push(result),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return Err(self.died()),
                 }
             }
         }
-        engine.on_rebuild_jobs_done(done, now_ns);
-        Ok(handed)
+        if done.is_empty() && self.handles.iter().any(JoinHandle::is_finished) {
+            return Err(self.died());
+        }
+        let taken = done.len();
+        self.out -= taken;
+        if taken > 0 {
+            engine.on_rebuild_jobs_done(done, now_ns);
+        }
+        Ok(taken)
+    }
+
+    fn died(&self) -> Error {
+        tracing::error!(jobs_out = self.out, "a rebuild worker thread ended with jobs out: the engine thread stops");
+        Error::EngineGone
+    }
+
+    /// Jobs handed out whose results have not been taken.
+    pub(super) fn out(&self) -> usize {
+        self.out
+    }
+
+    /// Whether results wait to be taken.
+    pub(super) fn has_results(&self) -> bool {
+        !self.done.is_empty()
     }
 
     /// Worker threads running.
