@@ -9,11 +9,12 @@
 //! finish, report, its fixed part only). A drive rebuild's commands
 //! (`Engine::rebuild_command_chunk_blocks` says which, and their chunks' size) have costs
 //! of their own: a read completion (its chunks gathered as their stripes' sources), a
-//! write completion, plus a part per chunk the write carries (each chunk position's
-//! stripe found, its job's result taken, its footer entries made), and a zone command; and
-//! the rebuild's jobs (`RebuildJob`: every source block checked, the chunk rebuilt) a cost
-//! of their own, per job and per block of its sources, charged on the engine's core or
-//! shared out over worker cores (`sim::core`). Timer ticks, checkpoints and recovery from the drives are not charged.
+//! write completion, plus a part per chunk the write carries, and a zone command; the
+//! rebuild's jobs (`RebuildJob`: every source block checked, the chunk rebuilt) a cost of
+//! their own, per job and per block of its sources, charged on the engine's core or on
+//! worker cores (`sim::core`); and each job's result taken by the engine (its chunk made
+//! ready, its footer entries made, its segment moved on), on the engine's core. Timer
+//! ticks, checkpoints and recovery from the drives are not charged.
 //!
 //! Where the figures come from: `zapraid bench cpu` drives the engine alone over instant
 //! drives, with requests of 4 and 16 KiB on chunks of 4 and 16 KiB, times its `submit`
@@ -44,7 +45,8 @@
 //! chunk position, from three rebuilds of the same array: 4 KiB chunks with 32-block
 //! commands, 4 KiB chunks a command per chunk, 16 KiB chunks with 32-block commands. The
 //! per-chunk parts of reads and writes are charged together with the write completion
-//! carrying the chunks (the simulator cannot tell which read completes a stripe). Until
+//! carrying the chunks, but for the reads' part since the rebuild's jobs (2026-11-28),
+//! which is the work of taking a job's result and is charged per job's result. Until
 //! 2026-11-28 a rebuild's completions were charged as the frontend's (289 ns per block
 //! read), where the engine took 1,781-2,156 ns per block read (the same harness, the path
 //! as it was); the path now takes 750-1,318 ns per block read at the ZN540's transfer
@@ -111,9 +113,8 @@ pub struct CpuCosts {
     /// A drive rebuild's write completed (a header, chunks, a footer piece), with the
     /// rebuild's next steps it sets off.
     pub rebuild_write_completion: Cost,
-    /// Per chunk a rebuild's write carries, on top of its completion: the work of each
-    /// chunk position (its stripe found, reconstructed, its metadata and footer entries
-    /// made), whatever the chunk's size (`Engine::rebuild_command_chunk_blocks`).
+    /// Per chunk a rebuild's write carries, on top of its completion, whatever the chunk's
+    /// size (`Engine::rebuild_command_chunk_blocks`).
     pub rebuild_chunk_ns: u64,
     /// A drive rebuild's zone reset or finish completed: a segment's start (its header
     /// read) or end (the next segment started).
@@ -122,6 +123,10 @@ pub struct CpuCosts {
     /// block, and its chunk rebuilt; per job and per block of its sources. Run on the
     /// engine's core or on worker cores (`sim::core`).
     pub rebuild_job: Cost,
+    /// A rebuild job's result taken by the engine (`Engine::on_rebuild_jobs_done`: its
+    /// chunk made ready, its footer entries made, its segment moved on), on the engine's
+    /// core, per job.
+    pub rebuild_job_result_ns: u64,
 }
 
 /// A request's kind, for its cost.
@@ -203,9 +208,10 @@ fn blocks_of(bytes: usize, block_bytes: u64) -> u64 {
 /// rebuild's jobs (`RebuildJob`: a chunk position's sources checked and its chunk rebuilt)
 /// were cut loose from the engine's completions and timed apart: (4+1)-RAID-5. Read
 /// completion 599, 389, 365 ns fixed + 133, 101, 146 ns per block; write completion 734,
-/// 484, 513 ns fixed + 11, 8, 20 ns per block; per chunk carried 397, 615, 637 ns (a job's
-/// result taken, its footer entries made, its chunk's write and the reads the window lets
-/// out); zone command 1,838, 2,160, 2,645 ns; a job 0 (-546), 216, 43 ns fixed + 591,
+/// 484, 513 ns fixed + 11, 8, 20 ns per block; per chunk position 397, 606, 633 ns in the
+/// reads' time (a job's result taken, its footer entries made, its chunk's write and the
+/// reads the window lets out: charged per job's result) and 0 (-12), 9, 4 ns in the
+/// writes'; zone command 1,838, 2,160, 2,645 ns; a job 0 (-546), 216, 43 ns fixed + 591,
 /// 461, 637 ns per block of its sources (a block's CRC32C, its metadata decoded, the
 /// parity). Measured per block read, engine and jobs (the median of the three): 836 ns for
 /// a (3+1)-RAID-5 at 4 KiB chunks, 750 for (4+1) at 16 KiB, 882-934 for (4+1) on 12 drives
@@ -224,9 +230,10 @@ pub const RAID5_MEASURED: CpuCosts = CpuCosts {
     zone_completion_ns: 114,
     rebuild_read_completion: Cost::new(389, 133),
     rebuild_write_completion: Cost::new(513, 11),
-    rebuild_chunk_ns: 615,
+    rebuild_chunk_ns: 4,
     rebuild_zone_completion_ns: 2_160,
     rebuild_job: Cost::new(43, 591),
+    rebuild_job_result_ns: 606,
 };
 
 /// As `RAID5_MEASURED`, same runs: (4+2)-RAID-6. Write request 51, 37, 0 (-14) ns + 422,
@@ -235,7 +242,8 @@ pub const RAID5_MEASURED: CpuCosts = CpuCosts {
 /// block. At most 1.2 M writes/s of 4 KiB on 4 KiB chunks. The rebuild's, as
 /// `RAID5_MEASURED`'s, (4+2)-RAID-6: read completion 333, 364, 417 ns fixed + 87, 88, 110
 /// ns per block; write completion 466, 507, 554 ns fixed + 10, 5, 13 ns per block; per
-/// chunk carried 792, 758, 626 ns; zone command 2,192, 2,147, 1,985 ns; a job 1,277, 1,579,
+/// chunk position 783, 748, 625 ns in the reads' time (per job's result) and 9, 10, 1 in
+/// the writes'; zone command 2,192, 2,147, 1,985 ns; a job 1,277, 1,579,
 /// 638 ns fixed (a Reed-Solomon decoding) + 535, 462, 655 ns per block of its sources.
 /// Measured per block read: 1,042 ns for (4+2) at 4 KiB chunks, 1,318 for (8+2) at 4 KiB,
 /// 756 at 16 KiB. Before the jobs were cut loose: read completion 542 ns + 506 ns per
@@ -249,9 +257,10 @@ pub const RAID6_MEASURED: CpuCosts = CpuCosts {
     zone_completion_ns: 278,
     rebuild_read_completion: Cost::new(364, 88),
     rebuild_write_completion: Cost::new(507, 10),
-    rebuild_chunk_ns: 758,
+    rebuild_chunk_ns: 9,
     rebuild_zone_completion_ns: 2_147,
     rebuild_job: Cost::new(1_277, 535),
+    rebuild_job_result_ns: 748,
 };
 
 impl CpuCosts {
@@ -328,7 +337,7 @@ impl fmt::Display for CpuCosts {
             f,
             "write request {}, write completion {}, read request {}, read completion {}; other request {} ns, zone \
              command completion {} ns; rebuild read completion {}, rebuild write completion {} + {} ns per chunk, \
-             rebuild zone command completion {} ns",
+             rebuild zone command completion {} ns, rebuild job {}, its result taken {} ns",
             self.write_request,
             self.write_completion,
             self.read_request,
@@ -338,7 +347,9 @@ impl fmt::Display for CpuCosts {
             self.rebuild_read_completion,
             self.rebuild_write_completion,
             self.rebuild_chunk_ns,
-            self.rebuild_zone_completion_ns
+            self.rebuild_zone_completion_ns,
+            self.rebuild_job,
+            self.rebuild_job_result_ns
         )
     }
 }

@@ -11,8 +11,8 @@
 //! event's cost has elapsed (commands carrying `delay_ns` that much later). Timer ticks run
 //! only when the core is free and, like control calls (stop, scrub, rebuild, rate limits),
 //! checkpoints and recovery from the drives, are not charged. The drive rebuild's jobs
-//! (`RebuildJob`) run fork-join over the engine's core and `set_rebuild_worker_cores` more
-//! (`core`). Without drive timing (the correctness tests) the engine takes no virtual time.
+//! (`RebuildJob`) run on the engine's core, or on `set_rebuild_worker_cores` cores besides
+//! it with their results coming back as events of their own (`core`). Without drive timing (the correctness tests) the engine takes no virtual time.
 
 mod checkpoints;
 pub(crate) mod core;
@@ -316,10 +316,13 @@ impl Simulator {
         match self.cpu_costs() {
             Some(costs) => {
                 let workers = self.core.as_ref().map_or(0, Core::rebuild_worker_cores);
-                format!(
-                    "simulated engine core: one, each event charged ({costs}); the rebuild's jobs on it and {workers} \
-                     more core(s)"
-                )
+                match workers {
+                    0 => format!("simulated engine core: one, each event charged ({costs}); the rebuild's jobs on it"),
+                    _ => format!(
+                        "simulated engine core: one, each event charged ({costs}); the rebuild's jobs on {workers} \
+                         worker core(s) besides it"
+                    ),
+                }
             }
             None => "simulated engine core: none (the engine's work takes no virtual time)".to_string(),
         }

@@ -95,8 +95,9 @@ fn preamble(out: &mut Out, args: &BenchArgs, scale: &Scale, bw: &Bandwidths) {
         out,
         "1 core: the engine's simulated core (one per array, as in every experiment) charged for its events and \
          the rebuild's jobs (each chunk position's sources checked and its chunk rebuilt, `zapraid bench cpu`'s \
-         measured costs); {}: the rebuild's jobs shared out over the engine's core and {} more, fork-join, as the \
-         server's --rebuild-threads runs them (the study's servers have 8 cores); core: the share of the \
+         measured costs); {}: the rebuild's jobs on {} worker cores beside the engine's, each job's result \
+         coming back to the engine as an event of its own, as the server's --rebuild-threads runs them (the \
+         study's servers have 8 cores); core: the share of the \
          rebuild's time the engine's core was busy; drives only: the same rebuild with nothing charged, what the \
          drives allow\n",
         Charge::Cores.label(),

@@ -65,8 +65,8 @@ pub const REBUILD_WORKER_CORES: u32 = 7;
 pub enum Charge {
     /// One core, the engine's, as in every experiment: its events and the rebuild's jobs.
     OneCore,
-    /// The engine's core and `REBUILD_WORKER_CORES` more for the rebuild's jobs (fork-join,
-    /// as the server runs them).
+    /// The engine's core, and `REBUILD_WORKER_CORES` worker cores for the rebuild's jobs
+    /// (their results coming back as events, as the server runs them).
     Cores,
     /// Nothing: what the drives allow.
     DrivesOnly,

@@ -13,9 +13,9 @@
 //! and its rebuild threads, `run_rebuild_jobs`): with no worker cores the engine's core
 //! does the jobs an event sets off, one after the other, before it takes another event;
 //! with `rebuild_worker_cores`, each job goes to the worker core free first, and its
-//! result comes back to the engine as an event of its own when it is done (`JobsDone`,
-//! charged nothing itself: taking a result is in the rebuild write's part per chunk, as
-//! `zapraid bench cpu` measured it), while the engine's core takes other events.
+//! result comes back to the engine as an event of its own when it is done (`JobsDone`),
+//! while the engine's core takes other events. Taking a job's result costs the engine's
+//! core `rebuild_job_result_ns` either way.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -105,7 +105,7 @@ impl Core {
                 };
                 self.costs.completion_ns(kind, blocks) + chunks_ns
             }
-            Input::JobsDone(_) => 0,
+            Input::JobsDone(done) => self.costs.rebuild_job_result_ns * done.len() as u64,
         }
     }
 
@@ -159,6 +159,8 @@ impl Core {
     pub(crate) fn stop_charging(&mut self, now_ns: u64, into: &mut Vec<Response>) {
         self.costs = CpuCosts::default();
         self.free_at_ns = self.free_at_ns.min(now_ns);
+        // Jobs the waiting events set off run at once from now on, not on worker cores.
+        self.worker_free_at_ns.clear();
         self.release_jobs(u64::MAX);
         self.release_responses(u64::MAX, into);
     }
@@ -224,7 +226,7 @@ pub(crate) fn run_rebuild_jobs(engine: &mut Engine, core: Option<&mut Core>, now
         let result = job.run();
         match core.rebuild_worker_cores() {
             0 => {
-                jobs_ns += cost_ns;
+                jobs_ns += cost_ns + core.costs.rebuild_job_result_ns;
                 done.push(result);
             }
             _ => core.send_job(result, cost_ns, release_ns),
@@ -233,10 +235,11 @@ pub(crate) fn run_rebuild_jobs(engine: &mut Engine, core: Option<&mut Core>, now
     if done.is_empty() {
         return release_ns;
     }
+    let done_count = done.len() as u64;
     engine.on_rebuild_jobs_done(done, now_ns);
     core.free_at_ns = core.free_at_ns.max(release_ns) + jobs_ns;
     core.busy_ns += jobs_ns;
-    core.rebuild_jobs_ns += jobs_ns;
+    core.rebuild_jobs_ns += jobs_ns - core.costs.rebuild_job_result_ns * done_count;
     core.free_at_ns
 }
 

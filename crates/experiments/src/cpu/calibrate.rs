@@ -219,6 +219,7 @@ impl Calibration {
             rebuild_chunk_ns: 0,
             rebuild_zone_completion_ns: write_completion.fixed_ns,
             rebuild_job: Cost::default(),
+            rebuild_job_result_ns: 0,
         }
     }
 

@@ -138,9 +138,9 @@ pub struct RebuildCpuFigure {
 }
 
 impl RebuildCpuFigure {
-    /// What the simulator charges the engine's core for this rebuild's completions at
-    /// `costs`: every read and write command its fixed part, every block its part per
-    /// block, every chunk written its part, every zone command its cost.
+    /// What the simulator charges for this rebuild at `costs`: every read and write
+    /// command its fixed part, every block its part per block, every chunk written its
+    /// part, every zone command its cost, every job its cost and its result's.
     pub fn charged_ns(&self, costs: &CpuCosts) -> f64 {
         let (read, write) = (costs.rebuild_read_completion, costs.rebuild_write_completion);
         (read.fixed_ns * self.read_commands
@@ -150,7 +150,8 @@ impl RebuildCpuFigure {
             + costs.rebuild_chunk_ns * self.write_chunks
             + costs.rebuild_zone_completion_ns * self.zone_commands
             + costs.rebuild_job.fixed_ns * self.jobs
-            + costs.rebuild_job.per_block_ns * self.job_blocks) as f64
+            + costs.rebuild_job.per_block_ns * self.job_blocks
+            + costs.rebuild_job_result_ns * self.jobs) as f64
     }
 
     /// The engine's and its jobs' time together: what one core does when it runs the jobs

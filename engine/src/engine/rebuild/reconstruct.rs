@@ -42,7 +42,8 @@ impl Engine {
 
     /// The next rebuild job to run, while the jobs are offloaded: the driver runs it
     /// (`RebuildJob::run`, on any thread) and gives its result to `on_rebuild_jobs_done`,
-    /// now or later.
+    /// now or later. A driver takes every job there is after each event it hands the
+    /// engine (as it takes its commands), before it gives any result back.
     pub fn poll_rebuild_job(&mut self) -> Option<RebuildJob> {
         let job = self.rebuild_jobs.pop_front()?;
         self.rebuild_jobs_out += 1;

@@ -75,7 +75,12 @@ impl HostedEngine {
     pub fn turns(&mut self) -> Turns {
         let engine = self.0.get_mut();
         for _ in 0..MAX_TURNS {
-            if !engine.turn_notified() {
+            let moved = engine.turn_notified();
+            if engine.fatal.is_some() {
+                // The engine thread ends with the error once it has its engine back.
+                return Turns::Stopped;
+            }
+            if !moved {
                 let in_flight = engine.in_flight();
                 return match engine.stopping && engine.engine.is_stopped() && in_flight == 0 {
                     true => Turns::Stopped,

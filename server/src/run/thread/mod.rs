@@ -490,7 +490,9 @@ impl EngineLoop {
         }
         // The rebuild's jobs those completions set off go to the workers.
         if let Some(workers) = self.rebuild_workers.as_mut() {
-            workers.hand_out(&mut self.engine);
+            if let Err(error) = workers.hand_out(&mut self.engine) {
+                self.fatal.get_or_insert(error);
+            }
         }
         records
     }

@@ -13,8 +13,9 @@
 //! The simulator charges the same scheme (`zapraid_engine::sim`, `rebuild_worker_cores`).
 //!
 //! Invariants: every job handed out comes back once, unless a worker died, which ends the
-//! engine thread (`take` says so); the workers end when the pool is dropped (their queue
-//! closes).
+//! engine thread (`hand_out` and `take` say so; a ublk queue thread running the engine
+//! hands it back at once: `hosted`); the workers end when the pool is dropped (their
+//! queue closes).
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -75,18 +76,17 @@ impl RebuildWorkers {
         Ok(RebuildWorkers { jobs: Some(jobs), done, out: 0, handles })
     }
 
-    /// Hands the jobs `engine` has set off to the workers; returns how many.
-    pub(super) fn hand_out(&mut self, engine: &mut Engine) -> usize {
+    /// Hands the jobs `engine` has set off to the workers; returns how many. An error if
+    /// no worker is left to take them (every one died: their results cannot come).
+    pub(super) fn hand_out(&mut self, engine: &mut Engine) -> Result<usize> {
         let jobs = self.jobs.as_ref().expect("the queue is open until drop");
         let mut handed = 0;
         while let Some(job) = engine.poll_rebuild_job() {
-            // The workers hold the queue's other end while the pool lives.
-            if jobs.send(job).is_ok() {
-                handed += 1;
-            }
+            jobs.send(job).map_err(|_| self.died())?;
+            handed += 1;
+            self.out += 1;
         }
-        self.out += handed;
-        handed
+        Ok(handed)
     }
 
     /// Gives `engine` the results the workers sent, waiting up to `wait` for the first if
@@ -140,7 +140,7 @@ impl RebuildWorkers {
 
 impl Drop for RebuildWorkers {
     fn drop(&mut self) {
-        drop(self.jobs.take()); // the queue closes: each worker ends after its job
+        drop(self.jobs.take()); // the queue closes: each worker ends once it is empty
         for handle in self.handles.drain(..) {
             let _ = handle.join();
         }

@@ -14,9 +14,10 @@
 //! same array separate the parts: 4 KiB chunks on drives taking the ZN540's transfer (32
 //! blocks per command, so that consecutive chunks go as one read or write) and one chunk
 //! per command, and 16 KiB chunks on the ZN540's transfer (four times fewer positions per
-//! block). The simulator charges both kinds' per-chunk parts with the write completion
-//! carrying the chunks (`CpuCosts::rebuild_chunk_ns`): it cannot tell which read
-//! completion completes a stripe. XOR parity (RAID-5, 4+1) and Reed-Solomon (RAID-6, 4+2:
+//! block). The simulator charges the writes' per-chunk part with the write completion
+//! carrying the chunks (`CpuCosts::rebuild_chunk_ns`) and the reads' with each job's
+//! result (`CpuCosts::rebuild_job_result_ns`): taking a position's job's result is what the
+//! read completion that brings its last source does per position. XOR parity (RAID-5, 4+1) and Reed-Solomon (RAID-6, 4+2:
 //! its reconstruction costs more per stripe and per block, and its rebuilt blocks'
 //! checksums are computed, not derived from the sources') are solved apart. Each run's
 //! time is the median of `reps`. Other rebuilds (another width, 16 KiB chunks a chunk per
@@ -210,9 +211,12 @@ impl RebuildCalibration {
         CpuCosts {
             rebuild_read_completion: cost(&self.read),
             rebuild_write_completion: cost(&self.write),
-            rebuild_chunk_ns: ns(self.read_chunk_ns.max(0.0) + self.write_chunk_ns.max(0.0)),
+            rebuild_chunk_ns: ns(self.write_chunk_ns),
             rebuild_zone_completion_ns: ns(self.zone_command_ns),
             rebuild_job: cost(&self.job),
+            // The reads' part per chunk position is the taking of each position's job's
+            // result (the completion that brings a stripe's last source does it).
+            rebuild_job_result_ns: ns(self.read_chunk_ns),
             ..base
         }
     }
@@ -243,14 +247,13 @@ impl fmt::Display for RebuildCalibration {
         let costs = self.with(CpuCosts::default());
         writeln!(
             f,
-            "{}: rebuild read completion: {}; rebuild write completion: {} + {} ns per chunk carried (the reads' \
-             {:.0}, the writes' {:.0}); rebuild zone command completion: {} ns; rebuild job: {}",
+            "{}: rebuild read completion: {}; rebuild write completion: {} + {} ns per chunk carried; a job's result \
+             taken {} ns; rebuild zone command completion: {} ns; rebuild job: {}",
             self.parity,
             costs.rebuild_read_completion,
             costs.rebuild_write_completion,
             costs.rebuild_chunk_ns,
-            self.read_chunk_ns,
-            self.write_chunk_ns,
+            costs.rebuild_job_result_ns,
             costs.rebuild_zone_completion_ns,
             costs.rebuild_job
         )?;
