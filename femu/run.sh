@@ -65,20 +65,41 @@ log="$work/console.log"
 # code 1.3 s into boot under TCG) says nothing about zapraid: boot it again, at most
 # twice, on fresh drives. A guest that dies after the scenario began is not retried.
 boot_attempts=3
+# How long a guest may take to begin its scenario (the init's ZAPRAID-E2E-BEGIN, printed
+# once the drives are there) before it counts as hung and is booted again; not on the
+# last attempt, which has the whole --timeout. A boot takes about 5 s here; on
+# 2026-11-28 two boots in a row hung at "Booting from ROM.." and each took the whole
+# --timeout (15 minutes) to be given up.
+boot_timeout=${FEMU_BOOT_TIMEOUT:-120}
 for ((attempt = 1; attempt <= boot_attempts; attempt++)); do
     echo "femu: booting with $drives ZNS drive(s) (metadata $metadata B/block)$([ "$conv_drives" -eq 0 ] || echo ", $conv_drives conventional"), scenario '$scenario' $*" >&2
     set +e
     timeout "$timeout" qemu-system-x86_64 -machine q35 -cpu max -m 2G -smp 2 \
         -kernel "$kernel" -initrd "$initramfs" \
         -append "console=ttyS0 quiet panic=-1 zapraid.scenario=$scenario zapraid.args=$args" \
-        -nographic -no-reboot "${qemu_args[@]}" < /dev/null > "$log" 2>&1
+        -nographic -no-reboot "${qemu_args[@]}" < /dev/null > "$log" 2>&1 &
+    qemu_pid=$!
+    stopped=0
+    if [ "$attempt" -lt "$boot_attempts" ]; then
+        for ((waited = 0; waited < boot_timeout; waited++)); do
+            grep -q ZAPRAID-E2E-BEGIN "$log" && break
+            kill -0 "$qemu_pid" 2>/dev/null || break
+            sleep 1
+        done
+        if ! grep -q ZAPRAID-E2E-BEGIN "$log" && kill -0 "$qemu_pid" 2>/dev/null; then
+            kill "$qemu_pid" # timeout passes the signal on to QEMU
+            stopped=1
+        fi
+    fi
+    wait "$qemu_pid"
     qemu_status=$?
+    [ "$stopped" -eq 0 ] || qemu_status="stopped: no scenario after $boot_timeout s"
     set -e
     if grep -q ZAPRAID-E2E-BEGIN "$log" || [ "$attempt" -eq "$boot_attempts" ]; then
         break
     fi
     tr -d '\r' < "$log" | tail -n 40
-    echo "femu: the guest died before its scenario began (qemu status $qemu_status); booting again" >&2
+    echo "femu: the guest did not begin its scenario (qemu status $qemu_status); booting again" >&2
     for ((i = 0; i < drives + bare_drives; i++)); do
         rm -f "$work/d$i.img" && truncate -s "$drive_size" "$work/d$i.img"
     done
