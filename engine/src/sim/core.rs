@@ -208,38 +208,29 @@ impl Core {
 /// `release_ns`: without a `core`, at once, their results handed over; on the engine's
 /// core, which is then busy until they are done; on worker cores, their results coming
 /// back later. Returns when the event's output is released.
-pub(crate) fn run_rebuild_jobs(engine: &mut Engine, core: Option<&mut Core>, now_ns: u64, release_ns: u64) -> u64 {
-    let mut done = Vec::new();
-    let Some(core) = core else {
-        while let Some(job) = engine.poll_rebuild_job() {
-            done.push(job.run());
-        }
-        if !done.is_empty() {
-            engine.on_rebuild_jobs_done(done, now_ns);
-        }
-        return release_ns;
-    };
-    let mut jobs_ns = 0;
+pub(crate) fn run_rebuild_jobs(engine: &mut Engine, mut core: Option<&mut Core>, now_ns: u64, release_ns: u64) -> u64 {
+    let (mut done, mut jobs_ns) = (Vec::new(), 0);
     while let Some(job) = engine.poll_rebuild_job() {
-        let cost_ns = core.costs.rebuild_job.ns(job.source_blocks());
+        let cost_ns = core.as_deref().map_or(0, |core| core.costs.rebuild_job.ns(job.source_blocks()));
         // The job runs here, now: its result is the same whenever it is taken.
         let result = job.run();
-        match core.rebuild_worker_cores() {
-            0 => {
-                jobs_ns += cost_ns + core.costs.rebuild_job_result_ns;
+        match core.as_deref_mut() {
+            Some(core) if core.rebuild_worker_cores() > 0 => core.send_job(result, cost_ns, release_ns),
+            _ => {
+                jobs_ns += cost_ns;
                 done.push(result);
             }
-            _ => core.send_job(result, cost_ns, release_ns),
         }
     }
     if done.is_empty() {
         return release_ns;
     }
-    let done_count = done.len() as u64;
+    let results_ns = core.as_deref().map_or(0, |core| core.costs.rebuild_job_result_ns * done.len() as u64);
     engine.on_rebuild_jobs_done(done, now_ns);
-    core.free_at_ns = core.free_at_ns.max(release_ns) + jobs_ns;
-    core.busy_ns += jobs_ns;
-    core.rebuild_jobs_ns += jobs_ns - core.costs.rebuild_job_result_ns * done_count;
+    let Some(core) = core else { return release_ns };
+    core.free_at_ns = core.free_at_ns.max(release_ns) + jobs_ns + results_ns;
+    core.busy_ns += jobs_ns + results_ns;
+    core.rebuild_jobs_ns += jobs_ns;
     core.free_at_ns
 }
 

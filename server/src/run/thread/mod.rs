@@ -240,8 +240,8 @@ impl EngineLoop {
     /// Gives the engine the rebuild jobs' results the workers sent (waiting up to `wait`
     /// for one); returns how many.
     fn take_rebuild_results(&mut self, wait: Option<Duration>) -> usize {
+        let now = self.now_ns();
         let Some(workers) = self.rebuild_workers.as_mut() else { return 0 };
-        let now = self.started.elapsed().as_nanos() as u64;
         match workers.take(&mut self.engine, now, wait) {
             Ok(taken) => taken,
             Err(error) => {
